@@ -1,0 +1,206 @@
+"""Backends: how a graph is executed. One module per execution strategy, found by convention.
+
+A backend is named "kind:device:dtype", e.g. "torch-eager:cpu:float32"; device
+and dtype are parameters, not new classes. Each module in this package defines
+`BACKENDS = [SomeBackend, ...]` (classes with a `kind`). Plugins add more (see
+fuzzer/plugins.py) and may derive a backend from an existing one with some ops
+overridden (`Backend.derive`).
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from dataclasses import dataclass
+from typing import Callable, ClassVar
+
+import numpy as np
+
+from fuzzer.errors import UserError
+from fuzzer.ir import Case, Graph
+from fuzzer.ops import get_op, registry
+
+DTYPES = ("float64", "float32", "float16", "bfloat16")
+
+
+def interpret(graph: Graph, inputs: dict, params: dict, impl_for: Callable[[str], Callable], keep_all: bool = False):
+    """Run the graph node by node with `impl_for(op_name)` as each op's implementation.
+
+    `params` maps node name -> {param name: value}. Returns the outputs, or with
+    keep_all every value by name (the reference uses that for error scales).
+    """
+    env = dict(inputs)
+    for node in graph.nodes:
+        env[node.name] = impl_for(node.op)([env[r] for r in node.inputs], params.get(node.name, {}), node.attrs)
+    return env if keep_all else [env[name] for name in graph.outputs]
+
+
+def split_arrays(case: Case) -> tuple[dict, dict]:
+    """Case arrays -> (graph inputs by name, {node: {param: array}})."""
+    input_names = {spec.name for spec in case.graph.inputs}
+    inputs, params = {}, {}
+    for name, array in case.arrays.items():
+        if name in input_names:
+            inputs[name] = array
+        else:
+            node, param = name.split(".", 1)
+            params.setdefault(node, {})[param] = array
+    return inputs, params
+
+
+class CompiledCache:
+    """Compiled callables by key, oldest evicted first; counts hits for the campaign's stats."""
+
+    def __init__(self, limit: int):
+        self.limit = limit
+        self.entries: dict = {}
+        self.hits = 0
+        self.misses = 0
+
+    def get(self, key, build: Callable):
+        if key in self.entries:
+            self.hits += 1
+            return self.entries[key]
+        self.misses += 1
+        if len(self.entries) >= self.limit:
+            self.entries.pop(next(iter(self.entries)))
+        self.entries[key] = build()
+        return self.entries[key]
+
+
+class Backend:
+    """Base class. Subclasses set `kind`, `family` ("numpy", "torch" or "jax") and
+    implement `_execute(graph, inputs, params)` returning numpy float64 outputs."""
+
+    kind: ClassVar[str] = ""
+    family: ClassVar[str] = ""
+    devices: ClassVar[tuple[str, ...]] = ("cpu",)
+    dtypes: ClassVar[tuple[str, ...]] = ("float32", "float64")
+    default_dtype: ClassVar[str] = "float32"
+    description: ClassVar[str] = ""
+    # Compiling backends cost seconds per new graph: campaigns run them on a sample of graphs.
+    expensive: ClassVar[bool] = False
+
+    def __init__(self, device: str = "cpu", dtype: str | None = None, overrides: dict | None = None, name: str | None = None):
+        self.device = device
+        self.dtype = dtype or self.default_dtype
+        self.overrides = dict(overrides or {})
+        self.name = name or f"{self.kind}:{self.device}:{self.dtype}"
+        self.unsupported_ops: set[str] = set()
+
+    # -- what it can run ---------------------------------------------------
+    def unavailable_reason(self) -> str | None:
+        """None when this backend can run here; otherwise one sentence why not."""
+        return None
+
+    def supports(self, op_name: str) -> bool:
+        return op_name not in self.unsupported_ops
+
+    def supports_graph(self, graph: Graph) -> bool:
+        return all(self.supports(node.op) for node in graph.nodes)
+
+    # -- running -----------------------------------------------------------
+    def impl_for(self, op_name: str) -> Callable:
+        if op_name in self.overrides:
+            return self.overrides[op_name]
+        return get_op(op_name).impl(self.family)
+
+    def run(self, case: Case) -> list[np.ndarray]:
+        inputs, params = split_arrays(case)
+        return self._execute(case.graph, inputs, params)
+
+    def _execute(self, graph: Graph, inputs: dict, params: dict) -> list[np.ndarray]:
+        raise NotImplementedError
+
+    def derive(self, name: str, overrides: dict[str, Callable]) -> "Backend":
+        """A backend like this one with some ops replaced (a plugin's kernel, a canary's bug)."""
+        for op_name in overrides:
+            get_op(op_name)
+        derived = type(self)(self.device, self.dtype, {**self.overrides, **overrides}, name)
+        derived.unsupported_ops = set(self.unsupported_ops)
+        return derived
+
+    def __repr__(self) -> str:
+        return f"<backend {self.name}>"
+
+
+@dataclass
+class BackendTable:
+    """Backend classes by kind, plus named derived instances (from plugins)."""
+
+    classes: dict[str, type[Backend]]
+    derived: dict[str, Backend]
+
+    def kinds(self) -> list[str]:
+        return sorted(self.classes)
+
+
+_TABLE: BackendTable | None = None
+
+
+def table() -> BackendTable:
+    global _TABLE
+    if _TABLE is None:
+        classes: dict[str, type[Backend]] = {}
+        for module_info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
+            if module_info.name.startswith("_"):
+                continue
+            module = importlib.import_module(f"{__name__}.{module_info.name}")
+            for cls in getattr(module, "BACKENDS", []):
+                classes[cls.kind] = cls
+        _TABLE = BackendTable(classes, {})
+    return _TABLE
+
+
+def register_derived(backend: Backend) -> None:
+    table().derived[backend.name] = backend
+
+
+def register_class(cls: type[Backend]) -> None:
+    table().classes[cls.kind] = cls
+
+
+def get_backend(spec: str) -> Backend:
+    """'torch-eager', 'torch-eager:cpu', 'torch-eager:cpu:float64' or a plugin backend's name."""
+    tab = table()
+    if spec in tab.derived:
+        return tab.derived[spec]
+    kind, _, rest = spec.partition(":")
+    device, _, dtype = rest.partition(":")
+    if kind not in tab.classes:
+        raise UserError(f"Unknown backend '{spec}'; run `fuzz backends` to list them.")
+    cls = tab.classes[kind]
+    device = device or "cpu"
+    if device not in cls.devices:
+        raise UserError(f"Backend '{kind}' does not run on device '{device}' (it supports {', '.join(cls.devices)}).")
+    dtype = dtype or cls.default_dtype
+    if dtype not in cls.dtypes:
+        raise UserError(f"Backend '{kind}' does not support dtype '{dtype}' (it supports {', '.join(cls.dtypes)}).")
+    return cls(device, dtype)
+
+
+def parse_backend_list(text: str | None) -> list[Backend]:
+    """A comma-separated list of backend specs; None -> the default CPU set."""
+    specs = [s.strip() for s in (text or ",".join(DEFAULT_BACKENDS)).split(",") if s.strip()]
+    backends = [get_backend(spec) for spec in specs]
+    for backend in backends:
+        reason = backend.unavailable_reason()
+        if reason:
+            raise UserError(f"Backend '{backend.name}' is not available here: {reason}")
+    return backends
+
+
+# Every CPU backend the core engine compares. torch.compile costs seconds per new
+# graph, so campaigns run it on a sample of graph structures (see campaign.py).
+DEFAULT_BACKENDS = (
+    "torch-eager:cpu:float32",
+    "torch-compile:cpu:float32",
+    "torch-eager:cpu:float64",
+    "jax-eager:cpu:float32",
+    "jax-jit:cpu:float32",
+    "jax-jit:cpu:float64",
+)
+
+
+def all_ops_supported_by(backends: list[Backend]) -> list[str]:
+    return [name for name in sorted(registry()) if all(b.supports(name) for b in backends)]

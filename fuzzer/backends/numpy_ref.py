@@ -1,0 +1,41 @@
+"""The float64 numpy reference: the judge of what is right (ops' `reference` functions)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from fuzzer.backends import Backend, interpret
+from fuzzer.ir import Graph
+
+
+class NumpyReference(Backend):
+    kind = "numpy-ref"
+    family = "numpy"
+    dtypes = ("float64", "float32", "float16")
+    default_dtype = "float64"
+    description = "plain numpy written from the math; float64 is the oracle's arbiter"
+
+    def _execute(self, graph: Graph, inputs: dict, params: dict) -> list[np.ndarray]:
+        env = self.execute_all(graph, inputs, params)
+        return [np.asarray(env[name], dtype=np.float64) for name in graph.outputs]
+
+    def execute_all(self, graph: Graph, inputs: dict, params: dict) -> dict:
+        """Every value of the graph by name, computed in this backend's dtype."""
+        dtype = np.dtype(self.dtype)
+        cast = lambda a: np.asarray(a, dtype=dtype)  # noqa: E731
+        with np.errstate(all="ignore"):
+            return interpret(
+                graph,
+                {k: cast(v) for k, v in inputs.items()},
+                {node: {k: cast(v) for k, v in ps.items()} for node, ps in params.items()},
+                lambda op: _in_dtype(self.impl_for(op), dtype),
+                keep_all=True,
+            )
+
+
+def _in_dtype(fn, dtype):
+    """References are dtype-generic, but numpy promotes here and there; pin the result dtype."""
+    return lambda xs, ps, attrs: np.asarray(fn(xs, ps, attrs), dtype=dtype)
+
+
+BACKENDS = [NumpyReference]

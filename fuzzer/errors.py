@@ -1,0 +1,18 @@
+"""The two kinds of failure: the user's input is wrong, or we have a bug."""
+
+
+class UserError(Exception):
+    """Bad input from the user: one sentence saying what is wrong and what to do.
+
+    The CLI prints the message alone and exits with status 2.
+    """
+
+    exit_code = 2
+
+
+class InternalError(Exception):
+    """An invariant of ours was broken: a bug in the fuzzer, never the user's fault."""
+
+
+class ShapeError(ValueError):
+    """An op cannot accept these attributes / input shapes (raised by shape rules)."""

@@ -1,0 +1,102 @@
+"""The op registry: every module in this package declares its ops once, as `OPS = [OpDef(...)]`.
+
+An OpDef carries everything about one op: how to draw valid attributes for
+given input shapes, the shape rule, the parameters it needs, a float64 numpy
+reference written from the math, and the torch and jax implementations.
+Backends materialize a graph by calling `op.impl(family)`; nothing else in the
+code base knows about individual ops. Adding an op touches one file here.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from fuzzer.errors import UserError
+
+Shape = tuple[int, ...]
+# (draw, input shapes) -> attrs; `draw` is hypothesis's draw function.
+AttrDrawer = Callable[[Callable, list[Shape]], dict]
+
+
+def _no_params(attrs: dict, shapes: list[Shape]) -> dict[str, Shape]:
+    return {}
+
+
+def _no_attrs(draw: Callable, shapes: list[Shape]) -> dict:
+    return {}
+
+
+@dataclass(frozen=True)
+class OpDef:
+    name: str
+    infer: Callable[[dict, list[Shape]], Shape]  # raises ShapeError with the broken rule
+    reference: Callable  # (inputs, params, attrs) -> np.ndarray; dtype-generic numpy
+    torch: Callable  # (inputs, params, attrs) -> torch.Tensor
+    jax: Callable  # (inputs, params, attrs) -> jax.Array
+    accepts: Callable[[Shape], bool]  # can the first operand have this shape?
+    draw_attrs: AttrDrawer = _no_attrs
+    params: Callable[[dict, list[Shape]], dict[str, Shape]] = _no_params
+    # For ops with more than one operand: (draw, first shape, attrs) -> shapes of the other operands.
+    draw_operands: Callable | None = None
+    arity: tuple[int, int] = (1, 1)
+    # Multiplies the oracle's dtype tolerance: how much rounding error this op may amplify.
+    sensitivity: float = 1.0
+    family: str = ""
+    notes: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def arity_ok(self, n: int) -> bool:
+        return self.arity[0] <= n <= self.arity[1]
+
+    def arity_text(self) -> str:
+        low, high = self.arity
+        return f"{low} input{'s' * (low != 1)}" if low == high else f"{low} to {high} inputs"
+
+    def impl(self, family: str) -> Callable:
+        return {"numpy": self.reference, "torch": self.torch, "jax": self.jax}[family]
+
+
+_REGISTRY: dict[str, OpDef] | None = None
+
+
+def registry() -> dict[str, OpDef]:
+    """All ops, discovered from the modules of this package (no central list)."""
+    global _REGISTRY
+    if _REGISTRY is None:
+        found: dict[str, OpDef] = {}
+        for module_info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
+            if module_info.name.startswith("_"):
+                continue
+            module = importlib.import_module(f"{__name__}.{module_info.name}")
+            for op in getattr(module, "OPS", []):
+                if op.name in found:
+                    raise RuntimeError(f"op {op.name!r} is declared twice")
+                found[op.name] = _with_family(op, module_info.name)
+        _REGISTRY = found
+    return _REGISTRY
+
+
+def _with_family(op: OpDef, family: str) -> OpDef:
+    from dataclasses import replace
+
+    return op if op.family else replace(op, family=family)
+
+
+def get_op(name: str) -> OpDef:
+    ops = registry()
+    if name not in ops:
+        raise UserError(f"Unknown op '{name}'; run `fuzz ops` to list them.")
+    return ops[name]
+
+
+def parse_op_list(text: str | None) -> list[str]:
+    """'conv2d,layer_norm' -> validated names; None or '' -> all ops."""
+    if not text:
+        return sorted(registry())
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    for name in names:
+        get_op(name)
+    return names

@@ -1,0 +1,43 @@
+"""Small helpers shared by the op declarations."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from hypothesis import strategies as st
+
+from fuzzer.errors import ShapeError
+
+# Dimensions are drawn from a small set so that jax/torch.compile reuse compiled code
+# across graphs (perf-notes: jax recompiles per new shape); the set still holds size 1,
+# sizes just off powers of two and the awkward odd sizes where tiled kernels have tails.
+DIMS = (1, 2, 3, 4, 5, 7, 8, 9, 16, 17)
+
+
+def dim(draw, low: int = 1, high: int = 17) -> int:
+    choices = [d for d in DIMS if low <= d <= high] or [low]
+    return draw(st.sampled_from(choices))
+
+
+def rank_between(low: int, high: int):
+    return lambda shape: low <= len(shape) <= high
+
+
+def check(condition: bool, message: str) -> None:
+    if not condition:
+        raise ShapeError(message)
+
+
+def norm_dim(dim_: int, rank: int) -> int:
+    check(-rank <= dim_ < rank, f"dim {dim_} is out of range for rank {rank}")
+    return dim_ % rank
+
+
+def numel(shape) -> int:
+    return int(math.prod(shape))
+
+
+def like(reference_dtype_source, value):
+    """Cast a numpy result back to the dtype of the op's input (references are dtype-generic)."""
+    return np.asarray(value, dtype=np.asarray(reference_dtype_source).dtype)

@@ -1,0 +1,62 @@
+"""softmax and log_softmax over one dim."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import strategies as st
+
+from fuzzer.ops import OpDef
+from fuzzer.ops._common import norm_dim, rank_between
+
+
+def _draw_dim(draw, shapes):
+    return {"dim": draw(st.integers(-len(shapes[0]), len(shapes[0]) - 1))}
+
+
+def _infer(attrs, shapes):
+    norm_dim(attrs["dim"], len(shapes[0]))
+    return shapes[0]
+
+
+def _log_softmax_reference(xs, ps, attrs):
+    """log_softmax(x) = x - max - log(sum(exp(x - max))), stable for any magnitude."""
+    x, dim = xs[0], attrs["dim"]
+    shifted = x - np.max(x, axis=dim, keepdims=True)
+    return shifted - np.log(np.sum(np.exp(shifted), axis=dim, keepdims=True))
+
+
+def _softmax_reference(xs, ps, attrs):
+    return np.exp(_log_softmax_reference(xs, ps, attrs))
+
+
+def _torch(name):
+    def run(xs, ps, attrs):
+        import torch
+
+        return getattr(torch, name)(xs[0], dim=attrs["dim"])
+
+    return run
+
+
+def _jax(name):
+    def run(xs, ps, attrs):
+        import jax
+
+        return getattr(jax.nn, name)(xs[0], axis=attrs["dim"])
+
+    return run
+
+
+OPS = [
+    OpDef(
+        name=name,
+        infer=_infer,
+        reference=reference,
+        torch=_torch(name),
+        jax=_jax(name),
+        accepts=rank_between(1, 5),
+        draw_attrs=_draw_dim,
+        sensitivity=2.0,
+    )
+    for name, reference in (("softmax", _softmax_reference), ("log_softmax", _log_softmax_reference))
+]
