@@ -1,0 +1,37 @@
+"""Running one backend on one case and capturing whatever happens as an Outcome.
+
+In-process execution lives here; campaign workers (fuzzer/workers.py) call the same
+function inside isolated processes, so failure capture is written once.
+"""
+
+from __future__ import annotations
+
+import time
+import traceback
+from dataclasses import dataclass
+
+import numpy as np
+
+from fuzzer.backends import Backend
+from fuzzer.ir import Case
+
+OK, ERROR, CRASH, HANG = "ok", "error", "crash", "hang"
+
+
+@dataclass
+class Outcome:
+    backend: str
+    status: str  # ok | error (raised) | crash (process died) | hang (timed out)
+    outputs: list[np.ndarray] | None = None
+    error: str = ""
+    seconds: float = 0.0
+
+
+def run_backend(backend: Backend, case: Case) -> Outcome:
+    start = time.perf_counter()
+    try:
+        outputs = backend.run(case)
+    except Exception as exc:  # noqa: BLE001 - any failure of the backend is data, not our crash
+        text = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+        return Outcome(backend.name, ERROR, error=text, seconds=time.perf_counter() - start)
+    return Outcome(backend.name, OK, outputs=outputs, seconds=time.perf_counter() - start)
