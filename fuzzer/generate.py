@@ -26,7 +26,7 @@ from fuzzer.ops._common import DIMS, numel
 from fuzzer.ops.matmul import TILE_EDGE_SIZES
 
 MAX_ELEMENTS = 20_000
-PATTERNS = ("conv-layout-norm", "rnn-sequence", "matmul-chain", "norm-dropout", "free", "free")
+PATTERNS = ("conv-layout-norm", "rnn-sequence", "matmul-chain", "norm-dropout", "conv-bn", "free", "free")
 
 
 @dataclass
@@ -106,6 +106,13 @@ def _seed_pattern(builder: _Builder, pattern: str) -> str:
             last = builder.try_add(op, last) or last
             last = builder.try_add("relu", last) or last
         return last
+    if pattern == "conv-bn":
+        # conv2d -> [activation] -> batch_norm(eval): what BN-folding transformations rewrite.
+        x = builder.new_input((draw(st.sampled_from([1, 2])), draw(st.sampled_from([1, 2, 3])), *_dims(draw, 2, low=2)))
+        last = builder.try_add("conv2d", x) or x
+        if draw(st.booleans()):
+            last = builder.try_add(draw(st.sampled_from(["relu", "tanh"])), last) or last
+        return builder.try_add("batch_norm", last, {"training": False, "eps": 1e-5}) or last
     if pattern == "norm-dropout":
         x = builder.new_input((draw(st.sampled_from([1, 2, 4])), *_dims(draw, draw(st.integers(1, 3)))))
         last = builder.try_add("batch_norm", x) or x
