@@ -125,3 +125,16 @@ def localize(backend: Backend, case: Case, runner: Runner = run_backend, failing
     name = case.graph.outputs[failing_output]
     ops = {n.name: n.op for n in case.graph.nodes}
     return f"{ops.get(name, name)}@fused"
+
+
+def still_fails_predicate(backend: Backend, signature: str, reruns: int = 2, runner: Runner = run_backend):
+    """For the shrinker: does a candidate give the same verdict and signature on this backend?"""
+
+    def still_fails(candidate: Case) -> bool:
+        try:
+            result = check_case(candidate, [backend], reruns=reruns, runner=runner)
+        except Exception:  # noqa: BLE001 - a candidate the reference cannot run is simply not kept
+            return False
+        return result.finding_for(signature) is not None
+
+    return still_fails

@@ -1,0 +1,323 @@
+"""Shrinking a finding to a minimal reproducer, on the IR (so imported cases can be re-shrunk).
+
+The shrinker is an ordered list of small, named, deterministic passes, in the
+style of Hypothesis's shrinker. Each pass proposes candidates that are simpler
+by construction, trivial ones first; a candidate is accepted only if it is a
+valid graph AND `still_fails(candidate)` (same verdict and same signature: the
+shrinker may not slide into another, easier bug). Passes are not looped to a
+fixed point; the whole list is repeated while a round made progress, within a
+time budget. "Simpler" means, in this order: fewer nodes, fewer elements in
+inputs and parameters, simpler attributes (stride 1, no padding, no bias, ...),
+simpler values (zeros, ones, small integers).
+
+Arrays follow the graph: when shapes shrink, existing arrays are sliced (keeping
+the values that trigger the bug); arrays that are new or grew are drawn from the
+case's seed.
+"""
+
+from __future__ import annotations
+
+import time
+import zlib
+from dataclasses import dataclass, field, replace
+from typing import Callable
+
+import numpy as np
+
+from fuzzer.arrays import param_values
+from fuzzer.backends import split_arrays
+from fuzzer.backends.numpy_ref import NumpyReference
+from fuzzer.errors import UserError
+from fuzzer.ir import Case, Graph, Node, TensorSpec, infer_shapes, param_shapes
+from fuzzer.ops import get_op
+from fuzzer.ops._common import numel
+
+Predicate = Callable[[Case], bool]
+
+# Attribute simplifications, tried one at a time; data, not per-op code.
+SIMPLER_ATTRS = {
+    "num_layers": 1,
+    "kernel_size": [1, 1],
+    "stride": [1, 1],
+    "dilation": [1, 1],
+    "padding": [0, 0],
+    "groups": 1,
+    "bias": False,
+    "affine": False,
+    "initial_state": False,
+    "batch_first": False,
+    "keepdim": False,
+}
+# Integer attributes that size things: tried at 1, 2, half, minus one.
+SIZE_ATTRS = ("hidden_size", "out_features", "out_channels", "num_layers")
+
+
+@dataclass
+class PassStats:
+    tried: int = 0
+    accepted: int = 0
+
+
+@dataclass
+class ShrinkResult:
+    case: Case
+    original_nodes: int
+    seconds: float
+    calls: int
+    stats: dict[str, PassStats] = field(default_factory=dict)
+
+    def log(self) -> dict:
+        return {
+            "original_nodes": self.original_nodes,
+            "final_nodes": len(self.case.graph.nodes),
+            "final_elements": case_elements(self.case),
+            "seconds": round(self.seconds, 2),
+            "calls": self.calls,
+            "passes": {name: [s.tried, s.accepted] for name, s in self.stats.items()},
+        }
+
+
+def case_elements(case: Case) -> int:
+    return sum(int(a.size) for a in case.arrays.values())
+
+
+def complexity(case: Case) -> tuple:
+    """The documented order: nodes, then elements, then attribute size."""
+    attr_size = sum(len(str(node.attrs)) for node in case.graph.nodes)
+    return (len(case.graph.nodes), case_elements(case), attr_size)
+
+
+# -- rebuilding a case after a graph change ----------------------------------------------
+
+
+def prune(graph: Graph) -> Graph:
+    """Drop nodes and inputs that no output depends on."""
+    needed = set(graph.outputs)
+    for node in reversed(graph.nodes):
+        if node.name in needed:
+            needed.update(node.inputs)
+    nodes = tuple(n for n in graph.nodes if n.name in needed)
+    inputs = tuple(t for t in graph.inputs if t.name in needed)
+    return Graph(inputs, nodes, graph.outputs)
+
+
+def _fit(array: np.ndarray | None, shape: tuple[int, ...], fresh: Callable[[], np.ndarray]) -> np.ndarray:
+    if array is not None and array.shape == shape:
+        return array
+    if array is not None and array.ndim == len(shape) and all(a >= s for a, s in zip(array.shape, shape)):
+        return np.ascontiguousarray(array[tuple(slice(0, s) for s in shape)])
+    return fresh()
+
+
+def rebuild(case: Case, graph: Graph) -> Case | None:
+    """A case for `graph` reusing `case`'s arrays where they fit; None if the graph is invalid."""
+    graph = prune(graph)
+    try:
+        shapes = infer_shapes(graph)
+        needed = {t.name: t.shape for t in graph.inputs}
+        needed.update(param_shapes(graph, shapes))
+    except UserError:
+        return None
+    arrays = {}
+    for name, shape in needed.items():
+        rng = np.random.default_rng([case.seed, zlib.crc32(name.encode())])
+        arrays[name] = _fit(case.arrays.get(name), tuple(shape), lambda: param_values(rng, name, tuple(shape)))
+    return Case(graph, arrays, case.seed)
+
+
+def _replace_node(graph: Graph, index: int, node: Node | None, rename: dict[str, str] | None = None) -> Graph:
+    """Replace (or with None, delete) node `index`, renaming references per `rename`."""
+    rename = rename or {}
+    nodes = []
+    for i, current in enumerate(graph.nodes):
+        if i == index:
+            if node is not None:
+                nodes.append(node)
+            continue
+        nodes.append(replace(current, inputs=tuple(rename.get(r, r) for r in current.inputs)))
+    outputs = tuple(dict.fromkeys(rename.get(o, o) for o in graph.outputs))
+    return Graph(graph.inputs, tuple(nodes), outputs)
+
+
+# -- the passes: each yields candidate cases, simplest first -----------------------------
+
+
+def pass_single_output(case: Case, culprit: str):
+    """Keep one output, preferring the first node whose op is the culprit."""
+    graph = case.graph
+    culprit_op = culprit.split("@")[0]
+    targets = [n.name for n in graph.nodes if n.op == culprit_op] + list(graph.outputs)
+    for name in dict.fromkeys(targets):
+        if (name,) != graph.outputs:
+            yield rebuild(case, Graph(graph.inputs, graph.nodes, (name,)))
+
+
+def pass_cut_inputs(case: Case, culprit: str):
+    """Replace a node by a new graph input holding its reference value: removes everything upstream."""
+    graph = case.graph
+    inputs, params = split_arrays(case)
+    env = NumpyReference(dtype="float64").execute_all(graph, inputs, params)
+    for index, node in enumerate(graph.nodes):
+        if node.name in graph.outputs:
+            continue
+        name = f"x{len(graph.inputs)}_{node.name}"
+        cut = _replace_node(graph, index, None, {node.name: name})
+        cut = Graph(cut.inputs + (TensorSpec(name, tuple(env[node.name].shape)),), cut.nodes, cut.outputs)
+        candidate = rebuild(case, cut)
+        if candidate is not None:
+            value = np.asarray(env[node.name], dtype=np.float32).astype(np.float64)
+            candidate.arrays[name] = value
+            if np.all(np.isfinite(value)):
+                yield candidate
+
+
+def pass_bypass_nodes(case: Case, culprit: str):
+    """Delete a node and feed its first input to its consumers (valid only where shapes allow)."""
+    graph = case.graph
+    for index in reversed(range(len(graph.nodes))):
+        node = graph.nodes[index]
+        yield rebuild(case, _replace_node(graph, index, None, {node.name: node.inputs[0]}))
+
+
+def _smaller(value: int) -> list[int]:
+    return sorted({v for v in (1, 2, value // 2, value - 1) if 1 <= v < value})
+
+
+def _repair_attrs(graph: Graph) -> Graph:
+    """Re-derive attributes that restate input shapes (layer_norm's normalized_shape, reshape's target)."""
+    shapes = {t.name: t.shape for t in graph.inputs}
+    nodes = []
+    for node in graph.nodes:
+        in_shapes = [shapes.get(r) for r in node.inputs]
+        attrs = dict(node.attrs)
+        if None not in in_shapes:
+            if node.op == "layer_norm":
+                attrs["normalized_shape"] = list(in_shapes[0][-len(attrs["normalized_shape"]) :])
+            elif node.op == "reshape" and -1 not in attrs["shape"] and numel(attrs["shape"]) != numel(in_shapes[0]):
+                target = list(attrs["shape"])
+                target[int(np.argmax(target))] = -1
+                attrs["shape"] = target
+        node = replace(node, attrs=attrs)
+        nodes.append(node)
+        try:
+            shapes[node.name] = tuple(get_op(node.op).infer(node.attrs, in_shapes)) if None not in in_shapes else None
+        except Exception:  # noqa: BLE001 - an invalid candidate; infer_shapes will reject it
+            shapes[node.name] = None
+    return Graph(graph.inputs, tuple(nodes), graph.outputs)
+
+
+def pass_shrink_input_dims(case: Case, culprit: str):
+    """Every dim of every graph input to 1, 2, half, minus one (sequence length, batch, channels, ...)."""
+    graph = case.graph
+    for i, spec in enumerate(graph.inputs):
+        for d, size in enumerate(spec.shape):
+            for smaller in _smaller(size):
+                shape = spec.shape[:d] + (smaller,) + spec.shape[d + 1 :]
+                inputs = graph.inputs[:i] + (TensorSpec(spec.name, shape),) + graph.inputs[i + 1 :]
+                yield rebuild(case, _repair_attrs(Graph(inputs, graph.nodes, graph.outputs)))
+
+
+def pass_shrink_size_attrs(case: Case, culprit: str):
+    """hidden_size, out_features, out_channels, num_layers to 1, 2, half, minus one."""
+    graph = case.graph
+    for index, node in enumerate(graph.nodes):
+        for attr in SIZE_ATTRS:
+            if attr not in node.attrs:
+                continue
+            for smaller in _smaller(node.attrs[attr]):
+                if attr == "out_channels" and smaller % node.attrs.get("groups", 1):
+                    continue
+                changed = replace(node, attrs={**node.attrs, attr: smaller})
+                yield rebuild(case, _repair_attrs(_replace_node(graph, index, changed)))
+
+
+def pass_simplify_attrs(case: Case, culprit: str):
+    """stride 1, no padding, no bias, groups 1, ... one attribute at a time."""
+    graph = case.graph
+    for index, node in enumerate(graph.nodes):
+        for attr, simple in SIMPLER_ATTRS.items():
+            if attr in node.attrs and node.attrs[attr] != simple:
+                changed = replace(node, attrs={**node.attrs, attr: simple})
+                yield rebuild(case, _repair_attrs(_replace_node(graph, index, changed)))
+
+
+def value_rank(array: np.ndarray) -> int:
+    """Simplicity of an array's values: zeros < ones < one non-zero < small integers < anything."""
+    if not np.any(array):
+        return 0
+    if np.all(array == 1):
+        return 1
+    if np.count_nonzero(array) == 1 and np.all((array == 0) | (array == 1)):
+        return 2
+    if np.all(np.round(array) == array) and np.max(np.abs(array)) <= 3:
+        return 3
+    return 4
+
+
+def pass_simplify_values(case: Case, culprit: str):
+    """Each array to zeros, ones, a single one, or rounded small integers, if that is simpler."""
+    for name in sorted(case.arrays):
+        value = case.arrays[name]
+        single = np.zeros_like(value)
+        single.flat[0] = 1.0
+        for simpler in (np.zeros_like(value), np.ones_like(value), single, np.clip(np.round(value), -3, 3)):
+            if value_rank(simpler) < value_rank(value):
+                yield replace(case, arrays={**case.arrays, name: simpler})
+
+
+PASSES = [
+    ("single_output", pass_single_output),
+    ("cut_inputs", pass_cut_inputs),
+    ("bypass_nodes", pass_bypass_nodes),
+    ("shrink_size_attrs", pass_shrink_size_attrs),
+    ("shrink_input_dims", pass_shrink_input_dims),
+    ("simplify_attrs", pass_simplify_attrs),
+    ("simplify_values", pass_simplify_values),
+]
+
+
+def shrink_case(
+    case: Case,
+    still_fails: Predicate,
+    culprit: str = "",
+    time_budget: float = 60.0,
+    progress: Callable[[str, Case], None] | None = None,
+    max_rounds: int = 4,
+) -> ShrinkResult:
+    """The smallest case found within `time_budget` seconds for which `still_fails` holds.
+
+    `case` itself must fail; the result always does (it is `case` if nothing smaller fails).
+    """
+    start = time.monotonic()
+    result = ShrinkResult(case, len(case.graph.nodes), 0.0, 0, {name: PassStats() for name, _ in PASSES})
+    current = case
+    for _ in range(max_rounds):
+        before = complexity(current)
+        for name, make_candidates in PASSES:
+            stats = result.stats[name]
+            improved = True
+            # Restart a pass's candidate list after each success (its candidates were built
+            # from the old case), but never loop it once it yields nothing new.
+            while improved and time.monotonic() - start < time_budget:
+                improved = False
+                for candidate in make_candidates(current, culprit):
+                    if time.monotonic() - start >= time_budget:
+                        break
+                    if candidate is None:
+                        continue
+                    if name != "simplify_values" and complexity(candidate) >= complexity(current):
+                        continue
+                    stats.tried += 1
+                    result.calls += 1
+                    if still_fails(candidate):
+                        stats.accepted += 1
+                        current = candidate
+                        improved = True
+                        if progress:
+                            progress(name, current)
+                        break
+        if complexity(current) >= before or time.monotonic() - start >= time_budget:
+            break
+    result.case = current
+    result.seconds = time.monotonic() - start
+    return result

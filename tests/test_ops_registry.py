@@ -1,0 +1,139 @@
+"""Generic tests over the op registry: every op, present and future, with no test edits.
+
+For each op, hypothesis draws small single-node graphs through the op's own
+`accepts`, `draw_attrs` and `draw_operands`, and the float64 backends (torch
+eager, jax jit) must agree with the float64 numpy reference, whose output shape
+must be the one the shape rule infers.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from fuzzer.arrays import VALUE_PROFILES, materialize
+from fuzzer.backends import get_backend
+from fuzzer.ir import Graph, Node, TensorSpec, infer_shapes
+from fuzzer.ops import OpDef, registry
+from fuzzer.ops._common import DIMS
+
+OP_NAMES = sorted(registry())
+RANKS = (1, 2, 3, 4, 5)
+# Keeps every drawn input small: the references are python loops in places, and
+# jax compiles once per new shape.
+MAX_INPUT_ELEMENTS = 1024
+
+RTOL, ATOL = 1e-7, 1e-9
+
+REFERENCE = get_backend("numpy-ref")
+BACKENDS = [get_backend("torch-eager:cpu:float64"), get_backend("jax-jit:cpu:float64")]
+
+
+# -- the declaration itself ---------------------------------------------------
+
+
+@pytest.mark.parametrize("name", OP_NAMES)
+def test_op_declares_name_implementations_and_sensitivity(name):
+    op = registry()[name]
+    assert isinstance(op, OpDef)
+    assert op.name and op.name == name
+    for family in ("numpy", "torch", "jax"):
+        assert callable(op.impl(family)), f"{name} has no {family} implementation"
+    assert callable(op.infer) and callable(op.accepts) and callable(op.draw_attrs) and callable(op.params)
+    assert op.sensitivity >= 1
+    low, high = op.arity
+    assert 1 <= low <= high
+    assert op.family, f"{name} has no family"
+
+
+@pytest.mark.parametrize("name", OP_NAMES)
+def test_op_accepts_some_small_shape(name):
+    assert _accepted_ranks(registry()[name]), f"{name} accepts no shape of rank {RANKS[0]}..{RANKS[-1]}"
+
+
+def test_registry_has_the_seed_bug_ops():
+    assert {"conv2d", "layer_norm", "dropout", "gru", "lstm", "matmul", "linear", "permute", "transpose"} <= set(OP_NAMES)
+
+
+# -- single-op graphs ---------------------------------------------------------
+
+
+def _accepted_ranks(op: OpDef) -> list[int]:
+    probes = (1, 2, 3)
+    return [rank for rank in RANKS if any(op.accepts((d,) * rank) for d in probes)]
+
+
+@st.composite
+def first_shapes(draw, op: OpDef):
+    """A shape of a rank the op accepts, with at most MAX_INPUT_ELEMENTS elements."""
+    rank = draw(st.sampled_from(_accepted_ranks(op)))
+    shape, budget = [], MAX_INPUT_ELEMENTS
+    for _ in range(rank):
+        d = draw(st.sampled_from([d for d in DIMS if d <= budget]))
+        shape.append(d)
+        budget //= d
+    return tuple(shape)
+
+
+@st.composite
+def single_op_graphs(draw, name: str) -> Graph:
+    op = registry()[name]
+    # Shapes of an accepted rank may still be refused (e.g. the rnn caps batch * seq_len).
+    shape = draw(first_shapes(op).filter(op.accepts))
+    attrs = op.draw_attrs(draw, [shape])
+    if op.draw_operands is not None:
+        others = [tuple(s) for s in op.draw_operands(draw, shape, attrs)]
+    else:
+        others = [shape] * (op.arity[0] - 1)
+    specs = [TensorSpec(f"x{i}", s) for i, s in enumerate([shape, *others])]
+    node = Node("n0", name, tuple(spec.name for spec in specs), attrs)
+    return Graph(tuple(specs), (node,), ("n0",))
+
+
+@st.composite
+def single_op_cases(draw, name: str):
+    graph = draw(single_op_graphs(name))
+    profiles = {spec.name: draw(st.sampled_from(VALUE_PROFILES)) for spec in graph.inputs}
+    return materialize(graph, draw(st.integers(0, 2**32 - 1)), profiles)
+
+
+def _describe(case) -> str:
+    node = case.graph.nodes[0]
+    shapes = [list(spec.shape) for spec in case.graph.inputs]
+    return f"{node.op} attrs={node.attrs} input shapes={shapes} seed={case.seed}"
+
+
+@pytest.mark.parametrize("name", OP_NAMES)
+@settings(max_examples=25, deadline=None, database=None, suppress_health_check=[HealthCheck.filter_too_much])
+@given(data=st.data())
+def test_float64_backends_agree_with_reference(name, data):
+    case = data.draw(single_op_cases(name), label="case")
+    inferred = infer_shapes(case.graph)["n0"]
+    (expected,) = REFERENCE.run(case)
+    assert expected.shape == inferred, f"reference shape {expected.shape} != inferred {inferred}: {_describe(case)}"
+    assert np.all(np.isfinite(expected)), f"reference is not finite: {_describe(case)}"
+    for backend in BACKENDS:
+        (actual,) = backend.run(case)
+        assert actual.shape == expected.shape, f"{backend.name} shape {actual.shape} != {expected.shape}: {_describe(case)}"
+        np.testing.assert_allclose(
+            actual, expected, rtol=RTOL, atol=ATOL, err_msg=f"{backend.name} vs numpy-ref: {_describe(case)}"
+        )
+
+
+@pytest.mark.parametrize("name", OP_NAMES)
+@settings(max_examples=25, deadline=None, database=None, suppress_health_check=[HealthCheck.filter_too_much])
+@given(data=st.data())
+def test_drawn_attrs_satisfy_the_shape_rule_and_params_are_well_formed(name, data):
+    graph = data.draw(single_op_graphs(name), label="graph")
+    op = registry()[name]
+    shapes = [spec.shape for spec in graph.inputs]
+    out = op.infer(graph.nodes[0].attrs, shapes)
+    assert all(isinstance(d, int) and d >= 1 for d in out)
+    assert math.prod(out) >= 1
+    for pname, pshape in op.params(graph.nodes[0].attrs, shapes).items():
+        assert pname and "." not in pname
+        assert all(isinstance(d, int) and d >= 1 for d in pshape), f"{pname} has shape {pshape}"
