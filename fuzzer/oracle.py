@@ -133,6 +133,14 @@ class BackendVerdict:
         }
 
 
+def allowed_error(reference: Reference, index: int, dtype: str, judged: np.ndarray | None = None) -> float:
+    """The tolerance model's `allowed` for output `index` (see the module docstring)."""
+    same, r64 = reference.same_dtype[dtype][index], reference.outputs[index]
+    judged = np.isfinite(same) if judged is None else judged
+    e_same = float(np.max(np.abs(same - r64)[judged], initial=0.0))
+    return K_SAME * e_same + RTOL[dtype] * reference.sensitivities[index] * reference.scales[index]
+
+
 def compare_output(y: np.ndarray, index: int, reference: Reference, dtype: str) -> tuple[str, float, float, str]:
     """(verdict, error, allowed, detail) for one output against the reference."""
     r64 = reference.outputs[index]
@@ -145,8 +153,7 @@ def compare_output(y: np.ndarray, index: int, reference: Reference, dtype: str) 
         return NAN_INF, float("inf"), 0.0, f"{int(bad.sum())} non-finite values where the reference is finite"
     judged = same_finite & np.isfinite(y)
     err = float(np.max(np.abs(y - r64)[judged], initial=0.0))
-    e_same = float(np.max(np.abs(same - r64)[judged], initial=0.0))
-    allowed = K_SAME * e_same + RTOL[dtype] * reference.sensitivities[index] * reference.scales[index]
+    allowed = allowed_error(reference, index, dtype, judged)
     if err <= allowed:
         return AGREE, err, allowed, ""
     finite_y = y[np.isfinite(y)]

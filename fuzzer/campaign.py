@@ -1,0 +1,221 @@
+"""A campaign: hand seed indices to isolated workers, store what they find, checkpoint, resume.
+
+The parent process is the corpus's only writer. Workers generate, check and
+shrink (fuzzer/pipeline.py); a worker that crashes or hangs becomes a crash/hang
+finding for the case it was running, is restarted, and the campaign goes on.
+Seed indices form a fixed stream (pipeline.seed_for), so `--resume` continues
+from the checkpoint without repeating or skipping a case.
+"""
+
+from __future__ import annotations
+
+import multiprocessing.connection
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Callable
+
+from fuzzer.check import Finding
+from fuzzer.corpus import Corpus
+from fuzzer.environment import versions
+from fuzzer.errors import UserError
+from fuzzer.generate import CaseGenerator
+from fuzzer.oracle import signature
+from fuzzer.pipeline import seed_for
+from fuzzer.workers import Worker, WorkerConfig, WorkerDied
+
+CHECKPOINT_EVERY = 2.0  # seconds
+
+
+@dataclass
+class CampaignOptions:
+    backends: list[str]
+    ops: list[str] | None = None
+    max_nodes: int = 8
+    seed: int = 0
+    max_cases: int | None = None
+    time_limit: float | None = None
+    workers: int = 1
+    timeout: float = 60.0
+    shrink_time: float = 60.0
+    inputs_per_graph: int = 2
+    expensive_every: int = 10
+    reruns: int = 2
+    plugins: list[str] = field(default_factory=list)
+    memory_limit_mb: int | None = None
+
+    def worker_config(self) -> WorkerConfig:
+        return WorkerConfig(
+            backends=self.backends, ops=self.ops, max_nodes=self.max_nodes, seed=self.seed,
+            inputs_per_graph=self.inputs_per_graph, expensive_every=self.expensive_every,
+            shrink_time=self.shrink_time, reruns=self.reruns, plugins=self.plugins,
+            memory_limit_mb=self.memory_limit_mb,
+        )
+
+
+@dataclass
+class Progress:
+    campaign_id: int
+    graphs: int = 0
+    checked: int = 0
+    invalid: int = 0
+    finding_cases: int = 0
+    new_buckets: int = 0
+    crashes: int = 0
+    elapsed: float = 0.0
+    op_counts: dict = field(default_factory=dict)
+    backend_seconds: dict = field(default_factory=dict)
+    next_index: int = 0
+    done_above: list = field(default_factory=list)
+    status: str = "running"
+
+    @property
+    def graphs_per_second(self) -> float:
+        return self.graphs / self.elapsed if self.elapsed > 0 else 0.0
+
+    def to_dict(self) -> dict:
+        data = asdict(self)
+        data["graphs_per_second"] = round(self.graphs_per_second, 2)
+        return data
+
+
+class Campaign:
+    def __init__(self, corpus: Corpus, options: CampaignOptions, on_progress: Callable[[Progress], None] | None = None):
+        self.corpus = corpus
+        self.options = options
+        self.on_progress = on_progress or (lambda progress: None)
+        self.known_signatures = {b["signature"] for b in corpus.buckets()}
+        self.generator = CaseGenerator(options.ops, options.max_nodes)
+
+    @classmethod
+    def resume(cls, corpus: Corpus, campaign_id: int, on_progress=None, **overrides) -> "Campaign":
+        row = corpus.campaign(campaign_id)
+        options = CampaignOptions(**{**row["config"], **{k: v for k, v in overrides.items() if v is not None}})
+        campaign = cls(corpus, options, on_progress)
+        state = row.get("checkpoint") or {}
+        known = set(Progress.__dataclass_fields__)
+        campaign.progress = Progress(campaign_id, **{k: v for k, v in state.items() if k in known and k != "campaign_id"})
+        campaign.progress.status = "running"
+        return campaign
+
+    def start(self) -> None:
+        config = asdict(self.options)
+        campaign_id = self.corpus.start_campaign(config, self.options.seed, versions())
+        self.progress = Progress(campaign_id)
+
+    # -- the main loop -------------------------------------------------------------------
+    def run(self) -> Progress:
+        if not hasattr(self, "progress"):
+            self.start()
+        progress = self.progress
+        started = time.monotonic() - progress.elapsed
+        workers = [Worker(self.options.worker_config()) for _ in range(max(1, self.options.workers))]
+        assigned: dict[int, int] = {}  # id(worker) -> index
+        next_index = progress.next_index
+        done_above = set(progress.done_above)
+        last_checkpoint = time.monotonic()
+        status = "finished"
+        try:
+            while True:
+                progress.elapsed = time.monotonic() - started
+                stop = self._should_stop(next_index, progress)
+                for worker in workers:
+                    if worker.in_flight is None and not stop:
+                        while next_index in done_above:
+                            next_index += 1
+                        worker.submit(("case", next_index, sorted(self.known_signatures)))
+                        assigned[id(worker)] = next_index
+                        next_index += 1
+                busy = [w for w in workers if w.in_flight is not None]
+                if not busy:
+                    break
+                multiprocessing.connection.wait([w.conn for w in busy], timeout=0.5)
+                for worker in busy:
+                    index = assigned[id(worker)]
+                    try:
+                        reply = worker.collect()
+                        if reply is None:
+                            worker.check_timeout(self.options.timeout)
+                            continue
+                        self._store(reply)
+                    except WorkerDied as died:
+                        self._store_death(index, died)
+                    done_above.add(index)
+                    progress.graphs += 1
+                    while progress.next_index in done_above:
+                        done_above.discard(progress.next_index)
+                        progress.next_index += 1
+                    progress.done_above = sorted(done_above)
+                if time.monotonic() - last_checkpoint >= CHECKPOINT_EVERY:
+                    self._checkpoint()
+                    self.on_progress(progress)
+                    last_checkpoint = time.monotonic()
+        except KeyboardInterrupt:
+            status = "interrupted"
+        finally:
+            for worker in workers:
+                worker.stop()
+            progress.elapsed = time.monotonic() - started
+            progress.status = status
+            self._checkpoint()
+            self.corpus.finish_campaign(progress.campaign_id, status)
+            self.on_progress(progress)
+        return progress
+
+    def _should_stop(self, next_index: int, progress: Progress) -> bool:
+        """`max_cases` counts seed indices, so a resumed campaign ends where the original would have."""
+        if self.options.max_cases is not None and next_index >= self.options.max_cases:
+            return True
+        return self.options.time_limit is not None and progress.elapsed >= self.options.time_limit
+
+    def _checkpoint(self) -> None:
+        p = self.progress
+        self.corpus.checkpoint(p.campaign_id, p.to_dict(), cases_run=p.graphs, findings=p.finding_cases)
+
+    # -- storing results -----------------------------------------------------------------
+    def _store(self, reply: dict) -> None:
+        progress = self.progress
+        progress.checked += reply["checked"]
+        progress.invalid += reply["invalid"]
+        for op in reply["ops"]:
+            progress.op_counts[op] = progress.op_counts.get(op, 0) + 1
+        for name, seconds in reply["seconds"].items():
+            progress.backend_seconds[name] = progress.backend_seconds.get(name, 0.0) + seconds
+        for record in reply["findings"]:
+            self._store_finding(record["case"], record["verdict"], record["backends"], record["findings"], record["shrunk"])
+
+    def _store_finding(self, case, verdict, backends, findings, shrunk=()) -> None:
+        progress = self.progress
+        progress.finding_cases += 1
+        case_id = self.corpus.add_case(
+            case, campaign_id=progress.campaign_id, verdict=verdict, backends=backends, findings=findings
+        )
+        for finding in findings:
+            if finding["signature"] not in self.known_signatures:
+                self.known_signatures.add(finding["signature"])
+                progress.new_buckets += 1
+        for small in shrunk:
+            self.corpus.add_case(
+                small["case"], campaign_id=progress.campaign_id, verdict=small["verdict"], backends=small["backends"],
+                findings=small["findings"], shrunk_from=case_id, shrink_log=small["log"],
+            )
+
+    def _store_death(self, index: int, died: WorkerDied) -> None:
+        """A worker died or hung on case `index`: that is a finding about the backend it was running."""
+        self.progress.crashes += 1
+        case = self.generator.case(seed_for(self.options.seed, index))
+        backend = died.backend or "unknown"
+        finding = Finding(
+            backend=backend, verdict=died.kind, culprit="-",
+            signature=signature(died.kind, backend, "-", died.message), detail=died.message, error=died.message,
+        )
+        self._store_finding(case, died.kind, list(self.options.backends), [finding.to_dict()])
+
+
+def run_campaign(corpus: Corpus, options: CampaignOptions, on_progress=None, resume: int | None = None) -> Progress:
+    if resume is not None:
+        campaign = Campaign.resume(corpus, resume, on_progress)
+    else:
+        if options.max_cases is None and options.time_limit is None:
+            raise UserError("A campaign needs a limit: pass --time (e.g. 10m) or --max-cases.")
+        campaign = Campaign(corpus, options, on_progress)
+    return campaign.run()

@@ -1,0 +1,670 @@
+"""The corpus: one sqlite file holding campaigns, cases (with their arrays) and finding buckets.
+
+Tables (schema version 1):
+
+    meta         key -> value; `schema_version` says which layout the file has.
+    campaigns    one row per `fuzz run`: config, library versions, progress, checkpoint.
+    cases        one row per stored case: graph JSON, verdict, findings, provenance.
+    case_arrays  the case's inputs and weights as .npy bytes (never pickled).
+    buckets      one row per finding signature: triage status, counts, and the
+                 representative (smallest) case.
+
+Every write is one short `BEGIN IMMEDIATE` transaction on a WAL-mode file with a
+busy timeout, so several processes can write the same corpus: they queue for the
+write lock instead of failing. Writes use plain parameterized SQL through
+sqlite-utils' `Database.execute`, so they stay inside our transaction whatever the
+sqlite-utils version; reads use `Database.query`.
+
+A file we did not write (not sqlite, a foreign sqlite database, a newer schema) is
+inspected through a read-only connection and refused with a UserError before
+anything can touch it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import json
+import sqlite3
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import sqlite_utils
+
+from fuzzer.arrays import from_base64, from_npy_bytes, to_base64, to_npy_bytes
+from fuzzer.errors import InternalError, UserError
+from fuzzer.ir import Case, Graph
+
+SCHEMA_VERSION = 1
+BUSY_TIMEOUT_S = 30.0
+SQLITE_HEADER = b"SQLite format 3\x00"
+
+STATUSES = ("new", "confirmed", "reported", "fixed", "wontfix", "flaky")
+CAMPAIGN_STATUSES = ("running", "finished", "interrupted")
+
+EXPORT_FORMAT = "fuzzer-case"
+EXPORT_VERSION = 1
+
+# The full layout of the current schema version. Migrations bring older files up to it.
+_SCHEMA_SQL = {
+    "meta": """CREATE TABLE IF NOT EXISTS meta (
+        key TEXT PRIMARY KEY,
+        value TEXT NOT NULL)""",
+    "campaigns": """CREATE TABLE IF NOT EXISTS campaigns (
+        id INTEGER PRIMARY KEY,
+        started TEXT NOT NULL,
+        ended TEXT,
+        status TEXT NOT NULL DEFAULT 'running',
+        seed INTEGER NOT NULL,
+        config TEXT NOT NULL DEFAULT '{}',
+        versions TEXT NOT NULL DEFAULT '{}',
+        cases_run INTEGER NOT NULL DEFAULT 0,
+        findings INTEGER NOT NULL DEFAULT 0,
+        checkpoint TEXT)""",
+    "cases": """CREATE TABLE IF NOT EXISTS cases (
+        id INTEGER PRIMARY KEY,
+        campaign_id INTEGER REFERENCES campaigns(id),
+        created TEXT NOT NULL,
+        content_hash TEXT NOT NULL,
+        seed INTEGER NOT NULL,
+        graph TEXT NOT NULL,
+        op_sequence TEXT NOT NULL,
+        node_count INTEGER NOT NULL,
+        element_count INTEGER,
+        backends TEXT NOT NULL DEFAULT '[]',
+        verdict TEXT NOT NULL,
+        signature TEXT,
+        findings TEXT NOT NULL DEFAULT '[]',
+        shrunk_from INTEGER REFERENCES cases(id),
+        shrink_log TEXT)""",
+    "case_arrays": """CREATE TABLE IF NOT EXISTS case_arrays (
+        case_id INTEGER NOT NULL REFERENCES cases(id),
+        name TEXT NOT NULL,
+        npy BLOB NOT NULL,
+        PRIMARY KEY (case_id, name))""",
+    "buckets": """CREATE TABLE IF NOT EXISTS buckets (
+        signature TEXT PRIMARY KEY,
+        verdict TEXT NOT NULL,
+        backend TEXT NOT NULL,
+        culprit TEXT NOT NULL,
+        first_seen TEXT NOT NULL,
+        last_seen TEXT NOT NULL,
+        count INTEGER NOT NULL DEFAULT 0,
+        status TEXT NOT NULL DEFAULT 'new',
+        note TEXT,
+        representative INTEGER REFERENCES cases(id))""",
+}
+_INDEXES_SQL = (
+    "CREATE INDEX IF NOT EXISTS idx_cases_signature ON cases (signature)",
+    "CREATE INDEX IF NOT EXISTS idx_cases_verdict ON cases (verdict)",
+    "CREATE INDEX IF NOT EXISTS idx_cases_content_hash ON cases (content_hash)",
+    "CREATE INDEX IF NOT EXISTS idx_cases_campaign ON cases (campaign_id)",
+    "CREATE INDEX IF NOT EXISTS idx_buckets_status ON buckets (status)",
+)
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, sort_keys=True)
+
+
+def _loads(text: str | None) -> Any:
+    return None if text is None else json.loads(text)
+
+
+# ---------------------------------------------------------------- migrations
+
+
+def _add_missing_columns(db: sqlite_utils.Database) -> None:
+    """ALTER TABLE ADD COLUMN for every column of the current layout a table lacks."""
+    model = sqlite_utils.Database(memory=True)
+    for sql in _SCHEMA_SQL.values():
+        model.execute(sql)
+    for table in _SCHEMA_SQL:
+        have = {column.name for column in db[table].columns}
+        for column in model[table].columns:
+            if column.name not in have:
+                default = f" DEFAULT {column.default_value}" if column.default_value is not None else ""
+                db.execute(f"ALTER TABLE [{table}] ADD COLUMN [{column.name}] {column.type}{default}")
+    model.close()
+
+
+def _backfill_element_counts(db: sqlite_utils.Database) -> None:
+    rows = db.execute("SELECT id FROM cases WHERE element_count IS NULL").fetchall()
+    for (case_id,) in rows:
+        total = 0
+        for name, blob in db.execute("SELECT name, npy FROM case_arrays WHERE case_id = ?", [case_id]).fetchall():
+            total += from_npy_bytes(blob, f"array '{name}' of case {case_id}").size
+        db.execute("UPDATE cases SET element_count = ? WHERE id = ?", [total, case_id])
+
+
+def _to_v1(db: sqlite_utils.Database) -> None:
+    """Version 0 (pre-release) lacked cases.element_count, cases.shrink_log and buckets.note.
+
+    Also creates the whole layout in a new, empty file.
+    """
+    for sql in _SCHEMA_SQL.values():
+        db.execute(sql)
+    _add_missing_columns(db)
+    _backfill_element_counts(db)
+    for sql in _INDEXES_SQL:
+        db.execute(sql)
+
+
+# Ordered steps: (version the step produces, step). Append new ones; never edit old ones.
+MIGRATIONS: list[tuple[int, Callable[[sqlite_utils.Database], None]]] = [
+    (1, _to_v1),
+]
+
+
+# ---------------------------------------------------------------- stored rows
+
+
+@dataclass
+class StoredCase:
+    id: int
+    case: Case
+    campaign_id: int | None
+    created: str
+    verdict: str
+    signature: str | None
+    findings: list[dict]
+    backends: list[str]
+    shrunk_from: int | None
+    shrink_log: Any
+    content_hash: str
+    op_sequence: str
+
+
+def _primary_signature(verdict: str, findings: list[dict]) -> str | None:
+    """The signature of the finding that gave the case its verdict (the first such), else the first finding's."""
+    for finding in findings:
+        if finding.get("verdict") == verdict:
+            return finding["signature"]
+    return findings[0]["signature"] if findings else None
+
+
+def _finding_dicts(findings: list) -> list[dict]:
+    return [f.to_dict() if hasattr(f, "to_dict") else dict(f) for f in findings]
+
+
+# ---------------------------------------------------------------- the corpus
+
+
+class Corpus:
+    """A corpus file. Open with `Corpus(path)`; use as a context manager or call close()."""
+
+    db: sqlite_utils.Database
+
+    def __init__(self, path: str | Path, create: bool = True):
+        self.path = Path(path)
+        self._closed = False
+        if self.path.is_dir():
+            raise UserError(f"'{self.path}' is a directory, not a corpus file; pass --db with a file path.")
+        if not self.path.exists():
+            if not create:
+                raise UserError(
+                    f"No corpus at '{self.path}'; run `fuzz run` to create one or pass --db with an existing corpus."
+                )
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        else:
+            self._inspect_existing()
+        try:
+            conn = sqlite3.connect(str(self.path), timeout=BUSY_TIMEOUT_S)
+        except sqlite3.Error as exc:
+            raise UserError(f"Cannot open corpus '{self.path}' ({exc}); check the path and its permissions.") from None
+        self.db = sqlite_utils.Database(conn)
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA foreign_keys = ON")
+            self.migrate()
+        except BaseException:
+            self.close()
+            raise
+
+    # ---- opening
+
+    def _refuse(self, why: str) -> UserError:
+        return UserError(f"'{self.path}' is not a fuzzer corpus ({why}); pass --db with a corpus file or a new path.")
+
+    def _inspect_existing(self) -> None:
+        """Refuse anything that is not an (older, current or empty) corpus, touching nothing."""
+        try:
+            with open(self.path, "rb") as handle:
+                header = handle.read(len(SQLITE_HEADER))
+        except OSError as exc:
+            raise UserError(f"Cannot read '{self.path}' ({exc.strerror}); check its permissions.") from None
+        if not header:
+            return  # an empty file: sqlite treats it as an empty database
+        if header != SQLITE_HEADER:
+            raise self._refuse("not a sqlite database")
+        uri = self.path.resolve().as_uri() + "?mode=ro"
+        try:
+            conn = sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_S)
+        except sqlite3.Error as exc:
+            raise UserError(f"Cannot open '{self.path}' ({exc}); check the path and its permissions.") from None
+        try:
+            self._check_layout(sqlite_utils.Database(conn, execute_plugins=False, recursive_triggers=False))
+        except sqlite3.DatabaseError as exc:
+            raise self._refuse(f"unreadable as sqlite: {exc}") from None
+        finally:
+            conn.close()
+
+    def _check_layout(self, db: sqlite_utils.Database) -> int | None:
+        """The file's schema version; None for an empty database. Raises UserError for a foreign one."""
+        tables = set(db.table_names())
+        if not tables:
+            return None
+        if "meta" not in tables:
+            raise self._refuse("no meta table")
+        try:
+            row = db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        except sqlite3.OperationalError:
+            raise self._refuse("its meta table has no key/value columns") from None
+        if row is None:
+            raise self._refuse("no schema_version in its meta table")
+        try:
+            version = int(row[0])
+        except (TypeError, ValueError):
+            raise self._refuse(f"schema_version {row[0]!r} is not an integer") from None
+        if version > SCHEMA_VERSION:
+            raise UserError(
+                f"'{self.path}' was written by a newer fuzzer (corpus schema {version}, this one reads up to "
+                f"{SCHEMA_VERSION}); upgrade the fuzzer or pass --db with another corpus."
+            )
+        if version < 0:
+            raise self._refuse(f"schema_version {version} is negative")
+        return version
+
+    def migrate(self) -> int:
+        """Bring the file up to SCHEMA_VERSION (creating the layout in a new file); returns the version it had (0 if new)."""
+        if self._check_layout(self.db) == SCHEMA_VERSION:
+            return SCHEMA_VERSION  # the common case: no write lock taken
+        with self._write():
+            version = self._check_layout(self.db)  # again, under the lock: another process may have migrated
+            if version is None:
+                self.db.execute(_SCHEMA_SQL["meta"])
+                version = 0
+            start = version
+            for target, step in MIGRATIONS:
+                if target > version:
+                    step(self.db)
+                    version = target
+            self.db.execute(
+                "INSERT INTO meta (key, value) VALUES ('schema_version', ?) "
+                "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                [str(version)],
+            )
+        return start
+
+    def schema_version(self) -> int:
+        return int(self._one("SELECT value FROM meta WHERE key = 'schema_version'")["value"])
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self.db.close()
+
+    def __enter__(self) -> "Corpus":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # ---- plumbing
+
+    @contextlib.contextmanager
+    def _write(self) -> Iterator[None]:
+        """One short write transaction; takes the write lock up front (waiting up to the busy timeout)."""
+        conn = self.db.conn
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+        else:
+            conn.execute("COMMIT")
+
+    def _rows(self, sql: str, params: list | dict | None = None) -> list[dict]:
+        return list(self.db.query(sql, params or []))
+
+    def _one(self, sql: str, params: list | None = None) -> dict | None:
+        rows = self._rows(sql, params)
+        return rows[0] if rows else None
+
+    def _exists(self, table: str, row_id: int) -> bool:
+        return self.db.execute(f"SELECT 1 FROM [{table}] WHERE id = ?", [row_id]).fetchone() is not None
+
+    def _no_case(self, case_id: int) -> UserError:
+        return UserError(f"No case with id {case_id} in {self.path}; run `fuzz list` to see stored cases.")
+
+    # ---- campaigns
+
+    def start_campaign(self, config: dict, seed: int, versions: dict) -> int:
+        with self._write():
+            cursor = self.db.execute(
+                "INSERT INTO campaigns (started, status, seed, config, versions) VALUES (?, 'running', ?, ?, ?)",
+                [_now(), seed, _dumps(config), _dumps(versions)],
+            )
+            return cursor.lastrowid
+
+    def checkpoint(self, campaign_id: int, state: dict, cases_run: int, findings: int) -> None:
+        with self._write():
+            cursor = self.db.execute(
+                "UPDATE campaigns SET checkpoint = ?, cases_run = ?, findings = ? WHERE id = ?",
+                [_dumps(state), cases_run, findings, campaign_id],
+            )
+            if cursor.rowcount == 0:
+                raise self._no_campaign(campaign_id)
+
+    def finish_campaign(self, campaign_id: int, status: str = "finished") -> None:
+        if status not in CAMPAIGN_STATUSES:
+            raise InternalError(f"campaign status {status!r} is not one of {CAMPAIGN_STATUSES}")
+        with self._write():
+            cursor = self.db.execute(
+                "UPDATE campaigns SET status = ?, ended = ? WHERE id = ?", [status, _now(), campaign_id]
+            )
+            if cursor.rowcount == 0:
+                raise self._no_campaign(campaign_id)
+
+    def campaign(self, campaign_id: int) -> dict:
+        row = self._one("SELECT * FROM campaigns WHERE id = ?", [campaign_id])
+        if row is None:
+            raise self._no_campaign(campaign_id)
+        return self._campaign_dict(row)
+
+    def campaigns(self) -> list[dict]:
+        return [self._campaign_dict(row) for row in self._rows("SELECT * FROM campaigns ORDER BY id")]
+
+    def _no_campaign(self, campaign_id: int) -> UserError:
+        return UserError(f"No campaign with id {campaign_id} in {self.path}; run `fuzz stats` to see stored campaigns.")
+
+    @staticmethod
+    def _campaign_dict(row: dict) -> dict:
+        return {**row, **{key: _loads(row[key]) for key in ("config", "versions", "checkpoint")}}
+
+    # ---- cases
+
+    def add_case(
+        self,
+        case: Case,
+        *,
+        campaign_id: int | None = None,
+        verdict: str,
+        backends: list[str],
+        findings: list[dict],
+        shrunk_from: int | None = None,
+        shrink_log: Any = None,
+    ) -> int:
+        """Store the case, its arrays and its findings' buckets in one transaction; returns the case id."""
+        findings = _finding_dicts(findings)
+        arrays = {name: to_npy_bytes(value) for name, value in case.arrays.items()}
+        element_count = int(sum(value.size for value in case.arrays.values()))
+        node_count = len(case.graph.nodes)
+        with self._write():
+            if campaign_id is not None and not self._exists("campaigns", campaign_id):
+                raise self._no_campaign(campaign_id)
+            if shrunk_from is not None and not self._exists("cases", shrunk_from):
+                raise self._no_case(shrunk_from)
+            now = _now()
+            case_id = self.db.execute(
+                "INSERT INTO cases (campaign_id, created, content_hash, seed, graph, op_sequence, node_count, "
+                "element_count, backends, verdict, signature, findings, shrunk_from, shrink_log) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [
+                    campaign_id,
+                    now,
+                    case.content_hash(),
+                    int(case.seed),
+                    case.graph.to_json(),
+                    ">".join(case.graph.op_names()),
+                    node_count,
+                    element_count,
+                    json.dumps(list(backends)),
+                    verdict,
+                    _primary_signature(verdict, findings),
+                    json.dumps(findings),
+                    shrunk_from,
+                    None if shrink_log is None else json.dumps(shrink_log),
+                ],
+            ).lastrowid
+            for name, blob in arrays.items():
+                self.db.execute("INSERT INTO case_arrays (case_id, name, npy) VALUES (?, ?, ?)", [case_id, name, blob])
+            seen: set[str] = set()
+            for finding in findings:
+                if finding["signature"] not in seen:
+                    seen.add(finding["signature"])
+                    self._bump_bucket(finding, case_id, node_count, element_count, now, counts=shrunk_from is None)
+        return case_id
+
+    def _bump_bucket(self, finding: dict, case_id: int, nodes: int, elements: int, now: str, counts: bool) -> None:
+        """Insert the finding's bucket or count one more case in it; the representative is the smallest case."""
+        row = self.db.execute(
+            "SELECT c.node_count, c.element_count FROM buckets b LEFT JOIN cases c ON c.id = b.representative "
+            "WHERE b.signature = ?",
+            [finding["signature"]],
+        ).fetchone()
+        if row is None:
+            self.db.execute(
+                "INSERT INTO buckets (signature, verdict, backend, culprit, first_seen, last_seen, count, representative) "
+                "VALUES (?, ?, ?, ?, ?, ?, 1, ?)",
+                [finding["signature"], finding["verdict"], finding["backend"], finding["culprit"], now, now, case_id],
+            )
+            return
+        rep_nodes, rep_elements = row
+        smaller = rep_nodes is None or (nodes, elements) < (rep_nodes, float("inf") if rep_elements is None else rep_elements)
+        self.db.execute(
+            "UPDATE buckets SET count = count + ?, last_seen = ?, "
+            "representative = CASE WHEN ? THEN ? ELSE representative END WHERE signature = ?",
+            [1 if counts else 0, now, int(smaller), case_id, finding["signature"]],
+        )
+
+    def get_case(self, case_id: int) -> StoredCase:
+        row = self._one("SELECT * FROM cases WHERE id = ?", [case_id])
+        if row is None:
+            raise self._no_case(case_id)
+        arrays = {
+            item["name"]: from_npy_bytes(item["npy"], f"array '{item['name']}' of case {case_id}")
+            for item in self._rows("SELECT name, npy FROM case_arrays WHERE case_id = ? ORDER BY rowid", [case_id])
+        }
+        return StoredCase(
+            id=row["id"],
+            case=Case(Graph.from_json(row["graph"]), arrays, row["seed"]),
+            campaign_id=row["campaign_id"],
+            created=row["created"],
+            verdict=row["verdict"],
+            signature=row["signature"],
+            findings=json.loads(row["findings"]),
+            backends=json.loads(row["backends"]),
+            shrunk_from=row["shrunk_from"],
+            shrink_log=_loads(row["shrink_log"]),
+            content_hash=row["content_hash"],
+            op_sequence=row["op_sequence"],
+        )
+
+    def list_cases(
+        self,
+        status: str | None = None,
+        verdict: str | None = None,
+        backend: str | None = None,
+        op: str | None = None,
+        limit: int = 100,
+    ) -> list[dict]:
+        """Newest first. Each dict: the case row without graph/shrink_log, JSON decoded, plus its bucket's `status`."""
+        where, params = [], []
+        if status is not None:
+            _check_status(status)
+            where.append("b.status = ?")
+            params.append(status)
+        if verdict is not None:
+            where.append("c.verdict = ?")
+            params.append(verdict)
+        if backend is not None:
+            where.append("EXISTS (SELECT 1 FROM json_each(c.backends) WHERE json_each.value = ?)")
+            params.append(backend)
+        if op is not None:
+            where.append("instr('>' || c.op_sequence || '>', '>' || ? || '>') > 0")
+            params.append(op)
+        sql = (
+            "SELECT c.id, c.campaign_id, c.created, c.content_hash, c.seed, c.op_sequence, c.node_count, "
+            "c.element_count, c.backends, c.verdict, c.signature, c.findings, c.shrunk_from, b.status AS status "
+            "FROM cases c LEFT JOIN buckets b ON b.signature = c.signature"
+            + (" WHERE " + " AND ".join(where) if where else "")
+            + " ORDER BY c.id DESC LIMIT ?"
+        )
+        rows = self._rows(sql, params + [int(limit)])
+        for row in rows:
+            row["backends"] = json.loads(row["backends"])
+            row["findings"] = json.loads(row["findings"])
+        return rows
+
+    def case_count(self) -> int:
+        return self._one("SELECT count(*) AS n FROM cases")["n"]
+
+    # ---- buckets and triage
+
+    def buckets(self, status: str | None = None) -> list[dict]:
+        """Most-hit first."""
+        if status is not None:
+            _check_status(status)
+            return self._rows("SELECT * FROM buckets WHERE status = ? ORDER BY count DESC, last_seen DESC", [status])
+        return self._rows("SELECT * FROM buckets ORDER BY count DESC, last_seen DESC")
+
+    def bucket(self, signature: str) -> dict | None:
+        return self._one("SELECT * FROM buckets WHERE signature = ?", [signature])
+
+    def triage(self, case_id: int, status: str, note: str | None = None) -> dict:
+        """Set the triage status (and note, if given) of the bucket of the case's primary finding; returns the bucket."""
+        _check_status(status)
+        with self._write():
+            row = self.db.execute("SELECT signature FROM cases WHERE id = ?", [case_id]).fetchone()
+            if row is None:
+                raise self._no_case(case_id)
+            if row[0] is None:
+                raise UserError(f"Case {case_id} has no finding, so it has no bucket to triage; pick a case with a finding.")
+            self.db.execute(
+                "UPDATE buckets SET status = ?, note = coalesce(?, note) WHERE signature = ?", [status, note, row[0]]
+            )
+        return self.bucket(row[0])
+
+    def stats(self) -> dict:
+        def counts(sql: str) -> dict:
+            return {row["key"]: row["n"] for row in self._rows(sql)}
+
+        return {
+            "cases": self.case_count(),
+            "cases_with_findings": self._one("SELECT count(*) AS n FROM cases WHERE signature IS NOT NULL")["n"],
+            "campaigns": self._one("SELECT count(*) AS n FROM campaigns")["n"],
+            "buckets": self._one("SELECT count(*) AS n FROM buckets")["n"],
+            "buckets_by_status": counts("SELECT status AS key, count(*) AS n FROM buckets GROUP BY status ORDER BY status"),
+            "cases_by_verdict": counts("SELECT verdict AS key, count(*) AS n FROM cases GROUP BY verdict ORDER BY verdict"),
+        }
+
+    # ---- export / import
+
+    def export_case(self, case_id: int, expect: str | None = None) -> dict:
+        """A JSON-able, self-contained description of the case (arrays as base64 .npy)."""
+        stored = self.get_case(case_id)
+        data = {
+            "format": EXPORT_FORMAT,
+            "version": EXPORT_VERSION,
+            "graph": stored.case.graph.to_dict(),
+            "arrays": {name: to_base64(value) for name, value in stored.case.arrays.items()},
+            "seed": stored.case.seed,
+            "verdict": stored.verdict,
+            "findings": stored.findings,
+            "backends": stored.backends,
+        }
+        if expect is not None:
+            data["expect"] = expect
+        return data
+
+    def import_case(self, data: dict) -> int:
+        """Validate an exported case completely, then store it (campaign None). Nothing is written on error."""
+        case = case_from_export(data)
+        verdict = data.get("verdict", "unchecked")
+        if not isinstance(verdict, str):
+            raise UserError("The case file's 'verdict' must be a string.")
+        backends = data.get("backends", [])
+        if not isinstance(backends, list) or not all(isinstance(b, str) for b in backends):
+            raise UserError("The case file's 'backends' must be a list of backend names.")
+        findings = data.get("findings", [])
+        if not isinstance(findings, list) or not all(_is_finding(f) for f in findings):
+            raise UserError(
+                "The case file's 'findings' must be a list of objects with string 'signature', 'verdict', 'backend' "
+                "and 'culprit'."
+            )
+        return self.add_case(case, campaign_id=None, verdict=verdict, backends=backends, findings=findings)
+
+
+def _check_status(status: str) -> None:
+    if status not in STATUSES:
+        raise UserError(f"Unknown triage status '{status}'; use one of: {', '.join(STATUSES)}.")
+
+
+def _is_finding(value: Any) -> bool:
+    return isinstance(value, dict) and all(
+        isinstance(value.get(key), str) for key in ("signature", "verdict", "backend", "culprit")
+    )
+
+
+def load_case_file(path: str | Path) -> dict:
+    """Read an exported case's JSON; UserError naming the file if it cannot be read or parsed."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise UserError(f"Cannot read case file '{path}' ({reason}); check the path.") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UserError(
+            f"Case file '{path}' is not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno}); "
+            "pass a file written by `fuzz export`."
+        ) from None
+    if not isinstance(data, dict):
+        raise UserError(
+            f"Case file '{path}' holds a JSON {type(data).__name__}, not an object; pass a file written by `fuzz export`."
+        )
+    return data
+
+
+def case_from_export(data: Any) -> Case:
+    """The Case in an exported dict, fully validated (format, version, graph, arrays without pickles, shapes)."""
+    if not isinstance(data, dict) or data.get("format") != EXPORT_FORMAT:
+        found = data.get("format") if isinstance(data, dict) else None
+        raise UserError(
+            f"Not an exported fuzzer case ('format' is {found!r}, expected '{EXPORT_FORMAT}'); "
+            "pass a file written by `fuzz export`."
+        )
+    version = data.get("version")
+    if not isinstance(version, int) or isinstance(version, bool) or not 1 <= version <= EXPORT_VERSION:
+        raise UserError(
+            f"Exported case version {version!r} is not supported (this fuzzer reads 1..{EXPORT_VERSION}); upgrade the fuzzer."
+        )
+    if "graph" not in data:
+        raise UserError("The exported case has no 'graph'; pass a file written by `fuzz export`.")
+    graph = Graph.from_dict(data["graph"])
+    arrays_data = data.get("arrays")
+    if not isinstance(arrays_data, dict) or not all(
+        isinstance(name, str) and isinstance(text, str) for name, text in arrays_data.items()
+    ):
+        raise UserError("The exported case's 'arrays' must be an object mapping names to base64 .npy strings.")
+    arrays = {name: from_base64(text, f"array '{name}'") for name, text in arrays_data.items()}
+    seed = data.get("seed", 0)
+    if not isinstance(seed, int) or isinstance(seed, bool):
+        raise UserError(f"The exported case's 'seed' must be an integer, not {seed!r}.")
+    expect = data.get("expect")
+    if expect is not None and not isinstance(expect, str):
+        raise UserError(f"The exported case's 'expect' must be a string, not {expect!r}.")
+    case = Case(graph, arrays, seed)
+    case.validate()
+    return case

@@ -1,0 +1,193 @@
+"""Isolated, long-lived worker processes: a backend that segfaults, hangs or runs out of
+memory kills only its worker, never the campaign or the corpus.
+
+A worker is started with `spawn` (never fork after torch/jax are imported), loads
+the plugins, keeps its backends and compiled-graph caches warm, and answers
+requests over a pipe. Before every backend run it reports what it is about to run,
+so when it dies or goes silent the parent knows which backend and which case did it.
+
+Requests:  ("case", index, known_signatures)  generate case `index`, check it, shrink new findings
+           ("check", case, backend_names)      check one given case (replay, regress)
+           ("stop",)
+Replies:   ("running", backend_name)           heartbeat before each backend run
+           ("result", payload)                 see Worker.handle_* for the payload
+           ("error", traceback_text)           a bug in us while handling the request
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import resource
+import signal
+import time
+import traceback
+from dataclasses import dataclass, field
+
+from fuzzer.errors import InternalError
+
+SPAWN = multiprocessing.get_context("spawn")
+
+
+@dataclass
+class WorkerConfig:
+    backends: list[str]
+    ops: list[str] | None = None
+    max_nodes: int = 8
+    seed: int = 0
+    inputs_per_graph: int = 1
+    expensive_every: int = 10
+    shrink_time: float = 60.0
+    reruns: int = 2
+    plugins: list[str] = field(default_factory=list)
+    memory_limit_mb: int | None = None
+
+
+def _worker_main(conn, config: WorkerConfig) -> None:
+    """Entry point of the worker process."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+    if config.memory_limit_mb:
+        limit = config.memory_limit_mb * 1024 * 1024
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    from fuzzer.pipeline import Pipeline
+
+    try:
+        pipeline = Pipeline(config, heartbeat=lambda backend: conn.send(("running", backend)))
+        conn.send(("ready", os.getpid()))
+    except Exception:  # noqa: BLE001 - reported to the parent, which shows it to the user
+        conn.send(("error", traceback.format_exc()))
+        return
+    while True:
+        try:
+            request = conn.recv()
+        except EOFError:
+            return
+        if request[0] == "stop":
+            return
+        try:
+            if request[0] == "case":
+                reply = pipeline.run_index(request[1], set(request[2]))
+            else:
+                reply = pipeline.check_given(request[1], request[2])
+            conn.send(("result", reply))
+        except Exception:  # noqa: BLE001
+            conn.send(("error", traceback.format_exc()))
+
+
+class WorkerDied(Exception):
+    """The worker process ended (crash) or stopped answering (hang) during a request."""
+
+    def __init__(self, kind: str, backend: str | None, message: str):
+        super().__init__(message)
+        self.kind = kind  # "crash" or "hang"
+        self.backend = backend
+        self.message = message
+
+
+def describe_exit(code: int | None) -> str:
+    if code is None:
+        return "still running"
+    if code < 0:
+        try:
+            return f"killed by signal {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exited with status {code}"
+
+
+class Worker:
+    """Parent-side handle of one worker process; requests are asynchronous so a campaign
+    can keep several workers busy (`submit`, then `collect` when its pipe is readable)."""
+
+    def __init__(self, config: WorkerConfig, start_timeout: float = 300.0):
+        self.config = config
+        self.start_timeout = start_timeout
+        self.in_flight: tuple | None = None
+        self.backend: str | None = None
+        self.last_heartbeat = 0.0
+        self._start()
+
+    def _start(self) -> None:
+        self.conn, child = SPAWN.Pipe()
+        self.process = SPAWN.Process(target=_worker_main, args=(child, self.config), daemon=True)
+        self.process.start()
+        child.close()
+        if not self.conn.poll(self.start_timeout):
+            self.kill()
+            raise InternalError("a worker process did not start in time")
+        message = self._recv()
+        if message[0] != "ready":
+            self.kill()
+            detail = message[1] if message[0] == "error" else describe_exit(self.process.exitcode)
+            raise InternalError(f"a worker process failed to start:\n{detail}")
+
+    def _recv(self):
+        try:
+            return self.conn.recv()
+        except (EOFError, ConnectionResetError, OSError):
+            return ("died",)
+
+    def _restart(self) -> None:
+        self.kill()
+        self.in_flight = None
+        self._start()
+
+    def submit(self, message: tuple) -> None:
+        self.in_flight = message
+        self.backend = None
+        self.last_heartbeat = time.monotonic()
+        self.conn.send(message)
+
+    def collect(self):
+        """Read what the worker sent; the request's result, or None if it is still working.
+
+        Raises WorkerDied (after restarting the worker) if the process died.
+        """
+        while self.conn.poll():
+            reply = self._recv()
+            if reply[0] == "running":
+                self.backend = reply[1]
+                self.last_heartbeat = time.monotonic()
+                continue
+            if reply[0] == "died":
+                self.process.join(5)
+                reason = describe_exit(self.process.exitcode)
+                backend = self.backend
+                self._restart()
+                raise WorkerDied("crash", backend, f"worker process {reason}")
+            request = self.in_flight
+            self.in_flight = None
+            if reply[0] == "error":
+                raise InternalError(f"worker failed while handling {request[0]!r}:\n{reply[1]}")
+            return reply[1]
+        return None
+
+    def check_timeout(self, timeout: float) -> None:
+        """Kill and restart a worker silent for `timeout` seconds during one backend run."""
+        if self.in_flight is not None and time.monotonic() - self.last_heartbeat > timeout:
+            backend = self.backend
+            self._restart()
+            raise WorkerDied("hang", backend, f"no answer within {timeout:g} s")
+
+    def request(self, message: tuple, timeout: float):
+        """Synchronous request (replay, regress): the result, or WorkerDied."""
+        self.submit(message)
+        while True:
+            self.conn.poll(min(timeout, 1.0))
+            result = self.collect()
+            if result is not None:
+                return result
+            self.check_timeout(timeout)
+
+    def kill(self) -> None:
+        if self.process.is_alive():
+            self.process.kill()
+        self.process.join(10)
+
+    def stop(self) -> None:
+        try:
+            self.conn.send(("stop",))
+        except (BrokenPipeError, OSError):
+            pass
+        self.process.join(5)
+        self.kill()

@@ -1,0 +1,423 @@
+"""The sqlite corpus, on real files: round-trips, buckets, triage, export/import, refusals, migration, concurrency."""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import os
+import pickle
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fuzzer.arrays import materialize, to_npy_bytes
+from fuzzer.check import Finding
+from fuzzer.corpus import SCHEMA_VERSION, Corpus, case_from_export, load_case_file
+from fuzzer.errors import UserError
+from fuzzer.generate import generate_case
+from fuzzer.ir import Graph, Node, TensorSpec
+
+REPO = Path(__file__).resolve().parents[1]
+SIG = "mismatch | torch-cpu-float32 | linear"
+
+
+def chain_case(seed: int = 0, ops: tuple[str, ...] = ("linear",), shape=(4, 8)):
+    """x0 -> ops[0] -> ops[1] -> ...; linear gets out_features=3 and a bias."""
+    nodes, prev = [], "x0"
+    for index, op in enumerate(ops):
+        attrs = {"linear": {"out_features": 3, "bias": True}, "log_softmax": {"dim": -1}}.get(op, {})
+        nodes.append(Node(f"n{index}", op, (prev,), attrs))
+        prev = f"n{index}"
+    return materialize(Graph((TensorSpec("x0", shape),), tuple(nodes), (prev,)), seed)
+
+
+def finding(signature: str = SIG, verdict: str = "mismatch", backend: str = "torch-cpu-float32", culprit: str = "linear") -> dict:
+    return Finding(backend, verdict, culprit, signature, max_error=0.5, allowed=1e-4, detail="d").to_dict()
+
+
+def add(corpus: Corpus, case, findings=(), verdict=None, **kwargs) -> int:
+    findings = list(findings)
+    verdict = verdict or (findings[0]["verdict"] if findings else "agree")
+    return corpus.add_case(case, campaign_id=kwargs.pop("campaign_id", None), verdict=verdict,
+                           backends=kwargs.pop("backends", ["torch-cpu-float32", "jax-cpu-float32"]),
+                           findings=findings, **kwargs)
+
+
+def count_rows(path: Path, table: str = "cases") -> int:
+    with sqlite3.connect(path) as conn:
+        return conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+
+
+@pytest.fixture
+def corpus(tmp_path):
+    with Corpus(tmp_path / "fuzz.db") as c:
+        yield c
+
+
+# ---------------------------------------------------------------- round trips
+
+
+@pytest.mark.parametrize("seed", [1, 7])
+def test_generated_case_round_trips_exactly(corpus, seed):
+    case = generate_case(seed)
+    case_id = add(corpus, case, [finding()], shrink_log=[{"step": "drop n1", "nodes": 2}])
+    stored = corpus.get_case(case_id)
+    assert stored.id == case_id
+    assert stored.case.graph.to_json() == case.graph.to_json()
+    assert stored.case.graph == case.graph
+    assert stored.case.seed == case.seed
+    assert list(stored.case.arrays) == list(case.arrays)
+    for name, value in case.arrays.items():
+        got = stored.case.arrays[name]
+        assert got.dtype == np.float64 and got.shape == value.shape
+        assert got.tobytes() == np.ascontiguousarray(value).tobytes()
+    assert stored.case.content_hash() == case.content_hash() == stored.content_hash
+    assert stored.findings == [finding()]
+    assert stored.signature == SIG and stored.verdict == "mismatch"
+    assert stored.backends == ["torch-cpu-float32", "jax-cpu-float32"]
+    assert stored.shrink_log == [{"step": "drop n1", "nodes": 2}]
+    assert stored.op_sequence == ">".join(case.graph.op_names())
+
+
+def test_unknown_case_id(corpus):
+    with pytest.raises(UserError, match=r"No case with id 42 in .*fuzz\.db; run `fuzz list`"):
+        corpus.get_case(42)
+
+
+def test_campaign_lifecycle(corpus):
+    cid = corpus.start_campaign({"ops": ["linear"], "budget": 10}, seed=3, versions={"python": "3.11", "torch": "x"})
+    assert corpus.campaign(cid)["status"] == "running"
+    add(corpus, chain_case(), campaign_id=cid)
+    corpus.checkpoint(cid, {"next_seed": 11}, cases_run=10, findings=1)
+    corpus.finish_campaign(cid, "interrupted")
+    row = corpus.campaign(cid)
+    assert row["status"] == "interrupted" and row["ended"]
+    assert row["config"] == {"ops": ["linear"], "budget": 10}
+    assert row["versions"]["torch"] == "x"
+    assert row["checkpoint"] == {"next_seed": 11}
+    assert (row["cases_run"], row["findings"], row["seed"]) == (10, 1, 3)
+    assert [c["id"] for c in corpus.campaigns()] == [cid]
+    with pytest.raises(UserError, match="No campaign with id 99"):
+        corpus.campaign(99)
+    with pytest.raises(UserError, match="No campaign with id 99"):
+        add(corpus, chain_case(), campaign_id=99)
+    with pytest.raises(UserError, match="No case with id 77"):
+        add(corpus, chain_case(), shrunk_from=77)
+    assert corpus.stats()["cases"] == 1
+
+
+# ---------------------------------------------------------------- buckets and triage
+
+
+def test_bucket_dedup_keeps_smallest_representative(corpus):
+    big = add(corpus, chain_case(1, ("linear", "relu", "tanh")), [finding()])
+    small = add(corpus, chain_case(2, ("linear",)), [finding()])
+    same_nodes_more_elements = add(corpus, chain_case(3, ("linear",), shape=(6, 8)), [finding()])
+    buckets = corpus.buckets()
+    assert len(buckets) == 1
+    bucket = buckets[0]
+    assert bucket["signature"] == SIG and bucket["count"] == 3 and bucket["status"] == "new"
+    assert bucket["representative"] == small
+    assert (bucket["verdict"], bucket["backend"], bucket["culprit"]) == ("mismatch", "torch-cpu-float32", "linear")
+    assert {big, same_nodes_more_elements}.isdisjoint({bucket["representative"]})
+    # a shrunk case becomes the representative but is not another independent hit
+    shrunk = add(corpus, chain_case(4, ("linear",), shape=(1, 8)), [finding()], shrunk_from=big)
+    bucket = corpus.bucket(SIG)
+    assert bucket["representative"] == shrunk and bucket["count"] == 3
+    assert corpus.get_case(shrunk).shrunk_from == big
+
+
+def test_two_cases_same_signature_one_bucket_count_two(corpus):
+    add(corpus, chain_case(1, ("linear", "relu")), [finding()])
+    smaller = add(corpus, chain_case(2), [finding()])
+    add(corpus, chain_case(3), [finding("crash | jax-cpu-float32 | - | boom", "crash", "jax-cpu-float32", "-")])
+    add(corpus, chain_case(4))  # agree: no bucket
+    by_sig = {b["signature"]: b for b in corpus.buckets()}
+    assert len(by_sig) == 2
+    assert by_sig[SIG]["count"] == 2 and by_sig[SIG]["representative"] == smaller
+
+
+def test_primary_signature_follows_case_verdict(corpus):
+    crash = finding("crash | jax | - | boom", "crash", "jax", "-")
+    case_id = add(corpus, chain_case(), [finding(), crash], verdict="crash")
+    assert corpus.get_case(case_id).signature == crash["signature"]
+    assert len(corpus.buckets()) == 2  # every finding gets its bucket
+
+
+def test_triage_and_filters(corpus):
+    first = add(corpus, chain_case(1, ("linear", "log_softmax")), [finding()])
+    other_sig = "nan-inf | jax-cpu-float32 | tanh"
+    second = add(corpus, chain_case(2, ("tanh",)), [finding(other_sig, "nan-inf", "jax-cpu-float32", "tanh")],
+                 backends=["jax-cpu-float32"])
+    agree = add(corpus, chain_case(3, ("relu",)))
+
+    bucket = corpus.triage(first, "confirmed", note="see upstream issue")
+    assert bucket["status"] == "confirmed" and bucket["note"] == "see upstream issue"
+    assert corpus.triage(first, "reported")["note"] == "see upstream issue"  # note kept when not given
+    with pytest.raises(UserError, match="new, confirmed, reported, fixed, wontfix, flaky"):
+        corpus.triage(first, "done")
+    with pytest.raises(UserError, match="No case with id 999"):
+        corpus.triage(999, "fixed")
+    with pytest.raises(UserError, match="no finding"):
+        corpus.triage(agree, "fixed")
+
+    ids = lambda **kw: [row["id"] for row in corpus.list_cases(**kw)]  # noqa: E731
+    assert ids() == [agree, second, first]
+    assert ids(status="reported") == [first]
+    assert ids(status="new") == [second]
+    assert ids(verdict="nan-inf") == [second]
+    assert ids(backend="jax-cpu-float32") == [agree, second, first]
+    assert ids(backend="torch-cpu-float32") == [agree, first]
+    assert ids(op="log_softmax") == [first]
+    assert ids(op="softmax") == [] and ids(op="log%") == [] and ids(op="log_softma_") == []  # whole names only
+    assert ids(op="tanh", backend="jax-cpu-float32") == [second]
+    assert ids(limit=1) == [agree]
+    assert corpus.list_cases(status="reported")[0]["findings"] == [finding()]
+    with pytest.raises(UserError, match="Unknown triage status"):
+        corpus.list_cases(status="bogus")
+    assert [b["signature"] for b in corpus.buckets(status="new")] == [other_sig]
+
+    stats = corpus.stats()
+    assert stats["cases"] == 3 and stats["cases_with_findings"] == 2 and stats["buckets"] == 2
+    assert stats["buckets_by_status"] == {"new": 1, "reported": 1}
+    assert stats["cases_by_verdict"] == {"agree": 1, "mismatch": 1, "nan-inf": 1}
+    assert stats["campaigns"] == 0
+
+
+# ---------------------------------------------------------------- export / import
+
+
+def test_export_import_into_second_db(tmp_path, corpus):
+    case = generate_case(3)
+    case_id = add(corpus, case, [finding()])
+    data = corpus.export_case(case_id, expect="agree")
+    path = tmp_path / "case.json"
+    path.write_text(json.dumps(data))
+    loaded = load_case_file(path)
+    assert loaded["format"] == "fuzzer-case" and loaded["version"] == 1 and loaded["expect"] == "agree"
+    assert case_from_export(loaded).content_hash() == case.content_hash()
+
+    with Corpus(tmp_path / "other.db") as other:
+        new_id = other.import_case(loaded)
+        stored = other.get_case(new_id)
+        assert stored.campaign_id is None
+        assert stored.case.graph.to_json() == case.graph.to_json()
+        assert all(stored.case.arrays[n].tobytes() == case.arrays[n].tobytes() for n in case.arrays)
+        assert stored.verdict == "mismatch" and stored.findings == [finding()]
+        assert other.bucket(SIG)["representative"] == new_id
+
+
+def _export_with_array(corpus: Corpus, name: str, payload: bytes) -> dict:
+    data = corpus.export_case(add(corpus, chain_case()))
+    data["arrays"][name] = base64.b64encode(payload).decode()
+    return data
+
+
+def _object_npy() -> bytes:
+    buffer = io.BytesIO()
+    np.save(buffer, np.array([{"a": 1}, None], dtype=object), allow_pickle=True)
+    return buffer.getvalue()
+
+
+@pytest.mark.parametrize("payload", [_object_npy(), pickle.dumps(np.array([1, "x"], dtype=object))],
+                         ids=["npy-object-array", "raw-pickle"])
+def test_import_refuses_pickles_and_writes_nothing(tmp_path, corpus, payload):
+    data = _export_with_array(corpus, "x0", payload)
+    before = count_rows(corpus.path), count_rows(corpus.path, "case_arrays"), count_rows(corpus.path, "buckets")
+    with pytest.raises(UserError, match="array 'x0'"):
+        corpus.import_case(data)
+    after = count_rows(corpus.path), count_rows(corpus.path, "case_arrays"), count_rows(corpus.path, "buckets")
+    assert after == before
+
+
+def test_import_validates_everything(corpus):
+    good = corpus.export_case(add(corpus, chain_case()))
+    before = count_rows(corpus.path)
+    bad_variants = {
+        "format": {**good, "format": "something-else"},
+        "version": {**good, "version": 99},
+        "graph": {**good, "graph": {"inputs": "nope"}},
+        "unknown op": {**good, "graph": {**good["graph"], "nodes": [{**good["graph"]["nodes"][0], "op": "frobnicate"}]}},
+        "shape": {**good, "arrays": {**good["arrays"], "x0": base64.b64encode(to_npy_bytes(np.zeros((2, 2)))).decode()}},
+        "missing array": {**good, "arrays": {k: v for k, v in good["arrays"].items() if k != "x0"}},
+        "base64": {**good, "arrays": {**good["arrays"], "x0": "not base64!!"}},
+        "findings": {**good, "findings": [{"signature": 3}]},
+        "backends": {**good, "backends": "torch"},
+        "seed": {**good, "seed": "7"},
+    }
+    for what, data in bad_variants.items():
+        with pytest.raises(UserError):
+            corpus.import_case(data)
+        assert count_rows(corpus.path) == before, what
+
+
+def test_load_case_file_errors(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"format": "fuzzer-case", ')
+    with pytest.raises(UserError, match=r"bad\.json' is not valid JSON"):
+        load_case_file(bad)
+    with pytest.raises(UserError, match="Cannot read case file"):
+        load_case_file(tmp_path / "missing.json")
+    listing = tmp_path / "list.json"
+    listing.write_text("[1, 2]")
+    with pytest.raises(UserError, match="not an object"):
+        load_case_file(listing)
+
+
+# ---------------------------------------------------------------- files that are not ours
+
+
+def test_non_sqlite_file_refused_untouched(tmp_path):
+    path = tmp_path / "random.db"
+    content = np.random.default_rng(0).bytes(5000)
+    path.write_bytes(content)
+    with pytest.raises(UserError, match=r"random\.db' is not a fuzzer corpus \(not a sqlite database\); pass --db"):
+        Corpus(path)
+    assert path.read_bytes() == content
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["random.db"]
+
+
+def test_foreign_sqlite_refused_untouched(tmp_path):
+    path = tmp_path / "other.db"
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE users (id INTEGER PRIMARY KEY, name TEXT)")
+        conn.execute("INSERT INTO users (name) VALUES ('ada')")
+    conn.close()
+    content = path.read_bytes()
+    with pytest.raises(UserError, match="is not a fuzzer corpus \\(no meta table\\)"):
+        Corpus(path)
+    assert path.read_bytes() == content
+    # a `meta` table of someone else's
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE meta (k TEXT, v TEXT)")
+    conn.close()
+    content = path.read_bytes()
+    with pytest.raises(UserError, match="not a fuzzer corpus"):
+        Corpus(path)
+    assert path.read_bytes() == content
+
+
+def test_newer_schema_refused_untouched(tmp_path):
+    path = tmp_path / "fuzz.db"
+    Corpus(path).close()
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", [str(SCHEMA_VERSION + 1)])
+    conn.close()
+    content = path.read_bytes()
+    with pytest.raises(UserError, match="newer fuzzer"):
+        Corpus(path)
+    assert path.read_bytes() == content
+
+
+def test_missing_file_without_create(tmp_path):
+    with pytest.raises(UserError, match="No corpus at"):
+        Corpus(tmp_path / "nope.db", create=False)
+    assert not (tmp_path / "nope.db").exists()
+    Corpus(tmp_path / "sub" / "new.db").close()  # creates parents
+    with Corpus(tmp_path / "sub" / "new.db", create=False) as corpus:
+        assert corpus.schema_version() == SCHEMA_VERSION
+
+
+def test_wal_and_busy_timeout(corpus):
+    assert corpus.db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert corpus.db.execute("PRAGMA busy_timeout").fetchone()[0] >= 10_000
+
+
+# ---------------------------------------------------------------- migration
+
+
+V0_SCHEMA = """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+INSERT INTO meta VALUES ('schema_version', '0');
+CREATE TABLE campaigns (id INTEGER PRIMARY KEY, started TEXT NOT NULL, ended TEXT, status TEXT NOT NULL,
+    seed INTEGER NOT NULL, config TEXT NOT NULL, versions TEXT NOT NULL, cases_run INTEGER NOT NULL DEFAULT 0,
+    findings INTEGER NOT NULL DEFAULT 0, checkpoint TEXT);
+CREATE TABLE cases (id INTEGER PRIMARY KEY, campaign_id INTEGER, created TEXT NOT NULL, content_hash TEXT NOT NULL,
+    seed INTEGER NOT NULL, graph TEXT NOT NULL, op_sequence TEXT NOT NULL, node_count INTEGER NOT NULL,
+    backends TEXT NOT NULL, verdict TEXT NOT NULL, signature TEXT, findings TEXT NOT NULL, shrunk_from INTEGER);
+CREATE TABLE case_arrays (case_id INTEGER NOT NULL, name TEXT NOT NULL, npy BLOB NOT NULL, PRIMARY KEY (case_id, name));
+CREATE TABLE buckets (signature TEXT PRIMARY KEY, verdict TEXT NOT NULL, backend TEXT NOT NULL, culprit TEXT NOT NULL,
+    first_seen TEXT NOT NULL, last_seen TEXT NOT NULL, count INTEGER NOT NULL DEFAULT 0,
+    status TEXT NOT NULL DEFAULT 'new', representative INTEGER);
+"""
+
+
+def test_migrates_version_0_corpus(tmp_path):
+    path = tmp_path / "old.db"
+    case = chain_case(5, ("linear", "relu"))
+    conn = sqlite3.connect(path)
+    conn.executescript(V0_SCHEMA)
+    conn.execute(
+        "INSERT INTO cases (id, created, content_hash, seed, graph, op_sequence, node_count, backends, verdict, "
+        "signature, findings) VALUES (1, '2024-01-01T00:00:00+00:00', ?, 5, ?, 'linear>relu', 2, ?, 'mismatch', ?, ?)",
+        [case.content_hash(), case.graph.to_json(), json.dumps(["torch-cpu-float32"]), SIG, json.dumps([finding()])],
+    )
+    for name, value in case.arrays.items():
+        conn.execute("INSERT INTO case_arrays VALUES (1, ?, ?)", [name, to_npy_bytes(value)])
+    conn.execute("INSERT INTO buckets (signature, verdict, backend, culprit, first_seen, last_seen, count, representative) "
+                 "VALUES (?, 'mismatch', 'torch-cpu-float32', 'linear', 'a', 'a', 1, 1)", [SIG])
+    conn.commit()
+    conn.close()
+
+    with Corpus(path) as corpus:
+        assert corpus.schema_version() == SCHEMA_VERSION == 1
+        columns = {c.name for c in corpus.db["cases"].columns}
+        assert {"element_count", "shrink_log"} <= columns
+        assert "note" in {c.name for c in corpus.db["buckets"].columns}
+        stored = corpus.get_case(1)
+        assert stored.case.graph == case.graph and stored.shrink_log is None
+        assert corpus.list_cases()[0]["element_count"] == sum(a.size for a in case.arrays.values())
+        assert corpus.triage(1, "confirmed", note="old bug")["note"] == "old bug"
+        # the migrated bucket keeps working: a smaller case takes over as representative
+        smaller = add(corpus, chain_case(6), [finding()])
+        assert corpus.bucket(SIG)["representative"] == smaller and corpus.bucket(SIG)["count"] == 2
+        assert corpus.migrate() == SCHEMA_VERSION  # idempotent
+
+
+# ---------------------------------------------------------------- concurrency
+
+
+WRITER = """
+import sys, time
+from fuzzer.arrays import materialize
+from fuzzer.corpus import Corpus
+from fuzzer.ir import Graph, Node, TensorSpec
+
+path, worker, start_at = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+graph = Graph((TensorSpec("x0", (4, 8)),), (Node("n0", "linear", ("x0",), {"out_features": 3, "bias": True}),), ("n0",))
+cases = [materialize(graph, worker * 1000 + i) for i in range(50)]
+finding = {"backend": "torch", "verdict": "mismatch", "culprit": "linear", "signature": "shared",
+           "max_error": 1.0, "allowed": 0.0, "detail": "", "error": ""}
+while time.time() < start_at:
+    time.sleep(0.005)
+corpus = Corpus(path)
+for case in cases:
+    corpus.add_case(case, campaign_id=None, verdict="mismatch", backends=["torch"], findings=[finding])
+    time.sleep(0.002)  # a fuzzer works between writes; lets the two writers interleave
+corpus.close()
+"""
+
+
+def test_two_processes_write_one_corpus(tmp_path):
+    path = tmp_path / "shared.db"  # created concurrently by both writers
+    env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    start_at = time.time() + 2.0
+    procs = [
+        subprocess.Popen([sys.executable, "-c", WRITER, str(path), str(worker), str(start_at)],
+                         env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for worker in (1, 2)
+    ]
+    results = [proc.communicate(timeout=60) for proc in procs]
+    for proc, (_, err) in zip(procs, results):
+        assert proc.returncode == 0, err
+    with Corpus(path) as corpus:
+        assert corpus.stats()["cases"] == 100
+        assert corpus.bucket("shared")["count"] == 100
+        assert corpus.db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        assert corpus.db.execute("SELECT count(*) FROM case_arrays").fetchone()[0] == 100 * 3
