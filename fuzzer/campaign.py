@@ -42,6 +42,7 @@ class CampaignOptions:
     reruns: int = 2
     plugins: list[str] = field(default_factory=list)
     memory_limit_mb: int | None = None
+    stop_after_findings: int | None = None  # selftest: stop at the first finding
 
     def worker_config(self) -> WorkerConfig:
         return WorkerConfig(
@@ -164,6 +165,8 @@ class Campaign:
     def _should_stop(self, next_index: int, progress: Progress) -> bool:
         """`max_cases` counts seed indices, so a resumed campaign ends where the original would have."""
         if self.options.max_cases is not None and next_index >= self.options.max_cases:
+            return True
+        if self.options.stop_after_findings is not None and progress.finding_cases >= self.options.stop_after_findings:
             return True
         return self.options.time_limit is not None and progress.elapsed >= self.options.time_limit
 

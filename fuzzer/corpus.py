@@ -26,6 +26,7 @@ import contextlib
 import datetime
 import json
 import sqlite3
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -114,6 +115,26 @@ def _dumps(value: Any) -> str:
 
 def _loads(text: str | None) -> Any:
     return None if text is None else json.loads(text)
+
+
+def _retry_while_locked(step: Callable[[], Any], timeout: float = BUSY_TIMEOUT_S) -> Any:
+    """Run `step`, retrying while sqlite says locked/busy.
+
+    Opening is the one place the busy timeout is not enough: switching a new file to
+    WAL needs an exclusive lock, and sqlite reports SQLITE_BUSY at once (without the
+    busy handler) when another process is opening the same new file.
+    """
+    deadline = time.monotonic() + timeout
+    delay = 0.005
+    while True:
+        try:
+            return step()
+        except sqlite3.OperationalError as exc:
+            message = str(exc).lower()
+            if ("locked" not in message and "busy" not in message) or time.monotonic() > deadline:
+                raise
+        time.sleep(delay)
+        delay = min(delay * 2, 0.1)
 
 
 # ---------------------------------------------------------------- migrations
@@ -220,14 +241,19 @@ class Corpus:
         self.db = sqlite_utils.Database(conn)
         try:
             conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
-            conn.execute("PRAGMA journal_mode = WAL")
             conn.execute("PRAGMA foreign_keys = ON")
-            self.migrate()
+            _retry_while_locked(self._enable_wal)
+            _retry_while_locked(self.migrate)
         except BaseException:
             self.close()
             raise
 
     # ---- opening
+
+    def _enable_wal(self) -> None:
+        mode = self.db.conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+        if str(mode).lower() != "wal":
+            raise sqlite3.OperationalError(f"database is locked (journal_mode stayed {mode})")
 
     def _refuse(self, why: str) -> UserError:
         return UserError(f"'{self.path}' is not a fuzzer corpus ({why}); pass --db with a corpus file or a new path.")

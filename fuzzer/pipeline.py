@@ -81,10 +81,10 @@ class Pipeline:
             record["shrunk"].append(self.shrink(case, finding))
         return record
 
-    def shrink(self, case: Case, finding: Finding) -> dict:
+    def shrink(self, case: Case, finding: Finding, seconds: float | None = None) -> dict:
         backend = get_backend(finding.backend)
         predicate = still_fails_predicate(backend, finding.signature, self.config.reruns, self.runner)
-        shrunk = shrink_case(case, predicate, finding.culprit, self.config.shrink_time)
+        shrunk = shrink_case(case, predicate, finding.culprit, seconds or self.config.shrink_time)
         final = check_case(shrunk.case, [backend], self.config.reruns, self.runner)
         return {
             "signature": finding.signature,
@@ -103,3 +103,7 @@ class Pipeline:
             "findings": [f.to_dict() for f in result.findings],
             "verdicts": [v.to_dict() for v in result.verdicts],
         }
+
+    def shrink_given(self, case: Case, finding: dict, seconds: float) -> dict:
+        known = {k: finding[k] for k in ("backend", "verdict", "culprit", "signature")}
+        return self.shrink(case, Finding(**known), seconds)

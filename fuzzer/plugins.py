@@ -145,3 +145,13 @@ def load_plugins(specs: list[str] | tuple[str, ...]) -> list[str]:
         names += load_plugin(spec)
     return names
 
+
+
+def canaries_for(backend_names: list[str]) -> list[str]:
+    """Shipped canaries that define these backend names ("canary-gru-stale-hidden" -> "gru-stale-hidden").
+
+    Only our own shipped canaries are loaded this way: a corpus file can name a
+    backend, but never make us import a file it points to.
+    """
+    shipped = set(canary_names())
+    return sorted({n.removeprefix("canary-") for n in backend_names if n.removeprefix("canary-") in shipped and n.startswith("canary-")})

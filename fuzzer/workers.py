@@ -8,6 +8,7 @@ so when it dies or goes silent the parent knows which backend and which case did
 
 Requests:  ("case", index, known_signatures)  generate case `index`, check it, shrink new findings
            ("check", case, backend_names)      check one given case (replay, regress)
+           ("shrink", case, finding, seconds)  shrink a given case for one of its findings
            ("stop",)
 Replies:   ("running", backend_name)           heartbeat before each backend run
            ("result", payload)                 see Worker.handle_* for the payload
@@ -67,6 +68,8 @@ def _worker_main(conn, config: WorkerConfig) -> None:
         try:
             if request[0] == "case":
                 reply = pipeline.run_index(request[1], set(request[2]))
+            elif request[0] == "shrink":
+                reply = pipeline.shrink_given(request[1], request[2], request[3])
             else:
                 reply = pipeline.check_given(request[1], request[2])
             conn.send(("result", reply))

@@ -1,0 +1,510 @@
+"""The `fuzz` command: a thin skin over the library. Parse, call one function, print (text or --json).
+
+Exit codes: 0 all good; 1 a finding / reproduced discrepancy / regression surprise;
+2 bad usage or input (one sentence on stderr); 3 an internal error (a bug in fuzzer).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+from pathlib import Path
+
+import click
+
+from fuzzer.errors import InternalError, UserError
+
+DEFAULT_DB = "corpus/fuzz.db"
+DEFAULT_REGRESSION_DIR = "corpus/regression"
+
+
+# -- shared options and output ------------------------------------------------------------
+
+def db_option(fn):
+    return click.option(
+        "--db", "db_path", default=lambda: os.environ.get("FUZZ_DB", DEFAULT_DB), show_default=f"$FUZZ_DB or {DEFAULT_DB}",
+        help="The corpus sqlite file.",
+    )(fn)
+
+
+def json_option(fn):
+    return click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON instead of text.")(fn)
+
+
+def plugin_option(fn):
+    return click.option(
+        "--plugin", "plugins", multiple=True, metavar="FILE|CANARY",
+        help="A plugin .py file, or a shipped canary name (see `fuzz selftest --list`). Repeatable.",
+    )(fn)
+
+
+def emit(as_json: bool, data, text: str) -> None:
+    click.echo(json.dumps(data, indent=2, default=str) if as_json else text)
+
+
+def open_corpus(db_path: str, create: bool = False):
+    from fuzzer.corpus import Corpus
+
+    if create:
+        Path(db_path).parent.mkdir(parents=True, exist_ok=True)
+    return Corpus(db_path, create=create)
+
+
+def parse_duration(text: str | None) -> float | None:
+    """'90', '90s', '10m', '2h' -> seconds."""
+    if text is None:
+        return None
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*", text)
+    if not match:
+        raise UserError(f"Cannot read duration '{text}'; write e.g. 90s, 10m or 2h.")
+    return float(match.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}[match.group(2)]
+
+
+def _finding_lines(findings: list[dict]) -> list[str]:
+    lines = []
+    for f in findings:
+        error = f" error {f['max_error']:.3g} > allowed {f['allowed']:.3g}" if f.get("allowed") else ""
+        lines.append(f"  {f['verdict']:<16} {f['backend']:<28} culprit {f['culprit']}{error}")
+        if f.get("detail"):
+            lines.append(f"      {f['detail']}")
+    return lines
+
+
+class FuzzGroup(click.Group):
+    """Turns our exceptions into one-line messages and meaningful exit codes."""
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except UserError as exc:
+            click.echo(f"Error: {exc}", err=True)
+            ctx.exit(2)
+        except InternalError as exc:
+            click.echo(f"Internal error (a bug in fuzzer, please report it): {exc}", err=True)
+            ctx.exit(3)
+
+
+@click.group(cls=FuzzGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="fuzzer")
+def main():
+    """Differential fuzzer for deep-learning operators.
+
+    Generates random operator graphs, runs them on torch, jax, a float64 numpy
+    reference and plugged-in backends, shrinks every disagreement to a minimal
+    reproducer and stores it in a sqlite corpus.
+
+    \b
+    Example:
+      fuzz run --time 10m            # a campaign on the default CPU backends
+      fuzz list                      # what it found
+      fuzz show 3                    # one finding, with its reproducer
+      fuzz replay 3                  # does it still reproduce? (exit 1 if so)
+    """
+
+
+# -- run -------------------------------------------------------------------------------
+
+@main.command()
+@db_option
+@click.option("--time", "time_text", metavar="DURATION", help="Stop after this long (90s, 10m, 2h).")
+@click.option("--max-cases", type=click.IntRange(min=1), help="Stop after this many generated graphs.")
+@click.option("--backends", help="Comma-separated backends (default: every CPU backend; see `fuzz backends`).")
+@click.option("--ops", help="Comma-separated ops to draw from (default: all; see `fuzz ops`).")
+@click.option("--max-nodes", type=click.IntRange(1, 64), default=8, show_default=True, help="Largest graph drawn.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Campaign seed: the same seed draws the same graphs.")
+@click.option("--workers", type=click.IntRange(min=1), default=lambda: os.cpu_count() or 1, show_default="CPU count",
+              help="Isolated worker processes.")
+@click.option("--timeout", type=float, default=60.0, show_default=True, help="Seconds one backend run may take before it is a hang.")
+@click.option("--shrink-time", type=float, default=60.0, show_default=True, help="Seconds to shrink each new finding.")
+@click.option("--inputs-per-graph", type=click.IntRange(min=1), default=2, show_default=True,
+              help="Input/weight sets per graph (compiled code is reused across them).")
+@click.option("--compile-every", type=click.IntRange(min=1), default=10, show_default=True,
+              help="Run compiling backends (torch.compile) on every Nth graph only.")
+@click.option("--memory-limit", type=click.IntRange(min=64), metavar="MB", help="Address-space limit per worker.")
+@plugin_option
+@click.option("--resume", type=int, metavar="CAMPAIGN", help="Continue an interrupted campaign from its checkpoint.")
+@click.option("--fail-on-finding", is_flag=True, help="Exit 1 if the campaign stored any finding (for CI).")
+@json_option
+def run(db_path, time_text, max_cases, backends, ops, max_nodes, seed, workers, timeout, shrink_time, inputs_per_graph,
+        compile_every, memory_limit, plugins, resume, fail_on_finding, as_json):
+    """Run a fuzz campaign and store every finding, shrunk, in the corpus.
+
+    Progress goes to stderr (a JSON line per update with --json); the summary to stdout.
+
+    \b
+    Example:
+      fuzz run --time 10m --seed 1
+      fuzz run --max-cases 200 --plugin layout-layernorm --backends torch-eager,canary-layout-layernorm
+    """
+    from fuzzer.backends import DEFAULT_BACKENDS, parse_backend_list
+    from fuzzer.campaign import CampaignOptions, run_campaign
+    from fuzzer.ops import parse_op_list
+    from fuzzer.plugins import load_plugins
+
+    load_plugins(list(plugins))  # fail fast, in this process, on a bad plugin, backend or op
+    backend_list = [b.name for b in parse_backend_list(backends or ",".join(DEFAULT_BACKENDS))]
+    options = CampaignOptions(
+        backends=backend_list, ops=parse_op_list(ops) if ops else None, max_nodes=max_nodes, seed=seed,
+        max_cases=max_cases, time_limit=parse_duration(time_text), workers=workers, timeout=timeout,
+        shrink_time=shrink_time, inputs_per_graph=inputs_per_graph, expensive_every=compile_every,
+        plugins=list(plugins), memory_limit_mb=memory_limit,
+    )
+    corpus = open_corpus(db_path, create=True)
+
+    def on_progress(p):
+        if as_json:
+            click.echo(json.dumps({"event": "progress", **p.to_dict()}), err=True)
+        else:
+            click.echo(
+                f"\r[campaign {p.campaign_id}] {p.graphs} graphs, {p.checked} cases, {p.graphs_per_second:.1f} graphs/s, "
+                f"{p.finding_cases} findings, {p.new_buckets} new buckets, {p.elapsed:.0f}s   ",
+                err=True, nl=False,
+            )
+
+    progress = run_campaign(corpus, options, on_progress, resume=resume)
+    if not as_json:
+        click.echo("", err=True)
+    summary = progress.to_dict()
+    summary["db"] = db_path
+    text = (
+        f"Campaign {progress.campaign_id} {progress.status}: {progress.graphs} graphs ({progress.checked} cases) in "
+        f"{progress.elapsed:.0f}s, {progress.graphs_per_second:.1f} graphs/s; {progress.finding_cases} cases with "
+        f"findings, {progress.new_buckets} new buckets, {progress.invalid} invalid (non-finite reference).\n"
+        f"Next: fuzz list --db {db_path}"
+    )
+    emit(as_json, summary, text)
+    if fail_on_finding and progress.finding_cases:
+        sys.exit(1)
+
+
+# -- browsing the corpus --------------------------------------------------------------------
+
+@main.command(name="list")
+@db_option
+@click.option("--status", help="Triage status of the bucket (new, confirmed, reported, fixed, wontfix, flaky).")
+@click.option("--verdict", help="mismatch, nan-inf, all-zeros, constant, crash, hang, nondeterministic.")
+@click.option("--backend", help="Cases run on this backend.")
+@click.option("--op", help="Cases whose graph contains this op.")
+@click.option("--limit", type=click.IntRange(min=1), default=50, show_default=True)
+@json_option
+def list_cases(db_path, status, verdict, backend, op, limit, as_json):
+    """List stored cases, newest first. Shrunk reproducers show the case they came from.
+
+    \b
+    Example:
+      fuzz list --verdict mismatch --op layer_norm
+    """
+    corpus = open_corpus(db_path)
+    rows = corpus.list_cases(status=status, verdict=verdict, backend=backend, op=op, limit=limit)
+    lines = [f"{'id':>5}  {'verdict':<16} {'status':<9} {'nodes':>5}  {'from':>5}  signature / ops"]
+    for row in rows:
+        lines.append(
+            f"{row['id']:>5}  {row['verdict']:<16} {row['status'] or '-':<9} {row['node_count']:>5}  "
+            f"{row['shrunk_from'] or '':>5}  {row['signature'] or '-'}\n{'':>7}{row['op_sequence']}"
+        )
+    emit(as_json, rows, "\n".join(lines) if rows else "No cases match.")
+
+
+@main.command()
+@db_option
+@click.argument("case_id", type=int)
+@json_option
+def show(db_path, case_id, as_json):
+    """Show one case: graph, shapes, each backend's error vs the reference, versions.
+
+    \b
+    Example:
+      fuzz show 3
+    """
+    from fuzzer.ir import infer_shapes
+
+    corpus = open_corpus(db_path)
+    stored = corpus.get_case(case_id)
+    campaign = corpus.campaign(stored.campaign_id) if stored.campaign_id else None
+    shapes = infer_shapes(stored.case.graph)
+    data = {
+        "id": stored.id, "verdict": stored.verdict, "signature": stored.signature, "findings": stored.findings,
+        "backends": stored.backends, "shrunk_from": stored.shrunk_from, "shrink_log": stored.shrink_log,
+        "graph": stored.case.graph.to_dict(), "shapes": {k: list(v) for k, v in shapes.items()},
+        "versions": campaign["versions"] if campaign else None, "seed": stored.case.seed,
+    }
+    lines = [f"Case {stored.id}: {stored.verdict}  {stored.signature or ''}"]
+    if stored.shrunk_from:
+        lines.append(f"Shrunk from case {stored.shrunk_from}: {stored.shrink_log}")
+    lines.append("Graph:")
+    for spec in stored.case.graph.inputs:
+        lines.append(f"  {spec.name:<12} input{'':<13} -> {list(spec.shape)}")
+    for node in stored.case.graph.nodes:
+        lines.append(f"  {node.name:<12} {node.op:<12} {', '.join(node.inputs):<8} -> {list(shapes[node.name])}  {json.dumps(node.attrs)}")
+    lines.append(f"  outputs: {', '.join(stored.case.graph.outputs)}")
+    lines.append("Findings:")
+    lines += _finding_lines(stored.findings)
+    if campaign:
+        v = campaign["versions"]
+        lines.append(f"Versions: torch {v.get('torch')}, jax {v.get('jax')}, numpy {v.get('numpy')}, cuda {v.get('cuda')}, "
+                     f"python {v.get('python')} on {v.get('device')}")
+    lines.append(f"Reproduce: fuzz replay {stored.id} --db {db_path}   |   fuzz export {stored.id} --format script")
+    emit(as_json, data, "\n".join(lines))
+
+
+@main.command()
+@db_option
+@json_option
+def stats(db_path, as_json):
+    """Counts of cases, findings and buckets by verdict and triage status.
+
+    \b
+    Example:
+      fuzz stats --json
+    """
+    data = open_corpus(db_path).stats()
+    lines = [f"{data['cases']} cases ({data['cases_with_findings']} with findings), {data['buckets']} buckets, "
+             f"{data['campaigns']} campaigns"]
+    lines += [f"  verdict {k:<16} {v}" for k, v in data["cases_by_verdict"].items()]
+    lines += [f"  status  {k:<16} {v}" for k, v in data["buckets_by_status"].items()]
+    emit(as_json, data, "\n".join(lines))
+
+
+@main.command()
+@db_option
+@click.argument("case_id", type=int)
+@click.option("--status", required=True, help="new, confirmed, reported, fixed, wontfix or flaky.")
+@click.option("--note", help="Free text kept with the bucket (e.g. an upstream issue link).")
+@json_option
+def triage(db_path, case_id, status, note, as_json):
+    """Set the triage status of a case's bucket (all cases with its signature).
+
+    \b
+    Example:
+      fuzz triage 3 --status reported --note "pytorch/pytorch#12345"
+    """
+    bucket = open_corpus(db_path).triage(case_id, status, note)
+    emit(as_json, bucket, f"Bucket '{bucket['signature']}' is now {bucket['status']}.")
+
+
+# -- re-running --------------------------------------------------------------------------------
+
+def _replay_text(reply: dict) -> str:
+    lines = [f"Verdict: {reply['verdict']}"]
+    for v in reply["verdicts"]:
+        error = f" max error {v['max_error']:.3g} (allowed {v['allowed']:.3g})" if v.get("allowed") else ""
+        lines.append(f"  {v['backend']:<28} {v['verdict']:<16}{error} {v.get('detail') or ''}".rstrip())
+    return "\n".join(lines)
+
+
+@main.command()
+@db_option
+@click.argument("case_id", type=int)
+@click.option("--backends", help="Comma-separated backends to run instead of the stored ones.")
+@plugin_option
+@click.option("--timeout", type=float, default=120.0, show_default=True)
+@json_option
+def replay(db_path, case_id, backends, plugins, timeout, as_json):
+    """Re-run a stored case. Exit 0 if every backend now agrees, 1 if the discrepancy reproduces.
+
+    \b
+    Example:
+      fuzz replay 3 --backends torch-eager:cpu:float32,jax-jit
+    """
+    from fuzzer.replay import replay_case
+
+    stored = open_corpus(db_path).get_case(case_id)
+    names = [b.strip() for b in backends.split(",")] if backends else stored.backends
+    reply = replay_case(stored.case, names, list(plugins), timeout)
+    emit(as_json, reply, _replay_text(reply))
+    sys.exit(0 if reply["verdict"] == "agree" else 1)
+
+
+@main.command()
+@db_option
+@click.argument("case_id", type=int)
+@click.option("--shrink-time", type=float, default=60.0, show_default=True)
+@plugin_option
+@json_option
+def shrink(db_path, case_id, shrink_time, plugins, as_json):
+    """Shrink a stored case again (e.g. after a shrinker change); stores the result linked to it.
+
+    \b
+    Example:
+      fuzz shrink 12 --shrink-time 120
+    """
+    from fuzzer.replay import reshrink_stored
+
+    result = reshrink_stored(open_corpus(db_path), case_id, list(plugins), shrink_time)
+    log = result["log"]
+    emit(as_json, result, f"Case {case_id} shrunk to case {result['id']}: {log['original_nodes']} -> {log['final_nodes']} nodes, "
+         f"{log['final_elements']} elements, {log['calls']} checks in {log['seconds']} s.")
+
+
+@main.command()
+@click.argument("directory", type=click.Path(file_okay=False, path_type=Path), default=DEFAULT_REGRESSION_DIR)
+@plugin_option
+@click.option("--timeout", type=float, default=120.0, show_default=True)
+@json_option
+def regress(directory, plugins, timeout, as_json):
+    """Replay every JSON case in DIRECTORY against its recorded expectation; exit 1 on any surprise.
+
+    A case's "expect" is "agree" (a fixed bug must stay fixed) or "disagree" (a known open bug).
+
+    \b
+    Example:
+      fuzz regress corpus/regression
+    """
+    from fuzzer.replay import regress as run_regress
+
+    if not directory.is_dir():
+        raise UserError(f"Regression folder '{directory}' does not exist.")
+    results = run_regress(directory, list(plugins), timeout)
+    lines = [f"{'SURPRISE' if r.surprise else 'ok':<9} {Path(r.path).name:<40} expect {r.expect:<9} got {r.verdict}" for r in results]
+    surprises = sum(r.surprise for r in results)
+    lines.append(f"{len(results)} cases, {surprises} surprises")
+    emit(as_json, [r.to_dict() for r in results], "\n".join(lines))
+    sys.exit(1 if surprises else 0)
+
+
+# -- moving cases in and out --------------------------------------------------------------
+
+@main.command(name="export")
+@db_option
+@click.argument("case_id", type=int)
+@click.option("--format", "fmt", type=click.Choice(["script", "pytest", "json"]), default="script", show_default=True)
+@click.option("--backend", help="Backend to reproduce (default: the case's first finding's).")
+@click.option("--expect", type=click.Choice(["agree", "disagree"]), help="JSON only: the expectation for `fuzz regress`.")
+@plugin_option
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="Write to this file instead of stdout.")
+def export_case(db_path, case_id, fmt, backend, expect, plugins, output):
+    """Export a case as a standalone script, a pytest file, or JSON (for import / regress).
+
+    The script needs only numpy and torch or jax, and exits 1 while the bug is present.
+
+    \b
+    Example:
+      fuzz export 3 --format script -o repro.py && python repro.py
+      fuzz export 3 --format json --expect disagree -o corpus/regression/layernorm.json
+    """
+    from fuzzer.backends import get_backend
+    from fuzzer.plugins import canaries_for, load_plugins
+    from fuzzer.reproducer import build_script
+
+    corpus = open_corpus(db_path)
+    if fmt == "json":
+        text = json.dumps(corpus.export_case(case_id, expect), indent=1, sort_keys=True)
+    else:
+        stored = corpus.get_case(case_id)
+        if not stored.findings and not backend:
+            raise UserError(f"Case {case_id} has no finding; pass --backend to choose what the script runs.")
+        name = backend or stored.findings[0]["backend"]
+        load_plugins(list(plugins) + canaries_for([name]))
+        title = stored.signature or f"case {case_id}"
+        text = build_script(stored.case, get_backend(name), title, pytest_style=fmt == "pytest")
+    if output:
+        output.write_text(text + ("" if text.endswith("\n") else "\n"))
+        click.echo(f"Wrote {output}", err=True)
+    else:
+        click.echo(text)
+
+
+@main.command(name="import")
+@db_option
+@click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False, path_type=Path))
+@json_option
+def import_cases(db_path, files, as_json):
+    """Import exported JSON cases. Every file is validated before anything is written.
+
+    \b
+    Example:
+      fuzz import --db team.db findings/*.json
+    """
+    from fuzzer.corpus import case_from_export, load_case_file
+
+    loaded = [load_case_file(path) for path in files]
+    for data in loaded:
+        case_from_export(data)  # validate all before writing any
+    corpus = open_corpus(db_path, create=True)
+    ids = [corpus.import_case(data) for data in loaded]
+    emit(as_json, {"imported": ids}, f"Imported {len(ids)} case(s): {', '.join(map(str, ids))}")
+
+
+# -- what is available ---------------------------------------------------------------------
+
+@main.command()
+@plugin_option
+@json_option
+def backends(plugins, as_json):
+    """List backends (kind:device:dtype) and whether each can run here, and why not.
+
+    \b
+    Example:
+      fuzz backends --plugin my_kernel.py
+    """
+    from fuzzer.backends import DEFAULT_BACKENDS, table
+    from fuzzer.plugins import load_plugins
+
+    load_plugins(list(plugins))
+    rows = []
+    for kind in table().kinds():
+        cls = table().classes[kind]
+        for device in cls.devices:
+            for dtype in cls.dtypes:
+                backend = cls(device, dtype)
+                reason = backend.unavailable_reason()
+                rows.append({"name": backend.name, "available": reason is None, "why_not": reason,
+                             "default": backend.name in DEFAULT_BACKENDS, "description": cls.description})
+    for name, backend in sorted(table().derived.items()):
+        reason = backend.unavailable_reason()
+        rows.append({"name": name, "available": reason is None, "why_not": reason, "default": False,
+                     "description": f"plugin, derived from {type(backend).__name__}"})
+    lines = [f"{'yes' if r['available'] else 'no ':<4} {'*' if r['default'] else ' '} {r['name']:<30} "
+             f"{r['description'] if r['available'] else r['why_not']}" for r in rows]
+    lines.append("(* = in the default set of `fuzz run`)")
+    emit(as_json, rows, "\n".join(lines))
+
+
+@main.command()
+@json_option
+def ops(as_json):
+    """List the ops the generator draws from, by family.
+
+    \b
+    Example:
+      fuzz ops --json
+    """
+    from fuzzer.ops import registry
+
+    rows = [{"name": op.name, "family": op.family, "arity": list(op.arity), "sensitivity": op.sensitivity, "notes": op.notes}
+            for op in sorted(registry().values(), key=lambda o: (o.family, o.name))]
+    emit(as_json, rows, "\n".join(f"{r['family']:<12} {r['name']:<14} {r['notes']}".rstrip() for r in rows))
+
+
+@main.command()
+@db_option
+@click.option("--max-cases", type=click.IntRange(min=1), default=300, show_default=True, help="Give up on a canary after this many graphs.")
+@click.option("--list", "list_only", is_flag=True, help="Only list the canaries.")
+@click.option("--seed", type=int, default=0, show_default=True)
+@json_option
+def selftest(db_path, max_cases, list_only, seed, as_json):
+    """Prove the fuzzer finds each seed bug class: run a short campaign against every canary.
+
+    Exit 1 if any canary is not found (and shrunk) within --max-cases graphs.
+
+    \b
+    Example:
+      fuzz selftest --db /tmp/selftest.db
+    """
+    from fuzzer.selftest import run_selftest
+    from fuzzer.plugins import canary_names
+
+    if list_only:
+        emit(as_json, canary_names(), "\n".join(canary_names()))
+        return
+    results = run_selftest(open_corpus(db_path, create=True), max_cases, seed)
+    lines = [f"{'found' if r['found'] else 'MISSED':<7} {r['canary']:<22} after {r['graphs']} graphs, {r['seconds']:.1f}s; "
+             f"shrunk to {r['shrunk_nodes']} nodes: {r['shrunk_ops']}" for r in results]
+    emit(as_json, results, "\n".join(lines))
+    sys.exit(0 if all(r["found"] for r in results) else 1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,115 @@
+"""Re-running stored or exported cases in an isolated worker: `fuzz replay` and `fuzz regress`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from fuzzer.corpus import Corpus, case_from_export, load_case_file
+from fuzzer.errors import UserError
+from fuzzer.ir import Case
+from fuzzer.oracle import AGREE, signature
+from fuzzer.plugins import canaries_for
+from fuzzer.workers import Worker, WorkerConfig, WorkerDied
+
+EXPECTATIONS = ("agree", "disagree")
+
+
+class Replayer:
+    """One warm worker that checks given cases; a crash or hang is a result, not an error."""
+
+    def __init__(self, backends: list[str], plugins: list[str], timeout: float = 120.0, reruns: int = 2):
+        plugins = list(dict.fromkeys(list(plugins) + canaries_for(backends)))
+        self.timeout = timeout
+        self.worker = Worker(WorkerConfig(backends=list(backends), plugins=plugins, reruns=reruns))
+
+    def check(self, case: Case, backends: list[str]) -> dict:
+        try:
+            return self.worker.request(("check", case, list(backends)), self.timeout)
+        except WorkerDied as died:
+            backend = died.backend or "unknown"
+            finding = {"backend": backend, "verdict": died.kind, "culprit": "-", "detail": died.message,
+                       "signature": signature(died.kind, backend, "-", died.message)}
+            return {"verdict": died.kind, "findings": [finding], "verdicts": [finding]}
+
+    def shrink(self, case: Case, finding: dict, seconds: float) -> dict:
+        """The shrink result for one finding of `case` (see Pipeline.shrink); the worker must not die meanwhile."""
+        try:
+            return self.worker.request(("shrink", case, finding, seconds), self.timeout)
+        except WorkerDied as died:
+            verb = "crashed" if died.kind == "crash" else "hung"
+            raise UserError(f"Backend {died.backend} {verb} while shrinking ({died.message}); such cases are stored unshrunk.") from None
+
+    def close(self) -> None:
+        self.worker.stop()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def replay_case(case: Case, backends: list[str], plugins: list[str], timeout: float = 120.0) -> dict:
+    with Replayer(backends, plugins, timeout) as replayer:
+        return replayer.check(case, backends)
+
+
+@dataclass
+class RegressionResult:
+    path: str
+    expect: str
+    observed: str
+    verdict: str
+    signatures: list[str]
+
+    @property
+    def surprise(self) -> bool:
+        return self.expect != self.observed
+
+    def to_dict(self) -> dict:
+        return {**self.__dict__, "surprise": self.surprise}
+
+
+def load_regression_case(path: Path) -> tuple[Case, list[str], str]:
+    data = load_case_file(path)
+    case = case_from_export(data)
+    expect = data.get("expect")
+    if expect not in EXPECTATIONS:
+        raise UserError(f"Regression case '{path}' has expect={expect!r}; set it to 'agree' or 'disagree'.")
+    backends = data.get("backends")
+    if not isinstance(backends, list) or not backends or not all(isinstance(b, str) for b in backends):
+        raise UserError(f"Regression case '{path}' lists no backends; export it with `fuzz export ID --format json`.")
+    return case, backends, expect
+
+
+def regress(directory: Path, plugins: list[str], timeout: float = 120.0) -> list[RegressionResult]:
+    files = sorted(directory.glob("*.json"))
+    if not files:
+        raise UserError(f"No regression cases (*.json) in '{directory}'; export some with `fuzz export ID --format json --expect agree`.")
+    loaded = [(path, *load_regression_case(path)) for path in files]
+    all_backends = sorted({b for _, _, backends, _ in loaded for b in backends})
+    results = []
+    with Replayer(all_backends, plugins, timeout) as replayer:
+        for path, case, backends, expect in loaded:
+            reply = replayer.check(case, backends)
+            observed = "agree" if reply["verdict"] == AGREE else "disagree"
+            results.append(RegressionResult(str(path), expect, observed, reply["verdict"], [f["signature"] for f in reply["findings"]]))
+    return results
+
+
+def reshrink_stored(corpus: Corpus, case_id: int, plugins: list[str], seconds: float) -> dict:
+    """Shrink a stored case again for its primary finding and store the result linked to it."""
+    stored = corpus.get_case(case_id)
+    finding = next((f for f in stored.findings if f["signature"] == stored.signature), None)
+    if finding is None:
+        raise UserError(f"Case {case_id} has no finding to shrink for; pick a case listed with a verdict by `fuzz list`.")
+    with Replayer([finding["backend"]], plugins) as replayer:
+        result = replayer.shrink(stored.case, finding, seconds)
+    if not result["findings"]:
+        raise UserError(f"Case {case_id} no longer reproduces on {finding['backend']}; nothing to shrink.")
+    new_id = corpus.add_case(
+        result["case"], campaign_id=stored.campaign_id, verdict=result["verdict"], backends=result["backends"],
+        findings=result["findings"], shrunk_from=case_id, shrink_log=result["log"],
+    )
+    return {"id": new_id, "shrunk_from": case_id, "log": result["log"], "ops": result["case"].graph.op_names()}

@@ -1,0 +1,34 @@
+"""`fuzz selftest`: a short campaign against each canary proves each seed bug class is found and shrunk."""
+
+from __future__ import annotations
+
+from fuzzer.campaign import CampaignOptions, run_campaign
+from fuzzer.corpus import Corpus
+from fuzzer.plugins import canary_names
+
+
+def run_selftest(corpus: Corpus, max_cases: int = 300, seed: int = 0, shrink_time: float = 30.0) -> list[dict]:
+    results = []
+    for canary in canary_names():
+        backend = f"canary-{canary}"
+        options = CampaignOptions(
+            backends=[backend], plugins=[canary], seed=seed, max_cases=max_cases, workers=1,
+            shrink_time=shrink_time, inputs_per_graph=1, stop_after_findings=1,
+        )
+        progress = run_campaign(corpus, options)
+        shrunk = [
+            row for row in corpus.list_cases(backend=backend, limit=1000)
+            if row["campaign_id"] == progress.campaign_id and row["shrunk_from"]
+        ]
+        smallest = min(shrunk, key=lambda row: row["node_count"], default=None)
+        results.append({
+            "canary": canary,
+            "found": progress.finding_cases > 0,
+            "graphs": progress.graphs,
+            "seconds": round(progress.elapsed, 2),
+            "campaign_id": progress.campaign_id,
+            "shrunk_case": smallest["id"] if smallest else None,
+            "shrunk_nodes": smallest["node_count"] if smallest else None,
+            "shrunk_ops": smallest["op_sequence"] if smallest else None,
+        })
+    return results
