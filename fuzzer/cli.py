@@ -153,18 +153,23 @@ def run(db_path, time_text, max_cases, backends, ops, max_nodes, seed, workers, 
     )
     corpus = open_corpus(db_path, create=True)
 
+    interactive = sys.stderr.isatty()
+    last_line = [0.0]
+
     def on_progress(p):
         if as_json:
             click.echo(json.dumps({"event": "progress", **p.to_dict()}), err=True)
-        else:
-            click.echo(
-                f"\r[campaign {p.campaign_id}] {p.graphs} graphs, {p.checked} cases, {p.graphs_per_second:.1f} graphs/s, "
-                f"{p.finding_cases} findings, {p.new_buckets} new buckets, {p.elapsed:.0f}s   ",
-                err=True, nl=False,
-            )
+            return
+        line = (f"[campaign {p.campaign_id}] {p.graphs} graphs, {p.checked} cases, {p.graphs_per_second:.1f} graphs/s, "
+                f"{p.finding_cases} findings, {p.new_buckets} new buckets, {p.elapsed:.0f}s")
+        if interactive:
+            click.echo(f"\r{line}   ", err=True, nl=False)
+        elif p.elapsed - last_line[0] >= 30 or p.status != "running":  # a log, not a screen: one line per 30 s
+            last_line[0] = p.elapsed
+            click.echo(line, err=True)
 
     progress = run_campaign(corpus, options, on_progress, resume=resume)
-    if not as_json:
+    if interactive and not as_json:
         click.echo("", err=True)
     summary = progress.to_dict()
     summary["db"] = db_path

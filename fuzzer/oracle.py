@@ -190,7 +190,7 @@ def worst_verdict(verdicts: list[str]) -> str:
 def normalize_error(text: str) -> str:
     """An exception's first line without numbers, addresses or paths, for dedup."""
     first = (text or "").strip().splitlines()[-1] if text and text.strip() else ""
-    first = re.sub(r"0x[0-9a-fA-F]+", "0x?", first)
+    first = re.sub(r"0x[0-9a-fA-F]+", "<addr>", first)
     first = re.sub(r"(/[\w.\-]+)+", "<path>", first)
     first = re.sub(r"\d+", "N", first)
     return first[:160]

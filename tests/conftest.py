@@ -1,0 +1,17 @@
+"""Shared fixtures. Everything here is real: real torch, jax, sqlite files; no mocks."""
+
+import os
+
+import pytest
+
+from fuzzer.plugins import canary_names, load_plugins
+
+# Single-threaded math keeps CI (2 cores, parallel workers) predictable.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+
+@pytest.fixture(scope="session")
+def canaries():
+    """Every shipped canary registered in this process; returns their backend names."""
+    load_plugins(canary_names())
+    return {name: f"canary-{name}" for name in canary_names()}
