@@ -1,0 +1,108 @@
+"""Shrinking: every seed bug class comes out as a reproducer of at most 3 ops at minimal sizes,
+with the same verdict and signature it went in with."""
+
+import numpy as np
+import pytest
+
+from fuzzer.backends import get_backend
+from fuzzer.check import check_case, still_fails_predicate
+from fuzzer.generate import CaseGenerator
+from fuzzer.ir import infer_shapes
+from fuzzer.shrink import complexity, prune, shrink_case
+
+GENERATOR = CaseGenerator()
+
+
+def first_finding(backend_name, limit=400):
+    backend = get_backend(backend_name)
+    for seed in range(limit):
+        case = GENERATOR.case(seed)
+        result = check_case(case, [backend])
+        if result.findings:
+            return case, result.findings[0]
+    raise AssertionError(f"{backend_name} produced no finding in {limit} graphs")
+
+
+def shrunk(backend_name):
+    case, finding = first_finding(backend_name)
+    backend = get_backend(backend_name)
+    result = shrink_case(case, still_fails_predicate(backend, finding.signature), finding.culprit, time_budget=60)
+    final = check_case(result.case, [backend])
+    assert final.finding_for(finding.signature) is not None, "the shrunk case lost the original signature"
+    assert complexity(result.case) <= complexity(case)
+    return result.case
+
+
+def max_input_dim(case):
+    return max(max(spec.shape) for spec in case.graph.inputs)
+
+
+def test_layout_layernorm_shrinks_to_transpose_then_layer_norm(canaries):
+    case = shrunk(canaries["layout-layernorm"])
+    ops = case.graph.op_names()
+    assert len(ops) <= 3 and ops[-1] == "layer_norm"
+    assert {"transpose", "permute"} & set(ops), "the layout change is what triggers the bug"
+    assert max_input_dim(case) <= 2
+
+
+def test_dropout_in_eval_shrinks_to_a_lone_dropout(canaries):
+    case = shrunk(canaries["dropout-in-eval"])
+    assert case.graph.op_names() == ["dropout"]
+    assert case.graph.nodes[0].attrs["training"] is False
+
+
+def test_gru_stale_hidden_shrinks_to_the_reported_size(canaries):
+    case = shrunk(canaries["gru-stale-hidden"])
+    assert case.graph.op_names() == ["gru"]
+    attrs = case.graph.nodes[0].attrs
+    seq_len, batch, input_size = case.graph.inputs[0].shape
+    assert (seq_len, batch, attrs["hidden_size"], attrs["num_layers"]) == (2, 1, 1, 1)
+    assert input_size <= 2
+
+
+def test_tiled_matmul_zeros_shrinks_to_a_small_matmul(canaries):
+    case = shrunk(canaries["tiled-matmul-zeros"])
+    ops = case.graph.op_names()
+    assert len(ops) <= 3 and {"matmul", "linear"} & set(ops)
+    shapes = infer_shapes(case.graph)
+    product = next(n for n in case.graph.nodes if n.op in ("matmul", "linear"))
+    assert shapes[product.name][-1] < 8, "only outputs narrower than one tile are all zeros"
+
+
+def test_bn_fold_nested_shrinks_to_conv_and_batch_norm(canaries):
+    case = shrunk(canaries["bn-fold-nested"])
+    ops = case.graph.op_names()
+    assert len(ops) <= 3 and ops[0] == "conv2d" and ops[-1] == "batch_norm"
+
+
+def test_shrinking_is_deterministic(canaries):
+    case, finding = first_finding(canaries["layout-layernorm"])
+    backend = get_backend(canaries["layout-layernorm"])
+    runs = [shrink_case(case, still_fails_predicate(backend, finding.signature), finding.culprit, 60).case for _ in range(2)]
+    assert runs[0].content_hash() == runs[1].content_hash()
+
+
+def test_shrinker_never_accepts_a_different_signature(canaries):
+    """A predicate that only accepts the original keeps the original: nothing 'simpler' slides in."""
+    case, finding = first_finding(canaries["gru-stale-hidden"])
+    original = case.content_hash()
+    result = shrink_case(case, lambda candidate: candidate.content_hash() == original, finding.culprit, 10)
+    assert result.case.content_hash() == original
+    assert result.calls > 0
+
+
+def test_prune_drops_what_no_output_needs():
+    case = GENERATOR.case(3)
+    graph = case.graph
+    narrowed = prune(type(graph)(graph.inputs, graph.nodes, graph.outputs[:1]))
+    needed = set(narrowed.outputs)
+    for node in reversed(narrowed.nodes):
+        assert node.name in needed
+        needed.update(node.inputs)
+
+
+@pytest.mark.parametrize("value, rank", [(np.zeros(3), 0), (np.ones(3), 1), (np.array([0.0, 1.0, 0.0]), 2), (np.array([2.0, -3.0]), 3), (np.array([0.5]), 4)])
+def test_value_simplicity_order(value, rank):
+    from fuzzer.shrink import value_rank
+
+    assert value_rank(value) == rank
