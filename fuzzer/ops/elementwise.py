@@ -31,9 +31,10 @@ def _gelu_reference(xs, ps, attrs):
 
 def _sigmoid_reference(xs, ps, attrs):
     x = xs[0]
-    # Written per sign so that exp never overflows.
-    positive = 1.0 / (1.0 + np.exp(-np.abs(x)))
-    return like(x, np.where(x >= 0, positive, 1.0 - positive))
+    # Written per sign so that exp never overflows and, for x < 0, no 1 - p cancellation
+    # loses the tiny values: sigmoid(x) = e^x / (1 + e^x) there.
+    e = np.exp(-np.abs(x))
+    return like(x, np.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e)))
 
 
 def _torch_fn(name):
