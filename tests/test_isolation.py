@@ -1,0 +1,287 @@
+"""Worker isolation, on real processes and real sqlite files: a backend that aborts, hangs,
+runs out of memory or raises becomes a finding about *that* backend, the campaign
+finishes, and the corpus stays intact. Also: `kill -9` of a running `fuzz run`, then
+`--resume`, loses nothing.
+
+Every campaign here starts real spawn workers (import torch, a few seconds each);
+a worker that dies or hangs is restarted, which costs the same again.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import resource
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from fuzzer.campaign import CampaignOptions, run_campaign
+from fuzzer.corpus import Corpus
+
+REPO = Path(__file__).resolve().parents[1]
+PLUGINS = Path(__file__).resolve().parent / "plugins"
+FUZZ = Path(sys.executable).parent / "fuzz"
+REFERENCE = "torch-eager:cpu:float32"
+
+# A worker running only torch backends peaks near 650 MB of address space (torch + jax
+# imported together need about 2 GB; with RLIMIT_AS at 1000-1500 MB such a worker dies
+# at import with SIGSEGV/SIGABRT). hog_relu's campaign runs torch backends only, so
+# 2048 MB leaves ample room to start and still stops the hog after ~1.4 GB.
+HOG_MEMORY_LIMIT_MB = 2048
+
+
+def integrity(db_path: Path) -> str:
+    conn = sqlite3.connect(str(db_path))
+    try:
+        return conn.execute("PRAGMA integrity_check").fetchone()[0]
+    finally:
+        conn.close()
+
+
+def read_only(db_path: Path) -> sqlite3.Connection:
+    return sqlite3.connect(f"{db_path.resolve().as_uri()}?mode=ro", uri=True, timeout=10)
+
+
+def plugin_campaign(tmp_path: Path, plugin: str, backend: str, max_cases: int = 3, **options):
+    """Run a short campaign of relu graphs on the reference and a plugin backend; returns (corpus, progress)."""
+    corpus = Corpus(tmp_path / "corpus.db")
+    opts = CampaignOptions(
+        backends=[REFERENCE, backend], plugins=[str(PLUGINS / plugin)], ops=["relu"], max_cases=max_cases,
+        workers=1, timeout=5, shrink_time=5, **options,
+    )
+    progress = run_campaign(corpus, opts)
+    return corpus, progress
+
+
+def assert_campaign_survived(tmp_path: Path, corpus: Corpus, progress, max_cases: int) -> None:
+    assert progress.status == "finished"
+    row = corpus.campaign(progress.campaign_id)
+    assert row["status"] == "finished"
+    assert row["ended"] is not None
+    assert progress.graphs == max_cases and row["cases_run"] == max_cases  # every case ran, none was lost
+    assert multiprocessing.active_children() == []  # no worker, dead, hung or alive, is left behind
+    assert integrity(tmp_path / "corpus.db") == "ok"
+
+
+def findings_of(corpus: Corpus, verdict: str) -> list[tuple[dict, dict]]:
+    """(case row, finding) for every stored finding with this verdict."""
+    return [(row, f) for row in corpus.list_cases(limit=1000) for f in row["findings"] if f["verdict"] == verdict]
+
+
+def assert_only_blamed(corpus: Corpus, backend: str, verdict: str) -> list[tuple[dict, dict]]:
+    found = findings_of(corpus, verdict)
+    assert found, f"no {verdict} finding stored"
+    every = [f for row in corpus.list_cases(limit=1000) for f in row["findings"]]
+    assert {f["backend"] for f in every} == {backend}, "only the plugin backend is to blame, never the reference"
+    assert {f["verdict"] for f in every} == {verdict}
+    buckets = corpus.buckets()
+    assert buckets and all(b["backend"] == backend and b["verdict"] == verdict for b in buckets)
+    return found
+
+
+@pytest.mark.slow
+def test_aborting_backend_is_a_crash_finding(tmp_path):
+    corpus, progress = plugin_campaign(tmp_path, "abort_relu.py", "plugin-abort-relu")
+    with corpus:
+        assert_campaign_survived(tmp_path, corpus, progress, 3)
+        found = assert_only_blamed(corpus, "plugin-abort-relu", "crash")
+        assert progress.crashes == 3  # every case killed its worker, and each time a new one took over
+        assert all("SIGABRT" in f["detail"] for _, f in found)
+        assert all(row["verdict"] == "crash" for row, _ in found)
+
+
+@pytest.mark.slow
+def test_sleeping_backend_is_a_hang_finding(tmp_path):
+    # Each hang costs the 5 s timeout plus a worker restart: two cases show the restarted worker carries on.
+    corpus, progress = plugin_campaign(tmp_path, "sleep_relu.py", "plugin-sleep-relu", max_cases=2)
+    with corpus:
+        assert_campaign_survived(tmp_path, corpus, progress, 2)
+        found = assert_only_blamed(corpus, "plugin-sleep-relu", "hang")
+        assert progress.crashes == 2
+        assert all("5 s" in f["detail"] for _, f in found)
+
+
+@pytest.mark.slow
+def test_memory_hog_under_limit_is_a_crash_finding(tmp_path):
+    parent_limit = resource.getrlimit(resource.RLIMIT_AS)
+    corpus, progress = plugin_campaign(tmp_path, "hog_relu.py", "plugin-hog-relu", memory_limit_mb=HOG_MEMORY_LIMIT_MB)
+    with corpus:
+        assert_campaign_survived(tmp_path, corpus, progress, 3)
+        found = assert_only_blamed(corpus, "plugin-hog-relu", "crash")
+        # Under RLIMIT_AS the allocation fails (MemoryError), or the allocator aborts the worker.
+        assert all("MemoryError" in f["detail"] or "killed by signal" in f["detail"] for _, f in found)
+    assert resource.getrlimit(resource.RLIMIT_AS) == parent_limit  # the limit is the worker's alone
+
+
+def test_raising_backend_is_a_crash_finding(tmp_path):
+    corpus, progress = plugin_campaign(tmp_path, "raise_relu.py", "plugin-raise-relu")
+    with corpus:
+        assert_campaign_survived(tmp_path, corpus, progress, 3)
+        found = assert_only_blamed(corpus, "plugin-raise-relu", "crash")
+        assert progress.crashes == 0  # an exception is caught in the worker: no process died
+        assert all("KernelBug: plugin relu kernel exploded" in f["detail"] for _, f in found)
+        shrunk = [row for row, _ in found if row["shrunk_from"]]
+        assert shrunk, "a new crash signature is shrunk and stored linked to its original"
+        originals = {row["id"]: row for row, _ in found}
+        assert all(row["node_count"] <= originals[row["shrunk_from"]]["node_count"] for row in shrunk)
+
+
+# -- kill -9 of a running `fuzz run`, then --resume ---------------------------------------------
+
+def child_pids(pid: int) -> list[int]:
+    try:
+        return [int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return []
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie (ended, not yet reaped by its parent) counts as gone.
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def poll_db(db_path: Path, proc: subprocess.Popen, ready, deadline_s: float, what: str) -> dict:
+    """Poll the corpus read-only until ready(state) holds; state has campaign row and case rows."""
+    deadline = time.monotonic() + deadline_s
+    state: dict = {}
+    while time.monotonic() < deadline:
+        if db_path.exists():
+            try:
+                with read_only(db_path) as conn:
+                    conn.row_factory = sqlite3.Row
+                    campaigns = [dict(r) for r in conn.execute("SELECT * FROM campaigns ORDER BY id")]
+                    cases = [dict(r) for r in conn.execute(
+                        "SELECT id, content_hash, verdict, signature, findings FROM cases ORDER BY id")]
+                conn.close()
+                state = {"campaign": campaigns[-1] if campaigns else None, "cases": cases}
+                if state["campaign"] and ready(state):
+                    return state
+            except sqlite3.OperationalError:
+                pass  # the layout is being created, or the file is briefly locked
+        if proc.poll() is not None:
+            break
+        time.sleep(0.25)
+    raise AssertionError(f"timed out waiting for {what}; last state {state}; `fuzz run` exit code {proc.poll()}")
+
+
+def start_fuzz(args: list[str], log: Path) -> subprocess.Popen:
+    handle = open(log, "wb")
+    try:
+        return subprocess.Popen([str(FUZZ), *args], stdout=handle, stderr=subprocess.STDOUT, cwd=log.parent)
+    finally:
+        handle.close()
+
+
+def snapshot(db_path: Path) -> dict:
+    conn = sqlite3.connect(str(db_path))
+    try:
+        return {
+            "cases": conn.execute("SELECT id, content_hash, verdict, signature, findings, graph FROM cases ORDER BY id").fetchall(),
+            "arrays": conn.execute("SELECT case_id, name, npy FROM case_arrays ORDER BY case_id, name").fetchall(),
+            "buckets": {row[0] for row in conn.execute("SELECT signature FROM buckets")},
+        }
+    finally:
+        conn.close()
+
+
+@pytest.mark.slow
+def test_kill_9_then_resume_loses_nothing(tmp_path):
+    db = tmp_path / "fuzz.db"
+    common = ["--db", str(db), "--workers", "1"]
+    first = start_fuzz(
+        ["run", *common, "--max-cases", "100000", "--plugin", "layout-layernorm",
+         "--backends", "torch-eager,canary-layout-layernorm", "--ops", "layer_norm,transpose,permute",
+         "--inputs-per-graph", "1", "--shrink-time", "1", "--timeout", "60"],
+        tmp_path / "first.log",
+    )
+    workers: list[int] = []
+    second = None
+    try:
+        # At least one stored finding and one checkpoint, so the kill lands mid-campaign with state to resume.
+        before = poll_db(
+            db, first, lambda s: s["campaign"]["cases_run"] >= 1 and any(c["signature"] for c in s["cases"]),
+            60, "the first finding and checkpoint",
+        )
+        workers = child_pids(first.pid)
+        first.send_signal(signal.SIGKILL)
+        first.wait(10)
+        assert first.returncode == -signal.SIGKILL
+
+        # Orphaned workers notice their parent is gone and end on their own.
+        deadline = time.monotonic() + 30
+        while any(alive(pid) for pid in workers) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not any(alive(pid) for pid in workers), "workers outlived the killed campaign"
+
+        assert integrity(db) == "ok"
+        killed = snapshot(db)
+        assert killed["cases"], "findings stored before the kill are on disk"
+        campaign_id = before["campaign"]["id"]
+        conn = sqlite3.connect(str(db))
+        cases_run_before, checkpoint = conn.execute(
+            "SELECT cases_run, checkpoint FROM campaigns WHERE id = ?", [campaign_id]).fetchone()
+        conn.close()
+        next_index = json.loads(checkpoint)["next_index"]
+
+        # Resume for a few more graphs. The campaign must continue from its checkpoint.
+        second = start_fuzz(["run", *common, "--resume", str(campaign_id), "--max-cases", str(next_index + 3)],
+                            tmp_path / "second.log")
+        poll_db(db, second, lambda s: s["campaign"]["cases_run"] > cases_run_before, 90, "the resumed campaign to progress")
+        if second.poll() is None:
+            # `--max-cases` is not applied on resume (see test_resume_applies_new_max_cases): stop it gracefully.
+            second.send_signal(signal.SIGINT)
+        second.wait(60)
+        log = (tmp_path / "second.log").read_text()
+        assert second.returncode == 0, log
+        assert f"Campaign {campaign_id}" in log
+
+        conn = sqlite3.connect(str(db))
+        status, cases_run_after = conn.execute("SELECT status, cases_run FROM campaigns WHERE id = ?", [campaign_id]).fetchone()
+        campaigns = conn.execute("SELECT count(*) FROM campaigns").fetchone()[0]
+        conn.close()
+        assert campaigns == 1, "--resume continues the campaign, it does not start another"
+        assert status in ("finished", "interrupted")
+        assert cases_run_after > cases_run_before
+        after = snapshot(db)
+        assert set(killed["cases"]) <= set(after["cases"]), "every case stored before the kill is still there, unchanged"
+        assert set(killed["arrays"]) <= set(after["arrays"])
+        assert killed["buckets"] <= after["buckets"]
+        assert integrity(db) == "ok"
+    finally:
+        for proc in (first, second):
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+                proc.wait(10)
+        for pid in workers:
+            if alive(pid):
+                os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="library bug: run_campaign(resume=...) ignores the new --max-cases/--time "
+                                       "(campaign.py run_campaign does not pass them to Campaign.resume)")
+def test_resume_applies_new_max_cases(tmp_path):
+    db = tmp_path / "fuzz.db"
+    with Corpus(db) as corpus:
+        progress = run_campaign(corpus, CampaignOptions(backends=[REFERENCE], ops=["relu"], max_cases=2, workers=1,
+                                                        inputs_per_graph=1, shrink_time=1))
+    assert progress.graphs == 2
+    result = subprocess.run([str(FUZZ), "run", "--db", str(db), "--resume", str(progress.campaign_id), "--max-cases", "4"],
+                            capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    with Corpus(db) as corpus:
+        assert corpus.campaign(progress.campaign_id)["cases_run"] == 4
