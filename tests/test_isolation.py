@@ -202,9 +202,12 @@ def snapshot(db_path: Path) -> dict:
 def test_kill_9_then_resume_loses_nothing(tmp_path):
     db = tmp_path / "fuzz.db"
     common = ["--db", str(db), "--workers", "1"]
+    # `mean` is in the op set because without an op that can shrink a tensor, the generator sometimes
+    # draws an input too large for every op and builds an empty graph, which aborts the campaign
+    # (library bug, e.g. `--ops layer_norm,transpose,permute` at seed index 479).
     first = start_fuzz(
         ["run", *common, "--max-cases", "100000", "--plugin", "layout-layernorm",
-         "--backends", "torch-eager,canary-layout-layernorm", "--ops", "layer_norm,transpose,permute",
+         "--backends", "torch-eager,canary-layout-layernorm", "--ops", "layer_norm,transpose,permute,mean",
          "--inputs-per-graph", "1", "--shrink-time", "1", "--timeout", "60"],
         tmp_path / "first.log",
     )
@@ -241,10 +244,12 @@ def test_kill_9_then_resume_loses_nothing(tmp_path):
         second = start_fuzz(["run", *common, "--resume", str(campaign_id), "--max-cases", str(next_index + 3)],
                             tmp_path / "second.log")
         poll_db(db, second, lambda s: s["campaign"]["cases_run"] > cases_run_before, 90, "the resumed campaign to progress")
-        if second.poll() is None:
+        try:
+            second.wait(10)
+        except subprocess.TimeoutExpired:
             # `--max-cases` is not applied on resume (see test_resume_applies_new_max_cases): stop it gracefully.
             second.send_signal(signal.SIGINT)
-        second.wait(60)
+            second.wait(60)
         log = (tmp_path / "second.log").read_text()
         assert second.returncode == 0, log
         assert f"Campaign {campaign_id}" in log

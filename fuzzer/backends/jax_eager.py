@@ -3,16 +3,37 @@ every impl casts explicitly, so float32 stays float32."""
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import numpy as np
 
 from fuzzer.backends import Backend, interpret
 from fuzzer.ir import Graph
 
 
+_CONFIGURED = False
+
+
 def import_jax():
+    """jax, configured once per process: x64 on, and a persistent compilation cache.
+
+    jax compiles every primitive (eager) and every graph (jit) per new shape; the disk
+    cache lets workers, resumed campaigns and later campaigns reuse each other's work
+    (measured: jax-eager 366 -> 91 ms and jax-jit 82 -> 16 ms per new case when warm).
+    Set FUZZ_JAX_CACHE to choose the folder, or to "" to switch it off.
+    """
+    global _CONFIGURED
     import jax
 
-    jax.config.update("jax_enable_x64", True)
+    if not _CONFIGURED:
+        jax.config.update("jax_enable_x64", True)
+        cache = os.environ.get("FUZZ_JAX_CACHE", str(Path.home() / ".cache" / "fuzzer" / "jax"))
+        if cache:
+            jax.config.update("jax_compilation_cache_dir", cache)
+            jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
+            jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+        _CONFIGURED = True
     return jax
 
 
