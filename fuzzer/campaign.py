@@ -19,7 +19,7 @@ from fuzzer.corpus import Corpus
 from fuzzer.environment import versions
 from fuzzer.errors import UserError
 from fuzzer.generate import CaseGenerator
-from fuzzer.oracle import signature
+from fuzzer.oracle import PRECISION_POLICY, signature
 from fuzzer.pipeline import seed_for
 from fuzzer.workers import Worker, WorkerConfig, WorkerDied
 
@@ -60,6 +60,7 @@ class Progress:
     checked: int = 0
     invalid: int = 0
     finding_cases: int = 0
+    precision_policy_cases: int = 0  # differences explained by TF32-style defaults: recorded, not bugs
     new_buckets: int = 0
     crashes: int = 0
     elapsed: float = 0.0
@@ -188,7 +189,10 @@ class Campaign:
 
     def _store_finding(self, case, verdict, backends, findings, shrunk=()) -> None:
         progress = self.progress
-        progress.finding_cases += 1
+        if all(f["verdict"] == PRECISION_POLICY for f in findings):
+            progress.precision_policy_cases += 1
+        else:
+            progress.finding_cases += 1
         case_id = self.corpus.add_case(
             case, campaign_id=progress.campaign_id, verdict=verdict, backends=backends, findings=findings
         )

@@ -58,6 +58,8 @@ def check_case(case: Case, backends: list[Backend], reruns: int = 2, runner: Run
         outcome = runner(backend, case)
         result.seconds[backend.name] = outcome.seconds
         verdict = _verdict_of(backend, outcome, reference)
+        if verdict.verdict in oracle.WRONG_VALUE_VERDICTS:
+            verdict = _precision_policy(backend, case, verdict, reference, runner)
         if verdict.verdict in oracle.WRONG_VALUE_VERDICTS and _changes_on_rerun(backend, case, outcome, reruns, runner):
             verdict = replace(verdict, verdict=oracle.NONDETERMINISTIC, detail="two runs of the same case differ")
         result.verdicts.append(verdict)
@@ -72,6 +74,22 @@ def _verdict_of(backend: Backend, outcome: Outcome, reference: oracle.Reference)
         return oracle.judge_outputs(backend.name, backend.dtype, outcome.outputs, reference)
     verdict = oracle.HANG if outcome.status == HANG else oracle.CRASH
     return oracle.BackendVerdict(backend.name, verdict, detail=outcome.error.strip().splitlines()[-1][:300] if outcome.error else "")
+
+
+def _precision_policy(backend: Backend, case: Case, verdict, reference, runner: Runner):
+    """Re-run a wrong GPU result with TF32 and reduced-precision reductions off; if that
+    fixes it, the difference is the backend's precision policy, not a bug."""
+    if not backend.has_precision_policy():
+        return verdict
+    strict = runner(backend.strict_variant(), case)
+    if strict.status != OK:
+        return verdict
+    strict_verdict = oracle.judge_outputs(backend.name, backend.dtype, strict.outputs, reference)
+    if strict_verdict.verdict != oracle.AGREE:
+        return verdict
+    detail = (f"error {verdict.max_error:.3g} with default precision, {strict_verdict.max_error:.3g} with TF32 and "
+              f"reduced-precision reductions off (allowed {verdict.allowed:.3g})")
+    return replace(verdict, verdict=oracle.PRECISION_POLICY, detail=detail)
 
 
 def _changes_on_rerun(backend: Backend, case: Case, first: Outcome, reruns: int, runner: Runner) -> bool:

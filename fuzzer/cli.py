@@ -110,7 +110,7 @@ def main():
 @db_option
 @click.option("--time", "time_text", metavar="DURATION", help="Stop after this long (90s, 10m, 2h).")
 @click.option("--max-cases", type=click.IntRange(min=1), help="Stop after this many generated graphs.")
-@click.option("--backends", help="Comma-separated backends (default: every CPU backend; see `fuzz backends`).")
+@click.option("--backends", help="Comma-separated backends or sets: cpu (the default), gpu; see `fuzz backends`.")
 @click.option("--ops", help="Comma-separated ops to draw from (default: all; see `fuzz ops`).")
 @click.option("--max-nodes", type=click.IntRange(1, 64), default=8, show_default=True, help="Largest graph drawn.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Campaign seed: the same seed draws the same graphs.")
@@ -138,13 +138,13 @@ def run(db_path, time_text, max_cases, backends, ops, max_nodes, seed, workers, 
       fuzz run --time 10m --seed 1
       fuzz run --max-cases 200 --plugin layout-layernorm --backends torch-eager,canary-layout-layernorm
     """
-    from fuzzer.backends import DEFAULT_BACKENDS, parse_backend_list
+    from fuzzer.backends import parse_backend_list
     from fuzzer.campaign import CampaignOptions, run_campaign
     from fuzzer.ops import parse_op_list
     from fuzzer.plugins import load_plugins
 
     load_plugins(list(plugins))  # fail fast, in this process, on a bad plugin, backend or op
-    backend_list = [b.name for b in parse_backend_list(backends or ",".join(DEFAULT_BACKENDS))]
+    backend_list = [b.name for b in parse_backend_list(backends)]
     options = CampaignOptions(
         backends=backend_list, ops=parse_op_list(ops) if ops else None, max_nodes=max_nodes, seed=seed,
         max_cases=max_cases, time_limit=parse_duration(time_text), workers=workers, timeout=timeout,
@@ -176,7 +176,8 @@ def run(db_path, time_text, max_cases, backends, ops, max_nodes, seed, workers, 
     text = (
         f"Campaign {progress.campaign_id} {progress.status}: {progress.graphs} graphs ({progress.checked} cases) in "
         f"{progress.elapsed:.0f}s, {progress.graphs_per_second:.1f} graphs/s; {progress.finding_cases} cases with "
-        f"findings, {progress.new_buckets} new buckets, {progress.invalid} invalid (non-finite reference).\n"
+        f"findings, {progress.new_buckets} new buckets, {progress.precision_policy_cases} precision-policy only (TF32-style "
+        f"defaults, not bugs), {progress.invalid} invalid (non-finite reference).\n"
         f"Next: fuzz list --db {db_path}"
     )
     emit(as_json, summary, text)

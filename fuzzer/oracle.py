@@ -25,8 +25,10 @@ every seed bug class produces errors of order `scale`, far above it.
 Verdicts (per backend): agree, mismatch, nan-inf (non-finite where r64 *and*
 r_d are finite), all-zeros / constant (a mismatch whose output is constant while
 the reference is not), crash (the backend raised), hang, nondeterministic (set by
-the re-run gate in check.py). A reference that is itself non-finite makes the
-case `invalid`: it is skipped, never reported.
+the re-run gate in check.py), precision-policy (wrong with the backend's default
+TF32 / reduced-precision settings but right once check.py re-runs it with strict
+settings: recorded with both errors, never counted as a bug). A reference that is
+itself non-finite makes the case `invalid`: it is skipped, never reported.
 """
 
 from __future__ import annotations
@@ -55,9 +57,10 @@ CONSTANT = "constant"
 CRASH = "crash"
 HANG = "hang"
 NONDETERMINISTIC = "nondeterministic"
+PRECISION_POLICY = "precision-policy"  # wrong only under a reduced-precision default (TF32): not a bug
 INVALID = "invalid"
 # Worst first: a case's verdict is its worst backend verdict.
-SEVERITY = [CRASH, HANG, NONDETERMINISTIC, NAN_INF, ALL_ZEROS, CONSTANT, MISMATCH, AGREE]
+SEVERITY = [CRASH, HANG, NONDETERMINISTIC, NAN_INF, ALL_ZEROS, CONSTANT, MISMATCH, PRECISION_POLICY, AGREE]
 WRONG_VALUE_VERDICTS = {MISMATCH, NAN_INF, ALL_ZEROS, CONSTANT}
 
 

@@ -15,7 +15,7 @@ from fuzzer.check import Finding, check_case, still_fails_predicate
 from fuzzer.execute import run_backend
 from fuzzer.generate import CaseGenerator
 from fuzzer.ir import Case
-from fuzzer.oracle import INVALID
+from fuzzer.oracle import INVALID, PRECISION_POLICY
 from fuzzer.plugins import load_plugins
 from fuzzer.shrink import shrink_case
 from fuzzer.workers import WorkerConfig
@@ -75,6 +75,8 @@ class Pipeline:
             "shrunk": [],
         }
         for finding in result.findings:
+            if finding.verdict == PRECISION_POLICY:
+                continue  # not a bug: stored as found, with both errors, never shrunk
             if finding.signature in known or finding.signature in self.shrunk_signatures:
                 continue
             self.shrunk_signatures.add(finding.signature)

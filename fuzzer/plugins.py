@@ -46,6 +46,12 @@ class TransformedBackend(Backend):
     def run(self, case: Case) -> list:
         return self.base.run(self.transform(case))
 
+    def has_precision_policy(self) -> bool:
+        return self.base.has_precision_policy()
+
+    def strict_variant(self) -> "TransformedBackend":
+        return TransformedBackend(f"{self.name}+strict", self.base.strict_variant(), self.transform)
+
     def derive(self, name, overrides):
         return TransformedBackend(name, self.base.derive(name, overrides), self.transform)
 

@@ -245,7 +245,7 @@ def test_kill_9_then_resume_loses_nothing(tmp_path):
                             tmp_path / "second.log")
         poll_db(db, second, lambda s: s["campaign"]["cases_run"] > cases_run_before, 90, "the resumed campaign to progress")
         try:
-            second.wait(10)
+            second.wait(5)
         except subprocess.TimeoutExpired:
             # `--max-cases` is not applied on resume (see test_resume_applies_new_max_cases): stop it gracefully.
             second.send_signal(signal.SIGINT)

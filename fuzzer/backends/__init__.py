@@ -9,6 +9,8 @@ overridden (`Backend.derive`).
 
 from __future__ import annotations
 
+import contextlib
+import copy
 import importlib
 import pkgutil
 from dataclasses import dataclass
@@ -87,6 +89,7 @@ class Backend:
         self.overrides = dict(overrides or {})
         self.name = name or f"{self.kind}:{self.device}:{self.dtype}"
         self.unsupported_ops: set[str] = set()
+        self.strict = False
 
     # -- what it can run ---------------------------------------------------
     def unavailable_reason(self) -> str | None:
@@ -111,6 +114,22 @@ class Backend:
 
     def _execute(self, graph: Graph, inputs: dict, params: dict) -> list[np.ndarray]:
         raise NotImplementedError
+
+    # -- precision policy (TF32 and friends on GPUs) ----------------------------
+    def has_precision_policy(self) -> bool:
+        """Does this backend run with a reduced-precision default (TF32, fast reductions) it can turn off?"""
+        return False
+
+    def precision_context(self):
+        """The context `_execute` runs in; strict variants turn reduced-precision defaults off."""
+        return contextlib.nullcontext()
+
+    def strict_variant(self) -> "Backend":
+        """The same backend with every reduced-precision default off, for the oracle's precision re-run."""
+        strict = copy.copy(self)
+        strict.strict = True
+        strict.name = f"{self.name}+strict"
+        return strict
 
     def derive(self, name: str, overrides: dict[str, Callable]) -> "Backend":
         """A backend like this one with some ops replaced (a plugin's kernel, a canary's bug)."""
@@ -180,8 +199,11 @@ def get_backend(spec: str) -> Backend:
 
 
 def parse_backend_list(text: str | None) -> list[Backend]:
-    """A comma-separated list of backend specs; None -> the default CPU set."""
-    specs = [s.strip() for s in (text or ",".join(DEFAULT_BACKENDS)).split(",") if s.strip()]
+    """A comma-separated list of backend specs or set names (cpu, gpu); None -> the cpu set."""
+    specs = []
+    for spec in (s.strip() for s in (text or "cpu").split(",")):
+        specs += list(BACKEND_SETS.get(spec, [spec] if spec else []))
+    specs = list(dict.fromkeys(specs))
     backends = [get_backend(spec) for spec in specs]
     for backend in backends:
         reason = backend.unavailable_reason()
@@ -200,6 +222,20 @@ DEFAULT_BACKENDS = (
     "jax-jit:cpu:float32",
     "jax-jit:cpu:float64",
 )
+
+
+GPU_BACKENDS = (
+    "torch-eager:cuda:float32",
+    "torch-eager:cuda:float64",
+    "torch-eager:cuda:float16",
+    "torch-eager:cuda:bfloat16",
+    "torch-compile:cuda:float32",
+    "jax-eager:gpu:float32",
+    "jax-jit:gpu:float32",
+    "jax-jit:gpu:float64",
+    "jax-jit:gpu:bfloat16",
+)
+BACKEND_SETS = {"cpu": DEFAULT_BACKENDS, "gpu": GPU_BACKENDS}
 
 
 def all_ops_supported_by(backends: list[Backend]) -> list[str]:

@@ -3,6 +3,7 @@ every impl casts explicitly, so float32 stays float32."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 
@@ -55,6 +56,15 @@ class JaxEager(Backend):
             return f"jax sees no '{self.device}' device (install jax with its CUDA plugin for gpu)."
         return None
 
+    def has_precision_policy(self) -> bool:
+        return self.device == "gpu"
+
+    def precision_context(self):
+        """Strict: float32 matmuls/convs at full precision (jax's GPU default is TF32-like)."""
+        if not self.strict:
+            return contextlib.nullcontext()
+        return import_jax().default_matmul_precision("highest")
+
     def _graph_fn(self, graph: Graph):
         return lambda inputs, params: interpret(graph, inputs, params, self.impl_for)
 
@@ -63,10 +73,11 @@ class JaxEager(Backend):
         device = jax.devices(self.device)[0]
         dtype = getattr(jax.numpy, self.dtype)
         put = lambda a: jax.device_put(np.asarray(a).astype(dtype), device)  # noqa: E731
-        outputs = self._graph_fn(graph)(
-            {k: put(v) for k, v in inputs.items()},
-            {node: {k: put(v) for k, v in ps.items()} for node, ps in params.items()},
-        )
+        with self.precision_context():
+            outputs = self._graph_fn(graph)(
+                {k: put(v) for k, v in inputs.items()},
+                {node: {k: put(v) for k, v in ps.items()} for node, ps in params.items()},
+            )
         return [np.asarray(jax.device_get(out)).astype(np.float64) for out in outputs]
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 
 from fuzzer.backends import Backend, interpret
@@ -35,6 +37,30 @@ class TorchEager(Backend):
 
         return torch.from_numpy(np.ascontiguousarray(array)).to(device=self.device, dtype=getattr(torch, self.dtype))
 
+    def has_precision_policy(self) -> bool:
+        return self.device == "cuda"
+
+    @contextlib.contextmanager
+    def precision_context(self):
+        """Strict: no TF32 in matmul or cuDNN conv/RNN, no reduced-precision fp16/bf16 reductions."""
+        import torch
+
+        if not self.strict:
+            yield
+            return
+        matmul, cudnn = torch.backends.cuda.matmul, torch.backends.cudnn
+        saved = (matmul.allow_tf32, cudnn.allow_tf32, matmul.allow_fp16_reduced_precision_reduction,
+                 matmul.allow_bf16_reduced_precision_reduction, torch.get_float32_matmul_precision())
+        matmul.allow_tf32 = cudnn.allow_tf32 = False
+        matmul.allow_fp16_reduced_precision_reduction = matmul.allow_bf16_reduced_precision_reduction = False
+        torch.set_float32_matmul_precision("highest")
+        try:
+            yield
+        finally:
+            (matmul.allow_tf32, cudnn.allow_tf32, matmul.allow_fp16_reduced_precision_reduction,
+             matmul.allow_bf16_reduced_precision_reduction) = saved[:4]
+            torch.set_float32_matmul_precision(saved[4])
+
     def _graph_fn(self, graph: Graph):
         return lambda inputs, params: interpret(graph, inputs, params, self.impl_for)
 
@@ -42,7 +68,7 @@ class TorchEager(Backend):
         import torch
 
         fn = self._graph_fn(graph)
-        with torch.no_grad():
+        with torch.no_grad(), self.precision_context():
             outputs = fn(
                 {k: self._to_torch(v) for k, v in inputs.items()},
                 {node: {k: self._to_torch(v) for k, v in ps.items()} for node, ps in params.items()},

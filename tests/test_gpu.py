@@ -1,0 +1,80 @@
+"""GPU backends: clean agreement on CUDA, and TF32-style differences classified as precision policy.
+
+Marked `gpu`: skipped without CUDA. Run on a GPU machine with `pytest -m gpu`.
+"""
+
+import numpy as np
+import pytest
+
+from fuzzer import oracle
+from fuzzer.arrays import materialize
+from fuzzer.backends import GPU_BACKENDS, get_backend
+from fuzzer.check import check_case
+from fuzzer.generate import CaseGenerator
+from fuzzer.ir import Graph, Node, TensorSpec
+
+pytestmark = pytest.mark.gpu
+
+
+def available(names):
+    backends = [get_backend(name) for name in names]
+    return [b for b in backends if b.unavailable_reason() is None]
+
+
+def big_matmul_case(k=1024):
+    graph = Graph([TensorSpec("x0", (16, k)), TensorSpec("x1", (k, 16))], [Node("n0", "matmul", ["x0", "x1"], {})], ["n0"])
+    case = materialize(graph, 0)
+    case.arrays["x1"] = case.arrays["x1"] * np.sqrt(k)  # O(1) outputs whatever k
+    return case
+
+
+@pytest.mark.parametrize("name", GPU_BACKENDS)
+def test_gpu_backend_is_available(name):
+    assert get_backend(name).unavailable_reason() is None
+
+
+def test_generated_graphs_agree_or_are_precision_policy_on_gpu():
+    backends = available([n for n in GPU_BACKENDS if "compile" not in n])
+    generator = CaseGenerator()
+    verdicts = {}
+    for seed in range(60):
+        result = check_case(generator.case(seed), backends)
+        for verdict in result.verdicts:
+            verdicts.setdefault(verdict.verdict, []).append((seed, verdict.backend, verdict.detail))
+    bugs = {k: v for k, v in verdicts.items() if k not in (oracle.AGREE, oracle.PRECISION_POLICY)}
+    assert not bugs, bugs
+
+
+def test_torch_compile_on_cuda_agrees_on_a_few_graphs():
+    (backend,) = available(["torch-compile:cuda:float32"])
+    generator = CaseGenerator()
+    for seed in range(3):
+        assert check_case(generator.case(seed), [backend]).verdict in (oracle.AGREE, oracle.PRECISION_POLICY, oracle.INVALID)
+
+
+def test_tf32_matmul_is_precision_policy_not_a_bug():
+    import torch
+
+    backend = get_backend("torch-eager:cuda:float32")
+    saved = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = True  # what many training scripts switch on
+    try:
+        result = check_case(big_matmul_case(), [backend])
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = saved
+    assert result.verdict == oracle.PRECISION_POLICY, [v.to_dict() for v in result.verdicts]
+    assert "TF32" in result.findings[0].detail
+
+
+def test_jax_default_gpu_precision_is_precision_policy_not_a_bug():
+    backend = get_backend("jax-jit:gpu:float32")
+    result = check_case(big_matmul_case(), [backend])
+    assert result.verdict in (oracle.PRECISION_POLICY, oracle.AGREE)
+    if result.verdict == oracle.PRECISION_POLICY:
+        assert result.findings[0].max_error > result.findings[0].allowed
+
+
+def test_cpu_and_gpu_agree_with_the_same_reference():
+    backends = available(["torch-eager:cpu:float32", "torch-eager:cuda:float32", "jax-jit:cpu:float32", "jax-jit:gpu:float32"])
+    result = check_case(CaseGenerator().case(7), backends)
+    assert result.verdict in (oracle.AGREE, oracle.PRECISION_POLICY)
