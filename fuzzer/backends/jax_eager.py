@@ -25,6 +25,8 @@ def import_jax():
     Set FUZZ_JAX_CACHE to choose the folder, or to "" to switch it off.
     """
     global _CONFIGURED
+    # Several workers share a GPU: jax must not grab 75% of its memory per process.
+    os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
     import jax
 
     if not _CONFIGURED:
