@@ -24,8 +24,8 @@ def to_npy_bytes(array: np.ndarray) -> bytes:
 def from_npy_bytes(data: bytes, what: str = "array") -> np.ndarray:
     try:
         array = np.load(io.BytesIO(data), allow_pickle=False)
-    except (ValueError, OSError, EOFError) as exc:
-        raise UserError(f"The {what} is not a plain .npy array ({exc}); refusing to load it.") from None
+    except (ValueError, OSError, EOFError):
+        raise UserError(f"The {what} is not a plain numeric .npy array; refusing to load it (pickled objects are never loaded).") from None
     if not isinstance(array, np.ndarray) or array.dtype.kind not in "fiu":
         raise UserError(f"The {what} has dtype {getattr(array, 'dtype', '?')}; only numeric arrays are accepted.")
     return array.astype(np.float64)

@@ -17,7 +17,7 @@ from typing import Callable
 from fuzzer.check import Finding
 from fuzzer.corpus import Corpus
 from fuzzer.environment import versions
-from fuzzer.errors import UserError
+from fuzzer.errors import InternalError, UserError
 from fuzzer.generate import CaseGenerator
 from fuzzer.oracle import PRECISION_POLICY, signature
 from fuzzer.pipeline import seed_for
@@ -63,6 +63,8 @@ class Progress:
     precision_policy_cases: int = 0  # differences explained by TF32-style defaults: recorded, not bugs
     new_buckets: int = 0
     crashes: int = 0
+    internal_errors: int = 0
+    last_internal_error: str = ""
     elapsed: float = 0.0
     op_counts: dict = field(default_factory=dict)
     backend_seconds: dict = field(default_factory=dict)
@@ -141,6 +143,11 @@ class Campaign:
                         self._store(reply)
                     except WorkerDied as died:
                         self._store_death(index, died)
+                    except InternalError as exc:
+                        # A bug of ours on one case must not end a week-long campaign: count it,
+                        # keep the last one for the summary, and go on.
+                        progress.internal_errors += 1
+                        progress.last_internal_error = f"case index {index}: {str(exc)[-1500:]}"
                     done_above.add(index)
                     progress.graphs += 1
                     while progress.next_index in done_above:
@@ -153,6 +160,9 @@ class Campaign:
                     last_checkpoint = time.monotonic()
         except KeyboardInterrupt:
             status = "interrupted"
+        except BaseException:
+            status = "interrupted"  # resumable: the checkpoint below is written before re-raising
+            raise
         finally:
             for worker in workers:
                 worker.stop()
@@ -220,7 +230,7 @@ class Campaign:
 
 def run_campaign(corpus: Corpus, options: CampaignOptions, on_progress=None, resume: int | None = None) -> Progress:
     if resume is not None:
-        campaign = Campaign.resume(corpus, resume, on_progress)
+        campaign = Campaign.resume(corpus, resume, on_progress, max_cases=options.max_cases, time_limit=options.time_limit)
     else:
         if options.max_cases is None and options.time_limit is None:
             raise UserError("A campaign needs a limit: pass --time (e.g. 10m) or --max-cases.")

@@ -143,6 +143,8 @@ def run(db_path, time_text, max_cases, backends, ops, max_nodes, seed, workers, 
     from fuzzer.ops import parse_op_list
     from fuzzer.plugins import load_plugins
 
+    if resume is None and max_cases is None and time_text is None:
+        raise UserError("A campaign needs a limit: pass --time (e.g. 10m) or --max-cases.")
     load_plugins(list(plugins))  # fail fast, in this process, on a bad plugin, backend or op
     backend_list = [b.name for b in parse_backend_list(backends)]
     options = CampaignOptions(
@@ -180,6 +182,9 @@ def run(db_path, time_text, max_cases, backends, ops, max_nodes, seed, workers, 
         f"defaults, not bugs), {progress.invalid} invalid (non-finite reference).\n"
         f"Next: fuzz list --db {db_path}"
     )
+    if progress.internal_errors:
+        text += (f"\nWarning: {progress.internal_errors} case(s) hit an internal error (a bug in fuzzer, please report it); "
+                 f"the last one:\n{progress.last_internal_error}")
     emit(as_json, summary, text)
     if fail_on_finding and progress.finding_cases:
         sys.exit(1)
@@ -510,6 +515,26 @@ def selftest(db_path, max_cases, list_only, seed, as_json):
              f"shrunk to {r['shrunk_nodes']} nodes: {r['shrunk_ops']}" for r in results]
     emit(as_json, results, "\n".join(lines))
     sys.exit(0 if all(r["found"] for r in results) else 1)
+
+
+@main.command()
+@db_option
+@click.option("-o", "--output", "out_dir", type=click.Path(file_okay=False, path_type=Path), default="reports/latest",
+              show_default=True, help="Folder for report.html and summary.md.")
+@json_option
+def report(db_path, out_dir, as_json):
+    """Write a self-contained HTML report (plots, buckets, reproducers) and a Markdown summary.
+
+    Plots need matplotlib (pip install 'fuzzer[report]'); without it the report says so in their place.
+
+    \b
+    Example:
+      fuzz report --db corpus/fuzz.db -o reports/nightly && xdg-open reports/nightly/report.html
+    """
+    from fuzzer.report import write_report
+
+    result = write_report(open_corpus(db_path), out_dir)
+    emit(as_json, result, f"Wrote {result['html']} and {result['markdown']} ({result['buckets']} buckets).")
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from fuzzer.arrays import VALUE_PROFILES, materialize
@@ -141,9 +141,12 @@ def graphs(draw, op_names: tuple[str, ...] | None = None, max_nodes: int = 8) ->
         if added:
             last = added
     if not builder.nodes:
-        # No op accepted the input: give an elementwise op a last chance, else an identity-like relu.
+        # No op accepted the input: give an elementwise op a last chance.
         fallback = next((n for n in ("relu", "tanh", "sigmoid") if n in ops), None) or sorted(ops)[0]
         builder.try_add(fallback, last)
+    # Still nothing (e.g. an input too large for every allowed op): reject this draw;
+    # CaseGenerator draws again from the next bytes of the same seed.
+    assume(builder.nodes)
     consumed = {ref for node in builder.nodes for ref in node.inputs}
     outputs = [node.name for node in builder.nodes if node.name not in consumed]
     return Graph(tuple(builder.inputs), tuple(builder.nodes), tuple(outputs))

@@ -127,6 +127,7 @@ def load_plugin(spec: str) -> list[str]:
         sys.modules[module_name] = module
         module_spec.loader.exec_module(module)
     except Exception as exc:  # noqa: BLE001
+        sys.modules.pop(module_name, None)
         raise UserError(f"Plugin '{spec}' failed to import: {type(exc).__name__}: {exc}.") from None
     register = getattr(module, "register", None)
     if not callable(register):

@@ -85,11 +85,22 @@ def _torch_body(case: Case, backend: Backend, names: list[str]) -> tuple[list[st
     for placeholder, name in zip(placeholders, names):
         code = re.sub(rf"\b{placeholder}\b", _identifier(name), code)
     code = code.replace("def forward(self, ", "def run(", 1)
+    # Tensors the traced code created as constants become literals of their own.
+    constants = []
+    for node in module.graph.nodes:
+        if node.op == "get_attr":
+            value = getattr(module, node.target).detach().to("cpu", torch.float64).numpy()
+            constants.append(f"CONSTANTS[{node.target!r}] = torch.tensor({array_literal(value, 'float64')}, dtype=DTYPE, device=DEVICE)")
+            code = code.replace(f"self.{node.target}", f"CONSTANTS[{node.target!r}]")
     setup = [
         "import torch",
+        "from torch import device  # fx prints devices as device(type='cpu')",
+        "from math import inf, nan  # and non-finite numbers as inf / nan",
         "",
         f"DEVICE, DTYPE = {backend.device!r}, torch.{backend.dtype}",
     ]
+    if constants:
+        setup += ["CONSTANTS = {}", *constants]
     call = (
         f"outputs = run(*[torch.from_numpy(a).to(DEVICE, DTYPE) for a in ({', '.join(_identifier(n) for n in names)},)])\n"
         "outputs = [o.detach().to('cpu', torch.float64).numpy() for o in outputs]\n"
@@ -137,10 +148,10 @@ def build_script(case: Case, backend: Backend, title: str, pytest_style: bool = 
     reference = compute_reference(case, {backend.dtype})
     allowed = [allowed_error(reference, i, backend.dtype) for i in range(len(reference.outputs))]
     setup, body = (_torch_body if backend.family == "torch" else _jax_body)(case, backend, names)
-    needs_blob = any(case.arrays[n].size > LITERAL_LIMIT for n in names) or backend.family == "jax"
-    imports = ["import sys"] + (["import base64", "import io"] if needs_blob else []) + ["", "import numpy as np"] + setup
     data = [f"{_identifier(n)} = {array_literal(case.arrays[n], 'float32')}" for n in names]
     expected = [array_literal(out, "float64") for out in reference.outputs]
+    uses_blobs = "base64.b64decode" in "\n".join(data + expected + setup) + body
+    imports = ["import sys"] + (["import base64", "import io"] if uses_blobs else []) + ["", "import numpy as np"] + setup
     check = textwrap.dedent(
         f"""\
         EXPECTED = [{', '.join(expected)}]  # float64 reference, computed from the math

@@ -61,7 +61,7 @@ def _worker_main(conn, config: WorkerConfig) -> None:
     while True:
         try:
             request = conn.recv()
-        except EOFError:
+        except (EOFError, OSError):  # the parent is gone
             return
         if request[0] == "stop":
             return

@@ -258,8 +258,6 @@ def test_run_needs_a_limit(unchanged):
     assert count(unchanged, "campaigns") == 0
 
 
-@pytest.mark.xfail(strict=True, reason="library bug: `fuzz run` opens (creates) the corpus before run_campaign "
-                                       "checks for --time/--max-cases (fuzzer/cli.py run)")
 def test_run_without_limit_creates_no_corpus(tmp_path):
     db = tmp_path / "new" / "fuzz.db"
     assert fuzz("run", "--db", db).exit_code == 2

@@ -1,0 +1,356 @@
+"""Model-level (metamorphic) backends: a graph materialized as a nested nn.Module, transformed
+(inference mode, autograd, save/load, export, BatchNorm folding, tracing, memory layout) and
+judged against the float64 reference. Clean torch must agree on generated graphs; a
+deliberately broken transformation must be caught. Real torch throughout, no mocks."""
+
+import copy
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+from fuzzer import oracle
+from fuzzer.arrays import materialize
+from fuzzer.backends import get_backend
+from fuzzer.backends.torch_module import (
+    BatchNormFolder,
+    FoldReport,
+    FoldWarning,
+    TorchBnFold,
+    TorchSaveLoad,
+    fold_batch_norms,
+    relayout,
+)
+from fuzzer.canaries.layout_layernorm import layer_norm_in_memory_order
+from fuzzer.check import check_case
+from fuzzer.generate import CaseGenerator
+from fuzzer.ir import Graph, Node, TensorSpec
+from fuzzer.model import OpModule, build_module, input_tensors, module_outputs, to_numpy
+
+CLEAN_SEEDS = range(40)
+FAST_KINDS = ["torch-module", "torch-module-grad", "torch-saveload", "torch-bnfold", "torch-layout"]
+SLOW_KINDS = ["torch-jit-trace", "torch-export"]
+
+
+@pytest.fixture(scope="module")
+def generated():
+    generator = CaseGenerator()
+    return [generator.case(seed) for seed in CLEAN_SEEDS]
+
+
+def _clean_check(kind, cases, min_checked=30):
+    backend = get_backend(kind)
+    checked = 0
+    for case in cases:
+        if not backend.supports_graph(case.graph):
+            continue
+        result = check_case(case, [backend])
+        assert result.verdict in (oracle.AGREE, oracle.INVALID), (
+            case.seed, case.graph.op_names(), [v.to_dict() for v in result.verdicts], [f.error for f in result.findings])
+        checked += 1
+    assert checked >= min_checked, f"{kind} declares too much unsupported: only {checked} of {len(cases)} cases ran"
+
+
+@pytest.mark.parametrize("kind", FAST_KINDS)
+def test_clean_torch_agrees_on_generated_graphs(kind, generated):
+    _clean_check(kind, generated)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", SLOW_KINDS)
+def test_clean_torch_agrees_on_generated_graphs_compiled(kind, generated):
+    _clean_check(kind, generated)
+
+
+@pytest.mark.parametrize("kind", FAST_KINDS + SLOW_KINDS)
+def test_float64_variant_agrees_on_a_few_graphs(kind, generated):
+    _clean_check(f"{kind}:cpu:float64", [case for case in generated if case.seed % 4 == 0], min_checked=8)
+
+
+# -- graphs built by hand ------------------------------------------------------------
+
+
+def conv_bn_graph(activation=None, bn_training=False):
+    """x -> conv2d -> [activation] -> batch_norm."""
+    nodes = [Node("c", "conv2d", ["x"], {"out_channels": 4, "kernel_size": [3, 3], "stride": [1, 1], "padding": [1, 1],
+                                         "dilation": [1, 1], "groups": 1, "bias": True})]
+    last = "c"
+    if activation:
+        nodes.append(Node("a", activation, [last]))
+        last = "a"
+    nodes.append(Node("bn", "batch_norm", [last], {"training": bn_training, "eps": 1e-5}))
+    return Graph([TensorSpec("x", (2, 3, 5, 5))], nodes, ["bn"])
+
+
+def conv(name, src, out_channels, bias=True, groups=1):
+    return Node(name, "conv2d", [src], {"out_channels": out_channels, "kernel_size": [3, 3], "stride": [1, 1],
+                                        "padding": [1, 1], "dilation": [1, 1], "groups": groups, "bias": bias})
+
+
+def bn(name, src, training=False):
+    return Node(name, "batch_norm", [src], {"training": training, "eps": 1e-5})
+
+
+def deep_model_graph():
+    """Foldable pairs (conv->bn twice, one grouped without bias; linear->bn) and every kind of
+    structure a fold must leave alone: bn after an activation, a conv read twice, a bn in training mode."""
+    nodes = [
+        conv("c1", "x", 4), bn("b1", "c1"), Node("r1", "relu", ["b1"]),
+        conv("c2", "r1", 4, bias=False, groups=2), bn("b2", "c2"), Node("t2", "tanh", ["b2"]),
+        conv("c3", "t2", 6), Node("r3", "relu", ["c3"]), bn("b3", "r3"),           # bn after an activation
+        conv("c4", "b3", 4), bn("b4", "c4"), Node("s4", "add", ["b4", "c4"]),      # c4 read twice
+        conv("c5", "s4", 4), bn("b5", "c5", training=True),                       # training-mode bn
+        Node("f", "flatten", ["b5"], {"start_dim": 1, "end_dim": 3}),
+        Node("l6", "linear", ["f"], {"out_features": 7, "bias": False}), bn("b6", "l6"),
+        Node("o", "sigmoid", ["b6"]),
+    ]
+    return Graph([TensorSpec("x", (3, 2, 5, 5))], nodes, ["o"])
+
+
+def transpose_free_layer_norm_graph():
+    """An input feeding layer_norm directly (no layout op in the graph at all)."""
+    return Graph(
+        [TensorSpec("x", (2, 3, 4))],
+        [Node("ln", "layer_norm", ["x"], {"normalized_shape": [4], "affine": True, "eps": 1e-5})],
+        ["ln"],
+    )
+
+
+def _nesting_depth(qualname):
+    return qualname.count(".")
+
+
+# -- build_module -----------------------------------------------------------------------
+
+
+def test_build_module_nests_deterministically_and_the_nesting_does_not_change_outputs(generated):
+    case = next(c for c in generated if len(c.graph.nodes) >= 6)
+    keys_by_seed, outputs_by_seed = {}, {}
+    for seed in range(6):
+        module = build_module(case, nesting_seed=seed)
+        assert not module.training
+        keys_by_seed[seed] = tuple(module.state_dict())
+        assert keys_by_seed[seed] == tuple(build_module(case, nesting_seed=seed).state_dict())  # deterministic
+        with torch.inference_mode():
+            outputs_by_seed[seed] = to_numpy(module_outputs(module, input_tensors(case)))
+    assert len(set(keys_by_seed.values())) >= 4, "different nesting seeds give different key structures"
+    assert max(_nesting_depth(k) for keys in keys_by_seed.values() for k in keys) >= 4  # blocks.0.inner.1.x.weight
+    for outputs in outputs_by_seed.values():
+        assert all(np.array_equal(a, b) for a, b in zip(outputs, outputs_by_seed[0]))
+    eager = get_backend("torch-eager:cpu:float32").run(case)
+    assert all(np.array_equal(a, b) for a, b in zip(outputs_by_seed[0], eager))
+
+
+def test_build_module_state_is_parameters_and_buffers():
+    graph = Graph(
+        [TensorSpec("x", (4, 3, 5))],
+        [Node("g", "lstm", ["x"], {"hidden_size": 3, "num_layers": 2, "batch_first": False, "initial_state": True, "bias": True}),
+         Node("b", "batch_norm", ["g"], {"training": False, "eps": 1e-5})],
+        ["b"],
+    )
+    case = materialize(graph, 3)
+    module = build_module(case, nesting_seed=1)
+    buffers = {name.rsplit(".", 1)[-1] for name, _ in module.named_buffers()}
+    parameters = {name.rsplit(".", 1)[-1] for name, _ in module.named_parameters()}
+    assert buffers == {"h0", "c0", "running_mean", "running_var"}
+    assert {"weight_ih_l1", "bias_hh_l0", "weight", "bias"} <= parameters and not parameters & buffers
+    leaves = [m for m in module.modules() if isinstance(m, OpModule)]
+    assert [m.op for m in leaves] == ["lstm", "batch_norm"]
+    assert all(isinstance(p, torch.nn.Parameter) for p in module.parameters())
+
+
+# -- broken transformations are caught ----------------------------------------------------
+
+
+def dropout_always_training(xs, ps, attrs):
+    return torch.nn.functional.dropout(xs[0], p=attrs["p"], training=True)
+
+
+def test_dropout_active_in_eval_is_caught_at_model_level():
+    graph = Graph([TensorSpec("x", (4, 16))],
+                  [Node("l", "linear", ["x"], {"out_features": 8, "bias": True}),
+                   Node("d", "dropout", ["l"], {"p": 0.5, "training": False})], ["d"])
+    case = materialize(graph, 0)
+    assert check_case(case, [get_backend("torch-module")]).verdict == oracle.AGREE
+    broken = get_backend("torch-module").derive("module-dropout-on", {"dropout": dropout_always_training})
+    result = check_case(case, [broken])
+    assert result.verdict in (oracle.NONDETERMINISTIC, oracle.MISMATCH)
+    assert result.findings[0].signature.split(" | ")[1] == "module-dropout-on"
+
+
+class DroppingLoader(TorchSaveLoad):
+    """A loader that loses one buffer (a running_var) and loads non-strictly."""
+
+    kind = "torch-saveload-dropping"
+
+    def load(self, module, state):
+        dropped = next(key for key in state if key.endswith("running_var"))
+        del state[dropped]
+        module.load_state_dict(state, strict=False)
+
+
+class StrictDroppingLoader(TorchSaveLoad):
+    kind = "torch-saveload-dropping-strict"
+
+    def load(self, module, state):
+        del state[next(key for key in state if key.endswith("running_var"))]
+        module.load_state_dict(state, strict=True)
+
+
+def test_a_loader_that_drops_a_buffer_is_caught():
+    case = materialize(conv_bn_graph(), 5)
+    assert check_case(case, [get_backend("torch-saveload")]).verdict == oracle.AGREE
+    result = check_case(case, [DroppingLoader()])
+    assert result.verdict == oracle.MISMATCH
+    assert result.findings[0].culprit == "batch_norm"
+    # The real (strict) load refuses the incomplete state dict: a crash naming the missing key.
+    strict = check_case(case, [StrictDroppingLoader()])
+    assert strict.verdict == oracle.CRASH and "running_var" in strict.findings[0].error
+
+
+class ThroughActivationFolder(BatchNormFolder):
+    """The nested-submodule fold bug: pairs each eval batch_norm with the nearest conv2d before
+    it in module order, walking through whatever sits in between (an activation, a submodule
+    boundary), folds into it, and turns the batch_norm into a pass-through."""
+
+    def fold(self, module):
+        module = copy.deepcopy(module)
+        last_conv = None
+        for _, leaf in module.op_modules():
+            if leaf.op == "conv2d":
+                last_conv = leaf
+            elif leaf.op == "batch_norm" and last_conv is not None and not leaf.attrs["training"] \
+                    and last_conv.weight.shape[0] == leaf.running_mean.shape[0]:
+                with torch.no_grad():
+                    weight, bias = self.fused_weights(last_conv, leaf)
+                last_conv.add_param("weight", weight)
+                last_conv.add_param("bias", bias)
+                last_conv.attrs["bias"] = True
+                leaf.fn, leaf.param_names = (lambda xs, ps, attrs: xs[0]), []
+                last_conv = None
+        return module, FoldReport()
+
+
+class TopLevelOnlyFolder(BatchNormFolder):
+    """Ignores nesting: treats each top-level child as one layer and folds a batch_norm into the
+    last conv2d of the preceding child when that child contains one (whatever follows it there)."""
+
+    def fold(self, module):
+        module = copy.deepcopy(module)
+        previous_conv = None
+        for child in module.blocks.children():
+            leaves = [child] if isinstance(child, OpModule) else [m for m in child.modules() if isinstance(m, OpModule)]
+            first = leaves[0] if leaves else None
+            if first is not None and first.op == "batch_norm" and previous_conv is not None and not first.attrs["training"]:
+                with torch.no_grad():
+                    weight, bias = self.fused_weights(previous_conv, first)
+                previous_conv.add_param("weight", weight)
+                previous_conv.add_param("bias", bias)
+                previous_conv.attrs["bias"] = True
+                first.fn, first.param_names = (lambda xs, ps, attrs: xs[0]), []
+            convs = [leaf for leaf in leaves if leaf.op == "conv2d"]
+            previous_conv = convs[-1] if convs else None
+        return module, FoldReport()
+
+
+def _fold_backend(folder, name):
+    backend = TorchBnFold(name=name)
+    backend.folder = folder
+    return backend
+
+
+def test_fold_that_walks_through_an_activation_is_caught():
+    case = materialize(conv_bn_graph(activation="relu"), 2)
+    assert check_case(case, [get_backend("torch-bnfold")]).verdict == oracle.AGREE
+    result = check_case(case, [_fold_backend(ThroughActivationFolder, "bnfold-through-activation")])
+    assert result.verdict == oracle.MISMATCH
+    assert result.findings[0].signature.startswith("mismatch | bnfold-through-activation | ")
+
+
+def test_fold_that_ignores_nesting_is_caught():
+    graph = conv_bn_graph(activation="tanh")
+    # A nesting where the conv and its activation share the first top-level child and the bn opens the next.
+    seed = next(s for s in range(200) if _split_after_activation(graph, s))
+    case = materialize(graph, seed)
+    assert check_case(case, [get_backend("torch-bnfold")]).verdict == oracle.AGREE
+    result = check_case(case, [_fold_backend(TopLevelOnlyFolder, "bnfold-top-level")])
+    assert result.verdict == oracle.MISMATCH
+
+
+def _split_after_activation(graph, seed):
+    module = build_module(materialize(graph, seed), nesting_seed=seed)
+    tops = list(module.blocks.children())
+    if len(tops) < 2 or isinstance(tops[0], OpModule):
+        return False
+    first_ops = [m.op for m in tops[0].modules() if isinstance(m, OpModule)]
+    second = [m for m in tops[1].modules() if isinstance(m, OpModule)] if not isinstance(tops[1], OpModule) else [tops[1]]
+    return first_ops == ["conv2d", "tanh"] and second[0].op == "batch_norm"
+
+
+def _pair_split_across_containers(graph, seed):
+    module = build_module(materialize(graph, seed), nesting_seed=seed)
+    names = {leaf.node_name: qualname for qualname, leaf in module.op_modules()}
+    deep = max(_nesting_depth(q) for q in names.values()) >= 4
+    split = names["c1"].rpartition(".")[0] != names["b1"].rpartition(".")[0]
+    return deep and split
+
+
+def test_correct_fold_on_a_deeply_nested_model_folds_every_direct_pair_and_agrees():
+    graph = deep_model_graph()
+    seed = next(s for s in range(200) if _pair_split_across_containers(graph, s))
+    case = materialize(graph, seed)
+    module = build_module(case)
+    with pytest.warns(FoldWarning) as caught:
+        folded, report = fold_batch_norms(module)
+    assert sorted(report.folded) == [("c1", "b1"), ("c2", "b2"), ("l6", "b6")]
+    assert sorted((p, b) for p, b, _ in report.skipped) == [("c4", "b4"), ("c5", "b5")]
+    assert report.not_applicable == [("b3", "reads relu, not conv2d/linear")]
+    assert len(caught) == 2 and all("unfolded" in str(w.message) for w in caught)
+    remaining = [leaf.node_name for _, leaf in folded.op_modules() if leaf.op == "batch_norm"]
+    assert remaining == ["b3", "b4", "b5"]
+    assert len([leaf for _, leaf in module.op_modules() if leaf.op == "batch_norm"]) == 6  # the input is untouched
+    with torch.inference_mode():
+        expected = to_numpy(module_outputs(module, input_tensors(case)))
+        got = to_numpy(module_outputs(folded, input_tensors(case)))
+    assert all(np.allclose(a, b, rtol=1e-4, atol=1e-5) for a, b in zip(expected, got))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the backend records fold warnings instead of printing them
+        backend = get_backend("torch-bnfold")
+        assert check_case(case, [backend]).verdict == oracle.AGREE
+    assert backend.fold_stats["folded"] == 3 and backend.fold_stats["skipped"] == 2
+    # The same model with the bug from the nested-submodule issue is caught.
+    assert check_case(case, [_fold_backend(ThroughActivationFolder, "bnfold-buggy")]).verdict == oracle.MISMATCH
+
+
+def test_linear_fold_refuses_a_batch_norm_over_a_non_feature_dim():
+    # (N, L, F) with L == F: torch's fuse_linear_bn_eval accepts it (sizes match) but would be wrong.
+    graph = Graph([TensorSpec("x", (2, 5, 3))],
+                  [Node("l", "linear", ["x"], {"out_features": 5, "bias": True}), bn("b", "l")], ["b"])
+    case = materialize(graph, 0)
+    with pytest.warns(FoldWarning, match="not the feature dim"):
+        _, report = fold_batch_norms(build_module(case))
+    assert report.folded == []
+    assert check_case(case, [get_backend("torch-bnfold")]).verdict == oracle.AGREE
+
+
+def test_layer_norm_wrong_for_non_contiguous_input_is_caught_by_the_layout_backend():
+    case = materialize(transpose_free_layer_norm_graph(), 1)
+    # Contiguous inputs hide the bug: torch-eager with the bad kernel agrees ...
+    hidden = get_backend("torch-eager:cpu:float32").derive("eager-ln-memory-order", {"layer_norm": layer_norm_in_memory_order})
+    assert check_case(case, [hidden]).verdict == oracle.AGREE
+    # ... the layout backend feeds the same values in another memory layout and exposes it.
+    assert check_case(case, [get_backend("torch-layout")]).verdict == oracle.AGREE
+    broken = get_backend("torch-layout").derive("layout-ln-memory-order", {"layer_norm": layer_norm_in_memory_order})
+    result = check_case(case, [broken])
+    assert result.verdict == oracle.MISMATCH
+    assert result.findings[0].signature == "mismatch | layout-ln-memory-order | layer_norm"
+
+
+@pytest.mark.parametrize("shape", [(2, 3, 4, 5), (2, 1, 1, 5), (3, 4), (4, 1), (5,), (1,), (1, 1, 6)])
+def test_relayout_keeps_values_and_changes_memory_layout(shape):
+    x = torch.arange(float(np.prod(shape))).reshape(shape)
+    y = relayout(x)
+    assert torch.equal(x, y)
+    if x.numel() > 1:
+        assert y.stride() != x.stride()

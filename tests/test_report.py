@@ -1,0 +1,128 @@
+"""`fuzz report`: a static HTML report and a Markdown summary, built from a real campaign with an injected bug."""
+
+import html
+import importlib.util
+import json
+import sys
+
+import pytest
+from click.testing import CliRunner
+
+from fuzzer.campaign import CampaignOptions, run_campaign
+from fuzzer.cli import main
+from fuzzer.corpus import Corpus
+from fuzzer.generate import generate_case
+from fuzzer.report import NO_PLOTS, write_report
+
+SIGNATURE = "mismatch | canary-layout-layernorm | layer_norm"
+NOTE = '<script>alert("x")</script> & <b>bold</b> | pipe'
+HAS_MATPLOTLIB = importlib.util.find_spec("matplotlib") is not None
+
+
+@pytest.fixture(scope="module")
+def campaign(tmp_path_factory):
+    """A real campaign that finds the layer_norm canary; its bucket triaged with an HTML-laden note."""
+    root = tmp_path_factory.mktemp("report")
+    db = root / "c.db"
+    with Corpus(db) as corpus:
+        progress = run_campaign(corpus, CampaignOptions(
+            backends=["torch-eager:cpu:float32", "canary-layout-layernorm"], plugins=["layout-layernorm"],
+            max_cases=20, workers=1, shrink_time=10,
+        ))
+        assert progress.status == "finished" and progress.finding_cases >= 1
+        bucket = corpus.bucket(SIGNATURE)
+        assert bucket is not None, "the campaign must find the injected layer_norm bug"
+        corpus.triage(bucket["representative"], "confirmed", NOTE)
+    return db
+
+
+@pytest.fixture(scope="module")
+def built(campaign, tmp_path_factory):
+    """The report, written through the real command with --json."""
+    out = tmp_path_factory.mktemp("out") / "nested" / "report"
+    result = CliRunner().invoke(main, ["report", "--db", str(campaign), "-o", str(out), "--json"])
+    assert result.exit_code == 0, result.output
+    reply = json.loads(result.stdout)
+    assert reply["buckets"] >= 1
+    return reply, (out / "report.html").read_text(encoding="utf-8"), (out / "summary.md").read_text(encoding="utf-8")
+
+
+def test_json_reply_names_the_two_files(built):
+    reply, _, _ = built
+    assert reply["html"].endswith("report.html") and reply["markdown"].endswith("summary.md")
+
+
+def test_bucket_row_and_reproducer_in_html(built):
+    _, page, _ = built
+    assert SIGNATURE in page
+    assert "<code>layer_norm</code>" in page and "canary-layout-layernorm" in page
+    assert 'href="#repro-' in page and 'id="repro-' in page  # the row links to its reproducer
+    assert "torch.ops.aten" in page and "sys.exit" in page  # the standalone make_fx script, shown as code
+    assert "<pre><code>" in page
+    assert "Campaigns" in page and "torch-eager:cpu:float32" in page
+    assert "http://" not in page and "https://" not in page  # self-contained: nothing to fetch
+
+
+def test_plots_are_inline_pngs(built):
+    _, page, _ = built
+    if not HAS_MATPLOTLIB:
+        assert html.escape(NO_PLOTS) in page
+        pytest.skip("matplotlib is not installed: the report says how to get plots instead")
+    assert page.count('<img alt="') >= 3
+    assert '<img alt="Discovery curve" src="data:image/png;base64,' in page
+    assert html.escape(NO_PLOTS) not in page
+
+
+def test_summary_markdown_has_the_bucket(built):
+    _, _, summary = built
+    assert SIGNATURE.replace("|", "\\|") in summary
+    assert "| 1 | finished |" in summary and "confirmed" in summary
+
+
+def test_corpus_text_is_escaped(built):
+    _, page, summary = built
+    assert NOTE not in page and "<script>" not in page
+    assert html.escape(NOTE) in page
+    assert "<script>" not in summary and "&lt;script&gt;" in summary and "\\| pipe" in summary
+
+
+def test_missing_corpus_fails_with_exit_2(tmp_path):
+    result = CliRunner().invoke(main, ["report", "--db", str(tmp_path / "nope.db"), "-o", str(tmp_path / "out")])
+    assert result.exit_code == 2
+    assert "No corpus" in result.output and len(result.output.strip().splitlines()) == 1
+    assert not (tmp_path / "nope.db").exists() and not (tmp_path / "out").exists()
+
+
+def test_empty_corpus_fails_with_exit_2(tmp_path):
+    Corpus(tmp_path / "empty.db").close()
+    result = CliRunner().invoke(main, ["report", "--db", str(tmp_path / "empty.db"), "-o", str(tmp_path / "out")])
+    assert result.exit_code == 2
+    assert "no campaigns or cases" in result.output and len(result.output.strip().splitlines()) == 1
+
+
+def _finding(verdict, backend, culprit="matmul"):
+    return {"backend": backend, "verdict": verdict, "culprit": culprit, "signature": f"{verdict} | {backend} | {culprit}",
+            "max_error": 0.02, "allowed": 0.001, "detail": "", "error": ""}
+
+
+def test_precision_policy_apart_and_script_fallback_without_matplotlib(tmp_path, monkeypatch):
+    """Imported cases (no campaign): a precision-policy bucket goes to its own section; a backend no script
+    can run shows the graph JSON and why; without matplotlib the report says how to get plots."""
+    for name in ("matplotlib", "matplotlib.figure"):
+        monkeypatch.setitem(sys.modules, name, None)  # makes `import matplotlib...` raise ImportError
+    with Corpus(tmp_path / "c.db") as corpus:
+        case = generate_case(3)
+        corpus.add_case(case, verdict="precision-policy", backends=["torch-eager:cuda:float32"],
+                        findings=[_finding("precision-policy", "torch-eager:cuda:float32")])
+        corpus.add_case(case, verdict="mismatch", backends=["numpy-ref:cpu:float32"],
+                        findings=[_finding("mismatch", "numpy-ref:cpu:float32")])
+        reply = write_report(corpus, tmp_path / "out")
+    page = (tmp_path / "out" / "report.html").read_text()
+    assert reply["buckets"] == 2
+    bugs, rest = page.split('<h2 id="precision">', 1)
+    policy, _ = rest.split('<h2 id="plots">', 1)
+    assert "precision-policy | torch-eager:cuda:float32" in policy and "precision-policy |" not in bugs.split("<h2 id=\"bugs\"")[1]
+    assert "mismatch | numpy-ref:cpu:float32" in bugs
+    assert "not a torch or jax backend" in page and "&quot;nodes&quot;" in page  # the graph JSON instead
+    assert html.escape(NO_PLOTS) in page and "<img" not in page
+    assert "No campaigns" in page
