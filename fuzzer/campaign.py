@@ -36,6 +36,7 @@ class CampaignOptions:
     time_limit: float | None = None
     workers: int = 1
     timeout: float = 60.0
+    compile_timeout: float = 600.0
     shrink_time: float = 60.0
     inputs_per_graph: int = 2
     expensive_every: int = 10
@@ -138,7 +139,7 @@ class Campaign:
                     try:
                         reply = worker.collect()
                         if reply is None:
-                            worker.check_timeout(self.options.timeout)
+                            worker.check_timeout(self.options.timeout, self.options.compile_timeout)
                             continue
                         self._store(reply)
                     except WorkerDied as died:

@@ -117,6 +117,8 @@ def main():
 @click.option("--workers", type=click.IntRange(min=1), default=lambda: os.cpu_count() or 1, show_default="CPU count",
               help="Isolated worker processes.")
 @click.option("--timeout", type=float, default=60.0, show_default=True, help="Seconds one backend run may take before it is a hang.")
+@click.option("--compile-timeout", type=float, default=600.0, show_default=True,
+              help="The same for compiling backends (torch.compile), whose first graph takes tens of seconds.")
 @click.option("--shrink-time", type=float, default=60.0, show_default=True, help="Seconds to shrink each new finding.")
 @click.option("--inputs-per-graph", type=click.IntRange(min=1), default=2, show_default=True,
               help="Input/weight sets per graph (compiled code is reused across them).")
@@ -127,7 +129,7 @@ def main():
 @click.option("--resume", type=int, metavar="CAMPAIGN", help="Continue an interrupted campaign from its checkpoint.")
 @click.option("--fail-on-finding", is_flag=True, help="Exit 1 if the campaign stored any finding (for CI).")
 @json_option
-def run(db_path, time_text, max_cases, backends, ops, max_nodes, seed, workers, timeout, shrink_time, inputs_per_graph,
+def run(db_path, time_text, max_cases, backends, ops, max_nodes, seed, workers, timeout, compile_timeout, shrink_time, inputs_per_graph,
         compile_every, memory_limit, plugins, resume, fail_on_finding, as_json):
     """Run a fuzz campaign and store every finding, shrunk, in the corpus.
 
@@ -149,7 +151,7 @@ def run(db_path, time_text, max_cases, backends, ops, max_nodes, seed, workers, 
     backend_list = [b.name for b in parse_backend_list(backends)]
     options = CampaignOptions(
         backends=backend_list, ops=parse_op_list(ops) if ops else None, max_nodes=max_nodes, seed=seed,
-        max_cases=max_cases, time_limit=parse_duration(time_text), workers=workers, timeout=timeout,
+        max_cases=max_cases, time_limit=parse_duration(time_text), workers=workers, timeout=timeout, compile_timeout=compile_timeout,
         shrink_time=shrink_time, inputs_per_graph=inputs_per_graph, expensive_every=compile_every,
         plugins=list(plugins), memory_limit_mb=memory_limit,
     )

@@ -28,7 +28,7 @@ def seed_for(campaign_seed: int, index: int) -> int:
 
 
 class Pipeline:
-    def __init__(self, config: WorkerConfig, heartbeat: Callable[[str], None] | None = None):
+    def __init__(self, config: WorkerConfig, heartbeat: Callable[[Backend], None] | None = None):
         self.config = config
         load_plugins(config.plugins)
         self.backends = parse_backend_list(",".join(config.backends))
@@ -37,7 +37,7 @@ class Pipeline:
         self.shrunk_signatures: set[str] = set()
 
     def runner(self, backend: Backend, case: Case):
-        self.heartbeat(backend.name)
+        self.heartbeat(backend)
         return run_backend(backend, case)
 
     def backends_for(self, case: Case, index: int) -> list[Backend]:

@@ -36,6 +36,7 @@ class TransformedBackend(Backend):
         self.base = base
         self.transform = transform
         self.family = base.family
+        self.expensive = base.expensive
 
     def unavailable_reason(self) -> str | None:
         return self.base.unavailable_reason()

@@ -25,7 +25,7 @@ class Replayer:
 
     def check(self, case: Case, backends: list[str]) -> dict:
         try:
-            return self.worker.request(("check", case, list(backends)), self.timeout)
+            return self.worker.request(("check", case, list(backends)), self.timeout, compile_timeout=600.0)
         except WorkerDied as died:
             backend = died.backend or "unknown"
             finding = {"backend": backend, "verdict": died.kind, "culprit": "-", "detail": died.message,
@@ -35,7 +35,7 @@ class Replayer:
     def shrink(self, case: Case, finding: dict, seconds: float) -> dict:
         """The shrink result for one finding of `case` (see Pipeline.shrink); the worker must not die meanwhile."""
         try:
-            return self.worker.request(("shrink", case, finding, seconds), self.timeout)
+            return self.worker.request(("shrink", case, finding, seconds), self.timeout, compile_timeout=600.0)
         except WorkerDied as died:
             verb = "crashed" if died.kind == "crash" else "hung"
             raise UserError(f"Backend {died.backend} {verb} while shrinking ({died.message}); such cases are stored unshrunk.") from None

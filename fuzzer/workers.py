@@ -10,7 +10,8 @@ Requests:  ("case", index, known_signatures)  generate case `index`, check it, s
            ("check", case, backend_names)      check one given case (replay, regress)
            ("shrink", case, finding, seconds)  shrink a given case for one of its findings
            ("stop",)
-Replies:   ("running", backend_name)           heartbeat before each backend run
+Replies:   ("running", backend_name, compiles)  heartbeat before each backend run (compiles: the
+                                               backend compiles graphs, so it gets the compile timeout)
            ("result", payload)                 see Worker.handle_* for the payload
            ("error", traceback_text)           a bug in us while handling the request
 """
@@ -53,7 +54,7 @@ def _worker_main(conn, config: WorkerConfig) -> None:
     from fuzzer.pipeline import Pipeline
 
     try:
-        pipeline = Pipeline(config, heartbeat=lambda backend: conn.send(("running", backend)))
+        pipeline = Pipeline(config, heartbeat=lambda backend: conn.send(("running", backend.name, backend.expensive)))
         conn.send(("ready", os.getpid()))
     except Exception:  # noqa: BLE001 - reported to the parent, which shows it to the user
         conn.send(("error", traceback.format_exc()))
@@ -107,6 +108,7 @@ class Worker:
         self.start_timeout = start_timeout
         self.in_flight: tuple | None = None
         self.backend: str | None = None
+        self.backend_compiles = False
         self.last_heartbeat = 0.0
         self._start()
 
@@ -149,7 +151,7 @@ class Worker:
         while self.conn.poll():
             reply = self._recv()
             if reply[0] == "running":
-                self.backend = reply[1]
+                self.backend, self.backend_compiles = reply[1], reply[2]
                 self.last_heartbeat = time.monotonic()
                 continue
             if reply[0] == "died":
@@ -165,22 +167,25 @@ class Worker:
             return reply[1]
         return None
 
-    def check_timeout(self, timeout: float) -> None:
-        """Kill and restart a worker silent for `timeout` seconds during one backend run."""
-        if self.in_flight is not None and time.monotonic() - self.last_heartbeat > timeout:
+    def check_timeout(self, timeout: float, compile_timeout: float | None = None) -> None:
+        """Kill and restart a worker silent for too long during one backend run: `timeout`
+        seconds, or `compile_timeout` for a compiling backend (torch.compile's first graph
+        takes tens of seconds, more when several workers compile at once)."""
+        limit = max(timeout, compile_timeout or 0.0) if self.backend_compiles else timeout
+        if self.in_flight is not None and time.monotonic() - self.last_heartbeat > limit:
             backend = self.backend
             self._restart()
-            raise WorkerDied("hang", backend, f"no answer within {timeout:g} s")
+            raise WorkerDied("hang", backend, f"no answer within {limit:g} s")
 
-    def request(self, message: tuple, timeout: float):
+    def request(self, message: tuple, timeout: float, compile_timeout: float | None = None):
         """Synchronous request (replay, regress): the result, or WorkerDied."""
         self.submit(message)
         while True:
-            self.conn.poll(min(timeout, 1.0))
+            self.conn.poll(1.0)
             result = self.collect()
             if result is not None:
                 return result
-            self.check_timeout(timeout)
+            self.check_timeout(timeout, compile_timeout)
 
     def kill(self) -> None:
         if self.process.is_alive():
