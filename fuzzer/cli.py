@@ -315,7 +315,8 @@ def _replay_text(reply: dict) -> str:
 @click.option("--timeout", type=float, default=120.0, show_default=True)
 @json_option
 def replay(db_path, case_id, backends, plugins, timeout, as_json):
-    """Re-run a stored case. Exit 0 if every backend now agrees, 1 if the discrepancy reproduces.
+    """Re-run a stored case. Exit 0 if every backend now agrees (or differs only by a GPU precision
+    policy such as TF32), 1 if the discrepancy reproduces.
 
     \b
     Example:
@@ -327,7 +328,7 @@ def replay(db_path, case_id, backends, plugins, timeout, as_json):
     names = [b.strip() for b in backends.split(",")] if backends else stored.backends
     reply = replay_case(stored.case, names, list(plugins), timeout)
     emit(as_json, reply, _replay_text(reply))
-    sys.exit(0 if reply["verdict"] == "agree" else 1)
+    sys.exit(0 if reply["verdict"] in ("agree", "precision-policy") else 1)
 
 
 @main.command()
