@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import multiprocessing.connection
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Callable
 
 from fuzzer.check import Finding
@@ -27,31 +27,18 @@ CHECKPOINT_EVERY = 2.0  # seconds
 
 
 @dataclass
-class CampaignOptions:
-    backends: list[str]
-    ops: list[str] | None = None
-    max_nodes: int = 8
-    seed: int = 0
+class CampaignOptions(WorkerConfig):
+    """What a worker needs (WorkerConfig) plus what only the parent uses."""
+
     max_cases: int | None = None
     time_limit: float | None = None
     workers: int = 1
     timeout: float = 60.0
     compile_timeout: float = 600.0
-    shrink_time: float = 60.0
-    inputs_per_graph: int = 2
-    expensive_every: int = 10
-    reruns: int = 2
-    plugins: list[str] = field(default_factory=list)
-    memory_limit_mb: int | None = None
     stop_after_findings: int | None = None  # selftest: stop at the first finding
 
     def worker_config(self) -> WorkerConfig:
-        return WorkerConfig(
-            backends=self.backends, ops=self.ops, max_nodes=self.max_nodes, seed=self.seed,
-            inputs_per_graph=self.inputs_per_graph, expensive_every=self.expensive_every,
-            shrink_time=self.shrink_time, reruns=self.reruns, plugins=self.plugins,
-            memory_limit_mb=self.memory_limit_mb,
-        )
+        return WorkerConfig(**{f.name: getattr(self, f.name) for f in fields(WorkerConfig)})
 
 
 @dataclass

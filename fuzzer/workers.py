@@ -37,7 +37,7 @@ class WorkerConfig:
     ops: list[str] | None = None
     max_nodes: int = 8
     seed: int = 0
-    inputs_per_graph: int = 1
+    inputs_per_graph: int = 2
     expensive_every: int = 10
     shrink_time: float = 60.0
     reruns: int = 2
