@@ -441,6 +441,29 @@ def import_cases(db_path, files, as_json):
     emit(as_json, {"imported": ids}, f"Imported {len(ids)} case(s): {', '.join(map(str, ids))}")
 
 
+@main.command()
+@db_option
+@click.argument("others", nargs=-1, required=True, type=click.Path(dir_okay=False, exists=True, path_type=Path))
+@json_option
+def merge(db_path, others, as_json):
+    """Merge corpora from other campaigns or machines into --db (cases, shrink links, triage).
+
+    Cases already present are not duplicated, so merging is safe to repeat.
+
+    \b
+    Example:
+      fuzz merge --db team.db gpu-node1.db gpu-node2.db
+    """
+    from fuzzer.corpus import Corpus
+
+    others = [Corpus(path, create=False) for path in others]  # refuse a bad file before writing anything
+    corpus = open_corpus(db_path, create=True)
+    results = {str(other.path): corpus.merge_from(other) for other in others}
+    lines = [f"{path}: {r['cases_added']} cases added, {r['cases_already_here']} already here, {r['campaigns_added']} campaigns added, "
+             f"{r['buckets_triaged']} buckets took its triage" for path, r in results.items()]
+    emit(as_json, results, "\n".join(lines))
+
+
 # -- what is available ---------------------------------------------------------------------
 
 @main.command()

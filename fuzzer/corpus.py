@@ -593,6 +593,53 @@ class Corpus:
             "cases_by_verdict": counts("SELECT verdict AS key, count(*) AS n FROM cases GROUP BY verdict ORDER BY verdict"),
         }
 
+    # ---- merging corpora from several machines
+
+    def merge_from(self, other: "Corpus") -> dict:
+        """Copy another corpus's campaigns, cases (with arrays and shrink links) and triage into this one.
+
+        A case already here (same content hash and signature) is not copied twice, so merging
+        the same file again adds nothing. A bucket still 'new' here takes the other's triage.
+        """
+        merged = {c["config"].get("merged_from"): c["id"] for c in self.campaigns()}
+        campaigns, new_campaigns = {}, 0
+        for row in other.campaigns():
+            marker = f"{Path(other.path).resolve()}#{row['id']}"
+            if marker in merged:
+                campaigns[row["id"]] = merged[marker]
+                continue
+            config = {**row["config"], "merged_from": marker}
+            new_id = self.start_campaign(config, row["seed"], row["versions"])
+            self.checkpoint(new_id, row.get("checkpoint") or {}, row["cases_run"], row["findings"])
+            self.finish_campaign(new_id, "finished" if row["status"] == "finished" else "interrupted")
+            campaigns[row["id"]] = new_id
+            new_campaigns += 1
+        present = {(r["content_hash"], r["signature"]): r["id"] for r in self._rows("SELECT id, content_hash, signature FROM cases")}
+        cases, added = {}, 0
+        for row in other._rows("SELECT id FROM cases ORDER BY id"):
+            stored = other.get_case(row["id"])
+            key = (stored.content_hash, stored.signature)
+            if key in present:
+                cases[stored.id] = present[key]
+                continue
+            cases[stored.id] = present[key] = self.add_case(
+                stored.case, campaign_id=campaigns.get(stored.campaign_id), verdict=stored.verdict,
+                backends=stored.backends, findings=stored.findings, shrunk_from=cases.get(stored.shrunk_from),
+                shrink_log=stored.shrink_log,
+            )
+            added += 1
+        triaged = 0
+        for bucket in other.buckets():
+            if bucket["status"] != "new":
+                with self._write():
+                    cursor = self.db.execute(
+                        "UPDATE buckets SET status = ?, note = coalesce(note, ?) WHERE signature = ? AND status = 'new'",
+                        [bucket["status"], bucket["note"], bucket["signature"]],
+                    )
+                triaged += cursor.rowcount
+        return {"campaigns_added": new_campaigns, "cases_added": added, "cases_already_here": len(cases) - added,
+                "buckets_triaged": triaged}
+
     # ---- export / import
 
     def export_case(self, case_id: int, expect: str | None = None) -> dict:

@@ -1,0 +1,57 @@
+"""`fuzz merge`: corpora from several machines become one, without duplicates, keeping shrink links and triage."""
+
+import json
+import sqlite3
+
+from click.testing import CliRunner
+
+from fuzzer.cli import main
+from fuzzer.corpus import Corpus
+from fuzzer.generate import generate_case
+
+
+def finding(signature):
+    verdict, backend, culprit = signature.split(" | ")
+    return {"signature": signature, "verdict": verdict, "backend": backend, "culprit": culprit, "max_error": 1.0, "allowed": 1e-4}
+
+
+def machine_corpus(path, seed, signature):
+    corpus = Corpus(path)
+    campaign = corpus.start_campaign({"backends": ["torch-eager:cpu:float32"]}, seed, {"device": f"node{seed}"})
+    original = corpus.add_case(generate_case(seed), campaign_id=campaign, verdict="mismatch", backends=["b"], findings=[finding(signature)])
+    corpus.add_case(generate_case(seed + 100), campaign_id=campaign, verdict="mismatch", backends=["b"],
+                    findings=[finding(signature)], shrunk_from=original, shrink_log={"final_nodes": 1})
+    corpus.finish_campaign(campaign)
+    return corpus, original
+
+
+def test_merge_combines_machines_and_is_idempotent(tmp_path):
+    first, original = machine_corpus(tmp_path / "node1.db", 1, "mismatch | b | layer_norm")
+    first.triage(original, "reported", "upstream #1")
+    machine_corpus(tmp_path / "node2.db", 2, "mismatch | b | gru")
+    target = tmp_path / "team.db"
+    runner = CliRunner()
+    result = runner.invoke(main, ["merge", "--db", str(target), str(tmp_path / "node1.db"), str(tmp_path / "node2.db"), "--json"])
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.output)
+    assert [r["cases_added"] for r in summary.values()] == [2, 2]
+
+    again = runner.invoke(main, ["merge", "--db", str(target), str(tmp_path / "node1.db"), "--json"])
+    assert json.loads(again.output)[str(tmp_path / "node1.db")] == {
+        "campaigns_added": 0, "cases_added": 0, "cases_already_here": 2, "buckets_triaged": 0}
+
+    team = Corpus(target)
+    assert team.stats()["cases"] == 4 and team.stats()["campaigns"] == 2
+    shrunk = [row for row in team.list_cases() if row["shrunk_from"]]
+    assert len(shrunk) == 2 and all(team.get_case(row["shrunk_from"]).signature == row["signature"] for row in shrunk)
+    assert team.bucket("mismatch | b | layer_norm")["status"] == "reported"
+    assert {c["versions"]["device"] for c in team.campaigns()} == {"node1", "node2"}
+    assert sqlite3.connect(target).execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+
+
+def test_merging_a_file_that_is_not_a_corpus_writes_nothing(tmp_path):
+    junk = tmp_path / "junk.db"
+    junk.write_bytes(b"not a database at all")
+    result = CliRunner().invoke(main, ["merge", "--db", str(tmp_path / "team.db"), str(junk)])
+    assert result.exit_code == 2 and "not a fuzzer corpus" in result.output
+    assert not (tmp_path / "team.db").exists()
