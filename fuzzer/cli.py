@@ -123,7 +123,8 @@ def main():
 @click.option("--inputs-per-graph", type=click.IntRange(min=1), default=2, show_default=True,
               help="Input/weight sets per graph (compiled code is reused across them).")
 @click.option("--compile-every", type=click.IntRange(min=1), default=10, show_default=True,
-              help="Run compiling backends (torch.compile) on every Nth graph only.")
+              help="Run the backends that compile per new graph or shape (torch.compile, torch.export, "
+                   "jax eager) on every Nth graph only; 1 runs them on every graph.")
 @click.option("--memory-limit", type=click.IntRange(min=64), metavar="MB", help="Address-space limit per worker.")
 @plugin_option
 @click.option("--resume", type=int, metavar="CAMPAIGN", help="Continue an interrupted campaign from its checkpoint.")

@@ -107,9 +107,13 @@ def _seed_pattern(builder: _Builder, pattern: str) -> str:
             last = builder.try_add("relu", last) or last
         return last
     if pattern == "conv-bn":
-        # conv2d -> [activation] -> batch_norm(eval): what BN-folding transformations rewrite.
-        x = builder.new_input((draw(st.sampled_from([1, 2])), draw(st.sampled_from([1, 2, 3])), *_dims(draw, 2, low=2)))
-        last = builder.try_add("conv2d", x) or x
+        # conv2d or linear -> [activation] -> batch_norm(eval): what BN-folding transformations rewrite.
+        if draw(st.booleans()):
+            x = builder.new_input((draw(st.sampled_from([1, 2])), draw(st.sampled_from([1, 2, 3])), *_dims(draw, 2, low=2)))
+            last = builder.try_add("conv2d", x) or x
+        else:
+            x = builder.new_input((draw(st.sampled_from([2, 3, 4])), draw(st.sampled_from(DIMS))))
+            last = builder.try_add("linear", x) or x
         if draw(st.booleans()):
             last = builder.try_add(draw(st.sampled_from(["relu", "tanh"])), last) or last
         return builder.try_add("batch_norm", last, {"training": False, "eps": 1e-5}) or last

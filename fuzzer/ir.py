@@ -143,6 +143,10 @@ def infer_shapes(graph: Graph) -> dict[str, tuple[int, ...]]:
     from fuzzer.ops import get_op
 
     shapes: dict[str, tuple[int, ...]] = {}
+    for name in [spec.name for spec in graph.inputs] + [node.name for node in graph.nodes]:
+        # Parameters are stored as "<node>.<param>": a dot in a name would make them ambiguous.
+        if not name or "." in name:
+            raise UserError(f"Name {name!r} is not allowed; input and node names must be non-empty and contain no '.'.")
     for spec in graph.inputs:
         if spec.name in shapes:
             raise UserError(f"Input name '{spec.name}' is used twice; give every input a unique name.")

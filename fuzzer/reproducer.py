@@ -76,9 +76,15 @@ def _torch_body(case: Case, backend: Backend, names: list[str]) -> tuple[list[st
     import torch
     from torch.fx.experimental.proxy_tensor import make_fx
 
-    dtype = getattr(torch, backend.dtype)
-    args = [torch.from_numpy(case.arrays[n]).to(backend.device, dtype) for n in names]
-    module = make_fx(_graph_function(case, backend, names))(*args)
+    if hasattr(backend, "prepared"):
+        # A model-level backend (saveload, export, BN folding, ...): trace the transformed
+        # program itself; its weights become literal constants. `names` are its inputs only.
+        program, args = backend.prepared(case)
+        module = make_fx(lambda *values: program(*values))(*args)
+    else:
+        dtype = getattr(torch, backend.dtype)
+        args = [torch.from_numpy(case.arrays[n]).to(backend.device, dtype) for n in names]
+        module = make_fx(_graph_function(case, backend, names))(*args)
     code = module.code.strip()
     code = re.sub(r";\s+[\w\s=,]+= None", "", code)  # drop fx's "x = None" memory hints
     placeholders = [node.name for node in module.graph.nodes if node.op == "placeholder"]
@@ -144,7 +150,7 @@ def build_script(case: Case, backend: Backend, title: str, pytest_style: bool = 
     """The reproducer's source for `backend` on `case` (normally the shrunk case of a finding)."""
     if backend.family not in ("torch", "jax"):
         raise UserError(f"Backend '{backend.name}' is not a torch or jax backend; a standalone script cannot run it.")
-    names = _flat_names(case)
+    names = [spec.name for spec in case.graph.inputs] if hasattr(backend, "prepared") else _flat_names(case)
     reference = compute_reference(case, {backend.dtype})
     allowed = [allowed_error(reference, i, backend.dtype) for i in range(len(reference.outputs))]
     setup, body = (_torch_body if backend.family == "torch" else _jax_body)(case, backend, names)

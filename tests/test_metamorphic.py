@@ -354,3 +354,35 @@ def test_relayout_keeps_values_and_changes_memory_layout(shape):
     assert torch.equal(x, y)
     if x.numel() > 1:
         assert y.stride() != x.stride()
+
+
+@pytest.mark.parametrize("kind", ["torch-saveload", "torch-bnfold", "torch-export"])
+def test_prepared_gives_the_program_the_backend_runs(kind):
+    case = materialize(deep_model_graph(), 7)
+    backend = get_backend(kind)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FoldWarning)
+        program, args = backend.prepared(case)
+    with torch.no_grad():
+        outputs = to_numpy(list(program(*args)))
+    assert all(np.array_equal(a, b) for a, b in zip(outputs, backend.run(case)))
+
+
+def test_layout_keeps_rnn_parameters_contiguous_only_on_cuda():
+    # cuDNN refuses a non-contiguous hx and fails on non-contiguous RNN weights; the CPU kernels take both.
+    from fuzzer.backends.torch_module import TorchLayout
+
+    assert not TorchLayout("cpu")._keeps_params_contiguous("gru")
+    assert TorchLayout("cuda")._keeps_params_contiguous("lstm")
+    assert not TorchLayout("cuda")._keeps_params_contiguous("conv2d")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kind", FAST_KINDS + SLOW_KINDS)
+def test_clean_torch_agrees_on_cuda(kind, generated):
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    backend = get_backend(f"{kind}:cuda:float32")
+    for case in generated[:20]:
+        verdict = check_case(case, [backend]).verdict
+        assert verdict in (oracle.AGREE, oracle.INVALID, getattr(oracle, "PRECISION_POLICY", oracle.AGREE)), (kind, case.seed)

@@ -27,8 +27,11 @@ def shrunk(backend_name):
     case, finding = first_finding(backend_name)
     backend = get_backend(backend_name)
     result = shrink_case(case, still_fails_predicate(backend, finding.signature), finding.culprit, time_budget=60)
-    final = check_case(result.case, [backend])
-    assert final.finding_for(finding.signature) is not None, "the shrunk case lost the original signature"
+    # A nondeterministic bug shows its randomness only with some probability; the shrinker
+    # demands 8 sightings in a row, so 5 checks here see it at least once.
+    attempts = 5 if finding.verdict == "nondeterministic" else 1
+    assert any(check_case(result.case, [backend]).finding_for(finding.signature) for _ in range(attempts)), \
+        "the shrunk case lost the original signature"
     assert complexity(result.case) <= complexity(case)
     return result.case
 

@@ -221,6 +221,11 @@ DEFAULT_BACKENDS = (
     "jax-eager:cpu:float32",
     "jax-jit:cpu:float32",
     "jax-jit:cpu:float64",
+    # Model-level (metamorphic) torch backends, ~1-2 ms a case each (see torch_module.py).
+    "torch-module:cpu:float32",
+    "torch-saveload:cpu:float32",
+    "torch-bnfold:cpu:float32",
+    "torch-layout:cpu:float32",
 )
 
 
@@ -235,7 +240,16 @@ GPU_BACKENDS = (
     "jax-jit:gpu:float64",
     "jax-jit:gpu:bfloat16",
 )
-BACKEND_SETS = {"cpu": DEFAULT_BACKENDS, "gpu": GPU_BACKENDS}
+MODEL_BACKENDS = (
+    "torch-module:cpu:float32",
+    "torch-module-grad:cpu:float32",
+    "torch-saveload:cpu:float32",
+    "torch-export:cpu:float32",
+    "torch-bnfold:cpu:float32",
+    "torch-jit-trace:cpu:float32",
+    "torch-layout:cpu:float32",
+)
+BACKEND_SETS = {"cpu": DEFAULT_BACKENDS, "gpu": GPU_BACKENDS, "model": MODEL_BACKENDS}
 
 
 def all_ops_supported_by(backends: list[Backend]) -> list[str]:

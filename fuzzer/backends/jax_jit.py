@@ -12,6 +12,7 @@ JITTED = CompiledCache(limit=1024)
 class JaxJit(JaxEager):
     kind = "jax-jit"
     description = "jax.jit of the whole graph (XLA)"
+    expensive = False  # one XLA compile per graph (~0.1 s): every graph runs it
 
     def _graph_fn(self, graph: Graph):
         jax = import_jax()

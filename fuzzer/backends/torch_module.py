@@ -365,25 +365,40 @@ def relayout(x):
 
 class TorchLayout(TorchEager):
     """torch eager, op by op, with every graph input and every weight of rank >= 2 in a
-    non-default memory layout (see `relayout`): layout invariance against the reference."""
+    non-default memory layout (see `relayout`): layout invariance against the reference.
+
+    Exception, on CUDA only: gru/lstm parameters (weights and h0/c0) stay contiguous.
+    cuDNN's RNN requires it: a non-contiguous hx is refused by an explicit check ("rnn: hx
+    is not contiguous"), and non-contiguous weights fail inside the cuDNN path with "view
+    size is not compatible with input tensor's size and stride" (torch 2.11, cuDNN 9.19),
+    while the CPU kernels accept both. Relayouting them would make every RNN graph a crash
+    finding on CUDA; their *inputs* are still relayouted (cuDNN handles those)."""
 
     kind = "torch-layout"
     description = "torch eager with channels_last / transposed / strided inputs and weights"
     devices = ("cpu", "cuda")
     dtypes = ("float32", "float64")
+    CONTIGUOUS_PARAMS_ON_CUDA = frozenset({"gru", "lstm"})
+
+    def _keeps_params_contiguous(self, op_name: str) -> bool:
+        return self.device == "cuda" and op_name in self.CONTIGUOUS_PARAMS_ON_CUDA
 
     def _execute(self, graph: Graph, inputs: dict, params: dict) -> list[np.ndarray]:
         import torch
 
-        def weight(name, array):
+        ops = {node.name: node.op for node in graph.nodes}
+
+        def weight(node, array):
             tensor = self._to_torch(array)
-            return relayout(tensor) if tensor.dim() >= 2 else tensor
+            if tensor.dim() < 2 or self._keeps_params_contiguous(ops[node]):
+                return tensor
+            return relayout(tensor)
 
         with torch.no_grad(), self.precision_context():
             outputs = interpret(
                 graph,
                 {k: relayout(self._to_torch(v)) for k, v in inputs.items()},
-                {node: {k: weight(k, v) for k, v in ps.items()} for node, ps in params.items()},
+                {node: {k: weight(node, v) for k, v in ps.items()} for node, ps in params.items()},
                 self.impl_for,
             )
         return [out.detach().to("cpu", torch.float64).numpy() for out in outputs]
