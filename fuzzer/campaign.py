@@ -20,7 +20,9 @@ from fuzzer.environment import versions
 from fuzzer.errors import InternalError, UserError
 from fuzzer.generate import CaseGenerator
 from fuzzer.oracle import PRECISION_POLICY, signature
-from fuzzer.pipeline import seed_for
+from fuzzer.backends import parse_backend_list
+from fuzzer.pipeline import campaign_ops, seed_for
+from fuzzer.plugins import load_plugins
 from fuzzer.workers import Worker, WorkerConfig, WorkerDied
 
 CHECKPOINT_EVERY = 2.0  # seconds
@@ -76,7 +78,9 @@ class Campaign:
         self.options = options
         self.on_progress = on_progress or (lambda progress: None)
         self.known_signatures = {b["signature"] for b in corpus.buckets()}
-        self.generator = CaseGenerator(options.ops, options.max_nodes)
+        # The same generator as the workers', to rebuild the case a dead worker was running.
+        load_plugins(options.plugins)
+        self.generator = CaseGenerator(campaign_ops(options.ops, parse_backend_list(",".join(options.backends))), options.max_nodes)
 
     @classmethod
     def resume(cls, corpus: Corpus, campaign_id: int, on_progress=None, **overrides) -> "Campaign":

@@ -521,8 +521,10 @@ def ops(as_json):
 @click.option("--max-cases", type=click.IntRange(min=1), default=300, show_default=True, help="Give up on a canary after this many graphs.")
 @click.option("--list", "list_only", is_flag=True, help="Only list the canaries.")
 @click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True,
+              help="Run the canaries derived from torch on this device.")
 @json_option
-def selftest(db_path, max_cases, list_only, seed, as_json):
+def selftest(db_path, max_cases, list_only, seed, device, as_json):
     """Prove the fuzzer finds each seed bug class: run a short campaign against every canary.
 
     Exit 1 if any canary is not found (and shrunk) within --max-cases graphs.
@@ -537,7 +539,13 @@ def selftest(db_path, max_cases, list_only, seed, as_json):
     if list_only:
         emit(as_json, canary_names(), "\n".join(canary_names()))
         return
-    results = run_selftest(open_corpus(db_path, create=True), max_cases, seed)
+    if device == "cuda":
+        from fuzzer.backends.torch_eager import cuda_unavailable_reason
+
+        reason = cuda_unavailable_reason()
+        if reason:
+            raise UserError(f"Cannot run the canaries on CUDA: {reason}")
+    results = run_selftest(open_corpus(db_path, create=True), max_cases, seed, device=device)
     lines = [f"{'found' if r['found'] else 'MISSED':<7} {r['canary']:<22} after {r['graphs']} graphs, {r['seconds']:.1f}s; "
              f"shrunk to {r['shrunk_nodes']} nodes: {r['shrunk_ops']}" for r in results]
     emit(as_json, results, "\n".join(lines))

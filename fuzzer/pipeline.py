@@ -10,8 +10,9 @@ import hashlib
 from typing import Callable
 
 from fuzzer.arrays import materialize
-from fuzzer.backends import Backend, get_backend, parse_backend_list
+from fuzzer.backends import Backend, all_ops_supported_by, get_backend, parse_backend_list
 from fuzzer.check import Finding, check_case, still_fails_predicate
+from fuzzer.errors import UserError
 from fuzzer.execute import run_backend
 from fuzzer.generate import CaseGenerator
 from fuzzer.ir import Case
@@ -27,12 +28,23 @@ def seed_for(campaign_seed: int, index: int) -> int:
     return int(digest[:15], 16)
 
 
+def campaign_ops(requested: list[str] | None, backends: list[Backend]) -> list[str]:
+    """The ops a campaign draws from: those requested (default: all) that every backend supports,
+    so a plugin declaring a few ops gets graphs it can run."""
+    supported = all_ops_supported_by(backends)
+    ops = [op for op in (requested or supported) if op in supported]
+    if not ops:
+        raise UserError(f"No op is supported by every selected backend ({', '.join(b.name for b in backends)}); "
+                        "pass fewer backends or other --ops.")
+    return ops
+
+
 class Pipeline:
     def __init__(self, config: WorkerConfig, heartbeat: Callable[[Backend], None] | None = None):
         self.config = config
         load_plugins(config.plugins)
         self.backends = parse_backend_list(",".join(config.backends))
-        self.generator = CaseGenerator(config.ops, config.max_nodes)
+        self.generator = CaseGenerator(campaign_ops(config.ops, self.backends), config.max_nodes)
         self.heartbeat = heartbeat or (lambda backend: None)
         self.shrunk_signatures: set[str] = set()
 

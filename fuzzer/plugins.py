@@ -8,7 +8,10 @@ an entry point in the group `fuzzer.plugins`. It defines
         api.derive_backend("my-layernorm", base="torch-eager:cpu:float32",
                            overrides={"layer_norm": my_layer_norm})
 
-where `api` is a PluginAPI. Errors inside a plugin are reported naming the plugin.
+where `api` is a PluginAPI: `add_backend` (a new Backend class), `derive_backend` (an
+existing backend with some ops replaced), `add_transformation` (a model/graph
+transformation that must keep agreeing) and `add_external_backend` (a command in any
+language; docs/external-backends.md). Errors inside a plugin are reported naming the plugin.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from typing import Callable
 from fuzzer.backends import Backend, get_backend, register_class, register_derived
 from fuzzer.errors import UserError
 from fuzzer.ir import Case
+from fuzzer.ops import get_op
 
 CANARY_DIR = Path(__file__).parent / "canaries"
 ENTRY_POINT_GROUP = "fuzzer.plugins"
@@ -75,6 +79,21 @@ class PluginAPI:
         """An existing backend with some ops' implementations replaced (your kernel, or a canary's bug)."""
         backend = get_backend(base).derive(name, overrides)
         backend.unsupported_ops |= set(unsupported)
+        register_derived(backend)
+        self.backends.append(name)
+        return backend
+
+    def add_external_backend(self, name: str, command: list[str], ops: list[str] | None = None,
+                             dtype: str = "float32", timeout: float = 60.0) -> Backend:
+        """A command in any language that reads a case folder and writes .npy outputs
+        (protocol: docs/external-backends.md). `ops`: what it can run (default: all)."""
+        from fuzzer.backends.external import ExternalBackend
+
+        if isinstance(command, str) or not command:
+            raise UserError(f"Plugin {self.source}: add_external_backend needs the command as a non-empty list of strings.")
+        for op_name in ops or []:
+            get_op(op_name)
+        backend = ExternalBackend(name, command, ops, dtype, timeout)
         register_derived(backend)
         self.backends.append(name)
         return backend
@@ -156,10 +175,11 @@ def load_plugins(specs: list[str] | tuple[str, ...]) -> list[str]:
 
 
 def canaries_for(backend_names: list[str]) -> list[str]:
-    """Shipped canaries that define these backend names ("canary-gru-stale-hidden" -> "gru-stale-hidden").
+    """Shipped canaries that define these backend names ("canary-gru-stale-hidden[-cuda]" -> "gru-stale-hidden").
 
     Only our own shipped canaries are loaded this way: a corpus file can name a
     backend, but never make us import a file it points to.
     """
     shipped = set(canary_names())
-    return sorted({n.removeprefix("canary-") for n in backend_names if n.removeprefix("canary-") in shipped and n.startswith("canary-")})
+    wanted = {name.removeprefix("canary-").removesuffix("-cuda") for name in backend_names if name.startswith("canary-")}
+    return sorted(wanted & shipped)

@@ -7,10 +7,12 @@ from fuzzer.corpus import Corpus
 from fuzzer.plugins import canary_names
 
 
-def run_selftest(corpus: Corpus, max_cases: int = 300, seed: int = 0, shrink_time: float = 30.0) -> list[dict]:
+def run_selftest(corpus: Corpus, max_cases: int = 300, seed: int = 0, shrink_time: float = 30.0,
+                 device: str = "cpu") -> list[dict]:
+    """One short campaign per canary (on the CPU, or with device="cuda" the canaries derived from torch CUDA)."""
     results = []
     for canary in canary_names():
-        backend = f"canary-{canary}"
+        backend = f"canary-{canary}" + ("-cuda" if device == "cuda" else "")
         options = CampaignOptions(
             backends=[backend], plugins=[canary], seed=seed, max_cases=max_cases, workers=1,
             shrink_time=shrink_time, inputs_per_graph=1, stop_after_findings=1,

@@ -63,6 +63,14 @@ def test_gru_stale_hidden_shrinks_to_the_reported_size(canaries):
     assert input_size <= 2
 
 
+def test_gru_reset_before_shrinks_to_a_tiny_gru(canaries):
+    case = shrunk(canaries["gru-reset-before"])
+    assert case.graph.op_names() == ["gru"]
+    attrs = case.graph.nodes[0].attrs
+    # With hidden size 1 and no bias, r * (W h) == W (r h): 2 is the smallest size that shows it.
+    assert attrs["hidden_size"] <= 2 and attrs["num_layers"] == 1 and max_input_dim(case) <= 2
+
+
 def test_tiled_matmul_zeros_shrinks_to_a_small_matmul(canaries):
     case = shrunk(canaries["tiled-matmul-zeros"])
     ops = case.graph.op_names()
@@ -72,8 +80,8 @@ def test_tiled_matmul_zeros_shrinks_to_a_small_matmul(canaries):
     assert shapes[product.name][-1] < 8, "only outputs narrower than one tile are all zeros"
 
 
-def test_bn_fold_nested_shrinks_to_conv_and_batch_norm(canaries):
-    case = shrunk(canaries["bn-fold-nested"])
+def test_bnfold_nested_shrinks_to_conv_and_batch_norm(canaries):
+    case = shrunk(canaries["bnfold-nested"])
     ops = case.graph.op_names()
     assert len(ops) <= 3 and ops[0] == "conv2d" and ops[-1] == "batch_norm"
 

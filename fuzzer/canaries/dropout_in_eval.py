@@ -3,6 +3,8 @@
 Caught by the nondeterminism gate: the eval-mode result is wrong *and* changes between runs.
 """
 
+from fuzzer.canaries import derive_on_every_device
+
 
 def dropout_always_training(xs, ps, attrs):
     import torch
@@ -11,4 +13,4 @@ def dropout_always_training(xs, ps, attrs):
 
 
 def register(api):
-    api.derive_backend("canary-dropout-in-eval", base="torch-eager:cpu:float32", overrides={"dropout": dropout_always_training})
+    derive_on_every_device(api, "canary-dropout-in-eval", {"dropout": dropout_always_training})

@@ -6,6 +6,8 @@ like the fused Burn kernel that computed mean/var over the wrong memory order.
 
 import math
 
+from fuzzer.canaries import derive_on_every_device
+
 
 def layer_norm_in_memory_order(xs, ps, attrs):
     import torch
@@ -27,6 +29,4 @@ def layer_norm_in_memory_order(xs, ps, attrs):
 
 
 def register(api):
-    api.derive_backend(
-        "canary-layout-layernorm", base="torch-eager:cpu:float32", overrides={"layer_norm": layer_norm_in_memory_order}
-    )
+    derive_on_every_device(api, "canary-layout-layernorm", {"layer_norm": layer_norm_in_memory_order})

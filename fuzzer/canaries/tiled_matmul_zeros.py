@@ -5,6 +5,8 @@ Burn/cubecl "tiling2d" symptom: identical scores for every class) and other N
 not a multiple of 8 lose their tail. Overrides both matmul and linear.
 """
 
+from fuzzer.canaries import derive_on_every_device
+
 TILE = 8
 
 
@@ -27,8 +29,4 @@ def tiled_linear(xs, ps, attrs):
 
 
 def register(api):
-    api.derive_backend(
-        "canary-tiled-matmul-zeros",
-        base="torch-eager:cpu:float32",
-        overrides={"matmul": tiled_matmul, "linear": tiled_linear},
-    )
+    derive_on_every_device(api, "canary-tiled-matmul-zeros", {"matmul": tiled_matmul, "linear": tiled_linear})

@@ -11,6 +11,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from fuzzer.canaries import on_every_device
 from fuzzer.ir import Graph, Node
 
 PASS_THROUGH = {"relu", "dropout", "tanh", "sigmoid", "gelu"}
@@ -63,4 +64,4 @@ def _skip(ref, folded_into, ops_by_name):
 
 
 def register(api):
-    api.add_transformation("canary-bn-fold-nested", base="torch-eager:cpu:float32", transform=fold_batch_norms)
+    on_every_device(lambda suffix, base: api.add_transformation(f"canary-bnfold-nested{suffix}", base=base, transform=fold_batch_norms))
