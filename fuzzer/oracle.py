@@ -20,9 +20,11 @@ ill-conditioned cases (variance of near-constant data, cancellation) without a
 loose global tolerance. One dtype-d run can be luckily exact (numpy's mean of 72
 equal values is exact; XLA's is not, and layer_norm then amplifies that rounding
 ~300x through 1/sqrt(var + eps)), so `r_noisy` adds a rounding model: the float64
-reference re-run with every op's output multiplied by (1 + u * unit_roundoff(d)),
-u uniform in [-1, 1], seeded, NOISY_RUNS times; its spread is what rounding at
-each op may legitimately do to this graph on these values. `scale` uses the largest magnitude along the way, not
+reference re-run with every op's output y moved by u * ROUNDING_SLACK * unit_roundoff(d)
+* max(|y|, |op(|inputs|)|), u uniform in [-1, 1], seeded, NOISY_RUNS times. The
+op evaluated on absolute values is the classic error-bound magnitude (sum |x_i| for a
+sum that cancels, sum |x_i w_i| for a matmul); the spread of r_noisy is what rounding
+at each op may legitimately do to this graph on these values. `scale` uses the largest magnitude along the way, not
 the output's own, because rounding errors are made relative to intermediate
 values (a sum that cancels to ~0 still carries eps * sum|x|). `sens` grows the
 budget with the depth and kind of the graph. RTOL is a few hundred float32 ulps;
@@ -51,6 +53,7 @@ from fuzzer.ops import get_op
 
 K_SAME = 10.0
 NOISY_RUNS = 2
+ROUNDING_SLACK = 4.0  # a few units of roundoff per op: reductions accumulate ~sqrt(n) of them
 UNIT_ROUNDOFF = {"float64": 2.0**-53, "float32": 2.0**-24, "float16": 2.0**-11, "bfloat16": 2.0**-8}
 RTOL = {"float64": 1e-9, "float32": 3e-5, "float16": 1e-2, "bfloat16": 8e-2}
 # numpy has no bfloat16 arithmetic: its same-dtype reference is float16's, whose error is smaller,
@@ -138,7 +141,11 @@ def _rounding_noise(case: Case, inputs: dict, params: dict, outputs: list[np.nda
 
             def run_op(xs, ps, attrs):
                 out = np.asarray(reference_fn(xs, ps, attrs), dtype=np.float64)
-                return out * (1.0 + roundoff * rng.uniform(-1.0, 1.0, out.shape))
+                # Rounding is relative to the magnitudes summed, not to a result that cancelled:
+                # the op on absolute values gives that (sum |x_i| for sum, sum |x_i w_i| for matmul).
+                magnitude = np.abs(np.asarray(reference_fn([np.abs(x) for x in xs], {k: np.abs(v) for k, v in ps.items()}, attrs)))
+                bound = np.maximum(np.abs(out), np.where(np.isfinite(magnitude), magnitude, 0.0))
+                return out + ROUNDING_SLACK * roundoff * bound * rng.uniform(-1.0, 1.0, out.shape)
 
             return run_op
 
