@@ -428,6 +428,7 @@ class Corpus:
         findings: list[dict],
         shrunk_from: int | None = None,
         shrink_log: Any = None,
+        created: str | None = None,
     ) -> int:
         """Store the case, its arrays and its findings' buckets in one transaction; returns the case id."""
         findings = _finding_dicts(findings)
@@ -439,7 +440,7 @@ class Corpus:
                 raise self._no_campaign(campaign_id)
             if shrunk_from is not None and not self._exists("cases", shrunk_from):
                 raise self._no_case(shrunk_from)
-            now = _now()
+            now = created or _now()  # `created` keeps a merged case's original time
             case_id = self.db.execute(
                 "INSERT INTO cases (campaign_id, created, content_hash, seed, graph, op_sequence, node_count, "
                 "element_count, backends, verdict, signature, findings, shrunk_from, shrink_log) "
@@ -625,7 +626,7 @@ class Corpus:
             cases[stored.id] = present[key] = self.add_case(
                 stored.case, campaign_id=campaigns.get(stored.campaign_id), verdict=stored.verdict,
                 backends=stored.backends, findings=stored.findings, shrunk_from=cases.get(stored.shrunk_from),
-                shrink_log=stored.shrink_log,
+                shrink_log=stored.shrink_log, created=stored.created,
             )
             added += 1
         triaged = 0
