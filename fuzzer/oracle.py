@@ -20,11 +20,15 @@ ill-conditioned cases (variance of near-constant data, cancellation) without a
 loose global tolerance. One dtype-d run can be luckily exact (numpy's mean of 72
 equal values is exact; XLA's is not, and layer_norm then amplifies that rounding
 ~300x through 1/sqrt(var + eps)), so `r_noisy` adds a rounding model: the float64
-reference re-run with every op's output y moved by u * ROUNDING_SLACK * unit_roundoff(d)
-* max(|y|, |op(|inputs|)|), u uniform in [-1, 1], seeded, NOISY_RUNS times. The
-op evaluated on absolute values is the classic error-bound magnitude (sum |x_i| for a
-sum that cancels, sum |x_i w_i| for a matmul); the spread of r_noisy is what rounding
-at each op may legitimately do to this graph on these values. `scale` uses the largest magnitude along the way, not
+reference re-run with every op's inputs x moved to x * (1 + u * ROUNDING_SLACK *
+unit_roundoff(d)) (backward error: rounding inside the op) and its output y moved by
+u * ROUNDING_SLACK * unit_roundoff(d) * max(|y|, |op(|inputs|)|) (forward rounding),
+u uniform in [-1, 1], seeded, NOISY_RUNS times. The op evaluated on absolute values is
+the classic error-bound magnitude (sum |x_i| for a sum that cancels, sum |x_i w_i| for a
+matmul). An op may also declare `forward_error` (OpDef): an error it makes that no input
+perturbation explains (layer_norm's rounded mean of near-equal values, amplified by
+1 / sqrt(var + eps)); it is added with one sign per run. The spread of r_noisy is what
+rounding at each op may legitimately do to this graph on these values. `scale` uses the largest magnitude along the way, not
 the output's own, because rounding errors are made relative to intermediate
 values (a sum that cancels to ~0 still carries eps * sum|x|). `sens` grows the
 budget with the depth and kind of the graph. RTOL is a few hundred float32 ulps;
@@ -136,16 +140,28 @@ def _rounding_noise(case: Case, inputs: dict, params: dict, outputs: list[np.nda
     for run in range(NOISY_RUNS):
         rng = np.random.default_rng([case.seed % 2**32, run])
 
+        systematic = 1.0 if run % 2 == 0 else -1.0
+
         def perturbed(op_name):
             reference_fn = get_op(op_name).reference
+            forward_error = get_op(op_name).forward_error
 
             def run_op(xs, ps, attrs):
+                # Backward error: a stable op computes the exact result of slightly perturbed
+                # inputs; this is what exposes rounding *inside* an op (layer_norm's mean of
+                # equal values, amplified by 1 / sqrt(var + eps)).
+                xs = [x * (1.0 + ROUNDING_SLACK * roundoff * rng.uniform(-1.0, 1.0, np.shape(x))) for x in xs]
                 out = np.asarray(reference_fn(xs, ps, attrs), dtype=np.float64)
                 # Rounding is relative to the magnitudes summed, not to a result that cancelled:
                 # the op on absolute values gives that (sum |x_i| for sum, sum |x_i w_i| for matmul).
                 magnitude = np.abs(np.asarray(reference_fn([np.abs(x) for x in xs], {k: np.abs(v) for k, v in ps.items()}, attrs)))
                 bound = np.maximum(np.abs(out), np.where(np.isfinite(magnitude), magnitude, 0.0))
-                return out + ROUNDING_SLACK * roundoff * bound * rng.uniform(-1.0, 1.0, out.shape)
+                out = out + ROUNDING_SLACK * roundoff * bound * rng.uniform(-1.0, 1.0, out.shape)
+                if forward_error is not None:
+                    # An op's own declared error (e.g. a rounded mean shared by a whole row) is
+                    # systematic: the same sign everywhere, so downstream sums do not cancel it.
+                    out = out + systematic * ROUNDING_SLACK * roundoff * np.asarray(forward_error(xs, ps, attrs))
+                return out
 
             return run_op
 

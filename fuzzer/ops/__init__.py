@@ -44,6 +44,10 @@ class OpDef:
     arity: tuple[int, int] = (1, 1)
     # Multiplies the oracle's dtype tolerance: how much rounding error this op may amplify.
     sensitivity: float = 1.0
+    # (inputs, params, attrs) -> per-element bound of the error a correct implementation makes,
+    # in units of roundoff, where it exceeds |output| (e.g. normalizing near-constant data);
+    # the oracle's rounding model adds it as a systematic error (see oracle.py).
+    forward_error: Callable | None = None
     family: str = ""
     notes: str = ""
     extra: dict[str, Any] = field(default_factory=dict)

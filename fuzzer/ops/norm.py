@@ -55,6 +55,30 @@ def _layer_norm_reference(xs, ps, attrs):
     return out.astype(x.dtype)
 
 
+def _normalization_error(x, axes, eps, scale=None):
+    """Subtracting a rounded mean leaves an error of about roundoff * max|x| in every
+    element, which the division by sqrt(var + eps) amplifies: near-constant rows are
+    ill-conditioned (the result there is mostly rounding), the same in every framework."""
+    spread = np.max(np.abs(x), axis=axes, keepdims=True)
+    var = np.var(x, axis=axes, keepdims=True)
+    bound = np.broadcast_to(spread / np.sqrt(var + eps), x.shape)
+    return bound if scale is None else bound * np.abs(scale)
+
+
+def _layer_norm_error(xs, ps, attrs):
+    x = xs[0]
+    axes = tuple(range(x.ndim - len(attrs["normalized_shape"]), x.ndim))
+    return _normalization_error(x, axes, attrs["eps"], ps.get("weight"))
+
+
+def _batch_norm_error(xs, ps, attrs):
+    x = xs[0]
+    if not attrs["training"]:
+        return np.zeros_like(x)  # running statistics: nothing is subtracted that was rounded here
+    axes = tuple(i for i in range(x.ndim) if i != 1)
+    return _normalization_error(x, axes, attrs["eps"], _channel_view(ps["weight"], x.ndim))
+
+
 def _torch_layer_norm(xs, ps, attrs):
     import torch
 
@@ -157,6 +181,7 @@ OPS = [
         draw_attrs=_draw_layer_norm,
         params=_layer_norm_params,
         sensitivity=4.0,
+        forward_error=_layer_norm_error,
     ),
     OpDef(
         name="batch_norm",
@@ -168,5 +193,6 @@ OPS = [
         draw_attrs=_draw_batch_norm,
         params=_batch_norm_params,
         sensitivity=4.0,
+        forward_error=_batch_norm_error,
     ),
 ]
