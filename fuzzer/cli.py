@@ -126,12 +126,14 @@ def main():
               help="Run the backends that compile per new graph or shape (torch.compile, torch.export, "
                    "jax eager) on every Nth graph only; 1 runs them on every graph.")
 @click.option("--memory-limit", type=click.IntRange(min=64), metavar="MB", help="Address-space limit per worker.")
+@click.option("--recycle-memory", type=click.IntRange(min=1), default=3000, show_default=True, metavar="MB",
+              help="Replace a worker whose peak memory passed this (compiled-graph caches grow over long campaigns).")
 @plugin_option
 @click.option("--resume", type=int, metavar="CAMPAIGN", help="Continue an interrupted campaign from its checkpoint.")
 @click.option("--fail-on-finding", is_flag=True, help="Exit 1 if the campaign stored any finding (for CI).")
 @json_option
 def run(db_path, time_text, max_cases, backends, ops, max_nodes, seed, workers, timeout, compile_timeout, shrink_time, inputs_per_graph,
-        compile_every, memory_limit, plugins, resume, fail_on_finding, as_json):
+        compile_every, memory_limit, recycle_memory, plugins, resume, fail_on_finding, as_json):
     """Run a fuzz campaign and store every finding, shrunk, in the corpus.
 
     Progress goes to stderr (a JSON line per update with --json); the summary to stdout.
@@ -154,7 +156,7 @@ def run(db_path, time_text, max_cases, backends, ops, max_nodes, seed, workers, 
         backends=backend_list, ops=parse_op_list(ops) if ops else None, max_nodes=max_nodes, seed=seed,
         max_cases=max_cases, time_limit=parse_duration(time_text), workers=workers, timeout=timeout, compile_timeout=compile_timeout,
         shrink_time=shrink_time, inputs_per_graph=inputs_per_graph, expensive_every=compile_every,
-        plugins=list(plugins), memory_limit_mb=memory_limit,
+        plugins=list(plugins), memory_limit_mb=memory_limit, recycle_rss_mb=recycle_memory,
     )
     corpus = open_corpus(db_path, create=True)
 

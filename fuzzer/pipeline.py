@@ -7,6 +7,7 @@ result is plain data for the parent, which is the only corpus writer.
 from __future__ import annotations
 
 import hashlib
+import resource
 from typing import Callable
 
 from fuzzer.arrays import materialize
@@ -62,6 +63,7 @@ class Pipeline:
         case = self.generator.case(seed_for(self.config.seed, index))
         backends = self.backends_for(case, index)
         reply = {"index": index, "ops": case.graph.op_names(), "backends": [b.name for b in backends],
+                 "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024,
                  "checked": 0, "invalid": 0, "seconds": {}, "findings": []}
         for variant in range(self.config.inputs_per_graph):
             # Several input/weight sets per graph: compiled code is reused, regimes vary.

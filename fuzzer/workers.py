@@ -132,6 +132,12 @@ class Worker:
         except (EOFError, ConnectionResetError, OSError):
             return ("died",)
 
+    def recycle(self) -> None:
+        """Replace an idle worker by a fresh process (to give back memory its caches hold)."""
+        self.stop()
+        self.in_flight = None
+        self._start()
+
     def _restart(self) -> None:
         self.kill()
         self.in_flight = None
