@@ -36,14 +36,17 @@ def main():
     summary = {}
     for name, results in runs.items():
         found = [r for r in results if r["found"]]
-        median = lambda key: statistics.median(r[key] for r in found) if found else None  # noqa: E731
+        def median(key):
+            values = [r[key] for r in found if r[key] is not None]
+            return statistics.median(values) if values else None
+
         summary[name] = {
             "found": f"{len(found)}/{len(results)}",
             "median_seconds_to_find": median("seconds"),
             "median_graphs_to_find": median("graphs"),
             "median_shrink_seconds": median("shrink_seconds"),
             "median_shrunk_nodes": median("shrunk_nodes"),
-            "shrunk_ops": sorted({r["shrunk_ops"] for r in found}),
+            "shrunk_ops": sorted({r["shrunk_ops"] for r in found if r["shrunk_ops"]}),
         }
     print(json.dumps({"device": args.device, "seeds": args.seeds, "canaries": summary}, indent=2))
 

@@ -41,6 +41,7 @@ class CampaignOptions(WorkerConfig):
     # by a fresh one between cases (measured: ~4 GB after 10 minutes of the default set).
     recycle_rss_mb: int = 3000
     stop_after_findings: int | None = None  # selftest: stop at the first finding
+    shrink_known: bool = False  # selftest: shrink even signatures the corpus already has
 
     def worker_config(self) -> WorkerConfig:
         return WorkerConfig(**{f.name: getattr(self, f.name) for f in fields(WorkerConfig)})
@@ -80,7 +81,7 @@ class Campaign:
         self.corpus = corpus
         self.options = options
         self.on_progress = on_progress or (lambda progress: None)
-        self.known_signatures = {b["signature"] for b in corpus.buckets()}
+        self.known_signatures = set() if options.shrink_known else {b["signature"] for b in corpus.buckets()}
         # The same generator as the workers', to rebuild the case a dead worker was running.
         load_plugins(options.plugins)
         self.generator = CaseGenerator(campaign_ops(options.ops, parse_backend_list(",".join(options.backends))), options.max_nodes)

@@ -15,7 +15,7 @@ def run_selftest(corpus: Corpus, max_cases: int = 300, seed: int = 0, shrink_tim
         backend = f"canary-{canary}" + ("-cuda" if device == "cuda" else "")
         options = CampaignOptions(
             backends=[backend], plugins=[canary], seed=seed, max_cases=max_cases, workers=1,
-            shrink_time=shrink_time, inputs_per_graph=1, stop_after_findings=1,
+            shrink_time=shrink_time, inputs_per_graph=1, stop_after_findings=1, shrink_known=True,
         )
         progress = run_campaign(corpus, options)
         shrunk = [
