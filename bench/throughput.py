@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import tempfile
 import time
 from pathlib import Path
@@ -47,8 +48,18 @@ def main():
     parser.add_argument("--backends", default=",".join(DEFAULT_BACKENDS))
     parser.add_argument("--inputs-per-graph", type=int, default=2)
     parser.add_argument("--compile-every", type=int, default=10)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--cold", action="store_true",
+                        help="Empty jax and inductor compilation caches (a first campaign on a new machine); "
+                             "without it, re-running a seed measures warm disk caches.")
     args = parser.parse_args()
-    result = measure(args.backends.split(","), args.time, args.workers, args.inputs_per_graph, args.compile_every)
+    if args.cold:
+        cache = tempfile.mkdtemp(prefix="fuzz-bench-cache-")
+        os.environ["FUZZ_JAX_CACHE"] = os.path.join(cache, "jax")
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(cache, "inductor")
+    result = measure(args.backends.split(","), args.time, args.workers, args.inputs_per_graph, args.compile_every,
+                     seed=args.seed)
+    result["seed"], result["cold_caches"] = args.seed, args.cold
     print(json.dumps(result, indent=2))
 
 
