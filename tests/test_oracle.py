@@ -122,3 +122,17 @@ def test_generation_is_deterministic_from_a_seed():
 def test_torch_compile_agrees_on_a_seed_pattern():
     result = check_case(transpose_layer_norm_case(), [get_backend("torch-compile:cpu:float32")])
     assert result.verdict == oracle.AGREE
+
+
+@pytest.mark.slow
+def test_torch_compile_keeps_compiling_past_dynamo_recompile_limit():
+    """dynamo silently falls back to eager after 8 variants of one code object: each graph
+    must get its own, or torch-compile stops being a compiled backend after 8 graphs."""
+    from torch._dynamo.utils import counters
+
+    backend = get_backend("torch-compile:cpu:float32")
+    generator = CaseGenerator(["relu", "tanh", "add", "mul"], max_nodes=3)
+    before = counters["stats"]["unique_graphs"]
+    for seed in range(11):
+        backend.run(generator.case(seed))
+    assert counters["stats"]["unique_graphs"] - before >= 11

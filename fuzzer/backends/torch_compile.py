@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import types
+
 from fuzzer.backends import CompiledCache, interpret
 from fuzzer.backends.torch_eager import TorchEager
 from fuzzer.ir import Graph
@@ -9,6 +11,16 @@ from fuzzer.ir import Graph
 # Compiled graphs by (backend name, graph structure), kept for the life of the process
 # (a campaign worker) and bounded so a long campaign does not grow without limit.
 COMPILED = CompiledCache(limit=256)
+
+
+def _own_code_object(fn, name: str):
+    """A copy of `fn` with a code object of its own.
+
+    dynamo keeps its compiled variants per code object, at most `recompile_limit` (8)
+    of them, and then silently runs the function *eagerly*. One shared lambda for every
+    graph would stop being compiled after the 8th graph of a worker.
+    """
+    return types.FunctionType(fn.__code__.replace(co_name=name), fn.__globals__, name, fn.__defaults__, fn.__closure__)
 
 
 class TorchCompile(TorchEager):
@@ -19,10 +31,15 @@ class TorchCompile(TorchEager):
     def _graph_fn(self, graph: Graph):
         import torch
 
-        return COMPILED.get(
-            (self.name, graph.structure_key()),
-            lambda: torch.compile(lambda inputs, params: interpret(graph, inputs, params, self.impl_for), dynamic=False),
-        )
+        key = graph.structure_key()
+
+        def build():
+            def run_graph(inputs, params):
+                return interpret(graph, inputs, params, self.impl_for)
+
+            return torch.compile(_own_code_object(run_graph, f"fuzz_graph_{key}"), dynamic=False)
+
+        return COMPILED.get((self.name, key), build)
 
 
 BACKENDS = [TorchCompile]
