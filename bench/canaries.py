@@ -12,7 +12,6 @@ import argparse
 import json
 import statistics
 import tempfile
-import time
 from pathlib import Path
 
 from fuzzer.corpus import Corpus
