@@ -42,6 +42,7 @@ class CampaignOptions(WorkerConfig):
     recycle_rss_mb: int = 3000
     stop_after_findings: int | None = None  # selftest: stop at the first finding
     shrink_known: bool = False  # selftest: shrink even signatures the corpus already has
+    ray: str | None = None  # run the workers as Ray actors: "local", "auto" or a cluster address
 
     def worker_config(self) -> WorkerConfig:
         return WorkerConfig(**{f.name: getattr(self, f.name) for f in fields(WorkerConfig)})
@@ -108,7 +109,7 @@ class Campaign:
             self.start()
         progress = self.progress
         started = time.monotonic() - progress.elapsed
-        workers = [Worker(self.options.worker_config()) for _ in range(max(1, self.options.workers))]
+        workers = self._start_workers()
         assigned: dict[int, int] = {}  # id(worker) -> index
         next_index = progress.next_index
         done_above = set(progress.done_above)
@@ -117,18 +118,17 @@ class Campaign:
         try:
             while True:
                 progress.elapsed = time.monotonic() - started
-                stop = self._should_stop(next_index, progress)
                 for worker in workers:
-                    if worker.in_flight is None and not stop:
-                        while next_index in done_above:
-                            next_index += 1
+                    while next_index in done_above:
+                        next_index += 1
+                    if worker.in_flight is None and not self._should_stop(next_index, progress):
                         worker.submit(("case", next_index, sorted(self.known_signatures)))
                         assigned[id(worker)] = next_index
                         next_index += 1
                 busy = [w for w in workers if w.in_flight is not None]
                 if not busy:
                     break
-                multiprocessing.connection.wait([w.conn for w in busy], timeout=0.5)
+                _wait_for(busy)
                 for worker in busy:
                     index = assigned[id(worker)]
                     try:
@@ -171,6 +171,15 @@ class Campaign:
             self.on_progress(progress)
         return progress
 
+    def _start_workers(self) -> list:
+        count = max(1, self.options.workers)
+        if self.options.ray is None:
+            return [Worker(self.options.worker_config()) for _ in range(count)]
+        from fuzzer.ray_workers import RayWorker, start_ray
+
+        start_ray(self.options.ray)
+        return [RayWorker(self.options.worker_config()) for _ in range(count)]
+
     def _should_stop(self, next_index: int, progress: Progress) -> bool:
         """`max_cases` counts seed indices, so a resumed campaign ends where the original would have."""
         if self.options.max_cases is not None and next_index >= self.options.max_cases:
@@ -193,10 +202,13 @@ class Campaign:
         for name, seconds in reply["seconds"].items():
             progress.backend_seconds[name] = progress.backend_seconds.get(name, 0.0) + seconds
         for record in reply["findings"]:
-            self._store_finding(record["case"], record["verdict"], record["backends"], record["findings"], record["shrunk"])
+            self._store_finding(record["case"], record["verdict"], record["backends"], record["findings"], record["shrunk"],
+                                node=reply.get("node"))
 
-    def _store_finding(self, case, verdict, backends, findings, shrunk=()) -> None:
+    def _store_finding(self, case, verdict, backends, findings, shrunk=(), node=None) -> None:
         progress = self.progress
+        if node is not None:  # Ray workers: the node the finding came from
+            findings = [{**f, "node": node} for f in findings]
         if all(f["verdict"] == PRECISION_POLICY for f in findings):
             progress.precision_policy_cases += 1
         else:
@@ -211,7 +223,8 @@ class Campaign:
         for small in shrunk:
             self.corpus.add_case(
                 small["case"], campaign_id=progress.campaign_id, verdict=small["verdict"], backends=small["backends"],
-                findings=small["findings"], shrunk_from=case_id, shrink_log=small["log"],
+                findings=[{**f, "node": node} for f in small["findings"]] if node is not None else small["findings"],
+                shrunk_from=case_id, shrink_log=small["log"],
             )
 
     def _store_death(self, index: int, died: WorkerDied) -> None:
@@ -223,7 +236,16 @@ class Campaign:
             backend=backend, verdict=died.kind, culprit="-",
             signature=signature(died.kind, backend, "-", died.message), detail=died.message, error=died.message,
         )
-        self._store_finding(case, died.kind, list(self.options.backends), [finding.to_dict()])
+        self._store_finding(case, died.kind, list(self.options.backends), [finding.to_dict()], node=getattr(died, "node", None))
+
+
+def _wait_for(busy: list) -> None:
+    """Until a busy worker may have something to collect: pipe workers are waited on, Ray workers polled."""
+    conns = [w.conn for w in busy if w.conn is not None]
+    if len(conns) == len(busy):
+        multiprocessing.connection.wait(conns, timeout=0.5)
+    else:
+        time.sleep(0.05)
 
 
 def run_campaign(corpus: Corpus, options: CampaignOptions, on_progress=None, resume: int | None = None) -> Progress:

@@ -131,9 +131,11 @@ def main():
 @plugin_option
 @click.option("--resume", type=int, metavar="CAMPAIGN", help="Continue an interrupted campaign from its checkpoint.")
 @click.option("--fail-on-finding", is_flag=True, help="Exit 1 if the campaign stored any finding (for CI).")
+@click.option("--ray", "ray_address", metavar="ADDRESS",
+              help="Run the workers as Ray actors: 'local' starts a local Ray instance; 'auto' or ray://host:port joins a cluster.")
 @json_option
 def run(db_path, time_text, max_cases, backends, ops, max_nodes, seed, workers, timeout, compile_timeout, shrink_time, inputs_per_graph,
-        compile_every, memory_limit, recycle_memory, plugins, resume, fail_on_finding, as_json):
+        compile_every, memory_limit, recycle_memory, plugins, resume, fail_on_finding, ray_address, as_json):
     """Run a fuzz campaign and store every finding, shrunk, in the corpus.
 
     Progress goes to stderr (a JSON line per update with --json); the summary to stdout.
@@ -151,12 +153,17 @@ def run(db_path, time_text, max_cases, backends, ops, max_nodes, seed, workers, 
     if resume is None and max_cases is None and time_text is None:
         raise UserError("A campaign needs a limit: pass --time (e.g. 10m) or --max-cases.")
     load_plugins(list(plugins))  # fail fast, in this process, on a bad plugin, backend or op
+    if ray_address is not None:
+        try:
+            import ray  # noqa: F401
+        except ImportError:
+            raise UserError("--ray needs Ray, which is not installed: pip install 'fuzzer[ray]'") from None
     backend_list = [b.name for b in parse_backend_list(backends)]
     options = CampaignOptions(
         backends=backend_list, ops=parse_op_list(ops) if ops else None, max_nodes=max_nodes, seed=seed,
         max_cases=max_cases, time_limit=parse_duration(time_text), workers=workers, timeout=timeout, compile_timeout=compile_timeout,
         shrink_time=shrink_time, inputs_per_graph=inputs_per_graph, expensive_every=compile_every,
-        plugins=list(plugins), memory_limit_mb=memory_limit, recycle_rss_mb=recycle_memory,
+        plugins=list(plugins), memory_limit_mb=memory_limit, recycle_rss_mb=recycle_memory, ray=ray_address,
     )
     corpus = open_corpus(db_path, create=True)
 
