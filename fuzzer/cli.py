@@ -99,8 +99,14 @@ def main():
     Example:
       fuzz run --time 10m            # a campaign on the default CPU backends
       fuzz list                      # what it found
-      fuzz show 3                    # one finding, with its reproducer
+      fuzz show 3                    # one finding: graph, errors, versions
       fuzz replay 3                  # does it still reproduce? (exit 1 if so)
+      fuzz export 3 -o repro.py      # a standalone reproducer script
+
+    \b
+    Exit codes: 0 all good; 1 a finding, a reproduced discrepancy or a regression
+    surprise; 2 bad usage or input; 3 an internal error (a bug in fuzzer).
+    The corpus is corpus/fuzz.db unless --db or $FUZZ_DB says otherwise.
     """
 
 
