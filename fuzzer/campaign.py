@@ -203,9 +203,9 @@ class Campaign:
             progress.backend_seconds[name] = progress.backend_seconds.get(name, 0.0) + seconds
         for record in reply["findings"]:
             self._store_finding(record["case"], record["verdict"], record["backends"], record["findings"], record["shrunk"],
-                                node=reply.get("node"))
+                                node=reply.get("node"), verdicts=record["verdicts"])
 
-    def _store_finding(self, case, verdict, backends, findings, shrunk=(), node=None) -> None:
+    def _store_finding(self, case, verdict, backends, findings, shrunk=(), node=None, verdicts=None) -> None:
         progress = self.progress
         if node is not None:  # Ray workers: the node the finding came from
             findings = [{**f, "node": node} for f in findings]
@@ -214,7 +214,7 @@ class Campaign:
         else:
             progress.finding_cases += 1
         case_id = self.corpus.add_case(
-            case, campaign_id=progress.campaign_id, verdict=verdict, backends=backends, findings=findings
+            case, campaign_id=progress.campaign_id, verdict=verdict, backends=backends, findings=findings, verdicts=verdicts
         )
         for finding in findings:
             if finding["signature"] not in self.known_signatures:
@@ -224,7 +224,7 @@ class Campaign:
             self.corpus.add_case(
                 small["case"], campaign_id=progress.campaign_id, verdict=small["verdict"], backends=small["backends"],
                 findings=[{**f, "node": node} for f in small["findings"]] if node is not None else small["findings"],
-                shrunk_from=case_id, shrink_log=small["log"],
+                shrunk_from=case_id, shrink_log=small["log"], verdicts=small["verdicts"],
             )
 
     def _store_death(self, index: int, died: WorkerDied) -> None:

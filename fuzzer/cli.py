@@ -255,7 +255,8 @@ def show(db_path, case_id, as_json):
     shapes = infer_shapes(stored.case.graph)
     data = {
         "id": stored.id, "verdict": stored.verdict, "signature": stored.signature, "findings": stored.findings,
-        "backends": stored.backends, "shrunk_from": stored.shrunk_from, "shrink_log": stored.shrink_log,
+        "backends": stored.backends, "verdicts": stored.verdicts, "shrunk_from": stored.shrunk_from,
+        "shrink_log": stored.shrink_log,
         "graph": stored.case.graph.to_dict(), "shapes": {k: list(v) for k, v in shapes.items()},
         "versions": campaign["versions"] if campaign else None, "seed": stored.case.seed,
     }
@@ -270,6 +271,9 @@ def show(db_path, case_id, as_json):
     lines.append(f"  outputs: {', '.join(stored.case.graph.outputs)}")
     lines.append("Findings:")
     lines += _finding_lines(stored.findings)
+    if stored.verdicts:
+        lines.append("Every backend against the float64 reference:")
+        lines += _verdict_lines(stored.verdicts)
     if campaign:
         v = campaign["versions"]
         lines.append(f"Versions: torch {v.get('torch')}, jax {v.get('jax')}, numpy {v.get('numpy')}, cuda {v.get('cuda')}, "
@@ -315,12 +319,16 @@ def triage(db_path, case_id, status, note, as_json):
 
 # -- re-running --------------------------------------------------------------------------------
 
-def _replay_text(reply: dict) -> str:
-    lines = [f"Verdict: {reply['verdict']}"]
-    for v in reply["verdicts"]:
+def _verdict_lines(verdicts: list[dict]) -> list[str]:
+    lines = []
+    for v in verdicts:
         error = f" max error {v['max_error']:.3g} (allowed {v['allowed']:.3g})" if v.get("allowed") else ""
         lines.append(f"  {v['backend']:<28} {v['verdict']:<16}{error} {v.get('detail') or ''}".rstrip())
-    return "\n".join(lines)
+    return lines
+
+
+def _replay_text(reply: dict) -> str:
+    return "\n".join([f"Verdict: {reply['verdict']}", *_verdict_lines(reply["verdicts"])])
 
 
 @main.command()

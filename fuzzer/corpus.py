@@ -37,7 +37,7 @@ from fuzzer.arrays import from_base64, from_npy_bytes, to_base64, to_npy_bytes
 from fuzzer.errors import InternalError, UserError
 from fuzzer.ir import Case, Graph
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 BUSY_TIMEOUT_S = 30.0
 SQLITE_HEADER = b"SQLite format 3\x00"
 
@@ -78,7 +78,8 @@ _SCHEMA_SQL = {
         signature TEXT,
         findings TEXT NOT NULL DEFAULT '[]',
         shrunk_from INTEGER REFERENCES cases(id),
-        shrink_log TEXT)""",
+        shrink_log TEXT,
+        verdicts TEXT NOT NULL DEFAULT '[]')""",
     "case_arrays": """CREATE TABLE IF NOT EXISTS case_arrays (
         case_id INTEGER NOT NULL REFERENCES cases(id),
         name TEXT NOT NULL,
@@ -177,8 +178,14 @@ def _to_v1(db: sqlite_utils.Database) -> None:
 
 
 # Ordered steps: (version the step produces, step). Append new ones; never edit old ones.
+def _to_v2(db: sqlite_utils.Database) -> None:
+    """Version 2 adds cases.verdicts: every backend's verdict and error, not only the findings."""
+    _add_missing_columns(db)
+
+
 MIGRATIONS: list[tuple[int, Callable[[sqlite_utils.Database], None]]] = [
     (1, _to_v1),
+    (2, _to_v2),
 ]
 
 
@@ -197,6 +204,7 @@ class StoredCase:
     backends: list[str]
     shrunk_from: int | None
     shrink_log: Any
+    verdicts: list[dict]
     content_hash: str
     op_sequence: str
 
@@ -429,6 +437,7 @@ class Corpus:
         shrunk_from: int | None = None,
         shrink_log: Any = None,
         created: str | None = None,
+        verdicts: list[dict] | None = None,
     ) -> int:
         """Store the case, its arrays and its findings' buckets in one transaction; returns the case id."""
         findings = _finding_dicts(findings)
@@ -443,8 +452,8 @@ class Corpus:
             now = created or _now()  # `created` keeps a merged case's original time
             case_id = self.db.execute(
                 "INSERT INTO cases (campaign_id, created, content_hash, seed, graph, op_sequence, node_count, "
-                "element_count, backends, verdict, signature, findings, shrunk_from, shrink_log) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "element_count, backends, verdict, signature, findings, shrunk_from, shrink_log, verdicts) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [
                     campaign_id,
                     now,
@@ -460,6 +469,7 @@ class Corpus:
                     json.dumps(findings),
                     shrunk_from,
                     None if shrink_log is None else json.dumps(shrink_log),
+                    json.dumps(verdicts or []),
                 ],
             ).lastrowid
             for name, blob in arrays.items():
@@ -512,6 +522,7 @@ class Corpus:
             backends=json.loads(row["backends"]),
             shrunk_from=row["shrunk_from"],
             shrink_log=_loads(row["shrink_log"]),
+            verdicts=json.loads(row.get("verdicts") or "[]"),
             content_hash=row["content_hash"],
             op_sequence=row["op_sequence"],
         )
@@ -626,7 +637,7 @@ class Corpus:
             cases[stored.id] = present[key] = self.add_case(
                 stored.case, campaign_id=campaigns.get(stored.campaign_id), verdict=stored.verdict,
                 backends=stored.backends, findings=stored.findings, shrunk_from=cases.get(stored.shrunk_from),
-                shrink_log=stored.shrink_log, created=stored.created,
+                shrink_log=stored.shrink_log, created=stored.created, verdicts=stored.verdicts,
             )
             added += 1
         triaged = 0

@@ -108,6 +108,7 @@ class Pipeline:
             "log": shrunk.log(),
             "verdict": final.verdict,
             "findings": [f.to_dict() for f in final.findings],
+            "verdicts": [v.to_dict() for v in final.verdicts],
             "backends": [backend.name],
         }
 

@@ -110,6 +110,6 @@ def reshrink_stored(corpus: Corpus, case_id: int, plugins: list[str], seconds: f
         raise UserError(f"Case {case_id} no longer reproduces on {finding['backend']}; nothing to shrink.")
     new_id = corpus.add_case(
         result["case"], campaign_id=stored.campaign_id, verdict=result["verdict"], backends=result["backends"],
-        findings=result["findings"], shrunk_from=case_id, shrink_log=result["log"],
+        findings=result["findings"], shrunk_from=case_id, shrink_log=result["log"], verdicts=result["verdicts"],
     )
     return {"id": new_id, "shrunk_from": case_id, "log": result["log"], "ops": result["case"].graph.op_names()}

@@ -366,12 +366,12 @@ def test_migrates_version_0_corpus(tmp_path):
     conn.close()
 
     with Corpus(path) as corpus:
-        assert corpus.schema_version() == SCHEMA_VERSION == 1
+        assert corpus.schema_version() == SCHEMA_VERSION == 2
         columns = {c.name for c in corpus.db["cases"].columns}
-        assert {"element_count", "shrink_log"} <= columns
+        assert {"element_count", "shrink_log", "verdicts"} <= columns
         assert "note" in {c.name for c in corpus.db["buckets"].columns}
         stored = corpus.get_case(1)
-        assert stored.case.graph == case.graph and stored.shrink_log is None
+        assert stored.case.graph == case.graph and stored.shrink_log is None and stored.verdicts == []
         assert corpus.list_cases()[0]["element_count"] == sum(a.size for a in case.arrays.values())
         assert corpus.triage(1, "confirmed", note="old bug")["note"] == "old bug"
         # the migrated bucket keeps working: a smaller case takes over as representative
@@ -421,3 +421,21 @@ def test_two_processes_write_one_corpus(tmp_path):
         assert corpus.bucket("shared")["count"] == 100
         assert corpus.db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
         assert corpus.db.execute("SELECT count(*) FROM case_arrays").fetchone()[0] == 100 * 3
+
+
+def test_migrates_version_1_corpus_adding_every_backends_verdicts(tmp_path):
+    """Version 2 keeps each backend's verdict and error; a version-1 file gains the column."""
+    path = tmp_path / "v1.db"
+    with Corpus(path) as corpus:
+        old_id = add(corpus, chain_case(5), [finding()])
+    conn = sqlite3.connect(path)
+    conn.execute("ALTER TABLE cases DROP COLUMN verdicts")
+    conn.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
+    conn.commit()
+    conn.close()
+    with Corpus(path) as corpus:
+        assert corpus.schema_version() == 2
+        assert corpus.get_case(old_id).verdicts == []
+        verdicts = [{"backend": "jax-jit:cpu:float32", "verdict": "agree", "max_error": 1e-7, "allowed": 1e-4}]
+        new_id = corpus.add_case(chain_case(6), verdict="mismatch", backends=["b"], findings=[finding()], verdicts=verdicts)
+        assert corpus.get_case(new_id).verdicts == verdicts
