@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -187,10 +187,6 @@ def param_shapes(graph: Graph, shapes: dict[str, tuple[int, ...]] | None = None)
     return out
 
 
-def validate(graph: Graph) -> None:
-    infer_shapes(graph)
-
-
 @dataclass(frozen=True)
 class Case:
     """A graph with concrete values for all its inputs and parameters."""
@@ -220,6 +216,3 @@ class Case:
             digest.update(name.encode())
             digest.update(np.ascontiguousarray(self.arrays[name], dtype=np.float64).tobytes())
         return digest.hexdigest()[:16]
-
-    def with_graph(self, graph: Graph, arrays: dict) -> "Case":
-        return replace(self, graph=graph, arrays=arrays)

@@ -22,7 +22,6 @@ from fuzzer.errors import UserError
 from fuzzer.ir import Case, Graph
 from fuzzer.ops import get_op, registry
 
-DTYPES = ("float64", "float32", "float16", "bfloat16")
 
 
 def interpret(graph: Graph, inputs: dict, params: dict, impl_for: Callable[[str], Callable], keep_all: bool = False):

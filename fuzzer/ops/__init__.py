@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
-from dataclasses import dataclass, field
-from typing import Any, Callable
+from dataclasses import dataclass
+from typing import Callable
 
 from fuzzer.errors import UserError
 
@@ -50,7 +50,6 @@ class OpDef:
     forward_error: Callable | None = None
     family: str = ""
     notes: str = ""
-    extra: dict[str, Any] = field(default_factory=dict)
 
     def arity_ok(self, n: int) -> bool:
         return self.arity[0] <= n <= self.arity[1]

@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from hypothesis import strategies as st
 
 from fuzzer.errors import ShapeError
 
@@ -13,11 +12,6 @@ from fuzzer.errors import ShapeError
 # across graphs (perf-notes: jax recompiles per new shape); the set still holds size 1,
 # sizes just off powers of two and the awkward odd sizes where tiled kernels have tails.
 DIMS = (1, 2, 3, 4, 5, 7, 8, 9, 16, 17)
-
-
-def dim(draw, low: int = 1, high: int = 17) -> int:
-    choices = [d for d in DIMS if low <= d <= high] or [low]
-    return draw(st.sampled_from(choices))
 
 
 def rank_between(low: int, high: int):
