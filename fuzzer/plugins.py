@@ -137,9 +137,19 @@ def _register(register: Callable, source: str) -> list[str]:
     return api.backends
 
 
+# Plugins already registered in this process, so that the CLI's early check and the
+# campaign's own loading do not run a user's plugin code (and its set-up) twice.
+_LOADED: dict[Path, list[str]] = {}
+_ENTRY_POINT_BACKENDS: list[str] | None = None
+
+
 def load_plugin(spec: str) -> list[str]:
-    """Import a plugin file (or shipped canary) and call its register(api); returns its backend names."""
-    path = _resolve(spec)
+    """Import a plugin file (or shipped canary) and call its register(api); returns its backend names.
+
+    Once per process: loading the same file again returns the names it registered."""
+    path = _resolve(spec).resolve()
+    if path in _LOADED:
+        return list(_LOADED[path])
     module_name = f"fuzzer_plugin_{path.stem}"
     try:
         module_spec = importlib.util.spec_from_file_location(module_name, path)
@@ -152,18 +162,23 @@ def load_plugin(spec: str) -> list[str]:
     register = getattr(module, "register", None)
     if not callable(register):
         raise UserError(f"Plugin '{spec}' defines no register(api) function; see README 'Plugins'.")
-    return _register(register, f"'{spec}'")
+    _LOADED[path] = _register(register, f"'{spec}'")
+    return list(_LOADED[path])
 
 
 def load_entry_point_plugins() -> list[str]:
-    names = []
-    for entry in metadata.entry_points(group=ENTRY_POINT_GROUP):
-        try:
-            register = entry.load()
-        except Exception as exc:  # noqa: BLE001
-            raise UserError(f"Plugin entry point '{entry.name}' failed to import: {type(exc).__name__}: {exc}.") from None
-        names += _register(register, f"entry point '{entry.name}'")
-    return names
+    """Plugins installed as packages (entry point group `fuzzer.plugins`), once per process."""
+    global _ENTRY_POINT_BACKENDS
+    if _ENTRY_POINT_BACKENDS is None:
+        names = []
+        for entry in metadata.entry_points(group=ENTRY_POINT_GROUP):
+            try:
+                register = entry.load()
+            except Exception as exc:  # noqa: BLE001
+                raise UserError(f"Plugin entry point '{entry.name}' failed to import: {type(exc).__name__}: {exc}.") from None
+            names += _register(register, f"entry point '{entry.name}'")
+        _ENTRY_POINT_BACKENDS = names
+    return list(_ENTRY_POINT_BACKENDS)
 
 
 def load_plugins(specs: list[str] | tuple[str, ...]) -> list[str]:
