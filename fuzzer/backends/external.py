@@ -1,21 +1,21 @@
 """External-process backends: a command in any language reads a case folder and writes .npy outputs.
 
-The protocol is documented in docs/external-backends.md. A plugin registers one with
+The protocol is documented in docs/external-backends.md (and implemented in
+fuzzer/case_folder.py). A plugin registers one with
 `api.add_external_backend(name, command, ops=[...])`; it is not discovered by module
 because each needs its command.
 """
 
 from __future__ import annotations
 
-import json
 import subprocess
 import tempfile
 from pathlib import Path
 
 import numpy as np
 
-from fuzzer.arrays import from_npy_bytes, to_npy_bytes
-from fuzzer.backends import Backend, split_arrays
+from fuzzer import case_folder
+from fuzzer.backends import Backend
 from fuzzer.ir import Case
 from fuzzer.ops import registry
 
@@ -42,20 +42,9 @@ class ExternalBackend(Backend):
         return None
 
     def run(self, case: Case) -> list[np.ndarray]:
-        inputs, params = split_arrays(case)
         with tempfile.TemporaryDirectory(prefix="fuzz-external-") as folder:
             root = Path(folder)
-            (root / "arrays").mkdir()
-            (root / "outputs").mkdir()
-            for name, array in case.arrays.items():
-                (root / "arrays" / f"{name}.npy").write_bytes(to_npy_bytes(array.astype(self.dtype)))
-            description = {
-                "graph": case.graph.to_dict(),
-                "dtype": self.dtype,
-                "inputs": list(inputs),
-                "params": {node: sorted(ps) for node, ps in params.items()},
-            }
-            (root / "case.json").write_text(json.dumps(description, sort_keys=True))
+            case_folder.write_case(case, root, self.dtype)
             try:
                 done = subprocess.run([*self.command, str(root)], capture_output=True, text=True, timeout=self.timeout)
             except subprocess.TimeoutExpired:
@@ -63,10 +52,4 @@ class ExternalBackend(Backend):
             if done.returncode != 0:
                 tail = " / ".join(done.stderr.strip().splitlines()[-3:])
                 raise ExternalProcessError(f"external backend '{self.name}' exited with status {done.returncode}: {tail}")
-            outputs = []
-            for index in range(len(case.graph.outputs)):
-                path = root / "outputs" / f"{index}.npy"
-                if not path.exists():
-                    raise ExternalProcessError(f"external backend '{self.name}' wrote no outputs/{index}.npy")
-                outputs.append(from_npy_bytes(path.read_bytes(), f"output {index} of '{self.name}'"))
-            return outputs
+            return case_folder.read_outputs(root, len(case.graph.outputs), f"external backend '{self.name}'")

@@ -34,8 +34,12 @@ class TorchCompile(TorchEager):
         key = graph.structure_key()
 
         def build():
+            # Looked up outside the traced function: dynamo need not trace the op registry
+            # (older releases fail to, e.g. torch 2.1 on its first, registry-filling call).
+            impls = {op: self.impl_for(op) for op in graph.op_names()}
+
             def run_graph(inputs, params):
-                return interpret(graph, inputs, params, self.impl_for)
+                return interpret(graph, inputs, params, impls.__getitem__)
 
             return torch.compile(_own_code_object(run_graph, f"fuzz_graph_{key}"), dynamic=False)
 

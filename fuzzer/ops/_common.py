@@ -8,6 +8,23 @@ import numpy as np
 
 from fuzzer.errors import ShapeError
 
+
+class _Strategies:
+    """hypothesis.strategies, imported on first use.
+
+    Only drawing attributes needs hypothesis; running ops does not, and the ops are
+    shipped to other Python environments that have just numpy and one framework
+    (fuzzer/env_worker.py).
+    """
+
+    def __getattr__(self, name: str):
+        from hypothesis import strategies
+
+        return getattr(strategies, name)
+
+
+st = _Strategies()
+
 # Dimensions are drawn from a small set so that jax/torch.compile reuse compiled code
 # across graphs (perf-notes: jax recompiles per new shape); the set still holds size 1,
 # sizes just off powers of two and the awkward odd sizes where tiled kernels have tails.

@@ -9,10 +9,9 @@ any p must be the identity: seed bug 2 was dropout left active at inference.
 from __future__ import annotations
 
 import numpy as np
-from hypothesis import strategies as st
 
 from fuzzer.ops import OpDef
-from fuzzer.ops._common import check, rank_between
+from fuzzer.ops._common import check, rank_between, st
 
 
 def _draw(draw, shapes):

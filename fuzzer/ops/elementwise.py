@@ -5,10 +5,9 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from hypothesis import strategies as st
 
 from fuzzer.ops import OpDef
-from fuzzer.ops._common import check, like
+from fuzzer.ops._common import check, like, st
 
 
 def _same_shape(attrs, shapes):

@@ -7,10 +7,9 @@ so the sizes drawn include K = 1 and sizes just off multiples of 8/16/32.
 from __future__ import annotations
 
 import numpy as np
-from hypothesis import strategies as st
 
 from fuzzer.ops import OpDef
-from fuzzer.ops._common import DIMS, check, rank_between
+from fuzzer.ops._common import DIMS, check, rank_between, st
 
 TILE_EDGE_SIZES = (1, 3, 7, 9, 15, 17, 31, 33)
 

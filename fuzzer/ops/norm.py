@@ -8,10 +8,9 @@ same-dtype reference term (see oracle.py) absorbs the rest.
 from __future__ import annotations
 
 import numpy as np
-from hypothesis import strategies as st
 
 from fuzzer.ops import OpDef
-from fuzzer.ops._common import check, numel, rank_between
+from fuzzer.ops._common import check, numel, rank_between, st
 
 EPS = 1e-5
 

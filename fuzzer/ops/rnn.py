@@ -12,10 +12,9 @@ import contextlib
 import warnings
 
 import numpy as np
-from hypothesis import strategies as st
 
 from fuzzer.ops import OpDef
-from fuzzer.ops._common import check
+from fuzzer.ops._common import check, st
 
 GATES = {"gru": 3, "lstm": 4}
 

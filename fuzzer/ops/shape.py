@@ -7,10 +7,9 @@ transpose and permute produce non-contiguous views in torch; the ops after them
 from __future__ import annotations
 
 import numpy as np
-from hypothesis import strategies as st
 
 from fuzzer.ops import OpDef
-from fuzzer.ops._common import check, norm_dim, numel, rank_between
+from fuzzer.ops._common import check, norm_dim, numel, rank_between, st
 
 
 def _draw_reshape(draw, shapes):

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import numpy as np
-from hypothesis import strategies as st
 
 from fuzzer.ops import OpDef
-from fuzzer.ops._common import norm_dim, rank_between
+from fuzzer.ops._common import norm_dim, rank_between, st
 
 
 def _draw_dim(draw, shapes):
