@@ -85,7 +85,8 @@ class Campaign:
         self.known_signatures = set() if options.shrink_known else {b["signature"] for b in corpus.buckets()}
         # The same generator as the workers', to rebuild the case a dead worker was running.
         load_plugins(options.plugins)
-        self.generator = CaseGenerator(campaign_ops(options.ops, parse_backend_list(",".join(options.backends))), options.max_nodes)
+        self.backends = parse_backend_list(",".join(options.backends))
+        self.generator = CaseGenerator(campaign_ops(options.ops, self.backends), options.max_nodes)
 
     @classmethod
     def resume(cls, corpus: Corpus, campaign_id: int, on_progress=None, **overrides) -> "Campaign":
@@ -100,7 +101,7 @@ class Campaign:
 
     def start(self) -> None:
         config = asdict(self.options)
-        campaign_id = self.corpus.start_campaign(config, self.options.seed, versions())
+        campaign_id = self.corpus.start_campaign(config, self.options.seed, versions(self.backends))
         self.progress = Progress(campaign_id)
 
     # -- the main loop -------------------------------------------------------------------

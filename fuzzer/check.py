@@ -10,7 +10,7 @@ import numpy as np
 
 from fuzzer import oracle
 from fuzzer.backends import Backend
-from fuzzer.execute import HANG, OK, Outcome, run_backend
+from fuzzer.execute import HANG, OK, UNSUPPORTED, Outcome, run_backend
 from fuzzer.ir import Case
 
 Runner = Callable[[Backend, Case], Outcome]
@@ -63,7 +63,7 @@ def check_case(case: Case, backends: list[Backend], reruns: int = 2, runner: Run
         if verdict.verdict in oracle.WRONG_VALUE_VERDICTS and _changes_on_rerun(backend, case, outcome, reruns, runner):
             verdict = replace(verdict, verdict=oracle.NONDETERMINISTIC, detail="two runs of the same case differ")
         result.verdicts.append(verdict)
-        if verdict.verdict != oracle.AGREE:
+        if verdict.verdict not in (oracle.AGREE, oracle.UNSUPPORTED):
             result.findings.append(_finding(backend, case, verdict, outcome, runner))
     result.verdict = oracle.worst_verdict([v.verdict for v in result.verdicts])
     return result
@@ -72,8 +72,10 @@ def check_case(case: Case, backends: list[Backend], reruns: int = 2, runner: Run
 def _verdict_of(backend: Backend, outcome: Outcome, reference: oracle.Reference) -> oracle.BackendVerdict:
     if outcome.status == OK:
         return oracle.judge_outputs(backend.name, backend.dtype, outcome.outputs, reference)
+    if outcome.status == UNSUPPORTED:
+        return oracle.BackendVerdict(backend.name, oracle.UNSUPPORTED, detail=outcome.error)
     verdict = oracle.HANG if outcome.status == HANG else oracle.CRASH
-    return oracle.BackendVerdict(backend.name, verdict, detail=outcome.error.strip().splitlines()[-1][:300] if outcome.error else "")
+    return oracle.BackendVerdict(backend.name, verdict, detail=oracle.error_headline(outcome.error)[:300])
 
 
 def _precision_policy(backend: Backend, case: Case, verdict, reference, runner: Runner):

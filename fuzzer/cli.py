@@ -278,6 +278,9 @@ def show(db_path, case_id, as_json):
         v = campaign["versions"]
         lines.append(f"Versions: torch {v.get('torch')}, jax {v.get('jax')}, numpy {v.get('numpy')}, cuda {v.get('cuda')}, "
                      f"python {v.get('python')} on {v.get('device')}")
+        for name, other in v.get("environments", {}).items():
+            lines.append(f"  environment {name}: torch {other.get('torch')}, jax {other.get('jax')}, "
+                         f"numpy {other.get('numpy')}, python {other.get('python')}")
     lines.append(f"Reproduce: fuzz replay {stored.id} --db {db_path}   |   fuzz export {stored.id} --format script")
     emit(as_json, data, "\n".join(lines))
 
@@ -352,7 +355,7 @@ def replay(db_path, case_id, backends, plugins, timeout, as_json):
     names = [b.strip() for b in backends.split(",")] if backends else stored.backends
     reply = replay_case(stored.case, names, list(plugins), timeout)
     emit(as_json, reply, _replay_text(reply))
-    sys.exit(0 if reply["verdict"] in ("agree", "precision-policy") else 1)
+    sys.exit(0 if reply["verdict"] in ("agree", "precision-policy", "unsupported") else 1)
 
 
 @main.command()
@@ -593,6 +596,168 @@ def report(db_path, out_dir, as_json):
 
     result = write_report(open_corpus(db_path), out_dir)
     emit(as_json, result, f"Wrote {result['html']} and {result['markdown']} ({result['buckets']} buckets).")
+
+
+# -- other Python environments and bisect ------------------------------------------------
+
+@main.group()
+def env():
+    """Python environments with other torch/jax releases, for backends named KIND@ENV.
+
+    A backend runs in another environment when its name ends in @ENV: ENV is a name
+    registered here, or the path of a venv or a Python interpreter. The interpreter
+    needs numpy and the framework, nothing else of ours. Environments live under
+    $FUZZ_ENV_HOME (default ~/.cache/fuzzer/envs).
+
+    \b
+    Example:
+      fuzz env create jax-0.4.30 'jax==0.4.30' 'jaxlib==0.4.30'
+      fuzz run --backends jax-jit,jax-jit@jax-0.4.30 --time 10m    # new release vs old
+      fuzz replay 3 --backends jax-jit,jax-jit@jax-0.4.30
+    """
+
+
+def _env_row(environment) -> dict:
+    from dataclasses import asdict
+
+    return asdict(environment)
+
+
+@env.command(name="create")
+@click.argument("name")
+@click.argument("requirements", nargs=-1, required=True)
+@click.option("--python", default=sys.executable, show_default="this interpreter",
+              help="The base interpreter of the venv (Python 3.10 or newer).")
+@click.option("--pip-arg", "pip_args", multiple=True, metavar="ARG",
+              help="Passed to pip install, e.g. --pip-arg=--index-url=https://download.pytorch.org/whl/cpu (repeatable).")
+@json_option
+def env_create(name, requirements, python, pip_args, as_json):
+    """Make a venv with REQUIREMENTS (pip syntax) and numpy, and register it as NAME.
+
+    \b
+    Example:
+      fuzz env create torch-2.4 'torch==2.4.1' 'numpy<2' --pip-arg=--index-url=https://download.pytorch.org/whl/cpu
+    """
+    from fuzzer import envs
+
+    created = envs.create(name, list(requirements), python, list(pip_args), progress=lambda line: click.echo(line, err=True))
+    emit(as_json, _env_row(created), f"Created {created.describe()}")
+
+
+@env.command(name="add")
+@click.argument("name")
+@click.argument("python")
+@json_option
+def env_add(name, python, as_json):
+    """Register an existing interpreter (a venv's bin/python, a conda env's python) as NAME.
+
+    \b
+    Example:
+      fuzz env add nightly ~/venvs/torch-nightly/bin/python
+    """
+    from fuzzer import envs
+
+    added = envs.add(name, python)
+    emit(as_json, _env_row(added), f"Registered {added.describe()}")
+
+
+@env.command(name="list")
+@click.option("--check", is_flag=True, help="Start each interpreter and report the versions it has now.")
+@json_option
+def env_list(check, as_json):
+    """List registered environments and the versions recorded for them.
+
+    \b
+    Example:
+      fuzz env list --check
+    """
+    from fuzzer import envs
+
+    rows, lines, broken = [], [], 0
+    for environment in envs.load_all().values():
+        row, line = _env_row(environment), environment.describe()
+        if check:
+            try:
+                row["versions_now"] = envs.probe(environment.python)
+            except UserError as exc:
+                row["broken"], line, broken = str(exc), f"{environment.name}: BROKEN: {exc}", broken + 1
+        rows.append(row)
+        lines.append(line)
+    emit(as_json, rows, "\n".join(lines) or f"No environments yet (under {envs.home()}); see `fuzz env create --help`.")
+    sys.exit(1 if broken else 0)
+
+
+@env.command(name="remove")
+@click.argument("name")
+@json_option
+def env_remove(name, as_json):
+    """Unregister NAME; a venv that `fuzz env create` made is deleted too.
+
+    \b
+    Example:
+      fuzz env remove jax-0.4.30
+    """
+    from fuzzer import envs
+
+    removed = envs.remove(name)
+    emit(as_json, _env_row(removed), f"Removed {removed.name}{' and its venv' if removed.created else ''}.")
+
+
+@main.command()
+@db_option
+@click.argument("case_id", type=int)
+@click.option("--package", required=True, help="The package whose releases are searched: torch, jax, jaxlib, numpy...")
+@click.option("--from", "low", required=True, metavar="VERSION", help="An older release, where the case passes.")
+@click.option("--to", "high", required=True, metavar="VERSION", help="A newer release, where it fails.")
+@click.option("--find-fix", is_flag=True, help="Look for the release that fixed the case instead: it fails at --from "
+                                                "and passes at --to.")
+@click.option("--backend", help="The backend to run in each release (default: the one of the stored finding).")
+@click.option("--with", "extra", multiple=True, metavar="REQUIREMENT",
+              help="Also install this in each environment; {version} is replaced, e.g. --with 'jaxlib=={version}' "
+                   "or --with 'numpy<2' for torch before 2.3 (repeatable).")
+@click.option("--versions", "listed", help="Comma-separated versions to search instead of asking pip.")
+@click.option("--python", default=sys.executable, show_default="this interpreter", help="Base interpreter of the environments.")
+@click.option("--pip-arg", "pip_args", multiple=True, metavar="ARG", help="Passed to pip install (repeatable).")
+@json_option
+def bisect(db_path, case_id, package, low, high, find_fix, backend, extra, listed, python, pip_args, as_json):
+    """Find the first release of a package that gets a stored case wrong (or right, with --find-fix).
+
+    Each release between --from and --to that pip can install gets its own cached
+    environment (`fuzz env list` shows them); the stored case runs there on the backend
+    and is judged against the float64 reference as in a campaign. Untestable releases
+    are skipped. Progress goes to stderr.
+
+    \b
+    Exit codes: 0 the release is found; 1 the range does not bracket a change (for a
+    regression: --from already fails, or --to passes); 2 bad input.
+
+    \b
+    Example:
+      fuzz bisect 3 --package jax --from 0.4.26 --to 0.4.38 --backend jax-jit
+    """
+    from fuzzer.bisect import available_versions, bisect_case
+
+    stored = open_corpus(db_path).get_case(case_id)
+    if backend is None:
+        if not stored.findings:
+            raise UserError(f"Case {case_id} has no finding to take the backend from; pass --backend.")
+        backend = stored.findings[0]["backend"].rpartition("@")[0] or stored.findings[0]["backend"]
+    candidates = available_versions(package, low, high, listed.split(",") if listed else None, python)
+    click.echo(f"Bisecting {len(candidates)} releases of {package} ({', '.join(candidates)}) on {backend}", err=True)
+    result = bisect_case(stored.case, backend, package, candidates, list(extra), python, list(pip_args), find_fix,
+                         progress=lambda line: click.echo(line, err=True))
+    old, new = ("bad", "good") if find_fix else ("good", "bad")
+    data = {"case": case_id, "package": package, "backend": backend, "looking_for": "fix" if find_fix else "regression",
+            f"last_{old}": result.last_old, f"first_{new}": result.first_new, **result.to_dict()}
+    if result.problem:
+        text = f"Cannot bisect: {result.problem}"
+    else:
+        text = f"Last {old}: {package} {result.last_old}\nFirst {new}: {package} {result.first_new}"
+        if result.skipped_between:
+            text += (f"\n(untestable in between: {', '.join(result.skipped_between)}; the change is in one of them "
+                     f"or in {result.first_new})")
+    emit(as_json, data, text)
+    sys.exit(1 if result.problem else 0)
 
 
 if __name__ == "__main__":

@@ -18,7 +18,9 @@ def _package_version(name: str) -> str | None:
         return None
 
 
-def versions() -> dict:
+def versions(backends=()) -> dict:
+    """This process's versions; backends running in other Python environments add theirs
+    under "environments", so a cross-version finding records both sides."""
     info = {
         "fuzzer": fuzzer.__version__,
         "python": sys.version.split()[0],
@@ -39,4 +41,7 @@ def versions() -> dict:
             info["device"] = torch.cuda.get_device_name(0)
     except ImportError:
         pass
+    others = dict(filter(None, (backend.other_environment() for backend in backends)))
+    if others:
+        info["environments"] = others
     return info

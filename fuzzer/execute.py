@@ -13,15 +13,16 @@ from dataclasses import dataclass
 import numpy as np
 
 from fuzzer.backends import Backend
+from fuzzer.errors import ForeignError, OpUnsupported
 from fuzzer.ir import Case
 
-OK, ERROR, CRASH, HANG = "ok", "error", "crash", "hang"
+OK, ERROR, CRASH, HANG, UNSUPPORTED = "ok", "error", "crash", "hang", "unsupported"
 
 
 @dataclass
 class Outcome:
     backend: str
-    status: str  # ok | error (raised) | crash (process died) | hang (timed out)
+    status: str  # ok | error (raised) | crash (process died) | hang (timed out) | unsupported (an op)
     outputs: list[np.ndarray] | None = None
     error: str = ""
     seconds: float = 0.0
@@ -31,6 +32,10 @@ def run_backend(backend: Backend, case: Case) -> Outcome:
     start = time.perf_counter()
     try:
         outputs = backend.run(case)
+    except OpUnsupported as exc:
+        return Outcome(backend.name, UNSUPPORTED, error=str(exc), seconds=time.perf_counter() - start)
+    except ForeignError as exc:
+        return Outcome(backend.name, ERROR, error=str(exc), seconds=time.perf_counter() - start)
     except Exception as exc:  # noqa: BLE001 - any failure of the backend is data, not our crash
         text = "".join(traceback.format_exception_only(type(exc), exc)).strip()
         return Outcome(backend.name, ERROR, error=text, seconds=time.perf_counter() - start)

@@ -74,8 +74,9 @@ HANG = "hang"
 NONDETERMINISTIC = "nondeterministic"
 PRECISION_POLICY = "precision-policy"  # wrong only under a reduced-precision default (TF32): not a bug
 INVALID = "invalid"
+UNSUPPORTED = "unsupported"  # the backend cannot run an op of the case there (fuzzer.errors.OpUnsupported)
 # Worst first: a case's verdict is its worst backend verdict.
-SEVERITY = [CRASH, HANG, NONDETERMINISTIC, NAN_INF, ALL_ZEROS, CONSTANT, MISMATCH, PRECISION_POLICY, AGREE]
+SEVERITY = [CRASH, HANG, NONDETERMINISTIC, NAN_INF, ALL_ZEROS, CONSTANT, MISMATCH, PRECISION_POLICY, AGREE, UNSUPPORTED]
 WRONG_VALUE_VERDICTS = {MISMATCH, NAN_INF, ALL_ZEROS, CONSTANT}
 
 
@@ -247,9 +248,15 @@ def worst_verdict(verdicts: list[str]) -> str:
     return min(verdicts, key=SEVERITY.index, default=AGREE)
 
 
+def error_headline(text: str) -> str:
+    """The first line of an error ("Type: message"): later lines are context, such as the
+    "Set TORCH_LOGS=..." advice that ends every dynamo error."""
+    return text.strip().splitlines()[0] if text and text.strip() else ""
+
+
 def normalize_error(text: str) -> str:
-    """An exception's first line without numbers, addresses or paths, for dedup."""
-    first = (text or "").strip().splitlines()[-1] if text and text.strip() else ""
+    """An error's headline without numbers, addresses or paths, for dedup."""
+    first = error_headline(text)
     first = re.sub(r"0x[0-9a-fA-F]+", "<addr>", first)
     first = re.sub(r"(/[\w.\-]+)+", "<path>", first)
     first = re.sub(r"\d+", "N", first)

@@ -101,6 +101,10 @@ class Backend:
     def supports_graph(self, graph: Graph) -> bool:
         return all(self.supports(node.op) for node in graph.nodes)
 
+    def other_environment(self) -> tuple[str, dict] | None:
+        """(name, versions) of the Python environment this backend runs in, when it is not ours."""
+        return None
+
     # -- running -----------------------------------------------------------
     def impl_for(self, op_name: str) -> Callable:
         if op_name in self.overrides:
@@ -179,10 +183,15 @@ def register_class(cls: type[Backend]) -> None:
 
 
 def get_backend(spec: str) -> Backend:
-    """'torch-eager', 'torch-eager:cpu', 'torch-eager:cpu:float64' or a plugin backend's name."""
+    """'torch-eager', 'torch-eager:cpu', 'torch-eager:cpu:float64', a plugin backend's name,
+    or any of those in another Python environment: 'jax-jit@jax-0.4.30' (see fuzzer/envs.py)."""
     tab = table()
     if spec in tab.derived:
         return tab.derived[spec]
+    if "@" in spec:  # a backend of another Python environment
+        from fuzzer.backends.env_backend import EnvBackend
+
+        return EnvBackend.from_spec(spec)
     kind, _, rest = spec.partition(":")
     device, _, dtype = rest.partition(":")
     if kind not in tab.classes:

@@ -1,0 +1,163 @@
+"""Backends that run in another Python environment: `KIND[:DEVICE[:DTYPE]]@ENV`.
+
+`jax-jit@jax-0.4.30` is the jax-jit backend, unchanged, running under the interpreter
+of environment `jax-0.4.30` (fuzzer/envs.py) through a long-lived worker process
+(fuzzer/env_worker.py), one per environment per fuzzer process. Cases cross over as
+case folders (fuzzer/case_folder.py). The float64 reference and the oracle stay in the
+fuzzer's own process, so both sides of a cross-version comparison are judged alike.
+
+An op whose implementation calls an API the environment's release lacks is reported
+unsupported there (an `unsupported` outcome, not a finding); a worker that dies is a
+crash finding, and the next case starts a fresh one.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import select
+import signal
+import subprocess
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from fuzzer import case_folder, envs
+from fuzzer.backends import Backend, get_backend
+from fuzzer.errors import ForeignError, OpUnsupported, UserError
+from fuzzer.ir import Case
+
+REQUEST_TIMEOUT = 600.0  # seconds; campaigns detect hangs sooner through their worker heartbeat
+
+
+class EnvWorkerError(ForeignError):
+    """The backend raised in the other environment (its text as it was), or the worker died: a crash finding."""
+
+
+class EnvWorker:
+    """One worker process under an environment's interpreter, started on first use."""
+
+    def __init__(self, env: envs.Environment):
+        self.env = env
+        self.process: subprocess.Popen | None = None
+        self.versions: dict = dict(env.versions)
+        self.log = None
+
+    def start(self) -> None:
+        command = envs.worker_command(self.env.python)
+        self.log = tempfile.TemporaryFile(mode="w+", prefix="fuzz-env-worker-")
+        try:
+            self.process = subprocess.Popen(command.args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log,
+                                            text=True, env=command.variables, cwd=command.cwd)
+        except OSError as exc:
+            raise EnvWorkerError(f"cannot start Python '{self.env.python}' of environment '{self.env.name}' ({exc})") from None
+        self.versions = self._read_answer("starting", envs.PROBE_TIMEOUT)["versions"]
+
+    def ask(self, request: dict, timeout: float = REQUEST_TIMEOUT) -> dict:
+        if self.process is None or self.process.poll() is not None:
+            self.start()
+        try:
+            self.process.stdin.write(json.dumps(request) + "\n")
+            self.process.stdin.flush()
+        except BrokenPipeError:
+            pass  # it died since the last answer: reading says how
+        return self._read_answer(request.get("backend") or request.get("check"), timeout)
+
+    def _read_answer(self, doing: str, timeout: float) -> dict:
+        ready, _, _ = select.select([self.process.stdout], [], [], timeout)
+        line = self.process.stdout.readline() if ready else None
+        if line:
+            return json.loads(line)
+        if line is None:
+            self.close()
+            raise TimeoutError(f"the worker of environment '{self.env.name}' ran past {timeout:g} s ({doing})")
+        status = self.process.wait()
+        self.process = None
+        raise EnvWorkerError(f"the worker of environment '{self.env.name}' {_exit_text(status)} ({doing}); "
+                             f"its stderr ends: {self._log_tail()}")
+
+    def _log_tail(self) -> str:
+        self.log.seek(0)
+        lines = [line.strip() for line in self.log.read().splitlines() if line.strip()]
+        self.log.seek(0, 2)
+        return " / ".join(lines[-3:]) or "(nothing)"
+
+    def close(self) -> None:
+        if self.process is not None:
+            self.process.kill()
+            self.process.wait()
+            self.process = None
+
+
+def _exit_text(status: int) -> str:
+    if status < 0:
+        return f"died of signal {signal.Signals(-status).name}"
+    return f"exited with status {status}"
+
+
+# One worker per environment per process: a campaign's shrinker and checker share it.
+_WORKERS: dict[str, EnvWorker] = {}
+
+
+def _worker_for(env: envs.Environment) -> EnvWorker:
+    if env.python not in _WORKERS:
+        _WORKERS[env.python] = EnvWorker(env)
+    return _WORKERS[env.python]
+
+
+class EnvBackend(Backend):
+    """A backend of the table (`base`) running under another environment's interpreter."""
+
+    def __init__(self, base: Backend, env: envs.Environment):
+        super().__init__(base.device, base.dtype, name=f"{base.name}@{env.name}")
+        self.base = base
+        self.env = env
+        self.kind, self.family, self.expensive = f"{base.kind}@{env.name}", base.family, base.expensive
+        self.worker = _worker_for(env)
+
+    @classmethod
+    def from_spec(cls, spec: str) -> "EnvBackend":
+        """'jax-jit@old', 'torch-eager:cpu:float64@envs/torch-2.4' (a venv folder or interpreter path)."""
+        base_spec, _, env_spec = spec.rpartition("@")
+        if not base_spec or not env_spec:
+            raise UserError(f"Backend '{spec}' should look like KIND[:DEVICE[:DTYPE]]@ENVIRONMENT, e.g. 'jax-jit@jax-0.4.30'.")
+        base = get_backend(base_spec)
+        if base.overrides or type(base).__module__ == __name__ or base.family not in ("torch", "jax", "numpy"):
+            raise UserError(f"Backend '{base_spec}' cannot run in another environment: only the built-in torch, jax and "
+                            f"numpy backends can (plugins and their derived backends live in this process).")
+        return cls(base, envs.resolve(env_spec))
+
+    def other_environment(self) -> tuple[str, dict]:
+        return self.env.name, dict(self.worker.versions)
+
+    def unavailable_reason(self) -> str | None:
+        try:
+            reason = self.worker.ask({"check": self.base.name}, envs.PROBE_TIMEOUT)["reason"]
+        except (EnvWorkerError, TimeoutError) as exc:
+            return str(exc)
+        return f"in environment '{self.env.name}' ({self.env.python}): {reason}" if reason else None
+
+    def has_precision_policy(self) -> bool:
+        return self.base.has_precision_policy()
+
+    def derive(self, name: str, overrides: dict) -> Backend:
+        raise UserError(f"Backend '{self.name}' cannot be derived: its ops run in another interpreter.")
+
+    def strict_variant(self) -> Backend:
+        strict = copy.copy(self)
+        strict.strict, strict.name = True, f"{self.name}+strict"
+        return strict
+
+    def run(self, case: Case) -> list[np.ndarray]:
+        with tempfile.TemporaryDirectory(prefix="fuzz-env-case-") as folder:
+            root = Path(folder)
+            case_folder.write_case(case, root)
+            answer = self.worker.ask({"backend": self.base.name, "case": folder, "strict": self.strict})
+            if "unsupported" in answer:
+                self.unsupported_ops.add(answer["unsupported"])
+                raise OpUnsupported(f"op '{answer['unsupported']}' is unsupported by {self.env.describe()}: "
+                                    f"{answer['reason']}")
+            if "error" in answer:
+                raise EnvWorkerError(answer["error"])
+            return case_folder.read_outputs(root, len(case.graph.outputs), f"backend '{self.name}'")

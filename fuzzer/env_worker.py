@@ -1,0 +1,122 @@
+"""The worker that runs backends inside another Python environment (see fuzzer/envs.py).
+
+It needs only numpy and a framework: it imports the IR, the ops and the backends, none
+of which import anything else at module level. Started as `python -s -m fuzzer.env_worker`,
+it first writes {"versions": {...}}, then answers one JSON line per request:
+
+  -> {"backend": "jax-jit:cpu:float32", "case": FOLDER, "strict": false}
+  <- {"ok": true}                         outputs written to FOLDER/outputs (fuzzer/case_folder.py)
+  <- {"unsupported": OP, "reason": TEXT}  this release lacks an API that OP's implementation uses
+  <- {"error": TEXT}                      the backend raised: a crash finding, as in-process
+  -> {"check": "jax-jit:cpu:float32"}
+  <- {"reason": null or TEXT}             can the backend run here (framework importable, device present)?
+
+The protocol has stdout to itself; whatever the frameworks print goes to stderr. The
+worker ends at EOF on stdin, and on Linux also when its parent dies.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import traceback
+import types
+from pathlib import Path
+
+FRAMEWORK_MODULES = ("torch", "jax", "jaxlib", "numpy")
+
+
+def _die_with_parent() -> None:
+    """A worker stuck in a kernel never reads EOF: ask Linux to kill it when its parent goes."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+        import signal
+
+        try:
+            ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+        except (OSError, AttributeError):
+            pass
+
+
+def missing_api(exc: BaseException) -> bool:
+    """Is this the error of calling an API that the installed release does not have?"""
+    if isinstance(exc, ImportError):
+        return True
+    if isinstance(exc, AttributeError):
+        owner = getattr(exc, "obj", None)
+        return isinstance(owner, types.ModuleType) and owner.__name__.split(".")[0] in FRAMEWORK_MODULES
+    return isinstance(exc, TypeError) and "unexpected keyword argument" in str(exc)
+
+
+class Worker:
+    def __init__(self):
+        self.backends: dict = {}
+
+    def backend(self, spec: str, strict: bool):
+        from fuzzer.backends import get_backend
+
+        key = (spec, strict)
+        if key not in self.backends:
+            backend = get_backend(spec)
+            self.backends[key] = backend.strict_variant() if strict else backend
+        return self.backends[key]
+
+    def run(self, request: dict) -> dict:
+        from fuzzer import case_folder
+
+        backend = self.backend(request["backend"], bool(request.get("strict")))
+        root = Path(request["case"])
+        case = case_folder.read_case(root)
+        current_op = {"name": "?"}
+        implementation = type(backend).impl_for
+
+        def tracking_impl_for(op_name):
+            impl = implementation(backend, op_name)
+
+            def run_op(*args):
+                current_op["name"] = op_name
+                return impl(*args)
+
+            return run_op
+
+        backend.impl_for = tracking_impl_for  # names the op when the installed release lacks its API
+        try:
+            outputs = backend.run(case)
+        except Exception as exc:  # noqa: BLE001 - every failure goes back to the fuzzer as data
+            text = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+            if missing_api(exc):
+                return {"unsupported": current_op["name"], "reason": text}
+            return {"error": text}
+        case_folder.write_outputs(outputs, root)
+        return {"ok": True}
+
+    def check(self, request: dict) -> dict:
+        from fuzzer.backends import get_backend
+
+        try:
+            return {"reason": get_backend(request["check"]).unavailable_reason()}
+        except Exception as exc:  # noqa: BLE001 - an unknown kind or a broken import is the answer
+            return {"reason": str(exc)}
+
+
+def main() -> int:
+    protocol = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)  # prints from the frameworks land on stderr
+    sys.stdout = sys.stderr
+    from fuzzer.environment import versions
+
+    protocol.write(json.dumps({"versions": versions()}) + "\n")
+    if "--probe" in sys.argv:
+        return 0
+    _die_with_parent()
+    worker = Worker()
+    for line in sys.stdin:
+        request = json.loads(line)
+        answer = worker.check(request) if "check" in request else worker.run(request)
+        protocol.write(json.dumps(answer) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,240 @@
+"""Python environments that backends can run in: another torch or jax release than the fuzzer's.
+
+An environment is a Python interpreter with numpy and a framework. `fuzz env create`
+makes a venv under the environment home and installs requirements with pip; `fuzz env
+add` registers an interpreter that exists already. Either way the versions it has are
+probed and recorded. A backend runs there as `KIND[:DEVICE[:DTYPE]]@ENV`
+(fuzzer/backends/env_backend.py), where ENV is a registered name or the path of a venv
+or an interpreter.
+
+The worker side (fuzzer/env_worker.py) needs only numpy and the framework: the pure-numpy
+core of this package (IR, ops, backends) is copied to a folder named by its content hash
+and put on the interpreter's path, so the op declarations are shared, never duplicated,
+and the fuzzer's own site-packages never shadow the environment's.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from fuzzer.errors import UserError
+
+REGISTRY_FILE = "envs.json"
+NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")
+PROBE_TIMEOUT = 300.0  # seconds: importing an old framework from a cold disk is slow
+
+Progress = Callable[[str], None]
+
+
+@dataclass
+class Environment:
+    name: str
+    python: str  # never resolved: a venv's python is a symlink, and resolving it leaves the venv
+    versions: dict = field(default_factory=dict)
+    requirements: list[str] = field(default_factory=list)
+    created: bool = False  # made by `fuzz env create`: `fuzz env remove` deletes its folder
+    registered_at: str = ""
+
+    def describe(self) -> str:
+        v = self.versions
+        frameworks = ", ".join(f"{pkg} {v[pkg]}" for pkg in ("torch", "jax", "jaxlib") if v.get(pkg)) or "no framework"
+        return f"{self.name}: Python {v.get('python', '?')}, numpy {v.get('numpy', '?')}, {frameworks} ({self.python})"
+
+
+def home() -> Path:
+    """Where environments and the shipped worker live: $FUZZ_ENV_HOME or ~/.cache/fuzzer/envs."""
+    return Path(os.environ.get("FUZZ_ENV_HOME") or Path.home() / ".cache" / "fuzzer" / "envs")
+
+
+# -- the registry ------------------------------------------------------------------------
+
+def _registry_path() -> Path:
+    return home() / REGISTRY_FILE
+
+
+def load_all() -> dict[str, Environment]:
+    path = _registry_path()
+    if not path.exists():
+        return {}
+    try:
+        data = json.loads(path.read_text())
+        return {name: Environment(**fields) for name, fields in data["envs"].items()}
+    except (ValueError, KeyError, TypeError) as exc:
+        raise UserError(f"The environment registry {path} is unreadable ({exc}); fix or delete it.") from None
+
+
+def _save_all(envs: dict[str, Environment]) -> None:
+    path = _registry_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data = {"version": 1, "envs": {name: asdict(env) for name, env in sorted(envs.items())}}
+    temporary = path.with_suffix(f".tmp{os.getpid()}")
+    temporary.write_text(json.dumps(data, indent=2, sort_keys=True))
+    os.replace(temporary, path)  # readers never see half a file
+
+
+def get(name: str) -> Environment:
+    envs = load_all()
+    if name not in envs:
+        known = ", ".join(sorted(envs)) or "none yet"
+        raise UserError(f"No environment named '{name}' (registered: {known}); create one with `fuzz env create {name} 'jax==0.4.30'`.")
+    return envs[name]
+
+
+def resolve(spec: str) -> Environment:
+    """A registered name, or the path of a venv folder or a Python interpreter (probed, not registered)."""
+    if "/" not in spec and NAME_PATTERN.fullmatch(spec) and not Path(spec).exists():
+        return get(spec)
+    path = Path(spec).expanduser().absolute()
+    python = path / "bin" / "python" if path.is_dir() else path
+    if not python.exists():
+        raise UserError(f"Environment '{spec}' is neither a registered name nor a venv folder or Python interpreter that exists.")
+    return Environment(name=spec, python=str(python), versions=probe(str(python)))
+
+
+def _check_name(name: str) -> None:
+    if not NAME_PATTERN.fullmatch(name):
+        raise UserError(f"Environment name '{name}' must be letters, digits and . _ + - (it becomes part of backend names).")
+
+
+def add(name: str, python: str, replace: bool = False) -> Environment:
+    """Register an existing interpreter after checking that it runs the worker."""
+    _check_name(name)
+    envs = load_all()
+    if name in envs and not replace:
+        raise UserError(f"Environment '{name}' exists already ({envs[name].python}); remove it first or pick another name.")
+    interpreter = shutil.which(python) if "/" not in python else python
+    if not interpreter or not Path(interpreter).exists():
+        raise UserError(f"Python interpreter '{python}' does not exist.")
+    env = Environment(name=name, python=str(Path(interpreter).absolute()), versions=probe(interpreter),
+                      registered_at=time.strftime("%Y-%m-%dT%H:%M:%S"))
+    envs[name] = env
+    _save_all(envs)
+    return env
+
+
+def create(name: str, requirements: list[str], python: str = sys.executable, pip_args: list[str] | None = None,
+           progress: Progress = lambda line: None) -> Environment:
+    """A new venv under home()/NAME with numpy and `requirements` installed by pip, registered as NAME."""
+    _check_name(name)
+    if name in load_all():
+        raise UserError(f"Environment '{name}' exists already; `fuzz env remove {name}` first, or pick another name.")
+    if not requirements:
+        raise UserError("Say what to install, e.g. `fuzz env create jax-0.4.30 'jax==0.4.30' 'jaxlib==0.4.30'`.")
+    folder = home() / name
+    if folder.exists():
+        shutil.rmtree(folder)  # the remains of an interrupted create: nothing registered points at it
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    progress(f"creating a venv in {folder} with {python}")
+    _run_logged([python, "-m", "venv", str(folder)], progress, f"could not create a venv with '{python}'")
+    venv_python = str(folder / "bin" / "python")
+    # The worker needs numpy; the frameworks do not all require it (torch does not).
+    wanted = requirements if any(re.match(r"numpy\b", r) for r in requirements) else [*requirements, "numpy"]
+    progress(f"pip install {' '.join(wanted)}")
+    try:
+        _run_logged([venv_python, "-m", "pip", "install", "--disable-pip-version-check", "--progress-bar", "off",
+                     *(pip_args or []), *wanted], progress, f"pip could not install {' '.join(wanted)}")
+        versions = probe(venv_python)
+    except UserError:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
+    env = Environment(name=name, python=venv_python, versions=versions, requirements=list(requirements), created=True,
+                      registered_at=time.strftime("%Y-%m-%dT%H:%M:%S"))
+    envs = load_all()
+    envs[name] = env
+    _save_all(envs)
+    return env
+
+
+def remove(name: str) -> Environment:
+    envs = load_all()
+    env = get(name)
+    if env.created:
+        shutil.rmtree(home() / name, ignore_errors=True)
+    del envs[name]
+    _save_all(envs)
+    return env
+
+
+def _run_logged(command: list[str], progress: Progress, failure: str) -> None:
+    """Run a command, passing the lines that show progress (pip's Collecting/Downloading/...) on."""
+    shown = ("Collecting", "Downloading", "Installing", "Successfully", "ERROR")
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    tail: list[str] = []
+    for line in process.stdout:
+        line = line.rstrip()
+        tail = (tail + [line])[-5:]
+        if line.lstrip().startswith(shown):
+            progress(line.strip())
+    if process.wait() != 0:
+        raise UserError(f"{failure} (exit status {process.returncode}): {' / '.join(tail)}")
+
+
+# -- the worker side: shipping it and probing an interpreter -----------------------------
+
+def runner_root() -> Path:
+    """A folder holding a copy of this package for other interpreters' sys.path, named by its content."""
+    source = Path(__file__).parent
+    files = sorted(p for p in source.rglob("*.py") if "__pycache__" not in p.parts)
+    digest = hashlib.sha256()
+    for path in files:
+        digest.update(str(path.relative_to(source)).encode())
+        digest.update(path.read_bytes())
+    root = home() / "runner" / digest.hexdigest()[:16]
+    if not (root / "fuzzer").exists():
+        root.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(dir=root.parent))
+        for path in files:
+            target = staging / "fuzzer" / path.relative_to(source)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(path, target)
+        try:
+            staging.rename(root)  # atomic: concurrent workers race here and one copy wins
+        except OSError:
+            shutil.rmtree(staging, ignore_errors=True)
+    return root
+
+
+@dataclass
+class WorkerCommand:
+    """How to start fuzzer/env_worker.py under an interpreter: the command, its variables and
+    its folder, which must be the shipped copy's (`python -m` puts the current folder first on
+    sys.path, and a checkout of the fuzzer there would shadow the copy)."""
+
+    args: list[str]
+    variables: dict
+    cwd: str
+
+
+def worker_command(python: str) -> WorkerCommand:
+    root = runner_root()
+    variables = {key: value for key, value in os.environ.items() if key not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")}
+    variables.update(PYTHONPATH=str(root), PYTHONNOUSERSITE="1")
+    return WorkerCommand([python, "-s", "-m", "fuzzer.env_worker"], variables, str(root))
+
+
+def probe(python: str) -> dict:
+    """The versions an interpreter has (python, numpy, torch, jax, ...), or one clear error."""
+    command = worker_command(python)
+    try:
+        done = subprocess.run([*command.args, "--probe"], capture_output=True, text=True, timeout=PROBE_TIMEOUT,
+                              env=command.variables, cwd=command.cwd)
+    except FileNotFoundError:
+        raise UserError(f"Python interpreter '{python}' does not exist.") from None
+    except subprocess.TimeoutExpired:
+        raise UserError(f"Python interpreter '{python}' did not answer within {PROBE_TIMEOUT:g} s.") from None
+    lines = done.stdout.strip().splitlines()
+    if done.returncode != 0 or not lines:
+        reason = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
+        raise UserError(f"The fuzzer's worker cannot start under '{python}': {reason}")
+    return json.loads(lines[-1])["versions"]

@@ -1,0 +1,253 @@
+"""Backends in other Python environments (KIND@ENV), `fuzz env` and `fuzz bisect`, for real:
+real interpreters, real worker processes, and (slow) a real old jax release from PyPI."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fuzzer import envs, oracle
+from fuzzer.backends import get_backend
+from fuzzer.backends.torch_eager import TorchEager
+from fuzzer.check import check_case
+from fuzzer.env_worker import missing_api
+from fuzzer.errors import OpUnsupported, UserError
+from fuzzer.execute import ERROR, OK, run_backend
+from fuzzer.generate import CaseGenerator
+from fuzzer.ops import registry
+
+FUZZ = str(Path(sys.executable).parent / "fuzz")
+OLD_JAX = "0.4.26"  # its XLA:CPU jit gets softmax over axis 0 of (N, M, 1) float32 wrong; 0.4.27 fixed it
+
+
+def fuzz(*args, env_home: Path, expect: int | None = 0) -> subprocess.CompletedProcess:
+    variables = {**os.environ, "FUZZ_ENV_HOME": str(env_home)}
+    result = subprocess.run([FUZZ, *map(str, args)], capture_output=True, text=True, env=variables, timeout=900)
+    if expect is not None:
+        assert result.returncode == expect, (result.returncode, result.stdout[-3000:], result.stderr[-3000:])
+    return result
+
+
+@pytest.fixture
+def env_home(tmp_path, monkeypatch):
+    home = tmp_path / "envs"
+    monkeypatch.setenv("FUZZ_ENV_HOME", str(home))
+    return home
+
+
+def one_error_line(result: subprocess.CompletedProcess, *needles: str) -> None:
+    assert result.returncode == 2, (result.returncode, result.stderr)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Error: ") and "Traceback" not in result.stderr, result.stderr
+    for needle in needles:
+        assert needle in lines[0], (needle, lines[0])
+
+
+# -- bad input: one sentence, exit 2, nothing created -------------------------------------------
+
+def test_unknown_environment_in_a_campaign(env_home, tmp_path):
+    db = tmp_path / "c.db"
+    result = fuzz("run", "--db", db, "--backends", "jax-jit,jax-jit@nope", "--max-cases", 1, env_home=env_home, expect=None)
+    one_error_line(result, "'nope'", "fuzz env create")
+    assert not db.exists()
+
+
+@pytest.mark.parametrize("spec, needle", [
+    ("jax-jit@", "KIND[:DEVICE[:DTYPE]]@ENVIRONMENT"),
+    ("@here", "KIND[:DEVICE[:DTYPE]]@ENVIRONMENT"),
+    ("no-such-kind@here", "Unknown backend 'no-such-kind'"),
+    ("jax-jit@/no/such/venv", "neither a registered name nor a venv"),
+])
+def test_malformed_backend_names(env_home, spec, needle):
+    with pytest.raises(UserError, match=None) as caught:
+        get_backend(spec)
+    assert needle in str(caught.value)
+
+
+def test_plugin_backends_cannot_move_to_another_environment(env_home, canaries):
+    envs.add("here", sys.executable)
+    with pytest.raises(UserError, match="only the built-in torch, jax and numpy backends"):
+        get_backend(f"{canaries['dropout-in-eval']}@here")
+
+
+def test_interpreter_without_numpy_is_refused_and_not_registered(env_home, tmp_path):
+    bare = tmp_path / "bare"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True)
+    result = fuzz("env", "add", "bare", bare / "bin" / "python", env_home=env_home, expect=None)
+    one_error_line(result, "cannot start under", "numpy")
+    assert envs.load_all() == {}
+
+
+def test_missing_interpreter_and_corrupt_registry(env_home):
+    one_error_line(fuzz("env", "add", "x", "/no/such/python", env_home=env_home, expect=None), "does not exist")
+    envs.add("here", sys.executable)
+    (env_home / envs.REGISTRY_FILE).write_text("{ not json")
+    one_error_line(fuzz("env", "list", env_home=env_home, expect=None), "registry", "unreadable")
+
+
+def test_broken_environment_is_reported_by_check(env_home, tmp_path):
+    venv = tmp_path / "gone"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", "--system-site-packages", str(venv)], check=True)
+    envs.add("gone", str(venv / "bin" / "python"))
+    (venv / "bin" / "python").unlink()
+    result = fuzz("env", "list", "--check", "--json", env_home=env_home, expect=1)
+    [row] = json.loads(result.stdout)
+    assert "does not exist" in row["broken"]
+    one_error_line(fuzz("replay", "1", "--db", tmp_path / "none.db", "--backends", "jax-jit@gone", env_home=env_home,
+                        expect=None))
+
+
+# -- the protocol, against this very interpreter (fast, no download) ----------------------------
+
+@pytest.fixture
+def here(env_home):
+    """This interpreter registered as an environment: its results must equal in-process ones bit for bit."""
+    return envs.add("here", sys.executable)
+
+
+@pytest.mark.parametrize("kind", ["torch-eager", "jax-jit:cpu:float64", "torch-module"])
+def test_a_backend_in_an_environment_computes_what_it_computes_in_process(here, kind):
+    generator = CaseGenerator(sorted(registry()), 5)
+    local, remote = get_backend(kind), get_backend(f"{kind}@here")
+    assert remote.name == f"{local.name}@here"
+    for seed in range(8):
+        case = generator.case(seed)
+        mine, theirs = run_backend(local, case), run_backend(remote, case)
+        assert (mine.status, theirs.status) == (OK, OK), theirs.error
+        for a, b in zip(mine.outputs, theirs.outputs):
+            np.testing.assert_array_equal(a, b)
+    name, versions = remote.other_environment()
+    assert name == "here" and versions["torch"] == here.versions["torch"]
+
+
+def test_the_worker_runs_the_shipped_copy_not_the_checkout(here):
+    """`python -m` puts the working folder on sys.path first; the copy must win anyway."""
+    command = envs.worker_command(sys.executable)
+    found = subprocess.run([*command.args[:2], "-c", "import fuzzer; print(fuzzer.__file__)"], capture_output=True,
+                           text=True, env=command.variables, cwd=command.cwd, check=True).stdout.strip()
+    assert Path(found).is_relative_to(envs.runner_root())
+
+
+def test_a_worker_that_dies_mid_case_is_a_crash_and_the_next_case_gets_a_new_one(here):
+    backend = get_backend("torch-eager@here")
+    case = CaseGenerator(sorted(registry()), 3).case(0)
+    assert run_backend(backend, case).status == OK
+    pid = backend.worker.process.pid
+    os.kill(pid, signal.SIGSTOP)  # it cannot answer before the kill below lands
+    threading.Timer(0.5, os.kill, (pid, signal.SIGKILL)).start()
+    died = run_backend(backend, case)
+    assert died.status == ERROR and "died of signal SIGKILL" in died.error, died.error
+    assert run_backend(backend, case).status == OK and backend.worker.process.pid != pid
+
+
+def test_a_worker_past_its_time_is_killed_and_replaced(here):
+    backend = get_backend("torch-eager@here")
+    case = CaseGenerator(sorted(registry()), 3).case(0)
+    assert run_backend(backend, case).status == OK
+    stuck = backend.worker.process
+    os.kill(stuck.pid, signal.SIGSTOP)
+    with pytest.raises(TimeoutError, match="ran past 1 s"):
+        backend.worker.ask({"check": "torch-eager"}, timeout=1.0)
+    assert stuck.poll() is not None  # killed, not left behind
+    assert run_backend(backend, case).status == OK
+
+
+def test_cross_environment_campaign_records_both_sides(here, env_home, tmp_path):
+    db = tmp_path / "c.db"
+    result = fuzz("run", "--db", db, "--backends", "torch-eager,torch-eager@here,jax-jit@here", "--max-cases", 6,
+                  "--workers", 1, "--seed", 3, "--json", env_home=env_home)
+    summary = json.loads(result.stdout)
+    assert summary["graphs"] == 6 and summary["internal_errors"] == 0 and summary["finding_cases"] == 0
+    from fuzzer.corpus import Corpus
+
+    versions = Corpus(str(db)).campaign(summary["campaign_id"])["versions"]
+    assert versions["environments"]["here"]["jax"] == versions["jax"]
+
+
+# -- unsupported ops ----------------------------------------------------------------------------
+
+def test_missing_api_errors_are_recognized():
+    import jax
+    import torch
+
+    for module, name in ((torch.nn.functional, "rms_norm_from_the_future"), (jax.nn, "softmax_v9")):
+        with pytest.raises(AttributeError) as caught:
+            getattr(module, name)
+        assert missing_api(caught.value)
+    with pytest.raises(AttributeError) as caught:
+        torch.zeros(1).no_such_method()
+    assert not missing_api(caught.value)  # a tensor's attribute: our bug or theirs, not a missing release API
+    assert not missing_api(ValueError("bad value"))
+
+
+class LacksSoftmax(TorchEager):
+    """torch-eager as a release without softmax would behave (the env worker raises the same)."""
+
+    def impl_for(self, op_name):
+        if op_name == "softmax":
+            raise OpUnsupported("op 'softmax' needs torch.softmax, which this release lacks")
+        return super().impl_for(op_name)
+
+
+def test_an_unsupported_op_gives_no_verdict_and_no_finding():
+    from fuzzer.ir import Graph, Node, TensorSpec
+    from fuzzer.arrays import materialize
+
+    graph = Graph([TensorSpec("x", (2, 3))], [Node("n0", "softmax", ["x"], {"dim": 1})], ["n0"])
+    result = check_case(materialize(graph, 0), [LacksSoftmax(), get_backend("jax-jit")])
+    assert [v.verdict for v in result.verdicts] == [oracle.UNSUPPORTED, oracle.AGREE]
+    assert result.findings == [] and result.verdict == oracle.AGREE
+
+
+# -- the real thing: an old jax from PyPI -------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def old_jax(tmp_path_factory):
+    home = tmp_path_factory.mktemp("envs")
+    fuzz("env", "create", "old-jax", f"jax=={OLD_JAX}", f"jaxlib=={OLD_JAX}", env_home=home)
+    return home
+
+
+@pytest.mark.slow
+def test_cross_version_campaign_finds_shrinks_stores_replays_and_bisects_a_real_jax_bug(old_jax, tmp_path):
+    home, db = old_jax, tmp_path / "xv.db"
+    listed = json.loads(fuzz("env", "list", "--json", env_home=home).stdout)
+    assert [(e["name"], e["versions"]["jax"], e["versions"]["jaxlib"]) for e in listed] == [("old-jax", OLD_JAX, OLD_JAX)]
+
+    # Find: the new release against the old one, both judged against the float64 reference.
+    summary = json.loads(fuzz("run", "--db", db, "--backends", "jax-jit,jax-jit@old-jax", "--ops", "softmax,reshape,permute,relu",
+                              "--max-cases", 30, "--workers", 2, "--seed", 1, "--json", env_home=home).stdout)
+    assert summary["finding_cases"] > 0 and summary["internal_errors"] == 0
+    cases = json.loads(fuzz("list", "--db", db, "--json", env_home=home).stdout)
+    shrunk = [c for c in cases if c["shrunk_from"] and "softmax" in c["signature"]]
+    assert shrunk, cases
+    assert all(c["signature"].split(" | ")[1] == "jax-jit:cpu:float32@old-jax" for c in cases)  # never the new release
+    case_id = shrunk[0]["id"]
+
+    # Stored with both sides' versions.
+    shown = json.loads(fuzz("show", case_id, "--db", db, "--json", env_home=home).stdout)
+    assert shown["versions"]["environments"]["old-jax"]["jax"] == OLD_JAX
+    assert shown["versions"]["jax"] != OLD_JAX
+    assert len(shown["graph"]["nodes"]) <= 3
+
+    # Replayed across both: the old release still fails, the new one agrees.
+    replayed = fuzz("replay", case_id, "--db", db, "--backends", "jax-jit,jax-jit@old-jax", "--json", env_home=home, expect=1)
+    verdicts = {v["backend"]: v["verdict"] for v in json.loads(replayed.stdout)["verdicts"]}
+    assert verdicts["jax-jit:cpu:float32"] == "agree"
+    assert verdicts["jax-jit:cpu:float32@old-jax"] in ("constant", "mismatch")
+
+    # Bisected over two real releases: the fix is in 0.4.27.
+    result = fuzz("bisect", case_id, "--db", db, "--package", "jax", "--from", OLD_JAX, "--to", "0.4.27", "--find-fix",
+                  "--with", "jaxlib=={version}", "--versions", f"{OLD_JAX},0.4.27", "--json", env_home=home)
+    answer = json.loads(result.stdout)
+    assert (answer["last_bad"], answer["first_good"]) == (OLD_JAX, "0.4.27")
+    assert [step["versions"]["jaxlib"] for step in answer["steps"]] == [OLD_JAX, "0.4.27"]
+    assert "creating environment" in result.stderr  # progress while it installs
