@@ -522,7 +522,8 @@ def backends(plugins, as_json):
                      "description": f"plugin, derived from {type(backend).__name__}"})
     lines = [f"{'yes' if r['available'] else 'no ':<4} {'*' if r['default'] else ' '} {r['name']:<30} "
              f"{r['description'] if r['available'] else r['why_not']}" for r in rows]
-    lines.append("(* = in the default set of `fuzz run`)")
+    lines.append("(* = in the default set of `fuzz run`; any built-in one runs under another Python environment as "
+                 "NAME@ENV, see `fuzz env --help`)")
     emit(as_json, rows, "\n".join(lines))
 
 

@@ -148,6 +148,8 @@ def _jax_body(case: Case, backend: Backend, names: list[str]) -> tuple[list[str]
 
 def build_script(case: Case, backend: Backend, title: str, pytest_style: bool = False) -> str:
     """The reproducer's source for `backend` on `case` (normally the shrunk case of a finding)."""
+    if backend.other_environment() is not None:
+        return backend.script_in_environment(case, title, pytest_style)
     if backend.family not in ("torch", "jax"):
         raise UserError(f"Backend '{backend.name}' is not a torch or jax backend; a standalone script cannot run it.")
     names = [spec.name for spec in case.graph.inputs] if hasattr(backend, "prepared") else _flat_names(case)

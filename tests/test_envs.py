@@ -172,6 +172,18 @@ def test_cross_environment_campaign_records_both_sides(here, env_home, tmp_path)
     assert versions["environments"]["here"]["jax"] == versions["jax"]
 
 
+def test_a_reproducer_is_traced_in_the_environment_and_runs_there(here, tmp_path):
+    from fuzzer.reproducer import build_script
+
+    case = CaseGenerator(sorted(registry()), 4).case(2)
+    script = build_script(case, get_backend("torch-eager@here"), "title")
+    assert script.startswith(f"# Run it with {sys.executable} (environment 'here').")
+    path = tmp_path / "repro.py"
+    path.write_text(script)
+    ran = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=300)
+    assert ran.returncode == 0, ran.stdout + ran.stderr  # no bug in this release: exit 0
+
+
 # -- unsupported ops ----------------------------------------------------------------------------
 
 def test_missing_api_errors_are_recognized():
@@ -243,6 +255,10 @@ def test_cross_version_campaign_finds_shrinks_stores_replays_and_bisects_a_real_
     verdicts = {v["backend"]: v["verdict"] for v in json.loads(replayed.stdout)["verdicts"]}
     assert verdicts["jax-jit:cpu:float32"] == "agree"
     assert verdicts["jax-jit:cpu:float32@old-jax"] in ("constant", "mismatch")
+
+    # Its reproducer must be traced by the old release, which lacks jax.export: one clear sentence.
+    export = fuzz("export", case_id, "--db", db, "-o", tmp_path / "repro.py", env_home=home, expect=None)
+    one_error_line(export, "Cannot write a reproducer", f"jax {OLD_JAX}", "fuzz replay --backends")
 
     # Bisected over two real releases: the fix is in 0.4.27.
     result = fuzz("bisect", case_id, "--db", db, "--package", "jax", "--from", OLD_JAX, "--to", "0.4.27", "--find-fix",

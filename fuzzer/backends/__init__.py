@@ -102,7 +102,8 @@ class Backend:
         return all(self.supports(node.op) for node in graph.nodes)
 
     def other_environment(self) -> tuple[str, dict] | None:
-        """(name, versions) of the Python environment this backend runs in, when it is not ours."""
+        """(name, versions) of the Python environment this backend runs in, when it is not ours
+        (see env_backend.py, which also writes reproducers there: `script_in_environment`)."""
         return None
 
     # -- running -----------------------------------------------------------

@@ -27,6 +27,7 @@ from fuzzer import case_folder, envs
 from fuzzer.backends import Backend, get_backend
 from fuzzer.errors import ForeignError, OpUnsupported, UserError
 from fuzzer.ir import Case
+from fuzzer.oracle import error_headline
 
 REQUEST_TIMEOUT = 600.0  # seconds; campaigns detect hangs sooner through their worker heartbeat
 
@@ -46,6 +47,8 @@ class EnvWorker:
 
     def start(self) -> None:
         command = envs.worker_command(self.env.python)
+        if self.log is not None:
+            self.log.close()
         self.log = tempfile.TemporaryFile(mode="w+", prefix="fuzz-env-worker-")
         try:
             self.process = subprocess.Popen(command.args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log,
@@ -148,6 +151,16 @@ class EnvBackend(Backend):
         strict = copy.copy(self)
         strict.strict, strict.name = True, f"{self.name}+strict"
         return strict
+
+    def script_in_environment(self, case: Case, title: str, pytest_style: bool) -> str:
+        """`fuzz export` for this backend: the reproducer is traced by the environment's release."""
+        with tempfile.TemporaryDirectory(prefix="fuzz-env-case-") as folder:
+            case_folder.write_case(case, Path(folder))
+            answer = self.worker.ask({"script": self.base.name, "case": folder, "title": title, "pytest": pytest_style})
+        if "error" in answer:
+            raise UserError(f"Cannot write a reproducer with {self.env.describe()}: {error_headline(answer['error'])} "
+                            f"(`fuzz replay --backends {self.name}` and `fuzz export --format json` still work).")
+        return f"# Run it with {self.env.python} (environment '{self.env.name}').\n{answer['script']}"
 
     def run(self, case: Case) -> list[np.ndarray]:
         with tempfile.TemporaryDirectory(prefix="fuzz-env-case-") as folder:
