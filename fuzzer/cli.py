@@ -752,6 +752,8 @@ def bisect(db_path, case_id, package, low, high, find_fix, backend, extra, liste
             f"last_{old}": result.last_old, f"first_{new}": result.first_new, **result.to_dict()}
     if result.problem:
         text = f"Cannot bisect: {result.problem}"
+        if result.steps and result.steps[-1].outcome == "skip":
+            text += "\n(an old release may need older companions: pin them with --with, e.g. --with 'numpy<2')"
     else:
         text = f"Last {old}: {package} {result.last_old}\nFirst {new}: {package} {result.first_new}"
         if result.skipped_between:

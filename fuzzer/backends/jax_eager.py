@@ -33,9 +33,10 @@ def import_jax():
         jax.config.update("jax_enable_x64", True)
         cache = os.environ.get("FUZZ_JAX_CACHE", str(Path.home() / ".cache" / "fuzzer" / "jax"))
         if cache:
-            jax.config.update("jax_compilation_cache_dir", cache)
-            jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
-            jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+            with contextlib.suppress(AttributeError):  # releases before 0.4.2x lack these options: no cache
+                jax.config.update("jax_compilation_cache_dir", cache)
+                jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
+                jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
         _CONFIGURED = True
     return jax
 
