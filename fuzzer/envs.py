@@ -107,11 +107,11 @@ def _check_name(name: str) -> None:
         raise UserError(f"Environment name '{name}' must be letters, digits and . _ + - (it becomes part of backend names).")
 
 
-def add(name: str, python: str, replace: bool = False) -> Environment:
+def add(name: str, python: str) -> Environment:
     """Register an existing interpreter after checking that it runs the worker."""
     _check_name(name)
     envs = load_all()
-    if name in envs and not replace:
+    if name in envs:
         raise UserError(f"Environment '{name}' exists already ({envs[name].python}); remove it first or pick another name.")
     interpreter = shutil.which(python) if "/" not in python else python
     if not interpreter or not Path(interpreter).exists():
