@@ -125,13 +125,13 @@ def add(name: str, python: str) -> Environment:
 
 def create(name: str, requirements: list[str], python: str = sys.executable, pip_args: list[str] | None = None,
            progress: Progress = lambda line: None) -> Environment:
-    """A new venv under home()/NAME with numpy and `requirements` installed by pip, registered as NAME."""
+    """A new venv under home()/venvs/NAME with numpy and `requirements` installed by pip, registered as NAME."""
     _check_name(name)
     if name in load_all():
         raise UserError(f"Environment '{name}' exists already; `fuzz env remove {name}` first, or pick another name.")
     if not requirements:
         raise UserError("Say what to install, e.g. `fuzz env create jax-0.4.30 'jax==0.4.30' 'jaxlib==0.4.30'`.")
-    folder = home() / name
+    folder = home() / "venvs" / name
     if folder.exists():
         shutil.rmtree(folder)  # the remains of an interrupted create: nothing registered points at it
     folder.parent.mkdir(parents=True, exist_ok=True)
@@ -160,7 +160,7 @@ def remove(name: str) -> Environment:
     envs = load_all()
     env = get(name)
     if env.created:
-        shutil.rmtree(home() / name, ignore_errors=True)
+        shutil.rmtree(home() / "venvs" / name, ignore_errors=True)
     del envs[name]
     _save_all(envs)
     return env

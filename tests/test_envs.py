@@ -267,3 +267,10 @@ def test_cross_version_campaign_finds_shrinks_stores_replays_and_bisects_a_real_
     assert (answer["last_bad"], answer["first_good"]) == (OLD_JAX, "0.4.27")
     assert [step["versions"]["jaxlib"] for step in answer["steps"]] == [OLD_JAX, "0.4.27"]
     assert "creating environment" in result.stderr  # progress while it installs
+
+    # Removing an environment that `fuzz env create` made deletes its venv too.
+    assert (home / "venvs" / "old-jax" / "bin" / "python").exists()
+    fuzz("env", "remove", "old-jax", env_home=home)
+    assert not (home / "venvs" / "old-jax").exists()
+    names = [e["name"] for e in json.loads(fuzz("env", "list", "--json", env_home=home).stdout)]
+    assert sorted(name.rsplit("-", 1)[0] for name in names) == [f"bisect-jax-{OLD_JAX}", "bisect-jax-0.4.27"]
