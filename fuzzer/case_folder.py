@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from fuzzer.arrays import from_npy_bytes, to_npy_bytes
+from fuzzer.backends import split_arrays
 from fuzzer.ir import Case, Graph
 
 CASE_FILE = "case.json"
@@ -20,19 +21,15 @@ CASE_FILE = "case.json"
 
 def write_case(case: Case, root: Path, dtype: str = "float64") -> None:
     """Write `case` into the empty folder `root`, its arrays cast to `dtype`."""
-    inputs = [spec.name for spec in case.graph.inputs]
+    inputs, params = split_arrays(case)
     (root / "arrays").mkdir()
     (root / "outputs").mkdir()
-    params: dict[str, list[str]] = {}
     for name, array in case.arrays.items():
-        if name not in inputs:
-            node, param = name.split(".", 1)
-            params.setdefault(node, []).append(param)
         (root / "arrays" / f"{name}.npy").write_bytes(to_npy_bytes(array.astype(dtype)))
     description = {
         "graph": case.graph.to_dict(),
         "dtype": dtype,
-        "inputs": inputs,
+        "inputs": list(inputs),
         "params": {node: sorted(names) for node, names in params.items()},
         "seed": case.seed,
     }

@@ -54,6 +54,7 @@ def missing_api(exc: BaseException) -> bool:
 class Worker:
     def __init__(self):
         self.backends: dict = {}
+        self.current_op = "?"  # the op last called: names it when the installed release lacks its API
 
     def backend(self, spec: str, strict: bool):
         from fuzzer.backends import get_backend
@@ -61,8 +62,22 @@ class Worker:
         key = (spec, strict)
         if key not in self.backends:
             backend = get_backend(spec)
-            self.backends[key] = backend.strict_variant() if strict else backend
+            backend = backend.strict_variant() if strict else backend
+            backend.impl_for = self._tracking(backend.impl_for)
+            self.backends[key] = backend
         return self.backends[key]
+
+    def _tracking(self, impl_for):
+        def tracking_impl_for(op_name):
+            impl = impl_for(op_name)
+
+            def run_op(*args):
+                self.current_op = op_name
+                return impl(*args)
+
+            return run_op
+
+        return tracking_impl_for
 
     def run(self, request: dict) -> dict:
         from fuzzer import case_folder
@@ -70,25 +85,13 @@ class Worker:
         backend = self.backend(request["backend"], bool(request.get("strict")))
         root = Path(request["case"])
         case = case_folder.read_case(root)
-        current_op = {"name": "?"}
-        implementation = type(backend).impl_for
-
-        def tracking_impl_for(op_name):
-            impl = implementation(backend, op_name)
-
-            def run_op(*args):
-                current_op["name"] = op_name
-                return impl(*args)
-
-            return run_op
-
-        backend.impl_for = tracking_impl_for  # names the op when the installed release lacks its API
+        self.current_op = "?"
         try:
             outputs = backend.run(case)
         except Exception as exc:  # noqa: BLE001 - every failure goes back to the fuzzer as data
             text = "".join(traceback.format_exception_only(type(exc), exc)).strip()
             if missing_api(exc):
-                return {"unsupported": current_op["name"], "reason": text}
+                return {"unsupported": self.current_op, "reason": text}
             return {"error": text}
         case_folder.write_outputs(outputs, root)
         return {"ok": True}

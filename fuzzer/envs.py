@@ -92,14 +92,15 @@ def get(name: str) -> Environment:
 
 
 def resolve(spec: str) -> Environment:
-    """A registered name, or the path of a venv folder or a Python interpreter (probed, not registered)."""
+    """A registered name, or the path of a venv folder or a Python interpreter (not registered: its
+    versions are learnt when a worker starts there)."""
     if "/" not in spec and NAME_PATTERN.fullmatch(spec) and not Path(spec).exists():
         return get(spec)
     path = Path(spec).expanduser().absolute()
     python = path / "bin" / "python" if path.is_dir() else path
     if not python.exists():
         raise UserError(f"Environment '{spec}' is neither a registered name nor a venv folder or Python interpreter that exists.")
-    return Environment(name=spec, python=str(python), versions=probe(str(python)))
+    return Environment(name=spec, python=str(python))
 
 
 def _check_name(name: str) -> None:

@@ -42,7 +42,6 @@ class EnvWorker:
     def __init__(self, env: envs.Environment):
         self.env = env
         self.process: subprocess.Popen | None = None
-        self.versions: dict = dict(env.versions)
         self.log = None
 
     def start(self) -> None:
@@ -55,7 +54,8 @@ class EnvWorker:
                                             text=True, env=command.variables, cwd=command.cwd)
         except OSError as exc:
             raise EnvWorkerError(f"cannot start Python '{self.env.python}' of environment '{self.env.name}' ({exc})") from None
-        self.versions = self._read_answer("starting", envs.PROBE_TIMEOUT)["versions"]
+        # What the interpreter has now, which findings record (it may have changed since registration).
+        self.env.versions = self._read_answer("starting", envs.PROBE_TIMEOUT)["versions"]
 
     def ask(self, request: dict, timeout: float = REQUEST_TIMEOUT) -> dict:
         if self.process is None or self.process.poll() is not None:
@@ -100,13 +100,14 @@ def _exit_text(status: int) -> str:
 
 
 # One worker per environment per process: a campaign's shrinker and checker share it.
-_WORKERS: dict[str, EnvWorker] = {}
+_WORKERS: dict[tuple[str, str], EnvWorker] = {}
 
 
 def _worker_for(env: envs.Environment) -> EnvWorker:
-    if env.python not in _WORKERS:
-        _WORKERS[env.python] = EnvWorker(env)
-    return _WORKERS[env.python]
+    key = (env.name, env.python)
+    if key not in _WORKERS:
+        _WORKERS[key] = EnvWorker(env)
+    return _WORKERS[key]
 
 
 class EnvBackend(Backend):
@@ -115,9 +116,9 @@ class EnvBackend(Backend):
     def __init__(self, base: Backend, env: envs.Environment):
         super().__init__(base.device, base.dtype, name=f"{base.name}@{env.name}")
         self.base = base
-        self.env = env
-        self.kind, self.family, self.expensive = f"{base.kind}@{env.name}", base.family, base.expensive
         self.worker = _worker_for(env)
+        self.env = self.worker.env  # shared, so versions learnt when the worker starts reach every backend
+        self.kind, self.family, self.expensive = f"{base.kind}@{env.name}", base.family, base.expensive
 
     @classmethod
     def from_spec(cls, spec: str) -> "EnvBackend":
@@ -132,7 +133,7 @@ class EnvBackend(Backend):
         return cls(base, envs.resolve(env_spec))
 
     def other_environment(self) -> tuple[str, dict]:
-        return self.env.name, dict(self.worker.versions)
+        return self.env.name, dict(self.env.versions)
 
     def unavailable_reason(self) -> str | None:
         try:
