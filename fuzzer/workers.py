@@ -13,6 +13,8 @@ Requests:  ("case", index, known_signatures)  generate case `index`, check it, s
 Replies:   ("running", backend_name, compiles)  heartbeat before each backend run (compiles: the
                                                backend compiles graphs, so it gets the compile timeout)
            ("result", payload)                 see Worker.handle_* for the payload
+           ("user-error", message)             bad input (an unknown backend, a missing environment):
+                                               the parent raises it as the UserError it was
            ("error", traceback_text)           a bug in us while handling the request
 """
 
@@ -26,7 +28,7 @@ import time
 import traceback
 from dataclasses import dataclass, field
 
-from fuzzer.errors import InternalError
+from fuzzer.errors import InternalError, UserError
 
 SPAWN = multiprocessing.get_context("spawn")
 
@@ -56,6 +58,9 @@ def _worker_main(conn, config: WorkerConfig) -> None:
     try:
         pipeline = Pipeline(config, heartbeat=lambda backend: conn.send(("running", backend.name, backend.expensive)))
         conn.send(("ready", os.getpid()))
+    except UserError as exc:
+        conn.send(("user-error", str(exc)))
+        return
     except Exception:  # noqa: BLE001 - reported to the parent, which shows it to the user
         conn.send(("error", traceback.format_exc()))
         return
@@ -74,6 +79,8 @@ def _worker_main(conn, config: WorkerConfig) -> None:
             else:
                 reply = pipeline.check_given(request[1], request[2])
             conn.send(("result", reply))
+        except UserError as exc:
+            conn.send(("user-error", str(exc)))
         except Exception:  # noqa: BLE001
             conn.send(("error", traceback.format_exc()))
 
@@ -121,6 +128,9 @@ class Worker:
             self.kill()
             raise InternalError("a worker process did not start in time")
         message = self._recv()
+        if message[0] == "user-error":
+            self.kill()
+            raise UserError(message[1])
         if message[0] != "ready":
             self.kill()
             detail = message[1] if message[0] == "error" else describe_exit(self.process.exitcode)
@@ -168,6 +178,8 @@ class Worker:
                 raise WorkerDied("crash", backend, f"worker process {reason}")
             request = self.in_flight
             self.in_flight = None
+            if reply[0] == "user-error":
+                raise UserError(reply[1])
             if reply[0] == "error":
                 raise InternalError(f"worker failed while handling {request[0]!r}:\n{reply[1]}")
             return reply[1]

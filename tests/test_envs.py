@@ -25,6 +25,7 @@ from fuzzer.generate import CaseGenerator
 from fuzzer.ops import registry
 
 FUZZ = str(Path(sys.executable).parent / "fuzz")
+REPORTS = Path(__file__).resolve().parent.parent / "reports"
 OLD_JAX = "0.4.26"  # its XLA:CPU jit gets softmax over axis 0 of (N, M, 1) float32 wrong; 0.4.27 fixed it
 
 
@@ -101,8 +102,13 @@ def test_broken_environment_is_reported_by_check(env_home, tmp_path):
     result = fuzz("env", "list", "--check", "--json", env_home=env_home, expect=1)
     [row] = json.loads(result.stdout)
     assert "does not exist" in row["broken"]
-    one_error_line(fuzz("replay", "1", "--db", tmp_path / "none.db", "--backends", "jax-jit@gone", env_home=env_home,
-                        expect=None))
+    # Replay checks its backends in its worker: bad ones must still be one sentence, not an internal error.
+    db = tmp_path / "c.db"
+    fuzz("import", "--db", db, REPORTS / "cross-version" / "case-softmax-axis0.json", env_home=env_home)
+    one_error_line(fuzz("replay", 1, "--db", db, "--backends", "jax-jit@gone", env_home=env_home, expect=None),
+                   "not available", "cannot start Python", "'gone'")
+    one_error_line(fuzz("replay", 1, "--db", db, "--backends", "jax-jit@/no/such/venv", env_home=env_home, expect=None),
+                   "neither a registered name")
 
 
 # -- the protocol, against this very interpreter (fast, no download) ----------------------------
