@@ -3,6 +3,8 @@
 Marked `gpu`: skipped without CUDA. Run on a GPU machine with `pytest -m gpu`.
 """
 
+import sys
+
 import numpy as np
 import pytest
 
@@ -78,3 +80,25 @@ def test_cpu_and_gpu_agree_with_the_same_reference():
     backends = available(["torch-eager:cpu:float32", "torch-eager:cuda:float32", "jax-jit:cpu:float32", "jax-jit:gpu:float32"])
     result = check_case(CaseGenerator().case(7), backends)
     assert result.verdict in (oracle.AGREE, oracle.PRECISION_POLICY)
+
+
+def test_cuda_backends_in_another_environment_compute_what_they_compute_in_process(tmp_path, monkeypatch):
+    """KIND:cuda@ENV: this interpreter registered as an environment, so results must be identical."""
+    import torch
+
+    from fuzzer import envs
+    from fuzzer.execute import OK, run_backend
+
+    monkeypatch.setenv("FUZZ_ENV_HOME", str(tmp_path / "envs"))
+    envs.add("here", sys.executable)
+    generator = CaseGenerator()
+    for kind in ("torch-eager:cuda:float32", "jax-jit:gpu:float32"):
+        local, remote = get_backend(kind), get_backend(f"{kind}@here")
+        assert remote.unavailable_reason() is None
+        for seed in range(10):
+            case = generator.case(seed)
+            mine, theirs = run_backend(local, case), run_backend(remote, case)
+            assert (mine.status, theirs.status) == (OK, OK), theirs.error
+            for a, b in zip(mine.outputs, theirs.outputs):
+                np.testing.assert_array_equal(a, b)
+        assert remote.other_environment()[1]["device"] == torch.cuda.get_device_name(0)
