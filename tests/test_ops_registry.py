@@ -15,11 +15,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fuzzer.arrays import VALUE_PROFILES, materialize
+from fuzzer.arrays import materialize
 from fuzzer.backends import get_backend
 from fuzzer.ir import Graph, Node, TensorSpec, infer_shapes
 from fuzzer.ops import OpDef, registry
 from fuzzer.ops._common import DIMS
+from fuzzer.regimes import MAGNITUDE_PROFILES, SMALL_PROFILES
 
 OP_NAMES = sorted(registry())
 RANKS = (1, 2, 3, 4, 5)
@@ -97,7 +98,9 @@ def single_op_graphs(draw, name: str) -> Graph:
 @st.composite
 def single_op_cases(draw, name: str):
     graph = draw(single_op_graphs(name))
-    profiles = {spec.name: draw(st.sampled_from(VALUE_PROFILES)) for spec in graph.inputs}
+    # Finite values of every magnitude; special values (inf, nan) are judged by the oracle's rules
+    # in campaigns and tests/test_oracle.py, where the reference decides what is defined.
+    profiles = {spec.name: draw(st.sampled_from(SMALL_PROFILES + MAGNITUDE_PROFILES)) for spec in graph.inputs}
     return materialize(graph, draw(st.integers(0, 2**32 - 1)), profiles)
 
 
@@ -115,7 +118,6 @@ def test_float64_backends_agree_with_reference(name, data):
     inferred = infer_shapes(case.graph)["n0"]
     (expected,) = REFERENCE.run(case)
     assert expected.shape == inferred, f"reference shape {expected.shape} != inferred {inferred}: {_describe(case)}"
-    assert np.all(np.isfinite(expected)), f"reference is not finite: {_describe(case)}"
     for backend in BACKENDS:
         (actual,) = backend.run(case)
         assert actual.shape == expected.shape, f"{backend.name} shape {actual.shape} != {expected.shape}: {_describe(case)}"
@@ -137,3 +139,22 @@ def test_drawn_attrs_satisfy_the_shape_rule_and_params_are_well_formed(name, dat
     for pname, pshape in op.params(graph.nodes[0].attrs, shapes).items():
         assert pname and "." not in pname
         assert all(isinstance(d, int) and d >= 1 for d in pshape), f"{pname} has shape {pshape}"
+
+
+def test_the_op_registry_imports_without_hypothesis():
+    """Ops are shipped to other Python environments that have numpy and one framework only
+    (fuzzer/env_worker.py): no op module may need hypothesis before it draws attributes."""
+    import subprocess
+    import sys
+
+    blocker = ("import sys\n"
+               "class Block:\n"
+               "    def find_spec(self, name, path=None, target=None):\n"
+               "        if name.split('.')[0] == 'hypothesis': raise ImportError('hypothesis is blocked')\n"
+               "sys.meta_path.insert(0, Block())\n"
+               "from fuzzer.ops import registry\n"
+               "import fuzzer.env_worker\n"
+               "print(len(registry()))\n")
+    done = subprocess.run([sys.executable, "-c", blocker], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert int(done.stdout) == len(OP_NAMES)

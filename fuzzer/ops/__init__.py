@@ -48,6 +48,11 @@ class OpDef:
     # in units of roundoff, where it exceeds |output| (e.g. normalizing near-constant data);
     # the oracle's rounding model adds it as a systematic error (see oracle.py).
     forward_error: Callable | None = None
+    # Piecewise-constant ops (floor, round, sign, argmax, comparison masks): a rounding error in
+    # an input can move the output by a whole step, so the generator applies them only to graph
+    # inputs (the same float32 numbers in every backend) and bfloat16 backends skip them (numpy
+    # has no bfloat16 to round their inputs the way the backend does).
+    exact: bool = False
     family: str = ""
     notes: str = ""
 

@@ -1,8 +1,13 @@
-"""Pointwise activations and broadcasting binary ops."""
+"""Pointwise ops: the builders every pointwise family uses (`unary`, `binary`), the classic
+activations (relu, gelu, tanh, sigmoid) and the broadcasting binary ops.
+
+Binary ops broadcast like numpy: the second operand is drawn to broadcast into the first.
+"""
 
 from __future__ import annotations
 
 import math
+import operator
 
 import numpy as np
 
@@ -10,61 +15,71 @@ from fuzzer.ops import OpDef
 from fuzzer.ops._common import check, like, st
 
 
-def _same_shape(attrs, shapes):
+def same_shape(attrs, shapes):
     return shapes[0]
 
 
-def _any_shape(shape):
+def any_rank(shape):
     return 1 <= len(shape) <= 5
 
 
-def _erf(x):
-    return np.vectorize(math.erf, otypes=[np.float64])(np.asarray(x, dtype=np.float64))
+def _no_attrs(draw, shapes):
+    return {}
 
 
-def _gelu_reference(xs, ps, attrs):
-    """Exact GELU, x * Phi(x) with the error function (torch's default, approximate='none')."""
-    x = xs[0]
-    return like(x, 0.5 * x.astype(np.float64) * (1.0 + _erf(x / math.sqrt(2.0))))
+def _lookup(module, path: str):
+    for name in path.split("."):
+        module = getattr(module, name)
+    return module
 
 
-def _sigmoid_reference(xs, ps, attrs):
-    x = xs[0]
-    # Written per sign so that exp never overflows and, for x < 0, no 1 - p cancellation
-    # loses the tiny values: sigmoid(x) = e^x / (1 + e^x) there.
-    e = np.exp(-np.abs(x))
-    return like(x, np.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e)))
+def torch_function(path: str):
+    """An implementation calling torch.<path>(*inputs, **attrs): attrs named as torch's keywords."""
 
-
-def _torch_fn(name):
     def run(xs, ps, attrs):
         import torch
 
-        return getattr(torch, name)(xs[0])
+        return _lookup(torch, path)(*xs, **attrs)
 
     return run
 
 
-def _jax_fn(path):
+def jax_function(path: str):
+    """An implementation calling jax.<path>(*inputs, **attrs), e.g. "numpy.expm1", "nn.silu"."""
+
     def run(xs, ps, attrs):
         import jax
 
-        module, name = path.rsplit(".", 1)
-        return getattr({"jnp": jax.numpy, "nn": jax.nn}[module], name)(xs[0])
+        return _lookup(jax, path)(*xs, **attrs)
 
     return run
 
 
-def _torch_gelu(xs, ps, attrs):
-    import torch
+def _implementation(impl, framework_function):
+    """A path under the framework, or a function (*inputs, **attrs) that imports what it uses."""
+    if isinstance(impl, str):
+        return framework_function(impl)
+    return lambda xs, ps, attrs: impl(*xs, **attrs)
 
-    return torch.nn.functional.gelu(xs[0])
 
+def unary(name, reference, torch_impl, jax_impl, *, draw_attrs=_no_attrs, forward_error=None, exact=False, notes=""):
+    """A one-input op whose output has its input's shape.
 
-def _jax_gelu(xs, ps, attrs):
-    import jax
-
-    return jax.nn.gelu(xs[0], approximate=False)
+    `reference(x, **attrs)` is numpy from the math (its result is cast back to x's dtype);
+    `forward_error(x, **attrs)` as OpDef.forward_error; torch_impl / jax_impl as `_implementation`.
+    """
+    return OpDef(
+        name=name,
+        infer=same_shape,
+        reference=lambda xs, ps, attrs: like(xs[0], reference(xs[0], **attrs)),
+        torch=_implementation(torch_impl, torch_function),
+        jax=_implementation(jax_impl, jax_function),
+        accepts=any_rank,
+        draw_attrs=draw_attrs,
+        forward_error=None if forward_error is None else lambda xs, ps, attrs: forward_error(xs[0], **attrs),
+        exact=exact,
+        notes=notes,
+    )
 
 
 def _broadcast_infer(attrs, shapes):
@@ -81,63 +96,176 @@ def _draw_broadcast_operand(draw, first, attrs):
     return [tuple(other)]
 
 
-def _binary(name, numpy_fn, torch_name, jax_name):
-    def torch_impl(xs, ps, attrs):
-        import torch
-
-        return getattr(torch, torch_name)(xs[0], xs[1])
-
-    def jax_impl(xs, ps, attrs):
-        import jax.numpy as jnp
-
-        return getattr(jnp, jax_name)(xs[0], xs[1])
-
+def binary(name, reference, torch_impl, jax_impl, *, draw_attrs=_no_attrs, exact=False, notes=""):
+    """A two-input op broadcasting like numpy; `reference(a, b, **attrs)`, impls as in `unary`."""
     return OpDef(
         name=name,
         infer=_broadcast_infer,
-        reference=lambda xs, ps, attrs: numpy_fn(xs[0], xs[1]),
-        torch=torch_impl,
-        jax=jax_impl,
-        accepts=_any_shape,
+        reference=lambda xs, ps, attrs: like(xs[0], reference(xs[0], xs[1], **attrs)),
+        torch=_implementation(torch_impl, torch_function),
+        jax=_implementation(jax_impl, jax_function),
+        accepts=any_rank,
+        draw_attrs=draw_attrs,
         draw_operands=_draw_broadcast_operand,
         arity=(2, 2),
+        exact=exact,
+        notes=notes,
     )
 
 
+# -- activations ----------------------------------------------------------------
+
+
+def erf(x):
+    return np.vectorize(math.erf, otypes=[np.float64])(np.asarray(x, dtype=np.float64))
+
+
+def sigmoid(x):
+    # Written per sign so that exp never overflows and, for x < 0, no 1 - p cancellation
+    # loses the tiny values: sigmoid(x) = e^x / (1 + e^x) there.
+    e = np.exp(-np.abs(x))
+    return np.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
+
+
+def _gelu_reference(x, approximate="none"):
+    """approximate="none" (torch's default): exact GELU, x * Phi(x) = x/2 (1 + erf(x / sqrt 2)).
+    approximate="tanh": x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), ~1e-3 away from the exact form.
+    A case stored without the attribute is the exact form."""
+    x64 = np.asarray(x, dtype=np.float64)
+    if approximate == "tanh":
+        return 0.5 * x64 * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x64 + 0.044715 * x64**3)))
+    return 0.5 * x64 * (1.0 + erf(x64 / math.sqrt(2.0)))
+
+
+def _draw_gelu(draw, shapes):
+    return {"approximate": draw(st.sampled_from(["none", "tanh"]))}
+
+
+def _jax_gelu(x, approximate="none"):
+    import jax
+
+    return jax.nn.gelu(x, approximate=approximate == "tanh")
+
+
+def _maximum_reference(a, b):
+    """The larger; nan if either is nan; +0 is larger than -0 (IEEE 754-2019 maximum, as jax:
+    torch and numpy return one of two zeros by position)."""
+    both_zero = (a == 0) & (b == 0)
+    return np.where(both_zero, np.where(np.signbit(a) & np.signbit(b), -0.0, 0.0), np.maximum(a, b))
+
+
+def _minimum_reference(a, b):
+    """The smaller; nan if either is nan; -0 is smaller than +0 (IEEE 754-2019 minimum)."""
+    both_zero = (a == 0) & (b == 0)
+    return np.where(both_zero, np.where(np.signbit(a) | np.signbit(b), -0.0, 0.0), np.minimum(a, b))
+
+
+# -- where: select by a comparison --------------------------------------------------
+
+# The Python operators: what users write, and the same on numpy, torch and jax arrays.
+COMPARISONS = {"gt": operator.gt, "lt": operator.lt, "ge": operator.ge, "le": operator.le}
+
+
+def _draw_compare(draw, shapes):
+    return {"compare": draw(st.sampled_from(sorted(COMPARISONS)))}
+
+
+def _where_reference(a, b, compare):
+    """where(a <compare> b, a, b): a max/min written as a select. Continuous (at a == b both
+    branches agree), so not `exact`; a nan makes every comparison false, selecting b."""
+    return np.where(COMPARISONS[compare](a, b), a, b)
+
+
+def _torch_where(a, b, compare):
+    import torch
+
+    return torch.where(COMPARISONS[compare](a, b), a, b)
+
+
+def _jax_where(a, b, compare):
+    import jax
+
+    return jax.numpy.where(COMPARISONS[compare](a, b), a, b)
+
+
+# Thresholds float32 holds exactly: a backend compares float32 data with float32(threshold),
+# the reference with the threshold itself, and those must be the same comparison.
+THRESHOLDS = (0.0, 0.5, -0.5, 1.0, -1.0, 0.125, 2.0)
+
+
+def _draw_threshold(draw, shapes):
+    return {**_draw_compare(draw, shapes), "threshold": draw(st.sampled_from(THRESHOLDS))}
+
+
+def _where_threshold_reference(a, b, compare, threshold):
+    """where(a <compare> threshold, a, b): jumps from b to a where a crosses the threshold,
+    so a rounding error in a can move the output by |a - b|: an `exact` op."""
+    return np.where(COMPARISONS[compare](a, threshold), a, b)
+
+
+def _torch_where_threshold(a, b, compare, threshold):
+    import torch
+
+    return torch.where(COMPARISONS[compare](a, threshold), a, b)
+
+
+def _jax_where_threshold(a, b, compare, threshold):
+    import jax
+
+    return jax.numpy.where(COMPARISONS[compare](a, threshold), a, b)
+
+
 OPS = [
-    OpDef(
-        name="relu",
-        infer=_same_shape,
-        reference=lambda xs, ps, attrs: np.maximum(xs[0], 0).astype(xs[0].dtype),
-        torch=_torch_fn("relu"),
-        jax=_jax_fn("nn.relu"),
-        accepts=_any_shape,
+    unary("relu", lambda x: np.maximum(x, 0), "relu", "nn.relu"),
+    unary(
+        "gelu",
+        _gelu_reference,
+        "nn.functional.gelu",
+        _jax_gelu,
+        draw_attrs=_draw_gelu,
+        # Both forms compute x/2 (1 + erf or tanh): for x << 0 the sum cancels with an error
+        # ~roundoff * |x| / 2, which the rounding model's gelu(|x|) ~ |x| magnitude already allows.
+        notes="approximate drawn: 'none' (erf) or 'tanh'; the two differ by ~1e-3",
     ),
-    OpDef(
-        name="gelu",
-        infer=_same_shape,
-        reference=_gelu_reference,
-        torch=_torch_gelu,
-        jax=_jax_gelu,
-        accepts=_any_shape,
-        notes="exact (erf) form; tanh approximation differs by ~1e-3 and is not what torch computes by default",
+    unary("tanh", np.tanh, "tanh", "numpy.tanh"),
+    unary("sigmoid", sigmoid, "sigmoid", "nn.sigmoid"),
+    binary("add", np.add, "add", "numpy.add"),
+    binary("sub", np.subtract, "sub", "numpy.subtract"),
+    binary("mul", np.multiply, "mul", "numpy.multiply"),
+    binary("div", np.divide, "div", "numpy.divide", notes="true division; x / 0 = +-inf, 0 / 0 = nan"),
+    binary("maximum", _maximum_reference, "maximum", "numpy.maximum"),
+    binary("minimum", _minimum_reference, "minimum", "numpy.minimum"),
+    binary(
+        "pow",
+        np.power,
+        "pow",
+        "numpy.power",
+        notes="a ** b; a negative base with a non-integer exponent is nan, 0 ** negative is inf; "
+        "random float exponents make most negative bases nan",
     ),
-    OpDef(
-        name="tanh",
-        infer=_same_shape,
-        reference=lambda xs, ps, attrs: np.tanh(xs[0]),
-        torch=_torch_fn("tanh"),
-        jax=_jax_fn("jnp.tanh"),
-        accepts=_any_shape,
+    binary(
+        "atan2",
+        np.arctan2,
+        "atan2",
+        "numpy.arctan2",
+        notes="atan2(a, b): the angle of the point (x=b, y=a), in [-pi, pi]; the branch cut is the "
+        "negative x axis, where atan2(+-0, b < 0) = +-pi",
     ),
-    OpDef(
-        name="sigmoid",
-        infer=_same_shape,
-        reference=_sigmoid_reference,
-        torch=_torch_fn("sigmoid"),
-        jax=_jax_fn("nn.sigmoid"),
-        accepts=_any_shape,
+    binary(
+        "where",
+        _where_reference,
+        _torch_where,
+        _jax_where,
+        draw_attrs=_draw_compare,
+        notes="where(a <compare> b, a, b), compare in gt/lt/ge/le",
     ),
-    _binary("add", np.add, "add", "add"),
-    _binary("mul", np.multiply, "mul", "multiply"),
+    binary(
+        "where_threshold",
+        _where_threshold_reference,
+        _torch_where_threshold,
+        _jax_where_threshold,
+        draw_attrs=_draw_threshold,
+        exact=True,
+        notes="where(a <compare> threshold, a, b), compare in gt/lt/ge/le, thresholds exact in float32",
+    ),
 ]

@@ -1,4 +1,4 @@
-"""linear and matmul (plain, batched, broadcast batch dims).
+"""linear, matmul (plain, batched, broadcast batch dims), bmm, addmm, baddbmm and einsum.
 
 Tiled kernels hide bugs at tile edges (seed bug 4: a tiled matmul returned zeros),
 so the sizes drawn include K = 1 and sizes just off multiples of 8/16/32.
@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from fuzzer.ops import OpDef
-from fuzzer.ops._common import DIMS, check, rank_between, st
+from fuzzer.ops._common import DIMS, check, like, rank_between, st
 
 TILE_EDGE_SIZES = (1, 3, 7, 9, 15, 17, 31, 33)
 
@@ -87,6 +87,186 @@ def _jax_matmul(xs, ps, attrs):
     return jnp.matmul(xs[0], xs[1])
 
 
+def _draw_bmm_operands(draw, first, attrs):
+    batch, _, k = first
+    return [(batch, k, _draw_features(draw))]
+
+
+def _infer_bmm(attrs, shapes):
+    a, b = shapes
+    check(len(a) == 3 and len(b) == 3, f"bmm takes two rank-3 operands, got {list(a)} and {list(b)}")
+    check(a[0] == b[0], f"batch sizes differ: {a[0]} and {b[0]}")
+    check(a[2] == b[1], f"inner dims differ: {list(a)} @ {list(b)}")
+    return (a[0], a[1], b[2])
+
+
+def _torch_bmm(xs, ps, attrs):
+    import torch
+
+    return torch.bmm(xs[0], xs[1])
+
+
+def broadcasts_to(shape, target) -> bool:
+    """Does `shape` broadcast to exactly `target` (never beyond it)?"""
+    try:
+        return tuple(np.broadcast_shapes(tuple(shape), tuple(target))) == tuple(target)
+    except ValueError:
+        return False
+
+
+# -- addmm and baddbmm: beta * input + alpha * (a @ b) -----------------------------
+
+# No zero alpha: torch documents only beta = 0 as dropping its term (and its nan/inf).
+SCALES = {"alpha": (1.0, 0.5, -1.5, 2.0), "beta": (1.0, 0.0, -1.0, 0.5)}
+
+
+def _draw_scales(draw, shapes):
+    return {name: draw(st.sampled_from(choices)) for name, choices in SCALES.items()}
+
+
+def _grow(draw, size):
+    """A size that `size` broadcasts to: itself, or any size when it is 1."""
+    return _draw_features(draw) if size == 1 and draw(st.booleans()) else size
+
+
+def _draw_addmm_operands(draw, first, attrs):
+    """input is (p,) or (n, p), size-1 dims broadcast; mat1 (n, k), mat2 (k, p)."""
+    n = _draw_features(draw) if len(first) == 1 else _grow(draw, first[0])
+    p, k = _grow(draw, first[-1]), _draw_features(draw)
+    return [(n, k), (k, p)]
+
+
+def _draw_baddbmm_operands(draw, first, attrs):
+    """input is (n, p) or (b, n, p), size-1 dims broadcast; batch1 (b, n, k), batch2 (b, k, p)."""
+    b = draw(st.sampled_from(DIMS)) if len(first) == 2 else _grow(draw, first[0])
+    n, p, k = _grow(draw, first[-2]), _grow(draw, first[-1]), _draw_features(draw)
+    return [(b, n, k), (b, k, p)]
+
+
+def _infer_scaled_product(attrs, shapes):
+    added, a, b = shapes
+    rank = len(a)
+    check(
+        rank in (2, 3) and len(b) == rank,
+        f"the product needs two operands of rank 2 (addmm) or 3 (baddbmm), got {list(a)} and {list(b)}",
+    )
+    check(a[-1] == b[-2] and a[:-2] == b[:-2], f"operands do not multiply: {list(a)} @ {list(b)}")
+    product = tuple(a[:-1]) + (b[-1],)
+    check(broadcasts_to(added, product), f"input {list(added)} does not broadcast to the product's shape {list(product)}")
+    return product
+
+
+def _scaled_product_reference(xs, ps, attrs):
+    """beta * input + alpha * (a @ b), input broadcast to the product's shape. beta = 0 drops
+    the input term entirely, so nan and inf in it do not propagate (torch's documented rule)."""
+    added, a, b = xs
+    product = attrs["alpha"] * np.matmul(a, b)
+    return like(a, product if attrs["beta"] == 0 else attrs["beta"] * added + product)
+
+
+def _scaled_product_error(xs, ps, attrs):
+    """|beta| |input| + |alpha| |a| @ |b|, the classic error-bound magnitude: the rounding model's
+    op on absolute values keeps alpha's and beta's signs and would let the two terms cancel."""
+    added, a, b = (np.abs(x) for x in xs)
+    product = abs(attrs["alpha"]) * np.matmul(a, b)
+    return product if attrs["beta"] == 0 else abs(attrs["beta"]) * added + product
+
+
+def _torch_scaled_product(name):
+    def run(xs, ps, attrs):
+        import torch
+
+        return getattr(torch, name)(xs[0], xs[1], xs[2], beta=attrs["beta"], alpha=attrs["alpha"])
+
+    return run
+
+
+def _jax_scaled_product(xs, ps, attrs):
+    import jax.numpy as jnp
+
+    product = attrs["alpha"] * jnp.matmul(xs[1], xs[2])
+    return product if attrs["beta"] == 0 else attrs["beta"] * xs[0] + product
+
+
+# -- einsum --------------------------------------------------------------------------
+
+EQUATIONS = (
+    "ij->ji",
+    "ii->i",
+    "ij,j->i",
+    "i,j->ij",
+    "bi,bi->b",
+    "bij,bjk->bik",
+    "bij,jk->bik",
+    "bhqd,bhkd->bhqk",
+    "bhqk,bhkd->bhqd",
+)
+
+
+def _terms(equation: str) -> tuple[list[str], str]:
+    inputs, output = equation.split("->")
+    return inputs.split(","), output
+
+
+def _fits_first(equation: str, shape) -> bool:
+    """Does `shape` fit the equation's first operand (its rank, and equal sizes for a repeated letter)?"""
+    first = _terms(equation)[0][0]
+    if len(first) != len(shape):
+        return False
+    sizes = {}
+    return all(sizes.setdefault(letter, size) == size for letter, size in zip(first, shape))
+
+
+def _einsum_accepts(shape) -> bool:
+    return any(_fits_first(equation, shape) for equation in EQUATIONS)
+
+
+def _draw_einsum(draw, shapes):
+    return {"equation": draw(st.sampled_from([e for e in EQUATIONS if _fits_first(e, shapes[0])]))}
+
+
+def _draw_einsum_operands(draw, first, attrs):
+    """Sizes of the first operand's letters carry over; every new letter gets a drawn size."""
+    inputs, _ = _terms(attrs["equation"])
+    sizes = dict(zip(inputs[0], first))
+    for term in inputs[1:]:
+        for letter in term:
+            if letter not in sizes:
+                sizes[letter] = _draw_features(draw)
+    return [tuple(sizes[letter] for letter in term) for term in inputs[1:]]
+
+
+def _infer_einsum(attrs, shapes):
+    equation = attrs["equation"]
+    check(equation in EQUATIONS, f"equation {equation!r} is not one of {list(EQUATIONS)}")
+    inputs, output = _terms(equation)
+    check(len(shapes) == len(inputs), f"{equation!r} takes {len(inputs)} operands, got {len(shapes)}")
+    sizes = {}
+    for term, shape in zip(inputs, shapes):
+        check(len(term) == len(shape), f"operand {list(shape)} does not have the {len(term)} dims of {term!r} in {equation!r}")
+        for letter, size in zip(term, shape):
+            check(sizes.setdefault(letter, size) == size, f"dim {letter!r} of {equation!r} is both {sizes[letter]} and {size}")
+    return tuple(sizes[letter] for letter in output)
+
+
+def _einsum_reference(xs, ps, attrs):
+    """numpy's einsum: a repeated letter in one operand takes the diagonal, a letter missing
+    from the output is summed over, the output's letters give its dim order."""
+    return like(xs[0], np.einsum(attrs["equation"], *xs))
+
+
+def _torch_einsum(xs, ps, attrs):
+    import torch
+
+    return torch.einsum(attrs["equation"], *xs)
+
+
+def _jax_einsum(xs, ps, attrs):
+    import jax.numpy as jnp
+
+    return jnp.einsum(attrs["equation"], *xs)
+
+
 OPS = [
     OpDef(
         name="linear",
@@ -108,6 +288,55 @@ OPS = [
         accepts=rank_between(2, 4),
         draw_operands=_draw_matmul_operands,
         arity=(2, 2),
+        sensitivity=2.0,
+    ),
+    OpDef(
+        name="bmm",
+        infer=_infer_bmm,
+        reference=lambda xs, ps, attrs: np.matmul(xs[0], xs[1]),
+        torch=_torch_bmm,
+        jax=_jax_matmul,
+        accepts=rank_between(3, 3),
+        draw_operands=_draw_bmm_operands,
+        arity=(2, 2),
+        sensitivity=2.0,
+    ),
+    OpDef(
+        name="addmm",
+        infer=_infer_scaled_product,
+        reference=_scaled_product_reference,
+        torch=_torch_scaled_product("addmm"),
+        jax=_jax_scaled_product,
+        accepts=rank_between(1, 2),
+        draw_attrs=_draw_scales,
+        draw_operands=_draw_addmm_operands,
+        arity=(3, 3),
+        sensitivity=2.0,
+        forward_error=_scaled_product_error,
+    ),
+    OpDef(
+        name="baddbmm",
+        infer=_infer_scaled_product,
+        reference=_scaled_product_reference,
+        torch=_torch_scaled_product("baddbmm"),
+        jax=_jax_scaled_product,
+        accepts=rank_between(2, 3),
+        draw_attrs=_draw_scales,
+        draw_operands=_draw_baddbmm_operands,
+        arity=(3, 3),
+        sensitivity=2.0,
+        forward_error=_scaled_product_error,
+    ),
+    OpDef(
+        name="einsum",
+        infer=_infer_einsum,
+        reference=_einsum_reference,
+        torch=_torch_einsum,
+        jax=_jax_einsum,
+        accepts=_einsum_accepts,
+        draw_attrs=_draw_einsum,
+        draw_operands=_draw_einsum_operands,
+        arity=(1, 2),
         sensitivity=2.0,
     ),
 ]

@@ -1,35 +1,87 @@
-"""layer_norm and batch_norm (train and eval).
+"""Normalizations: layer_norm, batch_norm (train and eval), group_norm, instance_norm,
+rms_norm and local_response_norm.
 
-Both divide by sqrt(var + eps): for near-constant inputs the variance is
-ill-conditioned in float32, which is why their sensitivity is high; the oracle's
-same-dtype reference term (see oracle.py) absorbs the rest.
+The mean-subtracting ones divide by sqrt(var + eps): for near-constant inputs the
+variance is ill-conditioned in float32, which is why their sensitivity is high and they
+declare `forward_error` (`_normalization_error`). rms_norm and local_response_norm
+subtract nothing: their denominators are sums of squares plus a positive constant, well
+conditioned, so the oracle's rounding model covers them with no declared error.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from fuzzer.errors import OpUnsupported
 from fuzzer.ops import OpDef
-from fuzzer.ops._common import check, numel, rank_between, st
+from fuzzer.ops._common import check, like, numel, rank_between, st
 
-EPS = 1e-5
+# 1e-12 makes near-constant rows divide rounding noise by ~1e-6; 0.1 lets eps dominate small variances.
+EPS_CHOICES = (1e-5, 1e-6, 1e-12, 1e-3, 0.1)
 
 
-def _draw_layer_norm(draw, shapes):
+def _draw_eps(draw) -> float:
+    return draw(st.sampled_from(EPS_CHOICES))
+
+
+def _check_eps(attrs) -> None:
+    check(attrs["eps"] > 0, "eps must be positive")
+
+
+def _channel_view(values, rank):
+    """A per-channel vector shaped to broadcast along dim 1 (numpy, jax or torch)."""
+    return values.reshape((1, -1) + (1,) * (rank - 2))
+
+
+def _normalize(x, axes, eps):
+    """(x - mean) / sqrt(var + eps) over `axes` (logical dims), biased variance (divide by n)."""
+    mean = np.mean(x, axis=axes, keepdims=True)
+    var = np.mean((x - mean) ** 2, axis=axes, keepdims=True)
+    return (x - mean) / np.sqrt(var + eps)
+
+
+def _jax_normalize(x, axes, eps):
+    import jax.numpy as jnp
+
+    mean = jnp.mean(x, axis=axes, keepdims=True)
+    var = jnp.mean(jnp.square(x - mean), axis=axes, keepdims=True)
+    return (x - mean) / jnp.sqrt(var + eps)
+
+
+def _normalization_error(x, axes, eps, scale=None):
+    """Subtracting a rounded mean leaves an error of about roundoff * max|x| in every
+    element, which the division by sqrt(var + eps) amplifies: near-constant rows are
+    ill-conditioned (the result there is mostly rounding), the same in every framework.
+    Measured on CPU for rows of 17 to 32769 near-equal values: torch, jax.jit and numpy
+    float32 stay within 5x this bound (blocked/pairwise means), under the oracle's 40x."""
+    spread = np.max(np.abs(x), axis=axes, keepdims=True)
+    var = np.var(x, axis=axes, keepdims=True)
+    bound = np.broadcast_to(spread / np.sqrt(var + eps), x.shape)
+    return bound if scale is None else bound * np.abs(scale)
+
+
+# -- layer_norm and rms_norm (over trailing dims) ----------------------------------
+
+
+def _draw_trailing_norm(draw, shapes):
     shape = shapes[0]
     count = draw(st.integers(1, min(2, len(shape))))
-    return {"normalized_shape": list(shape[-count:]), "affine": draw(st.booleans()), "eps": EPS}
+    return {"normalized_shape": list(shape[-count:]), "affine": draw(st.booleans()), "eps": _draw_eps(draw)}
 
 
-def _infer_layer_norm(attrs, shapes):
+def _infer_trailing_norm(attrs, shapes):
     normalized, shape = tuple(attrs["normalized_shape"]), shapes[0]
     check(0 < len(normalized) <= len(shape), f"normalized_shape {list(normalized)} is longer than the input rank")
     check(
         tuple(shape[-len(normalized) :]) == normalized,
         f"normalized_shape {list(normalized)} does not match the last dims of input shape {list(shape)}",
     )
-    check(attrs["eps"] > 0, "eps must be positive")
+    _check_eps(attrs)
     return shape
+
+
+def _trailing_axes(x, attrs):
+    return tuple(range(x.ndim - len(attrs["normalized_shape"]), x.ndim))
 
 
 def _layer_norm_params(attrs, shapes):
@@ -45,37 +97,15 @@ def _layer_norm_reference(xs, ps, attrs):
     input must give the same answer as its contiguous copy.
     """
     x = xs[0]
-    axes = tuple(range(x.ndim - len(attrs["normalized_shape"]), x.ndim))
-    mean = np.mean(x, axis=axes, keepdims=True)
-    var = np.mean((x - mean) ** 2, axis=axes, keepdims=True)
-    out = (x - mean) / np.sqrt(var + attrs["eps"])
+    out = _normalize(x, _trailing_axes(x, attrs), attrs["eps"])
     if attrs["affine"]:
         out = out * ps["weight"] + ps["bias"]
     return out.astype(x.dtype)
 
 
-def _normalization_error(x, axes, eps, scale=None):
-    """Subtracting a rounded mean leaves an error of about roundoff * max|x| in every
-    element, which the division by sqrt(var + eps) amplifies: near-constant rows are
-    ill-conditioned (the result there is mostly rounding), the same in every framework."""
-    spread = np.max(np.abs(x), axis=axes, keepdims=True)
-    var = np.var(x, axis=axes, keepdims=True)
-    bound = np.broadcast_to(spread / np.sqrt(var + eps), x.shape)
-    return bound if scale is None else bound * np.abs(scale)
-
-
 def _layer_norm_error(xs, ps, attrs):
     x = xs[0]
-    axes = tuple(range(x.ndim - len(attrs["normalized_shape"]), x.ndim))
-    return _normalization_error(x, axes, attrs["eps"], ps.get("weight"))
-
-
-def _batch_norm_error(xs, ps, attrs):
-    x = xs[0]
-    if not attrs["training"]:
-        return np.zeros_like(x)  # running statistics: nothing is subtracted that was rounded here
-    axes = tuple(i for i in range(x.ndim) if i != 1)
-    return _normalization_error(x, axes, attrs["eps"], _channel_view(ps["weight"], x.ndim))
+    return _normalization_error(x, _trailing_axes(x, attrs), attrs["eps"], ps.get("weight"))
 
 
 def _torch_layer_norm(xs, ps, attrs):
@@ -87,23 +117,51 @@ def _torch_layer_norm(xs, ps, attrs):
 
 
 def _jax_layer_norm(xs, ps, attrs):
-    import jax.numpy as jnp
-
     x = xs[0]
-    axes = tuple(range(x.ndim - len(attrs["normalized_shape"]), x.ndim))
-    mean = jnp.mean(x, axis=axes, keepdims=True)
-    var = jnp.mean(jnp.square(x - mean), axis=axes, keepdims=True)
-    out = (x - mean) / jnp.sqrt(var + attrs["eps"])
+    out = _jax_normalize(x, _trailing_axes(x, attrs), attrs["eps"])
     if attrs["affine"]:
         out = out * ps["weight"] + ps["bias"]
     return out
+
+
+def _rms_norm_params(attrs, shapes):
+    return {"weight": tuple(attrs["normalized_shape"])} if attrs["affine"] else {}
+
+
+def _rms_norm_reference(xs, ps, attrs):
+    """x / sqrt(mean(x^2) + eps) over the trailing len(normalized_shape) logical dims, times
+    `weight` when affine (rms_norm has no bias). eps is always given: torch's default (None)
+    would be the dtype's machine epsilon."""
+    x = xs[0]
+    mean_square = np.mean(x * x, axis=_trailing_axes(x, attrs), keepdims=True)
+    out = x / np.sqrt(mean_square + attrs["eps"])
+    return like(x, out * ps["weight"] if attrs["affine"] else out)
+
+
+def _torch_rms_norm(xs, ps, attrs):
+    import torch
+
+    if not hasattr(torch.nn.functional, "rms_norm"):
+        raise OpUnsupported("torch.nn.functional.rms_norm is missing before torch 2.4")
+    return torch.nn.functional.rms_norm(xs[0], attrs["normalized_shape"], ps.get("weight"), attrs["eps"])
+
+
+def _jax_rms_norm(xs, ps, attrs):
+    import jax.numpy as jnp
+
+    x = xs[0]
+    out = x / jnp.sqrt(jnp.mean(jnp.square(x), axis=_trailing_axes(x, attrs), keepdims=True) + attrs["eps"])
+    return out * ps["weight"] if attrs["affine"] else out
+
+
+# -- batch_norm ----------------------------------------------------------------------
 
 
 def _draw_batch_norm(draw, shapes):
     shape = shapes[0]
     # Training mode needs more than one value per channel (torch refuses otherwise).
     can_train = numel(shape) // shape[1] > 1
-    return {"training": can_train and draw(st.booleans()), "eps": EPS}
+    return {"training": can_train and draw(st.booleans()), "eps": _draw_eps(draw)}
 
 
 def _infer_batch_norm(attrs, shapes):
@@ -111,7 +169,7 @@ def _infer_batch_norm(attrs, shapes):
     check(2 <= len(shape) <= 4, f"batch_norm takes (N, C), (N, C, L) or (N, C, H, W), got {list(shape)}")
     if attrs["training"]:
         check(numel(shape) // shape[1] > 1, "training mode needs more than one value per channel")
-    check(attrs["eps"] > 0, "eps must be positive")
+    _check_eps(attrs)
     return shape
 
 
@@ -120,8 +178,8 @@ def _batch_norm_params(attrs, shapes):
     return {"weight": channels, "bias": channels, "running_mean": channels, "running_var": channels}
 
 
-def _channel_view(values, rank):
-    return np.reshape(values, (1, -1) + (1,) * (rank - 2))
+def _all_but_channels(x):
+    return tuple(i for i in range(x.ndim) if i != 1)
 
 
 def _batch_norm_reference(xs, ps, attrs):
@@ -129,13 +187,18 @@ def _batch_norm_reference(xs, ps, attrs):
     every dim but 1 (the running-stat update is a side effect, not an output)."""
     x = xs[0]
     if attrs["training"]:
-        axes = tuple(i for i in range(x.ndim) if i != 1)
-        mean = np.mean(x, axis=axes, keepdims=True)
-        var = np.mean((x - mean) ** 2, axis=axes, keepdims=True)
+        out = _normalize(x, _all_but_channels(x), attrs["eps"])
     else:
         mean, var = _channel_view(ps["running_mean"], x.ndim), _channel_view(ps["running_var"], x.ndim)
-    out = (x - mean) / np.sqrt(var + attrs["eps"])
+        out = (x - mean) / np.sqrt(var + attrs["eps"])
     return (out * _channel_view(ps["weight"], x.ndim) + _channel_view(ps["bias"], x.ndim)).astype(x.dtype)
+
+
+def _batch_norm_error(xs, ps, attrs):
+    x = xs[0]
+    if not attrs["training"]:
+        return np.zeros_like(x)  # running statistics: nothing is subtracted that was rounded here
+    return _normalization_error(x, _all_but_channels(x), attrs["eps"], _channel_view(ps["weight"], x.ndim))
 
 
 def _torch_batch_norm(xs, ps, attrs):
@@ -158,26 +221,200 @@ def _jax_batch_norm(xs, ps, attrs):
     import jax.numpy as jnp
 
     x = xs[0]
-    view = (1, -1) + (1,) * (x.ndim - 2)
     if attrs["training"]:
-        axes = tuple(i for i in range(x.ndim) if i != 1)
-        mean = jnp.mean(x, axis=axes, keepdims=True)
-        var = jnp.mean(jnp.square(x - mean), axis=axes, keepdims=True)
+        out = _jax_normalize(x, _all_but_channels(x), attrs["eps"])
     else:
-        mean, var = ps["running_mean"].reshape(view), ps["running_var"].reshape(view)
-    out = (x - mean) / jnp.sqrt(var + attrs["eps"])
-    return out * ps["weight"].reshape(view) + ps["bias"].reshape(view)
+        mean, var = _channel_view(ps["running_mean"], x.ndim), _channel_view(ps["running_var"], x.ndim)
+        out = (x - mean) / jnp.sqrt(var + attrs["eps"])
+    return out * _channel_view(ps["weight"], x.ndim) + _channel_view(ps["bias"], x.ndim)
+
+
+# -- group_norm and instance_norm (per sample, over channels' groups and space) ---------
+
+
+def _affine_params(attrs, shapes):
+    channels = (shapes[0][1],)
+    return {"weight": channels, "bias": channels} if attrs["affine"] else {}
+
+
+def _per_channel_affine(out, ps, attrs):
+    if not attrs["affine"]:
+        return out
+    return out * _channel_view(ps["weight"], out.ndim) + _channel_view(ps["bias"], out.ndim)
+
+
+def _group_norm_accepts(shape) -> bool:
+    return 2 <= len(shape) <= 5 and numel(shape) > 1
+
+
+def _torch_accepts_groups(shape, groups) -> bool:
+    """torch refuses a group_norm whose N * (C / groups) * prod(spatial) is 1 (its batch-size check)."""
+    return numel(shape) // groups > 1
+
+
+def _draw_group_norm(draw, shapes):
+    channels = shapes[0][1]
+    divisors = [g for g in range(1, channels + 1) if channels % g == 0 and _torch_accepts_groups(shapes[0], g)]
+    return {"num_groups": draw(st.sampled_from(divisors)), "affine": draw(st.booleans()), "eps": _draw_eps(draw)}
+
+
+def _infer_group_norm(attrs, shapes):
+    shape, groups = shapes[0], attrs["num_groups"]
+    check(2 <= len(shape) <= 5, f"group_norm takes (N, C, *) of rank 2 to 5, got {list(shape)}")
+    check(groups >= 1 and shape[1] % groups == 0, f"num_groups {groups} does not divide the {shape[1]} channels")
+    check(
+        _torch_accepts_groups(shape, groups),
+        f"group_norm of {list(shape)} in {groups} groups has one value per group in the whole batch",
+    )
+    _check_eps(attrs)
+    return shape
+
+
+def _grouped(x, attrs):
+    """(N, C, *) -> (N, groups, C / groups * prod(*)): each group's channels and positions in a row."""
+    return x.reshape(x.shape[0], attrs["num_groups"], -1)
+
+
+def _group_norm_reference(xs, ps, attrs):
+    """Dim 1's channels split into num_groups consecutive groups; each (sample, group) is
+    normalized over its channels and all positions together (biased variance), then the
+    per-channel weight and bias apply when affine."""
+    x = xs[0]
+    out = _normalize(_grouped(x, attrs), (2,), attrs["eps"]).reshape(x.shape)
+    return like(x, _per_channel_affine(out, ps, attrs))
+
+
+def _group_norm_error(xs, ps, attrs):
+    x = np.asarray(xs[0])
+    bound = _normalization_error(_grouped(x, attrs), (2,), attrs["eps"]).reshape(x.shape)
+    return bound * np.abs(_channel_view(ps["weight"], x.ndim)) if attrs["affine"] else bound
+
+
+def _torch_group_norm(xs, ps, attrs):
+    import torch
+
+    return torch.nn.functional.group_norm(xs[0], attrs["num_groups"], ps.get("weight"), ps.get("bias"), attrs["eps"])
+
+
+def _jax_group_norm(xs, ps, attrs):
+    x = xs[0]
+    out = _jax_normalize(_grouped(x, attrs), (2,), attrs["eps"]).reshape(x.shape)
+    return _per_channel_affine(out, ps, attrs)
+
+
+def _instance_norm_accepts(shape) -> bool:
+    # Statistics over one position are meaningless; torch refuses them.
+    return 3 <= len(shape) <= 5 and numel(shape[2:]) > 1
+
+
+def _draw_instance_norm(draw, shapes):
+    return {"affine": draw(st.booleans()), "eps": _draw_eps(draw)}
+
+
+def _infer_instance_norm(attrs, shapes):
+    check(
+        _instance_norm_accepts(shapes[0]),
+        f"instance_norm takes (N, C, *) of rank 3 to 5 with more than one position, got {list(shapes[0])}",
+    )
+    _check_eps(attrs)
+    return shapes[0]
+
+
+def _spatial_axes(x):
+    return tuple(range(2, x.ndim))
+
+
+def _instance_norm_reference(xs, ps, attrs):
+    """Each (sample, channel) normalized over its positions (dims 2..), biased variance, from the
+    input's own statistics (no running statistics, as in eval without track_running_stats),
+    then the per-channel weight and bias when affine."""
+    x = xs[0]
+    return like(x, _per_channel_affine(_normalize(x, _spatial_axes(x), attrs["eps"]), ps, attrs))
+
+
+def _instance_norm_error(xs, ps, attrs):
+    x = xs[0]
+    scale = _channel_view(ps["weight"], x.ndim) if attrs["affine"] else None
+    return _normalization_error(x, _spatial_axes(x), attrs["eps"], scale)
+
+
+def _torch_instance_norm(xs, ps, attrs):
+    import torch
+
+    return torch.nn.functional.instance_norm(
+        xs[0], weight=ps.get("weight"), bias=ps.get("bias"), use_input_stats=True, eps=attrs["eps"]
+    )
+
+
+def _jax_instance_norm(xs, ps, attrs):
+    x = xs[0]
+    return _per_channel_affine(_jax_normalize(x, _spatial_axes(x), attrs["eps"]), ps, attrs)
+
+
+# -- local_response_norm ------------------------------------------------------------
+
+
+def _draw_local_response_norm(draw, shapes):
+    return {
+        "size": draw(st.sampled_from([1, 2, 3, 5])),
+        "alpha": draw(st.sampled_from([1e-4, 1e-2, 1.0])),
+        "beta": draw(st.sampled_from([0.75, 0.5, 1.0])),
+        "k": draw(st.sampled_from([1.0, 2.0, 0.5])),
+    }
+
+
+def _infer_local_response_norm(attrs, shapes):
+    shape = shapes[0]
+    check(3 <= len(shape) <= 5, f"local_response_norm takes (N, C, *) of rank 3 to 5, got {list(shape)}")
+    check(attrs["size"] >= 1, "size must be >= 1")
+    check(attrs["k"] > 0, "k must be positive (the denominator must not vanish)")
+    return shape
+
+
+def _window_offsets(size):
+    """Channel c averages channels c - size // 2 .. c + (size - 1) // 2 (torch's padding)."""
+    return range(-(size // 2), (size - 1) // 2 + 1)
+
+
+def _local_response_norm_reference(xs, ps, attrs):
+    """b_c = a_c / (k + alpha / size * sum of a_j^2 over the channel window of c)^beta, channels
+    along dim 1; window channels outside [0, C) count as zeros and the average always divides
+    by `size` (torch pads, then average-pools with the padding counted)."""
+    x, size = xs[0], attrs["size"]
+    squares, channels = x * x, x.shape[1]
+    window = np.zeros_like(x)
+    for offset in _window_offsets(size):
+        low, high = max(0, -offset), min(channels, channels - offset)  # channels c whose c + offset exists
+        window[:, low:high] += squares[:, low + offset : high + offset]
+    return like(x, x / (attrs["k"] + attrs["alpha"] / size * window) ** attrs["beta"])
+
+
+def _torch_local_response_norm(xs, ps, attrs):
+    import torch
+
+    return torch.nn.functional.local_response_norm(xs[0], attrs["size"], attrs["alpha"], attrs["beta"], attrs["k"])
+
+
+def _jax_local_response_norm(xs, ps, attrs):
+    import jax.numpy as jnp
+
+    x, size = xs[0], attrs["size"]
+    channels = x.shape[1]
+    padding = [(0, 0), (size // 2, (size - 1) // 2)] + [(0, 0)] * (x.ndim - 2)
+    padded = jnp.pad(jnp.square(x), padding)
+    window = sum(padded[:, start : start + channels] for start in range(size))
+    return x / (attrs["k"] + attrs["alpha"] / size * window) ** attrs["beta"]
 
 
 OPS = [
     OpDef(
         name="layer_norm",
-        infer=_infer_layer_norm,
+        infer=_infer_trailing_norm,
         reference=_layer_norm_reference,
         torch=_torch_layer_norm,
         jax=_jax_layer_norm,
         accepts=rank_between(1, 5),
-        draw_attrs=_draw_layer_norm,
+        draw_attrs=_draw_trailing_norm,
         params=_layer_norm_params,
         sensitivity=4.0,
         forward_error=_layer_norm_error,
@@ -193,5 +430,50 @@ OPS = [
         params=_batch_norm_params,
         sensitivity=4.0,
         forward_error=_batch_norm_error,
+    ),
+    OpDef(
+        name="group_norm",
+        infer=_infer_group_norm,
+        reference=_group_norm_reference,
+        torch=_torch_group_norm,
+        jax=_jax_group_norm,
+        accepts=_group_norm_accepts,
+        draw_attrs=_draw_group_norm,
+        params=_affine_params,
+        sensitivity=4.0,
+        forward_error=_group_norm_error,
+    ),
+    OpDef(
+        name="instance_norm",
+        infer=_infer_instance_norm,
+        reference=_instance_norm_reference,
+        torch=_torch_instance_norm,
+        jax=_jax_instance_norm,
+        accepts=_instance_norm_accepts,
+        draw_attrs=_draw_instance_norm,
+        params=_affine_params,
+        sensitivity=4.0,
+        forward_error=_instance_norm_error,
+    ),
+    OpDef(
+        name="rms_norm",
+        infer=_infer_trailing_norm,
+        reference=_rms_norm_reference,
+        torch=_torch_rms_norm,
+        jax=_jax_rms_norm,
+        accepts=rank_between(1, 5),
+        draw_attrs=_draw_trailing_norm,
+        params=_rms_norm_params,
+        sensitivity=4.0,
+    ),
+    OpDef(
+        name="local_response_norm",
+        infer=_infer_local_response_norm,
+        reference=_local_response_norm_reference,
+        torch=_torch_local_response_norm,
+        jax=_jax_local_response_norm,
+        accepts=rank_between(3, 5),
+        draw_attrs=_draw_local_response_norm,
+        sensitivity=2.0,
     ),
 ]

@@ -1,68 +1,371 @@
-"""sum and mean over a set of dims, with or without keepdim."""
+"""Reductions and the scan cumsum.
+
+Over a set of dims (`dims`, as torch takes a tuple): sum, mean, amax, amin, var, std,
+logsumexp, norm. Over one dim (`dim`, because torch's signature takes a single int): max,
+min, prod, argmax, argmin. All take `keepdim`; a full reduction without keepdim gives
+shape (1,) in every framework here, not a 0-d scalar. cumsum keeps the shape.
+"""
 
 from __future__ import annotations
 
 import numpy as np
 
+from fuzzer.errors import OpUnsupported
 from fuzzer.ops import OpDef
-from fuzzer.ops._common import check, norm_dim, rank_between, st
+from fuzzer.ops._common import check, like, norm_dim, rank_between, st
+
+NORM_ORDERS = (1, 2, "inf")  # JSON has no infinity: the max norm is the string "inf"
 
 
-def _draw(draw, shapes):
+def _draw_dims(draw, shapes):
     rank = len(shapes[0])
     dims = draw(st.lists(st.integers(0, rank - 1), min_size=1, max_size=rank, unique=True))
     return {"dims": sorted(dims), "keepdim": draw(st.booleans())}
 
 
+def _draw_dim(draw, shapes):
+    rank = len(shapes[0])
+    return {"dim": draw(st.integers(-rank, rank - 1)), "keepdim": draw(st.booleans())}
+
+
+def _reduced_dims(attrs, rank: int) -> tuple[int, ...]:
+    """The dims reduced over, normalized: the `dims` list, or the single `dim`."""
+    given = attrs["dims"] if "dims" in attrs else [attrs["dim"]]
+    dims = sorted({norm_dim(d, rank) for d in given})
+    check(len(dims) == len(given) and dims, "dims must be distinct and non-empty")
+    return tuple(dims)
+
+
+def _count(attrs, shape) -> int:
+    """How many elements each output value reduces."""
+    return int(np.prod([shape[d] for d in _reduced_dims(attrs, len(shape))]))
+
+
 def _infer(attrs, shapes):
-    shape, rank = shapes[0], len(shapes[0])
-    dims = sorted({norm_dim(d, rank) for d in attrs["dims"]})
-    check(len(dims) == len(attrs["dims"]) and dims, "dims must be distinct and non-empty")
+    shape = shapes[0]
+    dims = _reduced_dims(attrs, len(shape))
     if attrs["keepdim"]:
         return tuple(1 if i in dims else d for i, d in enumerate(shape))
-    out = tuple(d for i, d in enumerate(shape) if i not in dims)
-    return out or (1,)
+    return tuple(d for i, d in enumerate(shape) if i not in dims) or (1,)
 
 
-def _reference(numpy_fn):
+def _shaped(reduce):
+    """An implementation from `reduce(x, dims, attrs)`, reshaped to the inferred output shape."""
+
     def run(xs, ps, attrs):
-        out = numpy_fn(xs[0], axis=tuple(attrs["dims"]), keepdims=attrs["keepdim"])
-        # A full reduction without keepdim gives shape (1,) everywhere, not a 0-d scalar.
-        return np.reshape(out, _infer(attrs, [xs[0].shape]))
+        x = xs[0]
+        return reduce(x, _reduced_dims(attrs, x.ndim), attrs).reshape(_infer(attrs, [tuple(x.shape)]))
 
     return run
 
 
-def _torch(name):
-    def run(xs, ps, attrs):
+# -- var / std -------------------------------------------------------------------
+
+
+def _draw_variance(draw, shapes):
+    attrs = _draw_dims(draw, shapes)
+    # Bessel's correction needs two values per output (n - 1 = 0 divides by zero).
+    can_correct = _count(attrs, shapes[0]) > 1
+    return {**attrs, "correction": 1 if can_correct and draw(st.booleans()) else 0}
+
+
+def _infer_variance(attrs, shapes):
+    check(attrs["correction"] in (0, 1), f"correction must be 0 or 1, got {attrs['correction']!r}")
+    check(_count(attrs, shapes[0]) > attrs["correction"], "correction 1 needs more than one value per output")
+    return _infer(attrs, shapes)
+
+
+def _variance(x, dims, attrs):
+    """sum((x - mean)^2) / (n - correction): correction 1 is the unbiased (Bessel) estimate,
+    0 the population variance. Two passes: the deviations are taken from the mean."""
+    mean = np.mean(x, axis=dims, keepdims=True)
+    count = int(np.prod([x.shape[d] for d in dims]))
+    total = np.sum((x - mean) ** 2, axis=dims, keepdims=attrs["keepdim"])
+    return like(x, total / (count - attrs["correction"]))
+
+
+def _standard_deviation(x, dims, attrs):
+    return like(x, np.sqrt(_variance(x, dims, attrs)))
+
+
+def _variance_parts(xs, attrs):
+    """(max |x|, standard deviation, n / (n - correction)) per output value, in float64."""
+    x = np.asarray(xs[0], dtype=np.float64)
+    dims = _reduced_dims(attrs, x.ndim)
+    count = _count(attrs, x.shape)
+    spread = np.max(np.abs(x), axis=dims, keepdims=attrs["keepdim"])
+    sd = np.sqrt(np.var(x, axis=dims, keepdims=attrs["keepdim"]))
+    return spread, sd, count / (count - attrs["correction"])
+
+
+def _variance_error(xs, ps, attrs):
+    """A correct float32 variance of near-equal values is off by far more than roundoff * var:
+    an updating (Welford) mean carries an error of ~roundoff * max|x| into each deviation d_i,
+    which moves sum(d_i^2) by ~2 * roundoff * max|x| * sum|d_i|. (A two-pass variance only
+    adds n * (roundoff * max|x|)^2, second order.)"""
+    spread, sd, bessel = _variance_parts(xs, attrs)
+    return np.reshape(2.0 * spread * sd * bessel, _infer(attrs, [np.shape(xs[0])]))
+
+
+def _std_error(xs, ps, attrs):
+    """The variance's error above through d sqrt(v) = dv / (2 sqrt(v)): ~roundoff * max|x|. For
+    constant rows (sd = 0) that is the whole result: a two-pass std is |x - rounded mean|."""
+    spread, _, bessel = _variance_parts(xs, attrs)
+    return np.reshape(spread * np.sqrt(bessel), _infer(attrs, [np.shape(xs[0])]))
+
+
+def _torch_variance(name):
+    def run(x, dims, attrs):
         import torch
 
-        out = getattr(torch, name)(xs[0], dim=tuple(attrs["dims"]), keepdim=attrs["keepdim"])
-        return out.reshape(_infer(attrs, [tuple(xs[0].shape)]))
+        return getattr(torch, name)(x, dim=dims, correction=attrs["correction"], keepdim=attrs["keepdim"])
 
     return run
 
 
-def _jax(name):
-    def run(xs, ps, attrs):
+def _jax_variance(name):
+    def run(x, dims, attrs):
         import jax.numpy as jnp
 
-        out = getattr(jnp, name)(xs[0], axis=tuple(attrs["dims"]), keepdims=attrs["keepdim"])
-        return out.reshape(_infer(attrs, [tuple(xs[0].shape)]))
+        return getattr(jnp, name)(x, axis=dims, ddof=attrs["correction"], keepdims=attrs["keepdim"])
 
     return run
+
+
+# -- logsumexp -------------------------------------------------------------------
+
+
+def _logsumexp(x, dims, attrs):
+    """m + log(sum(exp(x - m))) with m the max over dims, so exp never overflows. An infinite
+    max is not subtracted (torch's convention): all -inf gives -inf, a +inf gives +inf."""
+    peak = np.max(x, axis=dims, keepdims=True)
+    shift = np.where(np.isfinite(peak), peak, 0)
+    out = np.log(np.sum(np.exp(x - shift), axis=dims, keepdims=True)) + shift
+    return like(x, out if attrs["keepdim"] else np.squeeze(out, axis=dims))
+
+
+def _torch_logsumexp(x, dims, attrs):
+    import torch
+
+    return torch.logsumexp(x, dim=dims, keepdim=attrs["keepdim"])
+
+
+def _jax_logsumexp(x, dims, attrs):
+    import jax
+
+    return jax.nn.logsumexp(x, axis=dims, keepdims=attrs["keepdim"])
+
+
+# -- norm ------------------------------------------------------------------------
+
+
+def _draw_norm(draw, shapes):
+    return {**_draw_dims(draw, shapes), "p": draw(st.sampled_from(NORM_ORDERS))}
+
+
+def _infer_norm(attrs, shapes):
+    check(attrs["p"] in NORM_ORDERS, f"p must be one of {list(NORM_ORDERS)}, got {attrs['p']!r}")
+    return _infer(attrs, shapes)
+
+
+def _order(attrs) -> float:
+    return float("inf") if attrs["p"] == "inf" else float(attrs["p"])
+
+
+def _vector_norm(x, dims, attrs):
+    """The vector p-norm of the values over dims taken together (never a matrix norm):
+    p=1 sum|x|, p=2 sqrt(sum x^2) (unscaled, as torch and jax compute it: it overflows
+    where x^2 does), p="inf" max|x|."""
+    keep = attrs["keepdim"]
+    if attrs["p"] == 1:
+        return like(x, np.sum(np.abs(x), axis=dims, keepdims=keep))
+    if attrs["p"] == 2:
+        return like(x, np.sqrt(np.sum(x * x, axis=dims, keepdims=keep)))
+    return like(x, np.max(np.abs(x), axis=dims, keepdims=keep))
+
+
+def _torch_norm(x, dims, attrs):
+    # torch's CPU 2-norm accumulates float32 squares sequentially per vector lane, not pairwise
+    # like torch.sum: 1500 ulp off for 160k equal values, beyond the rounding model (which covers
+    # pairwise/blocked sums). Large-op campaigns flag it; it is pytorch/pytorch#169237, a real bug.
+    import torch
+
+    return torch.linalg.vector_norm(x, ord=_order(attrs), dim=dims, keepdim=attrs["keepdim"])
+
+
+def _jax_norm(x, dims, attrs):
+    import jax.numpy as jnp
+
+    if not hasattr(jnp.linalg, "vector_norm"):
+        raise OpUnsupported("jax.numpy.linalg.vector_norm is missing in this jax")
+    return jnp.linalg.vector_norm(x, ord=_order(attrs), axis=dims, keepdims=attrs["keepdim"])
+
+
+# -- single-dim reductions ---------------------------------------------------------
+
+
+def _product(x, dims, attrs):
+    """The product over dim. Where the product of the factors larger than 1 in magnitude
+    overflows this dtype, some multiplication order overflows (every partial product is at
+    most that), so the result is +-inf there even if this order's is finite: an honest
+    implementation's value then depends on its order, and the oracle skips entries whose
+    same-dtype reference is non-finite while the float64 one is finite."""
+    keep = attrs["keepdim"]
+    out = np.prod(x, axis=dims, keepdims=keep)
+    growth = np.prod(np.where(np.abs(x) > 1, np.abs(x), 1), axis=dims, keepdims=keep)
+    return like(x, np.where(np.isinf(growth) & np.isfinite(out), np.copysign(np.inf, out), out))
+
+
+def _torch_dim_reduce(name):
+    """torch.max / torch.min (values only), torch.prod: one int dim."""
+
+    def run(x, dims, attrs):
+        import torch
+
+        out = getattr(torch, name)(x, dim=dims[0], keepdim=attrs["keepdim"])
+        return out.values if name in ("max", "min") else out
+
+    return run
+
+
+def _torch_arg_reduce(name):
+    def run(x, dims, attrs):
+        import torch
+
+        return getattr(torch, name)(x, dim=dims[0], keepdim=attrs["keepdim"]).to(x.dtype)
+
+    return run
+
+
+def _jax_arg_reduce(name):
+    def run(x, dims, attrs):
+        import jax.numpy as jnp
+
+        return getattr(jnp, name)(x, axis=dims[0], keepdims=attrs["keepdim"]).astype(x.dtype)
+
+    return run
+
+
+def _arg_reference(numpy_fn):
+    def run(x, dims, attrs):
+        """The index along dim of the first extreme value (ties: the lowest index, as torch and
+        jax document; a nan counts as the extreme, in all three), as a float of the input's dtype."""
+        return like(x, numpy_fn(x, axis=dims[0], keepdims=attrs["keepdim"]))
+
+    return run
+
+
+def _numpy_reduce(numpy_fn):
+    return lambda x, dims, attrs: like(x, numpy_fn(x, axis=dims, keepdims=attrs["keepdim"]))
+
+
+def _torch_reduce(name):
+    def run(x, dims, attrs):
+        import torch
+
+        return getattr(torch, name)(x, dim=dims, keepdim=attrs["keepdim"])
+
+    return run
+
+
+def _jax_reduce(name):
+    def run(x, dims, attrs):
+        import jax.numpy as jnp
+
+        return getattr(jnp, name)(x, axis=dims, keepdims=attrs["keepdim"])
+
+    return run
+
+
+# -- cumsum ----------------------------------------------------------------------
+
+
+def _draw_cumsum(draw, shapes):
+    rank = len(shapes[0])
+    return {"dim": draw(st.integers(-rank, rank - 1))}
+
+
+def _infer_cumsum(attrs, shapes):
+    norm_dim(attrs["dim"], len(shapes[0]))
+    return shapes[0]
+
+
+def _cumsum_reference(xs, ps, attrs):
+    """out[..., i, ...] = sum of x[..., j, ...] for j <= i along dim (inclusive scan)."""
+    return like(xs[0], np.cumsum(xs[0], axis=attrs["dim"]))
+
+
+def _torch_cumsum(xs, ps, attrs):
+    import torch
+
+    return torch.cumsum(xs[0], dim=attrs["dim"])
+
+
+def _jax_cumsum(xs, ps, attrs):
+    import jax.numpy as jnp
+
+    return jnp.cumsum(xs[0], axis=attrs["dim"])
+
+
+def _reduction(name, reference, torch_reduce, jax_reduce, draw_attrs=_draw_dims, infer=_infer, **fields):
+    return OpDef(
+        name=name,
+        infer=infer,
+        reference=_shaped(reference),
+        torch=_shaped(torch_reduce),
+        jax=_shaped(jax_reduce),
+        accepts=rank_between(1, 5),
+        draw_attrs=draw_attrs,
+        sensitivity=2.0,
+        **fields,
+    )
 
 
 OPS = [
+    _reduction("sum", _numpy_reduce(np.sum), _torch_reduce("sum"), _jax_reduce("sum")),
+    _reduction("mean", _numpy_reduce(np.mean), _torch_reduce("mean"), _jax_reduce("mean")),
+    _reduction("amax", _numpy_reduce(np.max), _torch_reduce("amax"), _jax_reduce("max")),
+    _reduction("amin", _numpy_reduce(np.min), _torch_reduce("amin"), _jax_reduce("min")),
+    _reduction("max", _numpy_reduce(np.max), _torch_dim_reduce("max"), _jax_reduce("max"), _draw_dim),
+    _reduction("min", _numpy_reduce(np.min), _torch_dim_reduce("min"), _jax_reduce("min"), _draw_dim),
+    _reduction(
+        "prod",
+        _product,
+        _torch_dim_reduce("prod"),
+        _jax_reduce("prod"),
+        _draw_dim,
+        notes="one dim: torch.prod takes a single int dim",
+    ),
+    _reduction(
+        "var",
+        _variance,
+        _torch_variance("var"),
+        _jax_variance("var"),
+        _draw_variance,
+        _infer_variance,
+        forward_error=_variance_error,
+    ),
+    _reduction(
+        "std",
+        _standard_deviation,
+        _torch_variance("std"),
+        _jax_variance("std"),
+        _draw_variance,
+        _infer_variance,
+        forward_error=_std_error,
+    ),
+    _reduction("logsumexp", _logsumexp, _torch_logsumexp, _jax_logsumexp),
+    _reduction("norm", _vector_norm, _torch_norm, _jax_norm, _draw_norm, _infer_norm),
+    _reduction("argmax", _arg_reference(np.argmax), _torch_arg_reduce("argmax"), _jax_arg_reduce("argmax"), _draw_dim, exact=True),
+    _reduction("argmin", _arg_reference(np.argmin), _torch_arg_reduce("argmin"), _jax_arg_reduce("argmin"), _draw_dim, exact=True),
     OpDef(
-        name=name,
-        infer=_infer,
-        reference=_reference(getattr(np, name)),
-        torch=_torch(name),
-        jax=_jax(name),
+        name="cumsum",
+        infer=_infer_cumsum,
+        reference=_cumsum_reference,
+        torch=_torch_cumsum,
+        jax=_jax_cumsum,
         accepts=rank_between(1, 5),
-        draw_attrs=_draw,
+        draw_attrs=_draw_cumsum,
         sensitivity=2.0,
-    )
-    for name in ("sum", "mean")
+    ),
 ]

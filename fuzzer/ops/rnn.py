@@ -8,7 +8,6 @@ step (seed bug 3b) is wrong from step 2 on.
 
 from __future__ import annotations
 
-import contextlib
 import warnings
 
 import numpy as np
@@ -148,13 +147,10 @@ def _torch_initial(xs, ps, attrs, name):
     return x.new_zeros((attrs["num_layers"], batch, attrs["hidden_size"]))
 
 
-@contextlib.contextmanager
-def _quiet_cudnn_compaction():
-    """cuDNN warns on every call that per-tensor weights are not one flat buffer (it
-    compacts them, correctly); in a campaign that is thousands of lines of noise."""
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="RNN module weights are not part of single contiguous chunk")
-        yield
+# cuDNN warns on every call that per-tensor weights are not one flat buffer (it compacts
+# them, correctly); in a campaign that is thousands of lines of noise. Filtered once here, not
+# per call: torch.compile(fullgraph=True) cannot trace warnings.catch_warnings().
+warnings.filterwarnings("ignore", message="RNN module weights are not part of single contiguous chunk")
 
 
 def _torch_gru(xs, ps, attrs):
@@ -162,11 +158,10 @@ def _torch_gru(xs, ps, attrs):
 
     # torch._VF.gru is exactly what nn.GRU.forward calls; using it directly avoids
     # building a module per call while keeping torch's own kernel.
-    with _quiet_cudnn_compaction():
-        out, _ = torch._VF.gru(
-            xs[0], _torch_initial(xs, ps, attrs, "h0"), _torch_flat_weights(ps, attrs),
-            attrs["bias"], attrs["num_layers"], 0.0, False, False, attrs["batch_first"],
-        )
+    out, _ = torch._VF.gru(
+        xs[0], _torch_initial(xs, ps, attrs, "h0"), _torch_flat_weights(ps, attrs),
+        attrs["bias"], attrs["num_layers"], 0.0, False, False, attrs["batch_first"],
+    )
     return out
 
 
@@ -174,11 +169,10 @@ def _torch_lstm(xs, ps, attrs):
     import torch
 
     hx = (_torch_initial(xs, ps, attrs, "h0"), _torch_initial(xs, ps, attrs, "c0"))
-    with _quiet_cudnn_compaction():
-        out, _, _ = torch._VF.lstm(
-            xs[0], hx, _torch_flat_weights(ps, attrs),
-            attrs["bias"], attrs["num_layers"], 0.0, False, False, attrs["batch_first"],
-        )
+    out, _, _ = torch._VF.lstm(
+        xs[0], hx, _torch_flat_weights(ps, attrs),
+        attrs["bias"], attrs["num_layers"], 0.0, False, False, attrs["batch_first"],
+    )
     return out
 
 

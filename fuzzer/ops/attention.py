@@ -1,0 +1,121 @@
+"""scaled_dot_product_attention: softmax(q k^T * scale + mask) v over shared batch dims.
+
+Operands q (*batch, L, E), k (*batch, S, E), v (*batch, S, Ev) and, with attribute
+mask=True, an additive float mask broadcastable to (*batch, L, S). The mask is an
+operand, not an attribute, so that it can be any value of the graph (a computed bias,
+a -inf from log(0) or from the special-values regime). A boolean mask is the additive
+mask 0 / -inf, so the float mask covers it without a second dtype in the graph. torch
+refuses a mask together with is_causal on older releases: causal cases carry no mask.
+
+The jax side is written with jax.numpy. jax.nn.dot_product_attention is not used: it
+casts its logits to float32 for the softmax whatever the input dtype, so its float64
+results are only float32-accurate (relative error ~1e-5), which float64 runs would flag.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from fuzzer.ops import OpDef
+from fuzzer.ops._common import DIMS, check, like, rank_between, st
+from fuzzer.ops.matmul import TILE_EDGE_SIZES, broadcasts_to
+
+SCALES = (None, 0.125, 0.5, 1.0, 2.0)  # None: 1 / sqrt(E)
+SEQUENCE_SIZES = sorted(set(DIMS + TILE_EDGE_SIZES))
+
+
+def _draw_attention(draw, shapes):
+    causal = draw(st.booleans())
+    return {"causal": causal, "scale": draw(st.sampled_from(SCALES)), "mask": not causal and draw(st.booleans())}
+
+
+def _draw_operands(draw, first, attrs):
+    """k and v share q's batch dims and a drawn key length S; the mask, when drawn, is (L, S),
+    (*batch, L, S), or that with some dims 1 (broadcast)."""
+    *batch, length, embed = first
+    keys = draw(st.sampled_from(SEQUENCE_SIZES))
+    value_dim = draw(st.sampled_from(SEQUENCE_SIZES))
+    operands = [(*batch, keys, embed), (*batch, keys, value_dim)]
+    if attrs["mask"]:
+        full = (*batch, length, keys) if draw(st.booleans()) else (length, keys)
+        operands.append(tuple(1 if draw(st.integers(0, 3)) == 0 else d for d in full))
+    return operands
+
+
+def _infer_attention(attrs, shapes):
+    expected = "q, k, v and a mask" if attrs["mask"] else "q, k, v"
+    check(len(shapes) == 3 + bool(attrs["mask"]), f"attention takes {expected}, got {len(shapes)} operands")
+    check(not (attrs["causal"] and attrs["mask"]), "causal attention takes no mask")
+    q, k, v = shapes[:3]
+    check(len(q) >= 2 and len(k) == len(q) and len(v) == len(q), f"q, k, v must have one rank >= 2, got {list(q)}, {list(k)}, {list(v)}")
+    check(q[:-2] == k[:-2] == v[:-2], f"q, k, v batch dims differ: {list(q)}, {list(k)}, {list(v)}")
+    check(q[-1] == k[-1], f"q and k embedding sizes differ: {q[-1]} and {k[-1]}")
+    check(k[-2] == v[-2], f"k and v lengths differ: {k[-2]} and {v[-2]}")
+    scores = tuple(q[:-1]) + (k[-2],)
+    if attrs["mask"]:
+        check(broadcasts_to(shapes[3], scores), f"mask {list(shapes[3])} does not broadcast to the scores' shape {list(scores)}")
+    return tuple(q[:-1]) + (v[-1],)
+
+
+def _scale(attrs, embed: int) -> float:
+    return 1.0 / math.sqrt(embed) if attrs["scale"] is None else attrs["scale"]
+
+
+def _attention(xp, xs, attrs):
+    """softmax(q k^T * scale + mask) v over the last two dims, batch dims shared, with `xp`
+    numpy (the reference) or jax.numpy (the jax side).
+
+    scale None means 1 / sqrt(E), E = q's last dim. causal: query i attends to key j iff
+    j <= i, the lower triangle aligned at the upper-left corner even when L != S (torch's
+    is_causal): every row keeps key 0. The softmax subtracts the row max first (never
+    overflows). A row whose scores are all -inf (a mask of -inf everywhere) attends to
+    nothing and gives 0, torch's convention since 2.5 (older releases give nan).
+    """
+    q, k, v = xs[:3]
+    scores = xp.matmul(q, xp.swapaxes(k, -1, -2)) * _scale(attrs, q.shape[-1])
+    if attrs["mask"]:
+        scores = scores + xs[3]
+    if attrs["causal"]:
+        scores = xp.where(xp.tril(xp.ones(scores.shape[-2:], dtype=bool)), scores, -xp.inf)
+    peak = xp.max(scores, axis=-1, keepdims=True)
+    masked_row = peak == -xp.inf
+    weights = xp.exp(scores - xp.where(masked_row, 0, peak))  # all zeros in a masked row
+    total = xp.sum(weights, axis=-1, keepdims=True)
+    return xp.matmul(weights / xp.where(masked_row, 1, total), v)
+
+
+def _attention_reference(xs, ps, attrs):
+    return like(xs[0], _attention(np, xs, attrs))
+
+
+def _torch_attention(xs, ps, attrs):
+    import torch
+
+    q, k, v = xs[:3]
+    return torch.nn.functional.scaled_dot_product_attention(
+        q, k, v, attn_mask=xs[3] if attrs["mask"] else None, is_causal=attrs["causal"], scale=attrs["scale"]
+    )
+
+
+def _jax_attention(xs, ps, attrs):
+    import jax.numpy as jnp
+
+    return _attention(jnp, xs, attrs)
+
+
+OPS = [
+    OpDef(
+        name="scaled_dot_product_attention",
+        infer=_infer_attention,
+        reference=_attention_reference,
+        torch=_torch_attention,
+        jax=_jax_attention,
+        accepts=rank_between(2, 4),
+        draw_attrs=_draw_attention,
+        draw_operands=_draw_operands,
+        arity=(3, 4),
+        sensitivity=4.0,
+    ),
+]

@@ -1,0 +1,103 @@
+"""Tensor-with-Python-scalar forms (x + c, c - x, x ** c, ...) and clamp.
+
+The scalar is an attribute, drawn first from the values compilers' pattern matchers key on
+(attention's 1/sqrt(head_dim), halving, doubling, negation, 0 and 1 that simplifiers fold),
+then from a grid of random ones. The arithmetic forms are the Python operators: what users
+write, and the same expression on numpy (the reference), torch and jax arrays.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from fuzzer.ops._common import st
+from fuzzer.ops.elementwise import unary
+
+# 1/sqrt(d) as a float32 constant, the way an attention scale reaches a float32 kernel.
+ATTENTION_SCALES = tuple(float(np.float32(1.0 / math.sqrt(d))) for d in (64, 128, 96, 3))
+SPECIAL_VALUES = (0.125, 0.5, 2.0, -1.0, 1.0, 0.0, *ATTENTION_SCALES)
+# Random values on a grid of 1/1024 in [-4, 4]: exact in float32, so no backend rounds them.
+def grid_values():
+    """k / 1024 in [-4, 4]: exact in float32. A function, not a module constant: ops are imported
+    where hypothesis is not installed (other environments' workers), and only drawing needs it."""
+    return st.integers(-4096, 4096).map(lambda k: k / 1024)
+
+
+def _draw_value(exclude=()):
+    def draw_attrs(draw, shapes):
+        values = st.one_of(st.sampled_from(SPECIAL_VALUES), grid_values()).filter(lambda v: v not in exclude)
+        return {"value": draw(values)}
+
+    return draw_attrs
+
+
+def _operator(name, expression, exclude=(), notes=""):
+    """`expression(x, value)` serves as reference and as both implementations."""
+    return unary(name, expression, expression, expression, draw_attrs=_draw_value(exclude), notes=notes)
+
+
+# Integers go to torch's and jax's integer-power paths (x * x, ...), floats to their general pow;
+# both forms of 2 and 3 are drawn. Random exponents are multiples of 1/8 (exact in float32).
+EXPONENTS = (2, 3, 0.5, -1, -0.5, 1.5, 2.0, 3.0, -2, -1.0, 0, 1, 4)
+def random_exponents():
+    return st.integers(-24, 24).map(lambda k: k / 8)
+
+
+def _draw_exponent(draw, shapes):
+    return {"exponent": draw(st.one_of(st.sampled_from(EXPONENTS), random_exponents()))}
+
+
+def _pow_scalar_reference(x, exponent):
+    """x ** exponent by IEEE 754 pow: a negative base with a non-integer exponent is nan;
+    x ** 0 = 1 (even 0 ** 0 and nan ** 0); a zero base keeps its sign only for an odd integer
+    exponent: (-0) ** 0.5 = +0, (-0) ** -0.5 = +inf, (-0) ** 3 = -0, (-0) ** -1 = -inf
+    (numpy's x ** 0.5 shortcut through sqrt would give -0)."""
+    out = x**exponent
+    odd_integer = float(exponent).is_integer() and int(exponent) % 2 == 1
+    return out if odd_integer else np.where(x == 0, np.abs(out), out)
+
+
+def _pow_scalar(x, exponent):
+    return x**exponent
+
+
+def _clamp_reference(x, min=None, max=None):
+    """max(x, min), then min(., max): with min > max every element is max (as torch documents);
+    nan stays nan; an absent bound (None) does not clamp."""
+    low = x if min is None else np.maximum(x, min)
+    return low if max is None else np.minimum(low, max)
+
+
+def bounds():
+    return st.one_of(st.sampled_from((0.0, 6.0, -1.0, 1.0, -6.0, 0.5)), grid_values())
+
+
+def _draw_clamp(draw, shapes):
+    present = draw(st.sampled_from(("both", "min", "max")))
+    return {
+        "min": draw(bounds()) if present != "max" else None,
+        "max": draw(bounds()) if present != "min" else None,
+    }
+
+
+def _jax_clamp(x, min=None, max=None):
+    import jax
+
+    return jax.numpy.clip(x, min, max)  # positional: the keywords were renamed in jax 0.4.27
+
+
+OPS = [
+    _operator("add_scalar", lambda x, value: x + value),
+    _operator("sub_scalar", lambda x, value: x - value),
+    _operator("mul_scalar", lambda x, value: x * value, notes="value 0 is drawn: x * 0 is nan for x = inf or nan"),
+    _operator("div_scalar", lambda x, value: x / value, exclude=(0.0,)),
+    _operator("rsub", lambda x, value: value - x, notes="value - x, what `2.0 - x` calls (torch.rsub)"),
+    unary("pow_scalar", _pow_scalar_reference, _pow_scalar, _pow_scalar, draw_attrs=_draw_exponent, notes=(
+        "x ** exponent; negative bases give nan for a non-integer exponent. torch computes x ** -0.5 "
+        "as rsqrt and x ** 0.5 as sqrt, so -0 ** -0.5 is -inf in torch where IEEE pow (numpy, jax) "
+        "gives +inf"
+    )),
+    unary("clamp", _clamp_reference, "clamp", _jax_clamp, draw_attrs=_draw_clamp),
+]

@@ -1,0 +1,185 @@
+"""Unary math and activations, one `unary(...)` row each (builder in elementwise.py).
+
+Non-finite results stay where the math puts them (log(0) = -inf, sqrt(-1) = nan): the
+oracle requires a backend to match them. Rounding: every op here is evaluated by a
+correct float32 implementation to a few ulps of its output, which the oracle's rounding
+model allows, except where an op subtracts nearly equal numbers inside itself
+(tanhshrink; elu written as exp(x) - 1): those declare `forward_error`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from fuzzer.errors import OpUnsupported
+from fuzzer.ops._common import st
+from fuzzer.ops.elementwise import erf, sigmoid, unary
+
+
+def _rsqrt_reference(x):
+    """1 / sqrt(x): rsqrt(+0) = inf, rsqrt(-0) = 1 / -0 = -inf (IEEE), rsqrt(x < 0) = nan."""
+    return 1.0 / np.sqrt(x)
+
+
+def _sign_reference(x):
+    """-1, 0 or 1; sign(+-0) = 0 (either zero), sign(nan) = nan."""
+    return np.sign(x)
+
+
+def _round_reference(x):
+    """To the nearest integer, ties to even (like torch.round and jnp.round, unlike Python 2 or C
+    round): 0.5 -> 0, 1.5 -> 2, 2.5 -> 2, -0.5 -> -0."""
+    return np.rint(x)
+
+
+def _silu_reference(x):
+    """x * sigmoid(x), with the sign-split sigmoid: no overflow, relative accuracy for x << 0."""
+    return x * sigmoid(x)
+
+
+def _softplus(z):
+    """log(1 + e^z) without overflow: max(z, 0) + log1p(e^-|z|)."""
+    return np.logaddexp(0.0, z)
+
+
+def _softplus_reference(x, beta=1.0, threshold=20.0):
+    """log(1 + e^(beta x)) / beta, and x itself where beta * x > threshold (torch's switch, a
+    strict >). The two differ there by log1p(e^-threshold) / beta, below the oracle's floor for
+    the thresholds drawn (>= 10), so a backend rounding beta * x across the switch still agrees."""
+    return np.where(beta * x > threshold, x, _softplus(beta * x) / beta)
+
+
+# torch's defaults (beta 1, threshold 20) first; thresholds stay >= 10 (see the reference).
+SOFTPLUS_BETAS = (1.0, 0.5, 2.0, 3.0, 10.0)
+SOFTPLUS_THRESHOLDS = (20.0, 10.0, 15.0, 30.0)
+
+
+def _draw_softplus(draw, shapes):
+    return {"beta": draw(st.sampled_from(SOFTPLUS_BETAS)), "threshold": draw(st.sampled_from(SOFTPLUS_THRESHOLDS))}
+
+
+def _jax_softplus(x, beta=1.0, threshold=20.0):
+    import jax
+
+    return jax.numpy.where(beta * x > threshold, x, jax.nn.softplus(beta * x) / beta)
+
+
+def _mish_reference(x):
+    """x * tanh(softplus(x)), softplus(x) = log(1 + e^x)."""
+    return x * np.tanh(_softplus(x))
+
+
+def _jax_mish(x):
+    import jax
+
+    if not hasattr(jax.nn, "mish"):
+        raise OpUnsupported(f"jax {jax.__version__} has no jax.nn.mish")
+    return jax.nn.mish(x)
+
+
+def _hardsigmoid_reference(x):
+    """relu6(x + 3) / 6: 0 below -3, 1 above 3, linear between."""
+    return np.clip(x + 3.0, 0.0, 6.0) / 6.0
+
+
+def _hardswish_reference(x):
+    """x * relu6(x + 3) / 6."""
+    return x * _hardsigmoid_reference(x)
+
+
+def _leaky_relu_reference(x, negative_slope=0.01):
+    """x where x > 0, negative_slope * x elsewhere (at 0 both are 0)."""
+    return np.where(x > 0, x, negative_slope * x)
+
+
+def _draw_leaky_relu(draw, shapes):
+    return {"negative_slope": draw(st.sampled_from((0.01, 0.2, 0.1, 0.02, 0.3, 0.0, 1.0)))}
+
+
+def _elu_reference(x, alpha=1.0):
+    """x where x > 0, alpha * (e^x - 1) elsewhere (written with expm1)."""
+    return np.where(x > 0, x, alpha * np.expm1(np.minimum(x, 0.0)))
+
+
+def _elu_error(x, alpha=1.0):
+    """torch computes alpha * (exp(x) - 1) for x <= 0: exp(x) rounded by ~roundoff * e^x, and the
+    subtraction cancels for x near 0, where the output is only ~alpha * x."""
+    return np.abs(alpha) * np.where(x > 0, 0.0, np.exp(np.minimum(x, 0.0)))
+
+
+def _draw_elu(draw, shapes):
+    return {"alpha": draw(st.sampled_from((1.0, 0.5, 2.0, 1.6732632423543772)))}
+
+
+def _logsigmoid_reference(x):
+    """log(sigmoid(x)) = -softplus(-x), stable for either sign."""
+    return -_softplus(-x)
+
+
+def _tanhshrink_reference(x):
+    """x - tanh(x)."""
+    return x - np.tanh(x)
+
+
+def _tanhshrink_error(x):
+    """x - tanh(x) cancels for small x: tanh(x) ~ x carries ~roundoff * |x| while the result is ~x^3 / 3."""
+    return np.abs(np.tanh(x))
+
+
+def _jax_tanhshrink(x):
+    import jax
+
+    return x - jax.numpy.tanh(x)
+
+
+OPS = [
+    unary("exp", np.exp, "exp", "numpy.exp", notes="overflows to inf above ~88.7 in float32"),
+    unary("expm1", np.expm1, "expm1", "numpy.expm1", notes="e^x - 1 without cancellation near 0"),
+    unary("log", np.log, "log", "numpy.log", notes="log(0) = -inf, log(x < 0) = nan"),
+    unary("log1p", np.log1p, "log1p", "numpy.log1p", notes="log1p(-1) = -inf, log1p(x < -1) = nan"),
+    unary("sqrt", np.sqrt, "sqrt", "numpy.sqrt", notes="sqrt(x < 0) = nan, sqrt(-0) = -0"),
+    unary("rsqrt", _rsqrt_reference, "rsqrt", "lax.rsqrt"),
+    unary("abs", np.abs, "abs", "numpy.abs"),
+    unary("neg", np.negative, "neg", "numpy.negative"),
+    unary("sign", _sign_reference, "sign", "numpy.sign", exact=True),
+    unary("sin", np.sin, "sin", "numpy.sin"),
+    unary("cos", np.cos, "cos", "numpy.cos"),
+    unary("sinh", np.sinh, "sinh", "numpy.sinh"),
+    unary("cosh", np.cosh, "cosh", "numpy.cosh"),
+    unary("asinh", np.arcsinh, "asinh", "numpy.arcsinh"),
+    unary("atan", np.arctan, "atan", "numpy.arctan"),
+    unary("erf", erf, "erf", "lax.erf"),
+    unary("reciprocal", lambda x: 1.0 / x, "reciprocal", "numpy.reciprocal", notes="1 / +-0 = +-inf"),
+    unary("square", np.square, "square", "numpy.square"),
+    unary("floor", np.floor, "floor", "numpy.floor", exact=True),
+    unary("round", _round_reference, "round", "numpy.round", exact=True, notes="ties to even"),
+    unary("silu", _silu_reference, "nn.functional.silu", "nn.silu"),
+    unary(
+        "softplus",
+        _softplus_reference,
+        "nn.functional.softplus",
+        _jax_softplus,
+        draw_attrs=_draw_softplus,
+        notes="jax has no beta/threshold: written as where(beta x > threshold, x, softplus(beta x) / beta)",
+    ),
+    unary("mish", _mish_reference, "nn.functional.mish", _jax_mish),
+    unary("hardswish", _hardswish_reference, "nn.functional.hardswish", "nn.hard_swish"),
+    unary("hardsigmoid", _hardsigmoid_reference, "nn.functional.hardsigmoid", "nn.hard_sigmoid"),
+    unary(
+        "leaky_relu",
+        _leaky_relu_reference,
+        "nn.functional.leaky_relu",
+        "nn.leaky_relu",
+        draw_attrs=_draw_leaky_relu,
+    ),
+    unary("elu", _elu_reference, "nn.functional.elu", "nn.elu", draw_attrs=_draw_elu, forward_error=_elu_error),
+    unary("logsigmoid", _logsigmoid_reference, "nn.functional.logsigmoid", "nn.log_sigmoid"),
+    unary(
+        "tanhshrink",
+        _tanhshrink_reference,
+        "nn.functional.tanhshrink",
+        _jax_tanhshrink,
+        forward_error=_tanhshrink_error,
+        notes="jax has no tanhshrink: written as x - tanh(x)",
+    ),
+]
