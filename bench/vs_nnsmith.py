@@ -1,10 +1,15 @@
 """Our campaign's throughput against NNSmith 0.1.0's, same machine, same graph size, same workers, same wall time.
 
-    python bench/vs_nnsmith.py --time 120 --workers 1
+    python bench/vs_nnsmith.py --time 100 --workers 1
     python bench/vs_nnsmith.py --time 30 --nnsmith-only     # or --ours-only
 
-NNSmith runs first, then ours (bench/throughput.py's `measure`); one JSON object goes to stdout,
-progress to stderr. NNSmith lives in its own venv (default bench/.nnsmith-venv), which this script
+NNSmith and ours run AT THE SAME TIME, each pinned to half the cores (sched_setaffinity), so load
+from elsewhere hits both alike. Two such sessions: NNSmith against our default CPU set, then
+NNSmith against our `torch-jit-trace` tier alone (the compiler NNSmith's torchjit backend uses:
+apples to apples). Three ratios come out: default set graphs/s over NNSmith's, torch-jit-trace
+graphs/s over NNSmith's, and each of our compilers' new structures/s over NNSmith's (every NNSmith
+test case is one new structure compiled by torchjit). Ours is bench/throughput.py run as a
+subprocess. One JSON object goes to stdout, progress to stderr. NNSmith lives in its own venv (default bench/.nnsmith-venv), which this script
 creates when missing: torch==2.13.0 first (the CPU wheel on disk), then "nnsmith[torch]==0.1.0" with
 torch constrained to 2.13.0 so pip cannot replace it.
 
@@ -15,10 +20,11 @@ What is counted (see bench/README.md):
   and run, and the two are compared. Counts come from its own log (`Total N testcases generated.`,
   the per-test `Timing:` lines, hydra's timestamps). So per test case: 1 graph, 1 backend execution
   (torchjit compile+run), 2 executions counting the reference.
-- Ours: `measure()` with the default CPU backends: per graph `inputs_per_graph` cases; every case
-  runs the float64 reference and the cheap backends, the expensive ones (torch.compile) run on one
-  graph in `compile_every`. Backend executions are estimated from that rule (exact counts stay in
-  the workers); measure's own upper bound is passed through.
+- Ours: `measure()`: per graph `inputs_per_graph` cases; every case runs the float64 reference
+  and the cheap backends; each compiling backend (jax-jit, torch.compile, jax eager) runs on the
+  graphs its share of worker time buys (`--compile-share`, fuzzer/budget.py), and its count of new
+  structures compiled comes back from the workers. Its jax and inductor disk caches start empty
+  (`--cold`): with the same seed a second run would otherwise count cache hits as compiles.
 - graphs/s is the headline. NNSmith's is given over its fuzzing loop (its own `fuzz.time` clock,
   start-up excluded: favourable to NNSmith) and over the process wall time (start-up included);
   ours over measure's wall time, which includes worker start-up. `ratio` uses NNSmith's loop rate.
@@ -186,7 +192,22 @@ def warm_topset_cache(venv: Path, versions: dict, folder: Path) -> float:
     return time.monotonic() - start
 
 
-def nnsmith_worker(venv: Path, folder: Path, worker: int, seconds: float, seed: int, outcome: dict) -> None:
+def pin_to(cores: list[int] | None):
+    """A preexec_fn running the child on these cores only (None: anywhere)."""
+    if not cores or not hasattr(os, "sched_setaffinity"):
+        return None
+    return lambda: os.sched_setaffinity(0, cores)
+
+
+def split_cores() -> tuple[list[int], list[int]]:
+    """Half the usable cores for NNSmith, half for ours (one each on a 2-core machine)."""
+    usable = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else list(range(os.cpu_count() or 1))
+    half = max(1, len(usable) // 2)
+    return usable[:half], usable[half:] or usable[:half]
+
+
+def nnsmith_worker(venv: Path, folder: Path, worker: int, seconds: float, seed: int, outcome: dict,
+                   cores: list[int] | None = None) -> None:
     """One NNSmith fuzzing process for `seconds` of fuzzing; restarted for the rest of the time if it dies
     (NNSmith's default, fuzz.crash_safe=false, runs backends in-process, so a backend crash ends it)."""
     runs, start = [], time.monotonic()
@@ -200,7 +221,7 @@ def nnsmith_worker(venv: Path, folder: Path, worker: int, seconds: float, seed: 
         command = nnsmith_command(venv_python(venv), remaining, run / "root", run / "hydra", seed + 1000 * len(runs))
         run_start = time.monotonic()
         with open(folder / f"w{worker}-r{len(runs)}.out", "w") as out:
-            process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, cwd=folder)
+            process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, cwd=folder, preexec_fn=pin_to(cores))
             try:
                 code = process.wait(timeout=remaining + STARTUP_ALLOWANCE_S)
             except subprocess.TimeoutExpired:
@@ -220,15 +241,17 @@ def nnsmith_worker(venv: Path, folder: Path, worker: int, seconds: float, seed: 
     outcome[worker] = {"runs": runs, "wall_s": time.monotonic() - start}
 
 
-def run_nnsmith(venv: Path, versions: dict, seconds: float, workers: int, seed: int, keep: Path | None) -> dict:
+def run_nnsmith(venv: Path, versions: dict, seconds: float, workers: int, seed: int, keep: Path | None,
+                cores: list[int] | None = None) -> dict:
     folder = Path(keep) if keep else Path(tempfile.mkdtemp(prefix="vs-nnsmith-"))
     folder.mkdir(parents=True, exist_ok=True)
     try:
         warmup_s = warm_topset_cache(venv, versions, folder)
-        log(f"NNSmith: {workers} process(es), {seconds:g} s of fuzzing each, max_nodes={MAX_NODES}, backend torchjit")
+        log(f"NNSmith: {workers} process(es), {seconds:g} s of fuzzing each, max_nodes={MAX_NODES}, backend torchjit, "
+            f"cores {cores or 'any'}")
         outcome: dict = {}
         start = time.monotonic()
-        threads = [threading.Thread(target=nnsmith_worker, args=(venv, folder, w, seconds, seed + w + 1, outcome))
+        threads = [threading.Thread(target=nnsmith_worker, args=(venv, folder, w, seconds, seed + w + 1, outcome, cores))
                    for w in range(workers)]
         for thread in threads:
             thread.start()
@@ -251,7 +274,7 @@ def run_nnsmith(venv: Path, versions: dict, seconds: float, workers: int, seed: 
         return {
             "tool": f"NNSmith {versions['nnsmith']} (nnsmith.cli.fuzz, model.type=torch, backend.type=torchjit, "
                     f"cmp against its torch-eager oracle)",
-            "workers": workers, "max_nodes": MAX_NODES, "fuzz_time_s": seconds, "wall_s": round(wall, 1),
+            "workers": workers, "cores": cores, "max_nodes": MAX_NODES, "fuzz_time_s": seconds, "wall_s": round(wall, 1),
             "fuzz_loop_s": [round(s, 1) for s in loop_s],
             "startup_s": round(wall - max(loop_s), 1),
             "testcases": testcases, "graphs": testcases,
@@ -278,40 +301,57 @@ def run_nnsmith(venv: Path, versions: dict, seconds: float, workers: int, seed: 
 
 # -- ours ----------------------------------------------------------------------------------
 
-def run_ours(backends: list[str] | None, seconds: float, workers: int, inputs_per_graph: int, compile_every: int,
-             seed: int) -> dict:
+def run_ours(backends: list[str] | None, seconds: float, workers: int, inputs_per_graph: int, compile_share: str,
+             seed: int, cores: list[int] | None = None) -> dict:
+    """bench/throughput.py in a subprocess pinned to `cores` (its workers inherit the affinity)."""
     sys.path.insert(0, str(REPO))
-    from bench.throughput import measure
-    from fuzzer.backends import DEFAULT_BACKENDS, get_backend
+    from fuzzer.backends import DEFAULT_BACKENDS
 
     backends = list(backends or DEFAULT_BACKENDS)
-    log(f"ours: {workers} worker(s), {seconds:g} s, max_nodes={MAX_NODES}, backends {','.join(backends)}")
-    try:
-        detail = measure(backends, seconds, workers, inputs_per_graph, compile_every, max_nodes=MAX_NODES, seed=seed)
-    except TypeError:  # an older measure() without max_nodes/seed
-        detail = measure(backends, seconds, workers, inputs_per_graph, compile_every)
-    expensive = [name for name in backends if getattr(get_backend(name), "expensive", False)]
-    cheap = len(backends) - len(expensive)
-    wall = detail["wall_s"] or 1e-9
-    cases = detail["cases"]
-    # Cheap backends on every case, expensive ones on one graph in `compile_every` (all its cases);
-    # a backend that does not support a graph's ops and cases with a non-finite reference are not
-    # subtracted, so this errs high, as measure's own upper bound does further.
-    per_case = cheap + len(expensive) / max(1, compile_every)
+    log(f"ours: {workers} worker(s), {seconds:g} s, max_nodes={MAX_NODES}, cores {cores or 'any'}, "
+        f"backends {','.join(backends)}")
+    command = [sys.executable, str(REPO / "bench" / "throughput.py"), "--time", str(seconds), "--workers", str(workers),
+               "--backends", ",".join(backends), "--inputs-per-graph", str(inputs_per_graph),
+               "--compile-share", compile_share, "--seed", str(seed), "--cold"]
+    done = subprocess.run(command, capture_output=True, text=True, cwd=REPO, preexec_fn=pin_to(cores),
+                          timeout=seconds + STARTUP_ALLOWANCE_S)
+    if done.returncode != 0:
+        raise RuntimeError(f"bench/throughput.py failed (exit {done.returncode}): {one_line(done.stderr)}")
+    detail = json.loads(done.stdout)
     return {
         "tool": "ours (bench/throughput.py measure, real campaign: isolated workers, sqlite corpus, shrinking on)",
-        "workers": workers, "max_nodes": MAX_NODES, "fuzz_time_s": seconds, "wall_s": detail["wall_s"],
-        "backends": backends, "expensive_backends": expensive, "inputs_per_graph": inputs_per_graph,
-        "compile_every": compile_every,
-        "graphs": detail["graphs"], "cases": cases, "findings": detail.get("findings"),
+        "workers": workers, "cores": cores, "max_nodes": MAX_NODES, "fuzz_time_s": seconds, "wall_s": detail["wall_s"],
+        "backends": backends, "inputs_per_graph": inputs_per_graph, "compile_share": compile_share,
+        "graphs": detail["graphs"], "cases": detail["cases"], "findings": detail.get("findings"),
         "graphs_per_s": detail["graphs_per_s"], "cases_per_s": detail["cases_per_s"],
-        "backend_executions_per_s": round(cases * per_case / wall, 1),
-        "executions_incl_reference_per_s": round(cases * (per_case + 1) / wall, 1),
-        "backend_executions_per_s_upper": detail.get("backend_executions_per_s_upper"),
-        "counted": f"per graph {inputs_per_graph} cases (input/weight sets); per case 1 float64 reference + "
-                   f"{cheap} cheap backend runs + {len(expensive)} expensive on 1 graph in {compile_every}",
+        "structures_per_s": detail["structures_per_s"],
+        "counted": f"per graph {inputs_per_graph} cases (input/weight sets); per case 1 float64 reference + every cheap "
+                   "backend; each compiling backend on the graphs its share of worker time buys",
         "detail": detail,
     }
+
+
+def run_session(args, versions: dict, backends: list[str] | None) -> dict:
+    """NNSmith and ours side by side, each on half the cores; returns both results."""
+    nnsmith_cores, our_cores = split_cores()
+    results: dict = {}
+
+    def nnsmith_side():
+        results["nnsmith"] = run_nnsmith(args.venv, versions, args.time, args.workers, args.seed, args.keep_logs,
+                                         nnsmith_cores)
+
+    side = threading.Thread(target=nnsmith_side)
+    side.start()
+    results["ours"] = run_ours(backends, args.time, args.workers, args.inputs_per_graph, args.compile_share, args.seed,
+                               our_cores)
+    side.join()
+    if "nnsmith" not in results:
+        raise Unavailable("the NNSmith side ended without a result (see the messages above)")
+    return results
+
+
+def ratio(ours: float, theirs: float) -> float | None:
+    return round(ours / theirs, 2) if theirs else None
 
 
 # -- the machine ---------------------------------------------------------------------------
@@ -338,7 +378,7 @@ def machine(nnsmith_versions: dict | None) -> dict:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--time", type=float, default=120, help="seconds of fuzzing for each side (default 120)")
+    parser.add_argument("--time", type=float, default=100, help="seconds of fuzzing for each side (default 100)")
     parser.add_argument("--workers", type=int, default=1, help="worker processes for each side (default 1)")
     side = parser.add_mutually_exclusive_group()
     side.add_argument("--ours-only", action="store_true")
@@ -347,7 +387,7 @@ def main() -> int:
     parser.add_argument("--no-install", action="store_true", help="fail instead of creating NNSmith's venv")
     parser.add_argument("--backends", default=None, help="ours: comma-separated (default: our CPU default set)")
     parser.add_argument("--inputs-per-graph", type=int, default=2)
-    parser.add_argument("--compile-every", type=int, default=10)
+    parser.add_argument("--compile-share", default="0.5", help="ours: as `fuzz run --compile-share`")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--keep-logs", type=Path, default=None, help="keep NNSmith's logs and outputs in this folder")
     args = parser.parse_args()
@@ -356,30 +396,36 @@ def main() -> int:
 
     result: dict = {"time_s": args.time, "workers": args.workers, "max_nodes": MAX_NODES}
     loadavg_at_start = [round(x, 2) for x in os.getloadavg()]
+    backends = args.backends.split(",") if args.backends else None
     versions = None
-    if not args.ours_only:
-        try:
+    try:
+        if args.ours_only:
+            result["ours"] = run_ours(backends, args.time, args.workers, args.inputs_per_graph, args.compile_share, args.seed)
+        else:
             versions = ensure_nnsmith(args.venv, install=not args.no_install)
-            result["nnsmith"] = run_nnsmith(args.venv, versions, args.time, args.workers, args.seed, args.keep_logs)
-        except Unavailable as why:
-            print(f"NNSmith {NNSMITH_VERSION} unavailable: {why}", file=sys.stderr, flush=True)
-            return 2
-        except (OSError, subprocess.SubprocessError) as why:
-            print(f"NNSmith {NNSMITH_VERSION} unavailable: {type(why).__name__}: {one_line(str(why))}",
-                  file=sys.stderr, flush=True)
-            return 2
-    if not args.nnsmith_only:
-        backends = args.backends.split(",") if args.backends else None
-        result["ours"] = run_ours(backends, args.time, args.workers, args.inputs_per_graph, args.compile_every, args.seed)
-    if "ours" in result and "nnsmith" in result:
-        ours, theirs = result["ours"], result["nnsmith"]
-        result["ratio_ours_over_nnsmith"] = {
-            key: round(ours[key] / theirs[key], 2) if theirs[key] else None
-            for key in ("graphs_per_s", "backend_executions_per_s", "executions_incl_reference_per_s")
-        }
-        result["ratio_ours_over_nnsmith"]["graphs_per_s_vs_nnsmith_incl_startup"] = (
-            round(ours["graphs_per_s"] / theirs["graphs_per_s_incl_startup"], 2)
-            if theirs["graphs_per_s_incl_startup"] else None)
+            if args.nnsmith_only:
+                result["nnsmith"] = run_nnsmith(args.venv, versions, args.time, args.workers, args.seed, args.keep_logs)
+            else:
+                warm_topset_cache(args.venv, versions, Path(tempfile.mkdtemp(prefix="vs-nnsmith-warmup-")))
+                default = run_session(args, versions, backends)
+                trace = run_session(args, versions, ["torch-jit-trace:cpu:float32"])
+                result["sessions"] = {"default_set": default, "torch_jit_trace_tier": trace}
+                theirs = default["nnsmith"]["graphs_per_s"]
+                result["ratios"] = {
+                    "default_set_graphs_per_s_over_nnsmith": ratio(default["ours"]["graphs_per_s"], theirs),
+                    "torch_jit_trace_graphs_per_s_over_nnsmith": ratio(trace["ours"]["graphs_per_s"],
+                                                                        trace["nnsmith"]["graphs_per_s"]),
+                    # Every NNSmith test case is one new structure compiled by torchjit.
+                    "structures_per_s_over_nnsmith": {name: ratio(rate, theirs) for name, rate in
+                                                      default["ours"]["structures_per_s"].items()},
+                }
+    except Unavailable as why:
+        print(f"NNSmith {NNSMITH_VERSION} unavailable: {why}", file=sys.stderr, flush=True)
+        return 2
+    except (OSError, subprocess.SubprocessError) as why:
+        print(f"NNSmith {NNSMITH_VERSION} unavailable: {type(why).__name__}: {one_line(str(why))}",
+              file=sys.stderr, flush=True)
+        return 2
     result["machine"] = machine(versions)
     result["machine"]["loadavg_at_start"] = loadavg_at_start
     result["machine"]["loadavg_at_end"] = [round(x, 2) for x in os.getloadavg()]

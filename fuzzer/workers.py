@@ -1,9 +1,14 @@
 """Isolated, long-lived worker processes: a backend that segfaults, hangs or runs out of
 memory kills only its worker, never the campaign or the corpus.
 
-A worker is started with `spawn` (never fork after torch/jax are imported), loads
-the plugins, keeps its backends and compiled-graph caches warm, and answers
-requests over a pipe. Before every backend run it reports what it is about to run,
+A worker is forked from a warm template: a `forkserver` that imported torch, jax,
+numpy, hypothesis and the op registry once, before any thread pool, CUDA context or
+XLA client existed (those are created in the worker, after the fork), so a worker
+starts in a fraction of a second instead of re-importing everything. A worker with
+a memory limit is started with `spawn` instead (the template's imports alone would
+use most of a small address-space limit). Each worker runs one intra-op thread
+(`threads`), loads the plugins, keeps its backends and compiled-graph caches warm,
+and answers requests over a pipe. Before every backend run it reports what it is about to run,
 so when it dies or goes silent the parent knows which backend and which case did it.
 
 Requests:  ("case", index, known_signatures)  generate case `index`, check it, shrink new findings
@@ -20,6 +25,7 @@ Replies:   ("running", backend_name, compiles)  heartbeat before each backend ru
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
 import resource
@@ -31,6 +37,19 @@ from dataclasses import dataclass, field
 from fuzzer.errors import InternalError, UserError
 
 SPAWN = multiprocessing.get_context("spawn")
+FORKSERVER = multiprocessing.get_context("forkserver")
+# Imported once by the fork server; none of them starts a thread pool, a CUDA context or an
+# XLA client on import (a module missing here is skipped by multiprocessing). Not dynamo and
+# inductor: ~5 s more before the first graph, for a compiler the budget starts later anyway.
+FORKSERVER.set_forkserver_preload(["numpy", "torch", "jax", "hypothesis", "fuzzer.ops", "fuzzer.pipeline"])
+THREADS_ENV = "FUZZ_WORKER_THREADS"
+
+
+def warm_template() -> None:
+    """Start the fork server now, without waiting: its imports overlap with the caller's own."""
+    from multiprocessing import forkserver
+
+    forkserver.ensure_running()
 
 
 @dataclass
@@ -38,13 +57,39 @@ class WorkerConfig:
     backends: list[str]
     ops: list[str] | None = None
     max_nodes: int = 8
+    regimes: list[str] | None = None  # names from fuzzer/regimes.py; None: all, at their stated shares
     seed: int = 0
     inputs_per_graph: int = 2
-    expensive_every: int = 10
+    # Each compiling backend's share of the worker's time (see fuzzer/budget.py): a number is
+    # the total for all of them, split evenly; "name=share" entries set one backend's share.
+    compile_share: str = "0.5"
+    # Intra-op threads per worker for torch and XLA's CPU client; 0 leaves the libraries' defaults.
+    threads: int = field(default_factory=lambda: int(os.environ.get(THREADS_ENV, "1")))
     shrink_time: float = 60.0
     reruns: int = 2
     plugins: list[str] = field(default_factory=list)
     memory_limit_mb: int | None = None
+
+
+def limit_threads(threads: int) -> None:
+    """Run torch (eager and inductor's OpenMP code) and XLA's CPU client on `threads` threads.
+
+    N workers on N cores with the default pools run N*N threads: measured 7.6-10.9x slower per
+    graph for the torch backends under load. Must run before the first op: XLA reads XLA_FLAGS
+    when it creates its CPU client (in the worker, after the fork), torch's pools start lazily.
+    """
+    if threads <= 0:
+        return
+    for variable in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ[variable] = str(threads)
+    if threads == 1:  # XLA's CPU runtime has a switch for its Eigen pool, not a thread count
+        os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} --xla_cpu_multi_thread_eigen=false".strip()
+    with contextlib.suppress(ImportError):
+        import torch
+
+        torch.set_num_threads(threads)
+        with contextlib.suppress(RuntimeError):  # already set, or inter-op work already started
+            torch.set_num_interop_threads(threads)
 
 
 def _worker_main(conn, config: WorkerConfig) -> None:
@@ -53,6 +98,7 @@ def _worker_main(conn, config: WorkerConfig) -> None:
     if config.memory_limit_mb:
         limit = config.memory_limit_mb * 1024 * 1024
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    limit_threads(config.threads)
     from fuzzer.pipeline import Pipeline
 
     try:
@@ -110,20 +156,31 @@ class Worker:
     """Parent-side handle of one worker process; requests are asynchronous so a campaign
     can keep several workers busy (`submit`, then `collect` when its pipe is readable)."""
 
-    def __init__(self, config: WorkerConfig, start_timeout: float = 300.0):
+    def __init__(self, config: WorkerConfig, start_timeout: float = 300.0, wait: bool = True):
+        """With wait=False the process is launched but not waited for: call `wait_ready`
+        (a campaign launches all its workers first, so they start side by side)."""
         self.config = config
         self.start_timeout = start_timeout
         self.in_flight: tuple | None = None
         self.backend: str | None = None
         self.backend_compiles = False
         self.last_heartbeat = 0.0
-        self._start()
+        self._launch()
+        if wait:
+            self.wait_ready()
 
     def _start(self) -> None:
-        self.conn, child = SPAWN.Pipe()
-        self.process = SPAWN.Process(target=_worker_main, args=(child, self.config), daemon=True)
+        self._launch()
+        self.wait_ready()
+
+    def _launch(self) -> None:
+        context = SPAWN if self.config.memory_limit_mb else FORKSERVER
+        self.conn, child = context.Pipe()
+        self.process = context.Process(target=_worker_main, args=(child, self.config), daemon=True)
         self.process.start()
         child.close()
+
+    def wait_ready(self) -> None:
         if not self.conn.poll(self.start_timeout):
             self.kill()
             raise InternalError("a worker process did not start in time")

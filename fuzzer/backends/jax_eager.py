@@ -48,7 +48,7 @@ class JaxEager(Backend):
     dtypes = ("float32", "float64", "bfloat16", "float16")
     description = "jax, op by op (no jit)"
     # Every primitive compiles once per new shape: ~0.5 s for a new graph (measured, see
-    # bench/). Campaigns run it on a sample of graphs, like torch.compile.
+    # bench/). It takes a share of the compile budget (fuzzer/budget.py), like torch.compile.
     expensive = True
 
     def unavailable_reason(self) -> str | None:

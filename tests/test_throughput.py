@@ -1,0 +1,193 @@
+"""Throughput machinery: the compile budget (plain numbers in, decisions out), torch.compile
+that never runs a graph eagerly behind our back, one thread per worker, and `--time` honoured."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from fuzzer.arrays import materialize
+from fuzzer.backends import get_backend
+from fuzzer.budget import CompileBudget, graph_features, parse_shares
+from fuzzer.errors import UserError
+from fuzzer.execute import OK, UNSUPPORTED, run_backend
+from fuzzer.ir import Graph, Node, TensorSpec
+
+COMPILING = ["jax-eager:cpu:float32", "jax-jit:cpu:float32", "jax-jit:cpu:float64", "torch-compile:cpu:float32"]
+
+
+def chain(ops: list[str], shape=(2, 3)) -> Graph:
+    nodes = [Node(f"n{i}", op, (f"n{i - 1}" if i else "x0",)) for i, op in enumerate(ops)]
+    return Graph((TensorSpec("x0", shape),), tuple(nodes), (nodes[-1].name,))
+
+
+# -- shares ---------------------------------------------------------------------------------
+
+def test_a_bare_share_is_split_evenly_among_the_compiling_backends():
+    assert parse_shares("0.4", COMPILING) == {name: pytest.approx(0.1) for name in COMPILING}
+
+
+def test_a_named_share_covers_every_dtype_of_a_kind_and_the_rest_split_the_total():
+    shares = parse_shares("jax-jit=0.2,0.3", COMPILING)
+    assert shares["jax-jit:cpu:float32"] == shares["jax-jit:cpu:float64"] == 0.2
+    assert shares["jax-eager:cpu:float32"] == shares["torch-compile:cpu:float32"] == pytest.approx(0.15)
+
+
+@pytest.mark.parametrize("text, words", [
+    ("torch-compil=0.2", "torch-compil"), ("0.5,jax-jit=0.4", "add up to 1.30"), ("jax-jit=two", "jax-jit=two"),
+    ("1.5", "outside 0..1"),
+])
+def test_a_bad_share_is_one_sentence_naming_it(text, words):
+    with pytest.raises(UserError, match=words):
+        parse_shares(text, COMPILING)
+
+
+# -- novelty and the budget -------------------------------------------------------------------
+
+def test_features_are_ops_op_pairs_and_node_keys_with_input_shapes():
+    pairs, nodes = graph_features(chain(["relu", "tanh"], shape=(4,)))
+    assert pairs == {("relu",), ("tanh",), ("relu", "tanh")}
+    assert nodes == {("relu", "{}", ((4,),)), ("tanh", "{}", ((4,),))}
+
+
+def test_a_backend_keeps_to_its_share_and_spends_it_on_novel_graphs_first():
+    budget = CompileBudget({"jit": 0.1}, cold_start={"jit": 2.0})
+    first = graph_features(chain(["relu", "tanh"]))
+    assert not budget.wants("jit", first)  # no worker time yet: the first graph is the cheap tier's alone
+    budget.advance(10.0)  # allowance for new pairs 1.5 * 0.1 * 10 = 1.5 < the 2 s cold start expected
+    assert not budget.wants("jit", first)
+    budget.advance(4.0)
+    assert budget.wants("jit", first)
+    budget.charge("jit", 20.0, first)  # the cold start took 20 s, not 2: charged as it was
+    budget.advance(20.0)
+    assert not budget.wants("jit", graph_features(chain(["tanh", "relu"])))  # it rests until its share catches up
+    budget.advance(400.0)  # 434 s: allowances 21.7 / 43.4 / 65.1 against 20 charged + 20 expected
+    assert not budget.wants("jit", first)  # nothing new: at most half its share
+    same_pair_new_shape = graph_features(chain(["relu", "tanh"], shape=(5, 3)))
+    assert budget.wants("jit", same_pair_new_shape)  # new node keys: up to its share
+    budget.charge("jit", 10.0, same_pair_new_shape)  # 30 charged + 15 expected
+    assert not budget.wants("jit", graph_features(chain(["relu", "tanh"], shape=(7,))))
+    new_pair = graph_features(chain(["tanh", "relu"]))
+    assert budget.wants("jit", new_pair)  # a new op pair: up to 1.5x its share
+    budget.charge("jit", 30.0, new_pair)  # 60 charged + 20 expected
+    assert not budget.wants("jit", graph_features(chain(["tanh", "tanh"])))
+    budget.advance(1200.0)  # the worker went on with cheap graphs: the share grew back (81.7 >= 80)
+    assert budget.wants("jit", first)
+
+
+def test_a_zero_share_switches_a_backend_off():
+    budget = CompileBudget({"jit": 0.0})
+    assert not budget.wants("jit", graph_features(chain(["relu"])))
+
+
+# -- torch.compile: fullgraph, never silently eager -----------------------------------------
+
+def test_graphs_with_a_graph_break_are_never_run_eagerly_and_later_graphs_still_compile():
+    """dynamo compiles the code after a graph break as frames of their own, shared by every
+    graph; past `recompile_limit` (8) it ran them eagerly without a word. The backend compiles
+    with fullgraph=True: a breaking graph is `unsupported`, and inductor keeps compiling."""
+    import torch
+    from torch._dynamo.utils import counters
+
+    eager_calls = []
+
+    def breaking_relu(xs, ps, attrs):
+        eager_calls.append(not torch.compiler.is_compiling())
+        torch._dynamo.graph_break()
+        return torch.relu(xs[0])
+
+    def watched_relu(xs, ps, attrs):
+        eager_calls.append(not torch.compiler.is_compiling())
+        return torch.relu(xs[0])
+
+    breaking = get_backend("torch-compile:cpu:float32").derive("torch-compile-graph-break", {"relu": breaking_relu})
+    for size in range(1, 21):  # 20 distinct structures, one process
+        outcome = run_backend(breaking, materialize(chain(["relu", "tanh"], shape=(size, 2)), size))
+        assert outcome.status == UNSUPPORTED and "graph break" in outcome.error, outcome.error
+    watched = get_backend("torch-compile:cpu:float32").derive("torch-compile-watched", {"relu": watched_relu})
+    compiled_before = counters["aot_autograd"]["total"]
+    outcome = run_backend(watched, materialize(chain(["relu", "tanh"], shape=(21, 2)), 21))
+    assert outcome.status == OK
+    assert counters["aot_autograd"]["total"] == compiled_before + 1  # inductor compiled it
+    assert not any(eager_calls)  # no op ever ran outside dynamo's trace
+
+
+# -- campaigns ---------------------------------------------------------------------------------
+
+THREADS_PLUGIN = """
+def relu_on_one_thread(xs, ps, attrs):
+    import torch
+
+    if torch.get_num_threads() != 1:
+        raise RuntimeError(f"torch runs {torch.get_num_threads()} intra-op threads")
+    return torch.relu(xs[0])
+
+
+def register(api):
+    api.derive_backend("plugin-one-thread-relu", base="torch-eager:cpu:float32", overrides={"relu": relu_on_one_thread})
+"""
+
+
+@pytest.mark.parametrize("threads, verdict", [(1, "agree"), (2, "crash")])
+def test_a_worker_runs_the_intra_op_threads_it_is_given(tmp_path, threads, verdict):
+    from fuzzer.workers import Worker, WorkerConfig
+
+    plugin = tmp_path / "one_thread.py"
+    plugin.write_text(THREADS_PLUGIN)
+    worker = Worker(WorkerConfig(backends=["plugin-one-thread-relu"], plugins=[str(plugin)], threads=threads))
+    try:
+        result = worker.request(("check", materialize(chain(["relu"]), 0), ["plugin-one-thread-relu"]), timeout=60)
+    finally:
+        worker.stop()
+    assert result["verdict"] == verdict
+
+
+SLOW_COMPILER_PLUGIN = """
+import time
+
+
+def relu_compiling_for_an_hour(xs, ps, attrs):
+    time.sleep(3600)
+
+
+def register(api):
+    # Derived from jax eager, a compiling backend: the campaign treats this as a compile in flight.
+    api.derive_backend("plugin-slow-compiler", base="jax-eager:cpu:float32", overrides={"relu": relu_compiling_for_an_hour})
+"""
+
+
+def test_time_is_honoured_while_a_compile_is_in_flight(tmp_path):
+    """At --time a worker in a compiling backend is killed and its case counted as abandoned,
+    not waited for and not a finding."""
+    from fuzzer.campaign import DEADLINE_GRACE, CampaignOptions, run_campaign
+    from fuzzer.corpus import Corpus
+
+    plugin = tmp_path / "slow_compiler.py"
+    plugin.write_text(SLOW_COMPILER_PLUGIN)
+    options = CampaignOptions(backends=["torch-eager:cpu:float32", "plugin-slow-compiler"], ops=["relu"],
+                              plugins=[str(plugin)], time_limit=4.0, workers=1, compile_share="1.0")
+    start = time.monotonic()
+    progress = run_campaign(Corpus(tmp_path / "c.db"), options)
+    ended = time.monotonic() - start
+    assert progress.abandoned == 1 and progress.finding_cases == 0 and progress.status == "finished"
+    assert progress.graphs >= 1  # the cheap graphs that paid for the compile's share
+    assert ended < 4.0 + DEADLINE_GRACE + 10, ended  # worker start-up included
+
+
+@pytest.mark.parametrize("share", ["jax-jit=0", "jax-jit=1"])
+def test_a_campaign_counts_each_compilers_structures_and_share_of_worker_time(tmp_path, share):
+    from fuzzer.campaign import CampaignOptions, run_campaign
+    from fuzzer.corpus import Corpus
+
+    jit = "jax-jit:cpu:float32"
+    # Enough cheap graphs (~30 ms each) for worker time to pay jax-jit's expected first compile (1 s).
+    options = CampaignOptions(backends=["torch-eager:cpu:float32", jit], ops=["relu", "tanh", "add"], max_cases=60,
+                              workers=1, compile_share=share)
+    progress = run_campaign(Corpus(tmp_path / "c.db"), options)
+    summary = progress.to_dict()
+    if share.endswith("=0"):
+        assert jit not in summary["structures_per_second"] and progress.budget_skipped[jit] == progress.graphs == 60
+    else:
+        assert 2 <= progress.compiled_structures[jit] < progress.graphs  # not the first graphs: no time had accrued
+        assert summary["structures_per_second"][jit] > 0 and 0 < summary["backend_time_share"][jit] < 1
