@@ -14,7 +14,8 @@ import numpy as np
 
 from fuzzer.arrays import from_npy_bytes, to_npy_bytes
 from fuzzer.backends import split_arrays
-from fuzzer.ir import Case, Graph
+from fuzzer.errors import UserError
+from fuzzer.ir import NAME_PATTERN, Case, Graph
 
 CASE_FILE = "case.json"
 
@@ -25,6 +26,9 @@ def write_case(case: Case, root: Path, dtype: str = "float64") -> None:
     (root / "arrays").mkdir()
     (root / "outputs").mkdir()
     for name, array in case.arrays.items():
+        # Array names become file names: only "<input>" or "<node>.<param>" identifiers, never a path.
+        if not all(NAME_PATTERN.fullmatch(part) for part in name.split(".", 1)):
+            raise UserError(f"Array name {name!r} is not an identifier (or NODE.PARAM); refusing to write it to a case folder.")
         (root / "arrays" / f"{name}.npy").write_bytes(to_npy_bytes(array.astype(dtype)))
     description = {
         "graph": case.graph.to_dict(),

@@ -1,13 +1,20 @@
 """The corpus: one sqlite file holding campaigns, cases (with their arrays) and finding buckets.
 
-Tables (schema version 1):
+Tables (schema version 3):
 
     meta         key -> value; `schema_version` says which layout the file has.
-    campaigns    one row per `fuzz run`: config, library versions, progress, checkpoint.
-    cases        one row per stored case: graph JSON, verdict, findings, provenance.
+    campaigns    one row per `fuzz run`: a global uuid, config, library versions, progress,
+                 checkpoint, and the lease of the process running it (pid, host, heartbeat).
+    cases        one row per stored case: graph JSON, verdict, findings, provenance. A case is
+                 stored once: `case_key` (graph + arrays + backends) is unique, so import,
+                 merge, resume and shrink add nothing they find here already.
     case_arrays  the case's inputs and weights as .npy bytes (never pickled).
     buckets      one row per finding signature: triage status, counts, and the
                  representative (smallest) case.
+
+A running campaign holds a lease on its row (pid, host, heartbeat refreshed at every
+checkpoint), so a second `--resume` of it is refused while the first lives, and one
+killed with -9 (dead pid, or no heartbeat for LEASE_STALE_S) is taken over.
 
 Every write is one short `BEGIN IMMEDIATE` transaction on a WAL-mode file with a
 busy timeout, so several processes can write the same corpus: they queue for the
@@ -24,9 +31,13 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import hashlib
 import json
+import os
+import socket
 import sqlite3
 import time
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -35,10 +46,14 @@ import sqlite_utils
 
 from fuzzer.arrays import from_base64, from_npy_bytes, to_base64, to_npy_bytes
 from fuzzer.errors import InternalError, UserError
-from fuzzer.ir import Case, Graph
+from fuzzer.ir import MAX_JSON_DEPTH, Case, Graph, check_json_depth, infer_shapes, param_shapes, parse_json
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 BUSY_TIMEOUT_S = 30.0
+LEASE_STALE_S = 60.0  # a campaign checkpoints every few seconds; this long without one, it is dead
+# Merged campaigns are recognized by uuid; older files get one derived from the row's content
+# (with its original id), so a file and a copy of it migrated separately agree.
+UUID_NAMESPACE = uuid.UUID("5d3c1a8e-6b0f-4d2a-9a57-3f0e2f4c8b11")
 SQLITE_HEADER = b"SQLite format 3\x00"
 
 STATUSES = ("new", "confirmed", "reported", "fixed", "wontfix", "flaky")
@@ -54,6 +69,7 @@ _SCHEMA_SQL = {
         value TEXT NOT NULL)""",
     "campaigns": """CREATE TABLE IF NOT EXISTS campaigns (
         id INTEGER PRIMARY KEY,
+        uuid TEXT,
         started TEXT NOT NULL,
         ended TEXT,
         status TEXT NOT NULL DEFAULT 'running',
@@ -62,7 +78,10 @@ _SCHEMA_SQL = {
         versions TEXT NOT NULL DEFAULT '{}',
         cases_run INTEGER NOT NULL DEFAULT 0,
         findings INTEGER NOT NULL DEFAULT 0,
-        checkpoint TEXT)""",
+        checkpoint TEXT,
+        lease_pid INTEGER,
+        lease_host TEXT,
+        lease_heartbeat REAL)""",
     "cases": """CREATE TABLE IF NOT EXISTS cases (
         id INTEGER PRIMARY KEY,
         campaign_id INTEGER REFERENCES campaigns(id),
@@ -79,7 +98,8 @@ _SCHEMA_SQL = {
         findings TEXT NOT NULL DEFAULT '[]',
         shrunk_from INTEGER REFERENCES cases(id),
         shrink_log TEXT,
-        verdicts TEXT NOT NULL DEFAULT '[]')""",
+        verdicts TEXT NOT NULL DEFAULT '[]',
+        case_key TEXT)""",
     "case_arrays": """CREATE TABLE IF NOT EXISTS case_arrays (
         case_id INTEGER NOT NULL REFERENCES cases(id),
         name TEXT NOT NULL,
@@ -104,6 +124,11 @@ _INDEXES_SQL = (
     "CREATE INDEX IF NOT EXISTS idx_cases_campaign ON cases (campaign_id)",
     "CREATE INDEX IF NOT EXISTS idx_buckets_status ON buckets (status)",
 )
+# Version 3: one row per case content and per campaign. Rows a version-2 file held twice keep a NULL key.
+_UNIQUE_SQL = (
+    "CREATE UNIQUE INDEX IF NOT EXISTS idx_cases_case_key ON cases (case_key) WHERE case_key IS NOT NULL",
+    "CREATE UNIQUE INDEX IF NOT EXISTS idx_campaigns_uuid ON campaigns (uuid) WHERE uuid IS NOT NULL",
+)
 
 
 def _now() -> str:
@@ -115,8 +140,21 @@ def _dumps(value: Any) -> str:
 
 
 def _loads(text: str | None) -> Any:
-    return None if text is None else json.loads(text)
+    return None if text is None else parse_json(text, "stored JSON")
 
+
+def case_key(content_hash: str, backends: list[str]) -> str:
+    """What makes a stored case the same case: its graph and arrays (the content hash) and the backends it ran on."""
+    return hashlib.sha256(f"{content_hash}\n{_dumps(sorted(backends))}".encode()).hexdigest()[:32]
+
+
+def _derived_uuid(row: dict) -> str:
+    """A version-2 campaign's uuid from its content; a merged copy (config.merged_from 'path#id') gets the original's."""
+    config = json.loads(row["config"] or "{}")
+    marker = config.pop("merged_from", None) if isinstance(config, dict) else None
+    original_id = marker.rpartition("#")[2] if isinstance(marker, str) else str(row["id"])
+    text = f"{original_id}|{row['seed']}|{_dumps(config)}|{row['versions']}"
+    return str(uuid.uuid5(UUID_NAMESPACE, text))
 
 def _retry_while_locked(step: Callable[[], Any], timeout: float = BUSY_TIMEOUT_S) -> Any:
     """Run `step`, retrying while sqlite says locked/busy.
@@ -183,9 +221,28 @@ def _to_v2(db: sqlite_utils.Database) -> None:
     _add_missing_columns(db)
 
 
+def _to_v3(db: sqlite_utils.Database) -> None:
+    """Version 3 identifies cases by content (cases.case_key) and campaigns by uuid, and adds the campaign lease."""
+    _add_missing_columns(db)
+    seen: set[str] = set()
+    for case_id, content_hash, backends in db.execute("SELECT id, content_hash, backends FROM cases ORDER BY id").fetchall():
+        key = case_key(content_hash, json.loads(backends or "[]"))
+        if key not in seen:  # a duplicate the old version stored keeps a NULL key; nothing is deleted
+            seen.add(key)
+            db.execute("UPDATE cases SET case_key = ? WHERE id = ?", [key, case_id])
+    columns = ["id", "seed", "config", "versions"]
+    for row in db.execute(f"SELECT {', '.join(columns)} FROM campaigns ORDER BY id").fetchall():
+        campaign_uuid = _derived_uuid(dict(zip(columns, row)))
+        if db.execute("SELECT 1 FROM campaigns WHERE uuid = ?", [campaign_uuid]).fetchone() is None:
+            db.execute("UPDATE campaigns SET uuid = ? WHERE id = ?", [campaign_uuid, row[0]])
+    for sql in _UNIQUE_SQL:
+        db.execute(sql)
+
+
 MIGRATIONS: list[tuple[int, Callable[[sqlite_utils.Database], None]]] = [
     (1, _to_v1),
     (2, _to_v2),
+    (3, _to_v3),
 ]
 
 
@@ -207,6 +264,33 @@ class StoredCase:
     verdicts: list[dict]
     content_hash: str
     op_sequence: str
+
+
+def _live_holder(lease: dict) -> int | None:
+    """The pid of the live process holding a campaign's lease, or None when it is free or stale
+    (a dead pid on this host, or no heartbeat for LEASE_STALE_S)."""
+    pid, host, heartbeat = lease["lease_pid"], lease["lease_host"], lease["lease_heartbeat"]
+    if pid is None or heartbeat is None or time.time() - heartbeat > LEASE_STALE_S:
+        return None
+    if host == socket.gethostname():
+        if pid == os.getpid():
+            return None  # this process: its own earlier lease
+        if not _process_alive(pid):
+            return None
+    return pid
+
+
+def _process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's process
+    try:  # a zombie (ended, not yet reaped) is gone
+        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] != "Z"
+    except OSError:
+        return True
 
 
 def _primary_signature(verdict: str, findings: list[dict]) -> str | None:
@@ -232,6 +316,7 @@ class Corpus:
     def __init__(self, path: str | Path, create: bool = True):
         self.path = Path(path)
         self._closed = False
+        self._write_depth = 0
         if self.path.is_dir():
             raise UserError(f"'{self.path}' is a directory, not a corpus file; pass --db with a file path.")
         if not self.path.exists():
@@ -354,17 +439,36 @@ class Corpus:
 
     @contextlib.contextmanager
     def _write(self) -> Iterator[None]:
-        """One short write transaction; takes the write lock up front (waiting up to the busy timeout)."""
+        """One short write transaction; takes the write lock up front (waiting up to the busy timeout).
+
+        Nested uses join the outer transaction, so a merge of many cases commits or rolls back as one.
+        """
+        if self._write_depth:
+            self._write_depth += 1
+            try:
+                yield
+            finally:
+                self._write_depth -= 1
+            return
         conn = self.db.conn
-        conn.execute("BEGIN IMMEDIATE")
         try:
-            yield
-        except BaseException:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            raise
-        else:
-            conn.execute("COMMIT")
+            conn.execute("BEGIN IMMEDIATE")
+            self._write_depth = 1
+            try:
+                yield
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            else:
+                conn.execute("COMMIT")
+            finally:
+                self._write_depth = 0
+        except sqlite3.OperationalError as exc:
+            if "readonly" not in str(exc):
+                raise
+            raise UserError(f"The corpus '{self.path}' is read-only ({exc}); pass --db with a corpus you may write, "
+                            "or fix its permissions.") from None
 
     def _rows(self, sql: str, params: list | dict | None = None) -> list[dict]:
         return list(self.db.query(sql, params or []))
@@ -381,29 +485,59 @@ class Corpus:
 
     # ---- campaigns
 
-    def start_campaign(self, config: dict, seed: int, versions: dict) -> int:
+    def start_campaign(self, config: dict, seed: int, versions: dict, lease: bool = True) -> int:
+        """A new campaign row, leased to this process (unless `lease` is False: a merged, finished copy)."""
         with self._write():
             cursor = self.db.execute(
-                "INSERT INTO campaigns (started, status, seed, config, versions) VALUES (?, 'running', ?, ?, ?)",
-                [_now(), seed, _dumps(config), _dumps(versions)],
+                "INSERT INTO campaigns (uuid, started, status, seed, config, versions) VALUES (?, ?, 'running', ?, ?, ?)",
+                [str(uuid.uuid4()), _now(), seed, _dumps(config), _dumps(versions)],
             )
+            if lease:
+                self._set_lease(cursor.lastrowid)
             return cursor.lastrowid
 
-    def checkpoint(self, campaign_id: int, state: dict, cases_run: int, findings: int) -> None:
+    def take_lease(self, campaign_id: int) -> None:
+        """Lease a campaign to this process (`--resume`): refused while another live process holds it."""
         with self._write():
+            row = self._one("SELECT lease_pid, lease_host, lease_heartbeat FROM campaigns WHERE id = ?", [campaign_id])
+            if row is None:
+                raise self._no_campaign(campaign_id)
+            holder = _live_holder(row)
+            if holder is not None:
+                raise UserError(
+                    f"Campaign {campaign_id} is running in process {holder} (last heartbeat "
+                    f"{time.time() - row['lease_heartbeat']:.0f} s ago); wait for it to end or stop it before resuming."
+                )
+            self._set_lease(campaign_id)
+
+    def _set_lease(self, campaign_id: int) -> None:
+        self.db.execute(
+            "UPDATE campaigns SET status = 'running', lease_pid = ?, lease_host = ?, lease_heartbeat = ? WHERE id = ?",
+            [os.getpid(), socket.gethostname(), time.time(), campaign_id],
+        )
+
+    def checkpoint(self, campaign_id: int, state: dict, cases_run: int, findings: int) -> None:
+        """Save progress and refresh this process's lease; a campaign whose lease was taken over stops here."""
+        with self._write():
+            if not self._exists("campaigns", campaign_id):
+                raise self._no_campaign(campaign_id)
             cursor = self.db.execute(
-                "UPDATE campaigns SET checkpoint = ?, cases_run = ?, findings = ? WHERE id = ?",
-                [_dumps(state), cases_run, findings, campaign_id],
+                "UPDATE campaigns SET checkpoint = ?, cases_run = ?, findings = ?, lease_heartbeat = ? "
+                "WHERE id = ? AND (lease_pid IS NULL OR (lease_pid = ? AND lease_host = ?))",
+                [_dumps(state), cases_run, findings, time.time(), campaign_id, os.getpid(), socket.gethostname()],
             )
             if cursor.rowcount == 0:
-                raise self._no_campaign(campaign_id)
+                raise UserError(f"Campaign {campaign_id} was taken over by another process (this one missed its "
+                                f"heartbeat for {LEASE_STALE_S:g} s); this one stops.")
 
     def finish_campaign(self, campaign_id: int, status: str = "finished") -> None:
+        """Record how the campaign ended and give its lease back."""
         if status not in CAMPAIGN_STATUSES:
             raise InternalError(f"campaign status {status!r} is not one of {CAMPAIGN_STATUSES}")
         with self._write():
             cursor = self.db.execute(
-                "UPDATE campaigns SET status = ?, ended = ? WHERE id = ?", [status, _now(), campaign_id]
+                "UPDATE campaigns SET status = ?, ended = ?, lease_pid = NULL, lease_host = NULL, lease_heartbeat = NULL "
+                "WHERE id = ?", [status, _now(), campaign_id]
             )
             if cursor.rowcount == 0:
                 raise self._no_campaign(campaign_id)
@@ -417,8 +551,21 @@ class Corpus:
     def campaigns(self) -> list[dict]:
         return [self._campaign_dict(row) for row in self._rows("SELECT * FROM campaigns ORDER BY id")]
 
+    def campaign_summaries(self) -> list[dict]:
+        """One small dict per campaign, oldest first: what `fuzz campaigns` lists."""
+        summaries = []
+        for row in self.campaigns():
+            checkpoint = row["checkpoint"] if isinstance(row["checkpoint"], dict) else {}
+            summaries.append({
+                "id": row["id"], "uuid": row["uuid"], "status": row["status"], "started": row["started"],
+                "ended": row["ended"], "seconds": checkpoint.get("elapsed"), "graphs": row["cases_run"],
+                "findings": row["findings"], "seed": row["seed"], "backends": (row["config"] or {}).get("backends"),
+                "running_in_pid": row["lease_pid"] if _live_holder(row) is not None else None,
+            })
+        return summaries
+
     def _no_campaign(self, campaign_id: int) -> UserError:
-        return UserError(f"No campaign with id {campaign_id} in {self.path}; run `fuzz stats` to see stored campaigns.")
+        return UserError(f"No campaign with id {campaign_id} in {self.path}; run `fuzz campaigns` to list them.")
 
     @staticmethod
     def _campaign_dict(row: dict) -> dict:
@@ -439,8 +586,20 @@ class Corpus:
         created: str | None = None,
         verdicts: list[dict] | None = None,
     ) -> int:
-        """Store the case, its arrays and its findings' buckets in one transaction; returns the case id."""
+        """Store the case, its arrays and its findings' buckets in one transaction; returns the case id.
+
+        A case stored already (same graph, arrays and backends: `case_key`) is not stored again and
+        counts no second time in its buckets: its existing id is returned.
+        """
+        return self._store_case(case, campaign_id=campaign_id, verdict=verdict, backends=backends, findings=findings,
+                                shrunk_from=shrunk_from, shrink_log=shrink_log, created=created, verdicts=verdicts)[0]
+
+    def _store_case(self, case: Case, *, campaign_id, verdict, backends, findings, shrunk_from=None, shrink_log=None,
+                    created=None, verdicts=None) -> tuple[int, bool]:
+        """(case id, whether it was added now)."""
         findings = _finding_dicts(findings)
+        content_hash = case.content_hash()
+        key = case_key(content_hash, backends)
         arrays = {name: to_npy_bytes(value) for name, value in case.arrays.items()}
         element_count = int(sum(value.size for value in case.arrays.values()))
         node_count = len(case.graph.nodes)
@@ -449,15 +608,18 @@ class Corpus:
                 raise self._no_campaign(campaign_id)
             if shrunk_from is not None and not self._exists("cases", shrunk_from):
                 raise self._no_case(shrunk_from)
+            existing = self.db.execute("SELECT id FROM cases WHERE case_key = ?", [key]).fetchone()
+            if existing is not None:
+                return existing[0], False
             now = created or _now()  # `created` keeps a merged case's original time
             case_id = self.db.execute(
                 "INSERT INTO cases (campaign_id, created, content_hash, seed, graph, op_sequence, node_count, "
-                "element_count, backends, verdict, signature, findings, shrunk_from, shrink_log, verdicts) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "element_count, backends, verdict, signature, findings, shrunk_from, shrink_log, verdicts, case_key) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [
                     campaign_id,
                     now,
-                    case.content_hash(),
+                    content_hash,
                     int(case.seed),
                     case.graph.to_json(),
                     ">".join(case.graph.op_names()),
@@ -470,6 +632,7 @@ class Corpus:
                     shrunk_from,
                     None if shrink_log is None else json.dumps(shrink_log),
                     json.dumps(verdicts or []),
+                    key,
                 ],
             ).lastrowid
             for name, blob in arrays.items():
@@ -479,7 +642,7 @@ class Corpus:
                 if finding["signature"] not in seen:
                     seen.add(finding["signature"])
                     self._bump_bucket(finding, case_id, node_count, element_count, now, counts=shrunk_from is None)
-        return case_id
+        return case_id, True
 
     def _bump_bucket(self, finding: dict, case_id: int, nodes: int, elements: int, now: str, counts: bool) -> None:
         """Insert the finding's bucket or count one more case in it; the representative is the smallest case."""
@@ -507,22 +670,28 @@ class Corpus:
         row = self._one("SELECT * FROM cases WHERE id = ?", [case_id])
         if row is None:
             raise self._no_case(case_id)
-        arrays = {
-            item["name"]: from_npy_bytes(item["npy"], f"array '{item['name']}' of case {case_id}")
-            for item in self._rows("SELECT name, npy FROM case_arrays WHERE case_id = ? ORDER BY rowid", [case_id])
-        }
+        graph = Graph.from_json(row["graph"])
+        needed = _needed_arrays(graph)  # the shape rules and resource bounds, before any array is read
+        arrays = {}
+        for item in self._rows("SELECT name, npy FROM case_arrays WHERE case_id = ? ORDER BY rowid", [case_id]):
+            if item["name"] not in needed:
+                raise UserError(f"Case {case_id} in {self.path} carries an array {item['name']!r} that its graph does "
+                                "not use; the corpus was changed by something other than the fuzzer.")
+            arrays[item["name"]] = from_npy_bytes(item["npy"], f"array '{item['name']}' of case {case_id}", needed[item["name"]])
+        case = Case(graph, arrays, row["seed"])
+        case.validate()
         return StoredCase(
             id=row["id"],
-            case=Case(Graph.from_json(row["graph"]), arrays, row["seed"]),
+            case=case,
             campaign_id=row["campaign_id"],
             created=row["created"],
             verdict=row["verdict"],
             signature=row["signature"],
-            findings=json.loads(row["findings"]),
-            backends=json.loads(row["backends"]),
+            findings=_loads(row["findings"]),
+            backends=_loads(row["backends"]),
             shrunk_from=row["shrunk_from"],
             shrink_log=_loads(row["shrink_log"]),
-            verdicts=json.loads(row.get("verdicts") or "[]"),
+            verdicts=_loads(row.get("verdicts") or "[]"),
             content_hash=row["content_hash"],
             op_sequence=row["op_sequence"],
         )
@@ -603,52 +772,72 @@ class Corpus:
             "buckets": self._one("SELECT count(*) AS n FROM buckets")["n"],
             "buckets_by_status": counts("SELECT status AS key, count(*) AS n FROM buckets GROUP BY status ORDER BY status"),
             "cases_by_verdict": counts("SELECT verdict AS key, count(*) AS n FROM cases GROUP BY verdict ORDER BY verdict"),
+            # Generated cases with a finding (not shrunk copies), by the regime that drew them.
+            "findings_by_regime": counts("SELECT coalesce(json_extract(graph, '$.regime'), 'small') AS key, count(*) AS n "
+                                         "FROM cases WHERE signature IS NOT NULL AND shrunk_from IS NULL GROUP BY key ORDER BY key"),
+            "graphs_by_regime": self.graphs_by_regime(),
         }
 
+    def graphs_by_regime(self) -> dict[str, int]:
+        """Graphs checked per regime, summed over every campaign's checkpoint."""
+        totals: dict[str, int] = {}
+        for row in self.campaigns():
+            checkpoint = row.get("checkpoint") if isinstance(row.get("checkpoint"), dict) else {}
+            counts = checkpoint.get("regime_counts")
+            for regime, count in counts.items() if isinstance(counts, dict) else ():
+                if isinstance(count, int):
+                    totals[str(regime)] = totals.get(str(regime), 0) + count
+        return dict(sorted(totals.items()))
+
     # ---- merging corpora from several machines
+
+    def merge_all(self, others: list["Corpus"]) -> dict[str, dict]:
+        """merge_from for each corpus, all in one transaction: one refused file leaves this corpus as it was."""
+        with self._write():
+            return {str(other.path): self.merge_from(other) for other in others}
 
     def merge_from(self, other: "Corpus") -> dict:
         """Copy another corpus's campaigns, cases (with arrays and shrink links) and triage into this one.
 
-        A case already here (same content hash and signature) is not copied twice, so merging
-        the same file again adds nothing. A bucket still 'new' here takes the other's triage.
+        One transaction: a case refused half-way (a hostile or broken file) leaves this corpus as it
+        was. Campaigns are matched by uuid and cases by content (`case_key`), so merging a file again,
+        a renamed copy of it, or a corpus into itself adds nothing. A bucket still 'new' here takes
+        the other's triage.
         """
-        merged = {c["config"].get("merged_from"): c["id"] for c in self.campaigns()}
-        campaigns, new_campaigns = {}, 0
-        for row in other.campaigns():
-            marker = f"{Path(other.path).resolve()}#{row['id']}"
-            if marker in merged:
-                campaigns[row["id"]] = merged[marker]
-                continue
-            config = {**row["config"], "merged_from": marker}
-            new_id = self.start_campaign(config, row["seed"], row["versions"])
-            self.checkpoint(new_id, row.get("checkpoint") or {}, row["cases_run"], row["findings"])
-            self.finish_campaign(new_id, "finished" if row["status"] == "finished" else "interrupted")
-            campaigns[row["id"]] = new_id
-            new_campaigns += 1
-        present = {(r["content_hash"], r["signature"]): r["id"] for r in self._rows("SELECT id, content_hash, signature FROM cases")}
-        cases, added = {}, 0
-        for row in other._rows("SELECT id FROM cases ORDER BY id"):
-            stored = other.get_case(row["id"])
-            key = (stored.content_hash, stored.signature)
-            if key in present:
-                cases[stored.id] = present[key]
-                continue
-            cases[stored.id] = present[key] = self.add_case(
-                stored.case, campaign_id=campaigns.get(stored.campaign_id), verdict=stored.verdict,
-                backends=stored.backends, findings=stored.findings, shrunk_from=cases.get(stored.shrunk_from),
-                shrink_log=stored.shrink_log, created=stored.created, verdicts=stored.verdicts,
-            )
-            added += 1
-        triaged = 0
-        for bucket in other.buckets():
-            if bucket["status"] != "new":
-                with self._write():
+        with self._write():
+            have = {row["uuid"]: row["id"] for row in self._rows("SELECT id, uuid FROM campaigns WHERE uuid IS NOT NULL")}
+            campaigns, new_campaigns = {}, 0
+            for row in other.campaigns():
+                if row["uuid"] in have:
+                    campaigns[row["id"]] = have[row["uuid"]]
+                    continue
+                new_id = self.start_campaign(row["config"], row["seed"], row["versions"], lease=False)
+                self.db.execute("UPDATE campaigns SET uuid = coalesce(?, uuid), started = ? WHERE id = ?",
+                                [row["uuid"], row["started"], new_id])
+                self.checkpoint(new_id, row.get("checkpoint") or {}, row["cases_run"], row["findings"])
+                self.finish_campaign(new_id, "finished" if row["status"] == "finished" else "interrupted")
+                campaigns[row["id"]] = have[row["uuid"]] = new_id
+                new_campaigns += 1
+            cases, added = {}, 0
+            for row in other._rows("SELECT id FROM cases ORDER BY id"):
+                try:
+                    stored = other.get_case(row["id"])
+                except UserError as exc:
+                    raise UserError(f"Nothing merged: case {row['id']} of '{other.path}' is refused: {exc}") from None
+                cases[stored.id], is_new = self._store_case(
+                    stored.case, campaign_id=campaigns.get(stored.campaign_id), verdict=stored.verdict,
+                    backends=stored.backends, findings=stored.findings, shrunk_from=cases.get(stored.shrunk_from),
+                    shrink_log=stored.shrink_log, created=stored.created, verdicts=stored.verdicts,
+                )
+                added += is_new
+            triaged = 0
+            for bucket in other.buckets():
+                if bucket["status"] != "new":
                     cursor = self.db.execute(
                         "UPDATE buckets SET status = ?, note = coalesce(note, ?) WHERE signature = ? AND status = 'new'",
                         [bucket["status"], bucket["note"], bucket["signature"]],
                     )
-                triaged += cursor.rowcount
+                    triaged += cursor.rowcount
         return {"campaigns_added": new_campaigns, "cases_added": added, "cases_already_here": len(cases) - added,
                 "buckets_triaged": triaged}
 
@@ -671,8 +860,25 @@ class Corpus:
             data["expect"] = expect
         return data
 
+    def import_cases(self, exported: list[dict]) -> dict:
+        """Store exported cases in one transaction: {"imported": ids, "already_here": ids}.
+
+        Every case is validated before anything is written; a case stored already is not stored again.
+        """
+        checked = [self._imported_case(data) for data in exported]
+        result: dict[str, list[int]] = {"imported": [], "already_here": []}
+        with self._write():
+            for case, fields in checked:
+                case_id, is_new = self._store_case(case, campaign_id=None, **fields)
+                result["imported" if is_new else "already_here"].append(case_id)
+        return result
+
     def import_case(self, data: dict) -> int:
-        """Validate an exported case completely, then store it (campaign None). Nothing is written on error."""
+        """Validate an exported case completely, then store it (campaign None); returns its id. Nothing is written on error."""
+        case, fields = self._imported_case(data)
+        return self.add_case(case, campaign_id=None, **fields)
+
+    def _imported_case(self, data: dict) -> tuple[Case, dict]:
         case = case_from_export(data)
         verdict = data.get("verdict", "unchecked")
         if not isinstance(verdict, str):
@@ -686,7 +892,7 @@ class Corpus:
                 "The case file's 'findings' must be a list of objects with string 'signature', 'verdict', 'backend' "
                 "and 'culprit'."
             )
-        return self.add_case(case, campaign_id=None, verdict=verdict, backends=backends, findings=findings)
+        return case, {"verdict": verdict, "backends": backends, "findings": findings}
 
 
 def _check_status(status: str) -> None:
@@ -698,6 +904,14 @@ def _is_finding(value: Any) -> bool:
     return isinstance(value, dict) and all(
         isinstance(value.get(key), str) for key in ("signature", "verdict", "backend", "culprit")
     )
+
+
+def _needed_arrays(graph: Graph) -> dict[str, tuple[int, ...]]:
+    """Every array a case of `graph` needs, by name, with its shape (checking the shape rules and resource bounds)."""
+    shapes = infer_shapes(graph)
+    needed = {spec.name: spec.shape for spec in graph.inputs}
+    needed.update(param_shapes(graph, shapes))
+    return needed
 
 
 def load_case_file(path: str | Path) -> dict:
@@ -715,6 +929,9 @@ def load_case_file(path: str | Path) -> dict:
             f"Case file '{path}' is not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno}); "
             "pass a file written by `fuzz export`."
         ) from None
+    except RecursionError:
+        raise UserError(f"Case file '{path}' nests deeper than {MAX_JSON_DEPTH} levels; refusing to load it.") from None
+    check_json_depth(data, f"case file '{path}'")
     if not isinstance(data, dict):
         raise UserError(
             f"Case file '{path}' holds a JSON {type(data).__name__}, not an object; pass a file written by `fuzz export`."
@@ -738,12 +955,16 @@ def case_from_export(data: Any) -> Case:
     if "graph" not in data:
         raise UserError("The exported case has no 'graph'; pass a file written by `fuzz export`.")
     graph = Graph.from_dict(data["graph"])
+    needed = _needed_arrays(graph)  # the shape rules and resource bounds, before any array is decoded
     arrays_data = data.get("arrays")
     if not isinstance(arrays_data, dict) or not all(
         isinstance(name, str) and isinstance(text, str) for name, text in arrays_data.items()
     ):
         raise UserError("The exported case's 'arrays' must be an object mapping names to base64 .npy strings.")
-    arrays = {name: from_base64(text, f"array '{name}'") for name, text in arrays_data.items()}
+    extra = sorted(set(arrays_data) - set(needed))
+    if extra:
+        raise UserError(f"The exported case carries arrays the graph does not use: {extra}.")
+    arrays = {name: from_base64(text, f"array '{name}'", needed[name]) for name, text in arrays_data.items()}
     seed = data.get("seed", 0)
     if not isinstance(seed, int) or isinstance(seed, bool):
         raise UserError(f"The exported case's 'seed' must be an integer, not {seed!r}.")

@@ -5,7 +5,9 @@ makes a venv under the environment home and installs requirements with pip; `fuz
 add` registers an interpreter that exists already. Either way the versions it has are
 probed and recorded. A backend runs there as `KIND[:DEVICE[:DTYPE]]@ENV`
 (fuzzer/backends/env_backend.py), where ENV is a registered name or the path of a venv
-or an interpreter.
+or an interpreter. A path is accepted only when it was given on the command line
+(`trust_command_line`): a backend name read from a case, a corpus or a regression file
+names a registered environment or nothing, so stored data can never start a program.
 
 The worker side (fuzzer/env_worker.py) needs only numpy and the framework: the pure-numpy
 core of this package (IR, ops, backends) is copied to a folder named by its content hash
@@ -31,6 +33,8 @@ from typing import Callable
 from fuzzer.errors import UserError
 
 REGISTRY_FILE = "envs.json"
+# Environment paths named on this command line; spawned workers inherit them with the environment.
+TRUSTED_PATHS_VARIABLE = "FUZZ_COMMAND_LINE_ENV_PATHS"
 NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")
 PROBE_TIMEOUT = 300.0  # seconds: importing an old framework from a cold disk is slow
 
@@ -92,15 +96,29 @@ def get(name: str) -> Environment:
 
 
 def resolve(spec: str) -> Environment:
-    """A registered name, or the path of a venv folder or a Python interpreter (not registered: its
-    versions are learnt when a worker starts there)."""
-    if "/" not in spec and NAME_PATTERN.fullmatch(spec) and not Path(spec).exists():
+    """A registered name, or the path of a venv folder or a Python interpreter given on the command
+    line (not registered: its versions are learnt when a worker starts there)."""
+    if "/" not in spec and NAME_PATTERN.fullmatch(spec) and (spec in load_all() or not Path(spec).exists()):
         return get(spec)
     path = Path(spec).expanduser().absolute()
     python = path / "bin" / "python" if path.is_dir() else path
     if not python.exists():
         raise UserError(f"Environment '{spec}' is neither a registered name nor a venv folder or Python interpreter that exists.")
+    if str(path) not in os.environ.get(TRUSTED_PATHS_VARIABLE, "").split(os.pathsep):
+        raise UserError(f"Environment '{spec}' is a path that did not come from the command line (paths in stored cases "
+                        f"are never run); register it with `fuzz env add NAME {spec}` or pass it with --backends.")
     return Environment(name=spec, python=str(python))
+
+
+def trust_command_line(backend_names: list[str]) -> None:
+    """Accept the environment paths in these backend names (KIND@PATH), which the user typed, in this
+    process and the workers it starts."""
+    paths = os.environ.get(TRUSTED_PATHS_VARIABLE, "").split(os.pathsep)
+    for name in backend_names:
+        env_spec = name.rpartition("@")[2] if "@" in name else ""
+        if env_spec and not (NAME_PATTERN.fullmatch(env_spec) and "/" not in env_spec):
+            paths.append(str(Path(env_spec).expanduser().absolute()))
+    os.environ[TRUSTED_PATHS_VARIABLE] = os.pathsep.join(p for p in dict.fromkeys(paths) if p)
 
 
 def _check_name(name: str) -> None:

@@ -7,12 +7,18 @@ under the name "<node>.<param>". A `Case` is a graph plus every array it needs
 (float64, values representable in float32) and the seed they were drawn from.
 
 Everything here is JSON-serializable data; nothing is ever evaluated or unpickled.
+Cases come from files other people wrote, so loading checks that every name is an
+identifier (names become file names in case folders and variables in reproducers),
+that JSON nesting is shallow, and that no tensor the shape rules imply is larger than
+the resource bounds below before a single array is allocated.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,6 +27,18 @@ import numpy as np
 from fuzzer.errors import ShapeError, UserError
 
 SCHEMA_VERSION = 1
+
+# Input, node and output names: they become `.npy` file names and Python variables.
+NAME_PATTERN = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
+MAX_JSON_DEPTH = 64  # graphs nest 4 deep (attrs hold lists of ints); anything deeper is not ours
+
+# Resource bounds, checked from the shape rules before anything is allocated. Well above what the
+# generator draws (up to ~1e7 elements a tensor on CUDA); a float64 tensor at the bound is 400 MB.
+# `fuzz --max-tensor-elements N --max-case-elements N` (or these variables) raise them.
+TENSOR_ELEMENTS_VARIABLE = "FUZZ_MAX_TENSOR_ELEMENTS"
+CASE_ELEMENTS_VARIABLE = "FUZZ_MAX_CASE_ELEMENTS"
+DEFAULT_MAX_TENSOR_ELEMENTS = 50_000_000
+DEFAULT_MAX_CASE_ELEMENTS = 200_000_000  # every value and parameter of a case together
 
 
 def _plain(value: Any) -> Any:
@@ -32,6 +50,7 @@ def _plain(value: Any) -> Any:
 class TensorSpec:
     name: str
     shape: tuple[int, ...]
+    layout: str = "contiguous"  # how torch backends store this input (fuzzer/layouts.py)
 
 
 @dataclass(frozen=True)
@@ -51,6 +70,7 @@ class Graph:
     inputs: tuple[TensorSpec, ...]
     nodes: tuple[Node, ...]
     outputs: tuple[str, ...]
+    regime: str = ""  # the regime the generator drew this graph in (fuzzer/regimes.py); "" = small
 
     def __post_init__(self):
         object.__setattr__(self, "inputs", tuple(self.inputs))
@@ -69,12 +89,14 @@ class Graph:
     def to_dict(self) -> dict:
         return {
             "schema": SCHEMA_VERSION,
-            "inputs": [{"name": t.name, "shape": list(t.shape)} for t in self.inputs],
+            "inputs": [_input_dict(t) for t in self.inputs],
             "nodes": [
                 {"name": n.name, "op": n.op, "inputs": list(n.inputs), "attrs": n.attrs}
                 for n in self.nodes
             ],
             "outputs": list(self.outputs),
+            # Written only when set, so graphs drawn before regimes keep their content hashes.
+            **({"regime": self.regime} if self.regime else {}),
         }
 
     def to_json(self) -> str:
@@ -88,8 +110,9 @@ class Graph:
     @classmethod
     def from_dict(cls, data: Any) -> "Graph":
         data = migrate(data)
+        check_json_depth(data, "graph JSON")
         try:
-            inputs = [TensorSpec(str(t["name"]), _shape(t["shape"])) for t in data["inputs"]]
+            inputs = [TensorSpec(str(t["name"]), _shape(t["shape"]), _layout(t.get("layout", "contiguous"))) for t in data["inputs"]]
             nodes = [
                 Node(str(n["name"]), str(n["op"]), tuple(str(i) for i in n["inputs"]), _attrs(n.get("attrs", {})))
                 for n in data["nodes"]
@@ -97,15 +120,75 @@ class Graph:
             outputs = [str(o) for o in data["outputs"]]
         except (KeyError, TypeError, ValueError) as exc:
             raise UserError(f"Malformed graph JSON: missing or wrong-typed field {exc}; see docs/graph-format.md.") from None
-        return cls(tuple(inputs), tuple(nodes), tuple(outputs))
+        for name in [t.name for t in inputs] + [n.name for n in nodes]:
+            check_name(name)
+        regime = data.get("regime", "")
+        if not isinstance(regime, str) or (regime and not NAME_PATTERN.fullmatch(regime.replace("-", "_"))):
+            raise UserError(f"Malformed graph JSON: 'regime' must be a short name like 'large-op', not {regime!r}.")
+        return cls(tuple(inputs), tuple(nodes), tuple(outputs), regime)
 
     @classmethod
     def from_json(cls, text: str) -> "Graph":
+        return cls.from_dict(parse_json(text, "graph JSON"))
+
+
+def check_name(name: str) -> None:
+    """Names from a case are identifiers: never a path, never code."""
+    if not isinstance(name, str) or not NAME_PATTERN.fullmatch(name):
+        raise UserError(f"Name {name!r} is not allowed; input and node names must be identifiers of at most 64 "
+                        "characters (letters, digits, underscores, not starting with a digit).")
+
+
+def parse_json(text: str | bytes, what: str) -> Any:
+    """json.loads for text from outside, nesting bounded; UserError naming `what` on any problem."""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UserError(f"Malformed {what}: {exc.msg} at line {exc.lineno} column {exc.colno}.") from None
+    except RecursionError:
+        raise UserError(f"The {what} nests deeper than {MAX_JSON_DEPTH} levels; refusing to load it.") from None
+    check_json_depth(data, what)
+    return data
+
+
+def check_json_depth(data: Any, what: str) -> None:
+    """Refuse JSON nested deeper than MAX_JSON_DEPTH (walked without recursion)."""
+    pending = [(data, 1)]
+    while pending:
+        value, depth = pending.pop()
+        if isinstance(value, (dict, list)):
+            if depth > MAX_JSON_DEPTH:
+                raise UserError(f"The {what} nests deeper than {MAX_JSON_DEPTH} levels; refusing to load it.")
+            children = value.values() if isinstance(value, dict) else value
+            pending.extend((child, depth + 1) for child in children)
+
+
+def element_limits() -> tuple[int, int]:
+    """(largest tensor, largest case) in elements: the defaults or the variables `fuzz` sets from its options."""
+    limits = []
+    for variable, default in ((TENSOR_ELEMENTS_VARIABLE, DEFAULT_MAX_TENSOR_ELEMENTS),
+                              (CASE_ELEMENTS_VARIABLE, DEFAULT_MAX_CASE_ELEMENTS)):
+        text = os.environ.get(variable, "")
         try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise UserError(f"Malformed graph JSON: {exc.msg} at line {exc.lineno} column {exc.colno}.") from None
-        return cls.from_dict(data)
+            limits.append(int(float(text)) if text else default)
+        except ValueError:
+            raise UserError(f"${variable} is {text!r}; set it to a number of elements such as 5e7.") from None
+    return limits[0], limits[1]
+
+
+def _input_dict(spec: TensorSpec) -> dict:
+    data = {"name": spec.name, "shape": list(spec.shape)}
+    if spec.layout != "contiguous":
+        data["layout"] = spec.layout
+    return data
+
+
+def _layout(value: Any) -> str:
+    from fuzzer.layouts import LAYOUTS
+
+    if value not in LAYOUTS:
+        raise ValueError(f"layout {value!r} (one of {', '.join(LAYOUTS)})")
+    return value
 
 
 def _shape(value: Any) -> tuple[int, ...]:
@@ -143,13 +226,13 @@ def infer_shapes(graph: Graph) -> dict[str, tuple[int, ...]]:
     from fuzzer.ops import get_op
 
     shapes: dict[str, tuple[int, ...]] = {}
+    budget = _ElementBudget()
     for name in [spec.name for spec in graph.inputs] + [node.name for node in graph.nodes]:
-        # Parameters are stored as "<node>.<param>": a dot in a name would make them ambiguous.
-        if not name or "." in name:
-            raise UserError(f"Name {name!r} is not allowed; input and node names must be non-empty and contain no '.'.")
+        check_name(name)  # also keeps "<node>.<param>" unambiguous: no dots
     for spec in graph.inputs:
         if spec.name in shapes:
             raise UserError(f"Input name '{spec.name}' is used twice; give every input a unique name.")
+        budget.charge(f"input '{spec.name}'", spec.shape)
         shapes[spec.name] = spec.shape
     for node in graph.nodes:
         if node.name in shapes:
@@ -162,16 +245,46 @@ def infer_shapes(graph: Graph) -> dict[str, tuple[int, ...]]:
                 )
         if not op.arity_ok(len(node.inputs)):
             raise UserError(f"Node '{node.name}' ({node.op}) takes {op.arity_text()}, got {len(node.inputs)}.")
+        operand_shapes = [shapes[r] for r in node.inputs]
         try:
-            shapes[node.name] = tuple(op.infer(node.attrs, [shapes[r] for r in node.inputs]))
+            shapes[node.name] = tuple(op.infer(node.attrs, operand_shapes))
+            params = op.params(node.attrs, operand_shapes)
         except (ShapeError, KeyError, TypeError, ValueError, IndexError) as exc:
             raise UserError(f"Node '{node.name}' ({node.op}): {exc}.") from None
+        budget.charge(f"node '{node.name}' ({node.op})", shapes[node.name])
+        for pname, pshape in params.items():
+            budget.charge(f"parameter '{node.name}.{pname}'", pshape)
     for out in graph.outputs:
         if out not in shapes:
             raise UserError(f"Output '{out}' is not an input or node of the graph.")
     if not graph.outputs:
         raise UserError("The graph has no outputs; list at least one node name in 'outputs'.")
     return shapes
+
+
+class _ElementBudget:
+    """Counts the elements a case will allocate, refusing a tensor or a total above the limits."""
+
+    def __init__(self):
+        self.per_tensor, self.per_case = element_limits()
+        self.total = 0
+
+    def charge(self, what: str, shape) -> None:
+        elements = 1
+        for dim in shape:
+            elements *= int(dim)
+        self.total += elements
+        if elements > self.per_tensor:
+            raise UserError(f"The {what} would have {elements:,} elements ({_gib(elements)} in float64), above the "
+                            f"limit of {self.per_tensor:,}; raise it with `fuzz --max-tensor-elements N` if you mean it.")
+        if self.total > self.per_case:
+            raise UserError(f"The case would hold {self.total:,} elements ({_gib(self.total)} in float64) by its "
+                            f"{what}, above the limit of {self.per_case:,}; raise it with "
+                            "`fuzz --max-case-elements N` if you mean it.")
+
+
+def _gib(elements: int) -> str:
+    return f"{elements * 8 / 2**30:.1f} GiB"
 
 
 def param_shapes(graph: Graph, shapes: dict[str, tuple[int, ...]] | None = None) -> dict[str, tuple[int, ...]]:
@@ -209,6 +322,11 @@ class Case:
         extra = set(self.arrays) - set(needed)
         if extra:
             raise UserError(f"Case carries arrays the graph does not use: {sorted(extra)}.")
+        for spec in self.graph.inputs:
+            values = self.arrays[spec.name]
+            if spec.layout == "expanded" and not np.array_equal(values, np.broadcast_to(values[:1], values.shape), equal_nan=True):
+                raise UserError(f"Input '{spec.name}' is stored expanded (a stride-0 view of its first row) but its rows "
+                                "differ; repeat the first row or drop the layout.")
 
     def content_hash(self) -> str:
         digest = hashlib.sha256(self.graph.to_json().encode())

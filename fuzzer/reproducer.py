@@ -7,11 +7,16 @@ jaxpr shown as a comment). Inputs and weights are literals; the float64 numpy
 reference output is a literal too ("expected"), with the oracle's allowed error.
 The script prints the error and the versions and exits 1 while the bug is
 present, 0 once fixed. `--format pytest` wraps the same lines in a test.
+
+Text from a case (its title, which is a stored signature, and names) is data: it
+reaches the script only through `repr`, an escaped docstring or a comment with its
+line breaks removed, so a hostile corpus cannot put code into a reproducer.
 """
 
 from __future__ import annotations
 
 import base64
+import keyword
 import re
 import textwrap
 
@@ -21,13 +26,26 @@ from fuzzer.arrays import to_npy_bytes
 from fuzzer.backends import Backend, interpret, split_arrays
 from fuzzer.errors import UserError
 from fuzzer.ir import Case
+from fuzzer.layouts import CONTIGUOUS, layout_source
 from fuzzer.oracle import allowed_error, compute_reference
 
 LITERAL_LIMIT = 256  # elements; larger arrays are embedded as base64 .npy
 
 
 def _identifier(name: str) -> str:
-    return re.sub(r"\W", "_", name)
+    """The script variable of an array ("n0.weight" -> "n0_weight"; a keyword such as "lambda" gets an underscore)."""
+    identifier = re.sub(r"\W", "_", name, flags=re.ASCII)
+    return identifier + "_" if keyword.iskeyword(identifier) else identifier
+
+
+def docstring(text: str) -> str:
+    """`text` as a triple-quoted literal that ends where we say: backslashes and quotes escaped."""
+    return '"""' + text.replace("\\", "\\\\").replace('"', '\\"') + '"""'
+
+
+def comment(text: str) -> str:
+    """`text` as one comment line: a line break inside would start a line of code."""
+    return "# " + " ".join(text.splitlines())
 
 
 def _float_text(value: float, dtype: str) -> str:
@@ -107,8 +125,16 @@ def _torch_body(case: Case, backend: Backend, names: list[str]) -> tuple[list[st
     ]
     if constants:
         setup += ["CONSTANTS = {}", *constants]
+    specs = {spec.name: spec for spec in case.graph.inputs}
+    # Inputs the campaign stored in another memory layout get it back (a layout bug needs it).
+    relayouts = "".join(
+        f"args[{i}] = {layout_source(specs[n].layout, specs[n].shape, f'args[{i}]')}  # as the campaign stored it\n"
+        for i, n in enumerate(names) if n in specs and specs[n].layout != CONTIGUOUS
+    )
     call = (
-        f"outputs = run(*[torch.from_numpy(a).to(DEVICE, DTYPE) for a in ({', '.join(_identifier(n) for n in names)},)])\n"
+        f"args = [torch.from_numpy(a).to(DEVICE, DTYPE) for a in ({', '.join(_identifier(n) for n in names)},)]\n"
+        + relayouts
+        + "outputs = run(*args)\n"
         "outputs = [o.detach().to('cpu', torch.float64).numpy() for o in outputs]\n"
         "VERSIONS = f'torch {torch.__version__}, cuda {torch.version.cuda}, numpy {np.__version__}'"
     )
@@ -135,9 +161,9 @@ def _jax_body(case: Case, backend: Backend, names: list[str]) -> tuple[list[str]
         'jax.config.update("jax_enable_x64", True)',
         f"DTYPE = jax.numpy.{backend.dtype}",
     ]
-    comment = "\n".join("# " + line for line in jaxpr.splitlines())
+    traced = "\n".join(comment(line) for line in jaxpr.splitlines())
     body = (
-        f"# The computation, as jax traced it:\n{comment}\n"
+        f"# The computation, as jax traced it:\n{traced}\n"
         f"COMPILED = export.deserialize(bytearray(base64.b64decode('{blob}')))\n\n\n"
         f"outputs = COMPILED.call(*[a.astype(DTYPE) for a in ({', '.join(_identifier(n) for n in names)},)])\n"
         "outputs = [np.asarray(o, dtype=np.float64) for o in outputs]\n"
@@ -172,10 +198,11 @@ def build_script(case: Case, backend: Backend, title: str, pytest_style: bool = 
         failed = not all(error <= allowed for error, allowed in zip(errors, ALLOWED))
         """
     )
-    docstring = f'"""Reproducer: {title}\n\nGraph: {" > ".join(case.graph.op_names())}. Backend under test: {backend.name}.\n' \
-        f'Written by `fuzz export`; needs only numpy and {backend.family}. Exit 1 while the bug is present."""'
+    header = docstring(f"Reproducer: {title}\n\nGraph: {' > '.join(case.graph.op_names())}. Backend under test: "
+                       f"{backend.name}.\nWritten by `fuzz export`; needs only numpy and {backend.family}. "
+                       "Exit 1 while the bug is present.")
     if pytest_style:
         tail = "\n\ndef test_reproducer():\n    assert not failed, f'errors {errors} exceed {ALLOWED}'\n"
     else:
         tail = "\nsys.exit(1 if failed else 0)\n"
-    return "\n".join([docstring, *imports, "", *data, "", "", body, "", check]) + tail
+    return "\n".join([header, *imports, "", *data, "", "", body, "", check]) + tail

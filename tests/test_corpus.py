@@ -366,7 +366,7 @@ def test_migrates_version_0_corpus(tmp_path):
     conn.close()
 
     with Corpus(path) as corpus:
-        assert corpus.schema_version() == SCHEMA_VERSION == 2
+        assert corpus.schema_version() == SCHEMA_VERSION == 3
         columns = {c.name for c in corpus.db["cases"].columns}
         assert {"element_count", "shrink_log", "verdicts"} <= columns
         assert "note" in {c.name for c in corpus.db["buckets"].columns}
@@ -434,8 +434,98 @@ def test_migrates_version_1_corpus_adding_every_backends_verdicts(tmp_path):
     conn.commit()
     conn.close()
     with Corpus(path) as corpus:
-        assert corpus.schema_version() == 2
+        assert corpus.schema_version() == SCHEMA_VERSION
         assert corpus.get_case(old_id).verdicts == []
         verdicts = [{"backend": "jax-jit:cpu:float32", "verdict": "agree", "max_error": 1e-7, "allowed": 1e-4}]
         new_id = corpus.add_case(chain_case(6), verdict="mismatch", backends=["b"], findings=[finding()], verdicts=verdicts)
         assert corpus.get_case(new_id).verdicts == verdicts
+
+
+# ---------------------------------------------------------------- version 3: identity by content, uuids, leases
+
+
+def downgrade_to_v2(path: Path) -> None:
+    """Turn a current file into what version 2 wrote: no case_key, no uuid, no lease."""
+    conn = sqlite3.connect(path)
+    for index in ("idx_cases_case_key", "idx_campaigns_uuid"):
+        conn.execute(f"DROP INDEX {index}")
+    conn.execute("ALTER TABLE cases DROP COLUMN case_key")
+    for column in ("uuid", "lease_pid", "lease_host", "lease_heartbeat"):
+        conn.execute(f"ALTER TABLE campaigns DROP COLUMN {column}")
+    conn.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
+    conn.commit()
+    conn.close()
+
+
+def test_migrates_version_2_keeping_old_duplicates_and_deriving_uuids(tmp_path):
+    path = tmp_path / "v2.db"
+    with Corpus(path) as corpus:
+        campaign = corpus.start_campaign({"backends": ["b"]}, 7, {"torch": "x"})
+        first = add(corpus, chain_case(1), [finding()], campaign_id=campaign)
+        corpus.finish_campaign(campaign)
+    downgrade_to_v2(path)
+    conn = sqlite3.connect(path)  # version 2 stored a re-run case twice; the copy keeps its arrays
+    conn.execute("INSERT INTO cases (campaign_id, created, content_hash, seed, graph, op_sequence, node_count, element_count, "
+                 "backends, verdict, signature, findings) SELECT campaign_id, created, content_hash, seed, graph, op_sequence, "
+                 "node_count, element_count, backends, verdict, signature, findings FROM cases WHERE id = ?", [first])
+    conn.execute("INSERT INTO case_arrays SELECT 2, name, npy FROM case_arrays WHERE case_id = ?", [first])
+    conn.commit()
+    conn.close()
+    copy = tmp_path / "copy.db"
+    copy.write_bytes(path.read_bytes())
+    with Corpus(path) as corpus, Corpus(copy) as other:
+        assert corpus.schema_version() == SCHEMA_VERSION == 3
+        keys = corpus.db.execute("SELECT case_key FROM cases ORDER BY id").fetchall()
+        assert keys[0][0] is not None and keys[1][0] is None  # nothing deleted; the duplicate is left unkeyed
+        assert corpus.get_case(2).case.content_hash() == corpus.get_case(first).case.content_hash()
+        assert corpus.campaigns()[0]["uuid"] == other.campaigns()[0]["uuid"]  # derived from content: copies agree
+        assert add(corpus, chain_case(1), [finding()]) == first  # stored already
+        assert corpus.merge_from(other) == {"campaigns_added": 0, "cases_added": 0, "cases_already_here": 2,
+                                            "buckets_triaged": 0}
+        assert corpus.case_count() == 2 and corpus.bucket(SIG)["count"] == 1  # as before the migration
+
+
+def test_a_version_2_merge_keeps_recognizing_its_source_after_migration(tmp_path):
+    """Version 2 marked merged campaigns with config.merged_from = 'path#id'; the derived uuid follows it."""
+    node, team = tmp_path / "node.db", tmp_path / "team.db"
+    with Corpus(node) as corpus:
+        campaign = corpus.start_campaign({"backends": ["b"]}, 3, {"device": "node"})
+        add(corpus, chain_case(1), [finding()], campaign_id=campaign)
+        corpus.finish_campaign(campaign)
+    with Corpus(team) as corpus:  # what version 2's merge wrote
+        copied = corpus.start_campaign({"backends": ["b"], "merged_from": f"{node.resolve()}#{campaign}"}, 3, {"device": "node"})
+        corpus.finish_campaign(copied)
+    downgrade_to_v2(node)
+    downgrade_to_v2(team)
+    with Corpus(team) as corpus, Corpus(node) as other:
+        assert corpus.merge_from(other)["campaigns_added"] == 0
+
+
+def test_same_content_on_other_backends_is_another_case(corpus):
+    case = chain_case(1)
+    assert add(corpus, case, backends=["a"]) != add(corpus, case, backends=["b"])
+    assert add(corpus, case, backends=["b"]) == add(corpus, case, backends=["b"])
+    assert add(corpus, case, backends=["b", "a"]) == add(corpus, case, backends=["a", "b"])
+    assert corpus.case_count() == 3
+
+
+def test_a_live_lease_refuses_resume_and_a_stale_one_is_taken_over(corpus):
+    campaign = corpus.start_campaign({}, 0, {})
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        corpus.db.execute("UPDATE campaigns SET lease_pid = ?, lease_heartbeat = ? WHERE id = ?",
+                          [other.pid, time.time(), campaign])
+        with pytest.raises(UserError, match=f"Campaign {campaign} is running in process {other.pid}"):
+            corpus.take_lease(campaign)
+        with pytest.raises(UserError, match="taken over"):
+            corpus.checkpoint(campaign, {}, 0, 0)  # this process lost its lease: it must stop
+        corpus.db.execute("UPDATE campaigns SET lease_heartbeat = ? WHERE id = ?", [time.time() - 3600, campaign])
+        corpus.take_lease(campaign)  # alive but silent for an hour: stale
+    finally:
+        other.kill()
+        other.wait()
+    corpus.db.execute("UPDATE campaigns SET lease_pid = ?, lease_heartbeat = ? WHERE id = ?", [other.pid, time.time(), campaign])
+    corpus.take_lease(campaign)  # fresh heartbeat, dead pid: stale
+    assert corpus.campaign(campaign)["lease_pid"] == os.getpid()
+    corpus.finish_campaign(campaign, "interrupted")
+    assert corpus.campaign(campaign)["lease_pid"] is None

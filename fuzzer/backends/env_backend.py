@@ -161,7 +161,9 @@ class EnvBackend(Backend):
         if "error" in answer:
             raise UserError(f"Cannot write a reproducer with {self.env.describe()}: {error_headline(answer['error'])} "
                             f"(`fuzz replay --backends {self.name}` and `fuzz export --format json` still work).")
-        return f"# Run it with {self.env.python} (environment '{self.env.name}').\n{answer['script']}"
+        from fuzzer.reproducer import comment
+
+        return f"{comment(f'Run it with {self.env.python} (environment {self.env.name!r}).')}\n{answer['script']}"
 
     def run(self, case: Case) -> list[np.ndarray]:
         with tempfile.TemporaryDirectory(prefix="fuzz-env-case-") as folder:
