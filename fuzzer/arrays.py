@@ -8,11 +8,14 @@ import io
 import numpy as np
 
 from fuzzer.errors import UserError
-from fuzzer.ir import Case, Graph, infer_shapes, param_shapes
+from fuzzer.layouts import conform_values
+from fuzzer.regimes import get_regime
+from fuzzer.ir import Case, Graph, element_limits, infer_shapes, param_shapes
 
-# How an input array is filled. "normal" dominates; the others are the edge regimes
-# real kernels get wrong (zeros, constants that stress variance, tiny and large magnitudes).
-VALUE_PROFILES = ("normal", "normal", "normal", "normal", "uniform", "small-ints", "zeros", "constant", "tiny", "large")
+# Values real kernels must handle exactly: zeros of both signs, +-1, the float32 and float16
+# overflow edges of exp (88.72, 11.09) and of their squares, halves (rounding ties).
+EDGE_VALUES = (0.0, -0.0, 1.0, -1.0, 0.5, -0.5, 2.5, 88.72, -88.72, 103.0, -103.0, 11.09, -11.09, 1.0e19, 65504.0)
+SPECIAL_VALUES = (np.inf, -np.inf, np.nan, -0.0)
 
 
 def to_npy_bytes(array: np.ndarray) -> bytes:
@@ -21,13 +24,33 @@ def to_npy_bytes(array: np.ndarray) -> bytes:
     return buffer.getvalue()
 
 
-def from_npy_bytes(data: bytes, what: str = "array") -> np.ndarray:
+def from_npy_bytes(data: bytes, what: str = "array", shape: tuple[int, ...] | None = None) -> np.ndarray:
+    """A plain numeric .npy array as float64. Its header is checked first (numeric dtype, element
+    count within the resource bound, `shape` when the graph says what it must be, the data's length),
+    so a header claiming 1e12 elements is refused before anything is allocated."""
+    stream = io.BytesIO(data)
+    try:
+        version = np.lib.format.read_magic(stream)
+        read_header = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}[version]
+        declared, _, dtype = read_header(stream)
+    except (ValueError, KeyError, EOFError, SyntaxError, TypeError):
+        raise UserError(f"The {what} is not a plain numeric .npy array; refusing to load it (pickled objects are never loaded).") from None
+    if dtype.hasobject or dtype.kind not in "fiu":
+        raise UserError(f"The {what} has dtype {dtype}; only numeric arrays are accepted, refusing to load it (pickled objects are never loaded).")
+    elements = int(np.prod(declared, dtype=object)) if declared else 1
+    per_tensor, _ = element_limits()
+    if elements > per_tensor:
+        raise UserError(f"The {what} declares shape {list(declared)} ({elements:,} elements), above the limit of "
+                        f"{per_tensor:,}; refusing to load it.")
+    if shape is not None and tuple(declared) != tuple(shape):
+        raise UserError(f"The {what} has shape {list(declared)} but the graph needs {list(shape)}.")
+    if len(data) - stream.tell() != elements * dtype.itemsize:
+        raise UserError(f"The {what} holds {len(data) - stream.tell()} bytes of data, not the {elements * dtype.itemsize} "
+                        f"its header declares; refusing to load it.")
     try:
         array = np.load(io.BytesIO(data), allow_pickle=False)
     except (ValueError, OSError, EOFError):
         raise UserError(f"The {what} is not a plain numeric .npy array; refusing to load it (pickled objects are never loaded).") from None
-    if not isinstance(array, np.ndarray) or array.dtype.kind not in "fiu":
-        raise UserError(f"The {what} has dtype {getattr(array, 'dtype', '?')}; only numeric arrays are accepted.")
     return array.astype(np.float64)
 
 
@@ -35,12 +58,12 @@ def to_base64(array: np.ndarray) -> str:
     return base64.b64encode(to_npy_bytes(array)).decode("ascii")
 
 
-def from_base64(text: str, what: str = "array") -> np.ndarray:
+def from_base64(text: str, what: str = "array", shape: tuple[int, ...] | None = None) -> np.ndarray:
     try:
         data = base64.b64decode(text, validate=True)
     except (ValueError, TypeError):
         raise UserError(f"The {what} is not valid base64.") from None
-    return from_npy_bytes(data, what)
+    return from_npy_bytes(data, what, shape)
 
 
 def _as_float32_values(array: np.ndarray) -> np.ndarray:
@@ -48,7 +71,20 @@ def _as_float32_values(array: np.ndarray) -> np.ndarray:
     return np.asarray(array, dtype=np.float32).astype(np.float64)
 
 
+def _signed(rng: np.random.Generator, magnitudes: np.ndarray) -> np.ndarray:
+    return magnitudes * rng.choice([-1.0, 1.0], magnitudes.shape)
+
+
+def _sprinkle(rng: np.random.Generator, values: np.ndarray, choices) -> np.ndarray:
+    """A few entries (1 to 3, or about 5% of a large tensor) replaced by values from `choices`."""
+    flat = values.reshape(-1).copy()
+    count = min(flat.size, max(int(rng.integers(1, 4)), flat.size // 20))
+    flat[rng.choice(flat.size, count, replace=False)] = rng.choice(np.asarray(choices, dtype=np.float64), count)
+    return flat.reshape(values.shape)
+
+
 def input_values(rng: np.random.Generator, shape: tuple[int, ...], profile: str) -> np.ndarray:
+    """Values of one graph input; `profile` names how (fuzzer/regimes.py lists who uses which)."""
     if profile == "normal":
         values = rng.standard_normal(shape)
     elif profile == "uniform":
@@ -63,6 +99,19 @@ def input_values(rng: np.random.Generator, shape: tuple[int, ...], profile: str)
         values = rng.standard_normal(shape) * 1e-3
     elif profile == "large":
         values = rng.standard_normal(shape) * 1e2
+    elif profile == "log-uniform":
+        values = _signed(rng, 10.0 ** rng.uniform(-8.0, 4.0, shape))
+    elif profile == "minuscule":
+        values = _signed(rng, 10.0 ** rng.uniform(-8.0, -5.0, shape))
+    elif profile == "huge":
+        values = _signed(rng, 10.0 ** rng.uniform(3.0, 4.0, shape))
+    elif profile == "subnormal":
+        # Below float32's smallest normal (1.2e-38): flush-to-zero territory (see oracle.py).
+        values = _signed(rng, 10.0 ** rng.uniform(-44.0, -38.0, shape))
+    elif profile == "edge":
+        values = _sprinkle(rng, rng.standard_normal(shape), EDGE_VALUES)
+    elif profile == "special":
+        values = _sprinkle(rng, rng.standard_normal(shape), SPECIAL_VALUES)
     else:
         raise ValueError(f"unknown value profile {profile!r}")
     return _as_float32_values(values)
@@ -87,14 +136,27 @@ def param_values(rng: np.random.Generator, name: str, shape: tuple[int, ...]) ->
     return _as_float32_values(values)
 
 
+def regime_profiles(graph: Graph, seed: int) -> dict[str, str]:
+    """A value profile for each input, drawn from `seed` among those of the graph's regime."""
+    rng = np.random.default_rng([seed, 1])
+    choices = get_regime(graph.regime).value_profiles
+    return {spec.name: str(rng.choice(choices)) for spec in graph.inputs}
+
+
 def materialize(graph: Graph, seed: int, profiles: dict[str, str] | None = None) -> Case:
-    """A Case for the graph with every input and parameter drawn from `seed`."""
+    """A Case for the graph with every input and parameter drawn from `seed`.
+
+    `profiles` names each input's value profile ("normal" where it names none; campaigns
+    pass `regime_profiles`). An input stored `expanded` (a stride-0 view along dim 0 in
+    torch) gets values that repeat along dim 0, as such a view's values do.
+    """
     shapes = infer_shapes(graph)
     rng = np.random.default_rng(seed)
     profiles = profiles or {}
     arrays = {}
     for spec in graph.inputs:
-        arrays[spec.name] = input_values(rng, spec.shape, profiles.get(spec.name, "normal"))
+        profile = profiles.get(spec.name, "normal")
+        arrays[spec.name] = conform_values(input_values(rng, spec.shape, profile), spec.layout)
     for name, shape in param_shapes(graph, shapes).items():
         arrays[name] = param_values(rng, name, shape)
     return Case(graph, arrays, seed)

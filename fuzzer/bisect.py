@@ -24,12 +24,11 @@ from typing import Callable
 
 from packaging.version import InvalidVersion, Version
 
-from fuzzer import envs, oracle
+from fuzzer import envs, oracle, verdicts
 from fuzzer.errors import UserError
 from fuzzer.ir import Case
 
 OLD, NEW, SKIP = "old", "new", "skip"
-PASSING_VERDICTS = {oracle.AGREE, oracle.PRECISION_POLICY}
 
 
 @dataclass
@@ -149,9 +148,9 @@ def outcome_of(verdict: oracle.BackendVerdict, find_fix: bool) -> tuple[str, str
     """old / new / skip for the case's verdict on the bisected backend, and the verdict in words.
 
     Looking for a regression, passing is the old behaviour; looking for a fix, failing is."""
-    if verdict.verdict == oracle.UNSUPPORTED:
+    if verdict.verdict == verdicts.UNSUPPORTED:
         return SKIP, f"untestable: {verdict.detail}"
-    passes = verdict.verdict in PASSING_VERDICTS
+    passes = verdicts.passes(verdict.verdict)
     error = f" (error {verdict.max_error:.3g}, allowed {verdict.allowed:.3g})" if verdict.allowed else ""
     text = f"{'passes' if passes else 'fails'}: {verdict.verdict}{error}{': ' + verdict.detail if verdict.detail else ''}"
     return (OLD if passes != find_fix else NEW), text

@@ -9,7 +9,10 @@ from the checkpoint without repeating or skipping a case.
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing.connection
+import signal
+import threading
 import time
 from dataclasses import asdict, dataclass, field, fields
 from typing import Callable
@@ -19,13 +22,19 @@ from fuzzer.corpus import Corpus
 from fuzzer.environment import versions
 from fuzzer.errors import InternalError, UserError
 from fuzzer.generate import CaseGenerator
-from fuzzer.oracle import PRECISION_POLICY, signature
+from fuzzer.regimes import parse_regime_list
+from fuzzer import verdicts
+from fuzzer.oracle import signature
 from fuzzer.backends import parse_backend_list
+from fuzzer.budget import parse_shares
 from fuzzer.pipeline import campaign_ops, seed_for
 from fuzzer.plugins import load_plugins
 from fuzzer.workers import Worker, WorkerConfig, WorkerDied
 
 CHECKPOINT_EVERY = 2.0  # seconds
+# Past --time, a worker still checking a case gets this long before it is killed and its case
+# counted as abandoned; one in a compiling backend is killed at once (a compile can take minutes).
+DEADLINE_GRACE = 3.0  # seconds
 
 
 @dataclass
@@ -55,14 +64,21 @@ class Progress:
     checked: int = 0
     invalid: int = 0
     finding_cases: int = 0
-    precision_policy_cases: int = 0  # differences explained by TF32-style defaults: recorded, not bugs
+    explained_cases: int = 0  # differences explained as no bug (precision policy, a base's finding): recorded
     new_buckets: int = 0
     crashes: int = 0
     internal_errors: int = 0
     last_internal_error: str = ""
     elapsed: float = 0.0
     op_counts: dict = field(default_factory=dict)
+    regime_counts: dict = field(default_factory=dict)  # graphs per regime (fuzzer/regimes.py)
     backend_seconds: dict = field(default_factory=dict)
+    worker_seconds: float = 0.0  # summed over workers: what the backend shares are shares of
+    compiled_structures: dict = field(default_factory=dict)  # per compiling backend: new graphs compiled
+    not_compiled: dict = field(default_factory=dict)  # ... given a graph it could not compile (a graph break)
+    budget_skipped: dict = field(default_factory=dict)  # ... graphs the compile budget did not give it
+    abandoned: int = 0  # cases still running at the deadline, killed (neither checked nor findings)
+    first_graph_s: float | None = None  # start-up: seconds from the start until the first graph was checked
     next_index: int = 0
     done_above: list = field(default_factory=list)
     status: str = "running"
@@ -71,9 +87,21 @@ class Progress:
     def graphs_per_second(self) -> float:
         return self.graphs / self.elapsed if self.elapsed > 0 else 0.0
 
+    def structures_per_second(self) -> dict:
+        return {name: round(count / self.elapsed, 3) if self.elapsed > 0 else 0.0
+                for name, count in sorted(self.compiled_structures.items())}
+
+    def backend_time_share(self) -> dict:
+        """Each backend's share of the time workers spent on cases (generation and judging included)."""
+        busy = self.worker_seconds or 1.0
+        return {name: round(seconds / busy, 3) for name, seconds in sorted(self.backend_seconds.items())}
+
     def to_dict(self) -> dict:
         data = asdict(self)
         data["graphs_per_second"] = round(self.graphs_per_second, 2)
+        data["cases_per_second"] = round(self.checked / self.elapsed, 2) if self.elapsed > 0 else 0.0
+        data["structures_per_second"] = self.structures_per_second()
+        data["backend_time_share"] = self.backend_time_share()
         return data
 
 
@@ -86,12 +114,17 @@ class Campaign:
         # The same generator as the workers', to rebuild the case a dead worker was running.
         load_plugins(options.plugins)
         self.backends = parse_backend_list(",".join(options.backends))
-        self.generator = CaseGenerator(campaign_ops(options.ops, self.backends), options.max_nodes)
+        self.generator = CaseGenerator(campaign_ops(options.ops, self.backends), options.max_nodes,
+                                       parse_regime_list(",".join(options.regimes or [])))
+        parse_shares(options.compile_share, [b.name for b in self.backends if b.expensive])  # a bad share fails here
 
     @classmethod
     def resume(cls, corpus: Corpus, campaign_id: int, on_progress=None, **overrides) -> "Campaign":
         row = corpus.campaign(campaign_id)
-        options = CampaignOptions(**{**row["config"], **{k: v for k, v in overrides.items() if v is not None}})
+        corpus.take_lease(campaign_id)  # refused while another live process runs it
+        known_options = {f.name for f in fields(CampaignOptions)}  # older campaigns stored expensive_every
+        config = {k: v for k, v in row["config"].items() if k in known_options}
+        options = CampaignOptions(**{**config, **{k: v for k, v in overrides.items() if v is not None}})
         campaign = cls(corpus, options, on_progress)
         state = row.get("checkpoint") or {}
         known = set(Progress.__dataclass_fields__)
@@ -106,17 +139,22 @@ class Campaign:
 
     # -- the main loop -------------------------------------------------------------------
     def run(self) -> Progress:
+        with _sigterm_as_interrupt():
+            return self._run()
+
+    def _run(self) -> Progress:
         if not hasattr(self, "progress"):
             self.start()
         progress = self.progress
         started = time.monotonic() - progress.elapsed
-        workers = self._start_workers()
+        workers: list = []
         assigned: dict[int, int] = {}  # id(worker) -> index
         next_index = progress.next_index
         done_above = set(progress.done_above)
         last_checkpoint = time.monotonic()
         status = "finished"
         try:
+            workers = self._start_workers()
             while True:
                 progress.elapsed = time.monotonic() - started
                 for worker in workers:
@@ -126,7 +164,7 @@ class Campaign:
                         worker.submit(("case", next_index, sorted(self.known_signatures)))
                         assigned[id(worker)] = next_index
                         next_index += 1
-                busy = [w for w in workers if w.in_flight is not None]
+                busy = self._abandon_at_deadline([w for w in workers if w.in_flight is not None], progress)
                 if not busy:
                     break
                 _wait_for(busy)
@@ -148,6 +186,8 @@ class Campaign:
                         progress.internal_errors += 1
                         progress.last_internal_error = f"case index {index}: {str(exc)[-1500:]}"
                     done_above.add(index)
+                    if progress.first_graph_s is None:
+                        progress.first_graph_s = round(time.monotonic() - started, 2)
                     progress.graphs += 1
                     while progress.next_index in done_above:
                         done_above.discard(progress.next_index)
@@ -172,10 +212,29 @@ class Campaign:
             self.on_progress(progress)
         return progress
 
+    def _abandon_at_deadline(self, busy: list, progress: Progress) -> list:
+        """Past --time, kill a worker in a compiling backend at once and any other after DEADLINE_GRACE;
+        its case stays unchecked (a resumed campaign runs it). Returns the workers still busy."""
+        if self.options.time_limit is None or progress.elapsed < self.options.time_limit:
+            return busy
+        late = progress.elapsed >= self.options.time_limit + DEADLINE_GRACE
+        still_busy = []
+        for worker in busy:
+            if late or getattr(worker, "backend_compiles", False):  # Ray workers do not say
+                worker.kill()
+                worker.in_flight = None
+                progress.abandoned += 1
+            else:
+                still_busy.append(worker)
+        return still_busy
+
     def _start_workers(self) -> list:
         count = max(1, self.options.workers)
         if self.options.ray is None:
-            return [Worker(self.options.worker_config()) for _ in range(count)]
+            workers = [Worker(self.options.worker_config(), wait=False) for _ in range(count)]
+            for worker in workers:  # launched side by side, then waited for
+                worker.wait_ready()
+            return workers
         from fuzzer.ray_workers import RayWorker, start_ray
 
         start_ray(self.options.ray)
@@ -200,22 +259,29 @@ class Campaign:
         progress.invalid += reply["invalid"]
         for op in reply["ops"]:
             progress.op_counts[op] = progress.op_counts.get(op, 0) + 1
+        regime = reply.get("regime", "small")
+        progress.regime_counts[regime] = progress.regime_counts.get(regime, 0) + 1
         for name, seconds in reply["seconds"].items():
             progress.backend_seconds[name] = progress.backend_seconds.get(name, 0.0) + seconds
+        progress.worker_seconds += reply.get("worker_seconds", 0.0)
+        for key in ("compiled_structures", "not_compiled", "budget_skipped"):
+            counts = getattr(progress, key)
+            for name in reply.get(key, ()):
+                counts[name] = counts.get(name, 0) + 1
         for record in reply["findings"]:
             self._store_finding(record["case"], record["verdict"], record["backends"], record["findings"], record["shrunk"],
-                                node=reply.get("node"), verdicts=record["verdicts"])
+                                node=reply.get("node"), backend_verdicts=record["verdicts"])
 
-    def _store_finding(self, case, verdict, backends, findings, shrunk=(), node=None, verdicts=None) -> None:
+    def _store_finding(self, case, verdict, backends, findings, shrunk=(), node=None, backend_verdicts=None) -> None:
         progress = self.progress
         if node is not None:  # Ray workers: the node the finding came from
             findings = [{**f, "node": node} for f in findings]
-        if all(f["verdict"] == PRECISION_POLICY for f in findings):
-            progress.precision_policy_cases += 1
+        if not any(verdicts.is_bug(f["verdict"]) for f in findings):
+            progress.explained_cases += 1
         else:
             progress.finding_cases += 1
         case_id = self.corpus.add_case(
-            case, campaign_id=progress.campaign_id, verdict=verdict, backends=backends, findings=findings, verdicts=verdicts
+            case, campaign_id=progress.campaign_id, verdict=verdict, backends=backends, findings=findings, verdicts=backend_verdicts
         )
         for finding in findings:
             if finding["signature"] not in self.known_signatures:
@@ -238,6 +304,25 @@ class Campaign:
             signature=signature(died.kind, backend, "-", died.message), detail=died.message, error=died.message,
         )
         self._store_finding(case, died.kind, list(self.options.backends), [finding.to_dict()], node=getattr(died, "node", None))
+
+
+@contextlib.contextmanager
+def _sigterm_as_interrupt():
+    """SIGTERM (a scheduler, `kill`, a CI timeout) ends a campaign like Ctrl-C: checkpoint, status
+    'interrupted', summary. Later SIGTERMs are ignored until that cleanup is done."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # signal handlers belong to the main thread
+        return
+
+    def interrupt(signum, frame):
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _wait_for(busy: list) -> None:

@@ -8,10 +8,12 @@ from typing import Callable
 
 import numpy as np
 
-from fuzzer import oracle
-from fuzzer.backends import Backend
+from fuzzer import oracle, verdicts
+from fuzzer.backends import Backend, get_backend, split_arrays
+from fuzzer.backends.numpy_ref import NumpyReference
 from fuzzer.execute import HANG, OK, UNSUPPORTED, Outcome, run_backend
-from fuzzer.ir import Case
+from fuzzer.errors import UserError
+from fuzzer.ir import Case, TensorSpec
 
 Runner = Callable[[Backend, Case], Outcome]
 
@@ -51,21 +53,23 @@ def _same_outputs(a: list[np.ndarray], b: list[np.ndarray]) -> bool:
 def check_case(case: Case, backends: list[Backend], reruns: int = 2, runner: Runner = run_backend) -> CaseResult:
     """The case's verdict and findings. `runner` runs a backend (in-process or in a worker)."""
     reference = oracle.compute_reference(case, {b.dtype for b in backends})
-    if not reference.finite:
-        return CaseResult(oracle.INVALID)
-    result = CaseResult(oracle.AGREE)
+    if not reference.defines_anything:
+        return CaseResult(verdicts.INVALID)
+    result = CaseResult(verdicts.AGREE)
     for backend in backends:
         outcome = runner(backend, case)
         result.seconds[backend.name] = outcome.seconds
         verdict = _verdict_of(backend, outcome, reference)
-        if verdict.verdict in oracle.WRONG_VALUE_VERDICTS:
+        if verdicts.get(verdict.verdict).wrong_value:
             verdict = _precision_policy(backend, case, verdict, reference, runner)
-        if verdict.verdict in oracle.WRONG_VALUE_VERDICTS and _changes_on_rerun(backend, case, outcome, reruns, runner):
-            verdict = replace(verdict, verdict=oracle.NONDETERMINISTIC, detail="two runs of the same case differ")
+        if verdicts.get(verdict.verdict).wrong_value and _changes_on_rerun(backend, case, outcome, reruns, runner):
+            verdict = replace(verdict, verdict=verdicts.NONDETERMINISTIC, detail="two runs of the same case differ")
+        if verdicts.is_bug(verdict.verdict) and backend.derived_from:
+            verdict = _inherited(backend, case, verdict, outcome, reference, runner)
         result.verdicts.append(verdict)
-        if verdict.verdict not in (oracle.AGREE, oracle.UNSUPPORTED):
+        if verdicts.get(verdict.verdict).recorded:
             result.findings.append(_finding(backend, case, verdict, outcome, runner))
-    result.verdict = oracle.worst_verdict([v.verdict for v in result.verdicts])
+    result.verdict = verdicts.worst([v.verdict for v in result.verdicts])
     return result
 
 
@@ -73,8 +77,8 @@ def _verdict_of(backend: Backend, outcome: Outcome, reference: oracle.Reference)
     if outcome.status == OK:
         return oracle.judge_outputs(backend.name, backend.dtype, outcome.outputs, reference)
     if outcome.status == UNSUPPORTED:
-        return oracle.BackendVerdict(backend.name, oracle.UNSUPPORTED, detail=outcome.error)
-    verdict = oracle.HANG if outcome.status == HANG else oracle.CRASH
+        return oracle.BackendVerdict(backend.name, verdicts.UNSUPPORTED, detail=outcome.error)
+    verdict = verdicts.HANG if outcome.status == HANG else verdicts.CRASH
     return oracle.BackendVerdict(backend.name, verdict, detail=oracle.error_headline(outcome.error)[:300])
 
 
@@ -87,11 +91,31 @@ def _precision_policy(backend: Backend, case: Case, verdict, reference, runner: 
     if strict.status != OK:
         return verdict
     strict_verdict = oracle.judge_outputs(backend.name, backend.dtype, strict.outputs, reference)
-    if strict_verdict.verdict != oracle.AGREE:
+    if strict_verdict.verdict != verdicts.AGREE:
         return verdict
     detail = (f"error {verdict.max_error:.3g} with default precision, {strict_verdict.max_error:.3g} with TF32 and "
               f"reduced-precision reductions off (allowed {verdict.allowed:.3g})")
-    return replace(verdict, verdict=oracle.PRECISION_POLICY, detail=detail)
+    return replace(verdict, verdict=verdicts.PRECISION_POLICY, detail=detail)
+
+
+def _inherited(backend: Backend, case: Case, verdict, outcome: Outcome, reference, runner: Runner):
+    """A derived backend (a plugin's kernel overriding some ops of torch-eager, a transformation)
+    that computes exactly what its base computes on this case, wrong the same way: that is the
+    base's finding (a real torch bug the plugin did not touch), recorded as `inherited`, not
+    charged to the plugin. Any difference from the base keeps the finding the plugin's."""
+    try:
+        base = get_backend(backend.derived_from)
+    except UserError:  # the base does not exist here (a plugin's base from another session)
+        return verdict
+    base_outcome = runner(base, case)
+    same = (base_outcome.status == outcome.status and
+            (_same_outputs(base_outcome.outputs, outcome.outputs) if outcome.status == OK
+             else oracle.normalize_error(base_outcome.error) == oracle.normalize_error(outcome.error)))
+    if not same:
+        return verdict
+    base_verdict = _verdict_of(base, base_outcome, reference)
+    return replace(verdict, verdict=verdicts.INHERITED,
+                   detail=f"{base.name}, which it derives from, gives the same output: {base_verdict.detail or verdict.detail}"[:300])
 
 
 def _changes_on_rerun(backend: Backend, case: Case, first: Outcome, reruns: int, runner: Runner) -> bool:
@@ -105,10 +129,14 @@ def _changes_on_rerun(backend: Backend, case: Case, first: Outcome, reruns: int,
 
 def _finding(backend: Backend, case: Case, verdict: oracle.BackendVerdict, outcome: Outcome, runner: Runner) -> Finding:
     if outcome.status != OK:
-        culprit = "-"
+        culprit = localize_crash(backend, case, outcome.error, runner) if verdict.verdict == verdicts.CRASH else "-"
         sig = oracle.signature(verdict.verdict, backend.name, culprit, outcome.error)
     else:
-        culprit = localize(backend, case, runner, verdict.output or 0)
+        culprit, at_culprit = localize(backend, case, runner, verdict.output or 0)
+        # Bucketed by what is wrong at the culprit: a layer_norm off by 0.3 that a later sqrt
+        # turns into nan is one bug whether or not the sqrt follows (and the shrinker may cut it).
+        if at_culprit and verdicts.get(at_culprit).wrong_value and verdicts.get(verdict.verdict).wrong_value:
+            verdict = replace(verdict, verdict=at_culprit)
         sig = oracle.signature(verdict.verdict, backend.name, culprit)
     return Finding(
         backend=backend.name,
@@ -128,23 +156,121 @@ def probe_case(case: Case) -> Case:
     return replace(case, graph=graph)
 
 
-def localize(backend: Backend, case: Case, runner: Runner = run_backend, failing_output: int = 0) -> str:
-    """The op of the first node (in graph order) whose value this backend gets wrong.
+# An isolated node whose error is at least this share of its allowance is "close to failing":
+# the error it makes may cross the next node's allowance (see localize).
+NEAR_ALLOWANCE = 0.25
 
-    If every intermediate is right when exposed (a fusion bug that disappears once
-    intermediates are materialized), the culprit is the failing output's op + '@fused'.
+
+def localize(backend: Backend, case: Case, runner: Runner = run_backend, failing_output: int = 0) -> tuple[str, str | None]:
+    """The op this backend gets wrong, for the finding's signature, and the verdict of that op's
+    own value where one was judged (None where the blame is inferred).
+
+    1. Probe: run the case with every node an output; the first node (in graph order) whose
+       value disagrees is the suspect.
+    2. Isolate (the probe alone blames the op where an error *crosses* its tolerance, which may
+       be downstream of the op that made it, and a fused backend may be right on every exposed
+       intermediate): run nodes alone on the float64 reference's values of their operands,
+       rounded to the backend's dtype. The suspect is checked first; then earlier nodes in
+       order. The first node wrong in isolation is the culprit; if none is, an earlier node whose
+       isolated error is at least NEAR_ALLOWANCE of its allowance (an error just under one
+       node's allowance that crosses the next one's belongs to the first), else the suspect.
+    3. Nothing wrong anywhere in isolation, nothing wrong when exposed: a bug of the fusion of
+       several ops: the failing output's op + '@fused'.
     """
     probe = probe_case(case)
     reference = oracle.compute_reference(probe, {backend.dtype})
     outcome = runner(backend, probe)
-    if outcome.status == OK and reference.finite:
-        for index, node in enumerate(probe.graph.nodes):
-            verdict, *_ = oracle.compare_output(outcome.outputs[index], index, reference, backend.dtype)
-            if verdict != oracle.AGREE:
-                return node.op
+    nodes = case.graph.nodes
+    suspect = suspect_verdict = None
+    if outcome.status == OK and reference.defines_anything:
+        for index in range(len(nodes)):
+            suspect_verdict = oracle.compare_output(outcome.outputs[index], index, reference, backend.dtype)[0]
+            if suspect_verdict != verdicts.AGREE:
+                suspect = index
+                break
+    order = [suspect, *range(suspect)] if suspect is not None else list(range(len(nodes)))
+    isolation = NodeIsolation(backend, case, runner)
+    ratios = {}
+    for index in order:
+        verdict, ratio = isolation.judge(index)
+        if verdict != verdicts.AGREE:
+            return nodes[index].op, verdict
+        ratios[index] = ratio
+    if suspect is not None:
+        # Nobody is wrong alone. An earlier node close to its own allowance made the error the
+        # suspect let through; otherwise the suspect's wrong value needs its context (an input
+        # stride or layout that an upstream transpose made, which isolation feeds contiguous).
+        earlier = max(range(suspect), key=lambda i: (ratios[i], -i), default=None)
+        if earlier is not None and ratios[earlier] >= NEAR_ALLOWANCE:
+            return nodes[earlier].op, None
+        return nodes[suspect].op, suspect_verdict
     name = case.graph.outputs[failing_output]
-    ops = {n.name: n.op for n in case.graph.nodes}
-    return f"{ops.get(name, name)}@fused"
+    ops = {n.name: n.op for n in nodes}
+    return f"{ops.get(name, name)}@fused", None
+
+
+def localize_crash(backend: Backend, case: Case, error: str, runner: Runner = run_backend) -> str:
+    """The op of the first node that raises the same error (normalized) when run alone (see
+    NodeIsolation); '-' if none does (the error needs several ops together)."""
+    isolation = NodeIsolation(backend, case, runner)
+    wanted = oracle.normalize_error(error)
+    for index, node in enumerate(case.graph.nodes):
+        outcome = isolation.outcome(index)
+        if outcome.status not in (OK, UNSUPPORTED, HANG) and oracle.normalize_error(outcome.error) == wanted:
+            return node.op
+    return "-"
+
+
+class NodeIsolation:
+    """Single-node cases cut out of a case: node `index` alone, each operand fed the float64
+    reference's value rounded to the backend's dtype (a graph input keeps its layout), its
+    parameters as in the case. What the node computes there is judged on exact inputs."""
+
+    def __init__(self, backend: Backend, case: Case, runner: Runner):
+        self.backend, self.case, self.runner = backend, case, runner
+        inputs, self.params = split_arrays(case)
+        with np.errstate(all="ignore"):
+            self.values = NumpyReference(dtype="float64").execute_all(case.graph, inputs, self.params)
+
+    def case_for(self, index: int) -> Case:
+        graph = self.case.graph
+        node = graph.nodes[index]
+        specs = {spec.name: spec for spec in graph.inputs}
+        operands = list(dict.fromkeys(node.inputs))
+        arrays = {name: round_to_dtype(self.values[name], self.backend.dtype) for name in operands}
+        arrays.update({f"{node.name}.{p}": v for p, v in self.params.get(node.name, {}).items()})
+        inputs = tuple(specs.get(name) or TensorSpec(name, tuple(np.shape(self.values[name]))) for name in operands)
+        return Case(replace(graph, inputs=inputs, nodes=(node,), outputs=(node.name,)), arrays, self.case.seed)
+
+    def outcome(self, index: int) -> Outcome:
+        return self.runner(self.backend, self.case_for(index))
+
+    def judge(self, index: int) -> tuple[str, float]:
+        """(verdict, error / allowed) of the node alone; a node that fails to run alone is not
+        blamed for a wrong value (its verdict there is agree, ratio 0)."""
+        single = self.case_for(index)
+        outcome = self.runner(self.backend, single)
+        reference = oracle.compute_reference(single, {self.backend.dtype})
+        if outcome.status != OK or not reference.defines_anything:
+            return verdicts.AGREE, 0.0
+        verdict, err, allowed, _ = oracle.compare_output(np.asarray(outcome.outputs[0], dtype=np.float64), 0, reference, self.backend.dtype)
+        return verdict, (err / allowed if allowed > 0 else float(err > 0))
+
+
+def round_to_dtype(values: np.ndarray, dtype: str) -> np.ndarray:
+    """float64 values rounded to `dtype` (and back), so the backend and the reference start from
+    the same numbers; bfloat16 through ml_dtypes (a jax dependency), float32 where it is missing."""
+    if dtype == "bfloat16":
+        try:
+            import ml_dtypes
+
+            target = ml_dtypes.bfloat16
+        except ImportError:
+            target = np.float32
+    else:
+        target = np.dtype(dtype).type
+    with np.errstate(over="ignore"):
+        return np.asarray(values).astype(target).astype(np.float64)
 
 
 def still_fails_predicate(backend: Backend, signature: str, reruns: int = 2, runner: Runner = run_backend):
@@ -155,7 +281,7 @@ def still_fails_predicate(backend: Backend, signature: str, reruns: int = 2, run
     with p=0.1 on one element keeps the same mask in 2 re-runs two times in three) and
     the reproducer would be flaky; eight in a row stops it where detection is reliable.
     """
-    confirmations = 8 if signature.startswith(oracle.NONDETERMINISTIC) else 1
+    confirmations = 8 if signature.startswith(verdicts.NONDETERMINISTIC) else 1
 
     def still_fails(candidate: Case) -> bool:
         for _ in range(confirmations):

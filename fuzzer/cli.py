@@ -1,7 +1,10 @@
 """The `fuzz` command: a thin skin over the library. Parse, call one function, print (text or --json).
 
-Exit codes: 0 all good; 1 a finding / reproduced discrepancy / regression surprise;
-2 bad usage or input (one sentence on stderr); 3 an internal error (a bug in fuzzer).
+Exit codes, enforced in one place (FuzzGroup.invoke) and tabled in README.md:
+0 all good; 1 a finding / reproduced discrepancy / regression surprise; 2 bad usage or
+input, including what the operating system refused (a missing folder, a permission, a
+read-only or foreign database): one sentence on stderr; 3 an internal error (a bug in
+fuzzer, with a pointer to report it); 130 interrupted (Ctrl-C or SIGTERM).
 """
 
 from __future__ import annotations
@@ -9,7 +12,10 @@ from __future__ import annotations
 import json
 import os
 import re
+import sqlite3
 import sys
+import tempfile
+import traceback
 from pathlib import Path
 
 import click
@@ -18,6 +24,8 @@ from fuzzer.errors import InternalError, UserError
 
 DEFAULT_DB = "corpus/fuzz.db"
 DEFAULT_REGRESSION_DIR = "corpus/regression"
+REPORT_HINT = "please report it with the output of `fuzz --version` and the command you ran"
+EXIT_FINDING, EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_INTERRUPTED = 1, 2, 3, 130
 
 
 # -- shared options and output ------------------------------------------------------------
@@ -72,22 +80,58 @@ def _finding_lines(findings: list[dict]) -> list[str]:
     return lines
 
 
+def _os_error_sentence(exc: OSError) -> str:
+    where = f" '{exc.filename}'" if exc.filename else ""
+    return f"Cannot use{where} ({exc.strerror or exc}); check that the path exists and that you may read and write it."
+
+
 class FuzzGroup(click.Group):
-    """Turns our exceptions into one-line messages and meaningful exit codes."""
+    """The exit-code contract, in one place: every exception becomes one line and its exit code."""
 
     def invoke(self, ctx):
         try:
             return super().invoke(ctx)
+        except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException):
+            raise  # click's own: usage errors exit 2, --help and --version exit 0
         except UserError as exc:
-            click.echo(f"Error: {exc}", err=True)
-            ctx.exit(2)
+            self._fail(ctx, EXIT_BAD_INPUT, f"Error: {exc}")
+        except OSError as exc:
+            self._fail(ctx, EXIT_BAD_INPUT, f"Error: {_os_error_sentence(exc)}")
+        except sqlite3.Error as exc:
+            self._fail(ctx, EXIT_BAD_INPUT, f"Error: the corpus database refused the operation ({exc}); check that --db "
+                                            "is a fuzzer corpus you may write.")
+        except KeyboardInterrupt:
+            self._fail(ctx, EXIT_INTERRUPTED, "Interrupted.")
         except InternalError as exc:
-            click.echo(f"Internal error (a bug in fuzzer, please report it): {exc}", err=True)
-            ctx.exit(3)
+            self._fail(ctx, EXIT_INTERNAL, f"Internal error (a bug in fuzzer, {REPORT_HINT}): {exc}")
+        except Exception:  # noqa: BLE001 - anything unexpected is a bug of ours: say so, with the traceback to report
+            click.echo(traceback.format_exc().rstrip(), err=True)
+            self._fail(ctx, EXIT_INTERNAL, f"Internal error (a bug in fuzzer): {REPORT_HINT}, and the traceback above.")
+
+    @staticmethod
+    def _fail(ctx, code: int, line: str):
+        click.echo(line, err=True)
+        ctx.exit(code)
+
+
+def _set_element_limit(variable: str):
+    def callback(ctx, param, value):
+        if value is not None:
+            os.environ[variable] = str(value)  # read by ir.element_limits, here and in every worker we start
+        return value
+
+    return callback
 
 
 @click.group(cls=FuzzGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="fuzzer")
+@click.option("--max-tensor-elements", type=click.IntRange(min=1), metavar="N", expose_value=False, is_eager=True,
+              callback=_set_element_limit("FUZZ_MAX_TENSOR_ELEMENTS"),
+              help="Refuse a case with a tensor (value or weight) above N elements, before allocating it "
+                   "[default: $FUZZ_MAX_TENSOR_ELEMENTS or 50,000,000].")
+@click.option("--max-case-elements", type=click.IntRange(min=1), metavar="N", expose_value=False, is_eager=True,
+              callback=_set_element_limit("FUZZ_MAX_CASE_ELEMENTS"),
+              help="The same for all the values and weights of a case together [default: $FUZZ_MAX_CASE_ELEMENTS or 200,000,000].")
 def main():
     """Differential fuzzer for deep-learning operators.
 
@@ -105,7 +149,8 @@ def main():
 
     \b
     Exit codes: 0 all good; 1 a finding, a reproduced discrepancy or a regression
-    surprise; 2 bad usage or input; 3 an internal error (a bug in fuzzer).
+    surprise; 2 bad usage or input (also a missing folder, a permission, a read-only
+    corpus); 3 an internal error (a bug in fuzzer); 130 interrupted (Ctrl-C, SIGTERM).
     The corpus is corpus/fuzz.db unless --db or $FUZZ_DB says otherwise.
     """
 
@@ -119,6 +164,8 @@ def main():
 @click.option("--backends", help="Comma-separated backends or sets: cpu (the default), gpu; see `fuzz backends`.")
 @click.option("--ops", help="Comma-separated ops to draw from (default: all; see `fuzz ops`).")
 @click.option("--max-nodes", type=click.IntRange(1, 64), default=8, show_default=True, help="Largest graph drawn.")
+@click.option("--regimes", metavar="NAMES",
+              help="Comma-separated regimes to draw cases from, at their stated shares (default: all; see `fuzz regimes`).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Campaign seed: the same seed draws the same graphs.")
 @click.option("--workers", type=click.IntRange(min=1), default=lambda: os.cpu_count() or 1, show_default="CPU count",
               help="Isolated worker processes.")
@@ -128,48 +175,68 @@ def main():
 @click.option("--shrink-time", type=float, default=60.0, show_default=True, help="Seconds to shrink each new finding.")
 @click.option("--inputs-per-graph", type=click.IntRange(min=1), default=2, show_default=True,
               help="Input/weight sets per graph (compiled code is reused across them).")
-@click.option("--compile-every", type=click.IntRange(min=1), default=10, show_default=True,
-              help="Run the backends that compile per new graph or shape (torch.compile, torch.export, "
-                   "jax eager) on every Nth graph only; 1 runs them on every graph.")
-@click.option("--memory-limit", type=click.IntRange(min=64), metavar="MB", help="Address-space limit per worker.")
+@click.option("--compile-share", default="0.5", show_default=True, metavar="SHARES",
+              help="Worker time for the backends that compile per new graph (jax-jit, torch.compile, torch.export, "
+                   "jax eager), spent on the most novel graphs first: a total split evenly, and/or NAME=SHARE "
+                   "per backend or kind (jax-jit=0.2,torch-compile:cpu:float32=0.3).")
+@click.option("--threads", type=click.IntRange(min=0), default=1, show_default=True, envvar="FUZZ_WORKER_THREADS",
+              help="Intra-op threads per worker for torch and XLA's CPU client (env FUZZ_WORKER_THREADS); "
+                   "0 keeps the libraries' defaults. Use more workers rather than more threads.")
+@click.option("--memory-limit", type=click.IntRange(min=0), metavar="MB",
+              help="Address-space limit per worker; 0 for none. [default: 80% of this machine's memory divided by "
+                   "--workers, at least 4096; none with GPU backends, whose drivers reserve address space]")
 @click.option("--recycle-memory", type=click.IntRange(min=1), default=3000, show_default=True, metavar="MB",
               help="Replace a worker whose peak memory passed this (compiled-graph caches grow over long campaigns).")
 @plugin_option
 @click.option("--resume", type=int, metavar="CAMPAIGN", help="Continue an interrupted campaign from its checkpoint.")
-@click.option("--fail-on-finding", is_flag=True, help="Exit 1 if the campaign stored any finding (for CI).")
+@click.option("--fail-on-finding", is_flag=True, hidden=True,
+              help="No-op, kept for old scripts: `fuzz run` always exits 1 when it stored a finding.")
 @click.option("--ray", "ray_address", metavar="ADDRESS",
               help="Run the workers as Ray actors: 'local' starts a local Ray instance; 'auto' or ray://host:port joins a cluster.")
 @json_option
-def run(db_path, time_text, max_cases, backends, ops, max_nodes, seed, workers, timeout, compile_timeout, shrink_time, inputs_per_graph,
-        compile_every, memory_limit, recycle_memory, plugins, resume, fail_on_finding, ray_address, as_json):
+def run(db_path, time_text, max_cases, backends, ops, max_nodes, regimes, seed, workers, timeout, compile_timeout, shrink_time, inputs_per_graph,
+        compile_share, threads, memory_limit, recycle_memory, plugins, resume, fail_on_finding, ray_address, as_json):
     """Run a fuzz campaign and store every finding, shrunk, in the corpus.
 
     Progress goes to stderr (a JSON line per update with --json); the summary to stdout.
+    Exit 1 if the campaign stored a case with a finding, 0 if none; 130 if it was
+    interrupted (Ctrl-C or SIGTERM: the summary is printed and `--resume` continues it).
 
     \b
     Example:
       fuzz run --time 10m --seed 1
       fuzz run --max-cases 200 --plugin layout-layernorm --backends torch-eager,canary-layout-layernorm
     """
+    from fuzzer import envs
     from fuzzer.backends import parse_backend_list
     from fuzzer.campaign import CampaignOptions, run_campaign
     from fuzzer.ops import parse_op_list
     from fuzzer.plugins import load_plugins
+    from fuzzer.regimes import parse_regime_list
 
     if resume is None and max_cases is None and time_text is None:
         raise UserError("A campaign needs a limit: pass --time (e.g. 10m) or --max-cases.")
+    if ray_address is None and memory_limit is None:  # those workers do not fork from the template
+        from fuzzer.workers import warm_template
+
+        warm_template()
     load_plugins(list(plugins))  # fail fast, in this process, on a bad plugin, backend or op
     if ray_address is not None:
         try:
             import ray  # noqa: F401
         except ImportError:
             raise UserError("--ray needs Ray, which is not installed: pip install 'fuzzer[ray]'") from None
-    backend_list = [b.name for b in parse_backend_list(backends)]
+    envs.trust_command_line([b.strip() for b in (backends or "").split(",")])
+    parsed = parse_backend_list(backends)
+    backend_list = [b.name for b in parsed]
+    if memory_limit is None:
+        memory_limit = default_memory_limit_mb(workers, parsed)
     options = CampaignOptions(
-        backends=backend_list, ops=parse_op_list(ops) if ops else None, max_nodes=max_nodes, seed=seed,
+        backends=backend_list, ops=parse_op_list(ops) if ops else None, max_nodes=max_nodes,
+        regimes=[r.name for r in parse_regime_list(regimes)] if regimes else None, seed=seed,
         max_cases=max_cases, time_limit=parse_duration(time_text), workers=workers, timeout=timeout, compile_timeout=compile_timeout,
-        shrink_time=shrink_time, inputs_per_graph=inputs_per_graph, expensive_every=compile_every,
-        plugins=list(plugins), memory_limit_mb=memory_limit, recycle_rss_mb=recycle_memory, ray=ray_address,
+        shrink_time=shrink_time, inputs_per_graph=inputs_per_graph, compile_share=compile_share, threads=threads,
+        plugins=list(plugins), memory_limit_mb=memory_limit or None, recycle_rss_mb=recycle_memory, ray=ray_address,
     )
     corpus = open_corpus(db_path, create=True)
 
@@ -182,6 +249,9 @@ def run(db_path, time_text, max_cases, backends, ops, max_nodes, seed, workers, 
             return
         line = (f"[campaign {p.campaign_id}] {p.graphs} graphs, {p.checked} cases, {p.graphs_per_second:.1f} graphs/s, "
                 f"{p.finding_cases} findings, {p.new_buckets} new buckets, {p.elapsed:.0f}s")
+        rates = p.structures_per_second()
+        if rates:  # new structures compiled per second, per compiler ("jax-jit:float32 1.20")
+            line += "; structures/s " + " ".join(f"{n.split(':')[0]}:{n.split(':')[-1]} {r:.2f}" for n, r in rates.items())
         if interactive:
             click.echo(f"\r{line}   ", err=True, nl=False)
         elif p.elapsed - last_line[0] >= 30 or p.status != "running":  # a log, not a screen: one line per 30 s
@@ -193,19 +263,33 @@ def run(db_path, time_text, max_cases, backends, ops, max_nodes, seed, workers, 
         click.echo("", err=True)
     summary = progress.to_dict()
     summary["db"] = db_path
+    rates = ", ".join(f"{name} {rate:.2f}" for name, rate in progress.structures_per_second().items()) or "none"
+    shares = ", ".join(f"{name} {share:.0%}" for name, share in progress.backend_time_share().items())
     text = (
         f"Campaign {progress.campaign_id} {progress.status}: {progress.graphs} graphs ({progress.checked} cases) in "
         f"{progress.elapsed:.0f}s, {progress.graphs_per_second:.1f} graphs/s; {progress.finding_cases} cases with "
-        f"findings, {progress.new_buckets} new buckets, {progress.precision_policy_cases} precision-policy only (TF32-style "
-        f"defaults, not bugs), {progress.invalid} invalid (non-finite reference).\n"
+        f"findings, {progress.new_buckets} new buckets, {progress.explained_cases} explained as no bug (a "
+        f"TF32-style default, or a finding of the backend a plugin derives from), {progress.invalid} invalid (the "
+        f"reference defines no entry), {progress.abandoned} abandoned at "
+        f"the deadline.\nNew structures compiled per second: {rates}.\nShare of worker time: {shares}.\n"
         f"Next: fuzz list --db {db_path}"
     )
     if progress.internal_errors:
         text += (f"\nWarning: {progress.internal_errors} case(s) hit an internal error (a bug in fuzzer, please report it); "
                  f"the last one:\n{progress.last_internal_error}")
     emit(as_json, summary, text)
-    if fail_on_finding and progress.finding_cases:
-        sys.exit(1)
+    if progress.status == "interrupted":
+        sys.exit(EXIT_INTERRUPTED)
+    sys.exit(EXIT_FINDING if progress.finding_cases else 0)
+
+
+def default_memory_limit_mb(workers: int, backends: list) -> int | None:
+    """A worker's address-space limit: its share of 80% of the machine's memory, at least 4 GB (torch and
+    jax imported take ~2 GB of address space). None with a GPU backend: CUDA reserves address space at start."""
+    if any(backend.device != "cpu" for backend in backends):
+        return None
+    total_mb = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2**20
+    return max(4096, int(total_mb * 0.8 / max(1, workers)))
 
 
 # -- browsing the corpus --------------------------------------------------------------------
@@ -263,9 +347,10 @@ def show(db_path, case_id, as_json):
     lines = [f"Case {stored.id}: {stored.verdict}  {stored.signature or ''}"]
     if stored.shrunk_from:
         lines.append(f"Shrunk from case {stored.shrunk_from}: {stored.shrink_log}")
-    lines.append("Graph:")
+    lines.append(f"Graph (regime {stored.case.graph.regime or 'small'}):")
     for spec in stored.case.graph.inputs:
-        lines.append(f"  {spec.name:<12} input{'':<13} -> {list(spec.shape)}")
+        layout = f"  stored {spec.layout} in torch" if spec.layout != "contiguous" else ""
+        lines.append(f"  {spec.name:<12} input{'':<13} -> {list(spec.shape)}{layout}")
     for node in stored.case.graph.nodes:
         lines.append(f"  {node.name:<12} {node.op:<12} {', '.join(node.inputs):<8} -> {list(shapes[node.name])}  {json.dumps(node.attrs)}")
     lines.append(f"  outputs: {', '.join(stored.case.graph.outputs)}")
@@ -300,7 +385,31 @@ def stats(db_path, as_json):
              f"{data['campaigns']} campaigns"]
     lines += [f"  verdict {k:<16} {v}" for k, v in data["cases_by_verdict"].items()]
     lines += [f"  status  {k:<16} {v}" for k, v in data["buckets_by_status"].items()]
+    for regime in sorted(set(data["graphs_by_regime"]) | set(data["findings_by_regime"])):
+        lines.append(f"  regime  {regime:<16} {data['graphs_by_regime'].get(regime, 0)} graphs, "
+                     f"{data['findings_by_regime'].get(regime, 0)} cases with findings")
     emit(as_json, data, "\n".join(lines))
+
+
+@main.command()
+@db_option
+@json_option
+def campaigns(db_path, as_json):
+    """List campaigns: id, uuid, status, start, duration, graphs, findings, and how to resume each.
+
+    \b
+    Example:
+      fuzz campaigns --db corpus/fuzz.db
+    """
+    rows = open_corpus(db_path).campaign_summaries()
+    for row in rows:
+        row["resume"] = None if row["status"] == "finished" else f"fuzz run --db {db_path} --resume {row['id']}"
+    lines = [f"{'id':>4}  {'status':<11} {'started':<25} {'duration':>9} {'graphs':>7} {'findings':>8}  resume"]
+    for row in rows:
+        duration = "-" if row["seconds"] is None else f"{row['seconds']:.0f}s"
+        lines.append(f"{row['id']:>4}  {row['status']:<11} {row['started']:<25} {duration:>9} {row['graphs']:>7} "
+                     f"{row['findings']:>8}  {row['resume'] or '-'}")
+    emit(as_json, rows, "\n".join(lines) if rows else f"No campaigns in {db_path} yet; start one with `fuzz run`.")
 
 
 @main.command()
@@ -349,13 +458,18 @@ def replay(db_path, case_id, backends, plugins, timeout, as_json):
     Example:
       fuzz replay 3 --backends torch-eager:cpu:float32,jax-jit
     """
+    from fuzzer import envs, verdicts
     from fuzzer.replay import replay_case
 
     stored = open_corpus(db_path).get_case(case_id)
-    names = [b.strip() for b in backends.split(",")] if backends else stored.backends
+    if backends:
+        names = [b.strip() for b in backends.split(",")]
+        envs.trust_command_line(names)
+    else:
+        names = stored.backends
     reply = replay_case(stored.case, names, list(plugins), timeout)
     emit(as_json, reply, _replay_text(reply))
-    sys.exit(0 if reply["verdict"] in ("agree", "precision-policy", "unsupported") else 1)
+    sys.exit(0 if verdicts.passes(reply["verdict"]) else 1)
 
 
 @main.command()
@@ -410,13 +524,14 @@ def regress(directory, plugins, timeout, as_json):
 @main.command(name="export")
 @db_option
 @click.argument("case_id", type=int)
-@click.option("--format", "fmt", type=click.Choice(["script", "pytest", "json"]), default="script", show_default=True)
+@click.option("--format", "fmt", type=click.Choice(["script", "pytest", "json", "issue"]), default="script", show_default=True,
+              help="issue: a Markdown bug report in the form the framework's issue template asks for.")
 @click.option("--backend", help="Backend to reproduce (default: the case's first finding's).")
 @click.option("--expect", type=click.Choice(["agree", "disagree"]), help="JSON only: the expectation for `fuzz regress`.")
 @plugin_option
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="Write to this file instead of stdout.")
 def export_case(db_path, case_id, fmt, backend, expect, plugins, output):
-    """Export a case as a standalone script, a pytest file, or JSON (for import / regress).
+    """Export a case as a standalone script, a pytest file, JSON (for import / regress) or a Markdown bug report.
 
     The script needs only numpy and torch or jax, and exits 1 while the bug is present.
 
@@ -424,11 +539,14 @@ def export_case(db_path, case_id, fmt, backend, expect, plugins, output):
     Example:
       fuzz export 3 --format script -o repro.py && python repro.py
       fuzz export 3 --format json --expect disagree -o corpus/regression/layernorm.json
+      fuzz export 3 --format issue -o bug/README.md
     """
+    from fuzzer import envs
     from fuzzer.backends import get_backend
     from fuzzer.plugins import canaries_for, load_plugins
     from fuzzer.reproducer import build_script
 
+    envs.trust_command_line([backend or ""])
     corpus = open_corpus(db_path)
     if fmt == "json":
         text = json.dumps(corpus.export_case(case_id, expect), indent=1, sort_keys=True)
@@ -438,8 +556,13 @@ def export_case(db_path, case_id, fmt, backend, expect, plugins, output):
             raise UserError(f"Case {case_id} has no finding; pass --backend to choose what the script runs.")
         name = backend or stored.findings[0]["backend"]
         load_plugins(list(plugins) + canaries_for([name]))
-        title = stored.signature or f"case {case_id}"
-        text = build_script(stored.case, get_backend(name), title, pytest_style=fmt == "pytest")
+        if fmt == "issue":
+            from fuzzer.issue_report import export_issue
+
+            text = export_issue(corpus, case_id, get_backend(name), db_path, output)
+        else:
+            title = stored.signature or f"case {case_id}"
+            text = build_script(stored.case, get_backend(name), title, pytest_style=fmt == "pytest")
     if output:
         output.write_text(text + ("" if text.endswith("\n") else "\n"))
         click.echo(f"Wrote {output}", err=True)
@@ -462,10 +585,12 @@ def import_cases(db_path, files, as_json):
 
     loaded = [load_case_file(path) for path in files]
     for data in loaded:
-        case_from_export(data)  # validate all before writing any
-    corpus = open_corpus(db_path, create=True)
-    ids = [corpus.import_case(data) for data in loaded]
-    emit(as_json, {"imported": ids}, f"Imported {len(ids)} case(s): {', '.join(map(str, ids))}")
+        case_from_export(data)  # validate all before creating a corpus
+    result = open_corpus(db_path, create=True).import_cases(loaded)
+    text = f"Imported {len(result['imported'])} case(s): {', '.join(map(str, result['imported'])) or '-'}"
+    if result["already_here"]:
+        text += f"; already here, not stored again: {', '.join(map(str, result['already_here']))}"
+    emit(as_json, result, text)
 
 
 @main.command()
@@ -475,7 +600,9 @@ def import_cases(db_path, files, as_json):
 def merge(db_path, others, as_json):
     """Merge corpora from other campaigns or machines into --db (cases, shrink links, triage).
 
-    Cases already present are not duplicated, so merging is safe to repeat.
+    Campaigns are matched by uuid and cases by content, so merging again, merging a renamed
+    copy or merging a corpus into itself adds nothing. All files merge in one transaction:
+    a refused file leaves --db as it was.
 
     \b
     Example:
@@ -485,7 +612,7 @@ def merge(db_path, others, as_json):
 
     others = [Corpus(path, create=False) for path in others]  # refuse a bad file before writing anything
     corpus = open_corpus(db_path, create=True)
-    results = {str(other.path): corpus.merge_from(other) for other in others}
+    results = corpus.merge_all(others)
     lines = [f"{path}: {r['cases_added']} cases added, {r['cases_already_here']} already here, {r['campaigns_added']} campaigns added, "
              f"{r['buckets_triaged']} buckets took its triage" for path, r in results.items()]
     emit(as_json, results, "\n".join(lines))
@@ -544,7 +671,27 @@ def ops(as_json):
 
 
 @main.command()
-@db_option
+@json_option
+def regimes(as_json):
+    """List the regimes cases are drawn from, with each one's share of a campaign.
+
+    `fuzz run --regimes large-op,special-values` draws from some of them only (keeping their
+    relative shares); every case records its regime, and `fuzz stats` counts per regime.
+
+    \b
+    Example:
+      fuzz regimes --json
+    """
+    from fuzzer.regimes import REGIMES
+
+    rows = [{"name": r.name, "percent": r.weight, "description": r.description, "max_elements": r.max_elements,
+             "value_profiles": sorted(set(r.value_profiles))} for r in REGIMES]
+    emit(as_json, rows, "\n".join(f"{r['name']:<16} {r['percent']:>3}%  {r['description']}" for r in rows))
+
+
+@main.command()
+@click.option("--db", "db_path", help="Keep the canaries' findings in this corpus [default: a temporary one, deleted "
+                                      "afterwards, so they never mix with real findings].")
 @click.option("--max-cases", type=click.IntRange(min=1), default=300, show_default=True, help="Give up on a canary after this many graphs.")
 @click.option("--list", "list_only", is_flag=True, help="Only list the canaries.")
 @click.option("--seed", type=int, default=0, show_default=True)
@@ -572,7 +719,12 @@ def selftest(db_path, max_cases, list_only, seed, device, as_json):
         reason = cuda_unavailable_reason()
         if reason:
             raise UserError(f"Cannot run the canaries on CUDA: {reason}")
-    results = run_selftest(open_corpus(db_path, create=True), max_cases, seed, device=device)
+    with tempfile.TemporaryDirectory(prefix="fuzz-selftest-") as folder:
+        corpus = open_corpus(db_path or str(Path(folder) / "selftest.db"), create=True)
+        try:
+            results = run_selftest(corpus, max_cases, seed, device=device)
+        finally:
+            corpus.close()
     lines = [f"{'found' if r['found'] else 'MISSED':<7} {r['canary']:<22} after {r['graphs']} graphs, {r['seconds']:.1f}s; "
              f"shrunk to {r['shrunk_nodes']} nodes: {r['shrunk_ops']}" for r in results]
     emit(as_json, results, "\n".join(lines))

@@ -34,13 +34,24 @@ values (a sum that cancels to ~0 still carries eps * sum|x|). `sens` grows the
 budget with the depth and kind of the graph. RTOL is a few hundred float32 ulps;
 every seed bug class produces errors of order `scale`, far above it.
 
-Verdicts (per backend): agree, mismatch, nan-inf (non-finite where r64 *and*
-r_d are finite), all-zeros / constant (a mismatch whose output is constant while
+Non-finite values
+-----------------
+The oracle judges what the reference defines, entry by entry:
+  * r64 and r_d finite: the entry is judged by the tolerance above;
+  * r64 non-finite, and r_d and every rounding-model run give the same class (nan, +inf or
+    -inf): the math defines it (log(0) = -inf, relu(-inf) = 0 is finite and judged as such,
+    0 * inf = nan), and the backend must give exactly that class;
+  * anything else (r64 finite but r_d overflows, or the class depends on rounding: a
+    log of a difference that cancels to +-0): undefined in dtype d, skipped.
+A case is `invalid` only when no entry of any output is defined.
+
+Verdicts (per backend): agree, mismatch, nan-inf (non-finite where the reference
+is finite in that dtype, or a non-finite class the reference defines but the backend
+does not give), all-zeros / constant (a mismatch whose output is constant while
 the reference is not), crash (the backend raised), hang, nondeterministic (set by
 the re-run gate in check.py), precision-policy (wrong with the backend's default
 TF32 / reduced-precision settings but right once check.py re-runs it with strict
-settings: recorded with both errors, never counted as a bug). A reference that is
-itself non-finite makes the case `invalid`: it is skipped, never reported.
+settings: recorded with both errors, never counted as a bug).
 """
 
 from __future__ import annotations
@@ -54,6 +65,7 @@ from fuzzer.backends import interpret, split_arrays
 from fuzzer.backends.numpy_ref import NumpyReference
 from fuzzer.ir import Case, Graph
 from fuzzer.ops import get_op
+from fuzzer.verdicts import AGREE, ALL_ZEROS, CONSTANT, MISMATCH, NAN_INF, severity
 
 K_SAME = 10.0
 NOISY_RUNS = 2
@@ -64,20 +76,11 @@ RTOL = {"float64": 1e-9, "float32": 3e-5, "float16": 1e-2, "bfloat16": 8e-2}
 # which RTOL["bfloat16"] makes up for.
 SAME_DTYPE_REFERENCE = {"float64": "float64", "float32": "float32", "float16": "float16", "bfloat16": "float16"}
 
-AGREE = "agree"
-MISMATCH = "mismatch"
-NAN_INF = "nan-inf"
-ALL_ZEROS = "all-zeros"
-CONSTANT = "constant"
-CRASH = "crash"
-HANG = "hang"
-NONDETERMINISTIC = "nondeterministic"
-PRECISION_POLICY = "precision-policy"  # wrong only under a reduced-precision default (TF32): not a bug
-INVALID = "invalid"
-UNSUPPORTED = "unsupported"  # the backend cannot run an op of the case there (fuzzer.errors.OpUnsupported)
-# Worst first: a case's verdict is its worst backend verdict.
-SEVERITY = [CRASH, HANG, NONDETERMINISTIC, NAN_INF, ALL_ZEROS, CONSTANT, MISMATCH, PRECISION_POLICY, AGREE, UNSUPPORTED]
-WRONG_VALUE_VERDICTS = {MISMATCH, NAN_INF, ALL_ZEROS, CONSTANT}
+
+
+def nonfinite_class(values: np.ndarray) -> np.ndarray:
+    """Per entry: 0 finite, 1 nan, 2 +inf, 3 -inf."""
+    return np.select([np.isnan(values), values == np.inf, values == -np.inf], [1, 2, 3], 0)
 
 
 @dataclass
@@ -89,10 +92,22 @@ class Reference:
     sensitivities: list[float]
     same_dtype: dict[str, list[np.ndarray]] = field(default_factory=dict)
     rounding_noise: dict[str, list[float]] = field(default_factory=dict)
+    # Per dtype and output: the entries judged by the tolerance (finite in every honest model of
+    # the dtype) and the non-finite entries the math defines (see "Non-finite values").
+    judged: dict[str, list[np.ndarray]] = field(default_factory=dict)
+    defined_nonfinite: dict[str, list[np.ndarray]] = field(default_factory=dict)
+
+    def judged_finite(self, dtype: str, index: int) -> np.ndarray:
+        return self.judged[dtype][index]
 
     @property
-    def finite(self) -> bool:
-        return all(np.all(np.isfinite(out)) for out in self.outputs)
+    def defines_anything(self) -> bool:
+        """Is at least one entry of one output defined in some dtype? If not, the case is invalid."""
+        return any(
+            np.any(self.judged_finite(dtype, index) | self.defined_nonfinite[dtype][index])
+            for dtype in self.same_dtype
+            for index in range(len(self.outputs))
+        )
 
 
 def _ancestors(graph: Graph, name: str) -> set[str]:
@@ -111,7 +126,8 @@ def _ancestors(graph: Graph, name: str) -> set[str]:
 def compute_reference(case: Case, dtypes: set[str]) -> Reference:
     graph = case.graph
     inputs, params = split_arrays(case)
-    env = NumpyReference(dtype="float64").execute_all(graph, inputs, params)
+    with np.errstate(all="ignore"):  # non-finite values are judged, not warned about
+        env = NumpyReference(dtype="float64").execute_all(graph, inputs, params)
     outputs, scales, sensitivities = [], [], []
     for out in graph.outputs:
         ancestors = _ancestors(graph, out)
@@ -123,55 +139,147 @@ def compute_reference(case: Case, dtypes: set[str]) -> Reference:
         sensitivities.append(1.0 + sum(get_op(n.op).sensitivity for n in graph.nodes if n.name in ancestors))
         outputs.append(np.asarray(env[out], dtype=np.float64))
     reference = Reference(outputs, scales, sensitivities)
+    overflowed = _float64_overflow(graph, inputs, params, outputs)
     for dtype in dtypes:
         same = SAME_DTYPE_REFERENCE[dtype]
         if same == "float64":
             reference.same_dtype[dtype] = outputs
         else:
-            env_d = NumpyReference(dtype=same).execute_all(graph, inputs, params)
+            with np.errstate(all="ignore"):
+                env_d = NumpyReference(dtype=same).execute_all(graph, inputs, params)
             reference.same_dtype[dtype] = [np.asarray(env_d[o], dtype=np.float64) for o in graph.outputs]
-        reference.rounding_noise[dtype] = _rounding_noise(case, inputs, params, outputs, UNIT_ROUNDOFF[dtype])
+        # What honest dtype-d implementations may give: numpy in that dtype, the rounding model's
+        # runs, and the flush-to-zero run. An entry is judged by the tolerance where all of them
+        # are finite, defined non-finite where all give r64's non-finite class, skipped otherwise.
+        models = [reference.same_dtype[dtype], *_rounding_runs(case, inputs, params, dtype)]
+        if dtype != "float64":
+            models.append(_flush_to_zero_run(graph, inputs, params, dtype))
+        reference.judged[dtype], reference.defined_nonfinite[dtype], reference.rounding_noise[dtype] = [], [], []
+        for index, r64 in enumerate(outputs):
+            runs = [np.broadcast_to(np.asarray(model[index], dtype=np.float64), r64.shape) for model in models]
+            judged = np.isfinite(r64) & np.logical_and.reduce([np.isfinite(y) for y in runs])
+            reference.judged[dtype].append(judged)
+            reference.defined_nonfinite[dtype].append(
+                ~np.isfinite(r64) & ~overflowed[index]
+                & np.logical_and.reduce([nonfinite_class(y) == nonfinite_class(r64) for y in runs]))
+            with np.errstate(invalid="ignore"):
+                reference.rounding_noise[dtype].append(
+                    max((float(np.max(np.abs(y - r64)[judged], initial=0.0)) for y in runs[1:]), default=0.0))
     return reference
 
 
-def _rounding_noise(case: Case, inputs: dict, params: dict, outputs: list[np.ndarray], roundoff: float) -> list[float]:
-    """Per output, the largest deviation from the float64 reference when every op's result is
-    perturbed by a relative error of at most `roundoff` (a model of rounding at each op)."""
-    noise = [0.0] * len(outputs)
+def _float64_overflow(graph: Graph, inputs: dict, params: dict, outputs: list[np.ndarray]) -> list[np.ndarray]:
+    """Per output, the non-finite float64 entries that are finite in a wider exponent range
+    (numpy's longdouble: x87 extended, up to ~1e4932, on x86-64).
+
+    Those are overflows, not values the math defines: log(exp(1061)) is 1061, which XLA's
+    algebraic simplifier returns, while float64 gives log(inf) = inf. Where longdouble is no
+    wider than float64 (some platforms), nothing is marked and poles and overflows look alike.
+    """
+    if not any(np.any(~np.isfinite(out)) for out in outputs) or np.finfo(np.longdouble).max <= np.finfo(np.float64).max:
+        return [np.zeros(np.shape(out), dtype=bool) for out in outputs]
+    wide = np.dtype(np.longdouble)
+
+    def widened(op_name):
+        reference_fn = get_op(op_name).reference
+        return lambda xs, ps, attrs: np.asarray(reference_fn(xs, ps, attrs), dtype=wide)
+
+    with np.errstate(all="ignore"):
+        try:
+            wide_outputs = interpret(graph, {k: np.asarray(v, dtype=wide) for k, v in inputs.items()},
+                                     {node: {k: np.asarray(v, dtype=wide) for k, v in ps.items()} for node, ps in params.items()},
+                                     widened)
+        except (TypeError, ValueError):  # a reference that cannot take longdouble: no overflow known
+            return [np.zeros(np.shape(out), dtype=bool) for out in outputs]
+    return [~np.isfinite(out) & np.isfinite(np.broadcast_to(np.asarray(w), np.shape(out))) for out, w in zip(outputs, wide_outputs)]
+
+
+def _flush_to_zero_run(graph: Graph, inputs: dict, params: dict, dtype: str) -> list[np.ndarray]:
+    """The float64 reference with subnormals of `dtype` flushed to (signed) zero at every op's
+    inputs and outputs.
+
+    Flushing subnormals (FTZ/DAZ) is a documented platform policy, not a bug: XLA on CPU does
+    it (jnp.add(1e-40, 0.0) is 0.0 in float32, x / x is nan, exp(-87.5) is 0), so do fast-math
+    GPU kernels. Ops make subnormals from normal inputs too (silu(-99) is -1e-41), so the run
+    is always made. The oracle counts it like rounding: its deviation joins e_same, and an
+    entry that flushing makes non-finite, or finite, is undefined in that dtype.
+    """
+    # bfloat16 has float32's exponent range, so float32's smallest normal.
+    tiny = float(np.finfo(np.float16 if dtype == "float16" else np.float32).tiny)
+
+    def flush(values):
+        values = np.asarray(values, dtype=np.float64)
+        return np.where(np.abs(values) < tiny, np.copysign(0.0, values), values)
+
+    def flushing(op_name):
+        reference_fn = get_op(op_name).reference
+        return lambda xs, ps, attrs: flush(reference_fn([flush(x) for x in xs], {k: flush(v) for k, v in ps.items()}, attrs))
+
+    with np.errstate(all="ignore"):
+        flushed_inputs = {name: flush(value) for name, value in inputs.items()}
+        return [np.asarray(out, dtype=np.float64) for out in interpret(graph, flushed_inputs, params, flushing)]
+
+
+def _perturb(out: np.ndarray, delta: np.ndarray) -> np.ndarray:
+    """out + delta on finite entries; non-finite entries stay as the math made them, and an
+    unbounded delta on a finite entry makes it nan: its value is then undefined in this dtype."""
+    delta = np.broadcast_to(delta, np.shape(out))
+    return np.where(np.isfinite(out), np.where(np.isfinite(delta), out + delta, np.nan), out)
+
+
+def _rounding_runs(case: Case, inputs: dict, params: dict, dtype: str) -> list[list[np.ndarray]]:
+    """NOISY_RUNS runs of the float64 reference with every op's inputs and result perturbed by a
+    few units of `roundoff` (a model of rounding at each op; see the module docstring).
+
+    A result within its rounding bound of zero may come out as an exact zero in an honest
+    implementation (gelu(-6) is 0 in float32 through 1 + erf cancelling), and the sign of such
+    a zero is the implementation's choice; run 0 snaps those entries to +0 and run 1 to -0, so
+    whatever an op downstream makes of a zero (rsqrt(+-0) = +-inf) counts as undefined there.
+    Where the op's magnitude (the op on absolute values) passes the dtype's largest value, an
+    honest implementation may overflow in its own order of operations (a float32 sum of
+    values near 3e38): those entries are made inf in the runs, so they are undefined too.
+    Piecewise-constant ops (OpDef.exact) read graph inputs, the same numbers everywhere:
+    their inputs are not perturbed (a tie in argmax would flip otherwise).
+    """
+    roundoff = UNIT_ROUNDOFF[dtype]
+    largest = float(np.finfo(np.float16 if dtype == "float16" else np.float64 if dtype == "float64" else np.float32).max)
+    runs = []
     for run in range(NOISY_RUNS):
         rng = np.random.default_rng([case.seed % 2**32, run])
-
         systematic = 1.0 if run % 2 == 0 else -1.0
+        zero = 0.0 if run % 2 == 0 else -0.0
 
         def perturbed(op_name):
-            reference_fn = get_op(op_name).reference
-            forward_error = get_op(op_name).forward_error
+            op = get_op(op_name)
+            reference_fn, forward_error = op.reference, op.forward_error
 
             def run_op(xs, ps, attrs):
                 # Backward error: a stable op computes the exact result of slightly perturbed
                 # inputs; this is what exposes rounding *inside* an op (layer_norm's mean of
                 # equal values, amplified by 1 / sqrt(var + eps)).
-                xs = [x * (1.0 + ROUNDING_SLACK * roundoff * rng.uniform(-1.0, 1.0, np.shape(x))) for x in xs]
+                if not op.exact:
+                    xs = [x * (1.0 + ROUNDING_SLACK * roundoff * rng.uniform(-1.0, 1.0, np.shape(x))) for x in xs]
                 out = np.asarray(reference_fn(xs, ps, attrs), dtype=np.float64)
                 # Rounding is relative to the magnitudes summed, not to a result that cancelled:
                 # the op on absolute values gives that (sum |x_i| for sum, sum |x_i w_i| for matmul).
                 magnitude = np.abs(np.asarray(reference_fn([np.abs(x) for x in xs], {k: np.abs(v) for k, v in ps.items()}, attrs)))
-                bound = np.maximum(np.abs(out), np.where(np.isfinite(magnitude), magnitude, 0.0))
-                out = out + ROUNDING_SLACK * roundoff * bound * rng.uniform(-1.0, 1.0, out.shape)
+                bound = ROUNDING_SLACK * roundoff * np.maximum(np.abs(out), np.where(np.isfinite(magnitude), magnitude, 0.0))
+                noisy = _perturb(out, bound * rng.uniform(-1.0, 1.0, out.shape))
                 if forward_error is not None:
                     # An op's own declared error (e.g. a rounded mean shared by a whole row) is
                     # systematic: the same sign everywhere, so downstream sums do not cancel it.
-                    out = out + systematic * ROUNDING_SLACK * roundoff * np.asarray(forward_error(xs, ps, attrs))
-                return out
+                    declared = ROUNDING_SLACK * roundoff * np.asarray(forward_error(xs, ps, attrs))
+                    noisy = _perturb(noisy, systematic * declared)
+                    bound = bound + declared
+                with np.errstate(invalid="ignore"):
+                    noisy = np.where(np.isfinite(magnitude) & (magnitude > largest), np.copysign(np.inf, out), noisy)
+                    return np.where(np.isfinite(out) & (np.abs(out) <= bound), zero, noisy)
 
             return run_op
 
         with np.errstate(all="ignore"):
-            noisy = interpret(case.graph, inputs, params, perturbed)
-        for index, (y, r64) in enumerate(zip(noisy, outputs)):
-            finite = np.isfinite(y) & np.isfinite(r64)
-            noise[index] = max(noise[index], float(np.max(np.abs(y - r64)[finite], initial=0.0)))
-    return noise
+            runs.append([np.asarray(y, dtype=np.float64) for y in interpret(case.graph, inputs, params, perturbed)])
+    return runs
 
 
 @dataclass
@@ -197,8 +305,9 @@ class BackendVerdict:
 def allowed_error(reference: Reference, index: int, dtype: str, judged: np.ndarray | None = None) -> float:
     """The tolerance model's `allowed` for output `index` (see the module docstring)."""
     same, r64 = reference.same_dtype[dtype][index], reference.outputs[index]
-    judged = np.isfinite(same) if judged is None else judged
-    e_same = max(float(np.max(np.abs(same - r64)[judged], initial=0.0)), reference.rounding_noise[dtype][index])
+    judged = reference.judged_finite(dtype, index) if judged is None else judged
+    with np.errstate(invalid="ignore"):
+        e_same = max(float(np.max(np.abs(same - r64)[judged], initial=0.0)), reference.rounding_noise[dtype][index])
     return K_SAME * e_same + RTOL[dtype] * reference.sensitivities[index] * reference.scales[index]
 
 
@@ -207,23 +316,30 @@ def compare_output(y: np.ndarray, index: int, reference: Reference, dtype: str) 
     r64 = reference.outputs[index]
     if tuple(y.shape) != tuple(r64.shape):
         return MISMATCH, float("inf"), 0.0, f"shape {list(y.shape)} != reference {list(r64.shape)}"
-    same = reference.same_dtype[dtype][index]
-    same_finite = np.isfinite(same)
-    bad = ~np.isfinite(y) & same_finite
+    finite = reference.judged_finite(dtype, index)
+    bad = ~np.isfinite(y) & finite
     if np.any(bad):
         return NAN_INF, float("inf"), 0.0, f"{int(bad.sum())} non-finite values where the reference is finite"
-    judged = same_finite & np.isfinite(y)
-    err = float(np.max(np.abs(y - r64)[judged], initial=0.0))
-    allowed = allowed_error(reference, index, dtype, judged)
+    defined = reference.defined_nonfinite[dtype][index]
+    wrong_class = defined & (nonfinite_class(y) != nonfinite_class(r64))
+    if np.any(wrong_class):
+        at = tuple(int(i) for i in np.argwhere(wrong_class)[0])
+        return NAN_INF, float("inf"), 0.0, (f"{int(wrong_class.sum())} entries differ from a non-finite reference, "
+                                            f"e.g. at {list(at)}: {y[at]} where the reference is {r64[at]}")
+    with np.errstate(invalid="ignore"):  # inf - inf at entries outside `finite`
+        err = float(np.max(np.abs(y - r64)[finite], initial=0.0))
+    allowed = allowed_error(reference, index, dtype, finite)
     if err <= allowed:
         return AGREE, err, allowed, ""
-    finite_y = y[np.isfinite(y)]
-    reference_spread = float(np.ptp(r64)) if r64.size else 0.0
-    if finite_y.size and np.ptp(finite_y) == 0 and reference_spread > allowed:
-        if np.all(finite_y == 0):
+    judged_y, judged_r64 = y[finite], r64[finite]
+    if judged_y.size and np.ptp(judged_y) == 0 and np.ptp(judged_r64) > allowed:
+        if np.all(judged_y == 0):
             return ALL_ZEROS, err, allowed, "every value is zero; the reference is not constant"
-        return CONSTANT, err, allowed, f"every value is {finite_y.flat[0]:.6g}; the reference is not constant"
-    return MISMATCH, err, allowed, ""
+        return CONSTANT, err, allowed, f"every value is {judged_y.flat[0]:.6g}; the reference is not constant"
+    with np.errstate(invalid="ignore"):
+        distance = np.where(finite, np.abs(y - r64), -1.0)
+    worst = tuple(int(i) for i in np.unravel_index(np.argmax(distance), y.shape))
+    return MISMATCH, err, allowed, f"worst at {list(worst)}: {y[worst]:.9g} where the reference is {r64[worst]:.9g}"
 
 
 def judge_outputs(backend: str, dtype: str, outputs: list[np.ndarray], reference: Reference) -> BackendVerdict:
@@ -234,18 +350,9 @@ def judge_outputs(backend: str, dtype: str, outputs: list[np.ndarray], reference
         verdict, err, allowed, detail = compare_output(np.asarray(y, dtype=np.float64), index, reference, dtype)
         ratio = err / allowed if allowed > 0 else (0.0 if err == 0 else float("inf"))
         worst_ratio = worst.max_error / worst.allowed if worst.allowed > 0 else (0.0 if worst.max_error == 0 else float("inf"))
-        if worse(verdict, worst.verdict) or (verdict == worst.verdict and ratio > worst_ratio):
+        if severity(verdict) < severity(worst.verdict) or (verdict == worst.verdict and ratio > worst_ratio):
             worst = BackendVerdict(backend, verdict, err, allowed, index, detail)
     return worst
-
-
-def worse(a: str, b: str) -> bool:
-    """Is verdict a more severe than verdict b?"""
-    return SEVERITY.index(a) < SEVERITY.index(b)
-
-
-def worst_verdict(verdicts: list[str]) -> str:
-    return min(verdicts, key=SEVERITY.index, default=AGREE)
 
 
 def error_headline(text: str) -> str:

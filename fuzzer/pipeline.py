@@ -8,16 +8,19 @@ from __future__ import annotations
 
 import hashlib
 import resource
+import time
 from typing import Callable
 
-from fuzzer.arrays import materialize
+from fuzzer.arrays import materialize, regime_profiles
 from fuzzer.backends import Backend, all_ops_supported_by, get_backend, parse_backend_list
+from fuzzer.budget import CompileBudget, graph_features, parse_shares
 from fuzzer.check import Finding, check_case, still_fails_predicate
 from fuzzer.errors import UserError
-from fuzzer.execute import run_backend
+from fuzzer.execute import OK, UNSUPPORTED, run_backend
 from fuzzer.generate import CaseGenerator
+from fuzzer.regimes import parse_regime_list
 from fuzzer.ir import Case
-from fuzzer.oracle import INVALID, PRECISION_POLICY
+from fuzzer import verdicts
 from fuzzer.plugins import load_plugins
 from fuzzer.shrink import shrink_case
 from fuzzer.workers import WorkerConfig
@@ -45,38 +48,63 @@ class Pipeline:
         self.config = config
         load_plugins(config.plugins)
         self.backends = parse_backend_list(",".join(config.backends))
-        self.generator = CaseGenerator(campaign_ops(config.ops, self.backends), config.max_nodes)
+        self.generator = CaseGenerator(campaign_ops(config.ops, self.backends), config.max_nodes,
+                                       parse_regime_list(",".join(config.regimes or [])))
         self.heartbeat = heartbeat or (lambda backend: None)
         self.shrunk_signatures: set[str] = set()
+        compiling = [b for b in self.backends if b.expensive]
+        cold_start = {b.name: b.cold_start_seconds for b in compiling}
+        shares = parse_shares(config.compile_share, [b.name for b in compiling])
+        # Nothing but compilers (jax-jit against jax-jit@old-jax): there is no cheap tier to share
+        # the worker with, so every compiler takes every graph (a budget would only idle it).
+        self.budget = CompileBudget(shares, cold_start) if len(compiling) < len(self.backends) else None
+        self.backend_seconds: dict[str, float] = {}  # every run of the current graph, reruns included
+        self.first_status: dict[str, str] = {}
 
     def runner(self, backend: Backend, case: Case):
         self.heartbeat(backend)
-        return run_backend(backend, case)
+        outcome = run_backend(backend, case)
+        self.backend_seconds[backend.name] = self.backend_seconds.get(backend.name, 0.0) + outcome.seconds
+        self.first_status.setdefault(backend.name, outcome.status)
+        return outcome
 
-    def backends_for(self, case: Case, index: int) -> list[Backend]:
-        sample_expensive = index % max(1, self.config.expensive_every) == 0
-        return [
-            b for b in self.backends if b.supports_graph(case.graph) and (sample_expensive or not b.expensive)
-        ]
+    def backends_for(self, case: Case, features) -> list[Backend]:
+        """The cheap tier always; a compiling backend when the budget gives it this graph."""
+        return [b for b in self.backends
+                if b.supports_graph(case.graph) and (not b.expensive or not self.budget or self.budget.wants(b.name, features))]
 
     def run_index(self, index: int, known_signatures: set[str]) -> dict:
+        start = time.perf_counter()
+        self.backend_seconds, self.first_status = {}, {}
         case = self.generator.case(seed_for(self.config.seed, index))
-        backends = self.backends_for(case, index)
-        reply = {"index": index, "ops": case.graph.op_names(), "backends": [b.name for b in backends],
-                 "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024,
-                 "checked": 0, "invalid": 0, "seconds": {}, "findings": []}
+        features = graph_features(case.graph)
+        backends = self.backends_for(case, features)
+        reply = {"index": index, "ops": case.graph.op_names(), "regime": case.graph.regime or "small", "backends": [b.name for b in backends],
+                 "checked": 0, "invalid": 0, "findings": []}
         for variant in range(self.config.inputs_per_graph):
             # Several input/weight sets per graph: compiled code is reused, regimes vary.
-            current = case if variant == 0 else materialize(case.graph, case.seed + variant)
+            seed = case.seed + variant
+            current = case if variant == 0 else materialize(case.graph, seed, regime_profiles(case.graph, seed))
             result = check_case(current, backends, self.config.reruns, self.runner)
             reply["checked"] += 1
-            for name, seconds in result.seconds.items():
-                reply["seconds"][name] = reply["seconds"].get(name, 0.0) + seconds
-            if result.verdict == INVALID:
+            if result.verdict == verdicts.INVALID:
                 reply["invalid"] += 1
                 continue
             if result.findings:
                 reply["findings"].append(self._finding_record(current, result, backends, known_signatures))
+        compiled = [b.name for b in backends if b.expensive and b.name in self.first_status]
+        if self.budget:
+            for name in compiled:
+                self.budget.charge(name, self.backend_seconds[name], features)
+            self.budget.advance(time.perf_counter() - start)
+        reply.update(
+            seconds=self.backend_seconds, worker_seconds=time.perf_counter() - start,
+            peak_rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024,
+            # New structures per compiler (structures never repeat: 2 whole-graph repeats in 2,051 graphs).
+            compiled_structures=[name for name in compiled if self.first_status[name] == OK],
+            not_compiled=[name for name in compiled if self.first_status[name] == UNSUPPORTED],
+            budget_skipped=[b.name for b in self.backends if b.expensive and b.supports_graph(case.graph) and b not in backends],
+        )
         return reply
 
     def _finding_record(self, case: Case, result, backends: list[Backend], known: set[str]) -> dict:
@@ -89,7 +117,7 @@ class Pipeline:
             "shrunk": [],
         }
         for finding in result.findings:
-            if finding.verdict == PRECISION_POLICY:
+            if not verdicts.get(finding.verdict).shrink:
                 continue  # not a bug: stored as found, with both errors, never shrunk
             if finding.signature in known or finding.signature in self.shrunk_signatures:
                 continue

@@ -39,6 +39,7 @@ class TransformedBackend(Backend):
         super().__init__(base.device, base.dtype, name=name)
         self.base = base
         self.transform = transform
+        self.derived_from = base.name
         self.family = base.family
         self.expensive = base.expensive
 

@@ -8,7 +8,8 @@ from pathlib import Path
 from fuzzer.corpus import Corpus, case_from_export, load_case_file
 from fuzzer.errors import UserError
 from fuzzer.ir import Case
-from fuzzer.oracle import AGREE, signature
+from fuzzer import verdicts
+from fuzzer.oracle import signature
 from fuzzer.plugins import canaries_for
 from fuzzer.workers import Worker, WorkerConfig, WorkerDied
 
@@ -93,7 +94,7 @@ def regress(directory: Path, plugins: list[str], timeout: float = 120.0) -> list
     with Replayer(all_backends, plugins, timeout) as replayer:
         for path, case, backends, expect in loaded:
             reply = replayer.check(case, backends)
-            observed = "agree" if reply["verdict"] == AGREE else "disagree"
+            observed = "agree" if verdicts.passes(reply["verdict"]) else "disagree"
             results.append(RegressionResult(str(path), expect, observed, reply["verdict"], [f["signature"] for f in reply["findings"]]))
     return results
 

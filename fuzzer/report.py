@@ -28,10 +28,7 @@ from typing import Any
 from fuzzer.corpus import Corpus
 from fuzzer.errors import UserError
 
-try:  # the verdict's name lives in the oracle; keep working against an oracle without it
-    from fuzzer.oracle import PRECISION_POLICY
-except ImportError:  # pragma: no cover
-    PRECISION_POLICY = "precision-policy"
+from fuzzer import verdicts
 
 NO_PLOTS = "plots need matplotlib: pip install 'fuzzer[report]'"
 SCRIPT_LIMIT = 60_000  # characters of one reproducer shown; the rest is `fuzz export`'s job
@@ -148,7 +145,8 @@ class BucketRow:
 
     @property
     def precision_policy(self) -> bool:
-        return self.bucket.get("verdict") == PRECISION_POLICY
+        """Explained as no bug (a precision policy, a derived backend's inherited finding): kept apart."""
+        return not verdicts.is_bug(str(self.bucket.get("verdict")))
 
 
 @dataclass
@@ -287,7 +285,7 @@ def _plot_discovery(data: ReportData, Figure):
             signature = finding.get("signature")
             if signature not in seen:
                 seen.add(signature)
-                (policy_times if finding.get("verdict") == PRECISION_POLICY else bucket_times).append(t)
+                (bucket_times if verdicts.is_bug(str(finding.get("verdict"))) else policy_times).append(t)
     end = max([0.0] + bug_times + [((c.started - origin).total_seconds() + (c.seconds or 0)) for c in data.campaigns if c.started])
     span = max(end, 1.0)
     unit, scale = ("h", 3600) if span > 7200 else ("min", 60) if span > 120 else ("s", 1)

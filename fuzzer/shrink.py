@@ -7,8 +7,8 @@ valid graph AND `still_fails(candidate)` (same verdict and same signature: the
 shrinker may not slide into another, easier bug). Passes are not looped to a
 fixed point; the whole list is repeated while a round made progress, within a
 time budget. "Simpler" means, in this order: fewer nodes, fewer elements in
-inputs and parameters, simpler attributes (stride 1, no padding, no bias, ...),
-simpler values (zeros, ones, small integers).
+inputs and parameters, contiguous inputs, simpler attributes (stride 1, no padding,
+no bias, ...), simpler values (zeros, ones, small integers).
 
 Arrays follow the graph: when shapes shrink, existing arrays are sliced (keeping
 the values that trigger the bug); arrays that are new or grew are drawn from the
@@ -28,6 +28,7 @@ from fuzzer.arrays import param_values
 from fuzzer.backends import split_arrays
 from fuzzer.backends.numpy_ref import NumpyReference
 from fuzzer.errors import UserError
+from fuzzer.layouts import CONTIGUOUS, conform_values
 from fuzzer.ir import Case, Graph, Node, TensorSpec, infer_shapes, param_shapes
 from fuzzer.ops import get_op
 from fuzzer.ops._common import numel
@@ -35,19 +36,34 @@ from fuzzer.ops._common import numel
 Predicate = Callable[[Case], bool]
 
 # Attribute simplifications, tried one at a time; data, not per-op code.
+# The simplest value of each attribute; for a list-valued attribute (kernel_size of a conv1d,
+# conv2d or conv3d) the value repeated to the list's length.
 SIMPLER_ATTRS = {
     "num_layers": 1,
-    "kernel_size": [1, 1],
-    "stride": [1, 1],
-    "dilation": [1, 1],
-    "padding": [0, 0],
+    "kernel_size": 1,
+    "stride": 1,
+    "dilation": 1,
+    "padding": 0,
+    "output_padding": 0,
     "groups": 1,
     "bias": False,
     "affine": False,
     "initial_state": False,
     "batch_first": False,
     "keepdim": False,
+    "approximate": "none",
+    "ceil_mode": False,
+    "count_include_pad": True,
+    "divisor_override": None,
+    "align_corners": False,
+    "causal": False,
+    "mask": False,
 }
+
+
+def simpler_value(attr: str, current):
+    simple = SIMPLER_ATTRS[attr]
+    return [simple] * len(current) if isinstance(current, list) and not isinstance(simple, list) else simple
 # Integer attributes that size things: tried at 1, 2, half, minus one.
 SIZE_ATTRS = ("hidden_size", "out_features", "out_channels", "num_layers")
 
@@ -98,7 +114,7 @@ def prune(graph: Graph) -> Graph:
             needed.update(node.inputs)
     nodes = tuple(n for n in graph.nodes if n.name in needed)
     inputs = tuple(t for t in graph.inputs if t.name in needed)
-    return Graph(inputs, nodes, graph.outputs)
+    return replace(graph, inputs=inputs, nodes=nodes)
 
 
 def _fit(array: np.ndarray | None, shape: tuple[int, ...], fresh: Callable[[], np.ndarray]) -> np.ndarray:
@@ -122,6 +138,8 @@ def rebuild(case: Case, graph: Graph) -> Case | None:
     for name, shape in needed.items():
         rng = np.random.default_rng([case.seed, zlib.crc32(name.encode())])
         arrays[name] = _fit(case.arrays.get(name), tuple(shape), lambda: param_values(rng, name, tuple(shape)))
+    for spec in graph.inputs:  # simpler values must still be ones the input's layout can hold
+        arrays[spec.name] = conform_values(arrays[spec.name], spec.layout)
     return Case(graph, arrays, case.seed)
 
 
@@ -136,7 +154,7 @@ def _replace_node(graph: Graph, index: int, node: Node | None, rename: dict[str,
             continue
         nodes.append(replace(current, inputs=tuple(rename.get(r, r) for r in current.inputs)))
     outputs = tuple(dict.fromkeys(rename.get(o, o) for o in graph.outputs))
-    return Graph(graph.inputs, tuple(nodes), outputs)
+    return replace(graph, nodes=tuple(nodes), outputs=outputs)
 
 
 # -- the passes: each yields candidate cases, simplest first -----------------------------
@@ -149,7 +167,7 @@ def pass_single_output(case: Case, culprit: str):
     targets = [n.name for n in graph.nodes if n.op == culprit_op] + list(graph.outputs)
     for name in dict.fromkeys(targets):
         if (name,) != graph.outputs:
-            yield rebuild(case, Graph(graph.inputs, graph.nodes, (name,)))
+            yield rebuild(case, replace(graph, outputs=(name,)))
 
 
 def pass_cut_inputs(case: Case, culprit: str):
@@ -162,7 +180,7 @@ def pass_cut_inputs(case: Case, culprit: str):
             continue
         name = f"x{len(graph.inputs)}_{node.name}"
         cut = _replace_node(graph, index, None, {node.name: name})
-        cut = Graph(cut.inputs + (TensorSpec(name, tuple(env[node.name].shape)),), cut.nodes, cut.outputs)
+        cut = replace(cut, inputs=cut.inputs + (TensorSpec(name, tuple(env[node.name].shape)),))
         candidate = rebuild(case, cut)
         if candidate is not None:
             value = np.asarray(env[node.name], dtype=np.float32).astype(np.float64)
@@ -203,7 +221,7 @@ def _repair_attrs(graph: Graph) -> Graph:
             shapes[node.name] = tuple(get_op(node.op).infer(node.attrs, in_shapes)) if None not in in_shapes else None
         except Exception:  # noqa: BLE001 - an invalid candidate; infer_shapes will reject it
             shapes[node.name] = None
-    return Graph(graph.inputs, tuple(nodes), graph.outputs)
+    return replace(graph, nodes=tuple(nodes))
 
 
 def pass_shrink_input_dims(case: Case, culprit: str):
@@ -213,8 +231,8 @@ def pass_shrink_input_dims(case: Case, culprit: str):
         for d, size in enumerate(spec.shape):
             for smaller in _smaller(size):
                 shape = spec.shape[:d] + (smaller,) + spec.shape[d + 1 :]
-                inputs = graph.inputs[:i] + (TensorSpec(spec.name, shape),) + graph.inputs[i + 1 :]
-                yield rebuild(case, _repair_attrs(Graph(inputs, graph.nodes, graph.outputs)))
+                inputs = graph.inputs[:i] + (replace(spec, shape=shape),) + graph.inputs[i + 1 :]
+                yield rebuild(case, _repair_attrs(replace(graph, inputs=inputs)))
 
 
 def pass_shrink_size_attrs(case: Case, culprit: str):
@@ -231,13 +249,22 @@ def pass_shrink_size_attrs(case: Case, culprit: str):
                 yield rebuild(case, _repair_attrs(_replace_node(graph, index, changed)))
 
 
+def pass_contiguous_inputs(case: Case, culprit: str):
+    """An input stored in another memory layout (the layout regime) made contiguous."""
+    graph = case.graph
+    for index, spec in enumerate(graph.inputs):
+        if spec.layout != CONTIGUOUS:
+            inputs = graph.inputs[:index] + (replace(spec, layout=CONTIGUOUS),) + graph.inputs[index + 1 :]
+            yield rebuild(case, replace(graph, inputs=inputs))
+
+
 def pass_simplify_attrs(case: Case, culprit: str):
     """stride 1, no padding, no bias, groups 1, ... one attribute at a time."""
     graph = case.graph
     for index, node in enumerate(graph.nodes):
-        for attr, simple in SIMPLER_ATTRS.items():
-            if attr in node.attrs and node.attrs[attr] != simple:
-                changed = replace(node, attrs={**node.attrs, attr: simple})
+        for attr in SIMPLER_ATTRS:
+            if attr in node.attrs and node.attrs[attr] != simpler_value(attr, node.attrs[attr]):
+                changed = replace(node, attrs={**node.attrs, attr: simpler_value(attr, node.attrs[attr])})
                 yield rebuild(case, _repair_attrs(_replace_node(graph, index, changed)))
 
 
@@ -271,6 +298,7 @@ PASSES = [
     ("bypass_nodes", pass_bypass_nodes),
     ("shrink_size_attrs", pass_shrink_size_attrs),
     ("shrink_input_dims", pass_shrink_input_dims),
+    ("contiguous_inputs", pass_contiguous_inputs),
     ("simplify_attrs", pass_simplify_attrs),
     ("simplify_values", pass_simplify_values),
 ]

@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from fuzzer import oracle
+from fuzzer import oracle, verdicts
 from fuzzer.bisect import NEW, OLD, SKIP, Step, available_versions, bisect_versions, outcome_of
 from fuzzer.errors import UserError
 
@@ -86,9 +86,9 @@ def test_version_range_errors(low, high, needle):
 
 
 def test_outcome_maps_verdicts_for_regressions_and_fixes():
-    passing = oracle.BackendVerdict("b", oracle.AGREE)
-    failing = oracle.BackendVerdict("b", oracle.CONSTANT, max_error=0.5, allowed=1e-4, detail="every value is 1")
-    unsupported = oracle.BackendVerdict("b", oracle.UNSUPPORTED, detail="op 'gru' is unsupported")
+    passing = oracle.BackendVerdict("b", verdicts.AGREE)
+    failing = oracle.BackendVerdict("b", verdicts.CONSTANT, max_error=0.5, allowed=1e-4, detail="every value is 1")
+    unsupported = oracle.BackendVerdict("b", verdicts.UNSUPPORTED, detail="op 'gru' is unsupported")
     assert outcome_of(passing, find_fix=False)[0] == OLD and outcome_of(failing, find_fix=False)[0] == NEW
     assert outcome_of(passing, find_fix=True)[0] == NEW and outcome_of(failing, find_fix=True)[0] == OLD
     assert outcome_of(unsupported, find_fix=False)[0] == SKIP

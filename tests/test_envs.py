@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fuzzer import envs, oracle
+from fuzzer import envs, verdicts
 from fuzzer.backends import get_backend
 from fuzzer.backends.torch_eager import TorchEager
 from fuzzer.check import check_case
@@ -221,8 +221,8 @@ def test_an_unsupported_op_gives_no_verdict_and_no_finding():
 
     graph = Graph([TensorSpec("x", (2, 3))], [Node("n0", "softmax", ["x"], {"dim": 1})], ["n0"])
     result = check_case(materialize(graph, 0), [LacksSoftmax(), get_backend("jax-jit")])
-    assert [v.verdict for v in result.verdicts] == [oracle.UNSUPPORTED, oracle.AGREE]
-    assert result.findings == [] and result.verdict == oracle.AGREE
+    assert [v.verdict for v in result.verdicts] == [verdicts.UNSUPPORTED, verdicts.AGREE]
+    assert result.findings == [] and result.verdict == verdicts.AGREE
 
 
 # -- the real thing: an old jax from PyPI -------------------------------------------------------
@@ -242,7 +242,7 @@ def test_cross_version_campaign_finds_shrinks_stores_replays_and_bisects_a_real_
 
     # Find: the new release against the old one, both judged against the float64 reference.
     summary = json.loads(fuzz("run", "--db", db, "--backends", "jax-jit,jax-jit@old-jax", "--ops", "softmax,reshape,permute,relu",
-                              "--max-cases", 30, "--workers", 2, "--seed", 1, "--json", env_home=home).stdout)
+                              "--max-cases", 30, "--workers", 2, "--seed", 1, "--json", env_home=home, expect=1).stdout)
     assert summary["finding_cases"] > 0 and summary["internal_errors"] == 0
     cases = json.loads(fuzz("list", "--db", db, "--json", env_home=home).stdout)
     shrunk = [c for c in cases if c["shrunk_from"] and "softmax" in c["signature"]]

@@ -8,7 +8,7 @@ import sys
 import numpy as np
 import pytest
 
-from fuzzer import oracle
+from fuzzer import verdicts
 from fuzzer.arrays import materialize
 from fuzzer.backends import GPU_BACKENDS, get_backend
 from fuzzer.check import check_case
@@ -43,7 +43,7 @@ def test_generated_graphs_agree_or_are_precision_policy_on_gpu():
         result = check_case(generator.case(seed), backends)
         for verdict in result.verdicts:
             verdicts.setdefault(verdict.verdict, []).append((seed, verdict.backend, verdict.detail))
-    bugs = {k: v for k, v in verdicts.items() if k not in (oracle.AGREE, oracle.PRECISION_POLICY)}
+    bugs = {k: v for k, v in verdicts.items() if k not in (verdicts.AGREE, verdicts.PRECISION_POLICY)}
     assert not bugs, bugs
 
 
@@ -51,7 +51,7 @@ def test_torch_compile_on_cuda_agrees_on_a_few_graphs():
     (backend,) = available(["torch-compile:cuda:float32"])
     generator = CaseGenerator()
     for seed in range(3):
-        assert check_case(generator.case(seed), [backend]).verdict in (oracle.AGREE, oracle.PRECISION_POLICY, oracle.INVALID)
+        assert check_case(generator.case(seed), [backend]).verdict in (verdicts.AGREE, verdicts.PRECISION_POLICY, verdicts.INVALID)
 
 
 def test_tf32_matmul_is_precision_policy_not_a_bug():
@@ -64,22 +64,22 @@ def test_tf32_matmul_is_precision_policy_not_a_bug():
         result = check_case(big_matmul_case(), [backend])
     finally:
         torch.backends.cuda.matmul.allow_tf32 = saved
-    assert result.verdict == oracle.PRECISION_POLICY, [v.to_dict() for v in result.verdicts]
+    assert result.verdict == verdicts.PRECISION_POLICY, [v.to_dict() for v in result.verdicts]
     assert "TF32" in result.findings[0].detail
 
 
 def test_jax_default_gpu_precision_is_precision_policy_not_a_bug():
     backend = get_backend("jax-jit:gpu:float32")
     result = check_case(big_matmul_case(), [backend])
-    assert result.verdict in (oracle.PRECISION_POLICY, oracle.AGREE)
-    if result.verdict == oracle.PRECISION_POLICY:
+    assert result.verdict in (verdicts.PRECISION_POLICY, verdicts.AGREE)
+    if result.verdict == verdicts.PRECISION_POLICY:
         assert result.findings[0].max_error > result.findings[0].allowed
 
 
 def test_cpu_and_gpu_agree_with_the_same_reference():
     backends = available(["torch-eager:cpu:float32", "torch-eager:cuda:float32", "jax-jit:cpu:float32", "jax-jit:gpu:float32"])
     result = check_case(CaseGenerator().case(7), backends)
-    assert result.verdict in (oracle.AGREE, oracle.PRECISION_POLICY)
+    assert result.verdict in (verdicts.AGREE, verdicts.PRECISION_POLICY)
 
 
 def test_cuda_backends_in_another_environment_compute_what_they_compute_in_process(tmp_path, monkeypatch):

@@ -258,7 +258,7 @@ def test_kill_9_then_resume_loses_nothing(tmp_path):
             second.send_signal(signal.SIGINT)
             second.wait(60)
         log = (tmp_path / "second.log").read_text()
-        assert second.returncode == 0, log
+        assert second.returncode in (0, 1), log  # 1: it stored a canary finding; never 2, 3 or 130
         assert f"Campaign {campaign_id}" in log
 
         conn = sqlite3.connect(str(db))

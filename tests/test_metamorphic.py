@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from fuzzer import oracle
+from fuzzer import verdicts
 from fuzzer.arrays import materialize
 from fuzzer.backends import get_backend
 from fuzzer.backends.torch_module import (
@@ -25,7 +25,7 @@ from fuzzer.backends.torch_module import (
 from fuzzer.canaries.layout_layernorm import layer_norm_in_memory_order
 from fuzzer.check import check_case
 from fuzzer.generate import CaseGenerator
-from fuzzer.ir import Graph, Node, TensorSpec
+from fuzzer.ir import Graph, Node, TensorSpec, param_shapes
 from fuzzer.model import OpModule, build_module, input_tensors, module_outputs, to_numpy
 
 CLEAN_SEEDS = range(40)
@@ -46,7 +46,8 @@ def _clean_check(kind, cases, min_checked=30):
         if not backend.supports_graph(case.graph):
             continue
         result = check_case(case, [backend])
-        assert result.verdict in (oracle.AGREE, oracle.INVALID), (
+        # `inherited`: torch eager itself is wrong there the same way (a torch kernel bug, its bucket).
+        assert verdicts.passes(result.verdict), (
             case.seed, case.graph.op_names(), [v.to_dict() for v in result.verdicts], [f.error for f in result.findings])
         checked += 1
     assert checked >= min_checked, f"{kind} declares too much unsupported: only {checked} of {len(cases)} cases ran"
@@ -125,7 +126,7 @@ def _nesting_depth(qualname):
 
 
 def test_build_module_nests_deterministically_and_the_nesting_does_not_change_outputs(generated):
-    case = next(c for c in generated if len(c.graph.nodes) >= 6)
+    case = next(c for c in generated if len(c.graph.nodes) >= 6 and len(param_shapes(c.graph)) >= 4)
     keys_by_seed, outputs_by_seed = {}, {}
     for seed in range(6):
         module = build_module(case, nesting_seed=seed)
@@ -172,10 +173,10 @@ def test_dropout_active_in_eval_is_caught_at_model_level():
                   [Node("l", "linear", ["x"], {"out_features": 8, "bias": True}),
                    Node("d", "dropout", ["l"], {"p": 0.5, "training": False})], ["d"])
     case = materialize(graph, 0)
-    assert check_case(case, [get_backend("torch-module")]).verdict == oracle.AGREE
+    assert check_case(case, [get_backend("torch-module")]).verdict == verdicts.AGREE
     broken = get_backend("torch-module").derive("module-dropout-on", {"dropout": dropout_always_training})
     result = check_case(case, [broken])
-    assert result.verdict in (oracle.NONDETERMINISTIC, oracle.MISMATCH)
+    assert result.verdict in (verdicts.NONDETERMINISTIC, verdicts.MISMATCH)
     assert result.findings[0].signature.split(" | ")[1] == "module-dropout-on"
 
 
@@ -200,13 +201,13 @@ class StrictDroppingLoader(TorchSaveLoad):
 
 def test_a_loader_that_drops_a_buffer_is_caught():
     case = materialize(conv_bn_graph(), 5)
-    assert check_case(case, [get_backend("torch-saveload")]).verdict == oracle.AGREE
+    assert check_case(case, [get_backend("torch-saveload")]).verdict == verdicts.AGREE
     result = check_case(case, [DroppingLoader()])
-    assert result.verdict == oracle.MISMATCH
+    assert result.verdict == verdicts.MISMATCH
     assert result.findings[0].culprit == "batch_norm"
     # The real (strict) load refuses the incomplete state dict: a crash naming the missing key.
     strict = check_case(case, [StrictDroppingLoader()])
-    assert strict.verdict == oracle.CRASH and "running_var" in strict.findings[0].error
+    assert strict.verdict == verdicts.CRASH and "running_var" in strict.findings[0].error
 
 
 class ThroughActivationFolder(BatchNormFolder):
@@ -262,9 +263,9 @@ def _fold_backend(folder, name):
 
 def test_fold_that_walks_through_an_activation_is_caught():
     case = materialize(conv_bn_graph(activation="relu"), 2)
-    assert check_case(case, [get_backend("torch-bnfold")]).verdict == oracle.AGREE
+    assert check_case(case, [get_backend("torch-bnfold")]).verdict == verdicts.AGREE
     result = check_case(case, [_fold_backend(ThroughActivationFolder, "bnfold-through-activation")])
-    assert result.verdict == oracle.MISMATCH
+    assert result.verdict == verdicts.MISMATCH
     assert result.findings[0].signature.startswith("mismatch | bnfold-through-activation | ")
 
 
@@ -273,9 +274,9 @@ def test_fold_that_ignores_nesting_is_caught():
     # A nesting where the conv and its activation share the first top-level child and the bn opens the next.
     seed = next(s for s in range(200) if _split_after_activation(graph, s))
     case = materialize(graph, seed)
-    assert check_case(case, [get_backend("torch-bnfold")]).verdict == oracle.AGREE
+    assert check_case(case, [get_backend("torch-bnfold")]).verdict == verdicts.AGREE
     result = check_case(case, [_fold_backend(TopLevelOnlyFolder, "bnfold-top-level")])
-    assert result.verdict == oracle.MISMATCH
+    assert result.verdict == verdicts.MISMATCH
 
 
 def _split_after_activation(graph, seed):
@@ -317,10 +318,10 @@ def test_correct_fold_on_a_deeply_nested_model_folds_every_direct_pair_and_agree
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # the backend records fold warnings instead of printing them
         backend = get_backend("torch-bnfold")
-        assert check_case(case, [backend]).verdict == oracle.AGREE
+        assert check_case(case, [backend]).verdict == verdicts.AGREE
     assert backend.fold_stats["folded"] == 3 and backend.fold_stats["skipped"] == 2
     # The same model with the bug from the nested-submodule issue is caught.
-    assert check_case(case, [_fold_backend(ThroughActivationFolder, "bnfold-buggy")]).verdict == oracle.MISMATCH
+    assert check_case(case, [_fold_backend(ThroughActivationFolder, "bnfold-buggy")]).verdict == verdicts.MISMATCH
 
 
 def test_linear_fold_refuses_a_batch_norm_over_a_non_feature_dim():
@@ -331,19 +332,19 @@ def test_linear_fold_refuses_a_batch_norm_over_a_non_feature_dim():
     with pytest.warns(FoldWarning, match="not the feature dim"):
         _, report = fold_batch_norms(build_module(case))
     assert report.folded == []
-    assert check_case(case, [get_backend("torch-bnfold")]).verdict == oracle.AGREE
+    assert check_case(case, [get_backend("torch-bnfold")]).verdict == verdicts.AGREE
 
 
 def test_layer_norm_wrong_for_non_contiguous_input_is_caught_by_the_layout_backend():
     case = materialize(transpose_free_layer_norm_graph(), 1)
     # Contiguous inputs hide the bug: torch-eager with the bad kernel agrees ...
     hidden = get_backend("torch-eager:cpu:float32").derive("eager-ln-memory-order", {"layer_norm": layer_norm_in_memory_order})
-    assert check_case(case, [hidden]).verdict == oracle.AGREE
+    assert check_case(case, [hidden]).verdict == verdicts.AGREE
     # ... the layout backend feeds the same values in another memory layout and exposes it.
-    assert check_case(case, [get_backend("torch-layout")]).verdict == oracle.AGREE
+    assert check_case(case, [get_backend("torch-layout")]).verdict == verdicts.AGREE
     broken = get_backend("torch-layout").derive("layout-ln-memory-order", {"layer_norm": layer_norm_in_memory_order})
     result = check_case(case, [broken])
-    assert result.verdict == oracle.MISMATCH
+    assert result.verdict == verdicts.MISMATCH
     assert result.findings[0].signature == "mismatch | layout-ln-memory-order | layer_norm"
 
 
@@ -385,4 +386,4 @@ def test_clean_torch_agrees_on_cuda(kind, generated):
     backend = get_backend(f"{kind}:cuda:float32")
     for case in generated[:20]:
         verdict = check_case(case, [backend]).verdict
-        assert verdict in (oracle.AGREE, oracle.INVALID, getattr(oracle, "PRECISION_POLICY", oracle.AGREE)), (kind, case.seed)
+        assert verdict in (verdicts.AGREE, verdicts.INVALID, verdicts.PRECISION_POLICY), (kind, case.seed)

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from fuzzer import oracle
+from fuzzer import oracle, verdicts
 from fuzzer.arrays import materialize
 from fuzzer.backends import get_backend
 from fuzzer.check import check_case, localize
@@ -41,13 +41,13 @@ def layer_norm_over_wrong_axis(xs, ps, attrs):
 
 def test_clean_backends_agree_on_a_seed_pattern():
     result = check_case(transpose_layer_norm_case(), [get_backend(b) for b in CLEAN_BACKENDS])
-    assert result.verdict == oracle.AGREE, [v.to_dict() for v in result.verdicts]
+    assert result.verdict == verdicts.AGREE, [v.to_dict() for v in result.verdicts]
 
 
 def test_wrong_layer_norm_axis_is_a_mismatch_localized_to_layer_norm():
     backend = derived("wrong-axis", "layer_norm", layer_norm_over_wrong_axis)
     result = check_case(transpose_layer_norm_case(), [backend])
-    assert result.verdict == oracle.MISMATCH
+    assert result.verdict == verdicts.MISMATCH
     (finding,) = result.findings
     assert finding.culprit == "layer_norm"
     assert finding.signature == "mismatch | wrong-axis | layer_norm"
@@ -56,14 +56,14 @@ def test_wrong_layer_norm_axis_is_a_mismatch_localized_to_layer_norm():
 
 def test_nan_where_reference_is_finite_is_nan_inf():
     backend = derived("nan-relu", "layer_norm", lambda xs, ps, attrs: xs[0] * float("nan"))
-    assert check_case(transpose_layer_norm_case(), [backend]).verdict == oracle.NAN_INF
+    assert check_case(transpose_layer_norm_case(), [backend]).verdict == verdicts.NAN_INF
 
 
 def test_zeros_output_is_all_zeros():
     import torch
 
     backend = derived("zeros", "layer_norm", lambda xs, ps, attrs: torch.zeros_like(xs[0]))
-    assert check_case(transpose_layer_norm_case(), [backend]).verdict == oracle.ALL_ZEROS
+    assert check_case(transpose_layer_norm_case(), [backend]).verdict == verdicts.ALL_ZEROS
 
 
 def test_exception_in_backend_is_a_crash_with_normalized_signature():
@@ -71,21 +71,78 @@ def test_exception_in_backend_is_a_crash_with_normalized_signature():
         raise RuntimeError("kernel failed at 0xdeadbeef for size 12")
 
     result = check_case(transpose_layer_norm_case(), [derived("boom", "layer_norm", boom)])
-    assert result.verdict == oracle.CRASH
-    assert result.findings[0].signature == "crash | boom | - | RuntimeError: kernel failed at <addr> for size N"
+    assert result.verdict == verdicts.CRASH
+    # Localized by running each node alone: the transpose runs, the layer_norm raises.
+    assert result.findings[0].signature == "crash | boom | layer_norm | RuntimeError: kernel failed at <addr> for size N"
 
 
 def test_random_wrong_answer_is_nondeterministic():
     import torch
 
     backend = derived("noisy", "layer_norm", lambda xs, ps, attrs: torch.rand_like(xs[0]))
-    assert check_case(transpose_layer_norm_case(), [backend]).verdict == oracle.NONDETERMINISTIC
+    assert check_case(transpose_layer_norm_case(), [backend]).verdict == verdicts.NONDETERMINISTIC
 
 
-def test_nonfinite_reference_makes_the_case_invalid_not_a_finding():
+def single_op_case(op, values, attrs=None, extra_inputs=()):
+    """One node on given input values (the first input is `values`)."""
+    specs = [TensorSpec("x0", np.shape(values))] + [TensorSpec(f"x{i + 1}", np.shape(v)) for i, v in enumerate(extra_inputs)]
+    graph = Graph(specs, [Node("n0", op, [s.name for s in specs], attrs or {})], ["n0"])
+    case = materialize(graph, 0)
+    for spec, array in zip(specs, [values, *extra_inputs]):
+        case.arrays[spec.name] = np.asarray(array, dtype=np.float64)
+    return case
+
+
+def test_an_inf_input_gives_nan_rows_that_the_backends_must_match():
     case = transpose_layer_norm_case()
     case.arrays["x0"][0, 0, 0] = np.inf
-    assert check_case(case, [get_backend("torch-eager")]).verdict == oracle.INVALID
+    reference = oracle.compute_reference(case, {"float32"})
+    assert np.isnan(reference.outputs[0]).any() and np.isfinite(reference.outputs[0]).any()
+    assert check_case(case, [get_backend(b) for b in CLEAN_BACKENDS]).verdict == verdicts.AGREE
+
+
+def test_relu_of_minus_inf_is_zero_and_agrees():
+    import torch
+
+    case = single_op_case("relu", [-np.inf, np.inf, -0.0, 1.5])
+    assert check_case(case, [get_backend(b) for b in CLEAN_BACKENDS]).verdict == verdicts.AGREE
+    # ... and that entry is judged: a relu giving nan for -inf is a finding.
+    nan_for_minus_inf = derived("nan-relu-inf", "relu", lambda xs, ps, attrs: torch.where(xs[0] == -torch.inf, torch.nan, torch.relu(xs[0])))
+    assert check_case(case, [nan_for_minus_inf]).verdict == verdicts.NAN_INF
+
+
+def test_nan_where_the_reference_is_inf_is_a_nan_inf_finding():
+    import torch
+
+    case = single_op_case("relu", [np.inf, 2.0, -1.0])
+    backend = derived("inf-to-nan", "relu", lambda xs, ps, attrs: torch.where(torch.isinf(xs[0]), torch.nan, torch.relu(xs[0])))
+    result = check_case(case, [backend])
+    assert result.verdict == verdicts.NAN_INF
+    assert "where the reference is inf" in result.findings[0].detail
+
+
+def test_a_finite_value_where_the_reference_is_nan_is_a_nan_inf_finding():
+    import torch
+
+    case = single_op_case("add", [np.nan, 1.0], extra_inputs=([1.0, 1.0],))
+    backend = derived("nan-to-zero", "add", lambda xs, ps, attrs: torch.nan_to_num(xs[0] + xs[1]))
+    assert check_case(case, [backend]).verdict == verdicts.NAN_INF
+    assert check_case(case, [get_backend(b) for b in CLEAN_BACKENDS]).verdict == verdicts.AGREE
+
+
+def test_a_reference_whose_nonfinite_class_depends_on_rounding_defines_nothing():
+    # inf - inf is nan in float64, but the rounding model keeps it nan too; what is undefined
+    # is an entry that overflows in float32 only: exp-free, 3e38 * 10 is finite in float64.
+    case = single_op_case("mul", [3e38, 1.0], extra_inputs=([10.0, np.inf],))
+    reference = oracle.compute_reference(case, {"float32"})
+    assert not reference.judged_finite("float32", 0)[0]  # overflows in float32: skipped
+    assert reference.defined_nonfinite["float32"][0][1]  # 1 * inf = inf: defined
+    assert check_case(case, [get_backend("torch-eager:cpu:float32")]).verdict == verdicts.AGREE
+
+
+def test_a_case_whose_reference_defines_no_entry_is_invalid():
+    case = single_op_case("mul", [3e38], extra_inputs=([10.0],))
+    assert check_case(case, [get_backend("torch-eager:cpu:float32")]).verdict == verdicts.INVALID
 
 
 def test_tolerance_scales_with_dtype():
@@ -96,7 +153,51 @@ def test_tolerance_scales_with_dtype():
 
 def test_localize_names_the_first_wrong_node():
     backend = derived("wrong-axis-2", "layer_norm", layer_norm_over_wrong_axis)
-    assert localize(backend, transpose_layer_norm_case()) == "layer_norm"
+    assert localize(backend, transpose_layer_norm_case()) == ("layer_norm", verdicts.MISMATCH)
+
+
+def sum_then_layer_norm_case():
+    """Row sums near 100 that differ by ~0.01, then layer_norm over them: it divides by their
+    spread, so it amplifies any error in the sums ~100x."""
+    graph = Graph(
+        [TensorSpec("x0", (6, 64))],
+        [Node("n0", "sum", ["x0"], {"dims": [1], "keepdim": False}),
+         Node("n1", "layer_norm", ["n0"], {"normalized_shape": [6], "affine": False, "eps": 1e-5})],
+        ["n1"],
+    )
+    case = materialize(graph, 3)
+    rng = np.random.default_rng(3)
+    case.arrays["x0"] = np.float32(100.0 / 64 + 2e-4 * rng.standard_normal((6, 64))).astype(np.float64)
+    return case
+
+
+def test_isolation_blames_the_node_that_made_an_error_that_crosses_the_tolerance_later():
+    """A sum whose error stays under its own allowance, amplified by the layer_norm after it
+    past the layer_norm's allowance: the probe sees the layer_norm first; isolation blames the sum."""
+    import torch
+
+    case = sum_then_layer_norm_case()
+    drift = 0.5 * oracle.allowed_error(oracle.compute_reference(localize_probe(case), {"float32"}), 0, "float32")
+
+    def drifting_sum(xs, ps, attrs):
+        out = torch.sum(xs[0], dim=tuple(attrs["dims"]), keepdim=attrs["keepdim"])
+        return out + drift * (torch.arange(out.numel()).reshape(out.shape) == 0)
+
+    backend = derived("drifting-sum", "sum", drifting_sum)
+    probe = localize_probe(case)
+    reference = oracle.compute_reference(probe, {"float32"})
+    sum_out, norm_out = backend.run(probe)
+    assert oracle.compare_output(sum_out, 0, reference, "float32")[0] == verdicts.AGREE  # under its allowance
+    assert oracle.compare_output(norm_out, 1, reference, "float32")[0] == verdicts.MISMATCH  # crosses here
+    result = check_case(case, [backend])
+    assert result.verdict == verdicts.MISMATCH
+    assert result.findings[0].culprit == "sum"
+
+
+def localize_probe(case):
+    from fuzzer.check import probe_case
+
+    return probe_case(case)
 
 
 # The false-alarm guard: generated graphs on every clean CPU backend agree with the reference.
@@ -106,7 +207,7 @@ def test_localize_names_the_first_wrong_node():
 @given(cases())
 def test_generated_graphs_agree_on_clean_backends(case):
     result = check_case(case, [get_backend(b) for b in CLEAN_BACKENDS])
-    assert result.verdict in (oracle.AGREE, oracle.INVALID), [f.to_dict() for f in result.findings]
+    assert result.verdict in (verdicts.AGREE, verdicts.INVALID), [f.to_dict() for f in result.findings]
 
 
 def test_generation_is_deterministic_from_a_seed():
@@ -121,7 +222,7 @@ def test_generation_is_deterministic_from_a_seed():
 @pytest.mark.slow
 def test_torch_compile_agrees_on_a_seed_pattern():
     result = check_case(transpose_layer_norm_case(), [get_backend("torch-compile:cpu:float32")])
-    assert result.verdict == oracle.AGREE
+    assert result.verdict == verdicts.AGREE
 
 
 @pytest.mark.slow

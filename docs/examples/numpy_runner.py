@@ -15,7 +15,9 @@ import numpy as np
 
 def run_node(op, xs, ps, attrs, bug):
     if op == "relu":
-        return np.where(xs[0] > 0, xs[0], 0.1 * xs[0] if bug else 0.0)
+        # np.maximum keeps nan as nan; np.where(x > 0, x, 0) would turn it into 0, which the
+        # fuzzer's special-values regime reports (relu(nan) is nan in torch, jax and the reference).
+        return np.where(xs[0] > 0, xs[0], 0.1 * xs[0]) if bug else np.maximum(xs[0], 0.0)
     if op == "tanh":
         return np.tanh(xs[0])
     if op == "sigmoid":

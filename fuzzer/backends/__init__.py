@@ -79,8 +79,15 @@ class Backend:
     dtypes: ClassVar[tuple[str, ...]] = ("float32", "float64")
     default_dtype: ClassVar[str] = "float32"
     description: ClassVar[str] = ""
-    # Compiling backends cost seconds per new graph: campaigns run them on a sample of graphs.
+    # Compiling backends cost seconds per new graph: campaigns run them on a compile budget.
     expensive: ClassVar[bool] = False
+    # The kind whose kernels this one runs underneath (a compiler or a model transformation over
+    # torch eager's ops): where it computes exactly that kind's wrong answer on the same device
+    # and dtype, the finding is that kind's (one bug, one bucket; see check._inherited).
+    derives_from_kind: ClassVar[str | None] = None
+    # Seconds a compiling backend's first graph takes in a fresh worker (the compile budget's
+    # estimate before it has measured one; fuzzer/budget.py).
+    cold_start_seconds: ClassVar[float] = 1.0
 
     def __init__(self, device: str = "cpu", dtype: str | None = None, overrides: dict | None = None, name: str | None = None):
         self.device = device
@@ -89,6 +96,9 @@ class Backend:
         self.name = name or f"{self.kind}:{self.device}:{self.dtype}"
         self.unsupported_ops: set[str] = set()
         self.strict = False
+        # The backend this one was derived from (Backend.derive, a plugin transformation, or
+        # `derives_from_kind`): a finding the base shares is the base's (check.py: `inherited`).
+        self.derived_from: str | None = f"{self.derives_from_kind}:{device}:{self.dtype}" if self.derives_from_kind else None
 
     # -- what it can run ---------------------------------------------------
     def unavailable_reason(self) -> str | None:
@@ -96,6 +106,8 @@ class Backend:
         return None
 
     def supports(self, op_name: str) -> bool:
+        if self.dtype == "bfloat16" and get_op(op_name).exact:
+            return False  # see OpDef.exact
         return op_name not in self.unsupported_ops
 
     def supports_graph(self, graph: Graph) -> bool:
@@ -141,6 +153,7 @@ class Backend:
             get_op(op_name)
         derived = type(self)(self.device, self.dtype, {**self.overrides, **overrides}, name)
         derived.unsupported_ops = set(self.unsupported_ops)
+        derived.derived_from = self.name
         return derived
 
     def __repr__(self) -> str:

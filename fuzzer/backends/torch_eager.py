@@ -37,6 +37,12 @@ class TorchEager(Backend):
 
         return torch.from_numpy(np.ascontiguousarray(array)).to(device=self.device, dtype=getattr(torch, self.dtype))
 
+    def _input_tensors(self, graph: Graph, inputs: dict) -> dict:
+        """Graph inputs as tensors, each stored in the layout its spec names (fuzzer/layouts.py)."""
+        from fuzzer.layouts import apply_layout
+
+        return {spec.name: apply_layout(self._to_torch(inputs[spec.name]), spec.layout) for spec in graph.inputs}
+
     def has_precision_policy(self) -> bool:
         return self.device == "cuda"
 
@@ -70,7 +76,7 @@ class TorchEager(Backend):
         fn = self._graph_fn(graph)
         with torch.no_grad(), self.precision_context():
             outputs = fn(
-                {k: self._to_torch(v) for k, v in inputs.items()},
+                self._input_tensors(graph, inputs),
                 {node: {k: self._to_torch(v) for k, v in ps.items()} for node, ps in params.items()},
             )
         return [out.detach().to("cpu", torch.float64).numpy() for out in outputs]

@@ -42,6 +42,7 @@ from fuzzer.ir import Case, Graph
 
 
 class ModuleBackend(TorchEager):
+    derives_from_kind = "torch-eager"
     """Base: build the nested module for the case, transform it, run it."""
 
     devices = ("cpu", "cuda")
@@ -68,7 +69,7 @@ class ModuleBackend(TorchEager):
         from fuzzer import model
 
         module = self.build(graph, params, nesting_seed)
-        args = [self._to_torch(inputs[spec.name]) for spec in graph.inputs]
+        args = list(self._input_tensors(graph, inputs).values())
         with self.precision_context():
             program = self.transform(module, args, lambda: self.build(graph, None, nesting_seed))
             with self.run_context():
@@ -80,7 +81,7 @@ class ModuleBackend(TorchEager):
         for tools that want to trace or re-run it (reproducers)."""
         inputs, params = split_arrays(case)
         module = self.build(case.graph, params, case.seed)
-        args = [self._to_torch(inputs[spec.name]) for spec in case.graph.inputs]
+        args = list(self._input_tensors(case.graph, inputs).values())
         return self.transform(module, args, lambda: self.build(case.graph, None, case.seed)), args
 
     def transform(self, module, args: list, fresh: Callable):
@@ -364,6 +365,7 @@ def relayout(x):
 
 
 class TorchLayout(TorchEager):
+    derives_from_kind = "torch-eager"
     """torch eager, op by op, with every graph input and every weight of rank >= 2 in a
     non-default memory layout (see `relayout`): layout invariance against the reference.
 

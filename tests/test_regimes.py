@@ -1,0 +1,116 @@
+"""Regimes: each is drawn at its stated share, keeps its promises (sizes, values, layouts), and
+reaches faults that live only there (tests/plugins/regime_faults.py), which short campaigns find."""
+
+import json
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fuzzer.generate import CaseGenerator
+from fuzzer.ir import infer_shapes
+from fuzzer.regimes import BY_NAME, REGIMES
+
+FUZZ = str(Path(sys.executable).with_name("fuzz"))
+PLUGIN = str(Path(__file__).parent / "plugins" / "regime_faults.py")
+SEEDS = 2000
+
+
+@pytest.fixture(scope="module")
+def drawn():
+    generator = CaseGenerator()
+    return [generator.case(seed) for seed in range(SEEDS)]
+
+
+def regime_of(case) -> str:
+    return case.graph.regime or "small"
+
+
+def test_each_regime_is_drawn_at_its_stated_share(drawn):
+    counts = Counter(regime_of(case) for case in drawn)
+    for regime in REGIMES:
+        share = 100.0 * counts[regime.name] / SEEDS
+        # 2000 draws: a binomial share's standard deviation is at most 1.1 points.
+        assert abs(share - regime.weight) < 3.0, (regime.name, share, regime.weight)
+
+
+def largest_tensor(case) -> int:
+    return max(int(np.prod(shape)) for shape in infer_shapes(case.graph).values())
+
+
+def test_the_small_regime_stays_under_its_bound_and_the_large_one_leaves_it(drawn):
+    small = [largest_tensor(c) for c in drawn if regime_of(c) == "small"]
+    large = [largest_tensor(c) for c in drawn if regime_of(c) == "large-op"]
+    assert max(small) <= BY_NAME["small"].max_elements
+    assert max(large) <= BY_NAME["large-op"].max_elements
+    assert sum(size > 100_000 for size in large) >= len(large) // 10, "large-op reaches 1e5+ elements regularly"
+
+
+def test_only_the_layout_regime_marks_layouts_and_expanded_values_repeat(drawn):
+    layouts = Counter()
+    for case in drawn:
+        for spec in case.graph.inputs:
+            if spec.layout != "contiguous":
+                assert regime_of(case) == "layout", (spec, case.graph.regime)
+                layouts[spec.layout] += 1
+            if spec.layout == "expanded":
+                values = case.arrays[spec.name]
+                assert np.array_equal(values, np.broadcast_to(values[:1], values.shape))
+    assert {"transposed", "strided", "channels_last", "expanded"} <= set(layouts)
+
+
+def test_value_regimes_reach_tiny_magnitudes_and_special_values(drawn):
+    def inputs(regime):
+        return [case.arrays[s.name] for case in drawn if regime_of(case) == regime for s in case.graph.inputs]
+
+    special = np.concatenate([a.ravel() for a in inputs("special-values")])
+    assert np.isposinf(special).any() and np.isneginf(special).any() and np.isnan(special).any()
+    assert (np.signbit(special) & (special == 0)).any(), "-0.0 is drawn"
+    assert ((np.abs(special) < np.finfo(np.float32).tiny) & (special != 0)).any(), "subnormals are drawn"
+    magnitudes = np.concatenate([np.abs(a.ravel()) for a in inputs("magnitudes")])
+    assert magnitudes[magnitudes > 0].min() < 1e-7 and magnitudes.max() > 1e3
+    small = np.concatenate([a.ravel() for a in inputs("small")])
+    assert np.isfinite(small).all()
+
+
+def fuzz(*args):
+    return subprocess.run([FUZZ, *map(str, args)], capture_output=True, text=True, timeout=600)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend, regime, ops, culprit", [
+    ("fault-large-sum", "large-op", "sum,relu,reshape,add,mul", "sum"),
+    ("fault-tiny-tanh", "magnitudes", "tanh,relu,add,mul", "tanh"),
+    ("fault-channels-last-conv", "layout", "conv2d,relu,add,permute,layer_norm", "conv2d"),
+])
+def test_a_short_campaign_in_the_regime_finds_a_fault_that_lives_only_there(tmp_path, backend, regime, ops, culprit):
+    db = tmp_path / "fuzz.db"
+    result = fuzz("run", "--db", db, "--plugin", PLUGIN, "--backends", backend, "--regimes", regime, "--ops", ops,
+                  "--max-cases", 30, "--workers", 1, "--shrink-time", 20, "--seed", 0, "--json")
+    assert result.returncode == 1, result.stderr[-2000:]
+    rows = json.loads(fuzz("list", "--db", db, "--json").stdout)
+    assert {row["signature"] for row in rows} == {f"mismatch | {backend} | {culprit}"}
+    shrunk = json.loads(fuzz("show", "--db", db, min(r["id"] for r in rows if r["shrunk_from"]), "--json").stdout)
+    assert [node["op"] for node in shrunk["graph"]["nodes"]] == [culprit]
+    assert shrunk["graph"].get("regime") == regime, "the shrunk case keeps its regime"
+
+
+@pytest.mark.parametrize("layout, shape", [("transposed", (2, 1, 3)), ("strided", (3,)), ("channels_last", (2, 3, 2, 2)),
+                                           ("expanded", (3, 2))])
+def test_reproducers_rebuild_the_layout_the_backends_run(layout, shape):
+    """layout_source (printed in reproducers) and apply_layout (run by backends) make the same tensor."""
+    import torch
+
+    from fuzzer.layouts import apply_layout, layout_source
+
+    tensor = torch.arange(float(np.prod(shape))).reshape(shape)
+    if layout == "expanded":
+        tensor = tensor[:1].expand(shape).contiguous()
+    applied = apply_layout(tensor, layout)
+    scope = {"torch": torch, "t": tensor}
+    exec(f"result = {layout_source(layout, shape, 't')}", scope)  # the test runs the text a reproducer prints
+    assert applied.stride() == scope["result"].stride() and not applied.is_contiguous()
+    assert torch.equal(applied, scope["result"]) and torch.equal(applied, tensor)

@@ -1,0 +1,65 @@
+"""One verdict table: replay, regress and bisect read every verdict the same way, and a derived
+backend's finding that its base shares is recorded as the base's (`inherited`)."""
+
+import numpy as np
+import pytest
+
+from fuzzer import verdicts
+from fuzzer.backends import get_backend
+from fuzzer.bisect import NEW, OLD, SKIP, outcome_of
+from fuzzer.check import check_case
+from fuzzer.ir import Graph, Node, TensorSpec
+from fuzzer.arrays import materialize
+from fuzzer.oracle import BackendVerdict
+
+
+@pytest.mark.parametrize("verdict", verdicts.TABLE, ids=lambda v: v.name)
+def test_bisect_and_replay_read_a_verdict_as_the_table_says(verdict):
+    old, _ = outcome_of(BackendVerdict("b", verdict.name), find_fix=False)
+    if verdict.name == verdicts.UNSUPPORTED:
+        assert old == SKIP  # an old release without the op tells nothing either way
+        return
+    assert old == (OLD if verdict.passes else NEW)
+    fix, _ = outcome_of(BackendVerdict("b", verdict.name), find_fix=True)
+    assert fix == (NEW if verdict.passes else OLD)
+    assert verdict.passes != verdict.is_bug, "a verdict either passes or is a bug"
+    assert not verdict.wrong_value or verdict.is_bug
+    assert not verdict.shrink or verdict.is_bug, "only bugs are shrunk"
+
+
+def test_the_worst_verdict_of_a_case_is_the_most_severe_bug():
+    assert verdicts.worst(["agree", "precision-policy", "mismatch", "nan-inf"]) == "nan-inf"
+    assert verdicts.worst(["agree", "unsupported"]) == "agree"
+    assert verdicts.worst([]) == "agree"
+    assert verdicts.is_bug("a-verdict-from-a-newer-release"), "unknown verdicts never pass silently"
+
+
+def sign_of_nan_case():
+    graph = Graph([TensorSpec("x0", (4,))], [Node("n0", "sign", ["x0"])], ["n0"])
+    case = materialize(graph, 0)
+    case.arrays["x0"] = np.array([np.nan, 1.5, -2.0, 0.0])
+    return case
+
+
+def test_a_plugin_is_not_charged_with_its_bases_bug():
+    """torch.sign(nan) is 0 (pytorch/pytorch#41245): torch-eager's own finding. A plugin that derives
+    from torch-eager and overrides another op gets `inherited` for it, naming the base."""
+    import torch
+
+    case = sign_of_nan_case()
+    base = get_backend("torch-eager:cpu:float32")
+    assert check_case(case, [base]).verdict == verdicts.NAN_INF
+    plugin = base.derive("relu-plugin", {"relu": lambda xs, ps, attrs: torch.relu(xs[0])})
+    result = check_case(case, [plugin])
+    assert result.verdict == verdicts.INHERITED
+    assert "torch-eager:cpu:float32" in result.findings[0].detail
+
+
+def test_a_plugins_own_fault_on_the_same_op_stays_its_finding():
+    import torch
+
+    case = sign_of_nan_case()
+    wrong_sign = get_backend("torch-eager:cpu:float32").derive("wrong-sign", {"sign": lambda xs, ps, attrs: -torch.sign(xs[0])})
+    result = check_case(case, [wrong_sign])
+    # Also wrong on the nan entry, like its base, but not only there: the outputs differ, so it is its own.
+    assert result.verdict == verdicts.NAN_INF and result.findings[0].signature.startswith("nan-inf | wrong-sign | sign")
