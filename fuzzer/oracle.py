@@ -265,15 +265,14 @@ def _rounding_runs(case: Case, inputs: dict, params: dict, dtype: str) -> list[l
                 magnitude = np.abs(np.asarray(reference_fn([np.abs(x) for x in xs], {k: np.abs(v) for k, v in ps.items()}, attrs)))
                 bound = ROUNDING_SLACK * roundoff * np.maximum(np.abs(out), np.where(np.isfinite(magnitude), magnitude, 0.0))
                 noisy = _perturb(out, bound * rng.uniform(-1.0, 1.0, out.shape))
+                with np.errstate(invalid="ignore"):
+                    noisy = np.where(np.isfinite(out) & (np.abs(out) <= bound), zero, noisy)
+                    noisy = np.where(np.isfinite(magnitude) & (magnitude > largest), np.copysign(np.inf, out), noisy)
                 if forward_error is not None:
                     # An op's own declared error (e.g. a rounded mean shared by a whole row) is
                     # systematic: the same sign everywhere, so downstream sums do not cancel it.
-                    declared = ROUNDING_SLACK * roundoff * np.asarray(forward_error(xs, ps, attrs))
-                    noisy = _perturb(noisy, systematic * declared)
-                    bound = bound + declared
-                with np.errstate(invalid="ignore"):
-                    noisy = np.where(np.isfinite(magnitude) & (magnitude > largest), np.copysign(np.inf, out), noisy)
-                    return np.where(np.isfinite(out) & (np.abs(out) <= bound), zero, noisy)
+                    noisy = _perturb(noisy, systematic * ROUNDING_SLACK * roundoff * np.asarray(forward_error(xs, ps, attrs)))
+                return noisy
 
             return run_op
 

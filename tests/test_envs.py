@@ -258,9 +258,9 @@ def test_cross_version_campaign_finds_shrinks_stores_replays_and_bisects_a_real_
 
     # Replayed across both: the old release still fails, the new one agrees.
     replayed = fuzz("replay", case_id, "--db", db, "--backends", "jax-jit,jax-jit@old-jax", "--json", env_home=home, expect=1)
-    verdicts = {v["backend"]: v["verdict"] for v in json.loads(replayed.stdout)["verdicts"]}
-    assert verdicts["jax-jit:cpu:float32"] == "agree"
-    assert verdicts["jax-jit:cpu:float32@old-jax"] in ("constant", "mismatch")
+    by_backend = {v["backend"]: v["verdict"] for v in json.loads(replayed.stdout)["verdicts"]}
+    assert by_backend["jax-jit:cpu:float32"] == "agree"
+    assert by_backend["jax-jit:cpu:float32@old-jax"] in ("constant", "mismatch")
 
     # Its reproducer must be traced by the old release, which lacks jax.export: one clear sentence.
     export = fuzz("export", case_id, "--db", db, "-o", tmp_path / "repro.py", env_home=home, expect=None)
