@@ -8,8 +8,6 @@ any p must be the identity: seed bug 2 was dropout left active at inference.
 
 from __future__ import annotations
 
-import numpy as np
-
 from fuzzer.ops import OpDef
 from fuzzer.ops._common import check, rank_between, st
 
@@ -29,8 +27,10 @@ def _infer(attrs, shapes):
 
 
 def _reference(xs, ps, attrs):
+    """Dropout multiplies by its mask (torch's definition and kernel): with p = 1 in training
+    every entry is x * 0, so an inf or nan input stays nan rather than becoming 0."""
     x = xs[0]
-    return np.zeros_like(x) if attrs["training"] and attrs["p"] == 1.0 else x.copy()
+    return x * 0.0 if attrs["training"] and attrs["p"] == 1.0 else x.copy()
 
 
 def _torch(xs, ps, attrs):
@@ -43,7 +43,7 @@ def _jax(xs, ps, attrs):
     import jax.numpy as jnp
 
     x = xs[0]
-    return jnp.zeros_like(x) if attrs["training"] and attrs["p"] == 1.0 else x
+    return x * 0.0 if attrs["training"] and attrs["p"] == 1.0 else x
 
 
 OPS = [
