@@ -137,7 +137,7 @@ def _finding(backend: Backend, case: Case, verdict: oracle.BackendVerdict, outco
         # turns into nan is one bug whether or not the sqrt follows (and the shrinker may cut it).
         if at_culprit and verdicts.get(at_culprit).wrong_value and verdicts.get(verdict.verdict).wrong_value:
             verdict = replace(verdict, verdict=at_culprit)
-        sig = oracle.signature(verdict.verdict, backend.name, culprit)
+        sig = oracle.signature(verdicts.bucket_verdict(verdict.verdict), backend.name, culprit)
     return Finding(
         backend=backend.name,
         verdict=verdict.verdict,

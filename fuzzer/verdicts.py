@@ -59,6 +59,14 @@ def passes(name: str) -> bool:
     return get(name).passes
 
 
+def bucket_verdict(name: str) -> str:
+    """The verdict a finding is bucketed under. An all-zeros or constant output is a mismatch
+    that happens to be flat: the same bug gives a flat output on some inputs (a GRU that ignores
+    its hidden state, fed a constant) and not on others, so they share a bucket, and the
+    shrinker may simplify inputs down to flat ones without losing the bug."""
+    return MISMATCH if name in (ALL_ZEROS, CONSTANT) else name
+
+
 def severity(name: str) -> int:
     """0 for the worst; unknown names rank with the bugs."""
     names = [verdict.name for verdict in TABLE]

@@ -63,3 +63,10 @@ def test_a_plugins_own_fault_on_the_same_op_stays_its_finding():
     result = check_case(case, [wrong_sign])
     # Also wrong on the nan entry, like its base, but not only there: the outputs differ, so it is its own.
     assert result.verdict == verdicts.NAN_INF and result.findings[0].signature.startswith("nan-inf | wrong-sign | sign")
+
+
+def test_flat_outputs_share_the_mismatch_bucket():
+    """A bug that gives a flat output on some inputs and not on others is one bucket."""
+    assert {verdicts.bucket_verdict(v) for v in ("mismatch", "constant", "all-zeros")} == {"mismatch"}
+    assert verdicts.bucket_verdict("nan-inf") == "nan-inf"
+    assert verdicts.bucket_verdict("crash") == "crash"
