@@ -6,6 +6,8 @@ that a short campaign in that regime finds what the small regime never reaches.
   regime caps tensors at 20,000 elements.
 - `fault-tiny-tanh`: tanh returns 0 for 0 < |x| < 1e-6 (a wrong small-argument branch, error up
   to 1e-6); the small regime's smallest values are 1e-3 * N(0, 1), whose scale hides 1e-6.
+- `fault-ceil-mode-pool`: max_pool2d halves the last output column when `ceil_mode=True` (a wrong
+  partial last window); the generator never drew ceil_mode before this round.
 - `fault-channels-last-conv`: conv2d of a channels_last input reads its storage as if it were
   contiguous NCHW (values land in the wrong places); only the layout regime hands eager and
   compiled backends channels_last inputs.
@@ -36,8 +38,17 @@ def channels_last_conv(xs, ps, attrs):
     return get_op("conv2d").torch([x], ps, attrs)
 
 
+def ceil_mode_pool(xs, ps, attrs):
+    out = get_op("max_pool2d").torch(xs, ps, attrs)
+    if attrs.get("ceil_mode"):
+        out = out.clone()
+        out[..., -1] = out[..., -1] * 0.5
+    return out
+
+
 def register(api):
     base = "torch-eager:cpu:float32"
     api.derive_backend("fault-large-sum", base=base, overrides={"sum": large_sum})
     api.derive_backend("fault-tiny-tanh", base=base, overrides={"tanh": tiny_tanh})
     api.derive_backend("fault-channels-last-conv", base=base, overrides={"conv2d": channels_last_conv})
+    api.derive_backend("fault-ceil-mode-pool", base=base, overrides={"max_pool2d": ceil_mode_pool})
