@@ -10,11 +10,16 @@ offsets only: batch, groups and channels are one einsum per offset.
 from __future__ import annotations
 
 import itertools
+import warnings
 
 import numpy as np
 
 from fuzzer.ops import OpDef
 from fuzzer.ops._common import check, rank_between, st
+
+# torch warns on every call of an even kernel with padding="same" that it pads a copy of the input:
+# correct, and thousands of lines in a campaign's log.
+warnings.filterwarnings("ignore", message="Using padding='same' with even kernel lengths")
 
 # jax dimension letters per spatial rank: lhs/out "NC" + these, rhs "OI" + these.
 SPATIAL_LETTERS = {1: "H", 2: "HW", 3: "DHW"}
