@@ -36,13 +36,19 @@ every seed bug class produces errors of order `scale`, far above it.
 
 Non-finite values
 -----------------
-The oracle judges what the reference defines, entry by entry:
-  * r64 and r_d finite: the entry is judged by the tolerance above;
-  * r64 non-finite, and r_d and every rounding-model run give the same class (nan, +inf or
-    -inf): the math defines it (log(0) = -inf, relu(-inf) = 0 is finite and judged as such,
-    0 * inf = nan), and the backend must give exactly that class;
-  * anything else (r64 finite but r_d overflows, or the class depends on rounding: a
-    log of a difference that cancels to +-0): undefined in dtype d, skipped.
+The oracle judges what the reference defines, entry by entry, against the honest models
+of dtype d: r_d, the rounding runs, and a flush-to-zero run (subnormals flushed at every
+op, as XLA does on CPU). The rounding runs also snap a result within its rounding bound of
+zero to +0 (run 0) or -0 (run 1), since an honest op may return an exact zero of either
+sign, and make inf an entry whose magnitude op(|inputs|) passes d's largest value (an
+honest float32 sum may overflow in its own order).
+  * r64 finite and every model finite: the entry is judged by the tolerance above;
+  * r64 non-finite, every model gives the same class (nan, +inf or -inf), and the value is
+    no float64 overflow (it stays non-finite in longdouble): the math defines it (log(0) =
+    -inf, 0 * inf = nan; relu(-inf) = 0 is finite and judged as such), and the backend
+    must give exactly that class;
+  * anything else (a float32-only overflow, a class that depends on rounding: a log of a
+    difference that cancels to +-0): undefined in dtype d, skipped.
 A case is `invalid` only when no entry of any output is defined.
 
 Verdicts (per backend): agree, mismatch, nan-inf (non-finite where the reference
