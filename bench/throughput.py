@@ -24,13 +24,13 @@ from fuzzer.workers import warm_template
 
 
 def measure(backends: list[str], seconds: float, workers: int, inputs_per_graph: int = 2, compile_share: str = "0.5",
-            max_nodes: int = 8, seed: int = 0, threads: int = 1) -> dict:
+            max_nodes: int = 8, seed: int = 0, threads: int = 1, regimes: list[str] | None = None) -> dict:
     warm_template()  # as `fuzz run` does: the fork server imports while this process does
     with tempfile.TemporaryDirectory() as folder:
         corpus = Corpus(Path(folder) / "bench.db")
         options = CampaignOptions(backends=backends, time_limit=seconds, workers=workers, max_nodes=max_nodes, seed=seed,
                                   inputs_per_graph=inputs_per_graph, compile_share=compile_share, shrink_time=10,
-                                  threads=threads)
+                                  threads=threads, regimes=regimes)
         start = time.monotonic()
         progress = run_campaign(corpus, options)
         wall = time.monotonic() - start
@@ -59,6 +59,7 @@ def main():
     parser.add_argument("--compile-share", default="0.5", help="as `fuzz run --compile-share`")
     parser.add_argument("--threads", type=int, default=1, help="as `fuzz run --threads` (0: library defaults)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--regimes", help="as `fuzz run --regimes` (default: all, at their shares); 'small' is last round's region")
     parser.add_argument("--cold", action="store_true",
                         help="Empty jax and inductor compilation caches (a first campaign on a new machine); "
                              "without it, re-running a seed measures warm disk caches.")
@@ -69,7 +70,7 @@ def main():
         os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(cache, "inductor")
     loadavg_at_start = [round(x, 2) for x in os.getloadavg()]
     result = measure(args.backends.split(","), args.time, args.workers, args.inputs_per_graph, args.compile_share,
-                     seed=args.seed, threads=args.threads)
+                     seed=args.seed, threads=args.threads, regimes=args.regimes.split(",") if args.regimes else None)
     result["loadavg_at_start"] = loadavg_at_start
     result["seed"], result["cold_caches"] = args.seed, args.cold
     print(json.dumps(result, indent=2))
