@@ -17,10 +17,15 @@ CONTIGUOUS = "contiguous"
 LAYOUTS = (CONTIGUOUS, "transposed", "strided", "channels_last", "expanded")
 
 
+def _transposed_dims(shape: tuple[int, ...]) -> list[int]:
+    """The two dims a `transposed` layout swaps in memory: the last two of size > 1."""
+    return [d for d in range(len(shape)) if shape[d] > 1][-2:]
+
+
 def layouts_for(shape: tuple[int, ...]) -> tuple[str, ...]:
     """The non-default layouts that change the strides of a tensor of this shape."""
     choices = ["strided"]
-    if sum(d > 1 for d in shape) >= 2:
+    if len(_transposed_dims(shape)) == 2:
         choices.append("transposed")
     if len(shape) == 4 and shape[1] > 1 and shape[2] * shape[3] > 1:
         choices.append("channels_last")
@@ -47,7 +52,7 @@ def layout_source(layout: str, shape: tuple[int, ...], name: str) -> str:
     if layout == "channels_last":
         return f"{name}.contiguous(memory_format=torch.channels_last)"
     if layout == "transposed":
-        a, b = [d for d in range(len(shape)) if shape[d] > 1][-2:]
+        a, b = _transposed_dims(shape)
         return f"{name}.transpose({a}, {b}).contiguous().transpose({a}, {b})"
     if layout == "expanded":
         return f"{name}[:1].expand({name}.shape)"
@@ -68,7 +73,7 @@ def apply_layout(tensor, layout: str):
     if layout == "channels_last":
         return tensor.contiguous(memory_format=torch.channels_last)
     if layout == "transposed":
-        a, b = [d for d in range(len(shape)) if shape[d] > 1][-2:]
+        a, b = _transposed_dims(shape)
         return tensor.transpose(a, b).contiguous().transpose(a, b)
     if layout == "expanded":
         return tensor[:1].expand(shape)

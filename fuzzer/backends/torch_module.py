@@ -39,11 +39,13 @@ import numpy as np
 from fuzzer.backends import interpret, split_arrays
 from fuzzer.backends.torch_eager import TorchEager
 from fuzzer.ir import Case, Graph
+from fuzzer.layouts import apply_layout, layouts_for
 
 
 class ModuleBackend(TorchEager):
-    derives_from_kind = "torch-eager"
     """Base: build the nested module for the case, transform it, run it."""
+
+    derives_from_kind = "torch-eager"
 
     devices = ("cpu", "cuda")
     dtypes = ("float32", "float64")
@@ -345,27 +347,16 @@ class TorchBnFold(ModuleBackend):
 
 
 def relayout(x):
-    """The same logical values in another memory layout (deterministic):
-    rank 4 -> channels_last; rank >= 2 with two dims > 1 -> the last two such dims stored
-    transposed (x.transpose(a, b).contiguous().transpose(a, b)); otherwise a stride-2 view
-    whose gaps hold NaN (a kernel that reads the storage as dense picks them up)."""
-    import torch
-
+    """The same logical values in another memory layout (deterministic): the first of
+    channels_last (rank 4), transposed (the last two dims > 1) and strided (a stride-2 view
+    whose gaps hold NaN) that the shape allows; see fuzzer/layouts.py."""
     if x.numel() <= 1:
         return x
-    if x.dim() == 4:
-        moved = x.contiguous(memory_format=torch.channels_last)
-        if not moved.is_contiguous():
-            return moved
-    big = [d for d in range(x.dim()) if x.shape[d] > 1]
-    if len(big) >= 2:
-        a, b = big[-2], big[-1]
-        return x.transpose(a, b).contiguous().transpose(a, b)
-    return torch.stack([x, torch.full_like(x, float("nan"))], dim=-1)[..., 0]
+    allowed = layouts_for(tuple(x.shape))
+    return apply_layout(x, next(layout for layout in ("channels_last", "transposed", "strided") if layout in allowed))
 
 
 class TorchLayout(TorchEager):
-    derives_from_kind = "torch-eager"
     """torch eager, op by op, with every graph input and every weight of rank >= 2 in a
     non-default memory layout (see `relayout`): layout invariance against the reference.
 
@@ -376,6 +367,7 @@ class TorchLayout(TorchEager):
     while the CPU kernels accept both. Relayouting them would make every RNN graph a crash
     finding on CUDA; their *inputs* are still relayouted (cuDNN handles those)."""
 
+    derives_from_kind = "torch-eager"
     kind = "torch-layout"
     description = "torch eager with channels_last / transposed / strided inputs and weights"
     devices = ("cpu", "cuda")
