@@ -17,17 +17,15 @@ import time
 from dataclasses import asdict, dataclass, field, fields
 from typing import Callable
 
+from fuzzer import verdicts
+from fuzzer.backends import parse_backend_list
+from fuzzer.budget import parse_shares
 from fuzzer.check import Finding
 from fuzzer.corpus import Corpus
 from fuzzer.environment import versions
 from fuzzer.errors import InternalError, UserError
-from fuzzer.generate import CaseGenerator
-from fuzzer.regimes import parse_regime_list
-from fuzzer import verdicts
 from fuzzer.oracle import signature
-from fuzzer.backends import parse_backend_list
-from fuzzer.budget import parse_shares
-from fuzzer.pipeline import campaign_ops, seed_for
+from fuzzer.pipeline import case_generator, seed_for
 from fuzzer.plugins import load_plugins
 from fuzzer.workers import Worker, WorkerConfig, WorkerDied
 
@@ -114,8 +112,7 @@ class Campaign:
         # The same generator as the workers', to rebuild the case a dead worker was running.
         load_plugins(options.plugins)
         self.backends = parse_backend_list(",".join(options.backends))
-        self.generator = CaseGenerator(campaign_ops(options.ops, self.backends), options.max_nodes,
-                                       parse_regime_list(",".join(options.regimes or [])))
+        self.generator = case_generator(options, self.backends)
         parse_shares(options.compile_share, [b.name for b in self.backends if b.expensive])  # a bad share fails here
 
     @classmethod

@@ -189,7 +189,8 @@ def localize(backend: Backend, case: Case, runner: Runner = run_backend, failing
                 suspect = index
                 break
     order = [suspect, *range(suspect)] if suspect is not None else list(range(len(nodes)))
-    isolation = NodeIsolation(backend, case, runner)
+    # The probe reference holds every node's float64 value already: isolation reuses it.
+    isolation = NodeIsolation(backend, case, runner, reference.outputs)
     ratios = {}
     for index in order:
         verdict, ratio = isolation.judge(index)
@@ -226,11 +227,16 @@ class NodeIsolation:
     reference's value rounded to the backend's dtype (a graph input keeps its layout), its
     parameters as in the case. What the node computes there is judged on exact inputs."""
 
-    def __init__(self, backend: Backend, case: Case, runner: Runner):
+    def __init__(self, backend: Backend, case: Case, runner: Runner, node_values: list[np.ndarray] | None = None):
+        """`node_values`: every node's float64 reference value in graph order, where the caller
+        has them already (localize's probe reference); computed here otherwise."""
         self.backend, self.case, self.runner = backend, case, runner
         inputs, self.params = split_arrays(case)
-        with np.errstate(all="ignore"):
-            self.values = NumpyReference(dtype="float64").execute_all(case.graph, inputs, self.params)
+        if node_values is None:
+            with np.errstate(all="ignore"):
+                self.values = NumpyReference(dtype="float64").execute_all(case.graph, inputs, self.params)
+        else:
+            self.values = {**inputs, **{node.name: value for node, value in zip(case.graph.nodes, node_values)}}
 
     def case_for(self, index: int) -> Case:
         graph = self.case.graph

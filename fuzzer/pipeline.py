@@ -43,13 +43,18 @@ def campaign_ops(requested: list[str] | None, backends: list[Backend]) -> list[s
     return ops
 
 
+def case_generator(config: WorkerConfig, backends: list[Backend]) -> CaseGenerator:
+    """The campaign's case stream: its ops (those every backend supports), size and regimes."""
+    return CaseGenerator(campaign_ops(config.ops, backends), config.max_nodes,
+                         parse_regime_list(",".join(config.regimes or [])))
+
+
 class Pipeline:
     def __init__(self, config: WorkerConfig, heartbeat: Callable[[Backend], None] | None = None):
         self.config = config
         load_plugins(config.plugins)
         self.backends = parse_backend_list(",".join(config.backends))
-        self.generator = CaseGenerator(campaign_ops(config.ops, self.backends), config.max_nodes,
-                                       parse_regime_list(",".join(config.regimes or [])))
+        self.generator = case_generator(config, self.backends)
         self.heartbeat = heartbeat or (lambda backend: None)
         self.shrunk_signatures: set[str] = set()
         compiling = [b for b in self.backends if b.expensive]

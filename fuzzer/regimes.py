@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from fuzzer.errors import UserError
+
 # How an input array is filled (fuzzer/arrays.py). "normal" dominates the small regime;
 # the others are the edges real kernels get wrong.
 SMALL_PROFILES = ("normal", "normal", "normal", "normal", "uniform", "small-ints", "zeros", "constant", "tiny", "large")
@@ -69,8 +71,6 @@ def get_regime(name: str) -> Regime:
 
 def parse_regime_list(text: str | None) -> tuple[Regime, ...]:
     """'small,large-op' -> those regimes; None or '' or 'all' -> every regime."""
-    from fuzzer.errors import UserError
-
     if not text or text == "all":
         return REGIMES
     chosen = []

@@ -40,6 +40,7 @@ TABLE = (
     Verdict("invalid", False, True, False, False, False, "the float64 reference defines no entry of any output: skipped"),
 )
 BY_NAME = {verdict.name: verdict for verdict in TABLE}
+SEVERITY = {verdict.name: rank for rank, verdict in enumerate(TABLE)}  # 0 for the worst
 
 CRASH, HANG, NONDETERMINISTIC, NAN_INF, ALL_ZEROS, CONSTANT, MISMATCH = (
     "crash", "hang", "nondeterministic", "nan-inf", "all-zeros", "constant", "mismatch")
@@ -69,8 +70,7 @@ def bucket_verdict(name: str) -> str:
 
 def severity(name: str) -> int:
     """0 for the worst; unknown names rank with the bugs."""
-    names = [verdict.name for verdict in TABLE]
-    return names.index(name) if name in names else 0
+    return SEVERITY.get(name, 0)
 
 
 def worst(names: list[str]) -> str:
