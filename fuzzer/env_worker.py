@@ -8,8 +8,6 @@ it first writes {"versions": {...}}, then answers one JSON line per request:
   <- {"ok": true}                         outputs written to FOLDER/outputs (fuzzer/case_folder.py)
   <- {"unsupported": OP, "reason": TEXT}  this release lacks an API that OP's implementation uses
   <- {"error": TEXT}                      the backend raised: a crash finding, as in-process
-  -> {"script": "jax-jit:cpu:float32", "case": FOLDER, "title": TEXT, "pytest": false}
-  <- {"script": TEXT} or {"error": TEXT}  a standalone reproducer traced with this release
   -> {"check": "jax-jit:cpu:float32"}
   <- {"reason": null or TEXT}             can the backend run here (framework importable, device present)?
 
@@ -96,18 +94,6 @@ class Worker:
         case_folder.write_outputs(outputs, root)
         return {"ok": True}
 
-    def script(self, request: dict) -> dict:
-        """A standalone reproducer, written here so that it traces with this environment's release."""
-        from fuzzer import case_folder
-        from fuzzer.reproducer import build_script
-
-        backend = self.backend(request["script"], False)
-        case = case_folder.read_case(Path(request["case"]))
-        try:
-            return {"script": build_script(case, backend, request["title"], request["pytest"])}
-        except Exception as exc:  # noqa: BLE001 - e.g. an old release without jax.export
-            return {"error": "".join(traceback.format_exception_only(type(exc), exc)).strip()}
-
     def check(self, request: dict) -> dict:
         from fuzzer.backends import get_backend
 
@@ -130,7 +116,7 @@ def main() -> int:
     worker = Worker()
     for line in sys.stdin:
         request = json.loads(line)
-        handler = worker.check if "check" in request else worker.script if "script" in request else worker.run
+        handler = worker.check if "check" in request else worker.run
         answer = handler(request)
         protocol.write(json.dumps(answer) + "\n")
     return 0

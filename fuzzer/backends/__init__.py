@@ -88,6 +88,8 @@ class Backend:
     # Seconds a compiling backend's first graph takes in a fresh worker (the compile budget's
     # estimate before it has measured one; fuzzer/budget.py).
     cold_start_seconds: ClassVar[float] = 1.0
+    # The script line that sets VERSIONS, which every reproducer prints first (fuzzer/reproducer.py).
+    versions_source: ClassVar[str] = "VERSIONS = 'versions not recorded by this backend'"
 
     def __init__(self, device: str = "cpu", dtype: str | None = None, overrides: dict | None = None, name: str | None = None):
         self.device = device
@@ -115,7 +117,7 @@ class Backend:
 
     def other_environment(self) -> tuple[str, dict] | None:
         """(name, versions) of the Python environment this backend runs in, when it is not ours
-        (see env_backend.py, which also writes reproducers there: `script_in_environment`)."""
+        (see env_backend.py)."""
         return None
 
     # -- running -----------------------------------------------------------
@@ -130,6 +132,13 @@ class Backend:
 
     def _execute(self, graph: Graph, inputs: dict, params: dict) -> list[np.ndarray]:
         raise NotImplementedError
+
+    def reproducer_program(self, case: Case) -> tuple[list[str], str]:
+        """(import lines, code) that run exactly this backend's computation on `case` in a standalone
+        script, after the case's arrays are defined as numpy float32 variables named by
+        `fuzzer.program_source.variable_name`; the code leaves `outputs`, a list of float64 numpy arrays."""
+        raise UserError(f"Backend '{self.name}' has no reproducer writer; `fuzz export --format json` "
+                        "gives the case as data, and `fuzz replay` re-runs it.")
 
     # -- precision policy (TF32 and friends on GPUs) ----------------------------
     def has_precision_policy(self) -> bool:

@@ -27,7 +27,6 @@ from fuzzer import case_folder, envs
 from fuzzer.backends import Backend, get_backend
 from fuzzer.errors import ForeignError, OpUnsupported, UserError
 from fuzzer.ir import Case
-from fuzzer.oracle import error_headline
 
 REQUEST_TIMEOUT = 600.0  # seconds; campaigns detect hangs sooner through their worker heartbeat
 
@@ -153,17 +152,14 @@ class EnvBackend(Backend):
         strict.strict, strict.name = True, f"{self.name}+strict"
         return strict
 
-    def script_in_environment(self, case: Case, title: str, pytest_style: bool) -> str:
-        """`fuzz export` for this backend: the reproducer is traced by the environment's release."""
-        with tempfile.TemporaryDirectory(prefix="fuzz-env-case-") as folder:
-            case_folder.write_case(case, Path(folder))
-            answer = self.worker.ask({"script": self.base.name, "case": folder, "title": title, "pytest": pytest_style})
-        if "error" in answer:
-            raise UserError(f"Cannot write a reproducer with {self.env.describe()}: {error_headline(answer['error'])} "
-                            f"(`fuzz replay --backends {self.name}` and `fuzz export --format json` still work).")
-        from fuzzer.reproducer import comment
+    def reproducer_program(self, case: Case) -> tuple[list[str], str]:
+        """The base backend's program: written from the op declarations, it needs no tracing in the
+        environment; the reproducer's header says which environment to run it in."""
+        return self.base.reproducer_program(case)
 
-        return f"{comment(f'Run it with {self.env.python} (environment {self.env.name!r}).')}\n{answer['script']}"
+    @property
+    def versions_source(self) -> str:
+        return self.base.versions_source
 
     def run(self, case: Case) -> list[np.ndarray]:
         with tempfile.TemporaryDirectory(prefix="fuzz-env-case-") as folder:

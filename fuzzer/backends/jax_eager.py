@@ -10,7 +10,8 @@ from pathlib import Path
 import numpy as np
 
 from fuzzer.backends import Backend, interpret
-from fuzzer.ir import Graph
+from fuzzer.ir import Case, Graph
+from fuzzer.program_source import JAX_VERSIONS, jax_program
 
 
 _CONFIGURED = False
@@ -47,6 +48,7 @@ class JaxEager(Backend):
     devices = ("cpu", "gpu")
     dtypes = ("float32", "float64", "bfloat16", "float16")
     description = "jax, op by op (no jit)"
+    versions_source = JAX_VERSIONS
     # Every primitive compiles once per new shape: ~0.5 s for a new graph (measured, see
     # bench/). It takes a share of the compile budget (fuzzer/budget.py), like torch.compile.
     expensive = True
@@ -73,6 +75,9 @@ class JaxEager(Backend):
 
     def _graph_fn(self, graph: Graph):
         return lambda inputs, params: interpret(graph, inputs, params, self.impl_for)
+
+    def reproducer_program(self, case: Case) -> tuple[list[str], str]:
+        return jax_program(case, self, [], "graph(*args)")
 
     def _execute(self, graph: Graph, inputs: dict, params: dict) -> list[np.ndarray]:
         jax = import_jax()

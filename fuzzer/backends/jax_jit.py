@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from fuzzer.backends import CompiledCache, interpret
 from fuzzer.backends.jax_eager import JaxEager, import_jax
-from fuzzer.ir import Graph
+from fuzzer.ir import Case, Graph
+from fuzzer.program_source import jax_program
 
 JITTED = CompiledCache(limit=1024)
 
@@ -23,6 +24,9 @@ class JaxJit(JaxEager):
             (self.name, graph.structure_key()),
             lambda: jax.jit(lambda inputs, params: interpret(graph, inputs, params, self.impl_for)),
         )
+
+    def reproducer_program(self, case: Case) -> tuple[list[str], str]:
+        return jax_program(case, self, [], "jax.jit(graph)(*args)")
 
 
 BACKENDS = [JaxJit]

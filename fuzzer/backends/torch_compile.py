@@ -7,7 +7,8 @@ import types
 from fuzzer.backends import CompiledCache, interpret
 from fuzzer.backends.torch_eager import TorchEager
 from fuzzer.errors import OpUnsupported
-from fuzzer.ir import Graph
+from fuzzer.ir import Case, Graph
+from fuzzer.program_source import torch_program
 
 # Compiled graphs by (backend name, graph structure), kept for the life of the process
 # (a campaign worker) and bounded so a long campaign does not grow without limit.
@@ -68,6 +69,10 @@ class TorchCompile(TorchEager):
                 raise GraphBreak(BROKEN[key]) from None
 
         return run
+
+    def reproducer_program(self, case: Case) -> tuple[list[str], str]:
+        compile_line = 'program = torch.compile(graph, backend="inductor", fullgraph=True, dynamic=False)'
+        return torch_program(case, self, [compile_line], "program(*args)")
 
 
 BACKENDS = [TorchCompile]

@@ -7,7 +7,8 @@ import contextlib
 import numpy as np
 
 from fuzzer.backends import Backend, interpret
-from fuzzer.ir import Graph
+from fuzzer.ir import Case, Graph
+from fuzzer.program_source import TORCH_VERSIONS, torch_program
 
 
 def cuda_unavailable_reason() -> str | None:
@@ -24,6 +25,7 @@ class TorchEager(Backend):
     devices = ("cpu", "cuda")
     dtypes = ("float32", "float64", "float16", "bfloat16")
     description = "torch eager, op by op"
+    versions_source = TORCH_VERSIONS
 
     def unavailable_reason(self) -> str | None:
         try:
@@ -69,6 +71,9 @@ class TorchEager(Backend):
 
     def _graph_fn(self, graph: Graph):
         return lambda inputs, params: interpret(graph, inputs, params, self.impl_for)
+
+    def reproducer_program(self, case: Case) -> tuple[list[str], str]:
+        return torch_program(case, self, [], "graph(*args)")
 
     def _execute(self, graph: Graph, inputs: dict, params: dict) -> list[np.ndarray]:
         import torch

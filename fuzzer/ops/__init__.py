@@ -17,6 +17,11 @@ from typing import Callable
 from fuzzer.errors import UserError
 
 Shape = tuple[int, ...]
+# Marks on implementations made by builders, so a reproducer can write them as source
+# (fuzzer/op_source.py): the framework function called with (*inputs, **attrs), e.g.
+# "torch.nn.functional.silu", or the plain function (*inputs, **attrs) that is called.
+API_PATH = "api_path"
+WRAPS = "wraps"
 # (draw, input shapes) -> attrs; `draw` is hypothesis's draw function.
 AttrDrawer = Callable[[Callable, list[Shape]], dict]
 

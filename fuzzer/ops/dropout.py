@@ -33,13 +33,13 @@ def _reference(xs, ps, attrs):
     return x * 0.0 if attrs["training"] and attrs["p"] == 1.0 else x.copy()
 
 
-def _torch(xs, ps, attrs):
+def _torch_dropout(xs, ps, attrs):
     import torch
 
     return torch.nn.functional.dropout(xs[0], p=attrs["p"], training=attrs["training"])
 
 
-def _jax(xs, ps, attrs):
+def _jax_dropout(xs, ps, attrs):
     import jax.numpy as jnp
 
     x = xs[0]
@@ -51,8 +51,8 @@ OPS = [
         name="dropout",
         infer=_infer,
         reference=_reference,
-        torch=_torch,
-        jax=_jax,
+        torch=_torch_dropout,
+        jax=_jax_dropout,
         accepts=rank_between(1, 5),
         draw_attrs=_draw,
     )

@@ -11,7 +11,7 @@ import operator
 
 import numpy as np
 
-from fuzzer.ops import OpDef
+from fuzzer.ops import API_PATH, WRAPS, OpDef
 from fuzzer.ops._common import check, like, st
 
 
@@ -41,6 +41,7 @@ def torch_function(path: str):
 
         return _lookup(torch, path)(*xs, **attrs)
 
+    setattr(run, API_PATH, "torch." + path)
     return run
 
 
@@ -52,6 +53,7 @@ def jax_function(path: str):
 
         return _lookup(jax, path)(*xs, **attrs)
 
+    setattr(run, API_PATH, "jax." + path)
     return run
 
 
@@ -59,7 +61,11 @@ def _implementation(impl, framework_function):
     """A path under the framework, or a function (*inputs, **attrs) that imports what it uses."""
     if isinstance(impl, str):
         return framework_function(impl)
-    return lambda xs, ps, attrs: impl(*xs, **attrs)
+    def run(xs, ps, attrs):
+        return impl(*xs, **attrs)
+
+    setattr(run, WRAPS, impl)
+    return run
 
 
 def unary(name, reference, torch_impl, jax_impl, *, draw_attrs=_no_attrs, forward_error=None, exact=False, notes=""):

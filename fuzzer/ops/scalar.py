@@ -88,12 +88,32 @@ def _jax_clamp(x, min=None, max=None):
     return jax.numpy.clip(x, min, max)  # positional: the keywords were renamed in jax 0.4.27
 
 
+def _add_scalar(x, value):
+    return x + value
+
+
+def _sub_scalar(x, value):
+    return x - value
+
+
+def _mul_scalar(x, value):
+    return x * value
+
+
+def _div_scalar(x, value):
+    return x / value
+
+
+def _rsub(x, value):
+    return value - x
+
+
 OPS = [
-    _operator("add_scalar", lambda x, value: x + value),
-    _operator("sub_scalar", lambda x, value: x - value),
-    _operator("mul_scalar", lambda x, value: x * value, notes="value 0 is drawn: x * 0 is nan for x = inf or nan"),
-    _operator("div_scalar", lambda x, value: x / value, exclude=(0.0,)),
-    _operator("rsub", lambda x, value: value - x, notes="value - x, what `2.0 - x` calls (torch.rsub)"),
+    _operator("add_scalar", _add_scalar),
+    _operator("sub_scalar", _sub_scalar),
+    _operator("mul_scalar", _mul_scalar, notes="value 0 is drawn: x * 0 is nan for x = inf or nan"),
+    _operator("div_scalar", _div_scalar, exclude=(0.0,)),
+    _operator("rsub", _rsub, notes="value - x, what `2.0 - x` calls (torch.rsub)"),
     unary("pow_scalar", _pow_scalar_reference, _pow_scalar, _pow_scalar, draw_attrs=_draw_exponent, notes=(
         "x ** exponent; negative bases give nan for a non-integer exponent. torch computes x ** -0.5 "
         "as rsqrt and x ** 0.5 as sqrt, so -0 ** -0.5 is -inf in torch where IEEE pow (numpy, jax) "

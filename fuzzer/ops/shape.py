@@ -488,7 +488,20 @@ def _slice_index(attrs) -> tuple:
 
 def _indexed(index_of):
     """torch and jax alike: Python indexing (x[..., a:b:s]) with the tuple index_of(attrs)."""
-    return lambda xs, ps, attrs: xs[0][index_of(attrs)]
+
+    def index(xs, ps, attrs):
+        return xs[0][index_of(attrs)]
+
+    return index
+
+
+def _squeeze(xs, ps, attrs):
+    """torch and jax alike: the tensor method."""
+    return xs[0].squeeze(attrs["dim"])
+
+
+def _torch_unsqueeze(xs, ps, attrs):
+    return xs[0].unsqueeze(attrs["dim"])
 
 
 def _draw_narrow(draw, shapes):
@@ -811,8 +824,8 @@ OPS = [
         name="squeeze",
         infer=_infer_squeeze,
         reference=_reshape_reference(_infer_squeeze),
-        torch=lambda xs, ps, attrs: xs[0].squeeze(attrs["dim"]),
-        jax=lambda xs, ps, attrs: xs[0].squeeze(attrs["dim"]),
+        torch=_squeeze,
+        jax=_squeeze,
         accepts=_accepts_squeeze,
         draw_attrs=_draw_squeeze,
     ),
@@ -820,7 +833,7 @@ OPS = [
         name="unsqueeze",
         infer=_infer_unsqueeze,
         reference=_reshape_reference(_infer_unsqueeze),
-        torch=lambda xs, ps, attrs: xs[0].unsqueeze(attrs["dim"]),
+        torch=_torch_unsqueeze,
         jax=_jax_unsqueeze,
         accepts=rank_between(1, MAX_RANK - 1),
         draw_attrs=_draw_unsqueeze,

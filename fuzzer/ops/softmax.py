@@ -28,7 +28,7 @@ def _softmax_reference(xs, ps, attrs):
     return np.exp(_log_softmax_reference(xs, ps, attrs))
 
 
-def _torch(name):
+def _torch_softmax(name):
     def run(xs, ps, attrs):
         import torch
 
@@ -37,7 +37,7 @@ def _torch(name):
     return run
 
 
-def _jax(name):
+def _jax_softmax(name):
     def run(xs, ps, attrs):
         import jax
 
@@ -51,8 +51,8 @@ OPS = [
         name=name,
         infer=_infer,
         reference=reference,
-        torch=_torch(name),
-        jax=_jax(name),
+        torch=_torch_softmax(name),
+        jax=_jax_softmax(name),
         accepts=rank_between(1, 5),
         draw_attrs=_draw_dim,
         sensitivity=2.0,

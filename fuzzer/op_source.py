@@ -1,0 +1,194 @@
+"""An op's torch or jax implementation as Python source, for reproducers.
+
+A reproducer must run exactly what the campaign ran, so its op code is not a second copy
+written for printing: it is the op declaration's own implementation, read back with
+`inspect`. Three forms, from the most readable:
+
+* an implementation made by `torch_function("nn.functional.silu")` / `jax_function(...)`
+  (marked with `API_PATH`) becomes a direct call: `F.silu(x)`, `jnp.exp(x)`;
+* one that wraps a plain function `(*inputs, **attrs)` (marked with `WRAPS`) brings that
+  function's `def` and calls it: `_jax_softplus(x, beta=2.0, threshold=20.0)`;
+* any other is a module-level `def name(xs, ps, attrs)`: its `def` comes along and is
+  called with literal lists and dicts: `_torch_layer_norm([x], {"weight": w}, {"eps": 1e-05})`.
+
+A `def` brings the module-level names it uses: other functions of ours (recursively),
+plain constants (as literals), imported modules and functions (as import lines) and our
+error classes (as one-line stand-ins, so the script needs no fuzzer). Anything else raises
+`NotWritable`; a registry test writes every op for both frameworks and checks that the
+source computes the same values as the implementation.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+import textwrap
+import types
+from dataclasses import dataclass, field
+from typing import Callable
+
+from fuzzer.ops import API_PATH, WRAPS
+
+ALIASES = {"torch.nn.functional.": "F.", "jax.numpy.": "jnp."}
+ALIAS_IMPORTS = {"F.": "import torch.nn.functional as F", "jnp.": "import jax.numpy as jnp"}
+LITERAL_TYPES = (int, float, str, bool, type(None))
+# Our exceptions an implementation may raise; the script gets a stand-in of the same name.
+STAND_INS = ("OpUnsupported", "ShapeError")
+
+
+class NotWritable(Exception):
+    """An implementation that cannot be written as standalone source (a bug in its declaration)."""
+
+
+@dataclass
+class Source:
+    """What a script needs for some op calls: import lines and definitions, each once, in order."""
+
+    imports: list[str] = field(default_factory=list)
+    definitions: dict[str, str] = field(default_factory=dict)  # name -> source text
+
+    def add_import(self, line: str) -> None:
+        if line not in self.imports:
+            self.imports.append(line)
+
+    def add_function(self, fn: types.FunctionType) -> str:
+        """Bring `fn`'s `def` and what it uses; returns the name to call it by."""
+        if not _is_ours(fn.__module__):
+            self.add_import(f"from {fn.__module__} import {fn.__name__}")
+            return fn.__name__
+        if fn.__name__ == "<lambda>":
+            raise NotWritable(f"{fn.__module__}.{fn.__qualname__} is a lambda; declare it with def so a reproducer can show it")
+        if fn.__closure__:
+            return self._add_closure(fn)
+        name = fn.__name__
+        if name in self.definitions:
+            if self.definitions[name] is not None and self.definitions[name] != _def_text(fn):
+                raise NotWritable(f"two functions named {name} (one in {fn.__module__}); rename one")
+            return name
+        self.definitions[name] = None  # placeholder: a recursive helper refers to itself
+        self._add_globals(fn)
+        del self.definitions[name]  # re-inserted after its helpers, so definitions come first
+        self.definitions[name] = _def_text(fn)
+        return name
+
+    def _add_closure(self, fn: types.FunctionType) -> str:
+        """A function a factory made (`torch_function(path)`'s `run`): written as a maker whose
+        parameters are its free variables, called with their values, so several closures of one
+        factory become `run_1 = _make_run(...)`, `run_2 = ...` from one definition."""
+        maker = f"_{fn.__qualname__.split('.<locals>')[0].strip('_')}_{fn.__name__}"
+        definition = (f"def {maker}({', '.join(fn.__code__.co_freevars)}):\n"
+                      f"{textwrap.indent(_def_text(fn), '    ')}\n\n    return {fn.__name__}")
+        if self.definitions.get(maker, definition) != definition:
+            raise NotWritable(f"two factories make a function named {fn.__name__}; rename one")
+        self._add_globals(fn)
+        self.definitions[maker] = definition
+        values = ", ".join(self.value_source(cell.cell_contents, name)
+                           for cell, name in zip(fn.__closure__, fn.__code__.co_freevars))
+        made = f"{maker}({values})"
+        for name, text in self.definitions.items():
+            if text is not None and text.endswith(f" = {made}"):
+                return name
+        name = f"{fn.__name__}_{sum(key.startswith(fn.__name__ + '_') for key in self.definitions) + 1}"
+        self.definitions[name] = f"{name} = {made}"
+        return name
+
+    def _add_globals(self, fn: types.FunctionType) -> None:
+        for used in _global_names(fn.__code__):
+            if used in fn.__globals__:  # else a builtin, or an attribute name (x.shape): co_names holds those too
+                self._add_global(used, fn.__globals__[used])
+
+    def value_source(self, value, name: str) -> str:
+        """Source for a value a function uses (a closure cell or a global called `name`)."""
+        if isinstance(value, types.ModuleType):
+            self.add_import(f"import {value.__name__}" if value.__name__ == name else f"import {value.__name__} as {name}")
+            return name
+        if isinstance(value, types.FunctionType):
+            return self.add_function(value)
+        if _is_literal(value):
+            return literal(value)
+        if isinstance(value, dict):  # e.g. {"gt": operator.gt}
+            return "{" + ", ".join(f"{literal(k)}: {self.value_source(v, name)}" for k, v in value.items()) + "}"
+        if isinstance(value, type) and value.__name__ in STAND_INS:
+            self.definitions.setdefault(value.__name__, f"class {value.__name__}(Exception):\n"
+                                                        "    pass  # raised where this release lacks the op")
+            return value.__name__
+        if isinstance(value, (types.BuiltinFunctionType, type)) and getattr(value, "__module__", None):
+            module = value.__module__.lstrip("_")  # operator.gt lives in _operator
+            self.add_import(f"import {module}")
+            return f"{module}.{value.__name__}"
+        raise NotWritable(f"{name!r} ({type(value).__name__}) cannot be written as source")
+
+    def _add_global(self, name: str, value) -> None:
+        written = self.value_source(value, name)
+        if written != name:
+            if isinstance(value, types.FunctionType):
+                raise NotWritable(f"{name} is known under another name ({written}); import it under its own")
+            self.definitions.setdefault(name, f"{name} = {written}")
+
+    def text(self) -> str:
+        return "\n\n\n".join(self.definitions.values())
+
+
+def _is_ours(module: str) -> bool:
+    """Our op code and plugin files (fuzzer/plugins.py names them fuzzer_plugin_*) are inlined;
+    functions of installed libraries are imported."""
+    return module == "fuzzer" or module.startswith(("fuzzer.", "fuzzer_plugin_"))
+
+
+def _def_text(fn: types.FunctionType) -> str:
+    return textwrap.dedent(inspect.getsource(fn)).strip()
+
+
+def _global_names(code: types.CodeType):
+    """Names `code` (and the functions and comprehensions nested in it) look up, in first-use order."""
+    for name in code.co_names:
+        yield name
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            yield from _global_names(const)
+
+
+def _is_literal(value) -> bool:
+    if isinstance(value, (tuple, list, frozenset)):
+        return all(_is_literal(item) for item in value)
+    if isinstance(value, dict):
+        return all(_is_literal(k) and _is_literal(v) for k, v in value.items())
+    return isinstance(value, LITERAL_TYPES)
+
+
+def literal(value) -> str:
+    """Python source for JSON-like data; non-finite floats as float('inf') (repr would print inf)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"float({str(value)!r})"
+    if isinstance(value, (list, tuple)):
+        items = ", ".join(literal(item) for item in value)
+        return f"[{items}]" if isinstance(value, list) else f"({items}{',' if len(value) == 1 else ''})"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{literal(k)}: {literal(v)}" for k, v in value.items()) + "}"
+    return repr(value)
+
+
+def _keywords(attrs: dict) -> list[str]:
+    return [f"{key}={literal(value)}" for key, value in attrs.items()]
+
+
+def _alias(path: str, source: Source) -> str:
+    for prefix, alias in ALIASES.items():
+        if path.startswith(prefix):
+            source.add_import(ALIAS_IMPORTS[alias])
+            return alias + path[len(prefix):]
+    source.add_import(f"import {path.partition('.')[0]}")
+    return path
+
+
+def write_call(impl: Callable, inputs: list[str], params: dict[str, str], attrs: dict, source: Source) -> str:
+    """The expression that calls the op implementation `impl` (an OpDef's, or a plugin's override)
+    on the named inputs and params; what it needs goes into `source`. Attributes become literals."""
+    if hasattr(impl, API_PATH):
+        return f"{_alias(getattr(impl, API_PATH), source)}({', '.join(inputs + _keywords(attrs))})"
+    if hasattr(impl, WRAPS):
+        name = source.add_function(getattr(impl, WRAPS))
+        return f"{name}({', '.join(inputs + _keywords(attrs))})"
+    name = source.add_function(impl)
+    param_dict = "{" + ", ".join(f"{key!r}: {value}" for key, value in params.items()) + "}"
+    return f"{name}([{', '.join(inputs)}], {param_dict}, {literal(attrs)})"

@@ -1,0 +1,149 @@
+"""The parts of a reproducer that backends share: the graph as a Python function of public
+torch or jax calls, and the lines that turn the script's numpy arrays into framework inputs.
+
+A backend's `reproducer_program(case)` (see `Backend`) builds on these and adds its own
+transformation (torch.compile, jax.jit, a module tree, save/load, ...). Names of arrays in
+the script come from `variable_name`, so every writer refers to the same variables.
+"""
+
+from __future__ import annotations
+
+import keyword
+import re
+from typing import Callable
+
+from fuzzer.ir import Case
+from fuzzer.layouts import CONTIGUOUS, layout_source
+from fuzzer.op_source import Source, write_call
+
+# What each framework's reproducer prints first (maintainers ask for it); `Backend.versions_source`.
+TORCH_VERSIONS = ("VERSIONS = (f'torch {torch.__version__}, CUDA {torch.version.cuda}, '\n"
+                  "            f'cuDNN {torch.backends.cudnn.version()}, '\n"
+                  "            f'GPU {torch.cuda.get_device_name() if torch.cuda.is_available() else None}')")
+JAX_VERSIONS = ("import jaxlib\n"
+                "VERSIONS = f'jax {jax.__version__}, jaxlib {jaxlib.__version__}, device {jax.devices()[0].device_kind}'")
+
+
+def variable_name(name: str) -> str:
+    """The script variable of a case array ("n0.weight" -> "n0_weight"; "lambda" -> "lambda_")."""
+    identifier = re.sub(r"\W", "_", name, flags=re.ASCII)
+    return identifier + "_" if keyword.iskeyword(identifier) else identifier
+
+
+def _param_names(case: Case) -> list[str]:
+    """The case's parameter arrays ("n0.weight"): every array that is not a graph input."""
+    inputs = {spec.name for spec in case.graph.inputs}
+    return [name for name in case.arrays if name not in inputs]
+
+
+def argument_names(case: Case) -> list[str]:
+    """The case's arrays in the graph function's order: graph inputs, then every node's params."""
+    return [spec.name for spec in case.graph.inputs] + _param_names(case)
+
+
+def graph_arguments(case: Case) -> list[str]:
+    """The graph function's parameter names in the script."""
+    return [variable_name(name) for name in argument_names(case)]
+
+
+def graph_function(case: Case, impl_for: Callable, source: Source, name: str = "graph") -> str:
+    """`def graph(x, n0_weight, ...)`: the case's nodes in order as calls of the implementations
+    `impl_for(op name)` gives (a backend's own: fuzzer/op_source.py), returning the graph outputs."""
+    params = [name.split(".", 1) for name in _param_names(case)]
+    lines = [f"def {name}({', '.join(graph_arguments(case))}):"]
+    for node in case.graph.nodes:
+        node_params = {p: variable_name(f"{owner}.{p}") for owner, p in params if owner == node.name}
+        call = write_call(impl_for(node.op), [variable_name(i) for i in node.inputs], node_params, node.attrs, source)
+        lines.append(f"    {variable_name(node.name)} = {call}")
+    lines.append(f"    return [{', '.join(variable_name(o) for o in case.graph.outputs)}]")
+    return "\n".join(lines)
+
+
+def torch_tensors(case: Case, device: str, dtype: str, layouts: bool = True) -> str:
+    """`args = [...]`: the graph function's arguments as torch tensors on `device` in `dtype`,
+    graph inputs re-stored in the layout the campaign gave them (a layout bug needs it)."""
+    lines = [f"DEVICE, DTYPE = {device!r}, torch.{dtype}",
+             f"args = [torch.from_numpy(a).to(DEVICE, DTYPE) for a in ({', '.join(graph_arguments(case))},)]"]
+    for index, spec in enumerate(case.graph.inputs):
+        if layouts and spec.layout != CONTIGUOUS:
+            restored = layout_source(spec.layout, spec.shape, f"args[{index}]")
+            lines.append(f"args[{index}] = {restored}  # stored {spec.layout}, as in the campaign")
+    return "\n".join(lines)
+
+
+def torch_outputs(expression: str) -> str:
+    return f"outputs = [o.detach().to('cpu', torch.float64).numpy() for o in {expression}]"
+
+
+def strict_precision(device: str) -> list[str]:
+    """On CUDA the campaign judges with TF32 and reduced-precision reductions off; so does the script."""
+    if device != "cuda":
+        return []
+    return ["torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False",
+            "torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = False",
+            "torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = False"]
+
+
+def torch_program(case: Case, backend, transform: list[str], call: str, context: str = "torch.no_grad()",
+                  helpers: tuple[Callable, ...] = (), layouts: bool = True) -> tuple[list[str], str]:
+    """(imports, code) of a reproducer for a torch `backend`: the graph function (and `helpers`,
+    functions of ours the transformation calls), the tensors `args`, then `transform` lines that
+    build a program from `graph`, and `call` (an expression giving the outputs) run in `context`."""
+    source = Source(imports=["import torch"])
+    for helper in helpers:
+        source.add_function(helper)
+    graph = graph_function(case, backend.impl_for, source)
+    code = "\n\n\n".join(part for part in (source.text(), graph) if part)
+    body = [torch_tensors(case, backend.device, backend.dtype, layouts), *strict_precision(backend.device), *transform,
+            f"with {context}:", "    " + torch_outputs(call)]
+    return source.imports, code + "\n\n\n" + "\n".join(body)
+
+
+def module_program(case: Case, backend, transform: list[str], context: str, buffers: frozenset[str]) -> tuple[list[str], str]:
+    """(imports, code) of a reproducer for a model-level torch `backend`: the graph as one flat
+    `Model` (weights as parameters, `buffers` as buffers), built from the case's weights, then
+    `transform` lines that turn `model` into `program`, called on the graph inputs in `context`.
+    The campaign nests one module per node (fuzzer/model.py); the flat module keeps the
+    transformation and the ops, not the nesting (say so when a bug needs it)."""
+    weights = _param_names(case)
+    model = [
+        f"INPUTS = {len(case.graph.inputs)}",
+        f"WEIGHTS = {[variable_name(name) for name in weights]!r}",
+        f"BUFFERS = {sorted({variable_name(n) for n in weights if n.split('.', 1)[1] in buffers})!r}",
+        "",
+        "",
+        "class Model(torch.nn.Module):",
+        '    """The graph as one module: its weights as parameters, running statistics and RNN states as buffers."""',
+        "",
+        "    def __init__(self, weights):",
+        "        super().__init__()",
+        "        for name, value in zip(WEIGHTS, weights):",
+        "            if name in BUFFERS:",
+        "                self.register_buffer(name, value)",
+        "            else:",
+        "                self.register_parameter(name, torch.nn.Parameter(value, requires_grad=False))",
+        "",
+        "    def forward(self, *inputs):",
+        "        return graph(*inputs, *[getattr(self, name) for name in WEIGHTS])",
+        "",
+        "",
+    ]
+    setup = [*model, "inputs, weights = args[:INPUTS], args[INPUTS:]", "model = Model(weights).eval()", *transform]
+    imports, code = torch_program(case, backend, setup, "program(*inputs)", context)
+    return (["import io"] if "io.BytesIO" in code else []) + imports, code
+
+
+def jax_program(case: Case, backend, transform: list[str], call: str) -> tuple[list[str], str]:
+    """(imports, code) of a reproducer for a jax `backend`, as `torch_program`. x64 is on, as in
+    the campaign (fuzzer/backends/jax_eager.py), so float64 stays float64."""
+    source = Source(imports=["import jax"])
+    graph = graph_function(case, backend.impl_for, source)
+    dtype = backend.dtype
+    code = "\n\n\n".join(part for part in (source.text(), graph) if part)
+    body = [f"DEVICE = jax.devices({backend.device!r})[0]",
+            f"args = [jax.device_put(a.astype(jax.numpy.{dtype}), DEVICE) for a in ({', '.join(graph_arguments(case))},)]",
+            *(["jax.config.update('jax_default_matmul_precision', 'highest')  # strict, as the campaign judges"]
+              if backend.device == "gpu" else []),
+            *transform, f"outputs = [np.asarray(o, dtype=np.float64) for o in {call}]"]
+    imports = source.imports + ['jax.config.update("jax_enable_x64", True)  # as in the campaign']
+    return imports, code + "\n\n\n" + "\n".join(body)
