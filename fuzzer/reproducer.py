@@ -100,7 +100,7 @@ CHECK = textwrap.dedent(
             for flat in np.argsort(-gap, axis=None)[:WORST_SHOWN]:
                 at = np.unravel_index(flat, gap.shape)
                 if gap[at] > allowed:
-                    print(f'  at {[int(k) for k in at]}: got {actual[at]!r}, expected {expected[at]!r}')
+                    print(f'  at {[int(k) for k in at]}: got {float(actual[at])!r}, expected {float(expected[at])!r}')
             ok &= error <= allowed
         return ok
     """

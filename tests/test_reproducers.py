@@ -1,0 +1,128 @@
+"""An exported reproducer runs the transformation under test, not a stand-in for it.
+
+Each planted fault below is a framework bug that only one backend kind reaches: it is put into
+torch or jax by a `sitecustomize.py` in a fresh interpreter (as a real bug would sit in the
+installed release). The kind's script must exit 1 with the fault and 0 without it, and the
+eager script must exit 0 with it (the fault is not in the ops). A stub `fuzzer` package on the
+path makes any import of ours fail: the scripts need only numpy and the framework.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+from fuzzer.backends import get_backend
+from fuzzer.ir import Case, Graph, Node, TensorSpec
+from fuzzer.reproducer import build_script
+
+# linear -> tanh: a weight for the module kinds to carry, an op for eager and compiled kinds.
+CASE = Case(
+    graph=Graph(inputs=[TensorSpec("x", (3, 4))],
+                nodes=[Node("n0", "linear", ["x"], {"out_features": 5, "bias": True}), Node("n1", "tanh", ["n0"], {})],
+                outputs=["n1"]),
+    arrays={"x": np.linspace(-1, 1, 12, dtype=np.float32).reshape(3, 4),
+            "n0.weight": np.linspace(-0.5, 0.5, 20, dtype=np.float32).reshape(5, 4),
+            "n0.bias": np.linspace(0.1, 0.5, 5, dtype=np.float32)},
+    seed=0,
+)
+
+# kind -> the body of a sitecustomize that plants a bug only that kind reaches.
+FAULTS = {
+    "torch-compile": """
+        import torch, torch._inductor.config as config
+        def swap_tanh(graph):  # an inductor pass that lowers tanh wrongly
+            for node in graph.nodes:
+                if node.target is torch.ops.aten.tanh.default:
+                    node.target = torch.ops.aten.sigmoid.default
+        config.post_grad_custom_post_pass = swap_tanh
+    """,
+    "torch-layout": """
+        import torch.nn.functional as F
+        linear = F.linear
+        F.linear = lambda x, *args: linear(x, *args) + (0 if x.is_contiguous() else 0.5)  # wrong on strided input
+    """,
+    "torch-saveload": """
+        import torch
+        load = torch.load
+        def lossy_load(*args, **kwargs):  # drops the bias on the way back
+            state = load(*args, **kwargs)
+            return {k: v * 0 if k.endswith("bias") else v for k, v in state.items()}
+        torch.load = lossy_load
+    """,
+    "torch-jit-trace": """
+        import torch
+        trace = torch.jit.trace
+        torch.jit.trace = lambda module, args, **kw: (lambda *xs: [o + 1 for o in trace(module, args, **kw)(*xs)])
+    """,
+    "torch-export": """
+        import torch
+        load = torch.export.load
+        class Shifted:
+            def __init__(self, program): self.program = program
+            def module(self): return lambda *xs: [o + 1 for o in self.program.module()(*xs)]
+        torch.export.load = lambda *args, **kwargs: Shifted(load(*args, **kwargs))
+    """,
+    "jax-jit": """
+        import jax
+        jit = jax.jit
+        jax.jit = lambda fn, **kw: jit(lambda *xs: [o * 1.01 for o in fn(*xs)], **kw)
+    """,
+    "jax-eager": """
+        import jax, jax.numpy as jnp
+        tanh = jnp.tanh
+        def eager_only(x):  # wrong when dispatched op by op, right under tracing
+            return tanh(x) if isinstance(x, jax.core.Tracer) else tanh(x) + 0.5
+        jnp.tanh = eager_only
+    """,
+}
+# The kind a fault must not reach, where an eager script is what a careless writer would print.
+UNREACHED = {"torch-compile": "torch-eager", "jax-jit": "jax-eager", "jax-eager": "jax-jit"}
+
+
+def _run(script: str, folder, fault: str | None) -> subprocess.CompletedProcess:
+    (folder / "fuzzer").mkdir(exist_ok=True)
+    (folder / "fuzzer" / "__init__.py").write_text("raise ImportError('a reproducer must not import the fuzzer')\n")
+    (folder / "sitecustomize.py").write_text(textwrap.dedent(fault or ""))
+    (folder / "repro.py").write_text(script)
+    env = {**os.environ, "PYTHONPATH": str(folder)}
+    return subprocess.run([sys.executable, "-s", "repro.py"], cwd=folder, env=env, capture_output=True, text=True,
+                          timeout=300)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", sorted(FAULTS))
+def test_the_script_exhibits_a_fault_only_its_kind_reaches(kind, tmp_path):
+    script = build_script(CASE, get_backend(f"{kind}:cpu:float32"), f"planted {kind} fault")
+    with_fault = _run(script, tmp_path, FAULTS[kind])
+    assert with_fault.returncode == 1, with_fault.stdout + with_fault.stderr
+    assert "max abs error" in with_fault.stdout and "Python " in with_fault.stdout  # the error and the environment
+    without = _run(script, tmp_path, None)
+    assert without.returncode == 0, without.stdout + without.stderr
+    if kind in UNREACHED:
+        other = build_script(CASE, get_backend(f"{UNREACHED[kind]}:cpu:float32"), "eager")
+        unaffected = _run(other, tmp_path, FAULTS[kind])
+        assert unaffected.returncode == 0, f"the fault reaches {UNREACHED[kind]} too:\n{unaffected.stdout}{unaffected.stderr}"
+
+
+def test_a_crash_reproducer_re_raises_the_error_and_a_hang_one_has_a_timer(tmp_path):
+    script = build_script(CASE, get_backend("torch-eager:cpu:float32"), "crash", verdict="crash")
+    crash = "import torch\ndef tanh(x): raise RuntimeError('planted crash')\ntorch.tanh = tanh\n"
+    ran = _run(script, tmp_path, crash)
+    assert ran.returncode == 1 and "RuntimeError: planted crash" in ran.stderr, ran.stderr
+    assert ran.stdout.startswith("torch ")  # the environment comes first
+    assert _run(script, tmp_path, None).returncode == 0  # fixed: exit 0
+    hang = build_script(CASE, get_backend("torch-eager:cpu:float32"), "hang", verdict="hang")
+    assert "faulthandler.dump_traceback_later(" in hang and _run(hang, tmp_path, None).returncode == 0
+
+
+def test_scripts_hold_no_path_of_this_machine(tmp_path):
+    for kind in ("torch-eager", "torch-compile", "torch-saveload", "torch-layout", "jax-jit", "jax-eager"):
+        script = build_script(CASE, get_backend(f"{kind}:cpu:float32"), "paths")
+        for path in {os.getcwd(), sys.prefix, os.path.expanduser("~"), str(tmp_path)} - {"/"}:
+            assert path not in script, f"{kind}'s script holds {path}"
