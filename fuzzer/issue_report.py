@@ -24,9 +24,11 @@ from fuzzer.errors import UserError
 from fuzzer.ir import infer_shapes
 from fuzzer.oracle import compute_reference, error_headline, nonfinite_class
 from fuzzer.report import md_cell
+from fuzzer.replay import Replayer
 from fuzzer.reproducer import build_script
 
 WORST_ENTRIES = 5
+RERUN_TIMEOUT = 300.0  # seconds for the one re-run that fills the expected-vs-actual table
 INLINE_SCRIPT_LIMIT = 20_000  # characters; a longer script (large inputs as base64) goes beside the README
 # Verdicts whose backend is not re-run for the table: the stored error text is the actual result.
 NOT_RERUN = (verdicts.CRASH, verdicts.HANG)
@@ -100,34 +102,36 @@ def _graph_lines(stored: StoredCase) -> list[str]:
     return lines
 
 
-def _rerun(stored: StoredCase, backend: Backend, finding: dict) -> tuple[list[dict], str]:
-    """(worst entries, error text) of one run of `backend` against the float64 reference."""
+def _rerun(stored: StoredCase, backend: Backend, finding: dict, plugins: list[str]) -> tuple[list[dict], str]:
+    """(worst entries, error text) of one run of `backend` against the float64 reference, in an
+    isolated worker: a backend that segfaults or hangs gives its error text, not a dead export."""
     if finding.get("verdict") in NOT_RERUN:
         return [], ""
     reference = compute_reference(stored.case, {backend.dtype})
     defined = [reference.judged[backend.dtype][i] | reference.defined_nonfinite[backend.dtype][i]
                for i in range(len(reference.outputs))]
-    try:
-        outputs = backend.run(stored.case)
-    except Exception as exc:  # noqa: BLE001 - the framework raised on the case: that is the result to show
-        return [], error_headline(f"{type(exc).__name__}: {exc}")
-    actual = [np.asarray(y, dtype=np.float64) for y in outputs]
+    with Replayer([backend.name], plugins, timeout=RERUN_TIMEOUT) as replayer:
+        reply = replayer.outputs(stored.case, backend.name)
+    if "error" in reply:
+        return [], error_headline(reply["error"])
+    actual = [np.asarray(y, dtype=np.float64) for y in reply["outputs"]]
     return worst_entries(reference.outputs, actual, defined), ""
 
 
-def _script(stored: StoredCase, backend: Backend, title: str) -> tuple[str | None, str]:
+def _script(stored: StoredCase, backend: Backend, title: str, verdict: str) -> tuple[str | None, str]:
     try:
-        return build_script(stored.case, backend, title), ""
+        return build_script(stored.case, backend, title, verdict=verdict), ""
     except UserError as exc:
         return None, str(exc)
 
 
-def gather_issue(corpus: Corpus, case_id: int, backend: Backend, db_path: str) -> IssueData:
-    """Read case `case_id` and re-run it once on `backend`, which must be the backend of one of its findings."""
+def gather_issue(corpus: Corpus, case_id: int, backend: Backend, db_path: str, plugins: list[str] = ()) -> IssueData:
+    """Read case `case_id` and re-run it once on `backend`, which must be the backend of one of its
+    findings (`plugins` as the campaign loaded them, for the worker that re-runs it)."""
     stored = corpus.get_case(case_id)
     finding = _finding_on(stored, backend.name)
-    script, script_note = _script(stored, backend, stored.signature or f"case {case_id}")
-    entries, rerun_error = _rerun(stored, backend, finding)
+    script, script_note = _script(stored, backend, stored.signature or f"case {case_id}", finding.get("verdict", ""))
+    entries, rerun_error = _rerun(stored, backend, finding, list(plugins))
     log = stored.shrink_log if isinstance(stored.shrink_log, dict) else {}
     shrink = (f"shrunk from case {stored.shrunk_from}, {log.get('original_nodes', '?')} nodes to {log.get('final_nodes', '?')}"
               if stored.shrunk_from else "")
@@ -258,10 +262,11 @@ def render_issue(data: IssueData) -> str:
     return "\n".join(lines)
 
 
-def export_issue(corpus: Corpus, case_id: int, backend: Backend, db_path: str, output: Path | None) -> str:
+def export_issue(corpus: Corpus, case_id: int, backend: Backend, db_path: str, output: Path | None,
+                 plugins: list[str] = ()) -> str:
     """The report's Markdown. A script too long to show inline is written beside `output` (and named there);
     without `output` the report says how to write it."""
-    data = gather_issue(corpus, case_id, backend, db_path)
+    data = gather_issue(corpus, case_id, backend, db_path, plugins)
     if data.script is not None and len(data.script) > INLINE_SCRIPT_LIMIT:
         if output is not None:
             script_path = output.with_name(f"case{case_id}_repro.py")

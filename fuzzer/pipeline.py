@@ -154,6 +154,13 @@ class Pipeline:
             "verdicts": [v.to_dict() for v in result.verdicts],
         }
 
+    def outputs_given(self, case: Case, backend_name: str) -> dict:
+        """One backend's outputs on `case`, or the error it raised (for `fuzz export --format issue`)."""
+        try:
+            return {"outputs": get_backend(backend_name).run(case)}
+        except Exception as exc:  # noqa: BLE001 - the framework raised on the case: that is the result
+            return {"error": f"{type(exc).__name__}: {exc}"}
+
     def shrink_given(self, case: Case, finding: dict, seconds: float) -> dict:
         known = {k: finding[k] for k in ("backend", "verdict", "culprit", "signature")}
         return self.shrink(case, Finding(**known), seconds)

@@ -14,6 +14,7 @@ so when it dies or goes silent the parent knows which backend and which case did
 Requests:  ("case", index, known_signatures)  generate case `index`, check it, shrink new findings
            ("check", case, backend_names)      check one given case (replay, regress)
            ("shrink", case, finding, seconds)  shrink a given case for one of its findings
+           ("outputs", case, backend_name)     one backend's outputs (export --format issue)
            ("stop",)
 Replies:   ("running", backend_name, compiles)  heartbeat before each backend run (compiles: the
                                                backend compiles graphs, so it gets the compile timeout)
@@ -122,6 +123,8 @@ def _worker_main(conn, config: WorkerConfig) -> None:
                 reply = pipeline.run_index(request[1], set(request[2]))
             elif request[0] == "shrink":
                 reply = pipeline.shrink_given(request[1], request[2], request[3])
+            elif request[0] == "outputs":
+                reply = pipeline.outputs_given(request[1], request[2])
             else:
                 reply = pipeline.check_given(request[1], request[2])
             conn.send(("result", reply))

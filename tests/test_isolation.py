@@ -99,6 +99,12 @@ def test_aborting_backend_is_a_crash_finding(tmp_path):
         assert progress.crashes == 3  # every case killed its worker, and each time a new one took over
         assert all("SIGABRT" in f["detail"] for _, f in found)
         assert all(row["verdict"] == "crash" for row, _ in found)
+    # Exporting the crash runs no backend: the script is written from the plugin kernel's source.
+    exported = subprocess.run([sys.executable, "-m", "fuzzer.cli", "export", str(found[0][0]["id"]), "--db",
+                               str(tmp_path / "corpus.db"), "--plugin", str(PLUGINS / "abort_relu.py")],
+                              capture_output=True, text=True, timeout=120)
+    assert exported.returncode == 0, exported.stderr
+    assert "def relu_abort(xs, ps, attrs):" in exported.stdout and "os.abort()" in exported.stdout
 
 
 @pytest.mark.slow
