@@ -104,10 +104,12 @@ class Progress:
 
 
 class Campaign:
-    def __init__(self, corpus: Corpus, options: CampaignOptions, on_progress: Callable[[Progress], None] | None = None):
+    def __init__(self, corpus: Corpus, options: CampaignOptions, on_progress: Callable[[Progress], None] | None = None,
+                 on_new_bucket: Callable[[Progress, dict, int], None] | None = None):
         self.corpus = corpus
         self.options = options
         self.on_progress = on_progress or (lambda progress: None)
+        self.on_new_bucket = on_new_bucket or (lambda progress, finding, case_id: None)  # (progress, finding, case id)
         self.known_signatures = set() if options.shrink_known else {b["signature"] for b in corpus.buckets()}
         # The same generator as the workers', to rebuild the case a dead worker was running.
         load_plugins(options.plugins)
@@ -116,13 +118,13 @@ class Campaign:
         parse_shares(options.compile_share, [b.name for b in self.backends if b.expensive])  # a bad share fails here
 
     @classmethod
-    def resume(cls, corpus: Corpus, campaign_id: int, on_progress=None, **overrides) -> "Campaign":
+    def resume(cls, corpus: Corpus, campaign_id: int, on_progress=None, on_new_bucket=None, **overrides) -> "Campaign":
         row = corpus.campaign(campaign_id)
         corpus.take_lease(campaign_id)  # refused while another live process runs it
         known_options = {f.name for f in fields(CampaignOptions)}  # older campaigns stored expensive_every
         config = {k: v for k, v in row["config"].items() if k in known_options}
         options = CampaignOptions(**{**config, **{k: v for k, v in overrides.items() if v is not None}})
-        campaign = cls(corpus, options, on_progress)
+        campaign = cls(corpus, options, on_progress, on_new_bucket)
         state = row.get("checkpoint") or {}
         known = set(Progress.__dataclass_fields__)
         campaign.progress = Progress(campaign_id, **{k: v for k, v in state.items() if k in known and k != "campaign_id"})
@@ -151,6 +153,7 @@ class Campaign:
         last_checkpoint = time.monotonic()
         status = "finished"
         try:
+            self.on_progress(progress)  # at once: workers take seconds to start
             workers = self._start_workers()
             while True:
                 progress.elapsed = time.monotonic() - started
@@ -284,6 +287,7 @@ class Campaign:
             if finding["signature"] not in self.known_signatures:
                 self.known_signatures.add(finding["signature"])
                 progress.new_buckets += 1
+                self.on_new_bucket(progress, finding, case_id)
         for small in shrunk:
             self.corpus.add_case(
                 small["case"], campaign_id=progress.campaign_id, verdict=small["verdict"], backends=small["backends"],
@@ -331,11 +335,13 @@ def _wait_for(busy: list) -> None:
         time.sleep(0.05)
 
 
-def run_campaign(corpus: Corpus, options: CampaignOptions, on_progress=None, resume: int | None = None) -> Progress:
+def run_campaign(corpus: Corpus, options: CampaignOptions, on_progress=None, resume: int | None = None,
+                 on_new_bucket=None) -> Progress:
     if resume is not None:
-        campaign = Campaign.resume(corpus, resume, on_progress, max_cases=options.max_cases, time_limit=options.time_limit)
+        campaign = Campaign.resume(corpus, resume, on_progress, on_new_bucket, max_cases=options.max_cases,
+                                   time_limit=options.time_limit)
     else:
         if options.max_cases is None and options.time_limit is None:
             raise UserError("A campaign needs a limit: pass --time (e.g. 10m) or --max-cases.")
-        campaign = Campaign(corpus, options, on_progress)
+        campaign = Campaign(corpus, options, on_progress, on_new_bucket)
     return campaign.run()

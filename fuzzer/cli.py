@@ -21,6 +21,7 @@ from pathlib import Path
 import click
 
 from fuzzer.errors import InternalError, UserError
+from fuzzer.verdicts import BY_NAME as VERDICT_NAMES
 
 DEFAULT_DB = "corpus/fuzz.db"
 DEFAULT_REGRESSION_DIR = "corpus/regression"
@@ -241,9 +242,16 @@ def run(db_path, time_text, max_cases, backends, ops, max_nodes, regimes, seed, 
     corpus = open_corpus(db_path, create=True)
 
     interactive = sys.stderr.isatty()
-    last_line = [0.0]
+    last_line: list[float | None] = [None]  # elapsed seconds at the last line printed; None before the header
 
     def on_progress(p):
+        if last_line[0] is None:  # the campaign's first call, before its workers start
+            last_line[0] = p.elapsed
+            if as_json:
+                click.echo(json.dumps({"event": "start", **p.to_dict()}), err=True)
+            else:
+                click.echo(_campaign_header(p, options, resume), err=True)
+            return
         if as_json:
             click.echo(json.dumps({"event": "progress", **p.to_dict()}), err=True)
             return
@@ -258,7 +266,15 @@ def run(db_path, time_text, max_cases, backends, ops, max_nodes, regimes, seed, 
             last_line[0] = p.elapsed
             click.echo(line, err=True)
 
-    progress = run_campaign(corpus, options, on_progress, resume=resume)
+    def on_new_bucket(p, finding, case_id):
+        if as_json:
+            click.echo(json.dumps({"event": "new-bucket", "campaign_id": p.campaign_id, "signature": finding["signature"],
+                                   "case": case_id, "graphs": p.graphs, "elapsed": round(p.elapsed, 1)}), err=True)
+            return
+        line = f"[campaign {p.campaign_id}] new bucket after {p.graphs} graphs, {p.elapsed:.0f}s: {finding['signature']} (case {case_id})"
+        click.echo(f"\r\x1b[K{line}" if interactive else line, err=True)  # a terminal: over the live progress line
+
+    progress = run_campaign(corpus, options, on_progress, resume=resume, on_new_bucket=on_new_bucket)
     if interactive and not as_json:
         click.echo("", err=True)
     summary = progress.to_dict()
@@ -283,6 +299,17 @@ def run(db_path, time_text, max_cases, backends, ops, max_nodes, regimes, seed, 
     sys.exit(EXIT_FINDING if progress.finding_cases else 0)
 
 
+def _campaign_header(progress, options, resume: int | None) -> str:
+    if resume is not None:
+        return (f"[campaign {progress.campaign_id}] resumed after {progress.graphs} graphs; one line per new bucket, "
+                f"progress every 30 s (live on a terminal)")
+    limits = [f"{options.max_cases} graphs" if options.max_cases else "",
+              f"{options.time_limit:.0f}s" if options.time_limit else ""]
+    return (f"[campaign {progress.campaign_id}] started: {len(options.backends)} backends ({', '.join(options.backends)}), "
+            f"seed {options.seed}, up to {' or '.join(l for l in limits if l)}, {options.workers} workers; "
+            f"one line per new bucket, progress every 30 s (live on a terminal)")
+
+
 def default_memory_limit_mb(workers: int, backends: list) -> int | None:
     """A worker's address-space limit: its share of 80% of the machine's memory, at least 4 GB (torch and
     jax imported take ~2 GB of address space). None with a GPU backend: CUDA reserves address space at start."""
@@ -294,59 +321,120 @@ def default_memory_limit_mb(workers: int, backends: list) -> int | None:
 
 # -- browsing the corpus --------------------------------------------------------------------
 
-@main.command(name="list")
-@db_option
-@click.option("--status", help="Triage status of the bucket (new, confirmed, reported, fixed, wontfix, flaky).")
-@click.option("--verdict", help="mismatch, nan-inf, all-zeros, constant, crash, hang, nondeterministic.")
-@click.option("--backend", help="Cases run on this backend.")
-@click.option("--op", help="Cases whose graph contains this op.")
-@click.option("--limit", type=click.IntRange(min=1), default=50, show_default=True)
-@json_option
-def list_cases(db_path, status, verdict, backend, op, limit, as_json):
-    """List stored cases, newest first. Shrunk reproducers show the case they came from.
+def _short_time(stamp: str | None) -> str:
+    """'2026-03-01T12:00:07+00:00' -> '2026-03-01 12:00'."""
+    return (stamp or "-")[:16].replace("T", " ")
 
-    \b
-    Example:
-      fuzz list --verdict mismatch --op layer_norm
-    """
-    corpus = open_corpus(db_path)
-    rows = corpus.list_cases(status=status, verdict=verdict, backend=backend, op=op, limit=limit)
+
+def _bucket_lines(rows: list[dict]) -> list[str]:
+    lines = [f"{'case':>5}  {'status':<9} {'count':>5} {'nodes':>5} {'elements':>9}  {'first seen':<16}  {'last seen':<16}  signature"]
+    for row in rows:
+        lines.append(f"{row['representative'] or '-':>5}  {row['status']:<9} {row['count']:>5} {row['nodes'] or '-':>5} "
+                     f"{row['elements'] if row['elements'] is not None else '-':>9}  {_short_time(row['first_seen']):<16}  "
+                     f"{_short_time(row['last_seen']):<16}  {row['signature']}")
+    return lines
+
+
+def _case_lines(rows: list[dict]) -> list[str]:
     lines = [f"{'id':>5}  {'verdict':<16} {'status':<9} {'nodes':>5}  {'from':>5}  signature / ops"]
     for row in rows:
         lines.append(
             f"{row['id']:>5}  {row['verdict']:<16} {row['status'] or '-':<9} {row['node_count']:>5}  "
             f"{row['shrunk_from'] or '':>5}  {row['signature'] or '-'}\n{'':>7}{row['op_sequence']}"
         )
-    emit(as_json, rows, "\n".join(lines) if rows else "No cases match.")
+    return lines
+
+
+@main.command(name="list")
+@db_option
+@click.option("--cases", "per_case", is_flag=True, help="One entry per stored case, newest first, instead of one per bucket.")
+@click.option("--status", help="Triage status of the bucket (new, confirmed, reported, fixed, wontfix, flaky).")
+@click.option("--verdict", help=f"One of: {', '.join(VERDICT_NAMES)}.")
+@click.option("--backend", help="A backend's full name or its kind (jax-jit finds jax-jit:cpu:float32).")
+@click.option("--op", help="Cases whose graph contains this op (buckets: with such a case).")
+@click.option("--limit", type=click.IntRange(min=1), default=50, show_default=True)
+@json_option
+def list_cases(db_path, per_case, status, verdict, backend, op, limit, as_json):
+    """List the corpus's buckets (one per finding signature), last seen first: the smallest case,
+    triage status, case count, first and last seen. --cases lists the cases instead, newest
+    first; shrunk reproducers show the case they came from. A filter naming no verdict, status,
+    op or stored backend is an error (exit 2), not an empty list.
+
+    \b
+    Example:
+      fuzz list --verdict mismatch --op layer_norm
+      fuzz list --cases --status new --limit 200
+    """
+    corpus = open_corpus(db_path)
+    filters = {"status": status, "verdict": verdict, "backend": backend, "op": op}
+    if per_case:
+        rows, total = corpus.list_cases(**filters, limit=limit), corpus.count_cases(**filters)
+        noun, lines = "cases", _case_lines(rows)
+    else:
+        rows, total = corpus.list_buckets(**filters, limit=limit)
+        noun, lines = "buckets", _bucket_lines(rows)
+    emit(as_json, rows, "\n".join(lines) if rows else f"No {noun} match." + ("" if per_case else " (`fuzz list --cases` lists every stored case.)"))
+    if total > len(rows):
+        click.echo(f"showing {len(rows)} of {total} {noun}; use --limit to see more", err=True)
+
+
+def _reproduce_hints(case_id: int, db_path: str, plugins: list[str]) -> list[str]:
+    """The commands that re-run the case, with --db and --plugin where they are not the defaults."""
+    extra = (f" --db {db_path}" if db_path != DEFAULT_DB else "") + "".join(f" --plugin {p}" for p in plugins)
+    return [f"fuzz replay {case_id}{extra}", f"fuzz export {case_id}{extra} --format script -o repro.py"]
 
 
 @main.command()
 @db_option
 @click.argument("case_id", type=int)
+@click.option("--rerun", is_flag=True, help="Also run the case now on every backend of the case it was shrunk from "
+                                            "(a shrunk case is stored with the verdict of the backend it was shrunk on).")
+@plugin_option
 @json_option
-def show(db_path, case_id, as_json):
-    """Show one case: graph, shapes, each backend's error vs the reference, versions.
+def show(db_path, case_id, rerun, plugins, as_json):
+    """Show one case: its bucket's triage, graph, shapes, how it was shrunk, each backend's verdict
+    and error vs the reference, versions, and the commands that reproduce it.
 
     \b
     Example:
       fuzz show 3
+      fuzz show 13 --rerun      # which backends agree on the shrunk case
     """
     from fuzzer.ir import infer_shapes
+    from fuzzer.triage import campaign_plugins, require_backends, shrink_history
 
     corpus = open_corpus(db_path)
     stored = corpus.get_case(case_id)
     campaign = corpus.campaign(stored.campaign_id) if stored.campaign_id else None
+    bucket = corpus.bucket(stored.signature) if stored.signature else None
+    original = corpus.get_case(stored.shrunk_from) if stored.shrunk_from else None
+    history = shrink_history(corpus, stored)
+    used_plugins = list(plugins) or campaign_plugins(corpus, stored)
+    rerun_reply = None
+    if rerun:
+        from fuzzer.replay import replay_case
+
+        names = original.backends if original else stored.backends
+        require_backends(corpus, stored, names, used_plugins)
+        rerun_reply = replay_case(stored.case, names, used_plugins)
     shapes = infer_shapes(stored.case.graph)
+    reproduce = _reproduce_hints(stored.id, db_path, used_plugins)
     data = {
         "id": stored.id, "verdict": stored.verdict, "signature": stored.signature, "findings": stored.findings,
+        "triage": {"status": bucket["status"], "note": bucket["note"]} if bucket else None,
         "backends": stored.backends, "verdicts": stored.verdicts, "shrunk_from": stored.shrunk_from,
-        "shrink_log": stored.shrink_log,
+        "shrink_log": stored.shrink_log, "shrink_history": history,
+        "original_verdicts": original.verdicts if original else None,
+        "rerun": rerun_reply,
         "graph": stored.case.graph.to_dict(), "shapes": {k: list(v) for k, v in shapes.items()},
-        "versions": campaign["versions"] if campaign else None, "seed": stored.case.seed,
+        "versions": campaign["versions"] if campaign else None, "seed": stored.case.seed, "reproduce": reproduce,
     }
     lines = [f"Case {stored.id}: {stored.verdict}  {stored.signature or ''}"]
-    if stored.shrunk_from:
-        lines.append(f"Shrunk from case {stored.shrunk_from}: {stored.shrink_log}")
+    if bucket:
+        lines.append(f"Triage: {bucket['status']}" + (f", note: {bucket['note']}" if bucket["note"] else "") +
+                     f" (bucket of {bucket['count']} cases, smallest case {bucket['representative']})")
+    if history:
+        lines.append(history[0].upper() + history[1:] + ".")
     lines.append(f"Graph (regime {stored.case.graph.regime or 'small'}):")
     for spec in stored.case.graph.inputs:
         layout = f"  stored {spec.layout} in torch" if spec.layout != "contiguous" else ""
@@ -357,8 +445,14 @@ def show(db_path, case_id, as_json):
     lines.append("Findings:")
     lines += _finding_lines(stored.findings)
     if stored.verdicts:
-        lines.append("Every backend against the float64 reference:")
+        lines.append("Every backend it was checked on, against the float64 reference:")
         lines += _verdict_lines(stored.verdicts)
+    if rerun_reply:
+        lines.append(f"Every backend of case {original.id if original else stored.id} on this case, run now:")
+        lines += _verdict_lines(rerun_reply["verdicts"])
+    elif original and len(original.backends) > len(stored.backends):
+        lines.append(f"Before shrinking, on case {original.id} (`fuzz show {stored.id} --rerun` runs them all on this case):")
+        lines += _verdict_lines(original.verdicts)
     if campaign:
         v = campaign["versions"]
         lines.append(f"Versions: torch {v.get('torch')}, jax {v.get('jax')}, numpy {v.get('numpy')}, cuda {v.get('cuda')}, "
@@ -366,7 +460,7 @@ def show(db_path, case_id, as_json):
         for name, other in v.get("environments", {}).items():
             lines.append(f"  environment {name}: torch {other.get('torch')}, jax {other.get('jax')}, "
                          f"numpy {other.get('numpy')}, python {other.get('python')}")
-    lines.append(f"Reproduce: fuzz replay {stored.id} --db {db_path}   |   fuzz export {stored.id} --format script")
+    lines.append(f"Reproduce: {reproduce[0]}   |   {reproduce[1]}")
     emit(as_json, data, "\n".join(lines))
 
 
@@ -429,6 +523,36 @@ def triage(db_path, case_id, status, note, as_json):
     emit(as_json, bucket, f"Bucket '{bucket['signature']}' is now {bucket['status']}.")
 
 
+@main.command()
+@db_option
+@click.option("--dry-run", is_flag=True, help="Say what would change; write nothing.")
+@json_option
+def rebucket(db_path, dry_run, as_json):
+    """Recompute every stored finding's signature with this release's rules, and merge the buckets
+    that now share one, so a corpus made by an older release converges.
+
+    Merged buckets keep their triage: every note is kept, and an open status (reported,
+    confirmed) wins over a closed one (fixed, wontfix), which the note then records. What is
+    recomputed is what the corpus stores: the verdict a finding is bucketed under (all-zeros
+    and constant are bucketed as mismatch) and the normalized error text of a crash. The culprit
+    op is kept as stored: localizing it again needs the backends (`fuzz shrink ID` re-runs them).
+
+    \b
+    Example:
+      fuzz rebucket --dry-run && fuzz rebucket
+    """
+    from fuzzer.triage import rebucket as rebucket_corpus
+
+    result = rebucket_corpus(open_corpus(db_path), dry_run)
+    verb = "would change" if dry_run else "changed"
+    lines = [f"{result['cases_changed']} of {result['cases']} cases {verb}; buckets: {result['buckets_before']} -> "
+             f"{result['buckets_after']}."]
+    for change in result["changes"]:
+        lines.append(f"  {change['signature']}  ({change['status']})")
+        lines += [f"      from {old}" for old in change["from"]]
+    emit(as_json, result, "\n".join(lines))
+
+
 # -- re-running --------------------------------------------------------------------------------
 
 def _verdict_lines(verdicts: list[dict]) -> list[str]:
@@ -460,13 +584,16 @@ def replay(db_path, case_id, backends, plugins, timeout, as_json):
     """
     from fuzzer import envs, verdicts
     from fuzzer.replay import replay_case
+    from fuzzer.triage import require_backends
 
-    stored = open_corpus(db_path).get_case(case_id)
+    corpus = open_corpus(db_path)
+    stored = corpus.get_case(case_id)
     if backends:
         names = [b.strip() for b in backends.split(",")]
         envs.trust_command_line(names)
     else:
         names = stored.backends
+    require_backends(corpus, stored, names, list(plugins))
     reply = replay_case(stored.case, names, list(plugins), timeout)
     emit(as_json, reply, _replay_text(reply))
     sys.exit(0 if verdicts.passes(reply["verdict"]) else 1)
@@ -497,24 +624,35 @@ def shrink(db_path, case_id, shrink_time, plugins, as_json):
 @click.argument("directory", type=click.Path(file_okay=False, path_type=Path), default=DEFAULT_REGRESSION_DIR)
 @plugin_option
 @click.option("--timeout", type=float, default=120.0, show_default=True)
+@click.option("--junit", "junit_path", type=click.Path(dir_okay=False, path_type=Path), metavar="FILE",
+              help="Also write the results as JUnit XML, one test case per file, for CI systems.")
 @json_option
-def regress(directory, plugins, timeout, as_json):
+def regress(directory, plugins, timeout, junit_path, as_json):
     """Replay every JSON case in DIRECTORY against its recorded expectation; exit 1 on any surprise.
 
-    A case's "expect" is "agree" (a fixed bug must stay fixed) or "disagree" (a known open bug).
+    A case's "expect" is "agree" (a fixed bug must stay fixed) or "disagree" (a known open
+    bug must still be found, as the same bucket: every recorded finding's signature, under
+    this release's rules, must come back). Without "expect", the recorded verdict says which.
 
     \b
     Example:
-      fuzz regress corpus/regression
+      fuzz regress corpus/regression --junit regress.xml
     """
-    from fuzzer.replay import regress as run_regress
+    from fuzzer.replay import regress as run_regress, write_junit
 
     if not directory.is_dir():
         raise UserError(f"Regression folder '{directory}' does not exist.")
     results = run_regress(directory, list(plugins), timeout)
-    lines = [f"{'SURPRISE' if r.surprise else 'ok':<9} {Path(r.path).name:<40} expect {r.expect:<9} got {r.verdict}" for r in results]
+    lines = []
+    for r in results:
+        lines.append(f"{'SURPRISE' if r.surprise else 'ok':<9} {Path(r.path).name:<40} expect {r.expect:<9} got {r.verdict}")
+        if r.surprise:
+            lines.append(f"{'':<10}{r.why}")
     surprises = sum(r.surprise for r in results)
     lines.append(f"{len(results)} cases, {surprises} surprises")
+    if junit_path:
+        write_junit(results, junit_path)
+        lines.append(f"Wrote {junit_path}")
     emit(as_json, [r.to_dict() for r in results], "\n".join(lines))
     sys.exit(1 if surprises else 0)
 
@@ -719,24 +857,35 @@ def selftest(db_path, max_cases, list_only, seed, device, as_json):
         reason = cuda_unavailable_reason()
         if reason:
             raise UserError(f"Cannot run the canaries on CUDA: {reason}")
+    def print_result(r):
+        if as_json:
+            return
+        if not r["found"]:
+            click.echo(f"MISSED  {r['canary']:<22} not found in {r['graphs']} graphs, {r['seconds']:.1f}s")
+        else:
+            shrunk = (f"shrunk to {r['shrunk_nodes']} nodes: {r['shrunk_ops']} (case {r['shrunk_case']})" if r["shrunk_case"]
+                      else "no shrunk case stored")
+            click.echo(f"found   {r['canary']:<22} after {r['graphs']} graphs, {r['seconds']:.1f}s; {shrunk}")
+
     with tempfile.TemporaryDirectory(prefix="fuzz-selftest-") as folder:
         corpus = open_corpus(db_path or str(Path(folder) / "selftest.db"), create=True)
         try:
-            results = run_selftest(corpus, max_cases, seed, device=device)
+            results = run_selftest(corpus, max_cases, seed, device=device, on_result=print_result)
         finally:
             corpus.close()
-    lines = [f"{'found' if r['found'] else 'MISSED':<7} {r['canary']:<22} after {r['graphs']} graphs, {r['seconds']:.1f}s; "
-             f"shrunk to {r['shrunk_nodes']} nodes: {r['shrunk_ops']}" for r in results]
-    emit(as_json, results, "\n".join(lines))
-    sys.exit(0 if all(r["found"] for r in results) else 1)
+    found = sum(r["found"] for r in results)
+    emit(as_json, results, f"{found} of {len(results)} canaries found" + ("" if db_path else " (their cases were in a temporary "
+                                                                           "corpus; pass --db to keep them)."))
+    sys.exit(0 if found == len(results) else 1)
 
 
 @main.command()
 @db_option
 @click.option("-o", "--output", "out_dir", type=click.Path(file_okay=False, path_type=Path), default="reports/latest",
               show_default=True, help="Folder for report.html and summary.md.")
+@plugin_option
 @json_option
-def report(db_path, out_dir, as_json):
+def report(db_path, out_dir, plugins, as_json):
     """Write a self-contained HTML report (plots, buckets, reproducers) and a Markdown summary.
 
     Plots need matplotlib (pip install 'fuzzer[report]'); without it the report says so in their place.
@@ -744,10 +893,15 @@ def report(db_path, out_dir, as_json):
     \b
     Example:
       fuzz report --db corpus/fuzz.db -o reports/nightly && xdg-open reports/nightly/report.html
+      fuzz report --db plugin.db --plugin my_kernel.py   # scripts for a plugin's backends
     """
     from fuzzer.report import write_report
+    from fuzzer.triage import missing_bucket_backends
 
-    result = write_report(open_corpus(db_path), out_dir)
+    corpus = open_corpus(db_path)
+    for sentence in missing_bucket_backends(corpus, list(plugins)):  # the report says "no script" for those buckets
+        click.echo(f"Warning: {sentence}", err=True)
+    result = write_report(corpus, out_dir)
     emit(as_json, result, f"Wrote {result['html']} and {result['markdown']} ({result['buckets']} buckets).")
 
 

@@ -44,9 +44,11 @@ from typing import Any, Callable, Iterator
 
 import sqlite_utils
 
+from fuzzer import verdicts as verdict_table
 from fuzzer.arrays import from_base64, from_npy_bytes, to_base64, to_npy_bytes
 from fuzzer.errors import InternalError, UserError
 from fuzzer.ir import MAX_JSON_DEPTH, Case, Graph, check_json_depth, infer_shapes, param_shapes, parse_json
+from fuzzer.ops import get_op
 
 SCHEMA_VERSION = 3
 BUSY_TIMEOUT_S = 30.0
@@ -704,33 +706,107 @@ class Corpus:
         op: str | None = None,
         limit: int = 100,
     ) -> list[dict]:
-        """Newest first. Each dict: the case row without graph/shrink_log, JSON decoded, plus its bucket's `status`."""
-        where, params = [], []
-        if status is not None:
-            _check_status(status)
-            where.append("b.status = ?")
-            params.append(status)
-        if verdict is not None:
-            where.append("c.verdict = ?")
-            params.append(verdict)
-        if backend is not None:
-            where.append("EXISTS (SELECT 1 FROM json_each(c.backends) WHERE json_each.value = ?)")
-            params.append(backend)
-        if op is not None:
-            where.append("instr('>' || c.op_sequence || '>', '>' || ? || '>') > 0")
-            params.append(op)
+        """Newest first. Each dict: the case row without graph/shrink_log, JSON decoded, plus its bucket's `status`.
+
+        `backend` is a stored backend's full name or its kind ("jax-jit"); every filter is checked
+        (see check_filters) so a misspelt one is an error, not an empty answer.
+        """
+        condition, params = self._case_condition(status, verdict, backend, op)
         sql = (
             "SELECT c.id, c.campaign_id, c.created, c.content_hash, c.seed, c.op_sequence, c.node_count, "
             "c.element_count, c.backends, c.verdict, c.signature, c.findings, c.shrunk_from, b.status AS status "
-            "FROM cases c LEFT JOIN buckets b ON b.signature = c.signature"
-            + (" WHERE " + " AND ".join(where) if where else "")
-            + " ORDER BY c.id DESC LIMIT ?"
+            f"FROM cases c LEFT JOIN buckets b ON b.signature = c.signature{condition} ORDER BY c.id DESC LIMIT ?"
         )
         rows = self._rows(sql, params + [int(limit)])
         for row in rows:
             row["backends"] = json.loads(row["backends"])
             row["findings"] = json.loads(row["findings"])
         return rows
+
+    def count_cases(self, status: str | None = None, verdict: str | None = None, backend: str | None = None,
+                    op: str | None = None) -> int:
+        """How many cases list_cases would return without a limit."""
+        condition, params = self._case_condition(status, verdict, backend, op)
+        return self._one(f"SELECT count(*) AS n FROM cases c LEFT JOIN buckets b ON b.signature = c.signature{condition}",
+                         params)["n"]
+
+    def _case_condition(self, status, verdict, backend, op) -> tuple[str, list]:
+        """The WHERE clause of list_cases's filters, after checking them."""
+        self.check_filters(status, verdict, backend, op)
+        where, params = [], []
+        if status is not None:
+            where.append("b.status = ?")
+            params.append(status)
+        if verdict is not None:
+            where.append("c.verdict = ?")
+            params.append(verdict)
+        if backend is not None:
+            where.append(f"EXISTS (SELECT 1 FROM json_each(c.backends) WHERE {_BACKEND_MATCH.format(column='json_each.value')})")
+            params += [backend] * 3
+        if op is not None:
+            where.append(_OP_MATCH.format(column="c.op_sequence"))
+            params.append(op)
+        return (" WHERE " + " AND ".join(where) if where else ""), params
+
+    def list_buckets(
+        self,
+        status: str | None = None,
+        verdict: str | None = None,
+        backend: str | None = None,
+        op: str | None = None,
+        limit: int = 100,
+    ) -> tuple[list[dict], int]:
+        """(buckets, how many match in all), last seen first. Each bucket row carries its smallest
+        case's `nodes` and `elements`. `verdict` matches the bucket's verdict (all-zeros and constant
+        findings are bucketed as mismatch, so both names find them); `op`, buckets with a case holding it."""
+        self.check_filters(status, verdict, backend, op)
+        where, params = [], []
+        if status is not None:
+            where.append("b.status = ?")
+            params.append(status)
+        if verdict is not None:
+            where.append("(b.verdict = ? OR substr(b.signature, 1, length(?) + 3) = ? || ' | ')")
+            params += [verdict] * 3
+        if backend is not None:
+            where.append(_BACKEND_MATCH.format(column="b.backend"))
+            params += [backend] * 3
+        if op is not None:
+            where.append("EXISTS (SELECT 1 FROM cases c, json_each(c.findings) f WHERE "
+                         "json_extract(f.value, '$.signature') = b.signature AND " + _OP_MATCH.format(column="c.op_sequence") + ")")
+            params.append(op)
+        condition = " WHERE " + " AND ".join(where) if where else ""
+        total = self._one(f"SELECT count(*) AS n FROM buckets b{condition}", params)["n"]
+        rows = self._rows(
+            "SELECT b.*, r.node_count AS nodes, r.element_count AS elements FROM buckets b "
+            f"LEFT JOIN cases r ON r.id = b.representative{condition} ORDER BY b.last_seen DESC, b.count DESC LIMIT ?",
+            params + [int(limit)],
+        )
+        return rows, total
+
+    def backend_names(self) -> list[str]:
+        """Every backend a stored case ran on or a bucket names."""
+        rows = self._rows("SELECT DISTINCT json_each.value AS name FROM cases, json_each(cases.backends) "
+                          "UNION SELECT backend AS name FROM buckets ORDER BY name")
+        return [row["name"] for row in rows]
+
+    def check_filters(self, status: str | None, verdict: str | None, backend: str | None, op: str | None) -> None:
+        """UserError for a triage status, verdict or op that does not exist, or a backend no stored case ran on."""
+        if op is not None:
+            get_op(op)
+        if status is not None:
+            _check_status(status)
+        if verdict is not None and verdict not in verdict_table.BY_NAME:
+            raise UserError(f"Unknown verdict '{verdict}'; use one of: {', '.join(verdict_table.BY_NAME)}.")
+        if backend is not None:
+            stored = self.backend_names()
+            if not any(name == backend or name.startswith(backend + ":") for name in stored):
+                known = f"use one of: {', '.join(stored)}" if stored else "it stores no case yet"
+                raise UserError(f"No case in {self.path} ran on backend '{backend}'; {known}.")
+
+    def case_size(self, case_id: int) -> tuple[int, int] | None:
+        """(nodes, elements) of a stored case, without loading it; None if there is no such case."""
+        row = self._one("SELECT node_count, element_count FROM cases WHERE id = ?", [case_id])
+        return None if row is None else (row["node_count"], row["element_count"] or 0)
 
     def case_count(self) -> int:
         return self._one("SELECT count(*) AS n FROM cases")["n"]
@@ -760,6 +836,51 @@ class Corpus:
                 "UPDATE buckets SET status = ?, note = coalesce(?, note) WHERE signature = ?", [status, note, row[0]]
             )
         return self.bucket(row[0])
+
+    def resign_findings(self, resign: Callable[[dict], str], dry_run: bool = False) -> dict:
+        """Give every stored finding the signature `resign(finding)` and rebuild the buckets from the
+        cases in the order they were stored, as add_case built them: buckets whose findings now share
+        a signature merge, keeping their triage (see merged_triage). A bucket no stored case belongs
+        to is left as it is. One transaction; with `dry_run` nothing is written."""
+        with self._write():
+            cases = self._rows("SELECT id, verdict, findings, node_count, element_count, created, shrunk_from "
+                               "FROM cases ORDER BY id")
+            old_buckets = {row["signature"]: row for row in self._rows("SELECT * FROM buckets")}
+            sources: dict[str, set[str]] = {}  # new signature -> the old signatures whose findings it takes
+            changed = []
+            for row in cases:
+                findings = _loads(row["findings"])
+                row["findings"] = [{**f, "signature": resign(f)} for f in findings]
+                for before, after in zip(findings, row["findings"]):
+                    sources.setdefault(after["signature"], set()).add(before["signature"])
+                if row["findings"] != findings:
+                    changed.append(row)
+            merges = {new: sorted(old) for new, old in sorted(sources.items()) if old != {new}}
+            with_cases = set().union(*sources.values()) if sources else set()
+            summary = {
+                "dry_run": dry_run, "cases": len(cases), "cases_changed": len(changed),
+                "buckets_before": len(old_buckets), "buckets_after": len((set(old_buckets) - with_cases) | set(sources)),
+                "changes": [{"signature": new, "from": old, "status": merged_triage([old_buckets[s] for s in old if s in old_buckets])[0]}
+                            for new, old in merges.items()],
+            }
+            if dry_run or not changed:
+                return summary
+            for row in changed:
+                self.db.execute("UPDATE cases SET findings = ?, signature = ? WHERE id = ?",
+                                [json.dumps(row["findings"]), _primary_signature(row["verdict"], row["findings"]), row["id"]])
+            for signature in with_cases:
+                self.db.execute("DELETE FROM buckets WHERE signature = ?", [signature])
+            for row in cases:
+                seen: set[str] = set()
+                for finding in row["findings"]:
+                    if finding["signature"] not in seen:
+                        seen.add(finding["signature"])
+                        self._bump_bucket(finding, row["id"], row["node_count"], row["element_count"] or 0, row["created"],
+                                          counts=row["shrunk_from"] is None)
+            for new, old in sources.items():
+                status, note = merged_triage([old_buckets[s] for s in sorted(old) if s in old_buckets])
+                self.db.execute("UPDATE buckets SET status = ?, note = ? WHERE signature = ?", [status, note, new])
+        return summary
 
     def stats(self) -> dict:
         def counts(sql: str) -> dict:
@@ -887,7 +1008,7 @@ class Corpus:
         if not isinstance(backends, list) or not all(isinstance(b, str) for b in backends):
             raise UserError("The case file's 'backends' must be a list of backend names.")
         findings = data.get("findings", [])
-        if not isinstance(findings, list) or not all(_is_finding(f) for f in findings):
+        if not isinstance(findings, list) or not all(is_finding(f) for f in findings):
             raise UserError(
                 "The case file's 'findings' must be a list of objects with string 'signature', 'verdict', 'backend' "
                 "and 'culprit'."
@@ -895,12 +1016,35 @@ class Corpus:
         return case, {"verdict": verdict, "backends": backends, "findings": findings}
 
 
+# When buckets that now share a signature were triaged differently, an open status wins: the merged
+# bug still needs work if any part of it does, and a closed status would hide its new findings.
+TRIAGE_PRECEDENCE = ("reported", "confirmed", "flaky", "wontfix", "fixed", "new")
+
+
+def merged_triage(buckets: list[dict]) -> tuple[str, str | None]:
+    """(status, note) of the bucket that `buckets` merge into; their notes are all kept, and
+    statuses that lost are said in the note."""
+    if not buckets:
+        return "new", None
+    rank = {status: index for index, status in enumerate(TRIAGE_PRECEDENCE)}
+    status = min((b["status"] for b in buckets), key=lambda s: rank.get(s, len(rank)))
+    notes = list(dict.fromkeys(b["note"] for b in buckets if b["note"]))
+    if len({b["status"] for b in buckets}) > 1:
+        notes.append("merged by `fuzz rebucket` from " + ", ".join(f"'{b['signature']}' ({b['status']})" for b in buckets))
+    return status, "; ".join(notes) or None
+
+
+# A backend filter matches a full name or a kind: "jax-jit" finds "jax-jit:cpu:float32".
+_BACKEND_MATCH = "({column} = ? OR substr({column}, 1, length(?) + 1) = ? || ':')"
+_OP_MATCH = "instr('>' || {column} || '>', '>' || ? || '>') > 0"
+
+
 def _check_status(status: str) -> None:
     if status not in STATUSES:
         raise UserError(f"Unknown triage status '{status}'; use one of: {', '.join(STATUSES)}.")
 
 
-def _is_finding(value: Any) -> bool:
+def is_finding(value: Any) -> bool:
     return isinstance(value, dict) and all(
         isinstance(value.get(key), str) for key in ("signature", "verdict", "backend", "culprit")
     )

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from pathlib import Path
+from xml.etree import ElementTree
 
-from fuzzer.corpus import Corpus, case_from_export, load_case_file
+from fuzzer.corpus import Corpus, case_from_export, is_finding, load_case_file
 from fuzzer.errors import UserError
 from fuzzer.ir import Case
 from fuzzer import verdicts
 from fuzzer.oracle import signature
 from fuzzer.plugins import canaries_for
+from fuzzer.triage import current_signature, same_bucket
 from fuzzer.workers import Worker, WorkerConfig, WorkerDied
 
 EXPECTATIONS = ("agree", "disagree")
@@ -63,40 +66,94 @@ class RegressionResult:
     observed: str
     verdict: str
     signatures: list[str]
+    expected_signatures: list[str]  # the recorded findings' buckets, under this release's rules
+    seconds: float
+
+    @property
+    def lost_signatures(self) -> list[str]:
+        """Recorded buckets that did not come back (a known bug now found as another bug)."""
+        if self.expect != "disagree":
+            return []
+        return [s for s in self.expected_signatures if not any(same_bucket(s, seen) for seen in self.signatures)]
 
     @property
     def surprise(self) -> bool:
-        return self.expect != self.observed
+        return self.expect != self.observed or bool(self.lost_signatures)
+
+    @property
+    def why(self) -> str:
+        """What the surprise is, in one sentence ('' if none)."""
+        if self.expect != self.observed:
+            found = f" ({', '.join(self.signatures)})" if self.signatures else ""
+            return f"expected {self.expect}, got {self.verdict}{found}"
+        if self.lost_signatures:
+            return (f"disagrees, but not as recorded: expected {', '.join(self.lost_signatures)}; "
+                    f"got {', '.join(self.signatures) or 'no finding'}")
+        return ""
 
     def to_dict(self) -> dict:
-        return {**self.__dict__, "surprise": self.surprise}
+        return {**self.__dict__, "surprise": self.surprise, "why": self.why}
 
 
-def load_regression_case(path: Path) -> tuple[Case, list[str], str]:
+@dataclass
+class RegressionCase:
+    case: Case
+    backends: list[str]
+    expect: str
+    expected_signatures: list[str]
+
+
+def load_regression_case(path: Path) -> RegressionCase:
     data = load_case_file(path)
     case = case_from_export(data)
+    recorded = data.get("verdict")
     expect = data.get("expect")
+    if expect is None and isinstance(recorded, str):
+        expect = "agree" if verdicts.passes(recorded) else "disagree"
     if expect not in EXPECTATIONS:
-        raise UserError(f"Regression case '{path}' has expect={expect!r}; set it to 'agree' or 'disagree'.")
+        raise UserError(f"Regression case '{path}' has expect={expect!r} and no recorded verdict to take it from; "
+                        "set it to 'agree' or 'disagree'.")
     backends = data.get("backends")
     if not isinstance(backends, list) or not backends or not all(isinstance(b, str) for b in backends):
         raise UserError(f"Regression case '{path}' lists no backends; export it with `fuzz export ID --format json`.")
-    return case, backends, expect
+    findings = data.get("findings", [])
+    if not isinstance(findings, list) or not all(is_finding(f) for f in findings):
+        raise UserError(f"Regression case '{path}' has malformed 'findings'; export it again with `fuzz export ID --format json`.")
+    expected = list(dict.fromkeys(current_signature(f) for f in findings if verdicts.is_bug(f["verdict"])))
+    return RegressionCase(case, backends, expect, expected)
 
 
 def regress(directory: Path, plugins: list[str], timeout: float = 120.0) -> list[RegressionResult]:
     files = sorted(directory.glob("*.json"))
     if not files:
         raise UserError(f"No regression cases (*.json) in '{directory}'; export some with `fuzz export ID --format json --expect agree`.")
-    loaded = [(path, *load_regression_case(path)) for path in files]
-    all_backends = sorted({b for _, _, backends, _ in loaded for b in backends})
+    loaded = [(path, load_regression_case(path)) for path in files]
+    all_backends = sorted({b for _, item in loaded for b in item.backends})
     results = []
     with Replayer(all_backends, plugins, timeout) as replayer:
-        for path, case, backends, expect in loaded:
-            reply = replayer.check(case, backends)
+        for path, item in loaded:
+            start = time.perf_counter()
+            reply = replayer.check(item.case, item.backends)
             observed = "agree" if verdicts.passes(reply["verdict"]) else "disagree"
-            results.append(RegressionResult(str(path), expect, observed, reply["verdict"], [f["signature"] for f in reply["findings"]]))
+            results.append(RegressionResult(str(path), item.expect, observed, reply["verdict"],
+                                            [f["signature"] for f in reply["findings"]], item.expected_signatures,
+                                            round(time.perf_counter() - start, 3)))
     return results
+
+
+def write_junit(results: list[RegressionResult], path: Path) -> None:
+    """JUnit XML, one <testcase> per regression file; a surprise is a <failure> saying what differs."""
+    suite = ElementTree.Element("testsuite", name="fuzz regress", tests=str(len(results)),
+                                failures=str(sum(r.surprise for r in results)), errors="0",
+                                time=f"{sum(r.seconds for r in results):.3f}")
+    for result in results:
+        case = ElementTree.SubElement(suite, "testcase", classname="fuzz.regress", name=Path(result.path).name,
+                                      time=f"{result.seconds:.3f}")
+        if result.surprise:
+            ElementTree.SubElement(case, "failure", message=result.why, type="surprise").text = \
+                f"{result.path}: {result.why}"
+        ElementTree.SubElement(case, "system-out").text = f"verdict {result.verdict}; signatures: {', '.join(result.signatures) or '-'}"
+    ElementTree.ElementTree(suite).write(path, encoding="utf-8", xml_declaration=True)
 
 
 def reshrink_stored(corpus: Corpus, case_id: int, plugins: list[str], seconds: float) -> dict:

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+from typing import Callable
+
 from fuzzer.campaign import CampaignOptions, run_campaign
 from fuzzer.corpus import Corpus
 from fuzzer.plugins import canary_names
 
 
 def run_selftest(corpus: Corpus, max_cases: int = 300, seed: int = 0, shrink_time: float = 30.0,
-                 device: str = "cpu") -> list[dict]:
-    """One short campaign per canary (on the CPU, or with device="cuda" the canaries derived from torch CUDA)."""
+                 device: str = "cpu", on_result: Callable[[dict], None] | None = None) -> list[dict]:
+    """One short campaign per canary (on the CPU, or with device="cuda" the canaries derived from torch CUDA);
+    `on_result` gets each canary's result as soon as its campaign ends."""
     results = []
     for canary in canary_names():
         backend = f"canary-{canary}" + ("-cuda" if device == "cuda" else "")
@@ -18,10 +21,7 @@ def run_selftest(corpus: Corpus, max_cases: int = 300, seed: int = 0, shrink_tim
             shrink_time=shrink_time, inputs_per_graph=1, stop_after_findings=1, shrink_known=True,
         )
         progress = run_campaign(corpus, options)
-        shrunk = [
-            row for row in corpus.list_cases(backend=backend, limit=1000)
-            if row["campaign_id"] == progress.campaign_id and row["shrunk_from"]
-        ]
+        shrunk = [row for row in corpus.list_cases(limit=10**9) if row["campaign_id"] == progress.campaign_id and row["shrunk_from"]]
         smallest = min(shrunk, key=lambda row: row["node_count"], default=None)
         results.append({
             "canary": canary,
@@ -33,4 +33,6 @@ def run_selftest(corpus: Corpus, max_cases: int = 300, seed: int = 0, shrink_tim
             "shrunk_nodes": smallest["node_count"] if smallest else None,
             "shrunk_ops": smallest["op_sequence"] if smallest else None,
         })
+        if on_result:
+            on_result(results[-1])
     return results

@@ -175,7 +175,10 @@ def test_triage_and_filters(corpus):
     assert ids(backend="jax-cpu-float32") == [agree, second, first]
     assert ids(backend="torch-cpu-float32") == [agree, first]
     assert ids(op="log_softmax") == [first]
-    assert ids(op="softmax") == [] and ids(op="log%") == [] and ids(op="log_softma_") == []  # whole names only
+    assert ids(op="softmax") == []  # whole names only: no prefix, and no LIKE wildcards (they are no op's name)
+    for pattern in ("log%", "log_softma_"):
+        with pytest.raises(UserError, match=f"Unknown op '{pattern}'"):
+            ids(op=pattern)
     assert ids(op="tanh", backend="jax-cpu-float32") == [second]
     assert ids(limit=1) == [agree]
     assert corpus.list_cases(status="reported")[0]["findings"] == [finding()]

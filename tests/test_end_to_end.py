@@ -32,7 +32,7 @@ def campaign_db(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def shrunk_id(campaign_db):
-    rows = json.loads(fuzz("list", "--db", campaign_db, "--verdict", "mismatch", "--json", check_exit=0).stdout)
+    rows = json.loads(fuzz("list", "--cases", "--db", campaign_db, "--verdict", "mismatch", "--json", check_exit=0).stdout)
     shrunk = [row for row in rows if row["shrunk_from"]]
     assert shrunk, "every new finding is stored with a shrunk reproducer"
     assert all(row["signature"] == "mismatch | canary-layout-layernorm | layer_norm" for row in rows)
@@ -55,7 +55,7 @@ def test_replay_reproduces_with_exit_1_and_agrees_without_the_canary(campaign_db
 
 def test_triage_marks_the_whole_bucket(campaign_db, shrunk_id):
     fuzz("triage", "--db", campaign_db, shrunk_id, "--status", "confirmed", "--note", "seen by hand", check_exit=0)
-    rows = json.loads(fuzz("list", "--db", campaign_db, "--status", "confirmed", "--json", check_exit=0).stdout)
+    rows = json.loads(fuzz("list", "--cases", "--db", campaign_db, "--status", "confirmed", "--json", check_exit=0).stdout)
     assert shrunk_id in [row["id"] for row in rows]
     stats = json.loads(fuzz("stats", "--db", campaign_db, "--json", check_exit=0).stdout)
     assert stats["buckets_by_status"] == {"confirmed": 1}

@@ -29,7 +29,7 @@ def canary_finding(tmp_path_factory):
     db = tmp_path_factory.mktemp("issue") / "fuzz.db"
     fuzz("run", "--db", db, "--max-cases", 40, "--workers", 1, "--shrink-time", 20, "--plugin", "layout-layernorm",
          "--backends", f"torch-eager,{CANARY}", check_exit=1)
-    rows = json.loads(fuzz("list", "--db", db, "--verdict", "mismatch", "--json", check_exit=0).stdout)
+    rows = json.loads(fuzz("list", "--cases", "--db", db, "--verdict", "mismatch", "--json", check_exit=0).stdout)
     shrunk = [row for row in rows if row["shrunk_from"]]
     assert shrunk, "the campaign stored a shrunk finding"
     return db, min(shrunk, key=lambda row: row["node_count"])["id"]

@@ -92,7 +92,7 @@ def test_a_short_campaign_in_the_regime_finds_a_fault_that_lives_only_there(tmp_
     result = fuzz("run", "--db", db, "--plugin", PLUGIN, "--backends", backend, "--regimes", regime, "--ops", ops,
                   "--max-cases", 30, "--workers", 1, "--shrink-time", 20, "--seed", 0, "--json")
     assert result.returncode == 1, result.stderr[-2000:]
-    rows = json.loads(fuzz("list", "--db", db, "--json").stdout)
+    rows = json.loads(fuzz("list", "--cases", "--db", db, "--json").stdout)
     assert {row["signature"] for row in rows} == {f"mismatch | {backend} | {culprit}"}
     shrunk = json.loads(fuzz("show", "--db", db, min(r["id"] for r in rows if r["shrunk_from"]), "--json").stdout)
     assert [node["op"] for node in shrunk["graph"]["nodes"]] == [culprit]

@@ -1,0 +1,212 @@
+"""Triage, one bug one bucket: `fuzz list` by bucket, `fuzz show`'s evidence, `fuzz rebucket` of a
+corpus an older release made, plugin hints when a backend is missing, and `fuzz regress` checking
+the recorded bucket. Corpora are real: a tiny campaign with a planted-fault plugin, or cases stored
+through the corpus library with the signatures an older release wrote."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from xml.etree import ElementTree
+
+import pytest
+
+from fuzzer.corpus import Corpus
+from fuzzer.generate import generate_case
+from test_cli_errors import assert_user_error, dump, fuzz
+
+FUZZ = str(Path(sys.executable).with_name("fuzz"))
+PLUGIN = str(Path(__file__).resolve().parent / "plugins" / "raise_relu.py")
+REGRESSION = Path(__file__).resolve().parents[1] / "corpus" / "regression"
+CRASH = "crash | plugin-raise-relu | relu | fuzzer_plugin_raise_relu.KernelBug: plugin relu kernel exploded"
+
+
+def fuzz_process(*args) -> subprocess.CompletedProcess:
+    """`fuzz` in a fresh process: a plugin loaded by an earlier in-process command must not register its backend here."""
+    return subprocess.run([FUZZ, *map(str, args)], capture_output=True, text=True, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def plugin_campaign(tmp_path_factory):
+    """A real 3-graph campaign whose plugin relu raises: crash findings, one shrunk; (db, stderr of `fuzz run`)."""
+    db = tmp_path_factory.mktemp("triage") / "plugin.db"
+    run = fuzz_process("run", "--db", db, "--plugin", PLUGIN, "--backends", "torch-eager,plugin-raise-relu",
+                       "--ops", "relu,add,tanh", "--max-cases", "3", "--workers", "1", "--shrink-time", "5")
+    assert run.returncode == 1, run.stdout + run.stderr
+    return db, run.stderr
+
+
+@pytest.fixture(scope="module")
+def shrunk_case(plugin_campaign) -> int:
+    rows = json.loads(fuzz("list", "--db", plugin_campaign[0], "--cases", "--json").stdout)
+    return min(row["id"] for row in rows if row["shrunk_from"])
+
+
+# -- fuzz run and fuzz list ---------------------------------------------------------------------
+
+def test_run_prints_a_header_at_once_and_a_line_per_new_bucket(plugin_campaign):
+    lines = plugin_campaign[1].splitlines()
+    assert lines[0].startswith("[campaign 1] started: 2 backends (torch-eager:cpu:float32, plugin-raise-relu), seed 0")
+    new_buckets = [line for line in lines if " new bucket " in line]
+    assert len(new_buckets) == 1 and new_buckets[0].endswith(f"{CRASH} (case 1)")
+
+
+def test_list_shows_one_line_per_bucket_with_its_smallest_case(plugin_campaign, shrunk_case):
+    db = plugin_campaign[0]
+    cases = json.loads(fuzz("list", "--db", db, "--cases", "--json").stdout)
+    buckets = json.loads(fuzz("list", "--db", db, "--json").stdout)
+    assert [b["signature"] for b in buckets] == [CRASH]
+    assert buckets[0]["count"] == len([c for c in cases if not c["shrunk_from"]])  # shrunk copies are not counted
+    assert buckets[0]["representative"] == shrunk_case and buckets[0]["nodes"] == 1
+    text = fuzz("list", "--db", db).stdout.splitlines()
+    assert len(text) == 2 and text[1].split()[:3] == [str(shrunk_case), "new", str(buckets[0]["count"])]
+
+
+def test_list_says_when_it_truncates(plugin_campaign):
+    result = fuzz("list", "--db", plugin_campaign[0], "--cases", "--limit", "2")
+    total = len(json.loads(fuzz("list", "--db", plugin_campaign[0], "--cases", "--json").stdout))
+    assert result.exit_code == 0 and result.stderr == f"showing 2 of {total} cases; use --limit to see more\n"
+    assert fuzz("list", "--db", plugin_campaign[0]).stderr == ""  # one bucket: nothing left out
+
+
+@pytest.mark.parametrize("flag, value, needles", [
+    ("--verdict", "bogus", ["'bogus'", "crash, hang, nondeterministic"]),
+    ("--status", "bogus", ["'bogus'", "new, confirmed, reported"]),
+    ("--backend", "torch-eagr", ["'torch-eagr'", "plugin-raise-relu, torch-eager:cpu:float32"]),
+    ("--op", "relx", ["'relx'", "fuzz ops"]),
+])
+@pytest.mark.parametrize("view", [[], ["--cases"]], ids=["buckets", "cases"])
+def test_list_refuses_a_filter_that_names_nothing(plugin_campaign, flag, value, needles, view):
+    assert_user_error(fuzz("list", "--db", plugin_campaign[0], *view, flag, value), *needles)
+
+
+def test_list_filters_by_backend_kind(plugin_campaign):
+    db = plugin_campaign[0]
+    assert len(json.loads(fuzz("list", "--db", db, "--backend", "plugin-raise-relu", "--json").stdout)) == 1
+    assert json.loads(fuzz("list", "--db", db, "--backend", "torch-eager", "--json").stdout) == []  # it agreed
+    assert json.loads(fuzz("list", "--db", db, "--verdict", "mismatch", "--json").stdout) == []
+
+
+# -- fuzz show ----------------------------------------------------------------------------------
+
+def test_show_says_triage_shrink_history_and_how_to_reproduce(plugin_campaign, shrunk_case, tmp_path):
+    db = tmp_path / "copy.db"
+    shutil.copy(plugin_campaign[0], db)
+    fuzz("triage", "--db", db, shrunk_case, "--status", "confirmed", "--note", "upstream #7")
+    text = fuzz("show", "--db", db, shrunk_case).stdout
+    assert "Triage: confirmed, note: upstream #7" in text
+    assert re.search(rf"Shrunk from case 1: \d+ nodes to 1, [\d,]+ elements to 1, \d+ candidates tried in [\d.]+ s", text), text
+    assert "{" not in text.split("Shrunk from")[1].splitlines()[0], "the shrink log is told in words, not as a dict"
+    assert f"Reproduce: fuzz replay {shrunk_case} --db {db} --plugin {PLUGIN}" in text
+    assert "Before shrinking, on case 1" in text and "torch-eager:cpu:float32      agree" in text
+
+
+def test_show_rerun_gives_every_backends_verdict_on_the_shrunk_case(plugin_campaign, shrunk_case):
+    shown = json.loads(fuzz("show", "--db", plugin_campaign[0], shrunk_case, "--rerun", "--json").stdout)
+    assert len(shown["verdicts"]) == 1, "stored: only the backend it was shrunk on"
+    assert {v["backend"]: v["verdict"] for v in shown["rerun"]["verdicts"]} == {
+        "torch-eager:cpu:float32": "agree", "plugin-raise-relu": "crash"}
+
+
+# -- a missing plugin backend ------------------------------------------------------------------
+
+def test_replay_names_the_plugin_the_campaign_loaded(plugin_campaign, shrunk_case):
+    missing = fuzz_process("replay", "--db", plugin_campaign[0], shrunk_case)
+    assert missing.returncode == 2 and missing.stdout == ""
+    assert missing.stderr == (f"Error: Backend 'plugin-raise-relu' is not registered; the campaign that stored case {shrunk_case} "
+                              f"loaded plugin file '{PLUGIN}': pass --plugin {PLUGIN}\n")
+    assert fuzz_process("replay", "--db", plugin_campaign[0], shrunk_case, "--plugin", PLUGIN).returncode == 1  # it reproduces
+
+
+def test_report_takes_plugin_and_names_it_when_missing(plugin_campaign, tmp_path):
+    db = plugin_campaign[0]
+    without = fuzz_process("report", "--db", db, "-o", tmp_path / "without")
+    assert without.returncode == 0 and without.stderr.startswith("Warning: Backend 'plugin-raise-relu' is not registered")
+    assert f"pass --plugin {PLUGIN}" in without.stderr
+    with_plugin = fuzz_process("report", "--db", db, "-o", tmp_path / "with", "--plugin", PLUGIN)
+    assert with_plugin.returncode == 0 and with_plugin.stderr == ""
+    assert "building a script for backend &#x27;plugin-raise-relu&#x27; failed" in (tmp_path / "without" / "report.html").read_text()
+    assert "building a script" not in (tmp_path / "with" / "report.html").read_text()
+
+
+# -- fuzz rebucket --------------------------------------------------------------------------------
+
+def old_finding(verdict: str, signature: str, culprit: str = "relu", error: str = "") -> dict:
+    return {"backend": "torch-eager:cpu:float32", "verdict": verdict, "culprit": culprit, "signature": signature,
+            "max_error": 1.0, "allowed": 1e-5, "detail": "", "error": error}
+
+
+@pytest.fixture
+def old_corpus(tmp_path) -> Path:
+    """Findings stored with an older release's rules: all-zeros had its own bucket, and a crash was
+    bucketed by the last line of its error, addresses as 0x?."""
+    db = tmp_path / "old.db"
+    flat = old_finding("all-zeros", "all-zeros | torch-eager:cpu:float32 | relu")
+    wrong = old_finding("mismatch", "mismatch | torch-eager:cpu:float32 | relu")
+    error = "RuntimeError: bad stride at 0x7f3a\n  while running conv2d"
+    crash = old_finding("crash", "crash | torch-eager:cpu:float32 | conv2d |   while running convNd", "conv2d", error)
+    with Corpus(db) as corpus:
+        backends = ["torch-eager:cpu:float32"]
+        first = corpus.add_case(generate_case(1, ["relu"]), verdict="all-zeros", backends=backends, findings=[flat])
+        corpus.add_case(generate_case(2, ["relu"]), verdict="mismatch", backends=backends, findings=[wrong])
+        corpus.add_case(generate_case(3, ["conv2d"]), verdict="crash", backends=backends, findings=[crash])
+        corpus.add_case(generate_case(4, ["relu"]), verdict="all-zeros", backends=backends, findings=[flat], shrunk_from=first)
+        corpus.triage(first, "fixed", "fixed in 2.5")
+        corpus.triage(2, "reported", "pytorch#1")
+    return db
+
+
+def test_rebucket_merges_an_older_releases_buckets_keeping_triage(old_corpus):
+    before = dump(old_corpus)
+    dry = json.loads(fuzz("rebucket", "--db", old_corpus, "--dry-run", "--json").stdout)
+    assert dump(old_corpus) == before, "--dry-run wrote"
+    result = json.loads(fuzz("rebucket", "--db", old_corpus, "--json").stdout)
+    assert {**dry, "dry_run": False} == result
+    assert result["buckets_before"] == 3 and result["buckets_after"] == 2 and result["cases_changed"] == 3
+    with Corpus(old_corpus) as corpus:
+        buckets = {b["signature"]: b for b in corpus.buckets()}
+        merged = buckets["mismatch | torch-eager:cpu:float32 | relu"]
+        assert merged["status"] == "reported", "an open status wins over a closed one"
+        assert merged["note"].startswith("fixed in 2.5; pytorch#1; merged by `fuzz rebucket` from ")
+        assert merged["count"] == 2, "the shrunk copy is not counted"
+        assert merged["representative"] == min((1, 2, 4), key=corpus.case_size)
+        assert "crash | torch-eager:cpu:float32 | conv2d | RuntimeError: bad stride at <addr>" in buckets
+        assert {corpus.get_case(i).signature for i in (1, 2, 4)} == {"mismatch | torch-eager:cpu:float32 | relu"}
+    again = json.loads(fuzz("rebucket", "--db", old_corpus, "--json").stdout)
+    assert again["cases_changed"] == 0 and again["changes"] == [], "a converged corpus stays as it is"
+
+
+def test_a_corpus_of_this_release_is_already_converged(plugin_campaign):
+    """current_signature recomputes exactly what check.py computed from the running backends."""
+    result = json.loads(fuzz("rebucket", "--db", plugin_campaign[0], "--dry-run", "--json").stdout)
+    assert result["cases_changed"] == 0 and result["buckets_before"] == result["buckets_after"] == 1
+
+
+# -- fuzz regress ----------------------------------------------------------------------------------
+
+def test_regress_checks_the_recorded_bucket_and_writes_junit(tmp_path):
+    folder = tmp_path / "regression"
+    folder.mkdir()
+    data = json.loads((REGRESSION / "layout-layernorm.json").read_text())
+    (folder / "same-bucket.json").write_text(json.dumps(data))
+    del data["expect"]  # taken from the recorded verdict: a known bug, expected to disagree
+    (folder / "no-expect.json").write_text(json.dumps(data))
+    data["findings"][0]["culprit"] = "transpose"  # the same verdict, as another bucket
+    data["findings"][0]["signature"] = "mismatch | canary-layout-layernorm | transpose"
+    (folder / "other-bucket.json").write_text(json.dumps(data))
+    junit = tmp_path / "regress.xml"
+    result = fuzz("regress", folder, "--junit", junit, "--json")
+    assert result.exit_code == 1, result.output
+    by_file = {Path(r["path"]).name: r for r in json.loads(result.stdout)}
+    assert not by_file["same-bucket.json"]["surprise"] and not by_file["no-expect.json"]["surprise"]
+    assert by_file["no-expect.json"]["expect"] == "disagree"
+    assert by_file["other-bucket.json"]["surprise"] and by_file["other-bucket.json"]["observed"] == "disagree"
+    assert "not as recorded: expected mismatch | canary-layout-layernorm | transpose" in by_file["other-bucket.json"]["why"]
+    suite = ElementTree.parse(junit).getroot()
+    assert (suite.tag, suite.get("tests"), suite.get("failures")) == ("testsuite", "3", "1")
+    failed = [case.get("name") for case in suite.iter("testcase") if case.find("failure") is not None]
+    assert failed == ["other-bucket.json"]
