@@ -697,10 +697,11 @@ def export_case(db_path, case_id, fmt, backend, expect, plugins, output):
         if fmt == "issue":
             from fuzzer.issue_report import export_issue
 
-            text = export_issue(corpus, case_id, get_backend(name), db_path, output)
+            text = export_issue(corpus, case_id, get_backend(name), db_path, output, plugins=list(plugins))
         else:
             title = stored.signature or f"case {case_id}"
-            text = build_script(stored.case, get_backend(name), title, pytest_style=fmt == "pytest")
+            verdict = next((f["verdict"] for f in stored.findings if f.get("backend") == name), "")
+            text = build_script(stored.case, get_backend(name), title, pytest_style=fmt == "pytest", verdict=verdict)
     if output:
         output.write_text(text + ("" if text.endswith("\n") else "\n"))
         click.echo(f"Wrote {output}", err=True)

@@ -36,6 +36,13 @@ class Replayer:
                        "signature": signature(died.kind, backend, "-", died.message)}
             return {"verdict": died.kind, "findings": [finding], "verdicts": [finding]}
 
+    def outputs(self, case: Case, backend: str) -> dict:
+        """{"outputs": arrays} or {"error": text}: a crash or hang is the error, never ours."""
+        try:
+            return self.worker.request(("outputs", case, backend), self.timeout, compile_timeout=600.0)
+        except WorkerDied as died:
+            return {"error": f"the backend {'crashed' if died.kind == verdicts.CRASH else 'hung'}: {died.message}"}
+
     def shrink(self, case: Case, finding: dict, seconds: float) -> dict:
         """The shrink result for one finding of `case` (see Pipeline.shrink); the worker must not die meanwhile."""
         try:
