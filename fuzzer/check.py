@@ -56,10 +56,11 @@ def check_case(case: Case, backends: list[Backend], reruns: int = 2, runner: Run
     if not reference.defines_anything:
         return CaseResult(verdicts.INVALID)
     result = CaseResult(verdicts.AGREE)
+    outcomes = []
     for backend in backends:
         outcome = runner(backend, case)
         result.seconds[backend.name] = outcome.seconds
-        verdict = _verdict_of(backend, outcome, reference)
+        verdict = _verdict_of(backend, case, outcome, reference)
         if verdicts.get(verdict.verdict).wrong_value:
             verdict = _precision_policy(backend, case, verdict, reference, runner)
         if verdicts.get(verdict.verdict).wrong_value and _changes_on_rerun(backend, case, outcome, reruns, runner):
@@ -67,19 +68,68 @@ def check_case(case: Case, backends: list[Backend], reruns: int = 2, runner: Run
         if verdicts.is_bug(verdict.verdict) and backend.derived_from:
             verdict = _inherited(backend, case, verdict, outcome, reference, runner)
         result.verdicts.append(verdict)
+        outcomes.append(outcome)
+    result.verdicts = _accuracy_regressions(result.verdicts)
+    for backend, verdict, outcome in zip(backends, result.verdicts, outcomes):
         if verdicts.get(verdict.verdict).recorded:
             result.findings.append(_finding(backend, case, verdict, outcome, runner))
     result.verdict = verdicts.worst([v.verdict for v in result.verdicts])
     return result
 
 
-def _verdict_of(backend: Backend, outcome: Outcome, reference: oracle.Reference) -> oracle.BackendVerdict:
+def reference_for(backend: Backend, case: Case, reference: oracle.Reference) -> oracle.Reference:
+    """What `backend`'s outputs are judged against: the numpy reference of the graph's outputs,
+    followed by the backend's own reference for the extra outputs it returns after them
+    (gradients, vmapped copies: a method `extra_reference(case)`; see oracle.py, "Extra outputs")."""
+    extra_reference = getattr(backend, "extra_reference", None)
+    return reference if extra_reference is None else oracle.extended(reference, extra_reference(case))
+
+
+def _verdict_of(backend: Backend, case: Case, outcome: Outcome, reference: oracle.Reference) -> oracle.BackendVerdict:
     if outcome.status == OK:
-        return oracle.judge_outputs(backend.name, backend.dtype, outcome.outputs, reference)
+        try:
+            judged_against = reference_for(backend, case, reference)
+        except Exception as exc:  # noqa: BLE001 - a framework's float64 run that raises judges nothing
+            return oracle.BackendVerdict(backend.name, verdicts.UNSUPPORTED,
+                                         detail=f"the reference of its extra outputs raised: {oracle.error_headline(str(exc))[:200]}")
+        return oracle.judge_outputs(backend.name, backend.dtype, outcome.outputs, judged_against)
     if outcome.status == UNSUPPORTED:
         return oracle.BackendVerdict(backend.name, verdicts.UNSUPPORTED, detail=outcome.error)
     verdict = verdicts.HANG if outcome.status == HANG else verdicts.CRASH
     return oracle.BackendVerdict(backend.name, verdict, detail=oracle.error_headline(outcome.error)[:300])
+
+
+# An error this many times another release's error on the same case is an accuracy regression,
+# once it is at least ACCURACY_FLOOR of its allowance (below that, releases differing by an ulp
+# or two would be "10x" apart).
+ACCURACY_FACTOR = 10.0
+ACCURACY_FLOOR = 0.1
+
+
+def _accuracy_regressions(backend_verdicts: list[oracle.BackendVerdict]) -> list[oracle.BackendVerdict]:
+    """Backends of one kind in several releases (`KIND:DEVICE:DTYPE` and `...@ENV`, see envs.py)
+    that all agree: the one whose error, as a share of its allowance (the same allowance for
+    every release: one reference, one dtype), is ACCURACY_FACTOR times or more another's gets
+    `accuracy-regression`."""
+
+    def ratio(verdict: oracle.BackendVerdict) -> float:
+        return verdict.max_error / verdict.allowed if verdict.allowed > 0 else 0.0
+
+    agreeing: dict[str, list[oracle.BackendVerdict]] = {}
+    for verdict in backend_verdicts:
+        if verdict.verdict == verdicts.AGREE:
+            agreeing.setdefault(verdict.backend.partition("@")[0], []).append(verdict)
+    judged = []
+    for verdict in backend_verdicts:
+        peers = [peer for peer in agreeing.get(verdict.backend.partition("@")[0], []) if peer is not verdict]
+        best = min(peers, key=ratio, default=None)
+        if (best is not None and verdict.verdict == verdicts.AGREE and ratio(verdict) >= ACCURACY_FLOOR
+                and ratio(verdict) >= ACCURACY_FACTOR * ratio(best)):
+            verdict = replace(verdict, verdict=verdicts.ACCURACY_REGRESSION,
+                              detail=(f"error {verdict.max_error:.3g} (allowed {verdict.allowed:.3g}) where {best.backend} "
+                                      f"errs by {best.max_error:.3g} (allowed {best.allowed:.3g}) on this case"))
+        judged.append(verdict)
+    return judged
 
 
 def _precision_policy(backend: Backend, case: Case, verdict, reference, runner: Runner):
@@ -90,7 +140,7 @@ def _precision_policy(backend: Backend, case: Case, verdict, reference, runner: 
     strict = runner(backend.strict_variant(), case)
     if strict.status != OK:
         return verdict
-    strict_verdict = oracle.judge_outputs(backend.name, backend.dtype, strict.outputs, reference)
+    strict_verdict = _verdict_of(backend, case, strict, reference)
     if strict_verdict.verdict != verdicts.AGREE:
         return verdict
     detail = (f"error {verdict.max_error:.3g} with default precision, {strict_verdict.max_error:.3g} with TF32 and "
@@ -108,12 +158,16 @@ def _inherited(backend: Backend, case: Case, verdict, outcome: Outcome, referenc
     except UserError:  # the base does not exist here (a plugin's base from another session)
         return verdict
     base_outcome = runner(base, case)
-    same = (base_outcome.status == outcome.status and
-            (_same_outputs(base_outcome.outputs, outcome.outputs) if outcome.status == OK
-             else oracle.normalize_error(base_outcome.error) == oracle.normalize_error(outcome.error)))
+    if outcome.status == OK and base_outcome.status == OK:
+        # A backend with extra outputs (gradients) shares the base's bug only in the outputs both compute.
+        shared = len(base_outcome.outputs)
+        same = (verdict.output is None or verdict.output < shared) and _same_outputs(base_outcome.outputs, outcome.outputs[:shared])
+    else:
+        same = (base_outcome.status == outcome.status
+                and oracle.normalize_error(base_outcome.error) == oracle.normalize_error(outcome.error))
     if not same:
         return verdict
-    base_verdict = _verdict_of(base, base_outcome, reference)
+    base_verdict = _verdict_of(base, case, base_outcome, reference)
     return replace(verdict, verdict=verdicts.INHERITED,
                    detail=f"{base.name}, which it derives from, gives the same output: {base_verdict.detail or verdict.detail}"[:300])
 
@@ -131,8 +185,16 @@ def _finding(backend: Backend, case: Case, verdict: oracle.BackendVerdict, outco
     if outcome.status != OK:
         culprit = localize_crash(backend, case, outcome.error, runner) if verdict.verdict == verdicts.CRASH else "-"
         sig = oracle.signature(verdict.verdict, backend.name, culprit, outcome.error)
+    elif verdict.verdict == verdicts.ACCURACY_REGRESSION:
+        # Right by the tolerance, so there is no wrong node to localize: the output's op.
+        ops = {node.name: node.op for node in case.graph.nodes}
+        output = case.graph.outputs[min(verdict.output or 0, len(case.graph.outputs) - 1)]
+        culprit = ops.get(output, output)
+        sig = oracle.signature(verdict.verdict, backend.name, culprit)
     else:
         culprit, at_culprit = localize(backend, case, runner, verdict.output or 0)
+        if (verdict.output or 0) >= len(case.graph.outputs):  # an extra output: a gradient, a vmapped copy
+            culprit = f"{culprit}@{getattr(backend, 'transformation', 'extra')}"
         # Bucketed by what is wrong at the culprit: a layer_norm off by 0.3 that a later sqrt
         # turns into nan is one bug whether or not the sqrt follows (and the shrinker may cut it).
         if at_culprit and verdicts.get(at_culprit).wrong_value and verdicts.get(verdict.verdict).wrong_value:
@@ -205,7 +267,8 @@ def localize(backend: Backend, case: Case, runner: Runner = run_backend, failing
         if earlier is not None and ratios[earlier] >= NEAR_ALLOWANCE:
             return nodes[earlier].op, None
         return nodes[suspect].op, suspect_verdict
-    name = case.graph.outputs[failing_output]
+    # An extra output (a gradient, a vmapped copy; see reference_for) is charged to the last graph output.
+    name = case.graph.outputs[min(failing_output, len(case.graph.outputs) - 1)]
     ops = {n.name: n.op for n in nodes}
     return f"{ops.get(name, name)}@fused", None
 
@@ -243,7 +306,7 @@ class NodeIsolation:
         node = graph.nodes[index]
         specs = {spec.name: spec for spec in graph.inputs}
         operands = list(dict.fromkeys(node.inputs))
-        arrays = {name: round_to_dtype(self.values[name], self.backend.dtype) for name in operands}
+        arrays = {name: oracle.round_to_dtype(self.values[name], self.backend.dtype) for name in operands}
         arrays.update({f"{node.name}.{p}": v for p, v in self.params.get(node.name, {}).items()})
         inputs = tuple(specs.get(name) or TensorSpec(name, tuple(np.shape(self.values[name]))) for name in operands)
         return Case(replace(graph, inputs=inputs, nodes=(node,), outputs=(node.name,)), arrays, self.case.seed)
@@ -259,24 +322,11 @@ class NodeIsolation:
         reference = oracle.compute_reference(single, {self.backend.dtype})
         if outcome.status != OK or not reference.defines_anything:
             return verdicts.AGREE, 0.0
-        verdict, err, allowed, _ = oracle.compare_output(np.asarray(outcome.outputs[0], dtype=np.float64), 0, reference, self.backend.dtype)
-        return verdict, (err / allowed if allowed > 0 else float(err > 0))
-
-
-def round_to_dtype(values: np.ndarray, dtype: str) -> np.ndarray:
-    """float64 values rounded to `dtype` (and back), so the backend and the reference start from
-    the same numbers; bfloat16 through ml_dtypes (a jax dependency), float32 where it is missing."""
-    if dtype == "bfloat16":
-        try:
-            import ml_dtypes
-
-            target = ml_dtypes.bfloat16
-        except ImportError:
-            target = np.float32
-    else:
-        target = np.dtype(dtype).type
-    with np.errstate(over="ignore"):
-        return np.asarray(values).astype(target).astype(np.float64)
+        # Every output the backend returns, extra ones (gradients) included: a wrong backward is found alone too.
+        judged = _verdict_of(self.backend, single, outcome, reference)
+        if judged.verdict == verdicts.UNSUPPORTED:
+            return verdicts.AGREE, 0.0
+        return judged.verdict, (judged.max_error / judged.allowed if judged.allowed > 0 else float(judged.max_error > 0))
 
 
 def still_fails_predicate(backend: Backend, signature: str, reruns: int = 2, runner: Runner = run_backend):

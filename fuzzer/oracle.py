@@ -51,6 +51,26 @@ honest float32 sum may overflow in its own order).
     difference that cancels to +-0): undefined in dtype d, skipped.
 A case is `invalid` only when no entry of any output is defined.
 
+Extra outputs (gradients)
+-------------------------
+A backend may return more arrays than the graph has outputs (check.reference_for): jax-vmap
+adds its other batch copies, judged against the numpy reference of each copy; the gradient
+backends (fuzzer/backends/gradients.py) add d<outputs, cotangents>/d(graph input), which numpy
+has no reference for. Their reference (`framework_reference`) comes from the framework's own
+eager autograd: r64 at the case's values; r_d = float64 at the values rounded to dtype d (what
+an exact implementation computes from the numbers the backend is given); as honest models,
+the eager run in dtype d itself (gradients.py says what that hides), NOISY_RUNS float64 runs
+with the values and every op's output moved by ROUNDING_SLACK units of d's roundoff (rounding
+of the intermediates, carried into the backward pass), and r64 with d's subnormals flushed (a
+gradient that underflows in d). The formula and the verdicts are the ones above, with scale =
+the largest gradient magnitude of the case and sens = 1 + the sensitivities of every node (the
+backward pass crosses all of them). One rule differs: no non-finite gradient is defined (an
+entry non-finite in r64 is skipped), since autograd's nan is often a chain-rule artifact (0 *
+inf through a masked branch) that a compiler may rightly simplify away. What this cannot see:
+a gradient rule wrong in float64 eager too, and rounding inside one backward op beyond what
+moving its inputs and output models (which would show as a false mismatch; the property tests
+measure it).
+
 Verdicts (per backend): agree, mismatch, nan-inf (non-finite where the reference
 is finite in that dtype, or a non-finite class the reference defines but the backend
 does not give), all-zeros / constant (a mismatch whose output is constant while
@@ -62,14 +82,14 @@ settings: recorded with both errors, never counted as a bug).
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from fuzzer.backends import interpret, split_arrays
 from fuzzer.backends.numpy_ref import NumpyReference
-from fuzzer.ir import Case, Graph
+# error_headline: re-exported for check.py and issue_report.py, which still take it from here.
+from fuzzer.errors import error_headline, normalize_error  # noqa: F401
+from fuzzer.ir import Case, Graph, interpret, split_arrays
 from fuzzer.ops import get_op
 from fuzzer.verdicts import AGREE, ALL_ZEROS, CONSTANT, MISMATCH, NAN_INF, severity
 
@@ -82,6 +102,22 @@ RTOL = {"float64": 1e-9, "float32": 3e-5, "float16": 1e-2, "bfloat16": 8e-2}
 # which RTOL["bfloat16"] makes up for.
 SAME_DTYPE_REFERENCE = {"float64": "float64", "float32": "float32", "float16": "float16", "bfloat16": "float16"}
 
+
+
+def round_to_dtype(values: np.ndarray, dtype: str) -> np.ndarray:
+    """float64 values rounded to `dtype` (and back), so the backend and the reference start from
+    the same numbers; bfloat16 through ml_dtypes (a jax dependency), float32 where it is missing."""
+    if dtype == "bfloat16":
+        try:
+            import ml_dtypes
+
+            target = ml_dtypes.bfloat16
+        except ImportError:
+            target = np.float32
+    else:
+        target = np.dtype(dtype).type
+    with np.errstate(over="ignore"):
+        return np.asarray(values).astype(target).astype(np.float64)
 
 
 def nonfinite_class(values: np.ndarray) -> np.ndarray:
@@ -200,6 +236,14 @@ def _float64_overflow(graph: Graph, inputs: dict, params: dict, outputs: list[np
     return [~np.isfinite(out) & np.isfinite(np.broadcast_to(np.asarray(w), np.shape(out))) for out, w in zip(outputs, wide_outputs)]
 
 
+def _flushed(values: np.ndarray, dtype: str) -> np.ndarray:
+    """`values` with the subnormals of `dtype` flushed to (signed) zero."""
+    # bfloat16 has float32's exponent range, so float32's smallest normal.
+    tiny = float(np.finfo(np.float16 if dtype == "float16" else np.float32).tiny)
+    values = np.asarray(values, dtype=np.float64)
+    return np.where(np.abs(values) < tiny, np.copysign(0.0, values), values)
+
+
 def _flush_to_zero_run(graph: Graph, inputs: dict, params: dict, dtype: str) -> list[np.ndarray]:
     """The float64 reference with subnormals of `dtype` flushed to (signed) zero at every op's
     inputs and outputs.
@@ -210,12 +254,7 @@ def _flush_to_zero_run(graph: Graph, inputs: dict, params: dict, dtype: str) -> 
     is always made. The oracle counts it like rounding: its deviation joins e_same, and an
     entry that flushing makes non-finite, or finite, is undefined in that dtype.
     """
-    # bfloat16 has float32's exponent range, so float32's smallest normal.
-    tiny = float(np.finfo(np.float16 if dtype == "float16" else np.float32).tiny)
-
-    def flush(values):
-        values = np.asarray(values, dtype=np.float64)
-        return np.where(np.abs(values) < tiny, np.copysign(0.0, values), values)
+    flush = lambda values: _flushed(values, dtype)  # noqa: E731
 
     def flushing(op_name):
         reference_fn = get_op(op_name).reference
@@ -285,6 +324,39 @@ def _rounding_runs(case: Case, inputs: dict, params: dict, dtype: str) -> list[l
         with np.errstate(all="ignore"):
             runs.append([np.asarray(y, dtype=np.float64) for y in interpret(case.graph, inputs, params, perturbed)])
     return runs
+
+
+def framework_reference(exact: list[np.ndarray], rounded: list[np.ndarray], models: list[list[np.ndarray]],
+                        dtype: str, sensitivity: float) -> Reference:
+    """The Reference of outputs only a framework computes (see "Extra outputs"): `exact` (r64) and
+    `rounded` (r_d) are float64 runs at the case's values and at them rounded to `dtype`; `models`
+    are further honest runs (the framework's eager run in `dtype`, the perturbed float64 runs)."""
+    scale = float(max((np.max(np.abs(y[np.isfinite(y)]), initial=0.0) for y in exact), default=0.0))
+    reference = Reference(exact, [scale] * len(exact), [sensitivity] * len(exact), {dtype: rounded})
+    reference.judged[dtype], reference.defined_nonfinite[dtype], reference.rounding_noise[dtype] = [], [], []
+    for index, r64 in enumerate(exact):
+        runs = [rounded[index], *(model[index] for model in models)]
+        if dtype != "float64":  # an honest dtype-d backward underflows where the value is subnormal in d
+            runs.append(_flushed(r64, dtype))
+        judged = np.isfinite(r64) & np.logical_and.reduce([np.isfinite(y) for y in runs])
+        reference.judged[dtype].append(judged)
+        # No non-finite gradient is "defined": autograd's nan is often a chain-rule artifact (0 * inf
+        # through a masked branch) that a compiler may rightly simplify away.
+        reference.defined_nonfinite[dtype].append(np.zeros(np.shape(r64), dtype=bool))
+        with np.errstate(invalid="ignore"):
+            reference.rounding_noise[dtype].append(max((float(np.max(np.abs(y - r64)[judged], initial=0.0)) for y in runs[1:]), default=0.0))
+    return reference
+
+
+def extended(reference: Reference, extra: Reference) -> Reference:
+    """`reference` followed by `extra`'s outputs, for the dtypes both define."""
+    dtypes = reference.same_dtype.keys() & extra.same_dtype.keys()
+    return Reference(
+        reference.outputs + extra.outputs, reference.scales + extra.scales, reference.sensitivities + extra.sensitivities,
+        *({d: table[d] + extra_table[d] for d in dtypes}
+          for table, extra_table in ((reference.same_dtype, extra.same_dtype), (reference.rounding_noise, extra.rounding_noise),
+                                     (reference.judged, extra.judged), (reference.defined_nonfinite, extra.defined_nonfinite))),
+    )
 
 
 @dataclass
@@ -358,21 +430,6 @@ def judge_outputs(backend: str, dtype: str, outputs: list[np.ndarray], reference
         if severity(verdict) < severity(worst.verdict) or (verdict == worst.verdict and ratio > worst_ratio):
             worst = BackendVerdict(backend, verdict, err, allowed, index, detail)
     return worst
-
-
-def error_headline(text: str) -> str:
-    """The first line of an error ("Type: message"): later lines are context, such as the
-    "Set TORCH_LOGS=..." advice that ends every dynamo error."""
-    return text.strip().splitlines()[0] if text and text.strip() else ""
-
-
-def normalize_error(text: str) -> str:
-    """An error's headline without numbers, addresses or paths, for dedup."""
-    first = error_headline(text)
-    first = re.sub(r"0x[0-9a-fA-F]+", "<addr>", first)
-    first = re.sub(r"(/[\w.\-]+)+", "<path>", first)
-    first = re.sub(r"\d+", "N", first)
-    return first[:160]
 
 
 def signature(verdict: str, backend: str, culprit: str, error_text: str = "") -> str:

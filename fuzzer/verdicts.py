@@ -31,6 +31,9 @@ TABLE = (
     Verdict("all-zeros", True, False, True, True, True, "every value is zero where the reference is not constant"),
     Verdict("constant", True, False, True, True, True, "every value is the same where the reference is not constant"),
     Verdict("mismatch", True, False, True, True, True, "values beyond the tolerance model's allowance"),
+    # Judged across backends (check._accuracy_regressions), so a one-backend shrink predicate cannot keep it: not shrunk.
+    Verdict("accuracy-regression", True, False, False, False, True,
+            "within tolerance, but 10x or more the error of the same backend kind in another release on the same case"),
     Verdict("precision-policy", False, True, False, False, True,
             "wrong only under a reduced-precision default (TF32); right once that is off"),
     Verdict("inherited", False, True, False, False, True,
@@ -44,7 +47,8 @@ SEVERITY = {verdict.name: rank for rank, verdict in enumerate(TABLE)}  # 0 for t
 
 CRASH, HANG, NONDETERMINISTIC, NAN_INF, ALL_ZEROS, CONSTANT, MISMATCH = (
     "crash", "hang", "nondeterministic", "nan-inf", "all-zeros", "constant", "mismatch")
-PRECISION_POLICY, INHERITED, AGREE, UNSUPPORTED, INVALID = "precision-policy", "inherited", "agree", "unsupported", "invalid"
+ACCURACY_REGRESSION, PRECISION_POLICY, INHERITED = "accuracy-regression", "precision-policy", "inherited"
+AGREE, UNSUPPORTED, INVALID = "agree", "unsupported", "invalid"
 
 
 def get(name: str) -> Verdict:

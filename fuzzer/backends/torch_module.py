@@ -13,7 +13,7 @@ the same way), in eval mode; op modes come from the ops' `training` attributes.
 
 Kinds:
   torch-module         the nested module under torch.inference_mode()
-  torch-module-grad    the same with autograd on (parameters require grad)
+  torch-module-grad    the same with autograd on; outputs plus input gradients (gradients.py)
   torch-saveload       state_dict -> torch.save -> torch.load(weights_only=True) -> a
                        freshly built zero-filled module, load_state_dict(strict=True)
   torch-export         torch.export.export -> torch.export.save/load -> .module()
@@ -37,6 +37,7 @@ from typing import Callable
 import numpy as np
 
 from fuzzer.backends import interpret, split_arrays
+from fuzzer.backends.gradients import GradientOutputs, torch_eager_gradients, torch_outputs_and_gradients
 from fuzzer.backends.torch_eager import TorchEager
 from fuzzer.ir import Case, Graph
 from fuzzer.layouts import apply_layout, layouts_for
@@ -111,19 +112,26 @@ class TorchModule(ModuleBackend):
     description = "nested nn.Module tree, eval(), torch.inference_mode()"
 
 
-class TorchModuleGrad(ModuleBackend):
+class TorchModuleGrad(GradientOutputs, ModuleBackend):
+    """The nested module with autograd on (parameters and graph inputs require grad); outputs
+    are the forward outputs, then the gradient of each graph input, judged against float64 torch
+    eager autograd of the stock ops (fuzzer/backends/gradients.py)."""
+
     kind = "torch-module-grad"
-    description = "nested nn.Module tree, eval(), autograd on (parameters require grad)"
+    description = "nested nn.Module tree, eval(), autograd on: outputs and input gradients (vs float64 eager autograd)"
 
     def transform(self, module, args, fresh):
         for parameter in module.parameters():
             parameter.requires_grad_(True)
-        return module
+        return lambda *inputs: torch_outputs_and_gradients(module, inputs)
 
     def run_context(self):
         import torch
 
         return torch.enable_grad()
+
+    def eager_gradients(self, case: Case, dtype: str, noise=None) -> list[np.ndarray]:
+        return torch_eager_gradients(case, dtype, noise)
 
 
 class TorchSaveLoad(ModuleBackend):

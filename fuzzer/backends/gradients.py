@@ -1,0 +1,171 @@
+"""Gradient outputs, shared by the autograd backends (torch-module-grad, jax-grad).
+
+A gradient backend returns the graph's outputs followed by one gradient per graph input
+(in graph order): the gradient of the scalar function  sum_i <output_i, cotangent_i>,  i.e.
+the vector-Jacobian product with fixed cotangents. The cotangents are a deterministic
+function of each output's index and shape, drawn from {-1, -0.75, ..., 1} (exact in every
+dtype), so both sides of the comparison and every rerun use the same numbers.
+
+The forward outputs are judged against the numpy reference as always. The gradients are
+judged against the same framework's float64 *eager* autograd of the same function, run by
+`extra_reference` (see oracle.py, "Extra outputs"), with the same eager autograd in the
+backend's dtype as the honest same-dtype model. Why float64 eager autograd is a sound
+reference here: the bug classes these backends target are float32 / compiled / transformed
+gradients (a jit that fuses a backward wrongly, a custom VJP that is wrong only in one
+dtype, a backward kernel that loses precision), and the reference is computed in another
+dtype, op by op, with the stock implementations of every op (a plugin's overrides are not
+used), so it shares none of that. Its limitation: a gradient rule wrong in the framework
+for every dtype (float64 eager included) is wrong in the reference too and goes unseen;
+only a numpy derivative written from the math could see that, and the ops declare none. And
+the same-dtype model is the framework's own eager autograd: a float32 backward kernel that
+loses precision in eager mode too is within its own allowance (torch-module-grad, which is
+eager autograd through a module, then tests the module path, the gradient wiring and any
+overridden op's backward, not torch's float32 backward kernels themselves).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from fuzzer import oracle
+from fuzzer.backends import interpret, split_arrays
+from fuzzer.ir import Case
+from fuzzer.ops import get_op
+
+
+def cotangent(index: int, shape) -> np.ndarray:
+    """The fixed cotangent of output `index`: quarter-integers in [-1, 1], seeded by index and shape."""
+    rng = np.random.default_rng([index, *(int(size) for size in shape)])
+    return rng.integers(-4, 5, size=tuple(shape)) / 4.0
+
+
+def value_variants(case: Case, dtype: str) -> list[Case]:
+    """The case at its own values, at its values rounded to `dtype`, and at NOISY_RUNS copies
+    moved by a few units of `dtype`'s roundoff (the runs `oracle.framework_reference` takes)."""
+    rounded = {name: oracle.round_to_dtype(value, dtype) for name, value in case.arrays.items()}
+    variants = [case, replace(case, arrays=rounded)]
+    for run in range(oracle.NOISY_RUNS):
+        rng = np.random.default_rng([case.seed % 2**32, run, 1])
+        moved = {name: value * (1.0 + rounding_noise(rng, np.shape(value), dtype)) for name, value in case.arrays.items()}
+        variants.append(replace(case, arrays=moved))
+    return variants
+
+
+def rounding_noise(rng: np.random.Generator, shape, dtype: str) -> np.ndarray:
+    """Relative errors of a few units of `dtype`'s roundoff (oracle.ROUNDING_SLACK), one per entry."""
+    return oracle.ROUNDING_SLACK * oracle.UNIT_ROUNDOFF[dtype] * rng.uniform(-1.0, 1.0, shape)
+
+
+def rounded_op_outputs(impl_for, dtype: str, seed: int, as_array):
+    """`impl_for` with every op's output multiplied by 1 + rounding_noise (a constant: autograd
+    carries it into the backward pass too), modelling the rounding of each intermediate value,
+    which moves a saturated softmax's or a cancelling sum's gradient far more than the inputs'."""
+    rng = np.random.default_rng(seed)
+
+    def impl(op_name):
+        fn = impl_for(op_name)
+
+        def run(xs, ps, attrs):
+            out = fn(xs, ps, attrs)
+            return out * as_array(1.0 + rounding_noise(rng, tuple(out.shape), dtype), out)
+
+        return run
+
+    return impl
+
+
+class GradientOutputs:
+    """Mixin for a Backend whose outputs are the forward outputs plus the input gradients."""
+
+    transformation = "vjp"
+
+    def eager_gradients(self, case: Case, dtype: str, noise: tuple[str, int] | None = None) -> list[np.ndarray]:
+        """The input gradients by the framework's eager autograd in `dtype`, stock op implementations;
+        `noise` (roundoff dtype, seed): every op's output moved as `rounded_op_outputs` does."""
+        raise NotImplementedError
+
+    def extra_reference(self, case: Case) -> oracle.Reference:
+        """The reference of the gradient outputs (check.py appends it to the numpy reference): float64
+        eager runs at the case's values, rounded and perturbed (oracle.framework_reference; the
+        perturbed runs also move every op's output), plus the eager run in the backend's dtype as
+        an honest same-dtype model (the r_d of gradients: an underflow or cancellation every
+        dtype-d implementation makes is no finding)."""
+        with np.errstate(all="ignore"):
+            exact, rounded, *moved = value_variants(case, self.dtype)
+            noisy = [self.eager_gradients(variant, "float64", (self.dtype, run)) for run, variant in enumerate(moved)]
+            exact, rounded = self.eager_gradients(exact, "float64"), self.eager_gradients(rounded, "float64")
+            same_dtype = self.eager_gradients(case, self.dtype)
+        sensitivity = 1.0 + sum(get_op(node.op).sensitivity for node in case.graph.nodes)
+        return oracle.framework_reference(exact, rounded, [same_dtype, *noisy], self.dtype, sensitivity)
+
+
+# -- torch ------------------------------------------------------------------------------
+
+
+def torch_outputs_and_gradients(fn, args) -> tuple:
+    """(*fn(*args), *gradients of sum_i <output_i, cotangent_i> w.r.t. each arg); an arg nothing
+    differentiable depends on gets zeros. The args keep their memory layout (detach keeps strides)."""
+    import torch
+
+    leaves = [arg.detach().requires_grad_(True) for arg in args]
+    outputs = list(fn(*leaves))
+    pairs = [(out, torch.as_tensor(cotangent(i, out.shape), dtype=out.dtype, device=out.device))
+             for i, out in enumerate(outputs) if out.requires_grad]
+    if not pairs:  # argmax, floor, ...: no output is differentiable
+        return (*outputs, *(torch.zeros_like(leaf) for leaf in leaves))
+    grads = torch.autograd.grad([out for out, _ in pairs], leaves, grad_outputs=[c for _, c in pairs], allow_unused=True)
+    return (*outputs, *(torch.zeros_like(leaf) if grad is None else grad for grad, leaf in zip(grads, leaves)))
+
+
+def torch_eager_gradients(case: Case, dtype: str, noise: tuple[str, int] | None = None) -> list[np.ndarray]:
+    import torch
+
+    inputs, params = split_arrays(case)
+    names = [spec.name for spec in case.graph.inputs]
+    tensor = lambda array: torch.from_numpy(np.array(array, dtype=np.float64)).to(getattr(torch, dtype))  # noqa: E731
+    weights = {node: {k: tensor(v) for k, v in ps.items()} for node, ps in params.items()}
+
+    impl_for = lambda op: get_op(op).impl("torch")  # noqa: E731
+    if noise:
+        impl_for = rounded_op_outputs(impl_for, noise[0], noise[1], lambda values, like: torch.as_tensor(values, dtype=like.dtype))
+
+    def graph_fn(*xs):
+        return interpret(case.graph, dict(zip(names, xs)), weights, impl_for)
+
+    with torch.enable_grad():
+        results = torch_outputs_and_gradients(graph_fn, [tensor(inputs[name]) for name in names])
+    return [grad.detach().to(torch.float64).numpy() for grad in results[len(case.graph.outputs):]]
+
+
+# -- jax --------------------------------------------------------------------------------
+
+
+def jax_outputs_and_gradients(fn, inputs: dict, names: list[str]) -> list:
+    """fn(inputs) -> outputs, then the gradient w.r.t. each input in `names` order (jax.vjp)."""
+    import jax
+
+    outputs, vjp = jax.vjp(fn, inputs)
+    (grads,) = vjp([jax.numpy.asarray(cotangent(i, out.shape), dtype=out.dtype) for i, out in enumerate(outputs)])
+    return [*outputs, *(grads[name] for name in names)]
+
+
+def jax_eager_gradients(case: Case, dtype: str, noise: tuple[str, int] | None = None) -> list[np.ndarray]:
+    from fuzzer.backends.jax_eager import import_jax
+
+    jax = import_jax()
+    inputs, params = split_arrays(case)
+    names = [spec.name for spec in case.graph.inputs]
+    as_dtype = lambda array: jax.numpy.asarray(np.asarray(array, dtype=np.float64), dtype=getattr(jax.numpy, dtype))  # noqa: E731
+    weights = {node: {k: as_dtype(v) for k, v in ps.items()} for node, ps in params.items()}
+
+    impl_for = lambda op: get_op(op).impl("jax")  # noqa: E731
+    if noise:
+        impl_for = rounded_op_outputs(impl_for, noise[0], noise[1], lambda values, like: jax.numpy.asarray(values, dtype=like.dtype))
+
+    def graph_fn(xs):
+        return interpret(case.graph, xs, weights, impl_for)
+
+    results = jax_outputs_and_gradients(graph_fn, {name: as_dtype(inputs[name]) for name in names}, names)
+    return [np.asarray(grad, dtype=np.float64) for grad in results[len(case.graph.outputs):]]

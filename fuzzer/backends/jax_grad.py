@@ -1,0 +1,43 @@
+"""jax.jit of the graph's forward pass and its vector-Jacobian product (jax.vjp): the outputs,
+then the gradient of sum_i <output_i, cotangent_i> w.r.t. every graph input, judged against
+float64 jax eager autograd (see fuzzer/backends/gradients.py for the reference and its limits)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from fuzzer.backends import interpret
+from fuzzer.backends.gradients import GradientOutputs, jax_eager_gradients, jax_outputs_and_gradients
+from fuzzer.backends.jax_eager import import_jax
+from fuzzer.backends.jax_jit import JITTED, JaxJit
+from fuzzer.ir import Case, Graph
+
+
+class JaxGrad(GradientOutputs, JaxJit):
+    # Compiled by jax.jit: a forward it computes exactly as jax-jit, wrong the same way, is jax-jit's finding.
+    derives_from_kind = "jax-jit"
+    kind = "jax-grad"
+    description = "jax.jit of the forward and jax.vjp w.r.t. the graph inputs (gradients vs float64 jax eager)"
+    dtypes = ("float32", "float64")
+    # Measured: jax cannot differentiate these ops' implementations (lax.reduce_window with a
+    # general reducer: "Linearization failed to produce known values for all output primals").
+    NOT_DIFFERENTIABLE = frozenset({"avg_pool2d", "max_pool2d"})
+
+    def __init__(self, device="cpu", dtype=None, overrides=None, name=None):
+        super().__init__(device, dtype, overrides, name)
+        self.unsupported_ops = set(self.NOT_DIFFERENTIABLE)
+
+    def _graph_fn(self, graph: Graph):
+        jax = import_jax()
+        names = [spec.name for spec in graph.inputs]
+
+        def forward_and_gradients(inputs, params):
+            return jax_outputs_and_gradients(lambda xs: interpret(graph, xs, params, self.impl_for), inputs, names)
+
+        return JITTED.get((self.name, graph.structure_key()), lambda: jax.jit(forward_and_gradients))
+
+    def eager_gradients(self, case: Case, dtype: str, noise=None) -> list[np.ndarray]:
+        return jax_eager_gradients(case, dtype, noise)
+
+
+BACKENDS = [JaxGrad]

@@ -1,0 +1,23 @@
+"""torch.compile with mode="max-autotune-no-cudagraphs": inductor benchmarks Triton (and
+cuBLAS/ATen) kernel choices for matmuls and convolutions and keeps the fastest, so the
+kernels run are other kernels than torch.compile's default picks. CUDA only."""
+
+from __future__ import annotations
+
+from fuzzer.backends.torch_compile_options import ConfiguredTorchCompile
+
+
+class TorchCompileMaxAutotune(ConfiguredTorchCompile):
+    kind = "torch-compile-max-autotune"
+    description = "torch.compile (inductor), mode='max-autotune-no-cudagraphs', whole graph (CUDA only)"
+    compile_mode = "max-autotune-no-cudagraphs"
+    # Autotuning benchmarks several kernels per matmul/conv: a minute or more for a first graph.
+    cold_start_seconds = 60.0
+
+    def unavailable_reason(self) -> str | None:
+        if self.device != "cuda":
+            return "max-autotune tunes GPU kernels, so this kind runs on CUDA only: name it torch-compile-max-autotune:cuda."
+        return super().unavailable_reason()
+
+
+BACKENDS = [TorchCompileMaxAutotune]
