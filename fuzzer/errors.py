@@ -1,4 +1,6 @@
-"""The two kinds of failure: the user's input is wrong, or we have a bug."""
+"""The two kinds of failure: the user's input is wrong, or we have a bug; and the text of errors."""
+
+import re
 
 
 class UserError(Exception):
@@ -26,3 +28,18 @@ class OpUnsupported(Exception):
 
 class ShapeError(ValueError):
     """An op cannot accept these attributes / input shapes (raised by shape rules)."""
+
+
+def error_headline(text: str) -> str:
+    """The first line of an error ("Type: message"): later lines are context, such as the
+    "Set TORCH_LOGS=..." advice that ends every dynamo error."""
+    return text.strip().splitlines()[0] if text and text.strip() else ""
+
+
+def normalize_error(text: str) -> str:
+    """An error's headline without numbers, addresses or paths, for dedup."""
+    first = error_headline(text)
+    first = re.sub(r"0x[0-9a-fA-F]+", "<addr>", first)
+    first = re.sub(r"(/[\w.\-]+)+", "<path>", first)
+    first = re.sub(r"\d+", "N", first)
+    return first[:160]

@@ -20,7 +20,7 @@ import json
 import os
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -334,3 +334,28 @@ class Case:
             digest.update(name.encode())
             digest.update(np.ascontiguousarray(self.arrays[name], dtype=np.float64).tobytes())
         return digest.hexdigest()[:16]
+
+
+def interpret(graph: Graph, inputs: dict, params: dict, impl_for: Callable[[str], Callable], keep_all: bool = False):
+    """Run the graph node by node with `impl_for(op_name)` as each op's implementation.
+
+    `params` maps node name -> {param name: value}. Returns the outputs, or with
+    keep_all every value by name (the reference uses that for error scales).
+    """
+    env = dict(inputs)
+    for node in graph.nodes:
+        env[node.name] = impl_for(node.op)([env[r] for r in node.inputs], params.get(node.name, {}), node.attrs)
+    return env if keep_all else [env[name] for name in graph.outputs]
+
+
+def split_arrays(case: Case) -> tuple[dict, dict]:
+    """Case arrays -> (graph inputs by name, {node: {param: array}})."""
+    input_names = {spec.name for spec in case.graph.inputs}
+    inputs, params = {}, {}
+    for name, array in case.arrays.items():
+        if name in input_names:
+            inputs[name] = array
+        else:
+            node, param = name.split(".", 1)
+            params.setdefault(node, {})[param] = array
+    return inputs, params

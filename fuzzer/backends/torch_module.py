@@ -36,11 +36,13 @@ from typing import Callable
 
 import numpy as np
 
-from fuzzer.backends import interpret, split_arrays
 from fuzzer.backends.gradients import GradientOutputs, torch_eager_gradients, torch_outputs_and_gradients
 from fuzzer.backends.torch_eager import TorchEager
+from fuzzer.backends import interpret, split_arrays
 from fuzzer.ir import Case, Graph
+from fuzzer.errors import UserError
 from fuzzer.layouts import apply_layout, layouts_for
+from fuzzer.program_source import argument_names, module_program, torch_program
 
 
 class ModuleBackend(TorchEager):
@@ -98,6 +100,15 @@ class ModuleBackend(TorchEager):
 
         return torch.inference_mode()
 
+    # The reproducer's lines that turn `model` into `program`, and the mode it runs in (as source).
+    transform_source: tuple[str, ...] = ("program = model",)
+    context_source = "torch.inference_mode()"
+
+    def reproducer_program(self, case: Case) -> tuple[list[str], str]:
+        from fuzzer.model import BUFFER_PARAMS
+
+        return module_program(case, self, list(self.transform_source), self.context_source, BUFFER_PARAMS)
+
 
 class TorchModule(ModuleBackend):
     """The nested module in eval mode under torch.inference_mode().
@@ -120,6 +131,10 @@ class TorchModuleGrad(GradientOutputs, ModuleBackend):
     kind = "torch-module-grad"
     description = "nested nn.Module tree, eval(), autograd on: outputs and input gradients (vs float64 eager autograd)"
 
+    def reproducer_program(self, case: Case) -> tuple[list[str], str]:
+        raise UserError(f"Backend '{self.name}' judges input gradients, which reproducers do not write yet; "
+                        f"export the forward with --backend torch-module:{self.device}:{self.dtype}.")
+
     def transform(self, module, args, fresh):
         for parameter in module.parameters():
             parameter.requires_grad_(True)
@@ -140,6 +155,13 @@ class TorchSaveLoad(ModuleBackend):
 
     kind = "torch-saveload"
     description = "state_dict -> torch.save/torch.load(weights_only) -> fresh module, strict load"
+    transform_source = (
+        "buffer = io.BytesIO()",
+        "torch.save(model.state_dict(), buffer)",
+        "buffer.seek(0)",
+        "program = Model([torch.zeros_like(w) for w in weights]).eval()  # a fresh, zero-filled copy",
+        "program.load_state_dict(torch.load(buffer, weights_only=True, map_location=DEVICE), strict=True)",
+    )
 
     def transform(self, module, args, fresh):
         import torch
@@ -162,6 +184,14 @@ class TorchExport(ModuleBackend):
     kind = "torch-export"
     description = "torch.export.export -> torch.export.save/load -> ExportedProgram.module()"
     expensive = True
+    transform_source = (
+        "exported = torch.export.export(model, tuple(inputs))",
+        "buffer = io.BytesIO()",
+        "torch.export.save(exported, buffer)",
+        "buffer.seek(0)",
+        "program = torch.export.load(buffer).module()",
+    )
+    context_source = "torch.no_grad()"
 
     def transform(self, module, args, fresh):
         import torch
@@ -184,6 +214,8 @@ class TorchJitTrace(ModuleBackend):
 
     kind = "torch-jit-trace"
     description = "torch.jit.trace of the nested module"
+    transform_source = ("with torch.no_grad():", "    program = torch.jit.trace(model, tuple(inputs), check_trace=False)")
+    context_source = "torch.no_grad()"
 
     def transform(self, module, args, fresh):
         import torch
@@ -342,6 +374,10 @@ class TorchBnFold(ModuleBackend):
         self.fold_stats: Counter = Counter()
         self.last_report: FoldReport | None = None
 
+    def reproducer_program(self, case: Case) -> tuple[list[str], str]:
+        raise UserError(f"Backend '{self.name}' runs the fuzzer's own BatchNorm folding, which has no standalone form; "
+                        f"export the case with --backend torch-module:{self.device}:{self.dtype} and fold it with your tool.")
+
     def transform(self, module, args, fresh):
         with warnings.catch_warnings(record=True):
             warnings.simplefilter("always", FoldWarning)
@@ -384,6 +420,15 @@ class TorchLayout(TorchEager):
 
     def _keeps_params_contiguous(self, op_name: str) -> bool:
         return self.device == "cuda" and op_name in self.CONTIGUOUS_PARAMS_ON_CUDA
+
+    def reproducer_program(self, case: Case) -> tuple[list[str], str]:
+        # As _execute: every input relayouted (not in its stored layout), and weights of rank >= 2.
+        ops, inputs = {node.name: node.op for node in case.graph.nodes}, len(case.graph.inputs)
+        kept = [i for i, name in enumerate(argument_names(case))
+                if i >= inputs and self._keeps_params_contiguous(ops[name.split(".", 1)[0]])]
+        relayout_line = (f"args = [relayout(a) if i < {inputs} or (a.dim() >= 2 and i not in {kept!r}) else a "
+                         "for i, a in enumerate(args)]  # inputs and weights in another memory layout")
+        return torch_program(case, self, [relayout_line], "graph(*args)", helpers=(relayout,), layouts=False)
 
     def _execute(self, graph: Graph, inputs: dict, params: dict) -> list[np.ndarray]:
         import torch
