@@ -25,9 +25,9 @@ from fuzzer.corpus import Corpus
 from fuzzer.environment import versions
 from fuzzer.errors import InternalError, UserError
 from fuzzer.oracle import signature
-from fuzzer.pipeline import case_generator, seed_for
+from fuzzer.pipeline import WorkerConfig, case_generator, seed_for
 from fuzzer.plugins import load_plugins
-from fuzzer.workers import Worker, WorkerConfig, WorkerDied
+from fuzzer.workers import Worker, WorkerDied
 
 CHECKPOINT_EVERY = 2.0  # seconds
 # Past --time, a worker still checking a case gets this long before it is killed and its case

@@ -13,9 +13,8 @@ from pathlib import Path
 import numpy as np
 
 from fuzzer.arrays import from_npy_bytes, to_npy_bytes
-from fuzzer.backends import split_arrays
 from fuzzer.errors import UserError
-from fuzzer.ir import NAME_PATTERN, Case, Graph
+from fuzzer.ir import NAME_PATTERN, Case, Graph, split_arrays
 
 CASE_FILE = "case.json"
 

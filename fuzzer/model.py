@@ -36,8 +36,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from fuzzer.backends import split_arrays
-from fuzzer.ir import Case, Graph, Node, infer_shapes, param_shapes
+from fuzzer.ir import Case, Graph, Node, infer_shapes, param_shapes, split_arrays
 from fuzzer.ops import get_op
 
 # Parameters that are state, not weights: registered as buffers (saved in the

@@ -7,8 +7,10 @@ result is plain data for the parent, which is the only corpus writer.
 from __future__ import annotations
 
 import hashlib
+import os
 import resource
 import time
+from dataclasses import dataclass, field
 from typing import Callable
 
 from fuzzer.arrays import materialize, regime_profiles
@@ -23,7 +25,27 @@ from fuzzer.ir import Case
 from fuzzer import verdicts
 from fuzzer.plugins import load_plugins
 from fuzzer.shrink import shrink_case
-from fuzzer.workers import WorkerConfig
+
+THREADS_ENV = "FUZZ_WORKER_THREADS"
+
+
+@dataclass
+class WorkerConfig:
+    backends: list[str]
+    ops: list[str] | None = None
+    max_nodes: int = 8
+    regimes: list[str] | None = None  # names from fuzzer/regimes.py; None: all, at their stated shares
+    seed: int = 0
+    inputs_per_graph: int = 2
+    # Each compiling backend's share of the worker's time (see fuzzer/budget.py): a number is
+    # the total for all of them, split evenly; "name=share" entries set one backend's share.
+    compile_share: str = "0.5"
+    # Intra-op threads per worker for torch and XLA's CPU client; 0 leaves the libraries' defaults.
+    threads: int = field(default_factory=lambda: int(os.environ.get(THREADS_ENV, "1")))
+    shrink_time: float = 60.0
+    reruns: int = 2
+    plugins: list[str] = field(default_factory=list)
+    memory_limit_mb: int | None = None
 
 
 def seed_for(campaign_seed: int, index: int) -> int:

@@ -27,7 +27,8 @@ import time
 import uuid
 
 from fuzzer.errors import InternalError, UserError
-from fuzzer.workers import WorkerConfig, WorkerDied
+from fuzzer.pipeline import WorkerConfig
+from fuzzer.workers import WorkerDied
 
 _HEARTBEAT_NAMESPACE = b"fuzzer-heartbeat"
 _actor_class = None

@@ -14,7 +14,8 @@ from fuzzer import verdicts
 from fuzzer.oracle import signature
 from fuzzer.plugins import canaries_for
 from fuzzer.triage import current_signature, same_bucket
-from fuzzer.workers import Worker, WorkerConfig, WorkerDied
+from fuzzer.pipeline import WorkerConfig
+from fuzzer.workers import Worker, WorkerDied
 
 EXPECTATIONS = ("agree", "disagree")
 

@@ -25,11 +25,10 @@ from typing import Callable
 import numpy as np
 
 from fuzzer.arrays import param_values
-from fuzzer.backends import split_arrays
 from fuzzer.backends.numpy_ref import NumpyReference
 from fuzzer.errors import UserError
 from fuzzer.layouts import CONTIGUOUS, conform_values
-from fuzzer.ir import Case, Graph, Node, TensorSpec, infer_shapes, param_shapes
+from fuzzer.ir import Case, Graph, Node, TensorSpec, infer_shapes, param_shapes, split_arrays
 from fuzzer.ops import get_op
 from fuzzer.ops._common import numel
 

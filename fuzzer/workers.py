@@ -33,9 +33,12 @@ import resource
 import signal
 import time
 import traceback
-from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from fuzzer.errors import InternalError, UserError
+
+if TYPE_CHECKING:  # annotations only: importing the pipeline at once would hold up `warm_template`
+    from fuzzer.pipeline import WorkerConfig
 
 SPAWN = multiprocessing.get_context("spawn")
 FORKSERVER = multiprocessing.get_context("forkserver")
@@ -43,7 +46,6 @@ FORKSERVER = multiprocessing.get_context("forkserver")
 # XLA client on import (a module missing here is skipped by multiprocessing). Not dynamo and
 # inductor: ~5 s more before the first graph, for a compiler the budget starts later anyway.
 FORKSERVER.set_forkserver_preload(["numpy", "torch", "jax", "hypothesis", "fuzzer.ops", "fuzzer.pipeline"])
-THREADS_ENV = "FUZZ_WORKER_THREADS"
 
 
 def warm_template() -> None:
@@ -51,25 +53,6 @@ def warm_template() -> None:
     from multiprocessing import forkserver
 
     forkserver.ensure_running()
-
-
-@dataclass
-class WorkerConfig:
-    backends: list[str]
-    ops: list[str] | None = None
-    max_nodes: int = 8
-    regimes: list[str] | None = None  # names from fuzzer/regimes.py; None: all, at their stated shares
-    seed: int = 0
-    inputs_per_graph: int = 2
-    # Each compiling backend's share of the worker's time (see fuzzer/budget.py): a number is
-    # the total for all of them, split evenly; "name=share" entries set one backend's share.
-    compile_share: str = "0.5"
-    # Intra-op threads per worker for torch and XLA's CPU client; 0 leaves the libraries' defaults.
-    threads: int = field(default_factory=lambda: int(os.environ.get(THREADS_ENV, "1")))
-    shrink_time: float = 60.0
-    reruns: int = 2
-    plugins: list[str] = field(default_factory=list)
-    memory_limit_mb: int | None = None
 
 
 def limit_threads(threads: int) -> None:

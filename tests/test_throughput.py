@@ -131,7 +131,8 @@ def register(api):
 
 @pytest.mark.parametrize("threads, verdict", [(1, "agree"), (2, "crash")])
 def test_a_worker_runs_the_intra_op_threads_it_is_given(tmp_path, threads, verdict):
-    from fuzzer.workers import Worker, WorkerConfig
+    from fuzzer.pipeline import WorkerConfig
+    from fuzzer.workers import Worker
 
     plugin = tmp_path / "one_thread.py"
     plugin.write_text(THREADS_PLUGIN)

@@ -19,34 +19,9 @@ from typing import Callable, ClassVar
 import numpy as np
 
 from fuzzer.errors import UserError
-from fuzzer.ir import Case, Graph
+# interpret: re-exported until the backend modules that import it from here take it from fuzzer.ir.
+from fuzzer.ir import Case, Graph, interpret, split_arrays  # noqa: F401
 from fuzzer.ops import get_op, registry
-
-
-
-def interpret(graph: Graph, inputs: dict, params: dict, impl_for: Callable[[str], Callable], keep_all: bool = False):
-    """Run the graph node by node with `impl_for(op_name)` as each op's implementation.
-
-    `params` maps node name -> {param name: value}. Returns the outputs, or with
-    keep_all every value by name (the reference uses that for error scales).
-    """
-    env = dict(inputs)
-    for node in graph.nodes:
-        env[node.name] = impl_for(node.op)([env[r] for r in node.inputs], params.get(node.name, {}), node.attrs)
-    return env if keep_all else [env[name] for name in graph.outputs]
-
-
-def split_arrays(case: Case) -> tuple[dict, dict]:
-    """Case arrays -> (graph inputs by name, {node: {param: array}})."""
-    input_names = {spec.name for spec in case.graph.inputs}
-    inputs, params = {}, {}
-    for name, array in case.arrays.items():
-        if name in input_names:
-            inputs[name] = array
-        else:
-            node, param = name.split(".", 1)
-            params.setdefault(node, {})[param] = array
-    return inputs, params
 
 
 class CompiledCache:
@@ -171,10 +146,13 @@ class Backend:
 
 @dataclass
 class BackendTable:
-    """Backend classes by kind, plus named derived instances (from plugins)."""
+    """Backend classes by kind, named derived instances (from plugins), and resolvers of the names
+    that are not KIND[:DEVICE[:DTYPE]] by the character that marks them (a module's `SPEC_RESOLVERS`:
+    "@" is another Python environment's backend, env_backend.py)."""
 
     classes: dict[str, type[Backend]]
     derived: dict[str, Backend]
+    resolvers: dict[str, Callable[[str], Backend]]
 
     def kinds(self) -> list[str]:
         return sorted(self.classes)
@@ -187,13 +165,15 @@ def table() -> BackendTable:
     global _TABLE
     if _TABLE is None:
         classes: dict[str, type[Backend]] = {}
+        resolvers: dict[str, Callable[[str], Backend]] = {}
         for module_info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
             if module_info.name.startswith("_"):
                 continue
             module = importlib.import_module(f"{__name__}.{module_info.name}")
             for cls in getattr(module, "BACKENDS", []):
                 classes[cls.kind] = cls
-        _TABLE = BackendTable(classes, {})
+            resolvers.update(getattr(module, "SPEC_RESOLVERS", {}))
+        _TABLE = BackendTable(classes, {}, resolvers)
     return _TABLE
 
 
@@ -211,10 +191,9 @@ def get_backend(spec: str) -> Backend:
     tab = table()
     if spec in tab.derived:
         return tab.derived[spec]
-    if "@" in spec:  # a backend of another Python environment
-        from fuzzer.backends.env_backend import EnvBackend
-
-        return EnvBackend.from_spec(spec)
+    for marker, resolve in tab.resolvers.items():
+        if marker in spec:
+            return resolve(spec)
     kind, _, rest = spec.partition(":")
     device, _, dtype = rest.partition(":")
     if kind not in tab.classes:

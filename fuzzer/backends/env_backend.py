@@ -173,3 +173,7 @@ class EnvBackend(Backend):
             if "error" in answer:
                 raise EnvWorkerError(answer["error"])
             return case_folder.read_outputs(root, len(case.graph.outputs), f"backend '{self.name}'")
+
+
+# Names KIND[:DEVICE[:DTYPE]]@ENV resolve here (fuzzer.backends.get_backend).
+SPEC_RESOLVERS = {"@": EnvBackend.from_spec}

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import numpy as np
 
-from fuzzer.backends import Backend, interpret
-from fuzzer.ir import Case, Graph
+from fuzzer.backends import Backend
+from fuzzer.ir import Case, Graph, interpret
 from fuzzer.program_source import JAX_VERSIONS, jax_program
 
 

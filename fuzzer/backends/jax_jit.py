@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from fuzzer.backends import CompiledCache, interpret
+from fuzzer.backends import CompiledCache
 from fuzzer.backends.jax_eager import JaxEager, import_jax
-from fuzzer.ir import Case, Graph
+from fuzzer.ir import Case, Graph, interpret
 from fuzzer.program_source import jax_program
 
 JITTED = CompiledCache(limit=1024)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from fuzzer.backends import Backend, interpret
-from fuzzer.ir import Graph
+from fuzzer.backends import Backend
+from fuzzer.ir import Graph, interpret
 
 
 class NumpyReference(Backend):

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import types
 
-from fuzzer.backends import CompiledCache, interpret
+from fuzzer.backends import CompiledCache
 from fuzzer.backends.torch_eager import TorchEager
 from fuzzer.errors import OpUnsupported
-from fuzzer.ir import Case, Graph
+from fuzzer.ir import Case, Graph, interpret
 from fuzzer.program_source import torch_program
 
 # Compiled graphs by (backend name, graph structure), kept for the life of the process

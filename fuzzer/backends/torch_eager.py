@@ -6,8 +6,8 @@ import contextlib
 
 import numpy as np
 
-from fuzzer.backends import Backend, interpret
-from fuzzer.ir import Case, Graph
+from fuzzer.backends import Backend
+from fuzzer.ir import Case, Graph, interpret
 from fuzzer.program_source import TORCH_VERSIONS, torch_program
 
 

@@ -38,8 +38,7 @@ import numpy as np
 
 from fuzzer.backends.gradients import GradientOutputs, torch_eager_gradients, torch_outputs_and_gradients
 from fuzzer.backends.torch_eager import TorchEager
-from fuzzer.backends import interpret, split_arrays
-from fuzzer.ir import Case, Graph
+from fuzzer.ir import Case, Graph, interpret, split_arrays
 from fuzzer.errors import UserError
 from fuzzer.layouts import apply_layout, layouts_for
 from fuzzer.program_source import argument_names, module_program, torch_program

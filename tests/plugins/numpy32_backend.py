@@ -2,7 +2,8 @@
 
 import numpy as np
 
-from fuzzer.backends import Backend, interpret
+from fuzzer.backends import Backend
+from fuzzer.ir import interpret
 
 
 class NumpyFloat32(Backend):
