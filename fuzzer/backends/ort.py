@@ -154,7 +154,7 @@ class OnnxRuntime(Backend):
     # A fresh worker imports torch.onnx and onnxscript for its first export: measured 3-4 s.
     cold_start_seconds = 4.0
     optimization_level = "ORT_ENABLE_ALL"
-    # Needs the reproducer's imports (reproducer_program) above it.
+    # Printed by reproducers before the program runs, after its imports (reproducer_program).
     versions_source = "VERSIONS = f'onnxruntime {onnxruntime.__version__}, onnx {onnx.__version__}, numpy {np.__version__}'"
 
     def unavailable_reason(self) -> str | None:
@@ -249,9 +249,8 @@ class OnnxRuntime(Backend):
             "wanted = {i.name for i in session.get_inputs()}",
             "outputs = session.run(None, {name: np.asarray(value, np.float32) for name, value in feeds.items() if name in wanted})",
             "outputs = [np.asarray(o, dtype=np.float64) for o in outputs]",
-            self.versions_source,
         ])
-        return ["import base64", "", "import onnx", "import onnxruntime"], code
+        return ["import onnx", "import onnxruntime"], code
 
 
 class OnnxRuntimeUnoptimized(OnnxRuntime):
