@@ -204,7 +204,7 @@ class OnnxRuntime(Backend):
         if isinstance(exported, OpUnsupported):
             raise exported
         if not weights.keys() <= exported.initializer_names():
-            exported = build()  # a weight became a constant: this case's values need their own export
+            exported = build()  # a weight was pruned (dead node) or made a constant: export with these values
         return exported, self.rewrite_model(exported.with_weights(weights))
 
     def session(self, model):
