@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import keyword
 import os
 import re
 from dataclasses import dataclass, field
@@ -198,8 +199,12 @@ def _shape(value: Any) -> tuple[int, ...]:
 
 
 def _attrs(value: Any) -> dict:
+    """An op's attributes: their names are identifiers, since reproducers write them as keywords."""
     if not isinstance(value, dict):
         raise ValueError(f"attrs {value!r} (an object)")
+    for key in value:
+        if not isinstance(key, str) or not NAME_PATTERN.fullmatch(key) or keyword.iskeyword(key):
+            raise ValueError(f"attribute name {key!r} (an identifier)")
     return value
 
 

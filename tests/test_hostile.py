@@ -221,6 +221,15 @@ def test_names_must_be_identifiers(tmp_path, db, name, role):
     assert files_under(tmp_path) == before | {tmp_path / "bad.json"}
 
 
+@pytest.mark.parametrize("key", ["x=1); import os; (y", "lambda", "a b"])
+def test_attribute_names_must_be_identifiers(tmp_path, db, key):
+    """Reproducers write attributes as keywords (F.silu(x, inplace=False)): a key is never code."""
+    data = exported(relu_case())
+    data["graph"]["nodes"][0]["attrs"] = {key: 1}
+    with unchanged(db):
+        refused(fuzz("import", "--db", db, write_json(tmp_path / "bad.json", data)), "an identifier")
+
+
 def test_a_path_name_planted_in_a_corpus_writes_no_file_anywhere(tmp_path):
     """The env-backend replay used to write arrays/<name>.npy: an absolute name escaped its folder."""
     db = tmp_path / "fuzz.db"
