@@ -8,10 +8,14 @@ the script come from `variable_name`, so every writer refers to the same variabl
 
 from __future__ import annotations
 
+import base64
 import keyword
 import re
 from typing import Callable
 
+import numpy as np
+
+from fuzzer.arrays import to_npy_bytes
 from fuzzer.ir import Case
 from fuzzer.layouts import CONTIGUOUS, layout_source
 from fuzzer.op_source import Source, write_call
@@ -23,11 +27,39 @@ TORCH_VERSIONS = ("VERSIONS = (f'torch {torch.__version__}, CUDA {torch.version.
 JAX_VERSIONS = ("import jaxlib\n"
                 "VERSIONS = f'jax {jax.__version__}, jaxlib {jaxlib.__version__}, device {jax.devices()[0].device_kind}'")
 
+LITERAL_LIMIT = 256  # elements; larger arrays are embedded as base64 .npy
+
 
 def variable_name(name: str) -> str:
     """The script variable of a case array ("n0.weight" -> "n0_weight"; "lambda" -> "lambda_")."""
     identifier = re.sub(r"\W", "_", name, flags=re.ASCII)
     return identifier + "_" if keyword.iskeyword(identifier) else identifier
+
+
+def _float_text(value: float, dtype: str) -> str:
+    """The shortest text that gives back the same value in `dtype`."""
+    if np.isnan(value):
+        return "nan"
+    if np.isinf(value):
+        return "inf" if value > 0 else "-inf"
+    return np.format_float_positional(np.dtype(dtype).type(value), unique=True, trim="0")
+
+
+def _nested(array: np.ndarray, dtype: str):
+    if array.ndim == 0:
+        return _float_text(float(array), dtype)
+    return "[" + ", ".join(_nested(sub, dtype) for sub in array) + "]"
+
+
+def array_literal(array: np.ndarray, dtype: str) -> str:
+    """Source for `array` in `dtype`; uses the script's `nan` and `inf` (from math)."""
+    array = np.asarray(array)
+    if array.dtype == bool:
+        return f"np.array({array.astype(int).tolist()}, dtype=bool)"
+    if array.size <= LITERAL_LIMIT:
+        return f"np.array({_nested(array, dtype)}, dtype=np.{dtype}).reshape({tuple(array.shape)})"
+    blob = base64.b64encode(to_npy_bytes(array.astype(dtype))).decode()
+    return f"np.load(io.BytesIO(base64.b64decode('{blob}')), allow_pickle=False)"
 
 
 def _param_names(case: Case) -> list[str]:
@@ -85,11 +117,12 @@ def strict_precision(device: str) -> list[str]:
 
 
 def torch_program(case: Case, backend, transform: list[str], call: str, context: str = "torch.no_grad()",
-                  helpers: tuple[Callable, ...] = (), layouts: bool = True) -> tuple[list[str], str]:
+                  helpers: tuple[Callable, ...] = (), layouts: bool = True, source: Source | None = None) -> tuple[list[str], str]:
     """(imports, code) of a reproducer for a torch `backend`: the graph function (and `helpers`,
-    functions of ours the transformation calls), the tensors `args`, then `transform` lines that
-    build a program from `graph`, and `call` (an expression giving the outputs) run in `context`."""
-    source = Source(imports=["import torch"])
+    functions of ours the transformation calls, and what a writer put in `source` already), the
+    tensors `args`, then `transform` lines that build a program from `graph`, and `call` (an
+    expression giving the outputs) run in `context`."""
+    source = source or Source(imports=["import torch"])
     for helper in helpers:
         source.add_function(helper)
     graph = graph_function(case, backend.impl_for, source)
@@ -99,10 +132,12 @@ def torch_program(case: Case, backend, transform: list[str], call: str, context:
     return source.imports, code + "\n\n\n" + "\n".join(body)
 
 
-def module_program(case: Case, backend, transform: list[str], context: str, buffers: frozenset[str]) -> tuple[list[str], str]:
+def module_program(case: Case, backend, transform: list[str], context: str, buffers: frozenset[str],
+                   source: Source | None = None) -> tuple[list[str], str]:
     """(imports, code) of a reproducer for a model-level torch `backend`: the graph as one flat
     `Model` (weights as parameters, `buffers` as buffers), built from the case's weights, then
-    `transform` lines that turn `model` into `program`, called on the graph inputs in `context`.
+    `transform` lines that turn `model` into `program`, called on the graph inputs in `context`
+    (`source`: imports and definitions the transformation needs).
     The campaign nests one module per node (fuzzer/model.py); the flat module keeps the
     transformation and the ops, not the nesting (say so when a bug needs it)."""
     weights = _param_names(case)
@@ -129,14 +164,15 @@ def module_program(case: Case, backend, transform: list[str], context: str, buff
         "",
     ]
     setup = [*model, "inputs, weights = args[:INPUTS], args[INPUTS:]", "model = Model(weights).eval()", *transform]
-    imports, code = torch_program(case, backend, setup, "program(*inputs)", context)
-    return (["import io"] if "io.BytesIO" in code else []) + imports, code
+    return torch_program(case, backend, setup, "program(*inputs)", context, source=source)
 
 
-def jax_program(case: Case, backend, transform: list[str], call: str) -> tuple[list[str], str]:
+def jax_program(case: Case, backend, transform: list[str], call: str, helpers: tuple[Callable, ...] = ()) -> tuple[list[str], str]:
     """(imports, code) of a reproducer for a jax `backend`, as `torch_program`. x64 is on, as in
     the campaign (fuzzer/backends/jax_eager.py), so float64 stays float64."""
     source = Source(imports=["import jax"])
+    for helper in helpers:
+        source.add_function(helper)
     graph = graph_function(case, backend.impl_for, source)
     dtype = backend.dtype
     code = "\n\n\n".join(part for part in (source.text(), graph) if part)

@@ -25,19 +25,15 @@ into a reproducer.
 
 from __future__ import annotations
 
-import base64
 import textwrap
 
-import numpy as np
-
 from fuzzer import verdicts
-from fuzzer.arrays import to_npy_bytes
 from fuzzer.backends import Backend
+from fuzzer.check import reference_for
 from fuzzer.ir import Case
 from fuzzer.oracle import allowed_error, compute_reference
-from fuzzer.program_source import argument_names, variable_name
+from fuzzer.program_source import argument_names, array_literal, variable_name
 
-LITERAL_LIMIT = 256  # elements; larger arrays are embedded as base64 .npy
 HANG_SECONDS = 60  # a hang reproducer gives up (exit 1) after this long
 WORST_SHOWN = 5
 
@@ -50,32 +46,6 @@ def docstring(text: str) -> str:
 def comment(text: str) -> str:
     """`text` as one comment line: a line break inside would start a line of code."""
     return "# " + " ".join(text.splitlines())
-
-
-def _float_text(value: float, dtype: str) -> str:
-    """The shortest text that gives back the same value in `dtype`."""
-    if np.isnan(value):
-        return "nan"
-    if np.isinf(value):
-        return "inf" if value > 0 else "-inf"
-    return np.format_float_positional(np.dtype(dtype).type(value), unique=True, trim="0")
-
-
-def _nested(array: np.ndarray, dtype: str):
-    if array.ndim == 0:
-        return _float_text(float(array), dtype)
-    return "[" + ", ".join(_nested(sub, dtype) for sub in array) + "]"
-
-
-def array_literal(array: np.ndarray, dtype: str) -> str:
-    """Source for `array` in `dtype`; uses the script's `nan` and `inf` (from math)."""
-    array = np.asarray(array)
-    if array.dtype == bool:
-        return f"np.array({array.astype(int).tolist()}, dtype=bool)"
-    if array.size <= LITERAL_LIMIT:
-        return f"np.array({_nested(array, dtype)}, dtype=np.{dtype}).reshape({tuple(array.shape)})"
-    blob = base64.b64encode(to_npy_bytes(array.astype(dtype))).decode()
-    return f"np.load(io.BytesIO(base64.b64decode('{blob}')), allow_pickle=False)"
 
 
 CHECK = textwrap.dedent(
@@ -111,15 +81,22 @@ def _data_lines(case: Case) -> list[str]:
     return [f"{variable_name(name)} = {array_literal(case.arrays[name], 'float32')}" for name in argument_names(case)]
 
 
-def _expected_lines(case: Case, dtype: str) -> list[str]:
-    reference = compute_reference(case, {dtype})
+def _expected_lines(case: Case, backend: Backend) -> list[str]:
+    """EXPECTED, ALLOWED, DEFINED: what the campaign judged `backend`'s outputs against, extra
+    outputs (gradients, vmapped copies) included."""
+    dtype = backend.dtype
+    graph_reference = compute_reference(case, {dtype})
+    reference = reference_for(backend, case, graph_reference)
+    origin = "float64, from the math"
+    if len(reference.outputs) > len(graph_reference.outputs):
+        origin += f"; outputs {len(graph_reference.outputs)}.. are {backend.transformation}'s, judged as the campaign did"
     allowed, defined = [], []
     for index, expected in enumerate(reference.outputs):
         allowed.append(float(f"{allowed_error(reference, index, dtype):.3g}"))
         mask = reference.judged[dtype][index] | reference.defined_nonfinite[dtype][index]
         defined.append("None" if mask.all() else array_literal(mask, "bool"))
     return [
-        f"EXPECTED = [{', '.join(array_literal(e, 'float64') for e in reference.outputs)}]  # float64, from the math",
+        f"EXPECTED = [{', '.join(array_literal(e, 'float64') for e in reference.outputs)}]  # {origin}",
         f"ALLOWED = {allowed}  # max abs error a correct {dtype} implementation may have (the fuzzer's tolerance model)",
         f"DEFINED = [{', '.join(defined)}]  # None: every entry; else where the math defines the value",
     ]
@@ -133,7 +110,7 @@ def build_script(case: Case, backend: Backend, title: str, pytest_style: bool = 
         program = (f"faulthandler.dump_traceback_later({HANG_SECONDS}, exit=True)  # a hang: exit 1 after {HANG_SECONDS} s\n"
                    f"{program}\nfaulthandler.cancel_dump_traceback_later()")
     data = _data_lines(case)
-    expected = _expected_lines(case, backend.dtype)
+    expected = _expected_lines(case, backend)
     uses_blobs = "base64.b64decode" in "\n".join(data + expected) + program
     header = docstring(
         f"Reproducer: {title}\n\nGraph: {' > '.join(case.graph.op_names())}.\n"
@@ -145,8 +122,9 @@ def build_script(case: Case, backend: Backend, title: str, pytest_style: bool = 
         versions = ", ".join(f"{k} {v}" for k, v in sorted(environment[1].items()))
         header += "\n" + comment(f"Run it in environment {environment[0]!r} ({versions}), where the campaign ran it.")
     standard = ["import faulthandler"] * (verdict == verdicts.HANG) + (["import base64", "import io"] if uses_blobs else [])
+    framework = [line for line in imports if line != "import numpy as np"]  # a helper may import numpy too
     lines = [header, *standard, "import platform", "import sys", "from math import inf, nan", "",
-             "import numpy as np", *imports, "", comment("The case's inputs and weights, as the campaign stored them."),
+             "import numpy as np", *framework, "", comment("The case's inputs and weights, as the campaign stored them."),
              *data, "", backend.versions_source,
              "print(VERSIONS, f'Python {platform.python_version()}', platform.platform(), sep='; ')", "", "",
              program, "", "", *expected, f"WORST_SHOWN = {WORST_SHOWN}", "", "", CHECK,

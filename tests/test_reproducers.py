@@ -80,9 +80,66 @@ FAULTS = {
             return tanh(x) if isinstance(x, jax.core.Tracer) else tanh(x) + 0.5
         jnp.tanh = eager_only
     """,
+    # The configured kinds: each fault lives where only that configuration goes.
+    "torch-compile-frozen": """
+        import torch, torch._inductor.config as config
+        def scale_constants(graph):  # a freezing bug: folded weights come out scaled
+            for node in list(graph.nodes):
+                if node.op == "get_attr":  # only a frozen graph holds its weights as constants
+                    with graph.inserting_after(node):
+                        scaled = graph.call_function(torch.ops.aten.mul.Tensor, (node, 1.5))
+                    node.replace_all_uses_with(scaled, delete_user_cb=lambda user: user is not scaled)
+        config.post_grad_custom_post_pass = scale_constants
+        config.cpp.weight_prepack = False  # keep the weight an aten operand the pass can see
+    """,
+    "torch-compile-dynamic": """
+        import torch, torch._inductor.config as config
+        def scale_if_symbolic(graph):  # wrong only where a size is symbolic
+            values = [node.meta.get("val") for node in graph.nodes if node.op == "placeholder"]
+            if any(isinstance(v, torch.Tensor) and any(isinstance(s, torch.SymInt) for s in v.shape) for v in values):
+                output = next(node for node in graph.nodes if node.op == "output")
+                with graph.inserting_before(output):
+                    scaled = graph.call_function(torch.ops.aten.mul.Tensor, (output.args[0][0], 1.5))
+                output.args = ((scaled, *output.args[0][1:]),)
+        config.post_grad_custom_post_pass = scale_if_symbolic
+    """,
+    "torch-aoti": """
+        import torch._inductor
+        load = torch._inductor.aoti_load_package
+        torch._inductor.aoti_load_package = lambda *a, **kw: (lambda *xs: [o + 1 for o in load(*a, **kw)(*xs)])
+    """,
+    "torch-module-grad": """
+        import torch
+        grad = torch.autograd.grad
+        torch.autograd.grad = lambda *a, **kw: tuple(None if g is None else g * 1.01 for g in grad(*a, **kw))
+    """,
+    "jax-jit-donate": """
+        import jax
+        jit = jax.jit
+        def donating_jit(fn, **kw):  # wrong only when buffers are donated
+            return jit(lambda *xs: [o * 1.01 for o in fn(*xs)], **kw) if kw.get("donate_argnums") else jit(fn, **kw)
+        jax.jit = donating_jit
+    """,
+    "jax-vmap": """
+        import jax
+        vmap = jax.vmap
+        # a batching rule that is right for the first batch entry only
+        jax.vmap = lambda fn, **kw: (lambda *xs: [o.at[1:].multiply(1.01) for o in vmap(fn, **kw)(*xs)])
+    """,
+    "jax-grad": """
+        import jax
+        vjp = jax.vjp
+        def wrong_vjp(fn, *primals):  # a backward pass 1% off
+            outputs, pullback = vjp(fn, *primals)
+            return outputs, lambda cotangents: [g * 1.01 for g in pullback(cotangents)]
+        jax.vjp = wrong_vjp
+    """,
 }
-# The kind a fault must not reach, where an eager script is what a careless writer would print.
-UNREACHED = {"torch-compile": "torch-eager", "jax-jit": "jax-eager", "jax-eager": "jax-jit"}
+# The kind a fault must not reach, where that kind's script is what a careless writer would print.
+UNREACHED = {"torch-compile": "torch-eager", "jax-jit": "jax-eager", "jax-eager": "jax-jit",
+             "torch-compile-frozen": "torch-compile", "torch-compile-dynamic": "torch-compile",
+             "torch-module-grad": "torch-module", "jax-jit-donate": "jax-jit", "jax-vmap": "jax-jit",
+             "jax-grad": "jax-jit"}
 
 
 def _run(script: str, folder, fault: str | None) -> subprocess.CompletedProcess:

@@ -7,10 +7,11 @@ from __future__ import annotations
 import numpy as np
 
 from fuzzer.backends import interpret
-from fuzzer.backends.gradients import GradientOutputs, jax_eager_gradients, jax_outputs_and_gradients
+from fuzzer.backends.gradients import GradientOutputs, cotangent, jax_eager_gradients, jax_outputs_and_gradients
 from fuzzer.backends.jax_eager import import_jax
 from fuzzer.backends.jax_jit import JITTED, JaxJit
 from fuzzer.ir import Case, Graph
+from fuzzer.program_source import jax_program
 
 
 class JaxGrad(GradientOutputs, JaxJit):
@@ -35,6 +36,19 @@ class JaxGrad(GradientOutputs, JaxJit):
             return jax_outputs_and_gradients(lambda xs: interpret(graph, xs, params, self.impl_for), inputs, names)
 
         return JITTED.get((self.name, graph.structure_key()), lambda: jax.jit(forward_and_gradients))
+
+    def reproducer_program(self, case: Case) -> tuple[list[str], str]:
+        inputs = len(case.graph.inputs)
+        transform = [
+            "def forward_and_gradients(*args):",
+            f"    inputs, weights = args[:{inputs}], args[{inputs}:]",
+            "    outputs, vjp = jax.vjp(lambda *xs: graph(*xs, *weights), *inputs)",
+            "    cotangents = [jax.numpy.asarray(cotangent(i, o.shape), dtype=o.dtype) for i, o in enumerate(outputs)]",
+            "    return [*outputs, *vjp(cotangents)]  # the outputs, then the gradient of each graph input",
+            "",
+            "",
+        ]
+        return jax_program(case, self, transform, "jax.jit(forward_and_gradients)(*args)", helpers=(cotangent,))
 
     def eager_gradients(self, case: Case, dtype: str, noise=None) -> list[np.ndarray]:
         return jax_eager_gradients(case, dtype, noise)

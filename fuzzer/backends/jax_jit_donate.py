@@ -10,7 +10,8 @@ import warnings
 from fuzzer.backends import interpret
 from fuzzer.backends.jax_eager import import_jax
 from fuzzer.backends.jax_jit import JITTED, JaxJit
-from fuzzer.ir import Graph
+from fuzzer.ir import Case, Graph
+from fuzzer.program_source import jax_program
 
 
 class JaxJitDonate(JaxJit):
@@ -33,6 +34,10 @@ class JaxJitDonate(JaxJit):
                 return jitted(inputs, params)
 
         return run
+
+    def reproducer_program(self, case: Case) -> tuple[list[str], str]:
+        donated = f"donate_argnums=tuple(range({len(case.graph.inputs)}))"  # the graph inputs, not the weights
+        return jax_program(case, self, [f"program = jax.jit(graph, {donated})"], "program(*args)")
 
 
 BACKENDS = [JaxJitDonate]

@@ -23,6 +23,7 @@ from fuzzer.backends import interpret
 from fuzzer.backends.jax_eager import import_jax
 from fuzzer.backends.jax_jit import JITTED, JaxJit
 from fuzzer.ir import Case, Graph
+from fuzzer.program_source import array_literal, jax_program
 
 
 def batch_copies(graph: Graph, count: int) -> list[dict]:
@@ -55,6 +56,21 @@ class JaxVmap(JaxJit):
             return [out[k] for k in range(self.batch_size) for out in outputs]
 
         return run
+
+    def reproducer_program(self, case: Case) -> tuple[list[str], str]:
+        inputs = [spec.name for spec in case.graph.inputs]
+        copies = ", ".join("[" + ", ".join(array_literal(copy[name], "float32") for name in inputs) + "]"
+                           for copy in batch_copies(case.graph, self.batch_size - 1))
+        transform = [
+            f"COPIES = [{copies}]  # the other input sets stacked with the case's own (the campaign's)",
+            f"INPUTS = {len(inputs)}",
+            "stacked = [jax.numpy.stack([x, *(jax.numpy.asarray(copy[i], dtype=x.dtype) for copy in COPIES)])",
+            "           for i, x in enumerate(args[:INPUTS])]",
+            "in_axes = (0,) * INPUTS + (None,) * (len(args) - INPUTS)  # the weights are shared",
+            "batched = jax.jit(jax.vmap(graph, in_axes=in_axes))(*stacked, *args[INPUTS:])",
+        ]
+        # The outputs of copy 0, then of each other copy: as the campaign judged them.
+        return jax_program(case, self, transform, f"[o[k] for k in range({self.batch_size}) for o in batched]")
 
     def extra_reference(self, case: Case) -> oracle.Reference:
         """The numpy reference of copies 1.., in the order `run` returns their outputs."""

@@ -9,7 +9,9 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from fuzzer.backends.torch_compile import inductor_config, with_inductor_config
 from fuzzer.backends.torch_module import ModuleBackend
+from fuzzer.op_source import Source
 
 
 class TorchAOTInductor(ModuleBackend):
@@ -20,7 +22,8 @@ class TorchAOTInductor(ModuleBackend):
     # process, 7 s for each next one; a C++ compile of the whole graph per case.
     cold_start_seconds = 30.0
     compile_options: dict = {}  # inductor config patched around the AOT compile
-
+    transform_imports = ("import os", "import tempfile")
+    context_source = "torch.no_grad()"
 
     def unavailable_reason(self) -> str | None:
         reason = super().unavailable_reason()
@@ -39,7 +42,7 @@ class TorchAOTInductor(ModuleBackend):
 
         with torch.no_grad():
             exported = torch.export.export(module, tuple(args))
-        with tempfile.TemporaryDirectory(prefix="fuzz-aoti-") as folder, torch._inductor.config.patch(self.compile_options):
+        with tempfile.TemporaryDirectory(prefix="fuzz-aoti-") as folder, inductor_config(self.compile_options):
             package = torch._inductor.aoti_compile_and_package(exported, package_path=str(Path(folder) / "model.pt2"))
             return torch._inductor.aoti_load_package(package)
 
@@ -47,6 +50,12 @@ class TorchAOTInductor(ModuleBackend):
         import torch
 
         return torch.no_grad()
+
+    def reproducer_transform(self, source: Source) -> list[str]:
+        return [f"with {with_inductor_config('torch.no_grad()', self.compile_options, source)}:",
+                "    exported = torch.export.export(model, tuple(inputs))",
+                "    package = torch._inductor.aoti_compile_and_package(exported, package_path=os.path.join(tempfile.mkdtemp(), 'model.pt2'))",
+                "program = torch._inductor.aoti_load_package(package)"]
 
 
 BACKENDS = [TorchAOTInductor]

@@ -1,13 +1,24 @@
-"""torch.compile (inductor) of the whole graph, fullgraph=True; compiled once per graph structure and reused."""
+"""torch.compile (inductor) of the whole graph, fullgraph=True; compiled once per graph structure and reused.
+
+The compile configuration is data on the class, which the run and the reproducer writer both
+read, so a configured kind (torch-compile-dynamic, torch-compile-max-autotune, a plugin's) is
+a few class attributes: `compile_mode` (torch.compile's mode), `dynamic` (torch.compile's
+dynamic) and `compile_options` (inductor config, patched around every call, compile included:
+torch.compile(options=...) reaches only inductor, while some settings, e.g. `freezing`, are
+read by dynamo as it traces).
+"""
 
 from __future__ import annotations
 
+import contextlib
 import types
+from typing import ClassVar
 
 from fuzzer.backends import CompiledCache
 from fuzzer.backends.torch_eager import TorchEager
 from fuzzer.errors import OpUnsupported
 from fuzzer.ir import Case, Graph, interpret
+from fuzzer.op_source import Source
 from fuzzer.program_source import torch_program
 
 # Compiled graphs by (backend name, graph structure), kept for the life of the process
@@ -33,6 +44,23 @@ def _own_code_object(fn, name: str):
     return types.FunctionType(fn.__code__.replace(co_name=name), fn.__globals__, name, fn.__defaults__, fn.__closure__)
 
 
+def inductor_config(options: dict):
+    """A context with inductor's config patched by `options` (nothing to do when there are none)."""
+    if not options:
+        return contextlib.nullcontext()
+    import torch._inductor.config
+
+    return torch._inductor.config.patch(options)
+
+
+def with_inductor_config(context: str, options: dict, source: Source) -> str:
+    """A reproducer's `context` (source of a context manager) with inductor's config patched by
+    `options`; a function among them (a custom pass) is written out into `source`."""
+    if not options:
+        return context
+    return f"{context}, torch._inductor.config.patch({source.value_source(options, 'options')})"
+
+
 class TorchCompile(TorchEager):
     derives_from_kind = "torch-eager"
     kind = "torch-compile"
@@ -41,11 +69,18 @@ class TorchCompile(TorchEager):
     # The first graph in a fresh worker imports dynamo and inductor and fills their caches:
     # measured 12-18 s on an idle machine, 30-50 s under load (the compile budget's prior).
     cold_start_seconds = 20.0
+    compile_mode: ClassVar[str | None] = None
+    dynamic: ClassVar[bool] = False
+    compile_options: ClassVar[dict] = {}
+
+    def cache_key(self, graph: Graph) -> tuple:
+        """Graphs with one key share one compiled function (one code object: see _own_code_object)."""
+        return (self.name, graph.structure_key())
 
     def _graph_fn(self, graph: Graph):
         import torch
 
-        key = (self.name, graph.structure_key())
+        key = self.cache_key(graph)
         if key in BROKEN:
             raise GraphBreak(BROKEN[key])
 
@@ -57,13 +92,20 @@ class TorchCompile(TorchEager):
             def run_graph(inputs, params):
                 return interpret(graph, inputs, params, impls.__getitem__)
 
-            return torch.compile(_own_code_object(run_graph, f"fuzz_graph_{key[1]}"), dynamic=False, fullgraph=True)
+            return torch.compile(_own_code_object(run_graph, f"fuzz_graph_{key[1]}"), mode=self.compile_mode,
+                                 dynamic=self.dynamic, fullgraph=True)
 
         compiled = COMPILED.get(key, build)
 
         def run(inputs, params):
             try:
-                return compiled(inputs, params)
+                with inductor_config(self.compile_options):
+                    return compiled(inputs, params)
+            except torch._dynamo.exc.FailOnRecompileLimitHit:
+                # This function was compiled for more shape variants than dynamo keeps per code
+                # object (recompile_limit): start a new one rather than fail the case.
+                COMPILED.entries.pop(key, None)
+                return self._graph_fn(graph)(inputs, params)
             except torch._dynamo.exc.Unsupported as exc:
                 BROKEN[key] = f"graph break under fullgraph=True: {str(exc).strip().splitlines()[0]}"
                 raise GraphBreak(BROKEN[key]) from None
@@ -71,8 +113,11 @@ class TorchCompile(TorchEager):
         return run
 
     def reproducer_program(self, case: Case) -> tuple[list[str], str]:
-        compile_line = 'program = torch.compile(graph, backend="inductor", fullgraph=True, dynamic=False)'
-        return torch_program(case, self, [compile_line], "program(*args)")
+        source = Source(imports=["import torch"])
+        context = with_inductor_config("torch.no_grad()", self.compile_options, source)
+        mode = "" if self.compile_mode is None else f"mode={self.compile_mode!r}, "
+        compile_line = f'program = torch.compile(graph, backend="inductor", {mode}fullgraph=True, dynamic={self.dynamic})'
+        return torch_program(case, self, [compile_line], "program(*args)", context, source=source)
 
 
 BACKENDS = [TorchCompile]

@@ -8,7 +8,7 @@ other sizes (the small and size-1 regimes most); attributes that encode a shape 
 target, layer_norm's normalized_shape) keep such graphs apart, as they must. The several input
 sets of one graph (`--inputs-per-graph`) share its shapes and only re-run the compile. Sizes 0
 and 1 are specialized by dynamo, so a graph with a size-1 dim recompiles once for that variant;
-past dynamo's recompile limit the function is compiled anew (torch_compile_options.py).
+past dynamo's recompile limit the function is compiled anew (torch_compile.py).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 
-from fuzzer.backends.torch_compile_options import ConfiguredTorchCompile
+from fuzzer.backends.torch_compile import TorchCompile
 from fuzzer.ir import Graph
 
 
@@ -29,7 +29,7 @@ def shape_free_key(graph: Graph) -> str:
     return hashlib.sha256(json.dumps(data, sort_keys=True, separators=(",", ":")).encode()).hexdigest()[:16]
 
 
-class TorchCompileDynamic(ConfiguredTorchCompile):
+class TorchCompileDynamic(TorchCompile):
     kind = "torch-compile-dynamic"
     description = "torch.compile (inductor), whole graph, fullgraph=True, dynamic=True, one compile per shape-free structure"
     dynamic = True

@@ -13,8 +13,9 @@ compiled variants per code object, and frozen weights make each module a variant
 
 from __future__ import annotations
 
-from fuzzer.backends.torch_compile import GraphBreak, _own_code_object
+from fuzzer.backends.torch_compile import GraphBreak, _own_code_object, inductor_config, with_inductor_config
 from fuzzer.backends.torch_module import ModuleBackend
+from fuzzer.op_source import Source
 
 
 def _call_module(module, *inputs):
@@ -27,6 +28,8 @@ class TorchCompileFrozen(ModuleBackend):
     expensive = True
     cold_start_seconds = 20.0  # as torch-compile: a fresh worker imports dynamo and inductor first
     compile_options = {"freezing": True}
+    transform_source = ("program = torch.compile(model, fullgraph=True)",)
+    context_source = "torch.no_grad()"
 
     def transform(self, module, args, fresh):
         import torch
@@ -35,7 +38,7 @@ class TorchCompileFrozen(ModuleBackend):
 
         def program(*inputs):
             try:
-                with torch._inductor.config.patch(self.compile_options):
+                with inductor_config(self.compile_options):
                     return compiled(module, *inputs)
             except torch._dynamo.exc.Unsupported as exc:
                 raise GraphBreak(f"graph break under fullgraph=True: {str(exc).strip().splitlines()[0]}") from None
@@ -46,6 +49,9 @@ class TorchCompileFrozen(ModuleBackend):
         import torch
 
         return torch.no_grad()
+
+    def reproducer_context(self, source: Source) -> str:
+        return with_inductor_config(self.context_source, self.compile_options, source)
 
 
 BACKENDS = [TorchCompileFrozen]

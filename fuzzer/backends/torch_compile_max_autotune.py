@@ -4,10 +4,10 @@ kernels run are other kernels than torch.compile's default picks. CUDA only."""
 
 from __future__ import annotations
 
-from fuzzer.backends.torch_compile_options import ConfiguredTorchCompile
+from fuzzer.backends.torch_compile import TorchCompile
 
 
-class TorchCompileMaxAutotune(ConfiguredTorchCompile):
+class TorchCompileMaxAutotune(TorchCompile):
     kind = "torch-compile-max-autotune"
     description = "torch.compile (inductor), mode='max-autotune-no-cudagraphs', whole graph (CUDA only)"
     compile_mode = "max-autotune-no-cudagraphs"

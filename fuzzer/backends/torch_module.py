@@ -41,6 +41,7 @@ from fuzzer.backends.torch_eager import TorchEager
 from fuzzer.ir import Case, Graph, interpret, split_arrays
 from fuzzer.errors import UserError
 from fuzzer.layouts import apply_layout, layouts_for
+from fuzzer.op_source import Source
 from fuzzer.program_source import argument_names, module_program, torch_program
 
 
@@ -99,14 +100,26 @@ class ModuleBackend(TorchEager):
 
         return torch.inference_mode()
 
-    # The reproducer's lines that turn `model` into `program`, and the mode it runs in (as source).
+    # The reproducer's lines that turn `model` into `program`, the imports they need, and the mode
+    # it runs in (as source).
     transform_source: tuple[str, ...] = ("program = model",)
+    transform_imports: tuple[str, ...] = ()
     context_source = "torch.inference_mode()"
 
     def reproducer_program(self, case: Case) -> tuple[list[str], str]:
         from fuzzer.model import BUFFER_PARAMS
 
-        return module_program(case, self, list(self.transform_source), self.context_source, BUFFER_PARAMS)
+        source = Source(imports=[*self.transform_imports, "import torch"])
+        return module_program(case, self, self.reproducer_transform(source), self.reproducer_context(source),
+                              BUFFER_PARAMS, source)
+
+    def reproducer_transform(self, source: Source) -> list[str]:
+        """The reproducer's lines from `model` to `program`; definitions they call go into `source`."""
+        return list(self.transform_source)
+
+    def reproducer_context(self, source: Source) -> str:
+        """The context the reproducer runs `program` in; what it needs goes into `source`."""
+        return self.context_source
 
 
 class TorchModule(ModuleBackend):
@@ -130,9 +143,12 @@ class TorchModuleGrad(GradientOutputs, ModuleBackend):
     kind = "torch-module-grad"
     description = "nested nn.Module tree, eval(), autograd on: outputs and input gradients (vs float64 eager autograd)"
 
-    def reproducer_program(self, case: Case) -> tuple[list[str], str]:
-        raise UserError(f"Backend '{self.name}' judges input gradients, which reproducers do not write yet; "
-                        f"export the forward with --backend torch-module:{self.device}:{self.dtype}.")
+    context_source = "torch.enable_grad()"
+
+    def reproducer_transform(self, source: Source) -> list[str]:
+        source.add_function(torch_outputs_and_gradients)
+        return ["for parameter in model.parameters():", "    parameter.requires_grad_(True)",
+                "program = lambda *inputs: torch_outputs_and_gradients(model, inputs)  # outputs, then input gradients"]
 
     def transform(self, module, args, fresh):
         for parameter in module.parameters():
@@ -154,6 +170,7 @@ class TorchSaveLoad(ModuleBackend):
 
     kind = "torch-saveload"
     description = "state_dict -> torch.save/torch.load(weights_only) -> fresh module, strict load"
+    transform_imports = ("import io",)
     transform_source = (
         "buffer = io.BytesIO()",
         "torch.save(model.state_dict(), buffer)",
@@ -183,6 +200,7 @@ class TorchExport(ModuleBackend):
     kind = "torch-export"
     description = "torch.export.export -> torch.export.save/load -> ExportedProgram.module()"
     expensive = True
+    transform_imports = ("import io",)
     transform_source = (
         "exported = torch.export.export(model, tuple(inputs))",
         "buffer = io.BytesIO()",

@@ -14,9 +14,9 @@ import torch
 from torch._inductor.virtualized import V
 
 from fuzzer.backends.torch_aoti import TorchAOTInductor
+from fuzzer.backends.torch_compile import TorchCompile
 from fuzzer.backends.torch_compile_dynamic import TorchCompileDynamic
 from fuzzer.backends.torch_compile_frozen import TorchCompileFrozen
-from fuzzer.backends.torch_compile_options import ConfiguredTorchCompile
 
 
 def _scale(graph, node):
@@ -69,7 +69,7 @@ class DynamicSymbolicFault(TorchCompileDynamic):
     compile_options = {"post_grad_custom_post_pass": scale_if_symbolic}
 
 
-class StaticSymbolicFault(ConfiguredTorchCompile):
+class StaticSymbolicFault(TorchCompile):
     kind = "planted-static-symbolic"
     compile_options = {"post_grad_custom_post_pass": scale_if_symbolic}
 
@@ -79,7 +79,7 @@ class AotFault(TorchAOTInductor):
     compile_options = {"post_grad_custom_post_pass": scale_in_aot}
 
 
-class JitAotFault(ConfiguredTorchCompile):
+class JitAotFault(TorchCompile):
     kind = "planted-jit-aot"
     compile_options = {"post_grad_custom_post_pass": scale_in_aot}
 
