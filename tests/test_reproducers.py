@@ -152,8 +152,12 @@ def _run(script: str, folder, fault: str | None) -> subprocess.CompletedProcess:
                           timeout=300)
 
 
+# Each of these compiles with inductor or a C++ compiler three times (a minute or more): `long`.
+LONG = {"torch-compile-frozen", "torch-compile-dynamic", "torch-aoti"}
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("kind", sorted(FAULTS))
+@pytest.mark.parametrize("kind", [pytest.param(kind, marks=[pytest.mark.long] * (kind in LONG)) for kind in sorted(FAULTS)])
 def test_the_script_exhibits_a_fault_only_its_kind_reaches(kind, tmp_path):
     script = build_script(CASE, get_backend(f"{kind}:cpu:float32"), f"planted {kind} fault")
     with_fault = _run(script, tmp_path, FAULTS[kind])
