@@ -187,3 +187,24 @@ def test_scripts_hold_no_path_of_this_machine(tmp_path):
         script = build_script(CASE, get_backend(f"{kind}:cpu:float32"), "paths")
         for path in {os.getcwd(), sys.prefix, os.path.expanduser("~"), str(tmp_path)} - {"/"}:
             assert path not in script, f"{kind}'s script holds {path}"
+
+
+# On a GPU machine: the scripts of the CUDA kinds run there, on the GPU, and a compiled kind's still
+# shows an inductor fault (the Triton path, not the C++ one tested above).
+GPU_KINDS = {"torch-eager:cuda:float32": None, "jax-jit:gpu:float32": None,
+             "torch-compile:cuda:float32": "torch-compile", "torch-compile-max-autotune:cuda:float32": "torch-compile"}
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", sorted(GPU_KINDS))
+def test_a_gpu_kind_s_script_runs_on_the_gpu(name, tmp_path):
+    backend = get_backend(name)
+    if backend.unavailable_reason():
+        pytest.skip(backend.unavailable_reason())
+    script = build_script(CASE, backend, f"on the GPU: {name}")
+    clean = _run(script, tmp_path, None)
+    assert clean.returncode == 0, clean.stdout + clean.stderr
+    assert "GPU None" not in clean.stdout and "device cpu" not in clean.stdout, clean.stdout  # it ran on the GPU
+    if GPU_KINDS[name]:
+        faulty = _run(script, tmp_path, FAULTS[GPU_KINDS[name]])
+        assert faulty.returncode == 1, faulty.stdout + faulty.stderr
