@@ -9,11 +9,11 @@ from typing import Callable
 import numpy as np
 
 from fuzzer import oracle, verdicts
-from fuzzer.backends import Backend, get_backend, split_arrays
+from fuzzer.backends import Backend, get_backend
 from fuzzer.backends.numpy_ref import NumpyReference
 from fuzzer.execute import HANG, OK, UNSUPPORTED, Outcome, run_backend
 from fuzzer.errors import UserError
-from fuzzer.ir import Case, TensorSpec
+from fuzzer.ir import Case, TensorSpec, split_arrays
 
 Runner = Callable[[Backend, Case], Outcome]
 

@@ -19,8 +19,7 @@ from typing import Callable, ClassVar
 import numpy as np
 
 from fuzzer.errors import UserError
-# interpret: re-exported until the backend modules that import it from here take it from fuzzer.ir.
-from fuzzer.ir import Case, Graph, interpret, split_arrays  # noqa: F401
+from fuzzer.ir import Case, Graph, split_arrays
 from fuzzer.ops import get_op, registry
 
 

@@ -30,8 +30,7 @@ from dataclasses import replace
 import numpy as np
 
 from fuzzer import oracle
-from fuzzer.backends import interpret, split_arrays
-from fuzzer.ir import Case
+from fuzzer.ir import Case, interpret, split_arrays
 from fuzzer.ops import get_op
 
 

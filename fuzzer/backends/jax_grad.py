@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from fuzzer.backends import interpret
 from fuzzer.backends.gradients import GradientOutputs, cotangent, jax_eager_gradients, jax_outputs_and_gradients
 from fuzzer.backends.jax_eager import import_jax
 from fuzzer.backends.jax_jit import JITTED, JaxJit
-from fuzzer.ir import Case, Graph
+from fuzzer.ir import Case, Graph, interpret
 from fuzzer.program_source import jax_program
 
 

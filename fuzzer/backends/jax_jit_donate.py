@@ -7,10 +7,9 @@ from __future__ import annotations
 
 import warnings
 
-from fuzzer.backends import interpret
 from fuzzer.backends.jax_eager import import_jax
 from fuzzer.backends.jax_jit import JITTED, JaxJit
-from fuzzer.ir import Case, Graph
+from fuzzer.ir import Case, Graph, interpret
 from fuzzer.program_source import jax_program
 
 

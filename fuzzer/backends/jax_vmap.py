@@ -19,10 +19,9 @@ from dataclasses import replace
 
 from fuzzer import oracle
 from fuzzer.arrays import materialize
-from fuzzer.backends import interpret
 from fuzzer.backends.jax_eager import import_jax
 from fuzzer.backends.jax_jit import JITTED, JaxJit
-from fuzzer.ir import Case, Graph
+from fuzzer.ir import Case, Graph, interpret
 from fuzzer.program_source import array_literal, jax_program
 
 
