@@ -12,7 +12,7 @@ from fuzzer import oracle, verdicts
 from fuzzer.backends import Backend, get_backend
 from fuzzer.backends.numpy_ref import NumpyReference
 from fuzzer.execute import HANG, OK, UNSUPPORTED, Outcome, run_backend
-from fuzzer.errors import UserError
+from fuzzer.errors import UserError, error_headline, normalize_error
 from fuzzer.ir import Case, TensorSpec, split_arrays
 
 Runner = Callable[[Backend, Case], Outcome]
@@ -91,12 +91,12 @@ def _verdict_of(backend: Backend, case: Case, outcome: Outcome, reference: oracl
             judged_against = reference_for(backend, case, reference)
         except Exception as exc:  # noqa: BLE001 - a framework's float64 run that raises judges nothing
             return oracle.BackendVerdict(backend.name, verdicts.UNSUPPORTED,
-                                         detail=f"the reference of its extra outputs raised: {oracle.error_headline(str(exc))[:200]}")
+                                         detail=f"the reference of its extra outputs raised: {error_headline(str(exc))[:200]}")
         return oracle.judge_outputs(backend.name, backend.dtype, outcome.outputs, judged_against)
     if outcome.status == UNSUPPORTED:
         return oracle.BackendVerdict(backend.name, verdicts.UNSUPPORTED, detail=outcome.error)
     verdict = verdicts.HANG if outcome.status == HANG else verdicts.CRASH
-    return oracle.BackendVerdict(backend.name, verdict, detail=oracle.error_headline(outcome.error)[:300])
+    return oracle.BackendVerdict(backend.name, verdict, detail=error_headline(outcome.error)[:300])
 
 
 # An error this many times another release's error on the same case is an accuracy regression,
@@ -164,7 +164,7 @@ def _inherited(backend: Backend, case: Case, verdict, outcome: Outcome, referenc
         same = (verdict.output is None or verdict.output < shared) and _same_outputs(base_outcome.outputs, outcome.outputs[:shared])
     else:
         same = (base_outcome.status == outcome.status
-                and oracle.normalize_error(base_outcome.error) == oracle.normalize_error(outcome.error))
+                and normalize_error(base_outcome.error) == normalize_error(outcome.error))
     if not same:
         return verdict
     base_verdict = _verdict_of(base, case, base_outcome, reference)
@@ -277,10 +277,10 @@ def localize_crash(backend: Backend, case: Case, error: str, runner: Runner = ru
     """The op of the first node that raises the same error (normalized) when run alone (see
     NodeIsolation); '-' if none does (the error needs several ops together)."""
     isolation = NodeIsolation(backend, case, runner)
-    wanted = oracle.normalize_error(error)
+    wanted = normalize_error(error)
     for index, node in enumerate(case.graph.nodes):
         outcome = isolation.outcome(index)
-        if outcome.status not in (OK, UNSUPPORTED, HANG) and oracle.normalize_error(outcome.error) == wanted:
+        if outcome.status not in (OK, UNSUPPORTED, HANG) and normalize_error(outcome.error) == wanted:
             return node.op
     return "-"
 

@@ -20,9 +20,9 @@ import numpy as np
 from fuzzer import verdicts
 from fuzzer.backends import Backend
 from fuzzer.corpus import Corpus, StoredCase
-from fuzzer.errors import UserError
+from fuzzer.errors import UserError, error_headline
 from fuzzer.ir import infer_shapes
-from fuzzer.oracle import compute_reference, error_headline, nonfinite_class
+from fuzzer.oracle import compute_reference, nonfinite_class
 from fuzzer.report import md_cell
 from fuzzer.replay import Replayer
 from fuzzer.reproducer import build_script

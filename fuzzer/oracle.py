@@ -87,8 +87,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from fuzzer.backends.numpy_ref import NumpyReference
-# error_headline: re-exported for check.py and issue_report.py, which still take it from here.
-from fuzzer.errors import error_headline, normalize_error  # noqa: F401
+from fuzzer.errors import normalize_error
 from fuzzer.ir import Case, Graph, interpret, split_arrays
 from fuzzer.ops import get_op
 from fuzzer.verdicts import AGREE, ALL_ZEROS, CONSTANT, MISMATCH, NAN_INF, severity
