@@ -224,7 +224,7 @@ def run(db_path, time_text, max_cases, backends, ops, max_nodes, regimes, seed, 
     load_plugins(list(plugins))  # fail fast, in this process, on a bad plugin, backend or op
     if ray_address is not None:
         try:
-            import ray  # noqa: F401
+            import ray  # noqa: F401 - availability check only: fail here, not in a worker, when Ray is missing
         except ImportError:
             raise UserError("--ray needs Ray, which is not installed: pip install 'fuzzer[ray]'") from None
     envs.trust_command_line([b.strip() for b in (backends or "").split(",")])

@@ -50,7 +50,7 @@ import numpy as np
 
 from fuzzer.backends import Backend, CompiledCache
 from fuzzer.errors import OpUnsupported
-from fuzzer.ir import Case, Graph, split_arrays
+from fuzzer.ir import Case, split_arrays
 from fuzzer.ops import get_op
 
 INSTALL_HINT = "pip install 'fuzzer[onnx]'"
@@ -159,9 +159,9 @@ class OnnxRuntime(Backend):
 
     def unavailable_reason(self) -> str | None:
         try:
-            import onnx  # noqa: F401
+            import onnx  # noqa: F401 - availability check only: exported() and reproducers use it
             import onnxruntime
-            import onnxscript  # noqa: F401
+            import onnxscript  # noqa: F401 - availability check only: torch.onnx's dynamo exporter needs it
         except ImportError as exc:
             return f"onnxruntime, onnx or onnxscript is missing ({exc}); `{INSTALL_HINT}` installs them."
         if PROVIDERS[self.device] not in onnxruntime.get_available_providers():

@@ -29,7 +29,7 @@ class TorchEager(Backend):
 
     def unavailable_reason(self) -> str | None:
         try:
-            import torch  # noqa: F401
+            import torch  # noqa: F401 - availability check only: can this environment import torch?
         except ImportError as exc:
             return f"torch cannot be imported ({exc})."
         return cuda_unavailable_reason() if self.device == "cuda" else None
