@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from click.testing import CliRunner
+from click.testing import CliRunner, Result
 
 from fuzzer.check import Finding
 from fuzzer.cli import main
@@ -26,7 +26,7 @@ PLUGINS = Path(__file__).resolve().parent / "plugins"
 
 # -- helpers ------------------------------------------------------------------------------
 
-def fuzz(*args) -> "click.testing.Result":  # noqa: F821
+def fuzz(*args) -> Result:
     return CliRunner().invoke(main, [str(a) for a in args])
 
 

@@ -58,7 +58,7 @@ def test_the_issue_names_backend_op_and_versions_and_its_snippet_reproduces(cana
 def test_a_backend_without_a_finding_on_the_case_is_refused_in_one_sentence(canary_finding):
     db, case_id = canary_finding
     result = fuzz("export", "--db", db, case_id, "--format", "issue", "--backend", "jax-jit", check_exit=2)
-    assert f"no finding on backend 'jax-jit:cpu:float32'" in result.stderr and CANARY in result.stderr
+    assert "no finding on backend 'jax-jit:cpu:float32'" in result.stderr and CANARY in result.stderr
 
 
 def test_worst_entries_rank_a_wrong_non_finite_class_first_then_the_largest_gap():

@@ -83,7 +83,6 @@ def test_conv3d_all_ones_counts_the_window():
 
 def naive_conv(x, w, b, attrs):
     """out[n, o, i...] = b[o] + sum w[o, c, k...] * x[n, g*Cg + c, i*s + k*d - low_pad ...], zero outside."""
-    rank = x.ndim - 2
     groups, kernel, stride, dilation = attrs["groups"], attrs["kernel_size"], attrs["stride"], attrs["dilation"]
     if attrs["padding"] == "same":
         low = [d * (k - 1) // 2 for k, d in zip(kernel, dilation)]

@@ -99,7 +99,7 @@ def test_show_says_triage_shrink_history_and_how_to_reproduce(plugin_campaign, s
     fuzz("triage", "--db", db, shrunk_case, "--status", "confirmed", "--note", "upstream #7")
     text = fuzz("show", "--db", db, shrunk_case).stdout
     assert "Triage: confirmed, note: upstream #7" in text
-    assert re.search(rf"Shrunk from case 1: \d+ nodes to 1, [\d,]+ elements to 1, \d+ candidates tried in [\d.]+ s", text), text
+    assert re.search(r"Shrunk from case 1: \d+ nodes to 1, [\d,]+ elements to 1, \d+ candidates tried in [\d.]+ s", text), text
     assert "{" not in text.split("Shrunk from")[1].splitlines()[0], "the shrink log is told in words, not as a dict"
     assert f"Reproduce: fuzz replay {shrunk_case} --db {db} --plugin {PLUGIN}" in text
     assert "Before shrinking, on case 1" in text and "torch-eager:cpu:float32      agree" in text

@@ -141,7 +141,7 @@ def _conv_reference(xs, ps, attrs):
     with g(o) = o // (out_channels / groups) and xpad the input zero-padded per `padding_pairs`."""
     x, groups = xs[0], attrs["groups"]
     out_shape = _infer_conv(attrs, [x.shape])
-    batch, channels, rank = x.shape[0], x.shape[1], spatial_rank(attrs)
+    batch, channels = x.shape[0], x.shape[1]
     out_per_group = out_shape[1] // groups
     xp = np.pad(x, ((0, 0), (0, 0), *padding_pairs(attrs)))
     xp = xp.reshape(batch, groups, channels // groups, *xp.shape[2:])

@@ -40,8 +40,6 @@ def _torch_dropout(xs, ps, attrs):
 
 
 def _jax_dropout(xs, ps, attrs):
-    import jax.numpy as jnp
-
     x = xs[0]
     return x * 0.0 if attrs["training"] and attrs["p"] == 1.0 else x
 
