@@ -13,15 +13,9 @@ import torch
 from fuzzer import verdicts
 from fuzzer.arrays import materialize
 from fuzzer.backends import get_backend
-from fuzzer.backends.torch_module import (
-    BatchNormFolder,
-    FoldReport,
-    FoldWarning,
-    TorchBnFold,
-    TorchSaveLoad,
-    fold_batch_norms,
-    relayout,
-)
+from fuzzer.backends.torch_bnfold import BatchNormFolder, FoldReport, FoldWarning, TorchBnFold, fold_batch_norms
+from fuzzer.backends.torch_layout import relayout
+from fuzzer.backends.torch_module import TorchSaveLoad
 from fuzzer.canaries.layout_layernorm import layer_norm_in_memory_order
 from fuzzer.check import check_case
 from fuzzer.generate import CaseGenerator
@@ -371,7 +365,7 @@ def test_prepared_gives_the_program_the_backend_runs(kind):
 
 def test_layout_keeps_rnn_parameters_contiguous_only_on_cuda():
     # cuDNN refuses a non-contiguous hx and fails on non-contiguous RNN weights; the CPU kernels take both.
-    from fuzzer.backends.torch_module import TorchLayout
+    from fuzzer.backends.torch_layout import TorchLayout
 
     assert not TorchLayout("cpu")._keeps_params_contiguous("gru")
     assert TorchLayout("cuda")._keeps_params_contiguous("lstm")

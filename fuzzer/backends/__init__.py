@@ -230,7 +230,8 @@ DEFAULT_BACKENDS = (
     "jax-eager:cpu:float32",
     "jax-jit:cpu:float32",
     "jax-jit:cpu:float64",
-    # Model-level (metamorphic) torch backends, ~1-2 ms a case each (see torch_module.py).
+    # Model-level (metamorphic) torch backends, ~1-2 ms a case each (see torch_module.py,
+    # torch_bnfold.py, torch_layout.py).
     "torch-module:cpu:float32",
     "torch-saveload:cpu:float32",
     "torch-bnfold:cpu:float32",

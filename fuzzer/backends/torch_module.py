@@ -11,15 +11,17 @@ The model is `fuzzer.model.build_module`: one module per node, nested in
 containers drawn from `case.seed` (kept by the shrinker, so a shrunk case nests
 the same way), in eval mode; op modes come from the ops' `training` attributes.
 
-Kinds:
+Kinds here:
   torch-module         the nested module under torch.inference_mode()
   torch-module-grad    the same with autograd on; outputs plus input gradients (gradients.py)
   torch-saveload       state_dict -> torch.save -> torch.load(weights_only=True) -> a
                        freshly built zero-filled module, load_state_dict(strict=True)
   torch-export         torch.export.export -> torch.export.save/load -> .module()
-  torch-bnfold         our reference BatchNorm folding (fold_batch_norms) on the module tree
   torch-jit-trace      torch.jit.trace
-  torch-layout         torch eager with channels_last / strided / transposed inputs and weights
+
+In their own modules: torch-bnfold (torch_bnfold.py: our reference BatchNorm folding on the
+module tree, a ModuleBackend) and torch-layout (torch_layout.py: torch eager with
+channels_last / strided / transposed inputs and weights).
 
 torch is imported lazily (like the other torch backends) so that listing backends
 works without it.
@@ -27,22 +29,17 @@ works without it.
 
 from __future__ import annotations
 
-import copy
 import io
 import warnings
-from collections import Counter
-from dataclasses import dataclass, field
 from typing import Callable
 
 import numpy as np
 
 from fuzzer.backends.gradients import GradientOutputs, torch_eager_gradients, torch_outputs_and_gradients
 from fuzzer.backends.torch_eager import TorchEager
-from fuzzer.ir import Case, Graph, interpret, split_arrays
-from fuzzer.errors import UserError
-from fuzzer.layouts import apply_layout, layouts_for
+from fuzzer.ir import Case, Graph, split_arrays
 from fuzzer.op_source import Source
-from fuzzer.program_source import argument_names, module_program, torch_program
+from fuzzer.program_source import module_program
 
 
 class ModuleBackend(TorchEager):
@@ -250,222 +247,4 @@ class TorchJitTrace(ModuleBackend):
         return torch.no_grad()
 
 
-# -- BatchNorm folding -------------------------------------------------------------
-
-FOLDABLE_PRODUCERS = ("conv2d", "linear")
-
-
-@dataclass
-class FoldReport:
-    """What a fold did: pairs folded, producer->batch_norm structures skipped (with the
-    reason; each is also a warning), and batch_norms not reading a conv2d/linear at all."""
-
-    folded: list[tuple[str, str]] = field(default_factory=list)  # (producer node, batch_norm node)
-    skipped: list[tuple[str, str, str]] = field(default_factory=list)  # (producer, batch_norm, reason)
-    not_applicable: list[tuple[str, str]] = field(default_factory=list)  # (batch_norm, reason)
-
-
-class FoldWarning(UserWarning):
-    """A conv2d/linear -> batch_norm structure the fold had to leave alone."""
-
-
-class BatchNormFolder:
-    """Reference BatchNorm folding on a GraphModule tree.
-
-    Walks every OpModule depth first through ALL nested containers (so a pair split
-    across two submodules is found too) and folds a conv2d->batch_norm or
-    linear->batch_norm pair only when the batch_norm reads the producer's output
-    directly, runs in eval mode, and is the only consumer of that output. The fold
-    math is torch's own fuse_conv_bn_eval / fuse_linear_bn_eval on temporary
-    nn.Conv2d / nn.Linear / nn.BatchNorm modules. The producer then writes the
-    batch_norm's output name and the batch_norm module is removed from its parent.
-    """
-
-    def fold(self, module):
-        import torch
-
-        module = copy.deepcopy(module)
-        report = FoldReport()
-        leaves = module.op_modules()
-        consumers = Counter(ref for _, leaf in leaves for ref in leaf.inputs)
-        consumers.update(module.output_names)
-        by_output = {leaf.output: (qualname, leaf) for qualname, leaf in leaves}
-        for qualname, bn in leaves:
-            if bn.op != "batch_norm":
-                continue
-            found = by_output.get(bn.inputs[0])
-            if found is None or found[1].op not in FOLDABLE_PRODUCERS:
-                what = found[1].op if found else "a graph input"
-                report.not_applicable.append((bn.node_name, f"reads {what}, not conv2d/linear"))
-                continue
-            _, producer = found
-            reason = self.cannot_fold(producer, bn, consumers)
-            if reason:
-                report.skipped.append((producer.node_name, bn.node_name, reason))
-                warnings.warn(
-                    f"BatchNorm fold: left {producer.op} {producer.node_name} -> batch_norm {bn.node_name} unfolded: {reason}",
-                    FoldWarning,
-                    stacklevel=2,
-                )
-                continue
-            with torch.no_grad():
-                weight, bias = self.fused_weights(producer, bn)
-            producer.add_param("weight", weight)
-            producer.add_param("bias", bias)
-            producer.attrs["bias"] = True
-            producer.output = bn.output
-            _remove(module, qualname)
-            report.folded.append((producer.node_name, bn.node_name))
-        return module, report
-
-    def cannot_fold(self, producer, bn, consumers: Counter) -> str | None:
-        if bn.attrs.get("training"):
-            return "batch_norm runs in training mode (batch statistics cannot be folded)"
-        if consumers[producer.output] != 1:
-            return f"the {producer.op} output is also read elsewhere ({consumers[producer.output]} readers or a graph output)"
-        if producer.op == "linear":
-            rank, channels = len(producer.out_shape), bn.running_mean.shape[0]
-            if rank != 2 and channels != 1:
-                return (
-                    f"batch_norm normalizes dim 1 of a rank-{rank} linear output, not the feature dim "
-                    "(fuse_linear_bn_eval would accept it when the sizes happen to match, and be wrong)"
-                )
-        return None
-
-    def fused_weights(self, producer, bn):
-        from torch import nn
-        from torch.nn.utils.fusion import fuse_conv_bn_eval, fuse_linear_bn_eval
-
-        p, attrs, dev = producer.params(), producer.attrs, dict(device=bn.running_mean.device, dtype=bn.running_mean.dtype)
-        channels = bn.running_mean.shape[0]
-        if producer.op == "conv2d":
-            out_channels, in_per_group = p["weight"].shape[:2]
-            real = nn.Conv2d(in_per_group * attrs["groups"], out_channels, tuple(attrs["kernel_size"]),
-                             tuple(attrs["stride"]), tuple(attrs["padding"]), tuple(attrs["dilation"]),
-                             attrs["groups"], bias="bias" in p, **dev)
-            norm = nn.BatchNorm2d(channels, eps=bn.attrs["eps"], **dev)
-            fuse = fuse_conv_bn_eval
-        else:
-            out_features, in_features = p["weight"].shape
-            real = nn.Linear(in_features, out_features, bias="bias" in p, **dev)
-            norm = nn.BatchNorm1d(channels, eps=bn.attrs["eps"], **dev)
-            fuse = fuse_linear_bn_eval
-        real.weight.copy_(p["weight"])
-        if "bias" in p:
-            real.bias.copy_(p["bias"])
-        for pname in ("weight", "bias", "running_mean", "running_var"):
-            getattr(norm, pname).copy_(getattr(bn, pname))
-        fused = fuse(real.eval(), norm.eval())
-        return nn.Parameter(fused.weight.detach().clone()), nn.Parameter(fused.bias.detach().clone())
-
-
-def _remove(root, qualname: str) -> None:
-    """Delete the submodule at `qualname` from its parent container."""
-    from torch import nn
-
-    parent_name, _, child = qualname.rpartition(".")
-    parent = root.get_submodule(parent_name) if parent_name else root
-    if isinstance(parent, (nn.Sequential, nn.ModuleList)):
-        del parent[int(child)]
-    else:
-        delattr(parent, child)
-
-
-def fold_batch_norms(module):
-    """(folded copy of `module`, FoldReport); see BatchNormFolder. The input is not modified."""
-    return BatchNormFolder().fold(module)
-
-
-class TorchBnFold(ModuleBackend):
-    """The nested module after our reference BatchNorm folding, under inference_mode.
-
-    Fold warnings are recorded (counted in `fold_stats`, the latest report kept in
-    `last_report`) rather than printed once per case by a campaign worker."""
-
-    kind = "torch-bnfold"
-    description = "nested nn.Module tree with conv2d/linear -> batch_norm(eval) pairs folded"
-    folder: type[BatchNormFolder] = BatchNormFolder
-
-    def __init__(self, device="cpu", dtype=None, overrides=None, name=None):
-        super().__init__(device, dtype, overrides, name)
-        self.fold_stats: Counter = Counter()
-        self.last_report: FoldReport | None = None
-
-    def reproducer_program(self, case: Case) -> tuple[list[str], str]:
-        raise UserError(f"Backend '{self.name}' runs the fuzzer's own BatchNorm folding, which has no standalone form; "
-                        f"export the case with --backend torch-module:{self.device}:{self.dtype} and fold it with your tool.")
-
-    def transform(self, module, args, fresh):
-        with warnings.catch_warnings(record=True):
-            warnings.simplefilter("always", FoldWarning)
-            folded, report = self.folder().fold(module)
-        self.last_report = report
-        self.fold_stats.update(folded=len(report.folded), skipped=len(report.skipped))
-        return folded
-
-
-# -- layout ------------------------------------------------------------------------
-
-
-def relayout(x):
-    """The same logical values in another memory layout (deterministic): the first of
-    channels_last (rank 4), transposed (the last two dims > 1) and strided (a stride-2 view
-    whose gaps hold NaN) that the shape allows; see fuzzer/layouts.py."""
-    if x.numel() <= 1:
-        return x
-    allowed = layouts_for(tuple(x.shape))
-    return apply_layout(x, next(layout for layout in ("channels_last", "transposed", "strided") if layout in allowed))
-
-
-class TorchLayout(TorchEager):
-    """torch eager, op by op, with every graph input and every weight of rank >= 2 in a
-    non-default memory layout (see `relayout`): layout invariance against the reference.
-
-    Exception, on CUDA only: gru/lstm parameters (weights and h0/c0) stay contiguous.
-    cuDNN's RNN requires it: a non-contiguous hx is refused by an explicit check ("rnn: hx
-    is not contiguous"), and non-contiguous weights fail inside the cuDNN path with "view
-    size is not compatible with input tensor's size and stride" (torch 2.11, cuDNN 9.19),
-    while the CPU kernels accept both. Relayouting them would make every RNN graph a crash
-    finding on CUDA; their *inputs* are still relayouted (cuDNN handles those)."""
-
-    derives_from_kind = "torch-eager"
-    kind = "torch-layout"
-    description = "torch eager with channels_last / transposed / strided inputs and weights"
-    devices = ("cpu", "cuda")
-    dtypes = ("float32", "float64")
-    CONTIGUOUS_PARAMS_ON_CUDA = frozenset({"gru", "lstm"})
-
-    def _keeps_params_contiguous(self, op_name: str) -> bool:
-        return self.device == "cuda" and op_name in self.CONTIGUOUS_PARAMS_ON_CUDA
-
-    def reproducer_program(self, case: Case) -> tuple[list[str], str]:
-        # As _execute: every input relayouted (not in its stored layout), and weights of rank >= 2.
-        ops, inputs = {node.name: node.op for node in case.graph.nodes}, len(case.graph.inputs)
-        kept = [i for i, name in enumerate(argument_names(case))
-                if i >= inputs and self._keeps_params_contiguous(ops[name.split(".", 1)[0]])]
-        relayout_line = (f"args = [relayout(a) if i < {inputs} or (a.dim() >= 2 and i not in {kept!r}) else a "
-                         "for i, a in enumerate(args)]  # inputs and weights in another memory layout")
-        return torch_program(case, self, [relayout_line], "graph(*args)", helpers=(relayout,), layouts=False)
-
-    def _execute(self, graph: Graph, inputs: dict, params: dict) -> list[np.ndarray]:
-        import torch
-
-        ops = {node.name: node.op for node in graph.nodes}
-
-        def weight(node, array):
-            tensor = self._to_torch(array)
-            if tensor.dim() < 2 or self._keeps_params_contiguous(ops[node]):
-                return tensor
-            return relayout(tensor)
-
-        with torch.no_grad(), self.precision_context():
-            outputs = interpret(
-                graph,
-                {k: relayout(self._to_torch(v)) for k, v in inputs.items()},
-                {node: {k: weight(node, v) for k, v in ps.items()} for node, ps in params.items()},
-                self.impl_for,
-            )
-        return [out.detach().to("cpu", torch.float64).numpy() for out in outputs]
-
-
-BACKENDS = [TorchModule, TorchModuleGrad, TorchSaveLoad, TorchExport, TorchBnFold, TorchJitTrace, TorchLayout]
+BACKENDS = [TorchModule, TorchModuleGrad, TorchSaveLoad, TorchExport, TorchJitTrace]

@@ -1,0 +1,83 @@
+"""torch-layout: torch eager with inputs and weights in non-default memory layouts.
+
+Layout invariance: the same logical values stored channels_last, transposed or strided (a
+stride-2 view whose gaps hold NaN, so a kernel that reads the gaps shows it) must give the
+same outputs as contiguous ones. Every graph input and every weight of rank >= 2 is
+relayouted (see `relayout` and fuzzer/layouts.py); the outputs are judged against the float64
+reference like any backend's. Reproducers inline `relayout` by name (fuzzer/op_source.py).
+
+torch is imported lazily so that listing backends works without it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from fuzzer.backends.torch_eager import TorchEager
+from fuzzer.ir import Case, Graph, interpret
+from fuzzer.layouts import apply_layout, layouts_for
+from fuzzer.program_source import argument_names, torch_program
+
+
+def relayout(x):
+    """The same logical values in another memory layout (deterministic): the first of
+    channels_last (rank 4), transposed (the last two dims > 1) and strided (a stride-2 view
+    whose gaps hold NaN) that the shape allows; see fuzzer/layouts.py."""
+    if x.numel() <= 1:
+        return x
+    allowed = layouts_for(tuple(x.shape))
+    return apply_layout(x, next(layout for layout in ("channels_last", "transposed", "strided") if layout in allowed))
+
+
+class TorchLayout(TorchEager):
+    """torch eager, op by op, with every graph input and every weight of rank >= 2 in a
+    non-default memory layout (see `relayout`): layout invariance against the reference.
+
+    Exception, on CUDA only: gru/lstm parameters (weights and h0/c0) stay contiguous.
+    cuDNN's RNN requires it: a non-contiguous hx is refused by an explicit check ("rnn: hx
+    is not contiguous"), and non-contiguous weights fail inside the cuDNN path with "view
+    size is not compatible with input tensor's size and stride" (torch 2.11, cuDNN 9.19),
+    while the CPU kernels accept both. Relayouting them would make every RNN graph a crash
+    finding on CUDA; their *inputs* are still relayouted (cuDNN handles those)."""
+
+    derives_from_kind = "torch-eager"
+    kind = "torch-layout"
+    description = "torch eager with channels_last / transposed / strided inputs and weights"
+    devices = ("cpu", "cuda")
+    dtypes = ("float32", "float64")
+    CONTIGUOUS_PARAMS_ON_CUDA = frozenset({"gru", "lstm"})
+
+    def _keeps_params_contiguous(self, op_name: str) -> bool:
+        return self.device == "cuda" and op_name in self.CONTIGUOUS_PARAMS_ON_CUDA
+
+    def reproducer_program(self, case: Case) -> tuple[list[str], str]:
+        # As _execute: every input relayouted (not in its stored layout), and weights of rank >= 2.
+        ops, inputs = {node.name: node.op for node in case.graph.nodes}, len(case.graph.inputs)
+        kept = [i for i, name in enumerate(argument_names(case))
+                if i >= inputs and self._keeps_params_contiguous(ops[name.split(".", 1)[0]])]
+        relayout_line = (f"args = [relayout(a) if i < {inputs} or (a.dim() >= 2 and i not in {kept!r}) else a "
+                         "for i, a in enumerate(args)]  # inputs and weights in another memory layout")
+        return torch_program(case, self, [relayout_line], "graph(*args)", helpers=(relayout,), layouts=False)
+
+    def _execute(self, graph: Graph, inputs: dict, params: dict) -> list[np.ndarray]:
+        import torch
+
+        ops = {node.name: node.op for node in graph.nodes}
+
+        def weight(node, array):
+            tensor = self._to_torch(array)
+            if tensor.dim() < 2 or self._keeps_params_contiguous(ops[node]):
+                return tensor
+            return relayout(tensor)
+
+        with torch.no_grad(), self.precision_context():
+            outputs = interpret(
+                graph,
+                {k: relayout(self._to_torch(v)) for k, v in inputs.items()},
+                {node: {k: weight(node, v) for k, v in ps.items()} for node, ps in params.items()},
+                self.impl_for,
+            )
+        return [out.detach().to("cpu", torch.float64).numpy() for out in outputs]
+
+
+BACKENDS = [TorchLayout]
