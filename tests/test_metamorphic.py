@@ -217,11 +217,7 @@ class ThroughActivationFolder(BatchNormFolder):
                 last_conv = leaf
             elif leaf.op == "batch_norm" and last_conv is not None and not leaf.attrs["training"] \
                     and last_conv.weight.shape[0] == leaf.running_mean.shape[0]:
-                with torch.no_grad():
-                    weight, bias = self.fused_weights(last_conv, leaf)
-                last_conv.add_param("weight", weight)
-                last_conv.add_param("bias", bias)
-                last_conv.attrs["bias"] = True
+                self.fold_into(last_conv, leaf)
                 leaf.fn, leaf.param_names = (lambda xs, ps, attrs: xs[0]), []
                 last_conv = None
         return module, FoldReport()
@@ -238,11 +234,7 @@ class TopLevelOnlyFolder(BatchNormFolder):
             leaves = [child] if isinstance(child, OpModule) else [m for m in child.modules() if isinstance(m, OpModule)]
             first = leaves[0] if leaves else None
             if first is not None and first.op == "batch_norm" and previous_conv is not None and not first.attrs["training"]:
-                with torch.no_grad():
-                    weight, bias = self.fused_weights(previous_conv, first)
-                previous_conv.add_param("weight", weight)
-                previous_conv.add_param("bias", bias)
-                previous_conv.attrs["bias"] = True
+                self.fold_into(previous_conv, first)
                 first.fn, first.param_names = (lambda xs, ps, attrs: xs[0]), []
             convs = [leaf for leaf in leaves if leaf.op == "conv2d"]
             previous_conv = convs[-1] if convs else None

@@ -54,8 +54,6 @@ class BatchNormFolder:
     """
 
     def fold(self, module):
-        import torch
-
         module = copy.deepcopy(module)
         report = FoldReport()
         leaves = module.op_modules()
@@ -80,11 +78,7 @@ class BatchNormFolder:
                     stacklevel=2,
                 )
                 continue
-            with torch.no_grad():
-                weight, bias = self.fused_weights(producer, bn)
-            producer.add_param("weight", weight)
-            producer.add_param("bias", bias)
-            producer.attrs["bias"] = True
+            self.fold_into(producer, bn)
             producer.output = bn.output
             _remove(module, qualname)
             report.folded.append((producer.node_name, bn.node_name))
@@ -103,6 +97,17 @@ class BatchNormFolder:
                     "(fuse_linear_bn_eval would accept it when the sizes happen to match, and be wrong)"
                 )
         return None
+
+    def fold_into(self, producer, bn) -> None:
+        """Give `producer` the weight and bias of producer-then-`bn` (fused_weights); rewiring
+        the outputs and removing `bn` is the caller's."""
+        import torch
+
+        with torch.no_grad():
+            weight, bias = self.fused_weights(producer, bn)
+        producer.add_param("weight", weight)
+        producer.add_param("bias", bias)
+        producer.attrs["bias"] = True
 
     def fused_weights(self, producer, bn):
         from torch import nn
