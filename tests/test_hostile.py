@@ -33,6 +33,7 @@ from fuzzer.cli import main
 from fuzzer.corpus import Corpus
 from fuzzer.generate import generate_case
 from fuzzer.ir import Graph, Node, TensorSpec
+from test_cli_errors import dump
 
 FUZZ = str(Path(sys.executable).with_name("fuzz"))
 TORCH = "torch-eager:cpu:float32"
@@ -75,15 +76,6 @@ def refused(result, *needles: str) -> str:
     assert code == 2, (code, result.stdout, result.stderr)
     assert result.stdout == ""
     return one_sentence(result.stderr, *needles)
-
-
-def dump(db: Path) -> str:
-    conn = sqlite3.connect(str(db))
-    try:
-        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
-        return "\n".join(conn.iterdump())
-    finally:
-        conn.close()
 
 
 @contextlib.contextmanager

@@ -5,22 +5,14 @@ import json
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 from fuzzer.issue_report import IssueData, fenced, inline, render_issue, worst_entries
+from test_end_to_end import fuzz
 
-FUZZ = str(Path(sys.executable).with_name("fuzz"))
 CANARY = "canary-layout-layernorm"
-
-
-def fuzz(*args, check_exit=None):
-    result = subprocess.run([FUZZ, *map(str, args)], capture_output=True, text=True, timeout=600)
-    if check_exit is not None:
-        assert result.returncode == check_exit, f"exit {result.returncode}\n{result.stdout}\n{result.stderr}"
-    return result
 
 
 @pytest.fixture(scope="module")

@@ -21,13 +21,7 @@ from fuzzer.ops import get_op
 from fuzzer.ops.pool import adaptive_bounds, pooled_size
 from fuzzer.ops._common import DIMS
 from fuzzer.ops.resize import scaled_size
-
-
-def ref(name, xs, ps=None, **attrs):
-    """Run an op's reference on float64 arrays."""
-    xs = [np.asarray(x, dtype=np.float64) for x in xs]
-    ps = {k: np.asarray(v, dtype=np.float64) for k, v in (ps or {}).items()}
-    return get_op(name).reference(xs, ps, attrs)
+from test_op_references import ref
 
 
 def conv_attrs(rank=1, **overrides):
