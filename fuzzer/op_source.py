@@ -8,8 +8,11 @@ written for printing: it is the op declaration's own implementation, read back w
   (marked with `API_PATH`) becomes a direct call: `F.silu(x)`, `jnp.exp(x)`;
 * one that wraps a plain function `(*inputs, **attrs)` (marked with `WRAPS`) brings that
   function's `def` and calls it: `_jax_softplus(x, beta=2.0, threshold=20.0)`;
-* any other is a module-level `def name(xs, ps, attrs)`: its `def` comes along and is
-  called with literal lists and dicts: `_torch_layer_norm([x], {"weight": w}, {"eps": 1e-05})`.
+* a module-level `def name(xs, ps, attrs)` whose body is imports and one `return EXPR` is
+  written as EXPR with this node's values put in (`inline_expression`):
+  `F.layer_norm(x, [4], n0_weight, None, 1e-05)`, `x.permute(0, 2, 1)`;
+* any other such `def` comes along and is called with literal lists and dicts:
+  `_torch_rms_norm([x], {"weight": w}, {"eps": 1e-05})`.
 
 A `def` brings the module-level names it uses: other functions of ours (recursively),
 plain constants (as literals), imported modules and functions (as import lines) and our
@@ -20,6 +23,8 @@ source computes the same values as the implementation.
 
 from __future__ import annotations
 
+import ast
+import builtins
 import inspect
 import math
 import textwrap
@@ -27,7 +32,7 @@ import types
 from dataclasses import dataclass, field
 from typing import Callable
 
-from fuzzer.ops import API_PATH, WRAPS
+from fuzzer.ops import API_KEYWORDS, API_PATH, WRAPS
 
 ALIASES = {"torch.nn.functional.": "F.", "jax.numpy.": "jnp."}
 ALIAS_IMPORTS = {"F.": "import torch.nn.functional as F", "jnp.": "import jax.numpy as jnp"}
@@ -185,10 +190,121 @@ def write_call(impl: Callable, inputs: list[str], params: dict[str, str], attrs:
     """The expression that calls the op implementation `impl` (an OpDef's, or a plugin's override)
     on the named inputs and params; what it needs goes into `source`. Attributes become literals."""
     if hasattr(impl, API_PATH):
-        return f"{_alias(getattr(impl, API_PATH), source)}({', '.join(inputs + _keywords(attrs))})"
+        keywords = getattr(impl, API_KEYWORDS, {})
+        renamed = {keywords.get(k, k): v for k, v in attrs.items()}
+        return f"{_alias(getattr(impl, API_PATH), source)}({', '.join(inputs + _keywords(renamed))})"
     if hasattr(impl, WRAPS):
         name = source.add_function(getattr(impl, WRAPS))
         return f"{name}({', '.join(inputs + _keywords(attrs))})"
+    inlined = inline_expression(impl, inputs, params, attrs, source)
+    if inlined is not None:
+        return inlined
     name = source.add_function(impl)
     param_dict = "{" + ", ".join(f"{key!r}: {value}" for key, value in params.items()) + "}"
     return f"{name}([{', '.join(inputs)}], {param_dict}, {literal(attrs)})"
+
+
+def inline_expression(impl: Callable, inputs: list[str], params: dict[str, str], attrs: dict, source: Source) -> str | None:
+    """`impl`'s returned expression with this node's inputs, params and attribute values put in
+    for `xs[i]`, `ps["k"]`, `ps.get("k")` and `attrs["k"]`; None unless `impl` is one of ours
+    whose body is imports and a single return, and whose expression uses no other name than
+    imported modules and builtins."""
+    if not isinstance(impl, types.FunctionType) or impl.__closure__ or not _is_ours(impl.__module__):
+        return None
+    try:
+        (function,) = ast.parse(_def_text(impl)).body
+    except (OSError, SyntaxError, ValueError):
+        return None
+    body = [statement for statement in function.body
+            if not (isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant))]  # the docstring
+    if (len(function.args.args) != 3 or not body or not isinstance(body[-1], ast.Return) or body[-1].value is None
+            or not all(isinstance(statement, (ast.Import, ast.ImportFrom)) for statement in body[:-1])):
+        return None
+    imported = {}  # name -> the import line that binds it, from the body or the module's globals
+    for statement in body[:-1]:
+        for alias in statement.names:
+            imported[alias.asname or alias.name.partition(".")[0]] = ast.unparse(ast.Module([statement], []))
+    try:
+        expression = _Substitute([a.arg for a in function.args.args], inputs, params, attrs).visit(body[-1].value)
+    except _NotInlinable:
+        return None
+    expression = _Alias().visit(expression)
+    values = {*inputs, *params.values()}  # the script's variables put in for xs[i] and ps["k"]
+    for name in dict.fromkeys(node.id for node in ast.walk(expression) if isinstance(node, ast.Name)):
+        if name in values:
+            continue
+        if name in ALIAS_NAMES:
+            source.add_import(ALIAS_NAMES[name])
+        elif name in imported:
+            source.add_import(imported[name])
+        elif isinstance(impl.__globals__.get(name), types.ModuleType):
+            module = impl.__globals__[name].__name__
+            source.add_import(f"import {module}" if module == name else f"import {module} as {name}")
+        elif not (hasattr(builtins, name) and name not in impl.__globals__):
+            return None
+    return ast.unparse(expression)
+
+
+# The aliases' names ("F") and the import line that binds each.
+ALIAS_NAMES = {alias.rstrip("."): line for alias, line in ALIAS_IMPORTS.items()}
+
+
+def _dotted(node: ast.AST) -> str | None:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        owner = _dotted(node.value)
+        return owner and f"{owner}.{node.attr}"
+    return None
+
+
+class _Alias(ast.NodeTransformer):
+    """torch.nn.functional.layer_norm -> F.layer_norm, jax.numpy.exp -> jnp.exp (ALIASES)."""
+
+    def visit_Attribute(self, node: ast.Attribute):
+        path = _dotted(node)
+        for prefix, alias in ALIASES.items():
+            if path and path.startswith(prefix):
+                return ast.parse(alias + path[len(prefix):], mode="eval").body
+        return self.generic_visit(node)
+
+
+class _NotInlinable(Exception):
+    pass
+
+
+class _Substitute(ast.NodeTransformer):
+    """Puts a node's inputs, params and attribute values into an implementation's expression."""
+
+    def __init__(self, arguments: list[str], inputs: list[str], params: dict[str, str], attrs: dict):
+        self.xs, self.ps, self.attrs = arguments
+        self.inputs, self.params, self.attr_values = inputs, params, attrs
+
+    def visit_Subscript(self, node: ast.Subscript):
+        owner, key = node.value, node.slice
+        if isinstance(owner, ast.Name) and isinstance(key, ast.Constant):
+            if owner.id == self.xs and isinstance(key.value, int) and 0 <= key.value < len(self.inputs):
+                return ast.Name(self.inputs[key.value], ast.Load())
+            if owner.id == self.ps and key.value in self.params:
+                return ast.Name(self.params[key.value], ast.Load())
+            if owner.id == self.attrs and key.value in self.attr_values:
+                return ast.parse(literal(self.attr_values[key.value]), mode="eval").body
+        return self.generic_visit(node)
+
+    def visit_Call(self, node: ast.Call):
+        function = node.func
+        if (isinstance(function, ast.Attribute) and function.attr == "get" and isinstance(function.value, ast.Name)
+                and function.value.id == self.ps and len(node.args) == 1 and isinstance(node.args[0], ast.Constant)):
+            name = self.params.get(node.args[0].value)
+            return ast.Name(name, ast.Load()) if name else ast.Constant(None)
+        node = self.generic_visit(node)
+        args = []  # f(*[0, 2, 1]) reads as f(0, 2, 1)
+        for arg in node.args:
+            args.extend(arg.value.elts if isinstance(arg, ast.Starred) and isinstance(arg.value, (ast.List, ast.Tuple)) else [arg])
+        node.args = args
+        return node
+
+    def visit_Name(self, node: ast.Name):
+        if node.id in (self.xs, self.ps, self.attrs):
+            raise _NotInlinable(node.id)  # used other than as xs[i], ps["k"], ps.get("k"), attrs["k"]
+        return node

@@ -165,12 +165,19 @@ def write_junit(results: list[RegressionResult], path: Path) -> None:
 
 
 def reshrink_stored(corpus: Corpus, case_id: int, plugins: list[str], seconds: float) -> dict:
-    """Shrink a stored case again for its primary finding and store the result linked to it."""
+    """Shrink a stored case again for its primary finding and store the result linked to it.
+
+    The case is checked again first and shrunk for the finding as this release sees it: one
+    stored by an older release, under other localization rules (a fused backend's culprit was
+    once named after its fused prefix, `softmax@fused`), would otherwise keep an old signature
+    that no smaller case can match, and not shrink at all."""
     stored = corpus.get_case(case_id)
     finding = next((f for f in stored.findings if f["signature"] == stored.signature), None)
     if finding is None:
         raise UserError(f"Case {case_id} has no finding to shrink for; pick a case listed with a verdict by `fuzz list`.")
     with Replayer([finding["backend"]], plugins) as replayer:
+        now = replayer.check(stored.case, [finding["backend"]])["findings"]
+        finding = next((f for f in now if f["backend"] == finding["backend"]), finding)
         result = replayer.shrink(stored.case, finding, seconds)
     if not result["findings"]:
         raise UserError(f"Case {case_id} no longer reproduces on {finding['backend']}; nothing to shrink.")

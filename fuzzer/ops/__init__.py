@@ -19,8 +19,10 @@ from fuzzer.errors import UserError
 Shape = tuple[int, ...]
 # Marks on implementations made by builders, so a reproducer can write them as source
 # (fuzzer/op_source.py): the framework function called with (*inputs, **attrs), e.g.
-# "torch.nn.functional.silu", or the plain function (*inputs, **attrs) that is called.
+# "torch.nn.functional.silu", or the plain function (*inputs, **attrs) that is called; and
+# the keywords attributes are passed as where the API names them otherwise ({"dim": "axis"}).
 API_PATH = "api_path"
+API_KEYWORDS = "api_keywords"
 WRAPS = "wraps"
 # (draw, input shapes) -> attrs; `draw` is hypothesis's draw function.
 AttrDrawer = Callable[[Callable, list[Shape]], dict]

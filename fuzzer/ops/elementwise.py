@@ -11,7 +11,7 @@ import operator
 
 import numpy as np
 
-from fuzzer.ops import API_PATH, WRAPS, OpDef
+from fuzzer.ops import API_KEYWORDS, API_PATH, WRAPS, OpDef
 from fuzzer.ops._common import check, like, st
 
 
@@ -33,27 +33,37 @@ def _lookup(module, path: str):
     return module
 
 
-def torch_function(path: str):
-    """An implementation calling torch.<path>(*inputs, **attrs): attrs named as torch's keywords."""
+def torch_function(path: str, keywords: dict[str, str] | None = None):
+    """An implementation calling torch.<path>(*inputs, **attrs): attrs named as torch's keywords,
+    or renamed by `keywords` ({attr: keyword})."""
 
     def run(xs, ps, attrs):
         import torch
 
-        return _lookup(torch, path)(*xs, **attrs)
+        return _lookup(torch, path)(*xs, **_renamed(attrs, keywords))
 
-    setattr(run, API_PATH, "torch." + path)
-    return run
+    return _mark(run, "torch." + path, keywords)
 
 
-def jax_function(path: str):
-    """An implementation calling jax.<path>(*inputs, **attrs), e.g. "numpy.expm1", "nn.silu"."""
+def jax_function(path: str, keywords: dict[str, str] | None = None):
+    """An implementation calling jax.<path>(*inputs, **attrs), e.g. "numpy.expm1", "nn.silu";
+    `keywords` as torch_function's ({"dim": "axis"})."""
 
     def run(xs, ps, attrs):
         import jax
 
-        return _lookup(jax, path)(*xs, **attrs)
+        return _lookup(jax, path)(*xs, **_renamed(attrs, keywords))
 
-    setattr(run, API_PATH, "jax." + path)
+    return _mark(run, "jax." + path, keywords)
+
+
+def _renamed(attrs: dict, keywords: dict[str, str] | None) -> dict:
+    return {keywords.get(k, k): v for k, v in attrs.items()} if keywords else attrs
+
+
+def _mark(run, path: str, keywords: dict[str, str] | None):
+    setattr(run, API_PATH, path)
+    setattr(run, API_KEYWORDS, keywords or {})
     return run
 
 

@@ -6,6 +6,7 @@ import numpy as np
 
 from fuzzer.ops import OpDef
 from fuzzer.ops._common import norm_dim, rank_between, st
+from fuzzer.ops.elementwise import jax_function, torch_function
 
 
 def _draw_dim(draw, shapes):
@@ -28,31 +29,13 @@ def _softmax_reference(xs, ps, attrs):
     return np.exp(_log_softmax_reference(xs, ps, attrs))
 
 
-def _torch_softmax(name):
-    def run(xs, ps, attrs):
-        import torch
-
-        return getattr(torch, name)(xs[0], dim=attrs["dim"])
-
-    return run
-
-
-def _jax_softmax(name):
-    def run(xs, ps, attrs):
-        import jax
-
-        return getattr(jax.nn, name)(xs[0], axis=attrs["dim"])
-
-    return run
-
-
 OPS = [
     OpDef(
         name=name,
         infer=_infer,
         reference=reference,
-        torch=_torch_softmax(name),
-        jax=_jax_softmax(name),
+        torch=torch_function(name),
+        jax=jax_function(f"nn.{name}", keywords={"dim": "axis"}),
         accepts=rank_between(1, 5),
         draw_attrs=_draw_dim,
         sensitivity=2.0,
