@@ -36,6 +36,8 @@ from fuzzer.program_source import argument_names, array_literal, variable_name
 
 HANG_SECONDS = 60  # a hang reproducer gives up (exit 1) after this long
 WORST_SHOWN = 5
+# What a reproducer's header says of another environment (its record holds paths and more).
+ENVIRONMENT_KEYS = ("python", "numpy", "torch", "jax", "jaxlib", "cuda")
 
 
 def docstring(text: str) -> str:
@@ -119,7 +121,7 @@ def build_script(case: Case, backend: Backend, title: str, pytest_style: bool = 
     )
     environment = backend.other_environment()
     if environment is not None:
-        versions = ", ".join(f"{k} {v}" for k, v in sorted(environment[1].items()))
+        versions = ", ".join(f"{k} {v}" for k, v in sorted(environment[1].items()) if k in ENVIRONMENT_KEYS and v)
         header += "\n" + comment(f"Run it in environment {environment[0]!r} ({versions}), where the campaign ran it.")
     standard = ["import faulthandler"] * (verdict == verdicts.HANG) + (["import base64", "import io"] if uses_blobs else [])
     framework = [line for line in imports if line != "import numpy as np"]  # a helper may import numpy too

@@ -118,6 +118,7 @@ class EnvBackend(Backend):
         self.worker = _worker_for(env)
         self.env = self.worker.env  # shared, so versions learnt when the worker starts reach every backend
         self.kind, self.family, self.expensive = f"{base.kind}@{env.name}", base.family, base.expensive
+        self.description = f"{base.description}, in environment {env.name}"
 
     @classmethod
     def from_spec(cls, spec: str) -> "EnvBackend":
