@@ -263,8 +263,13 @@ def test_cross_version_campaign_finds_shrinks_stores_replays_and_bisects_a_real_
     assert by_backend["jax-jit:cpu:float32@old-jax"] in ("constant", "mismatch")
 
     # Its reproducer is written from source (no tracing there) and names the environment to run it in.
+    # It runs there and exits 1, and 0 under the fixed release: plain jax, the softmax call as one writes it.
     fuzz("export", case_id, "--db", db, "-o", tmp_path / "repro.py", env_home=home)
-    assert f"jax {OLD_JAX}" in (tmp_path / "repro.py").read_text()
+    script = (tmp_path / "repro.py").read_text()
+    assert f"jax {OLD_JAX}" in script and "jax.nn.softmax(" in script and len(script.splitlines()) < 100
+    for python, status in ((home / "venvs" / "old-jax" / "bin" / "python", 1), (sys.executable, 0)):
+        ran = subprocess.run([str(python), "repro.py"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+        assert ran.returncode == status, ran.stdout + ran.stderr
 
     # Bisected over two real releases: the fix is in 0.4.27.
     result = fuzz("bisect", case_id, "--db", db, "--package", "jax", "--from", OLD_JAX, "--to", "0.4.27", "--find-fix",
