@@ -33,6 +33,7 @@ import resource
 import signal
 import time
 import traceback
+import warnings
 from typing import TYPE_CHECKING
 
 from fuzzer.errors import InternalError, UserError
@@ -83,6 +84,10 @@ def _worker_main(conn, config: WorkerConfig) -> None:
         limit = config.memory_limit_mb * 1024 * 1024
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     limit_threads(config.threads)
+    # The libraries' deprecation notices (torch.export's pytree FutureWarning, once per worker and
+    # kind) would interleave with the campaign's progress lines on the shared stderr.
+    warnings.simplefilter("ignore", FutureWarning)
+    warnings.simplefilter("ignore", DeprecationWarning)
     from fuzzer.pipeline import Pipeline
 
     try:
