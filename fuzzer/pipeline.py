@@ -100,6 +100,17 @@ class Pipeline:
         return [b for b in self.backends
                 if b.supports_graph(case.graph) and (not b.expensive or not self.budget or self.budget.wants(b.name, features))]
 
+    def handle(self, request: tuple) -> dict:
+        """One request of the worker protocol (the process workers and the Ray actors both answer
+        with this; the requests are listed in fuzzer/workers.py)."""
+        kind, *arguments = request
+        if kind == "case":
+            return self.run_index(arguments[0], set(arguments[1]))
+        handlers = {"check": self.check_given, "shrink": self.shrink_given, "outputs": self.outputs_given}
+        if kind not in handlers:
+            raise ValueError(f"unknown worker request {kind!r}")
+        return handlers[kind](*arguments)
+
     def run_index(self, index: int, known_signatures: set[str]) -> dict:
         start = time.perf_counter()
         self.backend_seconds, self.first_status = {}, {}

@@ -87,14 +87,7 @@ def _pipeline_actor():
             return self.node
 
         def handle(self, message: tuple) -> dict:
-            if message[0] == "case":
-                reply = self.pipeline.run_index(message[1], set(message[2]))
-            elif message[0] == "shrink":
-                reply = self.pipeline.shrink_given(message[1], message[2], message[3])
-            else:
-                reply = self.pipeline.check_given(message[1], message[2])
-            reply["node"] = self.node
-            return reply
+            return {**self.pipeline.handle(message), "node": self.node}
 
     _actor_class = PipelineActor
     return _actor_class

@@ -107,15 +107,7 @@ def _worker_main(conn, config: WorkerConfig) -> None:
         if request[0] == "stop":
             return
         try:
-            if request[0] == "case":
-                reply = pipeline.run_index(request[1], set(request[2]))
-            elif request[0] == "shrink":
-                reply = pipeline.shrink_given(request[1], request[2], request[3])
-            elif request[0] == "outputs":
-                reply = pipeline.outputs_given(request[1], request[2])
-            else:
-                reply = pipeline.check_given(request[1], request[2])
-            conn.send(("result", reply))
+            conn.send(("result", pipeline.handle(request)))
         except UserError as exc:
             conn.send(("user-error", str(exc)))
         except Exception:  # noqa: BLE001
