@@ -105,6 +105,12 @@ def test_aborting_backend_is_a_crash_finding(tmp_path):
                               capture_output=True, text=True, timeout=120)
     assert exported.returncode == 0, exported.stderr
     assert "def relu_abort(xs, ps, attrs):" in exported.stdout and "os.abort()" in exported.stdout
+    # So does the report: the bucket whose backend aborts gets its script, and the report is written.
+    reported = subprocess.run([sys.executable, "-m", "fuzzer.cli", "report", "--db", str(tmp_path / "corpus.db"),
+                               "--output", str(tmp_path / "report"), "--plugin", str(PLUGINS / "abort_relu.py")],
+                              capture_output=True, text=True, timeout=300)
+    assert reported.returncode == 0, reported.stderr
+    assert "relu_abort" in (tmp_path / "report" / "report.html").read_text()
 
 
 @pytest.mark.slow
