@@ -20,11 +20,9 @@ from typing import Callable
 from fuzzer import verdicts
 from fuzzer.backends import parse_backend_list
 from fuzzer.budget import parse_shares
-from fuzzer.check import Finding
 from fuzzer.corpus import Corpus
 from fuzzer.environment import versions
 from fuzzer.errors import InternalError, UserError
-from fuzzer.oracle import signature
 from fuzzer.pipeline import WorkerConfig, case_generator, seed_for
 from fuzzer.plugins import load_plugins
 from fuzzer.workers import Worker, WorkerDied
@@ -299,12 +297,7 @@ class Campaign:
         """A worker died or hung on case `index`: that is a finding about the backend it was running."""
         self.progress.crashes += 1
         case = self.generator.case(seed_for(self.options.seed, index))
-        backend = died.backend or "unknown"
-        finding = Finding(
-            backend=backend, verdict=died.kind, culprit="-",
-            signature=signature(died.kind, backend, "-", died.message), detail=died.message, error=died.message,
-        )
-        self._store_finding(case, died.kind, list(self.options.backends), [finding.to_dict()], node=getattr(died, "node", None))
+        self._store_finding(case, died.kind, list(self.options.backends), [died.finding().to_dict()], node=getattr(died, "node", None))
 
 
 @contextlib.contextmanager

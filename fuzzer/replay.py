@@ -11,7 +11,6 @@ from fuzzer.corpus import Corpus, case_from_export, is_finding, load_case_file
 from fuzzer.errors import UserError
 from fuzzer.ir import Case
 from fuzzer import verdicts
-from fuzzer.oracle import signature
 from fuzzer.plugins import canaries_for
 from fuzzer.triage import current_signature, same_bucket
 from fuzzer.pipeline import WorkerConfig
@@ -32,9 +31,7 @@ class Replayer:
         try:
             return self.worker.request(("check", case, list(backends)), self.timeout, compile_timeout=600.0)
         except WorkerDied as died:
-            backend = died.backend or "unknown"
-            finding = {"backend": backend, "verdict": died.kind, "culprit": "-", "detail": died.message,
-                       "signature": signature(died.kind, backend, "-", died.message)}
+            finding = died.finding().to_dict()
             return {"verdict": died.kind, "findings": [finding], "verdicts": [finding]}
 
     def outputs(self, case: Case, backend: str) -> dict:

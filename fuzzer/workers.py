@@ -123,6 +123,15 @@ class WorkerDied(Exception):
         self.backend = backend
         self.message = message
 
+    def finding(self):
+        """The finding this is: the backend the worker was running crashed or hung (check.Finding)."""
+        from fuzzer.check import Finding
+        from fuzzer.oracle import signature
+
+        backend = self.backend or "unknown"
+        return Finding(backend=backend, verdict=self.kind, culprit="-", signature=signature(self.kind, backend, "-", self.message),
+                       detail=self.message, error=self.message)
+
 
 def describe_exit(code: int | None) -> str:
     if code is None:
