@@ -118,3 +118,19 @@ def test_value_simplicity_order(value, rank):
     from fuzzer.shrink import value_rank
 
     assert value_rank(value) == rank
+
+
+def test_a_bug_that_needs_many_elements_and_a_nan_near_the_end_shrinks_to_its_threshold():
+    """Like jax's CPU max, which drops a nan from 4096 elements on: the shrinker must keep the
+    nan (it sits near the end: the tail window) and reach the threshold in a few dozen checks
+    (sizes approach it geometrically), not one element at a time."""
+    from fuzzer.arrays import materialize
+    from fuzzer.ir import Graph, Node, TensorSpec
+
+    graph = Graph([TensorSpec("x", (5000,))], [Node("n0", "abs", ["x"], {})], ["n0"])
+    case = materialize(graph, 0)
+    case.arrays["x"][4900] = np.nan
+    needs_nan_and_1000 = lambda c: c.arrays["x"].size >= 1000 and bool(np.isnan(c.arrays["x"]).any())  # noqa: E731
+    result = shrink_case(case, needs_nan_and_1000, "abs", time_budget=60)
+    assert result.case.graph.inputs[0].shape == (1000,)
+    assert result.calls < 150, result.log()
