@@ -192,11 +192,11 @@ def test_scripts_hold_no_path_of_this_machine(tmp_path):
 # On a GPU machine: the scripts of the CUDA kinds run there, on the GPU, and a compiled kind's still
 # shows an inductor fault (the Triton path, not the C++ one tested above).
 GPU_KINDS = {"torch-eager:cuda:float32": None, "jax-jit:gpu:float32": None,
-             "torch-compile:cuda:float32": "torch-compile", "torch-compile-max-autotune:cuda:float32": "torch-compile"}
+             "torch-compile:cuda:float32": "torch-compile", "torch-compile-max-autotune:cuda:float32": None}
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("name", sorted(GPU_KINDS))
+@pytest.mark.parametrize("name", [pytest.param(name, marks=[pytest.mark.long] * ("autotune" in name)) for name in sorted(GPU_KINDS)])
 def test_a_gpu_kind_s_script_runs_on_the_gpu(name, tmp_path):
     backend = get_backend(name)
     if backend.unavailable_reason():
