@@ -69,10 +69,12 @@ def check_case(case: Case, backends: list[Backend], reruns: int = 2, runner: Run
             verdict = _inherited(backend, case, verdict, outcome, reference, runner)
         result.verdicts.append(verdict)
         outcomes.append(outcome)
-    result.verdicts = _accuracy_regressions(result.verdicts)
+    result.verdicts, compared_with = _accuracy_regressions(result.verdicts)
+    by_name = {backend.name: backend for backend in backends}
     for backend, verdict, outcome in zip(backends, result.verdicts, outcomes):
         if verdicts.get(verdict.verdict).recorded:
-            result.findings.append(_finding(backend, case, verdict, outcome, runner))
+            peer = by_name.get(compared_with.get(backend.name))
+            result.findings.append(_finding(backend, case, verdict, outcome, runner, peer))
     result.verdict = verdicts.worst([v.verdict for v in result.verdicts])
     return result
 
@@ -106,11 +108,11 @@ ACCURACY_FACTOR = 10.0
 ACCURACY_FLOOR = 0.1
 
 
-def _accuracy_regressions(backend_verdicts: list[oracle.BackendVerdict]) -> list[oracle.BackendVerdict]:
+def _accuracy_regressions(backend_verdicts: list[oracle.BackendVerdict]) -> tuple[list[oracle.BackendVerdict], dict[str, str]]:
     """Backends of one kind in several releases (`KIND:DEVICE:DTYPE` and `...@ENV`, see envs.py)
     that all agree: the one whose error, as a share of its allowance (the same allowance for
     every release: one reference, one dtype), is ACCURACY_FACTOR times or more another's gets
-    `accuracy-regression`."""
+    `accuracy-regression`. Also returns, for each, the backend it was compared with."""
 
     def ratio(verdict: oracle.BackendVerdict) -> float:
         return verdict.max_error / verdict.allowed if verdict.allowed > 0 else 0.0
@@ -119,7 +121,7 @@ def _accuracy_regressions(backend_verdicts: list[oracle.BackendVerdict]) -> list
     for verdict in backend_verdicts:
         if verdict.verdict == verdicts.AGREE:
             agreeing.setdefault(verdict.backend.partition("@")[0], []).append(verdict)
-    judged = []
+    judged, compared_with = [], {}
     for verdict in backend_verdicts:
         peers = [peer for peer in agreeing.get(verdict.backend.partition("@")[0], []) if peer is not verdict]
         best = min(peers, key=ratio, default=None)
@@ -128,8 +130,9 @@ def _accuracy_regressions(backend_verdicts: list[oracle.BackendVerdict]) -> list
             verdict = replace(verdict, verdict=verdicts.ACCURACY_REGRESSION,
                               detail=(f"error {verdict.max_error:.3g} (allowed {verdict.allowed:.3g}) where {best.backend} "
                                       f"errs by {best.max_error:.3g} (allowed {best.allowed:.3g}) on this case"))
+            compared_with[verdict.backend] = best.backend
         judged.append(verdict)
-    return judged
+    return judged, compared_with
 
 
 def _precision_policy(backend: Backend, case: Case, verdict, reference, runner: Runner):
@@ -181,16 +184,15 @@ def _changes_on_rerun(backend: Backend, case: Case, first: Outcome, reruns: int,
     return False
 
 
-def _finding(backend: Backend, case: Case, verdict: oracle.BackendVerdict, outcome: Outcome, runner: Runner) -> Finding:
+def _finding(backend: Backend, case: Case, verdict: oracle.BackendVerdict, outcome: Outcome, runner: Runner,
+             peer: Backend | None = None) -> Finding:
+    """The finding of `verdict`, localized (`peer`: the release an accuracy regression is measured against)."""
     if outcome.status != OK:
         culprit = localize_crash(backend, case, outcome.error, runner) if verdict.verdict == verdicts.CRASH else "-"
         sig = oracle.signature(verdict.verdict, backend.name, culprit, outcome.error)
     elif verdict.verdict == verdicts.ACCURACY_REGRESSION:
-        # Right by the tolerance, so there is no wrong node to localize: the output's op.
-        ops = {node.name: node.op for node in case.graph.nodes}
-        output = case.graph.outputs[min(verdict.output or 0, len(case.graph.outputs) - 1)]
-        culprit = ops.get(output, output)
-        sig = oracle.signature(verdict.verdict, backend.name, culprit)
+        culprit = localize_regression(backend, peer, case, runner, verdict.output or 0)
+        sig = oracle.signature(verdicts.bucket_verdict(verdict.verdict), backend.name, culprit)
     else:
         culprit, at_culprit = localize(backend, case, runner, verdict.output or 0)
         if (verdict.output or 0) >= len(case.graph.outputs):  # an extra output: a gradient, a vmapped copy
@@ -271,6 +273,22 @@ def localize(backend: Backend, case: Case, runner: Runner = run_backend, failing
     name = case.graph.outputs[min(failing_output, len(case.graph.outputs) - 1)]
     ops = {n.name: n.op for n in nodes}
     return f"{ops.get(name, name)}@fused", None
+
+
+def localize_regression(backend: Backend, peer: Backend | None, case: Case, runner: Runner = run_backend,
+                        failing_output: int = 0) -> str:
+    """The op of an accuracy regression (right by the tolerance, so no node is wrong): the first
+    node that, alone, errs ACCURACY_FACTOR times as much as in the other release (`peer`) and
+    at least ACCURACY_FLOOR of its allowance; the failing output's op where none does."""
+    if peer is not None:
+        mine, theirs = NodeIsolation(backend, case, runner), NodeIsolation(peer, case, runner)
+        for index, node in enumerate(case.graph.nodes):
+            ratio = mine.judge(index)[1]
+            if ratio >= ACCURACY_FLOOR and ratio >= ACCURACY_FACTOR * theirs.judge(index)[1]:
+                return node.op
+    ops = {node.name: node.op for node in case.graph.nodes}
+    output = case.graph.outputs[min(failing_output, len(case.graph.outputs) - 1)]
+    return ops.get(output, output)
 
 
 def localize_crash(backend: Backend, case: Case, error: str, runner: Runner = run_backend) -> str:

@@ -130,7 +130,9 @@ def test_clean_random_graphs_agree(name):
 
 def test_an_error_ten_times_another_releases_is_an_accuracy_regression():
     """A backend named as torch-eager in another environment whose tanh is off by half its
-    allowance: each alone agrees; together, the sloppy one is an accuracy regression."""
+    allowance: each alone agrees; together, the sloppy one is an accuracy regression, blamed on
+    tanh (not on the exact neg after it) and bucketed with the mismatches of the same op: one
+    wrong op is within the tolerance on some inputs and past it on others."""
     import torch
 
     case = case_of("tanh", [(4, 5)])
@@ -138,10 +140,12 @@ def test_an_error_ten_times_another_releases_is_an_accuracy_regression():
     sloppy = get_backend("torch-eager:cpu:float32").derive(
         "torch-eager:cpu:float32@sloppy", {"tanh": lambda xs, ps, attrs: torch.tanh(xs[0]) + 0.5 * allowed})
     register_derived(sloppy)
+    case = materialize(Graph(case.graph.inputs, [Node("n0", "tanh", ["x0"], {}), Node("n1", "neg", ["n0"], {})], ["n1"]), 0)
     assert verdict_of(sloppy.name, case).verdict == verdicts.AGREE
     result = check_case(case, [get_backend("torch-eager:cpu:float32"), sloppy])
     assert [v.verdict for v in result.verdicts] == [verdicts.AGREE, verdicts.ACCURACY_REGRESSION]
-    assert result.findings[0].signature == f"accuracy-regression | {sloppy.name} | tanh"
+    assert result.findings[0].verdict == verdicts.ACCURACY_REGRESSION
+    assert result.findings[0].signature == f"mismatch | {sloppy.name} | tanh"
     assert verdicts.is_bug(result.verdict)
     # Another kind is no peer: torch-module's error is not torch-eager's release.
     assert check_case(case, [get_backend("torch-module:cpu:float32"), sloppy]).verdict == verdicts.AGREE

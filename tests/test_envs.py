@@ -248,13 +248,14 @@ def test_cross_version_campaign_finds_shrinks_stores_replays_and_bisects_a_real_
     shrunk = [c for c in cases if c["shrunk_from"] and "softmax" in c["signature"]]
     assert shrunk, cases
     assert all(c["signature"].split(" | ")[1] == "jax-jit:cpu:float32@old-jax" for c in cases)  # never the new release
+    assert len({c["signature"] for c in cases}) == 1, cases  # one bug, one bucket, however it was fused
     case_id = shrunk[0]["id"]
 
     # Stored with both sides' versions.
     shown = json.loads(fuzz("show", case_id, "--db", db, "--json", env_home=home).stdout)
     assert shown["versions"]["environments"]["old-jax"]["jax"] == OLD_JAX
     assert shown["versions"]["jax"] != OLD_JAX
-    assert len(shown["graph"]["nodes"]) <= 3
+    assert [node["op"] for node in shown["graph"]["nodes"]] == ["softmax"]  # shrunk to the lone softmax
 
     # Replayed across both: the old release still fails, the new one agrees.
     replayed = fuzz("replay", case_id, "--db", db, "--backends", "jax-jit,jax-jit@old-jax", "--json", env_home=home, expect=1)

@@ -210,3 +210,19 @@ def test_regress_checks_the_recorded_bucket_and_writes_junit(tmp_path):
     assert (suite.tag, suite.get("tests"), suite.get("failures")) == ("testsuite", "3", "1")
     failed = [case.get("name") for case in suite.iter("testcase") if case.find("failure") is not None]
     assert failed == ["other-bucket.json"]
+
+
+@pytest.mark.slow
+def test_a_fault_inside_compiled_graphs_is_one_bucket_naming_its_op_and_shrinks_to_it(tmp_path):
+    """A tanh wrong only when jax.jit traces it (right op by op): over 50 graphs of 7 ops, fused in
+    every way, it is one bucket whose culprit is tanh, and its smallest case is the lone tanh."""
+    db = tmp_path / "jit.db"
+    run = fuzz_process("run", "--db", db, "--plugin", Path(PLUGIN).with_name("jit_only_tanh.py"),
+                       "--backends", "jax-jit,plugin-jit-tanh", "--ops", "tanh,add,relu,permute,mul,reshape,sigmoid",
+                       "--regimes", "small", "--max-cases", "50", "--workers", "2", "--shrink-time", "10", "--seed", "3")
+    assert run.returncode == 1, run.stdout + run.stderr
+    buckets = json.loads(fuzz("list", "--db", db, "--json").stdout)
+    assert [(b["signature"], b["nodes"]) for b in buckets] == [("mismatch | plugin-jit-tanh | tanh", 1)], buckets
+    assert buckets[0]["count"] >= 5  # many graphs, fused differently, one bucket
+    shown = json.loads(fuzz("show", buckets[0]["representative"], "--db", db, "--json").stdout)
+    assert [node["op"] for node in shown["graph"]["nodes"]] == ["tanh"]
