@@ -39,13 +39,15 @@ from torch import nn
 from fuzzer.ir import Case, Graph, Node, infer_shapes, param_shapes, split_arrays
 from fuzzer.ops import get_op
 
-# Parameters that are state, not weights: registered as buffers (saved in the
-# state_dict, never trained).
-BUFFER_PARAMS = frozenset({"running_mean", "running_var", "h0", "c0"})
 MAX_DEPTH = 4
 CONTAINER_NAMES = ("inner", "body", "stem", "core", "head", "post", "pre", "tail", "trunk", "neck")
 
 Env = dict  # value name -> tensor
+
+
+def buffer_weights(graph: Graph) -> frozenset[str]:
+    """The graph's parameters ("n0.running_mean") that its ops declare as buffers (`OpDef.buffers`)."""
+    return frozenset(f"{node.name}.{pname}" for node in graph.nodes for pname in get_op(node.op).buffers)
 
 
 class OpModule(nn.Module):
@@ -65,7 +67,9 @@ class OpModule(nn.Module):
             self.add_param(pname, value)
 
     def add_param(self, pname: str, value: torch.Tensor) -> None:
-        if pname in BUFFER_PARAMS:
+        # State, not weights (the op's `buffers`: running statistics, RNN initial states) are
+        # buffers: saved in the state_dict, never trained.
+        if pname in get_op(self.op).buffers:
             self.register_buffer(pname, value)
         else:
             self.register_parameter(pname, value if isinstance(value, nn.Parameter) else nn.Parameter(value))

@@ -135,16 +135,17 @@ def torch_program(case: Case, backend, transform: list[str], call: str, context:
 def module_program(case: Case, backend, transform: list[str], context: str, buffers: frozenset[str],
                    source: Source | None = None) -> tuple[list[str], str]:
     """(imports, code) of a reproducer for a model-level torch `backend`: the graph as one flat
-    `Model` (weights as parameters, `buffers` as buffers), built from the case's weights, then
-    `transform` lines that turn `model` into `program`, called on the graph inputs in `context`
-    (`source`: imports and definitions the transformation needs).
+    `Model` (weights as parameters, those named in `buffers` ("n0.running_mean") as buffers),
+    built from the case's weights, then `transform` lines that turn `model` into `program`,
+    called on the graph inputs in `context` (`source`: imports and definitions the
+    transformation needs).
     The campaign nests one module per node (fuzzer/model.py); the flat module keeps the
     transformation and the ops, not the nesting (say so when a bug needs it)."""
     weights = _param_names(case)
     model = [
         f"INPUTS = {len(case.graph.inputs)}",
         f"WEIGHTS = {[variable_name(name) for name in weights]!r}",
-        f"BUFFERS = {sorted({variable_name(n) for n in weights if n.split('.', 1)[1] in buffers})!r}",
+        f"BUFFERS = {sorted({variable_name(n) for n in weights if n in buffers})!r}",
         "",
         "",
         "class Model(torch.nn.Module):",

@@ -29,8 +29,7 @@ from fuzzer.backends.numpy_ref import NumpyReference
 from fuzzer.errors import UserError
 from fuzzer.layouts import CONTIGUOUS, conform_values
 from fuzzer.ir import Case, Graph, Node, TensorSpec, infer_shapes, param_shapes, split_arrays
-from fuzzer.ops import get_op
-from fuzzer.ops._common import numel
+from fuzzer.ops import get_op, registry
 
 Predicate = Callable[[Case], bool]
 
@@ -204,19 +203,17 @@ def _smaller(value: int) -> list[int]:
 
 
 def _repair_attrs(graph: Graph) -> Graph:
-    """Re-derive attributes that restate input shapes (layer_norm's normalized_shape, reshape's target)."""
+    """Re-derive attributes that restate input shapes, where the op declares how
+    (`OpDef.repair_attrs`: layer_norm's normalized_shape, reshape's target)."""
     shapes = {t.name: t.shape for t in graph.inputs}
+    ops = registry()
     nodes = []
     for node in graph.nodes:
         in_shapes = [shapes.get(r) for r in node.inputs]
         attrs = dict(node.attrs)
-        if None not in in_shapes:
-            if node.op == "layer_norm":
-                attrs["normalized_shape"] = list(in_shapes[0][-len(attrs["normalized_shape"]) :])
-            elif node.op == "reshape" and -1 not in attrs["shape"] and numel(attrs["shape"]) != numel(in_shapes[0]):
-                target = list(attrs["shape"])
-                target[int(np.argmax(target))] = -1
-                attrs["shape"] = target
+        repair = ops[node.op].repair_attrs if node.op in ops else None
+        if None not in in_shapes and repair is not None:
+            attrs = repair(attrs, in_shapes)
         node = replace(node, attrs=attrs)
         nodes.append(node)
         try:

@@ -10,6 +10,7 @@ from fuzzer.backends.gradients import GradientOutputs, cotangent, jax_eager_grad
 from fuzzer.backends.jax_eager import import_jax
 from fuzzer.backends.jax_jit import JITTED, JaxJit
 from fuzzer.ir import Case, Graph, interpret
+from fuzzer.ops import registry
 from fuzzer.program_source import jax_program
 
 
@@ -19,13 +20,11 @@ class JaxGrad(GradientOutputs, JaxJit):
     kind = "jax-grad"
     description = "jax.jit of the forward and jax.vjp w.r.t. the graph inputs (gradients vs float64 jax eager)"
     dtypes = ("float32", "float64")
-    # Measured: jax cannot differentiate these ops' implementations (lax.reduce_window with a
-    # general reducer: "Linearization failed to produce known values for all output primals").
-    NOT_DIFFERENTIABLE = frozenset({"avg_pool2d", "max_pool2d"})
 
     def __init__(self, device="cpu", dtype=None, overrides=None, name=None):
         super().__init__(device, dtype, overrides, name)
-        self.unsupported_ops = set(self.NOT_DIFFERENTIABLE)
+        # Ops whose jax implementation jax cannot differentiate (`OpDef.jax_differentiable`).
+        self.unsupported_ops = {op_name for op_name, op in registry().items() if not op.jax_differentiable}
 
     def _graph_fn(self, graph: Graph):
         jax = import_jax()

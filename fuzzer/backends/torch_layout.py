@@ -16,6 +16,7 @@ import numpy as np
 from fuzzer.backends.torch_eager import TorchEager
 from fuzzer.ir import Case, Graph, interpret
 from fuzzer.layouts import apply_layout, layouts_for
+from fuzzer.ops import get_op
 from fuzzer.program_source import argument_names, torch_program
 
 
@@ -33,22 +34,19 @@ class TorchLayout(TorchEager):
     """torch eager, op by op, with every graph input and every weight of rank >= 2 in a
     non-default memory layout (see `relayout`): layout invariance against the reference.
 
-    Exception, on CUDA only: gru/lstm parameters (weights and h0/c0) stay contiguous.
-    cuDNN's RNN requires it: a non-contiguous hx is refused by an explicit check ("rnn: hx
-    is not contiguous"), and non-contiguous weights fail inside the cuDNN path with "view
-    size is not compatible with input tensor's size and stride" (torch 2.11, cuDNN 9.19),
-    while the CPU kernels accept both. Relayouting them would make every RNN graph a crash
-    finding on CUDA; their *inputs* are still relayouted (cuDNN handles those)."""
+    Exception, on CUDA only: the parameters of ops that declare `cuda_contiguous_params`
+    (gru/lstm: weights and h0/c0) stay contiguous. cuDNN's RNN requires it (see
+    fuzzer/ops/rnn.py), while the CPU kernels accept both. Relayouting them would make every
+    RNN graph a crash finding on CUDA; their *inputs* are still relayouted (cuDNN handles those)."""
 
     derives_from_kind = "torch-eager"
     kind = "torch-layout"
     description = "torch eager with channels_last / transposed / strided inputs and weights"
     devices = ("cpu", "cuda")
     dtypes = ("float32", "float64")
-    CONTIGUOUS_PARAMS_ON_CUDA = frozenset({"gru", "lstm"})
 
     def _keeps_params_contiguous(self, op_name: str) -> bool:
-        return self.device == "cuda" and op_name in self.CONTIGUOUS_PARAMS_ON_CUDA
+        return self.device == "cuda" and get_op(op_name).cuda_contiguous_params
 
     def reproducer_program(self, case: Case) -> tuple[list[str], str]:
         # As _execute: every input relayouted (not in its stored layout), and weights of rank >= 2.

@@ -104,11 +104,11 @@ class ModuleBackend(TorchEager):
     context_source = "torch.inference_mode()"
 
     def reproducer_program(self, case: Case) -> tuple[list[str], str]:
-        from fuzzer.model import BUFFER_PARAMS
+        from fuzzer.model import buffer_weights
 
         source = Source(imports=[*self.transform_imports, "import torch"])
         return module_program(case, self, self.reproducer_transform(source), self.reproducer_context(source),
-                              BUFFER_PARAMS, source)
+                              buffer_weights(case.graph), source)
 
     def reproducer_transform(self, source: Source) -> list[str]:
         """The reproducer's lines from `model` to `program`; definitions they call go into `source`."""

@@ -60,6 +60,19 @@ class OpDef:
     # inputs (the same float32 numbers in every backend) and bfloat16 backends skip them (numpy
     # has no bfloat16 to round their inputs the way the backend does).
     exact: bool = False
+    # (attrs, input shapes) -> attrs: re-derives the attributes that restate an input's shape
+    # (layer_norm's normalized_shape, reshape's target) after the shrinker changed that shape;
+    # never mutates `attrs` (the shrinker's candidates share it). None: no attribute does.
+    repair_attrs: Callable[[dict, list[Shape]], dict] | None = None
+    # Parameters that are state, not weights (batch_norm's running statistics, an RNN's initial
+    # states): model-level backends and reproducers register them as buffers (saved in the
+    # state_dict, never trained), every other parameter as an nn.Parameter.
+    buffers: frozenset[str] = frozenset()
+    # The op's torch implementation on CUDA (cuDNN) refuses non-contiguous parameters, so a
+    # backend that relayouts weights (torch-layout) keeps this op's parameters contiguous there.
+    cuda_contiguous_params: bool = False
+    # False where jax cannot differentiate the op's jax implementation, so jax-grad skips it.
+    jax_differentiable: bool = True
     family: str = ""
     notes: str = ""
 

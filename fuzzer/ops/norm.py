@@ -80,6 +80,11 @@ def _infer_trailing_norm(attrs, shapes):
     return shape
 
 
+def _repair_normalized_shape(attrs, shapes):
+    """normalized_shape restated from the input's last dims (as many as before)."""
+    return {**attrs, "normalized_shape": list(shapes[0][-len(attrs["normalized_shape"]) :])}
+
+
 def _trailing_axes(x, attrs):
     return tuple(range(x.ndim - len(attrs["normalized_shape"]), x.ndim))
 
@@ -418,6 +423,7 @@ OPS = [
         params=_layer_norm_params,
         sensitivity=4.0,
         forward_error=_layer_norm_error,
+        repair_attrs=_repair_normalized_shape,
     ),
     OpDef(
         name="batch_norm",
@@ -430,6 +436,7 @@ OPS = [
         params=_batch_norm_params,
         sensitivity=4.0,
         forward_error=_batch_norm_error,
+        buffers=frozenset({"running_mean", "running_var"}),
     ),
     OpDef(
         name="group_norm",

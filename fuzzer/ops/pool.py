@@ -169,6 +169,9 @@ def _jax_window_padding(attrs, shape):
 
 
 def _jax_reduce(x, init, op, attrs, padding):
+    """lax.reduce_window with a general reducer, which jax cannot differentiate (measured:
+    "Linearization failed to produce known values for all output primals"): the pools that
+    use it declare jax_differentiable=False."""
     from jax import lax
 
     a = _pool_attrs(attrs)
@@ -272,6 +275,7 @@ OPS = [
         jax=_jax_max_pool,
         accepts=rank_between(4, 4),
         draw_attrs=_draw_pool("max"),
+        jax_differentiable=False,  # see _jax_reduce
     ),
     OpDef(
         name="avg_pool2d",
@@ -281,6 +285,7 @@ OPS = [
         jax=_jax_avg_pool,
         accepts=rank_between(4, 4),
         draw_attrs=_draw_pool("avg"),
+        jax_differentiable=False,  # see _jax_reduce
     ),
     OpDef(
         name="adaptive_avg_pool2d",

@@ -240,6 +240,11 @@ OPS = [
         draw_attrs=_draw,
         params=_params(kind),
         sensitivity=4.0,
+        buffers=frozenset({"h0", "c0"} if kind == "lstm" else {"h0"}),
+        # cuDNN's RNN (torch 2.11, cuDNN 9.19) refuses a non-contiguous hx by an explicit check
+        # ("rnn: hx is not contiguous") and fails on non-contiguous weights inside its path ("view
+        # size is not compatible with input tensor's size and stride"); the CPU kernels accept both.
+        cuda_contiguous_params=True,
     )
     for kind, reference, torch_impl in (("gru", _gru_reference, _torch_gru), ("lstm", _lstm_reference, _torch_lstm))
 ]

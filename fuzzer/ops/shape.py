@@ -100,6 +100,16 @@ def _draw_reshape(draw, shapes):
     return {"shape": target}
 
 
+def _repair_reshape(attrs, shapes):
+    """A target that no longer has the input's element count gets -1 for its largest entry
+    (one with a -1 already adapts)."""
+    target = list(attrs["shape"])
+    if -1 in target or numel(target) == numel(shapes[0]):
+        return attrs
+    target[int(np.argmax(target))] = -1
+    return {**attrs, "shape": target}
+
+
 def _infer_reshape(attrs, shapes):
     target, total = list(attrs["shape"]), numel(shapes[0])
     check(all(isinstance(d, int) and (d >= 1 or d == -1) for d in target), "shape entries must be positive or -1")
@@ -770,6 +780,7 @@ OPS = [
         jax=_jax_reshape,
         accepts=rank_between(1, 5),
         draw_attrs=_draw_reshape,
+        repair_attrs=_repair_reshape,
     ),
     OpDef(
         name="transpose",
