@@ -139,8 +139,16 @@ class TorchModuleGrad(GradientOutputs, ModuleBackend):
 
     kind = "torch-module-grad"
     description = "nested nn.Module tree, eval(), autograd on: outputs and input gradients (vs float64 eager autograd)"
+    # cuDNN runs an RNN's backward in training mode only ("cudnn RNN backward can only be called in
+    # training mode"), and the module is in eval mode (dropout off): no verdict on these on CUDA.
+    CUDA_TRAINING_ONLY_BACKWARD = frozenset({"gru", "lstm"})
 
     context_source = "torch.enable_grad()"
+
+    def __init__(self, device="cpu", dtype=None, overrides=None, name=None):
+        super().__init__(device, dtype, overrides, name)
+        if self.device == "cuda":
+            self.unsupported_ops |= self.CUDA_TRAINING_ONLY_BACKWARD
 
     def reproducer_transform(self, source: Source) -> list[str]:
         source.add_function(torch_outputs_and_gradients)
