@@ -134,3 +134,17 @@ def test_a_bug_that_needs_many_elements_and_a_nan_near_the_end_shrinks_to_its_th
     result = shrink_case(case, needs_nan_and_1000, "abs", time_budget=60)
     assert result.case.graph.inputs[0].shape == (1000,)
     assert result.calls < 150, result.log()
+
+
+@pytest.mark.parametrize("op", ["layer_norm", "rms_norm"])
+def test_a_norm_whose_attribute_restates_the_input_shape_still_shrinks_its_input(op):
+    """normalized_shape follows the input's last dims (OpDef.repair_attrs), so the input can shrink."""
+    from fuzzer.arrays import materialize
+    from fuzzer.ir import Graph, Node, TensorSpec
+
+    attrs = {"normalized_shape": [6], "eps": 1e-5, "affine": True}
+    case = materialize(Graph([TensorSpec("x", (4, 6))], [Node("n0", op, ["x"], attrs)], ["n0"]), 0)
+    has_the_norm = lambda c: [n.op for n in c.graph.nodes] == [op]  # noqa: E731
+    result = shrink_case(case, has_the_norm, op, time_budget=30)
+    assert result.case.graph.inputs[0].shape == (1, 1)
+    assert result.case.graph.nodes[0].attrs["normalized_shape"] == [1]

@@ -472,6 +472,7 @@ OPS = [
         draw_attrs=_draw_trailing_norm,
         params=_rms_norm_params,
         sensitivity=4.0,
+        repair_attrs=_repair_normalized_shape,
     ),
     OpDef(
         name="local_response_norm",
