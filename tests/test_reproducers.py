@@ -80,6 +80,20 @@ FAULTS = {
             return tanh(x) if isinstance(x, jax.core.Tracer) else tanh(x) + 0.5
         jnp.tanh = eager_only
     """,
+    "torch-eager": """
+        import torch
+        tanh = torch.tanh
+        def eager_only(x):  # wrong when called op by op, right while dynamo traces it
+            return tanh(x) if torch.compiler.is_compiling() else tanh(x) + 0.5
+        torch.tanh = eager_only
+    """,
+    "torch-module": """
+        import torch
+        tanh = torch.tanh
+        def inference_only(x):  # wrong only under torch.inference_mode, where the module kind runs
+            return tanh(x) + 0.5 if torch.is_inference_mode_enabled() else tanh(x)
+        torch.tanh = inference_only
+    """,
     # The configured kinds: each fault lives where only that configuration goes.
     "torch-compile-frozen": """
         import torch, torch._inductor.config as config
@@ -137,6 +151,7 @@ FAULTS = {
 }
 # The kind a fault must not reach, where that kind's script is what a careless writer would print.
 UNREACHED = {"torch-compile": "torch-eager", "jax-jit": "jax-eager", "jax-eager": "jax-jit",
+             "torch-eager": "torch-compile", "torch-module": "torch-eager",
              "torch-compile-frozen": "torch-compile", "torch-compile-dynamic": "torch-compile",
              "torch-module-grad": "torch-module", "jax-jit-donate": "jax-jit", "jax-vmap": "jax-jit",
              "jax-grad": "jax-jit"}
