@@ -3,12 +3,12 @@ and localize each finding to the op where values first go wrong."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Callable
 
 import numpy as np
 
-from fuzzer import oracle, verdicts
+from fuzzer import jsonform, oracle, verdicts
 from fuzzer.backends import Backend, get_backend
 from fuzzer.backends.numpy_ref import NumpyReference
 from fuzzer.execute import HANG, OK, UNSUPPORTED, Outcome, run_backend
@@ -20,7 +20,8 @@ Runner = Callable[[Backend, Case], Outcome]
 
 @dataclass
 class Finding:
-    """One backend's disagreement on one case."""
+    """One backend's disagreement on one case. Its JSON form (to_dict / from_dict) is what the
+    corpus stores in `cases.findings` and what `--json` outputs show."""
 
     backend: str
     verdict: str
@@ -30,9 +31,19 @@ class Finding:
     allowed: float = 0.0
     detail: str = ""
     error: str = ""
+    node: dict | None = None  # Ray campaigns: the node it was found on ({"hostname", "ip"}); written only when set
 
     def to_dict(self) -> dict:
-        return dict(self.__dict__)
+        data = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "node"}
+        if self.node is not None:
+            data["node"] = self.node
+        return jsonform.written(self, data)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Finding:
+        """The finding `data` describes (fuzzer/jsonform.py: to_dict gives `data` back as it was)."""
+        known = {f.name for f in fields(cls)}
+        return jsonform.remember(cls(**{key: value for key, value in data.items() if key in known}), data)
 
 
 @dataclass

@@ -98,10 +98,11 @@ settings: recorded with both errors, never counted as a bug).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 import numpy as np
 
+from fuzzer import jsonform
 from fuzzer.backends.numpy_ref import NumpyReference
 from fuzzer.errors import normalize_error
 from fuzzer.ir import Case, Graph, interpret, split_arrays
@@ -631,14 +632,20 @@ class BackendVerdict:
     detail: str = ""
 
     def to_dict(self) -> dict:
-        return {
+        return jsonform.written(self, {
             "backend": self.backend,
             "verdict": self.verdict,
             "max_error": self.max_error,
             "allowed": self.allowed,
             "output": self.output,
             "detail": self.detail,
-        }
+        })
+
+    @classmethod
+    def from_dict(cls, data: dict) -> BackendVerdict:
+        """The verdict `data` describes (fuzzer/jsonform.py: to_dict gives `data` back as it was)."""
+        known = {f.name for f in fields(cls)}
+        return jsonform.remember(cls(**{key: value for key, value in data.items() if key in known}), data)
 
 
 def allowed_error(reference: Reference, index: int, dtype: str, judged: np.ndarray | None = None) -> float:

@@ -1,0 +1,203 @@
+"""Typed records: what a worker replies about the cases it checked, and what the corpus stores.
+
+    CaseReply    ("case", index, known): one generated graph, checked on every input set; its
+                 input sets with findings (FoundCase), each with the shrunk cases (ShrinkReply)
+                 of its new findings, and what the campaign counts (ops, regime, seconds, ...)
+    CheckReply   ("check", case, backends): replay, regress, `fuzz show --rerun`
+    ShrinkReply  ("shrink", case, finding, seconds), and each shrunk case of a FoundCase
+    CaseRecord   one case as `Corpus.add_case` stores it
+
+Their parts are check.Finding (one backend's disagreement) and oracle.BackendVerdict (one
+backend's verdict). Worker replies cross the pipe (or Ray) pickled, as these objects; dicts
+appear only at the edges: `to_dict()` is a record's JSON form (`--json` outputs, the corpus's
+JSON columns) and `from_dict()` reads it back. A case in a JSON form is {"graph", "arrays"
+(base64 .npy), "seed"}, as `fuzz export` writes it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import KW_ONLY, dataclass, field, replace
+from typing import Any
+
+from fuzzer.arrays import from_base64, to_base64
+from fuzzer.check import CaseResult, Finding
+from fuzzer.ir import Case, Graph, infer_shapes, param_shapes
+from fuzzer.oracle import BackendVerdict
+
+
+def case_to_dict(case: Case) -> dict:
+    return {"graph": case.graph.to_dict(), "arrays": {name: to_base64(value) for name, value in case.arrays.items()},
+            "seed": int(case.seed)}
+
+
+def case_from_dict(data: dict) -> Case:
+    """The case `data` describes, validated (shapes and bounds before any array is decoded)."""
+    graph = Graph.from_dict(data["graph"])
+    needed = {spec.name: spec.shape for spec in graph.inputs}
+    needed.update(param_shapes(graph, infer_shapes(graph)))
+    arrays = {name: from_base64(text, f"array '{name}'", needed.get(name)) for name, text in data["arrays"].items()}
+    case = Case(graph, arrays, int(data.get("seed", 0)))
+    case.validate()
+    return case
+
+
+def with_node(findings: list[Finding], node: dict | None) -> list[Finding]:
+    """`findings` tagged with the Ray node they came from (untouched without one)."""
+    return list(findings) if node is None else [replace(finding, node=node) for finding in findings]
+
+
+@dataclass
+class CaseRecord:
+    """One case as the corpus stores it (Corpus.add_case): the case, the campaign that found it
+    (None: imported), its verdict, the backends it ran on, its findings and every backend's verdict,
+    and for a shrunk case the case it was shrunk from and the shrinker's log."""
+
+    case: Case
+    _: KW_ONLY
+    campaign_id: int | None = None
+    verdict: str
+    backends: list[str]
+    findings: list[Finding] = field(default_factory=list)
+    verdicts: list[BackendVerdict] = field(default_factory=list)
+    shrunk_from: int | None = None
+    shrink_log: Any = None
+    created: str | None = None  # None: now; a merged case keeps its original time
+
+    def to_dict(self) -> dict:
+        return {
+            "case": case_to_dict(self.case), "campaign_id": self.campaign_id, "verdict": self.verdict,
+            "backends": list(self.backends), "findings": [f.to_dict() for f in self.findings],
+            "verdicts": [v.to_dict() for v in self.verdicts], "shrunk_from": self.shrunk_from,
+            "shrink_log": self.shrink_log, "created": self.created,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict) -> CaseRecord:
+        return cls(
+            case_from_dict(data["case"]), campaign_id=data.get("campaign_id"), verdict=data["verdict"],
+            backends=list(data["backends"]), findings=[Finding.from_dict(f) for f in data.get("findings", [])],
+            verdicts=[BackendVerdict.from_dict(v) for v in data.get("verdicts", [])], shrunk_from=data.get("shrunk_from"),
+            shrink_log=data.get("shrink_log"), created=data.get("created"),
+        )
+
+
+@dataclass
+class CheckReply:
+    """The reply to ("check", case, backends): the case's verdict (its worst backend's), its
+    findings and every backend's verdict. A worker that died on the case leaves no verdict judged
+    against the reference: its one finding (WorkerDied.finding) stands in `verdicts` as well."""
+
+    verdict: str
+    findings: list[Finding] = field(default_factory=list)
+    verdicts: list[BackendVerdict | Finding] = field(default_factory=list)
+
+    @classmethod
+    def of(cls, result: CaseResult) -> CheckReply:
+        return cls(result.verdict, list(result.findings), list(result.verdicts))
+
+    @classmethod
+    def died(cls, finding: Finding) -> CheckReply:
+        return cls(finding.verdict, [finding], [finding])
+
+    def to_dict(self) -> dict:
+        return {"verdict": self.verdict, "findings": [f.to_dict() for f in self.findings],
+                "verdicts": [v.to_dict() for v in self.verdicts]}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> CheckReply:
+        return cls(data["verdict"], [Finding.from_dict(f) for f in data.get("findings", [])],
+                   [Finding.from_dict(v) if "signature" in v else BackendVerdict.from_dict(v) for v in data.get("verdicts", [])])
+
+
+@dataclass
+class ShrinkReply:
+    """The reply to ("shrink", case, finding, seconds), and each shrunk case of a FoundCase: the
+    smallest case found that keeps finding `signature`, the shrinker's log, and that case checked
+    on the finding's backend (`backends`, its only one)."""
+
+    signature: str
+    case: Case
+    log: dict
+    verdict: str
+    findings: list[Finding]
+    verdicts: list[BackendVerdict]
+    backends: list[str]
+
+    def record(self, *, campaign_id: int | None, shrunk_from: int, node: dict | None = None) -> CaseRecord:
+        return CaseRecord(self.case, campaign_id=campaign_id, verdict=self.verdict, backends=self.backends,
+                          findings=with_node(self.findings, node), verdicts=self.verdicts, shrunk_from=shrunk_from,
+                          shrink_log=self.log)
+
+    def to_dict(self) -> dict:
+        return {"signature": self.signature, "case": case_to_dict(self.case), "log": self.log, "verdict": self.verdict,
+                "findings": [f.to_dict() for f in self.findings], "verdicts": [v.to_dict() for v in self.verdicts],
+                "backends": list(self.backends)}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> ShrinkReply:
+        return cls(data["signature"], case_from_dict(data["case"]), data["log"], data["verdict"],
+                   [Finding.from_dict(f) for f in data["findings"]], [BackendVerdict.from_dict(v) for v in data["verdicts"]],
+                   list(data["backends"]))
+
+
+@dataclass
+class FoundCase:
+    """One input set of a generated graph that has findings (CaseReply.found): the case, its
+    verdict, findings and every backend's verdict, the backends it ran on, and the shrunk cases
+    of the findings that were new to the campaign."""
+
+    case: Case
+    verdict: str
+    findings: list[Finding]
+    backends: list[str]
+    verdicts: list[BackendVerdict]
+    shrunk: list[ShrinkReply] = field(default_factory=list)
+
+    def record(self, *, campaign_id: int | None, node: dict | None = None) -> CaseRecord:
+        return CaseRecord(self.case, campaign_id=campaign_id, verdict=self.verdict, backends=self.backends,
+                          findings=with_node(self.findings, node), verdicts=self.verdicts)
+
+    def to_dict(self) -> dict:
+        return {"case": case_to_dict(self.case), "verdict": self.verdict, "findings": [f.to_dict() for f in self.findings],
+                "backends": list(self.backends), "verdicts": [v.to_dict() for v in self.verdicts],
+                "shrunk": [s.to_dict() for s in self.shrunk]}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> FoundCase:
+        return cls(case_from_dict(data["case"]), data["verdict"], [Finding.from_dict(f) for f in data["findings"]],
+                   list(data["backends"]), [BackendVerdict.from_dict(v) for v in data["verdicts"]],
+                   [ShrinkReply.from_dict(s) for s in data.get("shrunk", [])])
+
+
+@dataclass
+class CaseReply:
+    """The reply to ("case", index, known_signatures): generated graph `index`, checked on
+    `inputs_per_graph` input sets by `backends` (the cheap tier and the compilers the budget gave
+    it), with what the campaign counts."""
+
+    index: int
+    ops: list[str]
+    regime: str
+    backends: list[str]
+    checked: int = 0  # input sets checked
+    invalid: int = 0  # ... of which the reference defined nothing
+    found: list[FoundCase] = field(default_factory=list)
+    seconds: dict[str, float] = field(default_factory=dict)  # per backend, every run of the graph (reruns included)
+    worker_seconds: float = 0.0
+    peak_rss_mb: int = 0
+    compiled_structures: list[str] = field(default_factory=list)  # compilers that compiled a new structure
+    not_compiled: list[str] = field(default_factory=list)  # ... that could not compile the graph
+    budget_skipped: list[str] = field(default_factory=list)  # ... that the compile budget did not give it
+    node: dict | None = None  # Ray: the node that answered
+
+    def to_dict(self) -> dict:
+        return {**{name: getattr(self, name) for name in _CASE_REPLY_PLAIN}, "found": [f.to_dict() for f in self.found]}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> CaseReply:
+        return cls(**{name: data[name] for name in _CASE_REPLY_PLAIN if name in data},
+                   found=[FoundCase.from_dict(f) for f in data.get("found", [])])
+
+
+_CASE_REPLY_PLAIN = ("index", "ops", "regime", "backends", "checked", "invalid", "seconds", "worker_seconds", "peak_rss_mb",
+                     "compiled_structures", "not_compiled", "budget_skipped", "node")
