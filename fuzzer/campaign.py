@@ -14,17 +14,19 @@ import multiprocessing.connection
 import signal
 import threading
 import time
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Callable
 
 from fuzzer import verdicts
 from fuzzer.backends import parse_backend_list
 from fuzzer.budget import parse_shares
+from fuzzer.check import Finding
 from fuzzer.corpus import Corpus
 from fuzzer.environment import versions
 from fuzzer.errors import InternalError, UserError
 from fuzzer.pipeline import WorkerConfig, case_generator, seed_for
 from fuzzer.plugins import load_plugins
+from fuzzer.records import CaseRecord, CaseReply, FoundCase
 from fuzzer.workers import Worker, WorkerDied
 
 CHECKPOINT_EVERY = 2.0  # seconds
@@ -103,7 +105,7 @@ class Progress:
 
 class Campaign:
     def __init__(self, corpus: Corpus, options: CampaignOptions, on_progress: Callable[[Progress], None] | None = None,
-                 on_new_bucket: Callable[[Progress, dict, int], None] | None = None):
+                 on_new_bucket: Callable[[Progress, Finding, int], None] | None = None):
         self.corpus = corpus
         self.options = options
         self.on_progress = on_progress or (lambda progress: None)
@@ -174,7 +176,7 @@ class Campaign:
                             worker.check_timeout(self.options.timeout, self.options.compile_timeout)
                             continue
                         self._store(reply)
-                        if reply["peak_rss_mb"] > self.options.recycle_rss_mb:
+                        if reply.peak_rss_mb > self.options.recycle_rss_mb:
                             worker.recycle()
                     except WorkerDied as died:
                         self._store_death(index, died)
@@ -251,53 +253,51 @@ class Campaign:
         self.corpus.checkpoint(p.campaign_id, p.to_dict(), cases_run=p.graphs, findings=p.finding_cases)
 
     # -- storing results -----------------------------------------------------------------
-    def _store(self, reply: dict) -> None:
+    def _store(self, reply: CaseReply) -> None:
         progress = self.progress
-        progress.checked += reply["checked"]
-        progress.invalid += reply["invalid"]
-        for op in reply["ops"]:
+        progress.checked += reply.checked
+        progress.invalid += reply.invalid
+        for op in reply.ops:
             progress.op_counts[op] = progress.op_counts.get(op, 0) + 1
-        regime = reply.get("regime", "small")
-        progress.regime_counts[regime] = progress.regime_counts.get(regime, 0) + 1
-        for name, seconds in reply["seconds"].items():
+        progress.regime_counts[reply.regime] = progress.regime_counts.get(reply.regime, 0) + 1
+        for name, seconds in reply.seconds.items():
             progress.backend_seconds[name] = progress.backend_seconds.get(name, 0.0) + seconds
-        progress.worker_seconds += reply.get("worker_seconds", 0.0)
+        progress.worker_seconds += reply.worker_seconds
         for key in ("compiled_structures", "not_compiled", "budget_skipped"):
             counts = getattr(progress, key)
-            for name in reply.get(key, ()):
+            for name in getattr(reply, key):
                 counts[name] = counts.get(name, 0) + 1
-        for record in reply["findings"]:
-            self._store_finding(record["case"], record["verdict"], record["backends"], record["findings"], record["shrunk"],
-                                node=reply.get("node"), backend_verdicts=record["verdicts"])
+        for found in reply.found:
+            self._store_found(found, reply.node)
 
-    def _store_finding(self, case, verdict, backends, findings, shrunk=(), node=None, backend_verdicts=None) -> None:
+    def _store_found(self, found: FoundCase, node: dict | None) -> None:
+        """A case with findings and its shrunk cases (`node`: the Ray node the findings came from)."""
+        case_id = self._store_record(found.record(campaign_id=self.progress.campaign_id, node=node))
+        for small in found.shrunk:
+            self.corpus.add_case(small.record(campaign_id=self.progress.campaign_id, shrunk_from=case_id, node=node))
+
+    def _store_record(self, record: CaseRecord) -> int:
+        """Store a case with findings, counting it and its new buckets; returns its id."""
         progress = self.progress
-        if node is not None:  # Ray workers: the node the finding came from
-            findings = [{**f, "node": node} for f in findings]
-        if not any(verdicts.is_bug(f["verdict"]) for f in findings):
+        if not any(verdicts.is_bug(f.verdict) for f in record.findings):
             progress.explained_cases += 1
         else:
             progress.finding_cases += 1
-        case_id = self.corpus.add_case(
-            case, campaign_id=progress.campaign_id, verdict=verdict, backends=backends, findings=findings, verdicts=backend_verdicts
-        )
-        for finding in findings:
-            if finding["signature"] not in self.known_signatures:
-                self.known_signatures.add(finding["signature"])
+        case_id = self.corpus.add_case(record)
+        for finding in record.findings:
+            if finding.signature not in self.known_signatures:
+                self.known_signatures.add(finding.signature)
                 progress.new_buckets += 1
                 self.on_new_bucket(progress, finding, case_id)
-        for small in shrunk:
-            self.corpus.add_case(
-                small["case"], campaign_id=progress.campaign_id, verdict=small["verdict"], backends=small["backends"],
-                findings=[{**f, "node": node} for f in small["findings"]] if node is not None else small["findings"],
-                shrunk_from=case_id, shrink_log=small["log"], verdicts=small["verdicts"],
-            )
+        return case_id
 
     def _store_death(self, index: int, died: WorkerDied) -> None:
         """A worker died or hung on case `index`: that is a finding about the backend it was running."""
         self.progress.crashes += 1
         case = self.generator.case(seed_for(self.options.seed, index))
-        self._store_finding(case, died.kind, list(self.options.backends), [died.finding().to_dict()], node=getattr(died, "node", None))
+        finding = replace(died.finding(), node=getattr(died, "node", None))  # Ray workers: the node it died on
+        self._store_record(CaseRecord(case, campaign_id=self.progress.campaign_id, verdict=died.kind,
+                                      backends=list(self.options.backends), findings=[finding]))
 
 
 @contextlib.contextmanager

@@ -268,10 +268,10 @@ def run(db_path, time_text, max_cases, backends, ops, max_nodes, regimes, seed, 
 
     def on_new_bucket(p, finding, case_id):
         if as_json:
-            click.echo(json.dumps({"event": "new-bucket", "campaign_id": p.campaign_id, "signature": finding["signature"],
+            click.echo(json.dumps({"event": "new-bucket", "campaign_id": p.campaign_id, "signature": finding.signature,
                                    "case": case_id, "graphs": p.graphs, "elapsed": round(p.elapsed, 1)}), err=True)
             return
-        line = f"[campaign {p.campaign_id}] new bucket after {p.graphs} graphs, {p.elapsed:.0f}s: {finding['signature']} (case {case_id})"
+        line = f"[campaign {p.campaign_id}] new bucket after {p.graphs} graphs, {p.elapsed:.0f}s: {finding.signature} (case {case_id})"
         click.echo(f"\r\x1b[K{line}" if interactive else line, err=True)  # a terminal: over the live progress line
 
     progress = run_campaign(corpus, options, on_progress, resume=resume, on_new_bucket=on_new_bucket)
@@ -425,7 +425,7 @@ def show(db_path, case_id, rerun, plugins, as_json):
         "backends": stored.backends, "verdicts": stored.verdicts, "shrunk_from": stored.shrunk_from,
         "shrink_log": stored.shrink_log, "shrink_history": history,
         "original_verdicts": original.verdicts if original else None,
-        "rerun": rerun_reply,
+        "rerun": rerun_reply.to_dict() if rerun_reply else None,
         "graph": stored.case.graph.to_dict(), "shapes": {k: list(v) for k, v in shapes.items()},
         "versions": campaign["versions"] if campaign else None, "seed": stored.case.seed, "reproduce": reproduce,
     }
@@ -449,7 +449,7 @@ def show(db_path, case_id, rerun, plugins, as_json):
         lines += _verdict_lines(stored.verdicts)
     if rerun_reply:
         lines.append(f"Every backend of case {original.id if original else stored.id} on this case, run now:")
-        lines += _verdict_lines(rerun_reply["verdicts"])
+        lines += _verdict_lines(data["rerun"]["verdicts"])
     elif original and len(original.backends) > len(stored.backends):
         lines.append(f"Before shrinking, on case {original.id} (`fuzz show {stored.id} --rerun` runs them all on this case):")
         lines += _verdict_lines(original.verdicts)
@@ -556,6 +556,7 @@ def rebucket(db_path, dry_run, as_json):
 # -- re-running --------------------------------------------------------------------------------
 
 def _verdict_lines(verdicts: list[dict]) -> list[str]:
+    """One line per backend verdict, in its JSON form (a stored row's, or a reply's `to_dict()`)."""
     lines = []
     for v in verdicts:
         error = f" max error {v['max_error']:.3g} (allowed {v['allowed']:.3g})" if v.get("allowed") else ""
@@ -595,8 +596,9 @@ def replay(db_path, case_id, backends, plugins, timeout, as_json):
         names = stored.backends
     require_backends(corpus, stored, names, list(plugins))
     reply = replay_case(stored.case, names, list(plugins), timeout)
-    emit(as_json, reply, _replay_text(reply))
-    sys.exit(0 if verdicts.passes(reply["verdict"]) else 1)
+    data = reply.to_dict()
+    emit(as_json, data, _replay_text(data))
+    sys.exit(0 if verdicts.passes(reply.verdict) else 1)
 
 
 @main.command()

@@ -38,7 +38,7 @@ import socket
 import sqlite3
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -46,9 +46,12 @@ import sqlite_utils
 
 from fuzzer import verdicts as verdict_table
 from fuzzer.arrays import from_base64, from_npy_bytes, to_base64, to_npy_bytes
+from fuzzer.check import Finding
 from fuzzer.errors import InternalError, UserError
 from fuzzer.ir import MAX_JSON_DEPTH, Case, Graph, check_json_depth, infer_shapes, param_shapes, parse_json
+from fuzzer.oracle import BackendVerdict
 from fuzzer.ops import get_op
+from fuzzer.records import CaseRecord
 
 SCHEMA_VERSION = 3
 BUSY_TIMEOUT_S = 30.0
@@ -253,6 +256,10 @@ MIGRATIONS: list[tuple[int, Callable[[sqlite_utils.Database], None]]] = [
 
 @dataclass
 class StoredCase:
+    """A case as read from its row: findings and verdicts in their JSON form, as stored (what
+    `fuzz show --json` and `fuzz export` give out; a corpus another release or a person wrote
+    may hold keys this one does not know). `record()` is the typed CaseRecord."""
+
     id: int
     case: Case
     campaign_id: int | None
@@ -266,6 +273,20 @@ class StoredCase:
     verdicts: list[dict]
     content_hash: str
     op_sequence: str
+
+    def record(self) -> CaseRecord:
+        """The CaseRecord to store this case again (merge); UserError if its findings or verdicts are malformed."""
+        findings, backend_verdicts = self.findings, self.verdicts
+        if not isinstance(findings, list) or not all(is_finding(f) for f in findings):
+            raise UserError(f"case {self.id} has malformed findings (each needs string 'signature', 'verdict', "
+                            "'backend' and 'culprit')")
+        if not isinstance(backend_verdicts, list) or not all(_is_verdict(v) for v in backend_verdicts):
+            raise UserError(f"case {self.id} has malformed verdicts (each needs string 'backend' and 'verdict')")
+        return CaseRecord(
+            self.case, campaign_id=self.campaign_id, verdict=self.verdict, backends=self.backends,
+            findings=[Finding.from_dict(f) for f in findings], verdicts=[BackendVerdict.from_dict(v) for v in backend_verdicts],
+            shrunk_from=self.shrunk_from, shrink_log=self.shrink_log, created=self.created,
+        )
 
 
 def _live_holder(lease: dict) -> int | None:
@@ -301,10 +322,6 @@ def _primary_signature(verdict: str, findings: list[dict]) -> str | None:
         if finding.get("verdict") == verdict:
             return finding["signature"]
     return findings[0]["signature"] if findings else None
-
-
-def _finding_dicts(findings: list) -> list[dict]:
-    return [f.to_dict() if hasattr(f, "to_dict") else dict(f) for f in findings]
 
 
 # ---------------------------------------------------------------- the corpus
@@ -575,31 +592,19 @@ class Corpus:
 
     # ---- cases
 
-    def add_case(
-        self,
-        case: Case,
-        *,
-        campaign_id: int | None = None,
-        verdict: str,
-        backends: list[str],
-        findings: list[dict],
-        shrunk_from: int | None = None,
-        shrink_log: Any = None,
-        created: str | None = None,
-        verdicts: list[dict] | None = None,
-    ) -> int:
+    def add_case(self, record: CaseRecord) -> int:
         """Store the case, its arrays and its findings' buckets in one transaction; returns the case id.
 
         A case stored already (same graph, arrays and backends: `case_key`) is not stored again and
         counts no second time in its buckets: its existing id is returned.
         """
-        return self._store_case(case, campaign_id=campaign_id, verdict=verdict, backends=backends, findings=findings,
-                                shrunk_from=shrunk_from, shrink_log=shrink_log, created=created, verdicts=verdicts)[0]
+        return self._store_case(record)[0]
 
-    def _store_case(self, case: Case, *, campaign_id, verdict, backends, findings, shrunk_from=None, shrink_log=None,
-                    created=None, verdicts=None) -> tuple[int, bool]:
+    def _store_case(self, record: CaseRecord) -> tuple[int, bool]:
         """(case id, whether it was added now)."""
-        findings = _finding_dicts(findings)
+        case, campaign_id, verdict, backends = record.case, record.campaign_id, record.verdict, record.backends
+        shrunk_from, shrink_log = record.shrunk_from, record.shrink_log
+        findings = [finding.to_dict() for finding in record.findings]  # the row's JSON form from here on
         content_hash = case.content_hash()
         key = case_key(content_hash, backends)
         arrays = {name: to_npy_bytes(value) for name, value in case.arrays.items()}
@@ -613,7 +618,7 @@ class Corpus:
             existing = self.db.execute("SELECT id FROM cases WHERE case_key = ?", [key]).fetchone()
             if existing is not None:
                 return existing[0], False
-            now = created or _now()  # `created` keeps a merged case's original time
+            now = record.created or _now()  # `created` keeps a merged case's original time
             case_id = self.db.execute(
                 "INSERT INTO cases (campaign_id, created, content_hash, seed, graph, op_sequence, node_count, "
                 "element_count, backends, verdict, signature, findings, shrunk_from, shrink_log, verdicts, case_key) "
@@ -633,7 +638,7 @@ class Corpus:
                     json.dumps(findings),
                     shrunk_from,
                     None if shrink_log is None else json.dumps(shrink_log),
-                    json.dumps(verdicts or []),
+                    json.dumps([v.to_dict() for v in record.verdicts]),
                     key,
                 ],
             ).lastrowid
@@ -943,12 +948,11 @@ class Corpus:
             for row in other._rows("SELECT id FROM cases ORDER BY id"):
                 try:
                     stored = other.get_case(row["id"])
+                    record = stored.record()
                 except UserError as exc:
                     raise UserError(f"Nothing merged: case {row['id']} of '{other.path}' is refused: {exc}") from None
                 cases[stored.id], is_new = self._store_case(
-                    stored.case, campaign_id=campaigns.get(stored.campaign_id), verdict=stored.verdict,
-                    backends=stored.backends, findings=stored.findings, shrunk_from=cases.get(stored.shrunk_from),
-                    shrink_log=stored.shrink_log, created=stored.created, verdicts=stored.verdicts,
+                    replace(record, campaign_id=campaigns.get(stored.campaign_id), shrunk_from=cases.get(stored.shrunk_from))
                 )
                 added += is_new
             triaged = 0
@@ -989,17 +993,16 @@ class Corpus:
         checked = [self._imported_case(data) for data in exported]
         result: dict[str, list[int]] = {"imported": [], "already_here": []}
         with self._write():
-            for case, fields in checked:
-                case_id, is_new = self._store_case(case, campaign_id=None, **fields)
+            for record in checked:
+                case_id, is_new = self._store_case(record)
                 result["imported" if is_new else "already_here"].append(case_id)
         return result
 
     def import_case(self, data: dict) -> int:
         """Validate an exported case completely, then store it (campaign None); returns its id. Nothing is written on error."""
-        case, fields = self._imported_case(data)
-        return self.add_case(case, campaign_id=None, **fields)
+        return self.add_case(self._imported_case(data))
 
-    def _imported_case(self, data: dict) -> tuple[Case, dict]:
+    def _imported_case(self, data: dict) -> CaseRecord:
         case = case_from_export(data)
         verdict = data.get("verdict", "unchecked")
         if not isinstance(verdict, str):
@@ -1013,7 +1016,8 @@ class Corpus:
                 "The case file's 'findings' must be a list of objects with string 'signature', 'verdict', 'backend' "
                 "and 'culprit'."
             )
-        return case, {"verdict": verdict, "backends": backends, "findings": findings}
+        # Findings are kept as the file has them (fuzzer/jsonform.py): another release's keys included.
+        return CaseRecord(case, verdict=verdict, backends=backends, findings=[Finding.from_dict(f) for f in findings])
 
 
 # When buckets that now share a signature were triaged differently, an open status wins: the merged
@@ -1048,6 +1052,10 @@ def is_finding(value: Any) -> bool:
     return isinstance(value, dict) and all(
         isinstance(value.get(key), str) for key in ("signature", "verdict", "backend", "culprit")
     )
+
+
+def _is_verdict(value: Any) -> bool:
+    return isinstance(value, dict) and all(isinstance(value.get(key), str) for key in ("backend", "verdict"))
 
 
 def _needed_arrays(graph: Graph) -> dict[str, tuple[int, ...]]:

@@ -1,7 +1,7 @@
 """What a worker does with one seed index: generate -> check on every backend -> shrink new findings.
 
 Runs inside a worker process (fuzzer/workers.py) and can run in-process too. The
-result is plain data for the parent, which is the only corpus writer.
+result is a record of fuzzer/records.py for the parent, which is the only corpus writer.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Callable
 from fuzzer.arrays import materialize, regime_profiles
 from fuzzer.backends import Backend, all_ops_supported_by, get_backend, parse_backend_list
 from fuzzer.budget import CompileBudget, graph_features, parse_shares
-from fuzzer.check import Finding, check_case, still_fails_predicate
+from fuzzer.check import CaseResult, Finding, check_case, still_fails_predicate
 from fuzzer.errors import UserError
 from fuzzer.execute import OK, UNSUPPORTED, run_backend
 from fuzzer.generate import CaseGenerator
@@ -24,6 +24,7 @@ from fuzzer.regimes import parse_regime_list
 from fuzzer.ir import Case
 from fuzzer import verdicts
 from fuzzer.plugins import load_plugins
+from fuzzer.records import CaseReply, CheckReply, FoundCase, ShrinkReply
 from fuzzer.shrink import shrink_case
 
 THREADS_ENV = "FUZZ_WORKER_THREADS"
@@ -100,7 +101,7 @@ class Pipeline:
         return [b for b in self.backends
                 if b.supports_graph(case.graph) and (not b.expensive or not self.budget or self.budget.wants(b.name, features))]
 
-    def handle(self, request: tuple) -> dict:
+    def handle(self, request: tuple) -> CaseReply | CheckReply | ShrinkReply | dict:
         """One request of the worker protocol (the process workers and the Ray actors both answer
         with this; the requests are listed in fuzzer/workers.py)."""
         kind, *arguments = request
@@ -111,81 +112,60 @@ class Pipeline:
             raise ValueError(f"unknown worker request {kind!r}")
         return handlers[kind](*arguments)
 
-    def run_index(self, index: int, known_signatures: set[str]) -> dict:
+    def run_index(self, index: int, known_signatures: set[str]) -> CaseReply:
         start = time.perf_counter()
         self.backend_seconds, self.first_status = {}, {}
         case = self.generator.case(seed_for(self.config.seed, index))
         features = graph_features(case.graph)
         backends = self.backends_for(case, features)
-        reply = {"index": index, "ops": case.graph.op_names(), "regime": case.graph.regime or "small", "backends": [b.name for b in backends],
-                 "checked": 0, "invalid": 0, "findings": []}
+        reply = CaseReply(index, case.graph.op_names(), case.graph.regime or "small", [b.name for b in backends])
         for variant in range(self.config.inputs_per_graph):
             # Several input/weight sets per graph: compiled code is reused, regimes vary.
             seed = case.seed + variant
             current = case if variant == 0 else materialize(case.graph, seed, regime_profiles(case.graph, seed))
             result = check_case(current, backends, self.config.reruns, self.runner)
-            reply["checked"] += 1
+            reply.checked += 1
             if result.verdict == verdicts.INVALID:
-                reply["invalid"] += 1
+                reply.invalid += 1
                 continue
             if result.findings:
-                reply["findings"].append(self._finding_record(current, result, backends, known_signatures))
+                reply.found.append(self._found_case(current, result, backends, known_signatures))
         compiled = [b.name for b in backends if b.expensive and b.name in self.first_status]
         if self.budget:
             for name in compiled:
                 self.budget.charge(name, self.backend_seconds[name], features)
             self.budget.advance(time.perf_counter() - start)
-        reply.update(
-            seconds=self.backend_seconds, worker_seconds=time.perf_counter() - start,
-            peak_rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024,
-            # New structures per compiler (structures never repeat: 2 whole-graph repeats in 2,051 graphs).
-            compiled_structures=[name for name in compiled if self.first_status[name] == OK],
-            not_compiled=[name for name in compiled if self.first_status[name] == UNSUPPORTED],
-            budget_skipped=[b.name for b in self.backends if b.expensive and b.supports_graph(case.graph) and b not in backends],
-        )
+        reply.seconds = self.backend_seconds
+        reply.worker_seconds = time.perf_counter() - start
+        reply.peak_rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
+        # New structures per compiler (structures never repeat: 2 whole-graph repeats in 2,051 graphs).
+        reply.compiled_structures = [name for name in compiled if self.first_status[name] == OK]
+        reply.not_compiled = [name for name in compiled if self.first_status[name] == UNSUPPORTED]
+        reply.budget_skipped = [b.name for b in self.backends if b.expensive and b.supports_graph(case.graph) and b not in backends]
         return reply
 
-    def _finding_record(self, case: Case, result, backends: list[Backend], known: set[str]) -> dict:
-        record = {
-            "case": case,
-            "verdict": result.verdict,
-            "findings": [f.to_dict() for f in result.findings],
-            "backends": [b.name for b in backends],
-            "verdicts": [v.to_dict() for v in result.verdicts],
-            "shrunk": [],
-        }
+    def _found_case(self, case: Case, result: CaseResult, backends: list[Backend], known: set[str]) -> FoundCase:
+        found = FoundCase(case, result.verdict, list(result.findings), [b.name for b in backends], list(result.verdicts))
         for finding in result.findings:
             if not verdicts.get(finding.verdict).shrink:
                 continue  # not a bug: stored as found, with both errors, never shrunk
             if finding.signature in known or finding.signature in self.shrunk_signatures:
                 continue
             self.shrunk_signatures.add(finding.signature)
-            record["shrunk"].append(self.shrink(case, finding))
-        return record
+            found.shrunk.append(self.shrink(case, finding))
+        return found
 
-    def shrink(self, case: Case, finding: Finding, seconds: float | None = None) -> dict:
+    def shrink(self, case: Case, finding: Finding, seconds: float | None = None) -> ShrinkReply:
         backend = get_backend(finding.backend)
         predicate = still_fails_predicate(backend, finding.signature, self.config.reruns, self.runner)
         shrunk = shrink_case(case, predicate, finding.culprit, seconds or self.config.shrink_time)
         final = check_case(shrunk.case, [backend], self.config.reruns, self.runner)
-        return {
-            "signature": finding.signature,
-            "case": shrunk.case,
-            "log": shrunk.log(),
-            "verdict": final.verdict,
-            "findings": [f.to_dict() for f in final.findings],
-            "verdicts": [v.to_dict() for v in final.verdicts],
-            "backends": [backend.name],
-        }
+        return ShrinkReply(finding.signature, shrunk.case, shrunk.log(), final.verdict, list(final.findings),
+                           list(final.verdicts), [backend.name])
 
-    def check_given(self, case: Case, backend_names: list[str]) -> dict:
+    def check_given(self, case: Case, backend_names: list[str]) -> CheckReply:
         backends = [get_backend(name) for name in backend_names]
-        result = check_case(case, backends, self.config.reruns, self.runner)
-        return {
-            "verdict": result.verdict,
-            "findings": [f.to_dict() for f in result.findings],
-            "verdicts": [v.to_dict() for v in result.verdicts],
-        }
+        return CheckReply.of(check_case(case, backends, self.config.reruns, self.runner))
 
     def outputs_given(self, case: Case, backend_name: str) -> dict:
         """One backend's outputs on `case`, or the error it raised (for `fuzz export --format issue`)."""
@@ -194,6 +174,5 @@ class Pipeline:
         except Exception as exc:  # noqa: BLE001 - the framework raised on the case: that is the result
             return {"error": f"{type(exc).__name__}: {exc}"}
 
-    def shrink_given(self, case: Case, finding: dict, seconds: float) -> dict:
-        known = {k: finding[k] for k in ("backend", "verdict", "culprit", "signature")}
-        return self.shrink(case, Finding(**known), seconds)
+    def shrink_given(self, case: Case, finding: Finding, seconds: float) -> ShrinkReply:
+        return self.shrink(case, finding, seconds)

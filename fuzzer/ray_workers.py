@@ -3,7 +3,8 @@
 `RayWorker` has the interface of `fuzzer.workers.Worker` (submit, collect, check_timeout,
 recycle, stop, in_flight, backend), so `Campaign.run` drives either kind. Each actor holds
 one `Pipeline`; the seed stream is the campaign's (the driver hands out indices), and the
-driver stays the only corpus writer: actors return plain data, tagged with their node.
+driver stays the only corpus writer: actors return the pipeline's records (fuzzer/records.py),
+a CaseReply tagged with their node.
 
 Isolation: an actor process that dies (segfault, abort, OOM kill, its node lost) surfaces
 as `RayActorError`/`WorkerCrashedError`; the RayWorker then raises WorkerDied("crash") and
@@ -25,9 +26,11 @@ from __future__ import annotations
 import json
 import time
 import uuid
+from dataclasses import replace
 
 from fuzzer.errors import InternalError, UserError
 from fuzzer.pipeline import WorkerConfig
+from fuzzer.records import CaseReply
 from fuzzer.workers import WorkerDied
 
 _HEARTBEAT_NAMESPACE = b"fuzzer-heartbeat"
@@ -86,8 +89,9 @@ def _pipeline_actor():
         def ready(self) -> dict:
             return self.node
 
-        def handle(self, message: tuple) -> dict:
-            return {**self.pipeline.handle(message), "node": self.node}
+        def handle(self, message: tuple):
+            reply = self.pipeline.handle(message)
+            return replace(reply, node=self.node) if isinstance(reply, CaseReply) else reply
 
     _actor_class = PipelineActor
     return _actor_class

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from xml.etree import ElementTree
 
+from fuzzer.check import Finding
 from fuzzer.corpus import Corpus, case_from_export, is_finding, load_case_file
 from fuzzer.errors import UserError
 from fuzzer.ir import Case
@@ -14,6 +15,7 @@ from fuzzer import verdicts
 from fuzzer.plugins import canaries_for
 from fuzzer.triage import current_signature, same_bucket
 from fuzzer.pipeline import WorkerConfig
+from fuzzer.records import CheckReply, ShrinkReply
 from fuzzer.workers import Worker, WorkerDied
 
 EXPECTATIONS = ("agree", "disagree")
@@ -27,12 +29,11 @@ class Replayer:
         self.timeout = timeout
         self.worker = Worker(WorkerConfig(backends=list(backends), plugins=plugins, reruns=reruns))
 
-    def check(self, case: Case, backends: list[str]) -> dict:
+    def check(self, case: Case, backends: list[str]) -> CheckReply:
         try:
             return self.worker.request(("check", case, list(backends)), self.timeout, compile_timeout=600.0)
         except WorkerDied as died:
-            finding = died.finding().to_dict()
-            return {"verdict": died.kind, "findings": [finding], "verdicts": [finding]}
+            return CheckReply.died(died.finding())
 
     def outputs(self, case: Case, backend: str) -> dict:
         """{"outputs": arrays} or {"error": text}: a crash or hang is the error, never ours."""
@@ -41,7 +42,7 @@ class Replayer:
         except WorkerDied as died:
             return {"error": f"the backend {'crashed' if died.kind == verdicts.CRASH else 'hung'}: {died.message}"}
 
-    def shrink(self, case: Case, finding: dict, seconds: float) -> dict:
+    def shrink(self, case: Case, finding: Finding, seconds: float) -> ShrinkReply:
         """The shrink result for one finding of `case` (see Pipeline.shrink); the worker must not die meanwhile."""
         try:
             return self.worker.request(("shrink", case, finding, seconds), self.timeout, compile_timeout=600.0)
@@ -59,7 +60,7 @@ class Replayer:
         self.close()
 
 
-def replay_case(case: Case, backends: list[str], plugins: list[str], timeout: float = 120.0) -> dict:
+def replay_case(case: Case, backends: list[str], plugins: list[str], timeout: float = 120.0) -> CheckReply:
     with Replayer(backends, plugins, timeout) as replayer:
         return replayer.check(case, backends)
 
@@ -139,9 +140,9 @@ def regress(directory: Path, plugins: list[str], timeout: float = 120.0) -> list
         for path, item in loaded:
             start = time.perf_counter()
             reply = replayer.check(item.case, item.backends)
-            observed = "agree" if verdicts.passes(reply["verdict"]) else "disagree"
-            results.append(RegressionResult(str(path), item.expect, observed, reply["verdict"],
-                                            [f["signature"] for f in reply["findings"]], item.expected_signatures,
+            observed = "agree" if verdicts.passes(reply.verdict) else "disagree"
+            results.append(RegressionResult(str(path), item.expect, observed, reply.verdict,
+                                            [f.signature for f in reply.findings], item.expected_signatures,
                                             round(time.perf_counter() - start, 3)))
     return results
 
@@ -169,17 +170,16 @@ def reshrink_stored(corpus: Corpus, case_id: int, plugins: list[str], seconds: f
     once named after its fused prefix, `softmax@fused`), would otherwise keep an old signature
     that no smaller case can match, and not shrink at all."""
     stored = corpus.get_case(case_id)
-    finding = next((f for f in stored.findings if f["signature"] == stored.signature), None)
-    if finding is None:
+    recorded = next((f for f in stored.findings if f["signature"] == stored.signature), None)
+    if recorded is None:
         raise UserError(f"Case {case_id} has no finding to shrink for; pick a case listed with a verdict by `fuzz list`.")
-    with Replayer([finding["backend"]], plugins) as replayer:
-        now = replayer.check(stored.case, [finding["backend"]])["findings"]
-        finding = next((f for f in now if f["backend"] == finding["backend"]), finding)
+    finding = Finding.from_dict(recorded)
+    with Replayer([finding.backend], plugins) as replayer:
+        now = replayer.check(stored.case, [finding.backend]).findings
+        finding = next((f for f in now if f.backend == finding.backend), finding)
         result = replayer.shrink(stored.case, finding, seconds)
-    if not result["findings"]:
-        raise UserError(f"Case {case_id} no longer reproduces on {finding['backend']}; nothing to shrink.")
-    new_id = corpus.add_case(
-        result["case"], campaign_id=stored.campaign_id, verdict=result["verdict"], backends=result["backends"],
-        findings=result["findings"], shrunk_from=case_id, shrink_log=result["log"], verdicts=result["verdicts"],
-    )
-    return {"id": new_id, "shrunk_from": case_id, "log": result["log"], "ops": result["case"].graph.op_names()}
+    if not result.findings:
+        raise UserError(f"Case {case_id} no longer reproduces on {finding.backend}; nothing to shrink.")
+    new_id = corpus.add_case(result.record(campaign_id=stored.campaign_id, shrunk_from=case_id))
+    # `fuzz shrink --json` prints this as it is
+    return {"id": new_id, "shrunk_from": case_id, "log": result.log, "ops": result.case.graph.op_names()}

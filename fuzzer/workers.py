@@ -18,7 +18,8 @@ Requests:  ("case", index, known_signatures)  generate case `index`, check it, s
            ("stop",)
 Replies:   ("running", backend_name, compiles)  heartbeat before each backend run (compiles: the
                                                backend compiles graphs, so it gets the compile timeout)
-           ("result", payload)                 see Worker.handle_* for the payload
+           ("result", payload)                 the request's record (fuzzer/records.py: CaseReply,
+                                               CheckReply, ShrinkReply); for "outputs" a dict
            ("user-error", message)             bad input (an unknown backend, a missing environment):
                                                the parent raises it as the UserError it was
            ("error", traceback_text)           a bug in us while handling the request

@@ -20,6 +20,7 @@ from fuzzer.check import Finding
 from fuzzer.cli import main
 from fuzzer.corpus import Corpus
 from fuzzer.generate import generate_case
+from fuzzer.records import CaseRecord
 
 PLUGINS = Path(__file__).resolve().parent / "plugins"
 
@@ -67,7 +68,7 @@ def valid_case_file(tmp_path_factory) -> Path:
     """A valid exported case JSON, written by Corpus.export_case."""
     folder = tmp_path_factory.mktemp("export")
     with Corpus(folder / "scratch.db") as corpus:
-        case_id = corpus.add_case(generate_case(1), verdict="agree", backends=[], findings=[])
+        case_id = corpus.add_case(CaseRecord(generate_case(1), verdict="agree", backends=[]))
         data = corpus.export_case(case_id)
     path = folder / "valid.json"
     path.write_text(json.dumps(data))
@@ -84,8 +85,8 @@ def good_db(tmp_path, valid_case_file) -> Path:
     with Corpus(db) as corpus:
         finding = Finding("torch-eager:cpu:float32", "mismatch", "relu", "mismatch | torch-eager:cpu:float32 | relu",
                           max_error=1.0, allowed=1e-5, detail="test finding")
-        corpus.add_case(generate_case(2, ["relu"]), verdict="mismatch", backends=["torch-eager:cpu:float32"],
-                        findings=[finding.to_dict()])
+        corpus.add_case(CaseRecord(generate_case(2, ["relu"]), verdict="mismatch", backends=["torch-eager:cpu:float32"],
+                                   findings=[finding]))
         corpus.triage(2, "confirmed", "kept across errors")
     assert count(db) == 2
     return db

@@ -22,6 +22,8 @@ from fuzzer.corpus import SCHEMA_VERSION, Corpus, case_from_export, load_case_fi
 from fuzzer.errors import UserError
 from fuzzer.generate import generate_case
 from fuzzer.ir import Graph, Node, TensorSpec
+from fuzzer.oracle import BackendVerdict
+from fuzzer.records import CaseRecord
 
 REPO = Path(__file__).resolve().parents[1]
 SIG = "mismatch | torch-cpu-float32 | linear"
@@ -42,11 +44,12 @@ def finding(signature: str = SIG, verdict: str = "mismatch", backend: str = "tor
 
 
 def add(corpus: Corpus, case, findings=(), verdict=None, **kwargs) -> int:
+    """Store `case` with `findings` given in their JSON form (as the tests compare them)."""
     findings = list(findings)
     verdict = verdict or (findings[0]["verdict"] if findings else "agree")
-    return corpus.add_case(case, campaign_id=kwargs.pop("campaign_id", None), verdict=verdict,
-                           backends=kwargs.pop("backends", ["torch-cpu-float32", "jax-cpu-float32"]),
-                           findings=findings, **kwargs)
+    return corpus.add_case(CaseRecord(case, campaign_id=kwargs.pop("campaign_id", None), verdict=verdict,
+                                      backends=kwargs.pop("backends", ["torch-cpu-float32", "jax-cpu-float32"]),
+                                      findings=[Finding.from_dict(f) for f in findings], **kwargs))
 
 
 def count_rows(path: Path, table: str = "cases") -> int:
@@ -389,19 +392,20 @@ def test_migrates_version_0_corpus(tmp_path):
 WRITER = """
 import sys, time
 from fuzzer.arrays import materialize
+from fuzzer.check import Finding
 from fuzzer.corpus import Corpus
 from fuzzer.ir import Graph, Node, TensorSpec
+from fuzzer.records import CaseRecord
 
 path, worker, start_at = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
 graph = Graph((TensorSpec("x0", (4, 8)),), (Node("n0", "linear", ("x0",), {"out_features": 3, "bias": True}),), ("n0",))
 cases = [materialize(graph, worker * 1000 + i) for i in range(50)]
-finding = {"backend": "torch", "verdict": "mismatch", "culprit": "linear", "signature": "shared",
-           "max_error": 1.0, "allowed": 0.0, "detail": "", "error": ""}
+finding = Finding("torch", "mismatch", "linear", "shared", max_error=1.0, allowed=0.0)
 while time.time() < start_at:
     time.sleep(0.005)
 corpus = Corpus(path)
 for case in cases:
-    corpus.add_case(case, campaign_id=None, verdict="mismatch", backends=["torch"], findings=[finding])
+    corpus.add_case(CaseRecord(case, campaign_id=None, verdict="mismatch", backends=["torch"], findings=[finding]))
     time.sleep(0.002)  # a fuzzer works between writes; lets the two writers interleave
 corpus.close()
 """
@@ -440,8 +444,9 @@ def test_migrates_version_1_corpus_adding_every_backends_verdicts(tmp_path):
         assert corpus.schema_version() == SCHEMA_VERSION
         assert corpus.get_case(old_id).verdicts == []
         verdicts = [{"backend": "jax-jit:cpu:float32", "verdict": "agree", "max_error": 1e-7, "allowed": 1e-4}]
-        new_id = corpus.add_case(chain_case(6), verdict="mismatch", backends=["b"], findings=[finding()], verdicts=verdicts)
-        assert corpus.get_case(new_id).verdicts == verdicts
+        new_id = corpus.add_case(CaseRecord(chain_case(6), verdict="mismatch", backends=["b"], findings=[Finding.from_dict(finding())],
+                                            verdicts=[BackendVerdict.from_dict(v) for v in verdicts]))
+        assert corpus.get_case(new_id).verdicts == verdicts  # stored as given: no key added
 
 
 # ---------------------------------------------------------------- version 3: identity by content, uuids, leases

@@ -33,6 +33,7 @@ from fuzzer.cli import main
 from fuzzer.corpus import Corpus
 from fuzzer.generate import generate_case
 from fuzzer.ir import Graph, Node, TensorSpec
+from fuzzer.records import CaseRecord
 from test_cli_errors import dump
 
 FUZZ = str(Path(sys.executable).with_name("fuzz"))
@@ -109,7 +110,8 @@ def relu_case(seed: int = 0):
 
 def corpus_with(db: Path, case, backend: str = TORCH, signature: str = f"mismatch | {TORCH} | relu") -> int:
     with Corpus(db) as corpus:
-        return corpus.add_case(case, verdict="mismatch", backends=[backend], findings=[finding(backend, signature)])
+        return corpus.add_case(CaseRecord(case, verdict="mismatch", backends=[backend],
+                                          findings=[Finding.from_dict(finding(backend, signature))]))
 
 
 def exported(case, backends=(TORCH,)) -> dict:
@@ -455,10 +457,11 @@ def test_importing_the_same_file_twice_stores_it_once(tmp_path, db):
 def campaign_corpus(path: Path) -> Path:
     with Corpus(path) as corpus:
         campaign = corpus.start_campaign({"backends": [TORCH]}, 3, {"device": "cpu"})
-        first = corpus.add_case(relu_case(1), campaign_id=campaign, verdict="mismatch", backends=[TORCH],
-                                findings=[finding(TORCH, "sig")])
-        corpus.add_case(relu_case(2), campaign_id=campaign, verdict="mismatch", backends=[TORCH],
-                        findings=[finding(TORCH, "sig")], shrunk_from=first, shrink_log={"final_nodes": 1})
+        first = corpus.add_case(CaseRecord(relu_case(1), campaign_id=campaign, verdict="mismatch", backends=[TORCH],
+                                           findings=[Finding.from_dict(finding(TORCH, "sig"))]))
+        corpus.add_case(CaseRecord(relu_case(2), campaign_id=campaign, verdict="mismatch", backends=[TORCH],
+                                   findings=[Finding.from_dict(finding(TORCH, "sig"))], shrunk_from=first,
+                                   shrink_log={"final_nodes": 1}))
         corpus.finish_campaign(campaign)
         corpus.triage(first, "reported", "upstream")
     return path
@@ -490,14 +493,14 @@ def test_a_merge_refused_for_one_bad_case_adds_nothing(tmp_path):
     good = campaign_corpus(tmp_path / "good.db")
     bad = campaign_corpus(tmp_path / "bad.db")
     with Corpus(bad) as corpus:
-        corpus.add_case(relu_case(5), verdict="agree", backends=[TORCH], findings=[])
+        corpus.add_case(CaseRecord(relu_case(5), verdict="agree", backends=[TORCH]))
     conn = sqlite3.connect(bad)  # the last case's graph now asks for a 12 GB tensor
     conn.execute("UPDATE cases SET graph = replace(graph, '[2,3]', '[200000,300000]') WHERE id = 3")
     conn.commit()
     conn.close()
     team = campaign_corpus(tmp_path / "team.db")
     with Corpus(team) as corpus:
-        corpus.add_case(relu_case(6), verdict="agree", backends=[TORCH], findings=[])
+        corpus.add_case(CaseRecord(relu_case(6), verdict="agree", backends=[TORCH]))
     with unchanged(team):
         refused(fuzz("merge", "--db", team, good, bad), "Nothing merged: case 3 of", "bad.db", "above the limit")
 

@@ -5,22 +5,27 @@ import sqlite3
 
 from click.testing import CliRunner
 
+from fuzzer.check import Finding
 from fuzzer.cli import main
 from fuzzer.corpus import Corpus
 from fuzzer.generate import generate_case
+from fuzzer.records import CaseRecord
 
 
 def finding(signature):
+    """A finding as an older release stored it: no 'detail' or 'error' (a merge keeps it as it is)."""
     verdict, backend, culprit = signature.split(" | ")
-    return {"signature": signature, "verdict": verdict, "backend": backend, "culprit": culprit, "max_error": 1.0, "allowed": 1e-4}
+    return Finding.from_dict({"signature": signature, "verdict": verdict, "backend": backend, "culprit": culprit,
+                              "max_error": 1.0, "allowed": 1e-4})
 
 
 def machine_corpus(path, seed, signature):
     corpus = Corpus(path)
     campaign = corpus.start_campaign({"backends": ["torch-eager:cpu:float32"]}, seed, {"device": f"node{seed}"})
-    original = corpus.add_case(generate_case(seed), campaign_id=campaign, verdict="mismatch", backends=["b"], findings=[finding(signature)])
-    corpus.add_case(generate_case(seed + 100), campaign_id=campaign, verdict="mismatch", backends=["b"],
-                    findings=[finding(signature)], shrunk_from=original, shrink_log={"final_nodes": 1})
+    original = corpus.add_case(CaseRecord(generate_case(seed), campaign_id=campaign, verdict="mismatch", backends=["b"],
+                                          findings=[finding(signature)]))
+    corpus.add_case(CaseRecord(generate_case(seed + 100), campaign_id=campaign, verdict="mismatch", backends=["b"],
+                               findings=[finding(signature)], shrunk_from=original, shrink_log={"final_nodes": 1}))
     corpus.finish_campaign(campaign)
     return corpus, original
 

@@ -9,9 +9,11 @@ import pytest
 from click.testing import CliRunner
 
 from fuzzer.campaign import CampaignOptions, run_campaign
+from fuzzer.check import Finding
 from fuzzer.cli import main
 from fuzzer.corpus import Corpus
 from fuzzer.generate import generate_case
+from fuzzer.records import CaseRecord
 from fuzzer.report import NO_PLOTS, write_report
 
 SIGNATURE = "mismatch | canary-layout-layernorm | layer_norm"
@@ -101,8 +103,7 @@ def test_empty_corpus_fails_with_exit_2(tmp_path):
 
 
 def _finding(verdict, backend, culprit="matmul"):
-    return {"backend": backend, "verdict": verdict, "culprit": culprit, "signature": f"{verdict} | {backend} | {culprit}",
-            "max_error": 0.02, "allowed": 0.001, "detail": "", "error": ""}
+    return Finding(backend, verdict, culprit, f"{verdict} | {backend} | {culprit}", max_error=0.02, allowed=0.001)
 
 
 def test_precision_policy_apart_and_script_fallback_without_matplotlib(tmp_path, monkeypatch):
@@ -112,10 +113,10 @@ def test_precision_policy_apart_and_script_fallback_without_matplotlib(tmp_path,
         monkeypatch.setitem(sys.modules, name, None)  # makes `import matplotlib...` raise ImportError
     with Corpus(tmp_path / "c.db") as corpus:
         case = generate_case(3)
-        corpus.add_case(case, verdict="precision-policy", backends=["torch-eager:cuda:float32"],
-                        findings=[_finding("precision-policy", "torch-eager:cuda:float32")])
-        corpus.add_case(case, verdict="mismatch", backends=["numpy-ref:cpu:float32"],
-                        findings=[_finding("mismatch", "numpy-ref:cpu:float32")])
+        corpus.add_case(CaseRecord(case, verdict="precision-policy", backends=["torch-eager:cuda:float32"],
+                                   findings=[_finding("precision-policy", "torch-eager:cuda:float32")]))
+        corpus.add_case(CaseRecord(case, verdict="mismatch", backends=["numpy-ref:cpu:float32"],
+                                   findings=[_finding("mismatch", "numpy-ref:cpu:float32")]))
         reply = write_report(corpus, tmp_path / "out")
     page = (tmp_path / "out" / "report.html").read_text()
     assert reply["buckets"] == 2

@@ -141,7 +141,7 @@ def test_a_worker_runs_the_intra_op_threads_it_is_given(tmp_path, threads, verdi
         result = worker.request(("check", materialize(chain(["relu"]), 0), ["plugin-one-thread-relu"]), timeout=60)
     finally:
         worker.stop()
-    assert result["verdict"] == verdict
+    assert result.verdict == verdict
 
 
 SLOW_COMPILER_PLUGIN = """

@@ -15,8 +15,10 @@ from xml.etree import ElementTree
 
 import pytest
 
+from fuzzer.check import Finding
 from fuzzer.corpus import Corpus
 from fuzzer.generate import generate_case
+from fuzzer.records import CaseRecord
 from test_cli_errors import assert_user_error, dump, fuzz
 
 FUZZ = str(Path(sys.executable).with_name("fuzz"))
@@ -135,9 +137,8 @@ def test_report_takes_plugin_and_names_it_when_missing(plugin_campaign, tmp_path
 
 # -- fuzz rebucket --------------------------------------------------------------------------------
 
-def old_finding(verdict: str, signature: str, culprit: str = "relu", error: str = "") -> dict:
-    return {"backend": "torch-eager:cpu:float32", "verdict": verdict, "culprit": culprit, "signature": signature,
-            "max_error": 1.0, "allowed": 1e-5, "detail": "", "error": error}
+def old_finding(verdict: str, signature: str, culprit: str = "relu", error: str = "") -> Finding:
+    return Finding("torch-eager:cpu:float32", verdict, culprit, signature, max_error=1.0, allowed=1e-5, error=error)
 
 
 @pytest.fixture
@@ -151,10 +152,11 @@ def old_corpus(tmp_path) -> Path:
     crash = old_finding("crash", "crash | torch-eager:cpu:float32 | conv2d |   while running convNd", "conv2d", error)
     with Corpus(db) as corpus:
         backends = ["torch-eager:cpu:float32"]
-        first = corpus.add_case(generate_case(1, ["relu"]), verdict="all-zeros", backends=backends, findings=[flat])
-        corpus.add_case(generate_case(2, ["relu"]), verdict="mismatch", backends=backends, findings=[wrong])
-        corpus.add_case(generate_case(3, ["conv2d"]), verdict="crash", backends=backends, findings=[crash])
-        corpus.add_case(generate_case(4, ["relu"]), verdict="all-zeros", backends=backends, findings=[flat], shrunk_from=first)
+        first = corpus.add_case(CaseRecord(generate_case(1, ["relu"]), verdict="all-zeros", backends=backends, findings=[flat]))
+        corpus.add_case(CaseRecord(generate_case(2, ["relu"]), verdict="mismatch", backends=backends, findings=[wrong]))
+        corpus.add_case(CaseRecord(generate_case(3, ["conv2d"]), verdict="crash", backends=backends, findings=[crash]))
+        corpus.add_case(CaseRecord(generate_case(4, ["relu"]), verdict="all-zeros", backends=backends, findings=[flat],
+                                   shrunk_from=first))
         corpus.triage(first, "fixed", "fixed in 2.5")
         corpus.triage(2, "reported", "pytorch#1")
     return db
