@@ -142,61 +142,32 @@ class Campaign:
             return self._run()
 
     def _run(self) -> Progress:
+        """The loop, step by step: dispatch a case index to every idle worker, wait, collect and
+        store each reply (or the death of its worker), checkpoint now and then; until the limits
+        stop dispatching and no worker is busy."""
         if not hasattr(self, "progress"):
             self.start()
         progress = self.progress
-        started = time.monotonic() - progress.elapsed
+        self._started = time.monotonic() - progress.elapsed
+        self._next_index = progress.next_index
+        self._assigned: dict[int, int] = {}  # id(worker) -> the case index it is checking
+        self._done_above = set(progress.done_above)
+        self._last_checkpoint = time.monotonic()
         workers: list = []
-        assigned: dict[int, int] = {}  # id(worker) -> index
-        next_index = progress.next_index
-        done_above = set(progress.done_above)
-        last_checkpoint = time.monotonic()
         status = "finished"
         try:
             self.on_progress(progress)  # at once: workers take seconds to start
             workers = self._start_workers()
             while True:
-                progress.elapsed = time.monotonic() - started
-                for worker in workers:
-                    while next_index in done_above:
-                        next_index += 1
-                    if worker.in_flight is None and not self._should_stop(next_index, progress):
-                        worker.submit(("case", next_index, sorted(self.known_signatures)))
-                        assigned[id(worker)] = next_index
-                        next_index += 1
+                progress.elapsed = time.monotonic() - self._started
+                self._dispatch(workers)
                 busy = self._abandon_at_deadline([w for w in workers if w.in_flight is not None], progress)
                 if not busy:
                     break
                 _wait_for(busy)
                 for worker in busy:
-                    index = assigned[id(worker)]
-                    try:
-                        reply = worker.collect()
-                        if reply is None:
-                            worker.check_timeout(self.options.timeout, self.options.compile_timeout)
-                            continue
-                        self._store(reply)
-                        if reply.peak_rss_mb > self.options.recycle_rss_mb:
-                            worker.recycle()
-                    except WorkerDied as died:
-                        self._store_death(index, died)
-                    except InternalError as exc:
-                        # A bug of ours on one case must not end a week-long campaign: count it,
-                        # keep the last one for the summary, and go on.
-                        progress.internal_errors += 1
-                        progress.last_internal_error = f"case index {index}: {str(exc)[-1500:]}"
-                    done_above.add(index)
-                    if progress.first_graph_s is None:
-                        progress.first_graph_s = round(time.monotonic() - started, 2)
-                    progress.graphs += 1
-                    while progress.next_index in done_above:
-                        done_above.discard(progress.next_index)
-                        progress.next_index += 1
-                    progress.done_above = sorted(done_above)
-                if time.monotonic() - last_checkpoint >= CHECKPOINT_EVERY:
-                    self._checkpoint()
-                    self.on_progress(progress)
-                    last_checkpoint = time.monotonic()
+                    self._collect(worker)
+                self._checkpoint_now_and_then()
         except KeyboardInterrupt:
             status = "interrupted"
         except BaseException:
@@ -205,12 +176,61 @@ class Campaign:
         finally:
             for worker in workers:
                 worker.stop()
-            progress.elapsed = time.monotonic() - started
+            progress.elapsed = time.monotonic() - self._started
             progress.status = status
             self._checkpoint()
             self.corpus.finish_campaign(progress.campaign_id, status)
             self.on_progress(progress)
         return progress
+
+    def _dispatch(self, workers: list) -> None:
+        """Send the next unchecked case index to each idle worker, unless a limit says stop."""
+        for worker in workers:
+            while self._next_index in self._done_above:
+                self._next_index += 1
+            if worker.in_flight is None and not self._should_stop(self._next_index, self.progress):
+                worker.submit(("case", self._next_index, sorted(self.known_signatures)))
+                self._assigned[id(worker)] = self._next_index
+                self._next_index += 1
+
+    def _collect(self, worker) -> None:
+        """A busy worker's reply, stored; its death, stored as a finding; or nothing yet (then its
+        time limit is checked). A checked case index is marked done."""
+        progress, index = self.progress, self._assigned[id(worker)]
+        try:
+            reply = worker.collect()
+            if reply is None:
+                worker.check_timeout(self.options.timeout, self.options.compile_timeout)
+                return
+            self._store(reply)
+            if reply.peak_rss_mb > self.options.recycle_rss_mb:
+                worker.recycle()
+        except WorkerDied as died:
+            self._store_death(index, died)
+        except InternalError as exc:
+            # A bug of ours on one case must not end a week-long campaign: count it,
+            # keep the last one for the summary, and go on.
+            progress.internal_errors += 1
+            progress.last_internal_error = f"case index {index}: {str(exc)[-1500:]}"
+        self._mark_done(index)
+
+    def _mark_done(self, index: int) -> None:
+        """Count the case; the checkpoint's next_index moves past every index done below it."""
+        progress = self.progress
+        self._done_above.add(index)
+        if progress.first_graph_s is None:
+            progress.first_graph_s = round(time.monotonic() - self._started, 2)
+        progress.graphs += 1
+        while progress.next_index in self._done_above:
+            self._done_above.discard(progress.next_index)
+            progress.next_index += 1
+        progress.done_above = sorted(self._done_above)
+
+    def _checkpoint_now_and_then(self) -> None:
+        if time.monotonic() - self._last_checkpoint >= CHECKPOINT_EVERY:
+            self._checkpoint()
+            self.on_progress(self.progress)
+            self._last_checkpoint = time.monotonic()
 
     def _abandon_at_deadline(self, busy: list, progress: Progress) -> list:
         """Past --time, kill a worker in a compiling backend at once and any other after DEADLINE_GRACE;
