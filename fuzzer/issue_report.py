@@ -23,7 +23,7 @@ from fuzzer.corpus import Corpus, StoredCase
 from fuzzer.errors import UserError, error_headline
 from fuzzer.ir import infer_shapes
 from fuzzer.oracle import compute_reference, nonfinite_class
-from fuzzer.report import md_cell
+from fuzzer.report.render import md_cell
 from fuzzer.replay import Replayer
 from fuzzer.reproducer import build_script
 
