@@ -103,7 +103,7 @@ def test_max_autotune_says_it_needs_cuda():
     assert reason and "CUDA only" in reason
 
 
-@pytest.mark.slow
+@pytest.mark.long
 def test_aoti_compiles_a_tiny_model_that_agrees_and_sees_a_fault_only_in_aot_compilation(planted):
     """Two AOTInductor compiles of one linear layer: ~30 s on 2 cores."""
     backend = get_backend("torch-aoti")

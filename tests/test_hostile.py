@@ -568,7 +568,7 @@ def content(db: Path) -> tuple[dict, list]:
     return buckets, originals
 
 
-@pytest.mark.slow
+@pytest.mark.long  # CI keeps test_isolation's kill -9 and resume; this one kills five times
 def test_kill_9_at_five_random_moments_then_resume_equals_an_uninterrupted_campaign(tmp_path):
     args = ["--max-cases", 24, "--seed", 5, *CANARY_RUN]
     baseline = tmp_path / "baseline.db"

@@ -167,8 +167,11 @@ def _run(script: str, folder, fault: str | None) -> subprocess.CompletedProcess:
                           timeout=300)
 
 
-# Each of these compiles with inductor or a C++ compiler three times (a minute or more): `long`.
-LONG = {"torch-compile-frozen", "torch-compile-dynamic", "torch-aoti"}
+# `long` (CI's 15 minutes keep one fault per framework path: torch-compile, torch-layout, the module
+# transformations, jax-jit and jax-eager): the configured compiles (inductor or a C++ compiler three
+# times, a minute or more each) and the kinds added with them.
+LONG = {"torch-compile-frozen", "torch-compile-dynamic", "torch-aoti", "torch-eager", "torch-module", "torch-module-grad",
+        "jax-jit-donate", "jax-vmap", "jax-grad"}
 
 
 @pytest.mark.slow
