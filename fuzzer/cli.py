@@ -21,6 +21,7 @@ from pathlib import Path
 import click
 
 from fuzzer.errors import InternalError, UserError
+from fuzzer import verdicts
 from fuzzer.verdicts import BY_NAME as VERDICT_NAMES
 
 DEFAULT_DB = "corpus/fuzz.db"
@@ -353,12 +354,16 @@ def _case_lines(rows: list[dict]) -> list[str]:
 @click.option("--backend", help="A backend's full name or its kind (jax-jit finds jax-jit:cpu:float32).")
 @click.option("--op", help="Cases whose graph contains this op (buckets: with such a case).")
 @click.option("--limit", type=click.IntRange(min=1), default=50, show_default=True)
+@click.option("--all", "show_all", is_flag=True,
+              help="Also the buckets that are not bugs (inherited, precision-policy, ...), which the bucket view leaves out.")
 @json_option
-def list_cases(db_path, per_case, status, verdict, backend, op, limit, as_json):
-    """List the corpus's buckets (one per finding signature), last seen first: the smallest case,
-    triage status, case count, first and last seen. --cases lists the cases instead, newest
-    first; shrunk reproducers show the case they came from. A filter naming no verdict, status,
-    op or stored backend is an error (exit 2), not an empty list.
+def list_cases(db_path, per_case, status, verdict, backend, op, limit, show_all, as_json):
+    """List the corpus's bug buckets (one per finding signature), last seen first: the smallest
+    case, triage status, case count, first and last seen. Buckets that are not bugs (a derived
+    backend's `inherited` copy of its base's bug, a TF32-style `precision-policy`) are counted on
+    stderr and listed with --all or --verdict. --cases lists the cases instead, newest first;
+    shrunk reproducers show the case they came from. A filter naming no verdict, status, op or
+    stored backend is an error (exit 2), not an empty list.
 
     \b
     Example:
@@ -367,15 +372,22 @@ def list_cases(db_path, per_case, status, verdict, backend, op, limit, as_json):
     """
     corpus = open_corpus(db_path)
     filters = {"status": status, "verdict": verdict, "backend": backend, "op": op}
+    bugs_only = not (per_case or show_all or verdict)
     if per_case:
         rows, total = corpus.list_cases(**filters, limit=limit), corpus.count_cases(**filters)
         noun, lines = "cases", _case_lines(rows)
     else:
-        rows, total = corpus.list_buckets(**filters, limit=limit)
+        bug_verdicts = tuple(v.name for v in verdicts.TABLE if v.is_bug) if bugs_only else None
+        rows, total = corpus.list_buckets(**filters, limit=limit, verdicts_in=bug_verdicts)
         noun, lines = "buckets", _bucket_lines(rows)
     emit(as_json, rows, "\n".join(lines) if rows else f"No {noun} match." + ("" if per_case else " (`fuzz list --cases` lists every stored case.)"))
     if total > len(rows):
         click.echo(f"showing {len(rows)} of {total} {noun}; use --limit to see more", err=True)
+    if bugs_only and not (status or backend or op):
+        left_out = {name: n for name, n in sorted(corpus.bucket_verdict_counts().items()) if not verdicts.is_bug(name)}
+        if left_out:
+            counts = ", ".join(f"{n} {name}" for name, n in left_out.items())
+            click.echo(f"not listed: {counts} bucket(s), which are not bugs; --all lists them", err=True)
 
 
 def _reproduce_hints(case_id: int, db_path: str, plugins: list[str]) -> list[str]:

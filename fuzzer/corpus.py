@@ -760,12 +760,17 @@ class Corpus:
         backend: str | None = None,
         op: str | None = None,
         limit: int = 100,
+        verdicts_in: tuple[str, ...] | None = None,
     ) -> tuple[list[dict], int]:
         """(buckets, how many match in all), last seen first. Each bucket row carries its smallest
         case's `nodes` and `elements`. `verdict` matches the bucket's verdict (all-zeros and constant
-        findings are bucketed as mismatch, so both names find them); `op`, buckets with a case holding it."""
+        findings are bucketed as mismatch, so both names find them); `op`, buckets with a case holding
+        it; `verdicts_in`, buckets whose verdict is one of these."""
         self.check_filters(status, verdict, backend, op)
         where, params = [], []
+        if verdicts_in is not None:
+            where.append(f"b.verdict IN ({', '.join('?' * len(verdicts_in))})")
+            params += list(verdicts_in)
         if status is not None:
             where.append("b.status = ?")
             params.append(status)
@@ -787,6 +792,10 @@ class Corpus:
             params + [int(limit)],
         )
         return rows, total
+
+    def bucket_verdict_counts(self) -> dict[str, int]:
+        """How many buckets each verdict has."""
+        return {row["verdict"]: row["n"] for row in self._rows("SELECT verdict, count(*) AS n FROM buckets GROUP BY verdict")}
 
     def backend_names(self) -> list[str]:
         """Every backend a stored case ran on or a bucket names."""

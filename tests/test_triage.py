@@ -228,3 +228,19 @@ def test_a_fault_inside_compiled_graphs_is_one_bucket_naming_its_op_and_shrinks_
     assert buckets[0]["count"] >= 5  # many graphs, fused differently, one bucket
     shown = json.loads(fuzz("show", buckets[0]["representative"], "--db", db, "--json").stdout)
     assert [node["op"] for node in shown["graph"]["nodes"]] == ["tanh"]
+
+
+def test_list_leaves_out_buckets_that_are_not_bugs_and_says_how_many(tmp_path):
+    """A derived backend's `inherited` copy of its base's bug is stored (the evidence) but is no bug
+    to triage: the bucket view counts it on stderr, and --all or --verdict lists it."""
+    db = tmp_path / "derived.db"
+    bug = Finding("torch-eager:cpu:float32", "nan-inf", "sinh", "nan-inf | torch-eager:cpu:float32 | sinh")
+    copy = Finding("torch-module:cpu:float32", "inherited", "sinh", "inherited | torch-module:cpu:float32 | sinh")
+    with Corpus(db) as corpus:
+        corpus.add_case(CaseRecord(generate_case(1, ["sinh"]), verdict="nan-inf",
+                                   backends=["torch-eager:cpu:float32", "torch-module:cpu:float32"], findings=[bug, copy]))
+    listed = fuzz("list", "--db", db)
+    assert "nan-inf | torch-eager:cpu:float32 | sinh" in listed.stdout and "inherited" not in listed.stdout
+    assert listed.stderr.strip() == "not listed: 1 inherited bucket(s), which are not bugs; --all lists them"
+    assert len(json.loads(fuzz("list", "--db", db, "--all", "--json").stdout)) == 2
+    assert [b["verdict"] for b in json.loads(fuzz("list", "--db", db, "--verdict", "inherited", "--json").stdout)] == ["inherited"]
