@@ -244,3 +244,20 @@ def test_list_leaves_out_buckets_that_are_not_bugs_and_says_how_many(tmp_path):
     assert listed.stderr.strip() == "not listed: 1 inherited bucket(s), which are not bugs; --all lists them"
     assert len(json.loads(fuzz("list", "--db", db, "--all", "--json").stdout)) == 2
     assert [b["verdict"] for b in json.loads(fuzz("list", "--db", db, "--verdict", "inherited", "--json").stdout)] == ["inherited"]
+
+
+def test_shrink_re_checks_a_case_an_older_release_stored_and_shrinks_it_under_todays_rules(tmp_path):
+    """An older release bucketed a crash with culprit '-' and its error's last line; no smaller case
+    can match that signature, so `fuzz shrink` checks the case again first and shrinks it for the
+    finding as this release sees it: the lone relu, in today's bucket."""
+    db = tmp_path / "old-crash.db"
+    old = Finding("plugin-raise-relu", "crash", "-", "crash | plugin-raise-relu | - | KernelBug", error="KernelBug")
+    with Corpus(db) as corpus:
+        case_id = corpus.add_case(CaseRecord(generate_case(2, ["relu", "add", "tanh"]), verdict="crash",
+                                             backends=["plugin-raise-relu"], findings=[old]))
+    shrunk = fuzz_process("shrink", case_id, "--db", db, "--plugin", PLUGIN, "--shrink-time", "20", "--json")
+    assert shrunk.returncode == 0, shrunk.stdout + shrunk.stderr
+    result = json.loads(shrunk.stdout)
+    assert result["ops"] == ["relu"], result
+    shown = json.loads(fuzz("show", result["id"], "--db", db, "--json").stdout)
+    assert shown["signature"] == CRASH
