@@ -226,3 +226,27 @@ def test_a_gpu_kind_s_script_runs_on_the_gpu(name, tmp_path):
     if GPU_KINDS[name]:
         faulty = _run(script, tmp_path, FAULTS[GPU_KINDS[name]])
         assert faulty.returncode == 1, faulty.stdout + faulty.stderr
+
+
+def test_every_registered_kind_writes_a_script_or_says_in_one_sentence_why_not():
+    """Over the whole backend table (a new kind is in it by being written): each writes a script
+    that Python compiles and that names it, or refuses with one sentence (numpy-ref: the reference
+    is what the others are judged against; torch-bnfold: our own fold has no standalone form)."""
+    from fuzzer.backends import table
+    from fuzzer.errors import UserError
+
+    written, refused = [], []
+    for kind in table().kinds():
+        backend = get_backend(kind)
+        if backend.unavailable_reason():
+            continue
+        try:
+            script = build_script(CASE, backend, f"every kind: {kind}")
+        except UserError as exc:
+            assert "\n" not in str(exc) and str(exc).endswith("."), (kind, str(exc))
+            refused.append(kind)
+            continue
+        compile(script, f"{kind}.py", "exec")
+        assert f"Backend under test: {backend.name}" in script
+        written.append(kind)
+    assert refused == ["numpy-ref", "torch-bnfold"] and len(written) >= 14, (written, refused)  # 14 without a GPU or onnxruntime
