@@ -292,7 +292,8 @@ def localize_regression(backend: Backend, peer: Backend | None, case: Case, runn
     node that, alone, errs ACCURACY_FACTOR times as much as in the other release (`peer`) and
     at least ACCURACY_FLOOR of its allowance; the failing output's op where none does."""
     if peer is not None:
-        mine, theirs = NodeIsolation(backend, case, runner), NodeIsolation(peer, case, runner)
+        mine = NodeIsolation(backend, case, runner)
+        theirs = NodeIsolation(peer, case, runner, [mine.values[node.name] for node in case.graph.nodes])
         for index, node in enumerate(case.graph.nodes):
             ratio = mine.judge(index)[1]
             if ratio >= ACCURACY_FLOOR and ratio >= ACCURACY_FACTOR * theirs.judge(index)[1]:

@@ -145,7 +145,7 @@ FAULTS = {
         vjp = jax.vjp
         def wrong_vjp(fn, *primals):  # a backward pass 1% off
             outputs, pullback = vjp(fn, *primals)
-            return outputs, lambda cotangents: [g * 1.01 for g in pullback(cotangents)]
+            return outputs, lambda cotangents: jax.tree_util.tree_map(lambda g: g * 1.01, pullback(cotangents))
         jax.vjp = wrong_vjp
     """,
 }

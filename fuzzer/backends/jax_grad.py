@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from fuzzer.backends.gradients import GradientOutputs, cotangent, jax_eager_gradients, jax_outputs_and_gradients
+from fuzzer.backends.gradients import GradientOutputs, jax_eager_gradients, jax_outputs_and_gradients
 from fuzzer.backends.jax_eager import import_jax
 from fuzzer.backends.jax_jit import JITTED, JaxJit
 from fuzzer.ir import Case, Graph, interpret
@@ -36,17 +36,21 @@ class JaxGrad(GradientOutputs, JaxJit):
         return JITTED.get((self.name, graph.structure_key()), lambda: jax.jit(forward_and_gradients))
 
     def reproducer_program(self, case: Case) -> tuple[list[str], str]:
-        inputs = len(case.graph.inputs)
+        # The campaign's own jax_outputs_and_gradients, written out: the same vjp and cotangents.
+        names = [spec.name for spec in case.graph.inputs]
         transform = [
+            f"NAMES = {names!r}",
+            "",
+            "",
             "def forward_and_gradients(*args):",
-            f"    inputs, weights = args[:{inputs}], args[{inputs}:]",
-            "    outputs, vjp = jax.vjp(lambda *xs: graph(*xs, *weights), *inputs)",
-            "    cotangents = [jax.numpy.asarray(cotangent(i, o.shape), dtype=o.dtype) for i, o in enumerate(outputs)]",
-            "    return [*outputs, *vjp(cotangents)]  # the outputs, then the gradient of each graph input",
+            "    inputs, weights = dict(zip(NAMES, args)), args[len(NAMES):]",
+            "    # the outputs, then the gradient of each graph input",
+            "    return jax_outputs_and_gradients(lambda xs: graph(*[xs[n] for n in NAMES], *weights), inputs, NAMES)",
             "",
             "",
         ]
-        return jax_program(case, self, transform, "jax.jit(forward_and_gradients)(*args)", helpers=(cotangent,))
+        return jax_program(case, self, transform, "jax.jit(forward_and_gradients)(*args)",
+                           helpers=(jax_outputs_and_gradients,))
 
     def eager_gradients(self, case: Case, dtype: str, noise=None) -> list[np.ndarray]:
         return jax_eager_gradients(case, dtype, noise)
