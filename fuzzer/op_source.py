@@ -27,11 +27,13 @@ import ast
 import builtins
 import inspect
 import math
+import sys
 import textwrap
 import types
 from dataclasses import dataclass, field
 from typing import Callable
 
+from fuzzer.errors import UserError
 from fuzzer.ops import API_KEYWORDS, API_PATH, WRAPS
 
 ALIASES = {"torch.nn.functional.": "F.", "jax.numpy.": "jnp."}
@@ -41,8 +43,12 @@ LITERAL_TYPES = (int, float, str, bool, type(None))
 STAND_INS = ("OpUnsupported", "ShapeError")
 
 
-class NotWritable(Exception):
-    """An implementation that cannot be written as standalone source (a bug in its declaration)."""
+class NotWritable(UserError):
+    """Code that cannot be written as standalone source: a bug in an op's declaration (the
+    registry test writes every op), or a plugin's function using a value we cannot write."""
+
+    def __init__(self, why: str):
+        super().__init__(f"Cannot write a reproducer: {why}.")
 
 
 @dataclass
@@ -121,7 +127,11 @@ class Source:
             module = value.__module__.lstrip("_")  # operator.gt lives in _operator
             self.add_import(f"import {module}")
             return f"{module}.{value.__name__}"
-        raise NotWritable(f"{name!r} ({type(value).__name__}) cannot be written as source")
+        home = sys.modules.get(type(value).__module__)
+        if home is not None and not _is_ours(home.__name__) and getattr(home, name, None) is value:
+            self.add_import(f"from {home.__name__} import {name}")  # e.g. inductor's `V`
+            return name
+        raise NotWritable(f"{name!r} (a {type(value).__name__}) is not a module, function, literal or importable object")
 
     def _add_global(self, name: str, value) -> None:
         written = self.value_source(value, name)

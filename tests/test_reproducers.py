@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -236,7 +237,8 @@ def test_every_registered_kind_writes_a_script_or_says_in_one_sentence_why_not()
     from fuzzer.errors import UserError
 
     written, refused = [], []
-    for kind in table().kinds():
+    built_in = [kind for kind in table().kinds() if table().classes[kind].__module__.startswith("fuzzer.backends.")]
+    for kind in built_in:  # plugins an earlier test loaded are in the table too
         backend = get_backend(kind)
         if backend.unavailable_reason():
             continue
@@ -250,3 +252,38 @@ def test_every_registered_kind_writes_a_script_or_says_in_one_sentence_why_not()
         assert f"Backend under test: {backend.name}" in script
         written.append(kind)
     assert refused == ["numpy-ref", "torch-bnfold"] and len(written) >= 14, (written, refused)  # 16 without a GPU or onnxruntime
+
+
+def test_a_plugin_pass_brings_the_library_objects_it_uses_or_refuses_in_one_sentence(tmp_path):
+    """A custom inductor pass reading inductor's `V` is written with `from ... import V`; one whose
+    global is an object of the plugin's own (not importable) refuses in one sentence."""
+    from fuzzer.errors import UserError
+    from fuzzer.plugins import load_plugin
+
+    load_plugin(str(Path(__file__).parent / "plugins" / "compile_pass_faults.py"))
+    script = build_script(CASE, get_backend("planted-aot:cpu:float32"), "a pass using V")
+    compile(script, "planted-aot.py", "exec")
+    assert "from torch._inductor.virtualized import V" in script and "def scale_in_aot(graph):" in script
+
+    plugin = tmp_path / "own_object_pass.py"
+    plugin.write_text(textwrap.dedent("""
+        from fuzzer.backends.torch_compile import TorchCompile
+
+        class Thresholds:
+            low = 0.5
+
+        THRESHOLDS = Thresholds()
+
+        def pass_using_its_own_object(graph):
+            return THRESHOLDS.low
+
+        class OwnObjectPass(TorchCompile):
+            kind = "own-object-pass"
+            compile_options = {"post_grad_custom_post_pass": pass_using_its_own_object}
+
+        def register(api):
+            api.add_backend(OwnObjectPass)
+    """))
+    load_plugin(str(plugin))
+    with pytest.raises(UserError, match=r"^Cannot write a reproducer: 'THRESHOLDS' \(a Thresholds\) is not a module[^\n]*\.$"):
+        build_script(CASE, get_backend("own-object-pass:cpu:float32"), "a pass using its own object")
