@@ -31,7 +31,7 @@ import numpy as np
 
 from fuzzer import check, oracle
 from fuzzer.arrays import materialize, regime_profiles
-from fuzzer.backends import DEFAULT_BACKENDS, parse_backend_list
+from fuzzer.backends import default_backends, parse_backend_list
 from fuzzer.execute import run_backend
 from fuzzer.pipeline import WorkerConfig, case_generator, seed_for
 
@@ -60,7 +60,7 @@ class PhaseTimer:
 
 
 def cheap_tier() -> list[str]:
-    return [b.name for b in parse_backend_list(",".join(DEFAULT_BACKENDS)) if not b.expensive]
+    return [b.name for b in parse_backend_list(",".join(default_backends())) if not b.expensive]
 
 
 def draw(graphs: int, seed: int, inputs_per_graph: int, backend_names: list[str]):

@@ -17,7 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from fuzzer.backends import DEFAULT_BACKENDS
+from fuzzer.backends import default_backends
 from fuzzer.campaign import CampaignOptions, run_campaign
 from fuzzer.corpus import Corpus
 from fuzzer.workers import warm_template
@@ -54,7 +54,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--time", type=float, default=60)
     parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--backends", default=",".join(DEFAULT_BACKENDS))
+    parser.add_argument("--backends", default=",".join(default_backends()))
     parser.add_argument("--inputs-per-graph", type=int, default=2)
     parser.add_argument("--compile-share", default="0.5", help="as `fuzz run --compile-share`")
     parser.add_argument("--threads", type=int, default=1, help="as `fuzz run --threads` (0: library defaults)")

@@ -305,9 +305,9 @@ def run_ours(backends: list[str] | None, seconds: float, workers: int, inputs_pe
              seed: int, cores: list[int] | None = None) -> dict:
     """bench/throughput.py in a subprocess pinned to `cores` (its workers inherit the affinity)."""
     sys.path.insert(0, str(REPO))
-    from fuzzer.backends import DEFAULT_BACKENDS
+    from fuzzer.backends import default_backends
 
-    backends = list(backends or DEFAULT_BACKENDS)
+    backends = list(backends or default_backends())
     log(f"ours: {workers} worker(s), {seconds:g} s, max_nodes={MAX_NODES}, cores {cores or 'any'}, "
         f"backends {','.join(backends)}")
     command = [sys.executable, str(REPO / "bench" / "throughput.py"), "--time", str(seconds), "--workers", str(workers),

@@ -783,10 +783,11 @@ def backends(plugins, as_json):
     Example:
       fuzz backends --plugin my_kernel.py
     """
-    from fuzzer.backends import DEFAULT_BACKENDS, table
+    from fuzzer.backends import default_backends, table
     from fuzzer.plugins import load_plugins
 
     load_plugins(list(plugins))
+    defaults = default_backends()
     rows = []
     for kind in table().kinds():
         cls = table().classes[kind]
@@ -795,7 +796,7 @@ def backends(plugins, as_json):
                 backend = cls(device, dtype)
                 reason = backend.unavailable_reason()
                 rows.append({"name": backend.name, "available": reason is None, "why_not": reason,
-                             "default": backend.name in DEFAULT_BACKENDS, "description": cls.description})
+                             "default": backend.name in defaults, "description": cls.description})
     for name, backend in sorted(table().derived.items()):
         reason = backend.unavailable_reason()
         rows.append({"name": name, "available": reason is None, "why_not": reason, "default": False,

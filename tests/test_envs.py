@@ -73,10 +73,13 @@ def test_malformed_backend_names(env_home, spec, needle):
     assert needle in str(caught.value)
 
 
-def test_plugin_backends_cannot_move_to_another_environment(env_home, canaries):
+def test_plugin_backends_cannot_move_to_another_environment_and_shipped_kinds_of_any_framework_can(env_home, canaries):
     envs.add("here", sys.executable)
-    with pytest.raises(UserError, match="only the built-in torch, jax and numpy backends"):
+    with pytest.raises(UserError, match="only the backends shipped with fuzzer can"):
         get_backend(f"{canaries['dropout-in-eval']}@here")
+    # No framework list: a shipped kind of another framework (onnxruntime) is accepted by name,
+    # and whether it runs there is the environment's to say (`fuzz backends`, unavailable_reason).
+    assert get_backend("ort-unoptimized:cpu:float32@here").name == "ort-unoptimized:cpu:float32@here"
 
 
 def test_interpreter_without_numpy_is_refused_and_not_registered(env_home, tmp_path):

@@ -10,12 +10,13 @@ import pytest
 
 from fuzzer import verdicts
 from fuzzer.arrays import materialize
-from fuzzer.backends import GPU_BACKENDS, get_backend
+from fuzzer.backends import backend_sets, get_backend
 from fuzzer.check import check_case
 from fuzzer.generate import CaseGenerator
 from fuzzer.ir import Graph, Node, TensorSpec
 
 pytestmark = pytest.mark.gpu
+GPU_BACKENDS = backend_sets()["gpu"]
 
 
 def available(names):

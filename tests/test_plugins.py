@@ -54,3 +54,36 @@ def test_external_runner_bug_and_crash_are_findings(tmp_path):
     assert "mismatch | numpy-runner-buggy | relu" in found
     crash = [s for s in found if s.startswith("crash | always-fails")]
     assert crash and "exited with status N" in crash[0]
+
+
+def test_a_kind_declares_the_sets_it_joins_and_the_order_they_are_checked_in():
+    """No central list: each kind declares its own members of `cpu`, `gpu` and `model`; a set's
+    order is its positions; a new kind (here a plugin's) joins where it says; a taken position
+    is refused."""
+    from fuzzer.backends import backend_sets, default_backends, parse_backend_list, table
+    from fuzzer.backends.torch_eager import TorchEager
+
+    sets = backend_sets()
+    assert set(sets) == {"cpu", "gpu", "model"} and default_backends() == sets["cpu"]
+    assert [b.name for b in parse_backend_list(None)] == list(sets["cpu"])
+    assert sets["cpu"][:2] == ("torch-eager:cpu:float32", "torch-compile:cpu:float32")
+    assert "torch-jit-trace:cpu:float32" in sets["model"] and "torch-jit-trace:cpu:float32" not in sets["cpu"]
+
+    class Joining(TorchEager):
+        kind = "joining-eager"
+        in_sets = {"cpu": {15: "cpu:float64"}}
+
+    class Clashing(TorchEager):
+        kind = "clashing-eager"
+        in_sets = {"cpu": {15: "cpu:float32"}}
+
+    try:
+        table().classes[Joining.kind] = Joining
+        assert backend_sets()["cpu"][:3] == ("torch-eager:cpu:float32", "joining-eager:cpu:float64", "torch-compile:cpu:float32")
+        table().classes[Clashing.kind] = Clashing
+        with pytest.raises(ValueError, match="both take position 15 of set 'cpu'"):
+            backend_sets()
+    finally:
+        table().classes.pop(Joining.kind, None)
+        table().classes.pop(Clashing.kind, None)
+    assert backend_sets() == sets

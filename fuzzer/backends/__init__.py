@@ -64,6 +64,10 @@ class Backend:
     cold_start_seconds: ClassVar[float] = 1.0
     # The script line that sets VERSIONS, which every reproducer prints first (fuzzer/reproducer.py).
     versions_source: ClassVar[str] = "VERSIONS = 'versions not recorded by this backend'"
+    # The named sets (`--backends cpu`, `gpu`, `model`) this kind joins, declared by the class
+    # itself (not inherited): set name -> {position: "DEVICE:DTYPE"}. A campaign checks a set's
+    # backends in the order of their positions, which are unique within a set (backend_sets()).
+    in_sets: ClassVar[dict[str, dict[int, str]]] = {}
 
     def __init__(self, device: str = "cpu", dtype: str | None = None, overrides: dict | None = None, name: str | None = None):
         self.device = device
@@ -209,9 +213,9 @@ def get_backend(spec: str) -> Backend:
 
 def parse_backend_list(text: str | None) -> list[Backend]:
     """A comma-separated list of backend specs or set names (cpu, gpu); None -> the cpu set."""
-    specs = []
+    specs, sets = [], backend_sets()
     for spec in (s.strip() for s in (text or "cpu").split(",")):
-        specs += list(BACKEND_SETS.get(spec, [spec] if spec else []))
+        specs += list(sets.get(spec, [spec] if spec else []))
     specs = list(dict.fromkeys(specs))
     backends = [get_backend(spec) for spec in specs]
     for backend in backends:
@@ -221,45 +225,24 @@ def parse_backend_list(text: str | None) -> list[Backend]:
     return backends
 
 
-# Every CPU backend the core engine compares. torch.compile costs seconds per new
-# graph, so campaigns run it on a sample of graph structures (see campaign.py).
-DEFAULT_BACKENDS = (
-    "torch-eager:cpu:float32",
-    "torch-compile:cpu:float32",
-    "torch-eager:cpu:float64",
-    "jax-eager:cpu:float32",
-    "jax-jit:cpu:float32",
-    "jax-jit:cpu:float64",
-    # Model-level (metamorphic) torch backends, ~1-2 ms a case each (see torch_module.py,
-    # torch_bnfold.py, torch_layout.py).
-    "torch-module:cpu:float32",
-    "torch-saveload:cpu:float32",
-    "torch-bnfold:cpu:float32",
-    "torch-layout:cpu:float32",
-)
+def backend_sets() -> dict[str, tuple[str, ...]]:
+    """The named backend sets, gathered from every registered kind's own `in_sets`: "cpu" (the
+    default: every CPU backend the core engine compares), "gpu" and "model" (the model-level
+    transformations)."""
+    positions: dict[str, dict[int, str]] = {}
+    for kind, cls in table().classes.items():
+        for set_name, members in vars(cls).get("in_sets", {}).items():
+            taken = positions.setdefault(set_name, {})
+            for position, device_dtype in members.items():
+                if position in taken:
+                    raise ValueError(f"backend sets: {kind}:{device_dtype} and {taken[position]} both take "
+                                     f"position {position} of set '{set_name}'")
+                taken[position] = f"{kind}:{device_dtype}"
+    return {name: tuple(members[p] for p in sorted(members)) for name, members in sorted(positions.items())}
 
 
-GPU_BACKENDS = (
-    "torch-eager:cuda:float32",
-    "torch-eager:cuda:float64",
-    "torch-eager:cuda:float16",
-    "torch-eager:cuda:bfloat16",
-    "torch-compile:cuda:float32",
-    "jax-eager:gpu:float32",
-    "jax-jit:gpu:float32",
-    "jax-jit:gpu:float64",
-    "jax-jit:gpu:bfloat16",
-)
-MODEL_BACKENDS = (
-    "torch-module:cpu:float32",
-    "torch-module-grad:cpu:float32",
-    "torch-saveload:cpu:float32",
-    "torch-export:cpu:float32",
-    "torch-bnfold:cpu:float32",
-    "torch-jit-trace:cpu:float32",
-    "torch-layout:cpu:float32",
-)
-BACKEND_SETS = {"cpu": DEFAULT_BACKENDS, "gpu": GPU_BACKENDS, "model": MODEL_BACKENDS}
+def default_backends() -> tuple[str, ...]:
+    return backend_sets()["cpu"]
 
 
 def all_ops_supported_by(backends: list[Backend]) -> list[str]:

@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from fuzzer import case_folder, envs
-from fuzzer.backends import Backend, get_backend
+from fuzzer.backends import Backend, get_backend, table
 from fuzzer.errors import ForeignError, OpUnsupported, UserError
 from fuzzer.ir import Case
 
@@ -127,9 +127,12 @@ class EnvBackend(Backend):
         if not base_spec or not env_spec:
             raise UserError(f"Backend '{spec}' should look like KIND[:DEVICE[:DTYPE]]@ENVIRONMENT, e.g. 'jax-jit@jax-0.4.30'.")
         base = get_backend(base_spec)
-        if base.overrides or type(base).__module__ == __name__ or base.family not in ("torch", "jax", "numpy"):
-            raise UserError(f"Backend '{base_spec}' cannot run in another environment: only the built-in torch, jax and "
-                            f"numpy backends can (plugins and their derived backends live in this process).")
+        # The other interpreter imports fuzzer and builds the backend by its name: any kind shipped
+        # in fuzzer/backends can, a plugin's backend or a derived one (its ops live here) cannot.
+        built_in = type(base).__module__.startswith("fuzzer.backends.") and base.name not in table().derived
+        if base.overrides or isinstance(base, EnvBackend) or not built_in:
+            raise UserError(f"Backend '{base_spec}' cannot run in another environment: only the backends shipped with "
+                            f"fuzzer can (plugins and their derived backends live in this process).")
         return cls(base, envs.resolve(env_spec))
 
     def other_environment(self) -> tuple[str, dict]:

@@ -160,6 +160,7 @@ class TorchBnFold(ModuleBackend):
     `last_report`) rather than printed once per case by a campaign worker."""
 
     kind = "torch-bnfold"
+    in_sets = {"cpu": {90: "cpu:float32"}, "model": {50: "cpu:float32"}}
     description = "nested nn.Module tree with conv2d/linear -> batch_norm(eval) pairs folded"
     folder: type[BatchNormFolder] = BatchNormFolder
 

@@ -64,6 +64,7 @@ def with_inductor_config(context: str, options: dict, source: Source) -> str:
 class TorchCompile(TorchEager):
     derives_from_kind = "torch-eager"
     kind = "torch-compile"
+    in_sets = {"cpu": {20: "cpu:float32"}, "gpu": {50: "cuda:float32"}}
     description = "torch.compile (inductor), whole graph, fullgraph=True, dynamic=False"
     expensive = True
     # The first graph in a fresh worker imports dynamo and inductor and fills their caches:

@@ -21,6 +21,8 @@ def cuda_unavailable_reason() -> str | None:
 
 class TorchEager(Backend):
     kind = "torch-eager"
+    in_sets = {"cpu": {10: "cpu:float32", 30: "cpu:float64"},
+               "gpu": {10: "cuda:float32", 20: "cuda:float64", 30: "cuda:float16", 40: "cuda:bfloat16"}}
     family = "torch"
     devices = ("cpu", "cuda")
     dtypes = ("float32", "float64", "float16", "bfloat16")

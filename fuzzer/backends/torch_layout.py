@@ -41,6 +41,7 @@ class TorchLayout(TorchEager):
 
     derives_from_kind = "torch-eager"
     kind = "torch-layout"
+    in_sets = {"cpu": {100: "cpu:float32"}, "model": {70: "cpu:float32"}}
     description = "torch eager with channels_last / transposed / strided inputs and weights"
     devices = ("cpu", "cuda")
     dtypes = ("float32", "float64")

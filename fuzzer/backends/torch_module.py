@@ -129,6 +129,7 @@ class TorchModule(ModuleBackend):
     instead of an opaque crash."""
 
     kind = "torch-module"
+    in_sets = {"cpu": {70: "cpu:float32"}, "model": {10: "cpu:float32"}}
     description = "nested nn.Module tree, eval(), torch.inference_mode()"
 
 
@@ -138,6 +139,7 @@ class TorchModuleGrad(GradientOutputs, ModuleBackend):
     eager autograd of the stock ops (fuzzer/backends/gradients.py)."""
 
     kind = "torch-module-grad"
+    in_sets = {"model": {20: "cpu:float32"}}
     description = "nested nn.Module tree, eval(), autograd on: outputs and input gradients (vs float64 eager autograd)"
     # cuDNN runs an RNN's backward in training mode only ("cudnn RNN backward can only be called in
     # training mode"), and the module is in eval mode (dropout off): no verdict on these on CUDA.
@@ -174,6 +176,7 @@ class TorchSaveLoad(ModuleBackend):
     zero-filled module of the same structure: a dropped or misnamed tensor shows as zeros."""
 
     kind = "torch-saveload"
+    in_sets = {"cpu": {80: "cpu:float32"}, "model": {30: "cpu:float32"}}
     description = "state_dict -> torch.save/torch.load(weights_only) -> fresh module, strict load"
     transform_imports = ("import io",)
     transform_source = (
@@ -203,6 +206,7 @@ class TorchExport(ModuleBackend):
     """torch.export.export, saved and loaded back through torch.export.save/load."""
 
     kind = "torch-export"
+    in_sets = {"model": {40: "cpu:float32"}}
     description = "torch.export.export -> torch.export.save/load -> ExportedProgram.module()"
     expensive = True
     transform_imports = ("import io",)
@@ -235,6 +239,7 @@ class TorchJitTrace(ModuleBackend):
     deployment paths use); the DeprecationWarning and TracerWarnings are silenced locally."""
 
     kind = "torch-jit-trace"
+    in_sets = {"model": {60: "cpu:float32"}}
     description = "torch.jit.trace of the nested module"
     transform_source = ("with torch.no_grad():", "    program = torch.jit.trace(model, tuple(inputs), check_trace=False)")
     context_source = "torch.no_grad()"
