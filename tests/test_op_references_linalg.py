@@ -85,6 +85,14 @@ def test_var_pools_every_reduced_dim():
     assert_allclose(ref("var", [x], dims=[1], keepdim=False, correction=0), [0.25, 0.25], rtol=1e-15)
 
 
+def test_the_variance_of_a_constant_row_is_exactly_zero_and_an_overflowing_shift_keeps_the_plain_one():
+    # The mean of 12 copies of -0.02404618 is not that value in float64: unshifted, std is 3.5e-18.
+    x = [[-0.02404618] * 6, [-0.02404618] * 6, [1.5, 2.5, 1.5, 2.5, 1.5, 2.5]]
+    assert ref("std", [x], dims=[1], keepdim=False, correction=0)[:2].tolist() == [0.0, 0.0]
+    assert ref("std", [x], dims=[1], keepdim=False, correction=0)[2] == 0.5
+    assert ref("var", [[1e308, -1e308, 0.0]], dims=[0], keepdim=False, correction=0)[0] == INF  # as np.var
+
+
 def test_unbiased_variance_of_one_value_is_refused():
     with pytest.raises(ShapeError, match="more than one value"):
         infer("var", [(3, 1)], dims=[1], keepdim=False, correction=1)

@@ -119,8 +119,12 @@ THREADS_PLUGIN = """
 def relu_on_one_thread(xs, ps, attrs):
     import torch
 
+    import torch._inductor.config
+
     if torch.get_num_threads() != 1:
         raise RuntimeError(f"torch runs {torch.get_num_threads()} intra-op threads")
+    if torch._inductor.config.compile_threads != 1:
+        raise RuntimeError(f"inductor compiles in a pool of {torch._inductor.config.compile_threads} processes")
     return torch.relu(xs[0])
 
 

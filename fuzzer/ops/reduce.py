@@ -77,10 +77,25 @@ def _infer_variance(attrs, shapes):
 
 def _variance(x, dims, attrs):
     """sum((x - mean)^2) / (n - correction): correction 1 is the unbiased (Bessel) estimate,
-    0 the population variance. Two passes: the deviations are taken from the mean."""
-    mean = np.mean(x, axis=dims, keepdims=True)
+    0 the population variance. Two passes: the deviations are taken from the mean.
+
+    In float64 (the reference) the values are first shifted by each row's first value, so a
+    constant row is exactly 0, as the math says: the mean of 12 equal values is not always the
+    value in floating point, and std = 3.5e-18 instead of 0 made atan2(std, 0) pi/2 instead of 0,
+    a false mismatch for the backend that computed the exact 0. Where the shift overflows, the
+    plain deviations are kept."""
     count = int(np.prod([x.shape[d] for d in dims]))
-    total = np.sum((x - mean) ** 2, axis=dims, keepdims=attrs["keepdim"])
+
+    def two_pass(values):
+        mean = np.mean(values, axis=dims, keepdims=True)
+        return np.sum((values - mean) ** 2, axis=dims, keepdims=attrs["keepdim"])
+
+    total = two_pass(x)
+    if np.asarray(x).dtype == np.float64 and np.size(x):
+        first = x[tuple(slice(0, 1) if d in dims else slice(None) for d in range(x.ndim))]
+        with np.errstate(over="ignore", invalid="ignore"):
+            shifted = two_pass(x - first)
+        total = np.where(np.isfinite(shifted), shifted, total)
     return like(x, total / (count - attrs["correction"]))
 
 
