@@ -13,16 +13,11 @@ it*, judged from what it has compiled in this worker:
 A backend takes a graph when its charged time plus the graph's expected cost stays under
 ALLOWANCE[novelty] x share x worker time: below half its share it takes every graph, up to its
 share only graphs with something new, up to 1.5x its share only new ops and op pairs (the
-rarest, most valuable structures). The expected cost is the backend's mean so far.
-
-The first graph is different: it pays the backend's cold start (torch.compile imports dynamo
-and inductor and builds its headers: ~5-20 s in a fresh process, more under load), a one-off
-cost no share of a short campaign would ever cover (at a share of 0.125, 20 s of cold start
-waits for 2 minutes of worker time, and a one-minute campaign never compiled a graph). So a
-backend takes its first graph once the worker has spent its declared cold start: a worker's
-first graph still runs the cheap tier alone and comes in seconds, the cold start costs at most
-half the worker's time up to then, and the share rule then makes the backend wait until its
-charged time, cold start included, is back under its share.
+rarest, most valuable structures). The expected cost is the backend's mean so far, and before
+its first graph its declared cold start (torch.compile ~20 s in a fresh process, more under
+load): so a worker's first graph runs the cheap tier alone and comes in seconds, and one slow
+compile cannot overdraw a share by minutes. In a short campaign torch.compile may therefore
+compile nothing; in a long one every compiler gets its share.
 
 Everything here is plain bookkeeping on numbers: the pipeline feeds it measured seconds.
 """
@@ -106,12 +101,13 @@ class CompileBudget:
 
     def wants(self, backend: str, features: tuple[frozenset, frozenset]) -> bool:
         """Should `backend` compile a graph with these features now?"""
-        if self.shares[backend] == 0.0:
-            return False
-        if self.compiled[backend] == 0:
-            return self.worker_seconds >= self.cold_start[backend]
         allowed = ALLOWANCE[self.novelty(backend, features)] * self.shares[backend] * self.worker_seconds
-        return self.charged[backend] + self.charged[backend] / self.compiled[backend] <= allowed
+        return self.charged[backend] + self.expected_cost(backend) <= allowed
+
+    def expected_cost(self, backend: str) -> float:
+        if self.compiled[backend] == 0:
+            return self.cold_start[backend]
+        return self.charged[backend] / self.compiled[backend]
 
     def charge(self, backend: str, seconds: float, features: tuple[frozenset, frozenset]) -> None:
         """`backend` ran a graph with these features for `seconds` (compile and runs)."""

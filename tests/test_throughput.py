@@ -55,12 +55,12 @@ def test_a_backend_keeps_to_its_share_and_spends_it_on_novel_graphs_first():
     budget = CompileBudget({"jit": 0.1}, cold_start={"jit": 2.0})
     first = graph_features(chain(["relu", "tanh"]))
     assert not budget.wants("jit", first)  # no worker time yet: the first graph is the cheap tier's alone
-    budget.advance(1.5)
-    assert not budget.wants("jit", first)  # the worker has not yet spent the 2 s cold start
-    budget.advance(0.5)
-    assert budget.wants("jit", first)  # it has: the first graph, far above the share (1.5 * 0.1 * 2 = 0.3 s)
+    budget.advance(10.0)  # allowance for new pairs 1.5 * 0.1 * 10 = 1.5 < the 2 s cold start expected
+    assert not budget.wants("jit", first)
+    budget.advance(4.0)
+    assert budget.wants("jit", first)
     budget.charge("jit", 20.0, first)  # the cold start took 20 s, not 2: charged as it was
-    budget.advance(32.0)
+    budget.advance(20.0)
     assert not budget.wants("jit", graph_features(chain(["tanh", "relu"])))  # it rests until its share catches up
     budget.advance(400.0)  # 434 s: allowances 21.7 / 43.4 / 65.1 against 20 charged + 20 expected
     assert not budget.wants("jit", first)  # nothing new: at most half its share
