@@ -66,9 +66,9 @@ def limit_threads(threads: int) -> None:
     """
     if threads <= 0:
         return
-    # Inductor compiles kernels in a pool of compile_threads processes, one per core by default:
-    # 14 workers on a 16-core machine started 224 of them, load 83, and every first torch.compile
-    # outlasted a one-minute campaign. It reads the variable when its config is first imported.
+    # Inductor compiles kernels in a pool of compile_threads processes, sized by the core count:
+    # 14 workers on a 16-core machine could start 224. It reads the variable when its config is
+    # first imported (in the worker: the fork server does not import it).
     for variable in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "TORCHINDUCTOR_COMPILE_THREADS"):
         os.environ[variable] = str(threads)
     if threads == 1:  # XLA's CPU runtime has a switch for its Eigen pool, not a thread count

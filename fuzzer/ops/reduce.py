@@ -91,7 +91,7 @@ def _variance(x, dims, attrs):
         return np.sum((values - mean) ** 2, axis=dims, keepdims=attrs["keepdim"])
 
     total = two_pass(x)
-    if np.asarray(x).dtype == np.float64 and np.size(x):
+    if x.dtype == np.float64 and x.size:
         first = x[tuple(slice(0, 1) if d in dims else slice(None) for d in range(x.ndim))]
         with np.errstate(over="ignore", invalid="ignore"):
             shifted = two_pass(x - first)
