@@ -90,12 +90,14 @@ def _variance(x, dims, attrs):
         mean = np.mean(values, axis=dims, keepdims=True)
         return np.sum((values - mean) ** 2, axis=dims, keepdims=attrs["keepdim"])
 
-    total = two_pass(x)
-    if x.dtype == np.float64 and x.size:
-        first = x[tuple(slice(0, 1) if d in dims else slice(None) for d in range(x.ndim))]
-        with np.errstate(over="ignore", invalid="ignore"):
-            shifted = two_pass(x - first)
-        total = np.where(np.isfinite(shifted), shifted, total)
+    if x.dtype != np.float64 or not x.size:
+        return like(x, two_pass(x) / (count - attrs["correction"]))
+    first = x[tuple(slice(0, 1) if d in dims else slice(None) for d in range(x.ndim))]
+    with np.errstate(over="ignore", invalid="ignore"):
+        total = two_pass(x - first)
+    finite = np.isfinite(total)
+    if not finite.all():  # the plain pass only where the shifted one is not finite
+        total = np.where(finite, total, two_pass(x))
     return like(x, total / (count - attrs["correction"]))
 
 
