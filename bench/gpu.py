@@ -28,6 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.throughput import measure  # noqa: E402
 from fuzzer.backends import parse_backend_list  # noqa: E402
+from fuzzer.budget import DEFAULT_SHARE  # noqa: E402
 from fuzzer.errors import UserError  # noqa: E402
 
 EAGER_TIER = ["torch-eager:cuda:float32", "torch-eager:cuda:float16", "torch-eager:cpu:float32"]
@@ -56,7 +57,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--workers", type=int, default=max(1, (os.cpu_count() or 2) - 2))
     parser.add_argument("--time", type=float, default=60)
-    parser.add_argument("--compile-share", default="0.5")
+    parser.add_argument("--compile-share", default=DEFAULT_SHARE)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--skip", nargs="*", default=[], choices=["eager", "cpu,gpu", "threads"])
     parser.add_argument("--out", type=Path, help="also write the JSON here (e.g. reports/gpu-throughput.json)")

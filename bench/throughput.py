@@ -18,12 +18,13 @@ import time
 from pathlib import Path
 
 from fuzzer.backends import default_backends
+from fuzzer.budget import DEFAULT_SHARE
 from fuzzer.campaign import CampaignOptions, run_campaign
 from fuzzer.corpus import Corpus
 from fuzzer.workers import warm_template
 
 
-def measure(backends: list[str], seconds: float, workers: int, inputs_per_graph: int = 2, compile_share: str = "0.5",
+def measure(backends: list[str], seconds: float, workers: int, inputs_per_graph: int = 2, compile_share: str = DEFAULT_SHARE,
             max_nodes: int = 8, seed: int = 0, threads: int = 1, regimes: list[str] | None = None) -> dict:
     warm_template()  # as `fuzz run` does: the fork server imports while this process does
     with tempfile.TemporaryDirectory() as folder:
@@ -56,7 +57,7 @@ def main():
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--backends", default=",".join(default_backends()))
     parser.add_argument("--inputs-per-graph", type=int, default=2)
-    parser.add_argument("--compile-share", default="0.5", help="as `fuzz run --compile-share`")
+    parser.add_argument("--compile-share", default=DEFAULT_SHARE, help="as `fuzz run --compile-share`")
     parser.add_argument("--threads", type=int, default=1, help="as `fuzz run --threads` (0: library defaults)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--regimes", help="as `fuzz run --regimes` (default: all, at their shares); 'small' is last round's region")

@@ -387,7 +387,7 @@ def main() -> int:
     parser.add_argument("--no-install", action="store_true", help="fail instead of creating NNSmith's venv")
     parser.add_argument("--backends", default=None, help="ours: comma-separated (default: our CPU default set)")
     parser.add_argument("--inputs-per-graph", type=int, default=2)
-    parser.add_argument("--compile-share", default="0.5", help="ours: as `fuzz run --compile-share`")
+    parser.add_argument("--compile-share", default="0.6", help="ours: as `fuzz run --compile-share` (its default)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--keep-logs", type=Path, default=None, help="keep NNSmith's logs and outputs in this folder")
     args = parser.parse_args()

@@ -136,10 +136,10 @@ def param_values(rng: np.random.Generator, name: str, shape: tuple[int, ...]) ->
     return _as_float32_values(values)
 
 
-def regime_profiles(graph: Graph, seed: int) -> dict[str, str]:
-    """A value profile for each input, drawn from `seed` among those of the graph's regime."""
+def regime_profiles(graph: Graph, seed: int, regime: str | None = None) -> dict[str, str]:
+    """A value profile for each input, drawn from `seed` among those of `regime` (default: the graph's)."""
     rng = np.random.default_rng([seed, 1])
-    choices = get_regime(graph.regime).value_profiles
+    choices = get_regime(graph.regime if regime is None else regime).value_profiles
     return {spec.name: str(rng.choice(choices)) for spec in graph.inputs}
 
 

@@ -1,23 +1,35 @@
-"""The compile budget: which compiling backends run on a graph.
+"""The compile budget: which compiling backends run on a graph, and on which graph.
 
 Cheap backends (the float64 reference, torch eager, model-level transformations that do not
 compile) run on every graph. A compiling backend (jax.jit per dtype, torch.compile, jax eager:
-`Backend.expensive`) costs 0.1-1 s per new graph structure, and structures almost never repeat,
-so each owns a share of the worker's time and spends it on the graphs that are most novel *to
-it*, judged from what it has compiled in this worker:
+`Backend.expensive`) costs 0.1-2 s per new graph structure, and structures almost never repeat,
+so each owns a share of the worker's time (`--compile-share`; the default total is split by each
+kind's declared `compile_weight`, so torch.compile, ~10x dearer a structure than jax.jit, gets a
+larger slice) and spends it on the graphs that are most novel *to it*, judged from what it has
+compiled in this worker:
 
     NEW_PAIR   an op, or a (producer op, consumer op) pair, it has never compiled
     NEW_NODE   else a node key (op, attrs, input shapes) it has never compiled
     NOTHING    every node of the graph was compiled before, in other graphs
 
-A backend takes a graph when its charged time plus the graph's expected cost stays under
-ALLOWANCE[novelty] x share x worker time: below half its share it takes every graph, up to its
-share only graphs with something new, up to 1.5x its share only new ops and op pairs (the
-rarest, most valuable structures). The expected cost is the backend's mean so far, and before
-its first graph its declared cold start (torch.compile ~20 s in a fresh process, more under
-load): so a worker's first graph runs the cheap tier alone and comes in seconds, and one slow
-compile cannot overdraw a share by minutes. In a short campaign torch.compile may therefore
-compile nothing; in a long one every compiler gets its share.
+A backend takes a graph when its charged time plus the graph's expected cost (its mean so far)
+stays under ALLOWANCE[novelty] x share x worker time: below half its share it takes every
+graph, up to three quarters only graphs with something new, up to its whole share only new ops
+and op pairs (the rarest, most valuable structures). The share is a ceiling: the cheap tier
+keeps the rest of the worker (a 1.5x allowance for new pairs, which nearly every graph has, let
+the compilers take 0.9 of a worker and the cheap tier check 60 graphs in 2 minutes).
+
+The cold start is paid once and early, never starved: a compiler takes its first graph as soon
+as the worker has checked FIRST_COMPILE_AFTER graphs with the cheap tier (so the worker's first
+graph still comes in seconds), and that first compile (dynamo and inductor imported, caches
+filled: 3-20 s) is not charged to its share. Charging it as a prior made torch.compile wait
+~2 minutes of worker time for its first graph: a 2-minute campaign compiled nothing with it.
+
+Novelty starts small (`tier`): most kernel bugs shrink to one or two ops, and a one-op compile
+is the cheapest, so a compiler first compiles each op of the campaign alone (SINGLE), then
+small graphs of at most SMALL_NODES nodes (SMALL) until it has compiled as many as there are
+ops, and then the drawn graphs (WHOLE). Every WHOLE_EVERY-th compile is a drawn graph in any
+tier, so composed structures (conv -> transpose -> layer_norm) are reached from the start.
 
 Everything here is plain bookkeeping on numbers: the pipeline feeds it measured seconds.
 """
@@ -30,8 +42,12 @@ from fuzzer.errors import UserError
 from fuzzer.ir import Graph, infer_shapes
 
 NOTHING, NEW_NODE, NEW_PAIR = 0, 1, 2
-ALLOWANCE = {NOTHING: 0.5, NEW_NODE: 1.0, NEW_PAIR: 1.5}
-DEFAULT_SHARE = "0.5"
+ALLOWANCE = {NOTHING: 0.5, NEW_NODE: 0.75, NEW_PAIR: 1.0}
+DEFAULT_SHARE = "0.6"
+FIRST_COMPILE_AFTER = 2  # cheap-tier graphs a worker checks before its compilers' first compile
+SINGLE, SMALL, WHOLE = "single-op", "small", "whole"
+SMALL_NODES = 2
+WHOLE_EVERY = 3
 
 
 def graph_features(graph: Graph) -> tuple[frozenset, frozenset]:
@@ -46,12 +62,22 @@ def graph_features(graph: Graph) -> tuple[frozenset, frozenset]:
     return frozenset(pairs), frozenset(nodes)
 
 
-def parse_shares(text: str, compiling: list[str]) -> dict[str, float]:
+def _share_matches(name: str, backend: str) -> bool:
+    """Does `--compile-share` NAME cover `backend`? NAME is any form `--backends` takes: a full name
+    (jax-jit:cpu:float32), a kind (jax-jit, every device and dtype), and either with @ENV for
+    another environment's backend (torch-compile@torch-2.3.1)."""
+    name_base, _, name_env = name.partition("@")
+    base, _, env = backend.partition("@")
+    return name_env == env and (base == name_base or base.startswith(name_base + ":"))
+
+
+def parse_shares(text: str, compiling: list[str], weights: dict[str, float] | None = None) -> dict[str, float]:
     """`--compile-share` -> {backend name: share of worker time}.
 
-    Comma-separated items: `NAME=SHARE` sets the backends whose name is NAME or starts with
-    "NAME:" (so `jax-jit=0.2` covers every jax-jit dtype); one bare number is the total share
-    of the backends not named, split evenly among them (default 0.5).
+    Comma-separated items: `NAME=SHARE` sets the backends NAME covers (_share_matches: so
+    `jax-jit=0.2` covers every jax-jit dtype); one bare number is the total share of the backends
+    not named (default DEFAULT_SHARE), split among them by `weights` (each backend's declared
+    compile_weight; evenly without them).
     """
     shares: dict[str, float] = {}
     rest = None
@@ -67,27 +93,32 @@ def parse_shares(text: str, compiling: list[str]) -> dict[str, float]:
         if not name:
             rest = share
             continue
-        matched = [b for b in compiling if b == name or b.startswith(name + ":")]
+        matched = [b for b in compiling if _share_matches(name, b)]
         if not matched:
             raise UserError(f"--compile-share names '{name}', which is none of this campaign's compiling backends "
                             f"({', '.join(compiling) or 'none'}).")
         shares.update({b: share for b in matched})
     unnamed = [b for b in compiling if b not in shares]
     total = float(DEFAULT_SHARE) if rest is None else rest
-    shares.update({b: total / len(unnamed) for b in unnamed})
+    weight = {b: (weights or {}).get(b, 1.0) for b in unnamed}
+    shares.update({b: total * weight[b] / sum(weight.values()) for b in unnamed})
     if sum(shares.values()) > 1.0 + 1e-9:
         raise UserError(f"The compile shares add up to {sum(shares.values()):.2f} of worker time; keep the total at 1 or less.")
     return shares
 
 
 class CompileBudget:
-    def __init__(self, shares: dict[str, float], cold_start: dict[str, float] | None = None):
-        """`cold_start`: each backend's expected seconds for its first graph (default 1 s)."""
+    def __init__(self, shares: dict[str, float], ops: list[str] = ()):
+        """`ops`: the campaign's ops, each compiled alone first (the SINGLE tier)."""
         self.shares = dict(shares)
-        self.cold_start = {name: (cold_start or {}).get(name, 1.0) for name in shares}
+        self.ops = list(ops)
         self.worker_seconds = 0.0
+        self.graphs_checked = 0
         self.charged = {name: 0.0 for name in shares}
-        self.compiled = {name: 0 for name in shares}
+        self.compiled = {name: 0 for name in shares}  # graphs compiled, the uncharged first one included
+        self.cold_start = {name: None for name in shares}  # seconds of the first compile, once paid
+        self.small_compiled = {name: 0 for name in shares}
+        self.singles_done: dict[str, set] = {name: set() for name in shares}  # ops compiled alone (or undrawable)
         self.seen_pairs: dict[str, set] = {name: set() for name in shares}
         self.seen_nodes: dict[str, set] = {name: set() for name in shares}
 
@@ -101,21 +132,45 @@ class CompileBudget:
 
     def wants(self, backend: str, features: tuple[frozenset, frozenset]) -> bool:
         """Should `backend` compile a graph with these features now?"""
+        if self.shares[backend] <= 0.0:
+            return False
+        if self.compiled[backend] == 0:  # the cold start: early, and not charged (see the module docstring)
+            return self.graphs_checked >= FIRST_COMPILE_AFTER
         allowed = ALLOWANCE[self.novelty(backend, features)] * self.shares[backend] * self.worker_seconds
         return self.charged[backend] + self.expected_cost(backend) <= allowed
 
     def expected_cost(self, backend: str) -> float:
-        if self.compiled[backend] == 0:
-            return self.cold_start[backend]
-        return self.charged[backend] / self.compiled[backend]
+        charged_graphs = self.compiled[backend] - 1  # the first one is the cold start
+        return self.charged[backend] / charged_graphs if charged_graphs > 0 else 0.0
 
-    def charge(self, backend: str, seconds: float, features: tuple[frozenset, frozenset]) -> None:
-        """`backend` ran a graph with these features for `seconds` (compile and runs)."""
-        self.charged[backend] += seconds
+    def tier(self, backend: str) -> str:
+        """Which graph `backend` compiles next: one op alone, a small graph or the drawn graph."""
+        if self.compiled[backend] % WHOLE_EVERY == WHOLE_EVERY - 1:
+            return WHOLE
+        if self.uncovered_ops(backend):
+            return SINGLE
+        return SMALL if self.small_compiled[backend] < len(self.ops) else WHOLE
+
+    def uncovered_ops(self, backend: str) -> list[str]:
+        """The campaign's ops `backend` has not compiled alone yet, in campaign order."""
+        return [op for op in self.ops if op not in self.singles_done[backend]]
+
+    def cover_single(self, backend: str, op: str) -> None:
+        """`op` needs no more one-op compiles by `backend`: it compiled one, or none can be drawn or run."""
+        self.singles_done[backend].add(op)
+
+    def charge(self, backend: str, seconds: float, features: tuple[frozenset, frozenset], tier: str) -> None:
+        """`backend` ran a graph of `tier` with these features for `seconds` (compile and runs)."""
+        if self.compiled[backend] == 0:
+            self.cold_start[backend] = seconds
+        else:
+            self.charged[backend] += seconds
         self.compiled[backend] += 1
+        self.small_compiled[backend] += tier == SMALL
         self.seen_pairs[backend] |= features[0]
         self.seen_nodes[backend] |= features[1]
 
     def advance(self, seconds: float) -> None:
-        """The worker spent `seconds` more (on anything): every share grows with it."""
+        """The worker spent `seconds` more on one graph: every share grows with it."""
         self.worker_seconds += seconds
+        self.graphs_checked += 1

@@ -20,14 +20,16 @@ from typing import Callable
 from fuzzer import verdicts
 from fuzzer.backends import parse_backend_list
 from fuzzer.budget import parse_shares
+from fuzzer.campaign_config import resumed_options
 from fuzzer.check import Finding
 from fuzzer.corpus import Corpus
 from fuzzer.environment import versions
 from fuzzer.errors import InternalError, UserError
-from fuzzer.pipeline import WorkerConfig, case_generator, seed_for
+from fuzzer.known import Registry, load_registry
+from fuzzer.pipeline import CaseDrawer, CaseSource, WorkerConfig
 from fuzzer.plugins import load_plugins
 from fuzzer.records import CaseRecord, CaseReply, FoundCase
-from fuzzer.workers import Worker, WorkerDied
+from fuzzer.workers import Worker, WorkerDied, within_hard_limit
 
 CHECKPOINT_EVERY = 2.0  # seconds
 # Past --time, a worker still checking a case gets this long before it is killed and its case
@@ -63,7 +65,10 @@ class Progress:
     invalid: int = 0
     finding_cases: int = 0
     explained_cases: int = 0  # differences explained as no bug (precision policy, a base's finding): recorded
-    new_buckets: int = 0
+    new_buckets: int = 0  # buckets new to the corpus, of a bug that is not known: each gets a line
+    known_findings: int = 0  # bug findings the known-bug registry lists, or in a bucket triaged `known`
+    triaged_findings: int = 0  # bug findings in a bucket triaged `wontfix`
+    unknown_finding_cases: int = 0  # cases with a bug finding that is neither: `fuzz run --fail-on new` exits 1
     crashes: int = 0
     internal_errors: int = 0
     last_internal_error: str = ""
@@ -72,6 +77,9 @@ class Progress:
     regime_counts: dict = field(default_factory=dict)  # graphs per regime (fuzzer/regimes.py)
     backend_seconds: dict = field(default_factory=dict)
     worker_seconds: float = 0.0  # summed over workers: what the backend shares are shares of
+    backend_graphs: dict = field(default_factory=dict)  # per backend: graphs it ran (compilers: their one-op and small ones too)
+    backend_cases: dict = field(default_factory=dict)  # ... input sets it was judged on
+    backend_op_counts: dict = field(default_factory=dict)  # ... op -> graphs with that op it ran (the report's coverage)
     compiled_structures: dict = field(default_factory=dict)  # per compiling backend: new graphs compiled
     not_compiled: dict = field(default_factory=dict)  # ... given a graph it could not compile (a graph break)
     budget_skipped: dict = field(default_factory=dict)  # ... graphs the compile budget did not give it
@@ -89,6 +97,16 @@ class Progress:
         return {name: round(count / self.elapsed, 3) if self.elapsed > 0 else 0.0
                 for name, count in sorted(self.compiled_structures.items())}
 
+    def cases_per_structure(self) -> dict:
+        """Per compiler: input sets judged per structure it compiled (compile once, test many)."""
+        return {name: round(self.backend_cases.get(name, 0) / count, 1)
+                for name, count in sorted(self.compiled_structures.items()) if count}
+
+    def rarely_run(self, backends: list[str], floor: float = 0.05) -> list[str]:
+        """The backends asked for that were judged on under `floor` of the cases (a share too small to
+        matter). Cases, not graphs: a compiler runs each graph it compiled on many input sets."""
+        return [name for name in backends if self.checked and self.backend_cases.get(name, 0) < floor * self.checked]
+
     def backend_time_share(self) -> dict:
         """Each backend's share of the time workers spent on cases (generation and judging included)."""
         busy = self.worker_seconds or 1.0
@@ -99,35 +117,43 @@ class Progress:
         data["graphs_per_second"] = round(self.graphs_per_second, 2)
         data["cases_per_second"] = round(self.checked / self.elapsed, 2) if self.elapsed > 0 else 0.0
         data["structures_per_second"] = self.structures_per_second()
+        data["cases_per_structure"] = self.cases_per_structure()
         data["backend_time_share"] = self.backend_time_share()
         return data
 
 
 class Campaign:
     def __init__(self, corpus: Corpus, options: CampaignOptions, on_progress: Callable[[Progress], None] | None = None,
-                 on_new_bucket: Callable[[Progress, Finding, int], None] | None = None):
+                 on_new_bucket: Callable[[Progress, Finding, int], None] | None = None, known_bugs: Registry | None = None):
         self.corpus = corpus
         self.options = options
         self.on_progress = on_progress or (lambda progress: None)
         self.on_new_bucket = on_new_bucket or (lambda progress, finding, case_id: None)  # (progress, finding, case id)
-        self.known_signatures = set() if options.shrink_known else {b["signature"] for b in corpus.buckets()}
-        # The same generator as the workers', to rebuild the case a dead worker was running.
+        buckets = corpus.buckets()
+        self.known_signatures = set() if options.shrink_known else {b["signature"] for b in buckets}
+        self.known_bugs = known_bugs if known_bugs is not None else load_registry()
+        # Triage as the campaign starts: findings in a bucket a person settled do not fail the run.
+        self.settled = {b["signature"]: b["status"] for b in buckets if b["status"] in ("known", "wontfix")}
+        self.marked_known: set[str] = set()  # buckets this campaign recorded as known bugs
+        # The same drawer as the workers', to rebuild the case a dead worker was running.
         load_plugins(options.plugins)
         self.backends = parse_backend_list(",".join(options.backends))
-        self.generator = case_generator(options, self.backends)
+        self.drawer = CaseDrawer(options, self.backends)
         parse_shares(options.compile_share, [b.name for b in self.backends if b.expensive])  # a bad share fails here
 
     @classmethod
-    def resume(cls, corpus: Corpus, campaign_id: int, on_progress=None, on_new_bucket=None, **overrides) -> "Campaign":
-        row = corpus.campaign(campaign_id)
+    def resume(cls, corpus: Corpus, campaign_id: int, on_progress=None, on_new_bucket=None, plugins=(), ray=None,
+               known_bugs: Registry | None = None, **overrides) -> "Campaign":
+        """The stored campaign, its config and checkpoint checked against the bounds of `fuzz run`'s options
+        (fuzzer/campaign_config.py); `plugins` and `ray` come from the command line, never from the row.
+        Everything is checked before the lease is taken, so a refused resume leaves the corpus as it was."""
+        config, state = resumed_options(corpus.campaign(campaign_id), list(plugins))
+        options = CampaignOptions(**{**config, **{k: v for k, v in overrides.items() if v is not None}},
+                                  plugins=list(plugins), ray=ray)
+        options.memory_limit_mb = within_hard_limit(options.memory_limit_mb)  # stored on a machine that allowed more
+        campaign = cls(corpus, options, on_progress, on_new_bucket, known_bugs)
         corpus.take_lease(campaign_id)  # refused while another live process runs it
-        known_options = {f.name for f in fields(CampaignOptions)}  # older campaigns stored expensive_every
-        config = {k: v for k, v in row["config"].items() if k in known_options}
-        options = CampaignOptions(**{**config, **{k: v for k, v in overrides.items() if v is not None}})
-        campaign = cls(corpus, options, on_progress, on_new_bucket)
-        state = row.get("checkpoint") or {}
-        known = set(Progress.__dataclass_fields__)
-        campaign.progress = Progress(campaign_id, **{k: v for k, v in state.items() if k in known and k != "campaign_id"})
+        campaign.progress = Progress(campaign_id, **{k: v for k, v in state.items() if k in Progress.__dataclass_fields__})
         campaign.progress.status = "running"
         return campaign
 
@@ -287,6 +313,14 @@ class Campaign:
             counts = getattr(progress, key)
             for name in getattr(reply, key):
                 counts[name] = counts.get(name, 0) + 1
+        for key in ("backend_graphs", "backend_cases"):
+            counts = getattr(progress, key)
+            for name, count in getattr(reply, key).items():
+                counts[name] = counts.get(name, 0) + count
+        for name, ops in reply.backend_ops.items():
+            counts = progress.backend_op_counts.setdefault(name, {})
+            for op, count in ops.items():
+                counts[op] = counts.get(op, 0) + count
         for found in reply.found:
             self._store_found(found, reply.node)
 
@@ -297,24 +331,43 @@ class Campaign:
             self.corpus.add_case(small.record(campaign_id=self.progress.campaign_id, shrunk_from=case_id, node=node))
 
     def _store_record(self, record: CaseRecord) -> int:
-        """Store a case with findings, counting it and its new buckets; returns its id."""
+        """Store a case with findings, counting it and its new buckets; returns its id. Only a bug
+        finding that is neither a known bug nor in a settled bucket gets a new-bucket line and
+        counts against `--fail-on new`; a known bug's new bucket is stored with status `known`."""
         progress = self.progress
         if not any(verdicts.is_bug(f.verdict) for f in record.findings):
             progress.explained_cases += 1
         else:
             progress.finding_cases += 1
         case_id = self.corpus.add_case(record)
+        unknown = False
         for finding in record.findings:
-            if finding.signature not in self.known_signatures:
-                self.known_signatures.add(finding.signature)
-                progress.new_buckets += 1
-                self.on_new_bucket(progress, finding, case_id)
+            first_seen = finding.signature not in self.known_signatures
+            self.known_signatures.add(finding.signature)
+            if not verdicts.is_bug(finding.verdict):
+                continue  # inherited, precision-policy: recorded, never a new bucket
+            bug = self.known_bugs.match(finding)
+            if bug is not None and finding.signature not in self.marked_known:
+                self.marked_known.add(finding.signature)
+                self.corpus.mark_known(finding.signature, bug.id)
+            if bug is not None or self.settled.get(finding.signature) == "known":
+                progress.known_findings += 1
+            elif self.settled.get(finding.signature) == "wontfix":
+                progress.triaged_findings += 1
+            else:
+                unknown = True
+                if first_seen:
+                    progress.new_buckets += 1
+                    self.on_new_bucket(progress, finding, case_id)
+        progress.unknown_finding_cases += unknown
         return case_id
 
     def _store_death(self, index: int, died: WorkerDied) -> None:
         """A worker died or hung on case `index`: that is a finding about the backend it was running."""
         self.progress.crashes += 1
-        case = self.generator.case(seed_for(self.options.seed, index))
+        # The case it said it was checking (a compiler's one-op graph, a further input set), else the index's graph.
+        source = CaseSource(*died.source) if died.source else CaseSource(index)
+        case = self.drawer.draw(source)
         finding = replace(died.finding(), node=getattr(died, "node", None))  # Ray workers: the node it died on
         self._store_record(CaseRecord(case, campaign_id=self.progress.campaign_id, verdict=died.kind,
                                       backends=list(self.options.backends), findings=[finding]))
@@ -349,12 +402,13 @@ def _wait_for(busy: list) -> None:
 
 
 def run_campaign(corpus: Corpus, options: CampaignOptions, on_progress=None, resume: int | None = None,
-                 on_new_bucket=None) -> Progress:
+                 on_new_bucket=None, known_bugs: Registry | None = None) -> Progress:
+    """`known_bugs`: the registry whose findings are not new (None: the shipped one, fuzzer/known.py)."""
     if resume is not None:
-        campaign = Campaign.resume(corpus, resume, on_progress, on_new_bucket, max_cases=options.max_cases,
-                                   time_limit=options.time_limit)
+        campaign = Campaign.resume(corpus, resume, on_progress, on_new_bucket, plugins=options.plugins, ray=options.ray,
+                                   known_bugs=known_bugs, max_cases=options.max_cases, time_limit=options.time_limit)
     else:
         if options.max_cases is None and options.time_limit is None:
             raise UserError("A campaign needs a limit: pass --time (e.g. 10m) or --max-cases.")
-        campaign = Campaign(corpus, options, on_progress, on_new_bucket)
+        campaign = Campaign(corpus, options, on_progress, on_new_bucket, known_bugs)
     return campaign.run()

@@ -20,6 +20,8 @@ from pathlib import Path
 
 import click
 
+from fuzzer.budget import DEFAULT_SHARE
+from fuzzer.campaign_config import CONFIG_FIELDS
 from fuzzer.errors import InternalError, UserError
 from fuzzer import verdicts
 from fuzzer.verdicts import BY_NAME as VERDICT_NAMES
@@ -43,10 +45,27 @@ def json_option(fn):
     return click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON instead of text.")(fn)
 
 
+def bounded(name: str) -> click.ParamType:
+    """The type of a `fuzz run` option, from the bound a stored campaign config is checked against on
+    resume (fuzzer/campaign_config.py), so the command line and the corpus accept the same values."""
+    number = CONFIG_FIELDS[name].kind
+    number = getattr(number, "kind", number)  # Nullable(Number): unset is the option's absence
+    if number.whole:
+        return click.IntRange(number.low, number.high)
+    return click.FloatRange(number.low, number.high, min_open=number.low_open)
+
+
 def plugin_option(fn):
     return click.option(
         "--plugin", "plugins", multiple=True, metavar="FILE|CANARY",
         help="A plugin .py file, or a shipped canary name (see `fuzz selftest --list`). Repeatable.",
+    )(fn)
+
+
+def known_bugs_option(fn):
+    return click.option(
+        "--known-bugs", "known_bugs", metavar="FILE",
+        help="The known-bug registry [default: $FUZZ_KNOWN_BUGS or the shipped corpus/known-bugs.json].",
     )(fn)
 
 
@@ -162,47 +181,65 @@ def main():
 @main.command()
 @db_option
 @click.option("--time", "time_text", metavar="DURATION", help="Stop after this long (90s, 10m, 2h).")
-@click.option("--max-cases", type=click.IntRange(min=1), help="Stop after this many generated graphs.")
+@click.option("--max-cases", type=bounded("max_cases"), help="Stop after this many generated graphs.")
 @click.option("--backends", help="Comma-separated backends or sets: cpu (the default), gpu; see `fuzz backends`.")
 @click.option("--ops", help="Comma-separated ops to draw from (default: all; see `fuzz ops`).")
-@click.option("--max-nodes", type=click.IntRange(1, 64), default=8, show_default=True, help="Largest graph drawn.")
+@click.option("--max-nodes", type=bounded("max_nodes"), default=8, show_default=True, help="Largest graph drawn.")
 @click.option("--regimes", metavar="NAMES",
               help="Comma-separated regimes to draw cases from, at their stated shares (default: all; see `fuzz regimes`).")
-@click.option("--seed", type=int, default=0, show_default=True, help="Campaign seed: the same seed draws the same graphs.")
-@click.option("--workers", type=click.IntRange(min=1), default=lambda: os.cpu_count() or 1, show_default="CPU count",
+@click.option("--seed", type=bounded("seed"), default=0, show_default=True,
+              help="Campaign seed: the same seed draws the same graphs.")
+@click.option("--workers", type=bounded("workers"), default=lambda: os.cpu_count() or 1, show_default="CPU count",
               help="Isolated worker processes.")
-@click.option("--timeout", type=float, default=60.0, show_default=True, help="Seconds one backend run may take before it is a hang.")
-@click.option("--compile-timeout", type=float, default=600.0, show_default=True,
+@click.option("--timeout", type=bounded("timeout"), default=60.0, show_default=True,
+              help="Seconds one backend run may take before it is a hang.")
+@click.option("--compile-timeout", type=bounded("compile_timeout"), default=600.0, show_default=True,
               help="The same for compiling backends (torch.compile), whose first graph takes tens of seconds.")
-@click.option("--shrink-time", type=float, default=60.0, show_default=True, help="Seconds to shrink each new finding.")
-@click.option("--inputs-per-graph", type=click.IntRange(min=1), default=2, show_default=True,
+@click.option("--shrink-time", type=bounded("shrink_time"), default=60.0, show_default=True,
+              help="Seconds to shrink each new finding.")
+@click.option("--compiled-inputs", type=bounded("compiled_inputs"), default=8, show_default=True,
+              help="Further input sets (special values, magnitudes, plain) each compiler runs a graph it compiled on: "
+                   "compile once, test many.")
+@click.option("--inputs-per-graph", type=bounded("inputs_per_graph"), default=2, show_default=True,
               help="Input/weight sets per graph (compiled code is reused across them).")
-@click.option("--compile-share", default="0.5", show_default=True, metavar="SHARES",
+@click.option("--compile-share", default=DEFAULT_SHARE, show_default=True, metavar="SHARES",
               help="Worker time for the backends that compile per new graph (jax-jit, torch.compile, torch.export, "
-                   "jax eager), spent on the most novel graphs first: a total split evenly, and/or NAME=SHARE "
-                   "per backend or kind (jax-jit=0.2,torch-compile:cpu:float32=0.3).")
-@click.option("--threads", type=click.IntRange(min=0), default=1, show_default=True, envvar="FUZZ_WORKER_THREADS",
+                   "jax eager), spent on each op alone first, then small and drawn graphs: a total split by "
+                   "each kind's weight (torch.compile's structures cost most: 3 slices), and/or NAME=SHARE per "
+                   "backend, kind or KIND@ENV (jax-jit=0.2,torch-compile@torch-2.3.1=0.3).")
+@click.option("--threads", type=bounded("threads"), default=1, show_default=True, envvar="FUZZ_WORKER_THREADS",
               help="Intra-op threads per worker for torch and XLA's CPU client (env FUZZ_WORKER_THREADS); "
                    "0 keeps the libraries' defaults. Use more workers rather than more threads.")
-@click.option("--memory-limit", type=click.IntRange(min=0), metavar="MB",
-              help="Address-space limit per worker; 0 for none. [default: 80% of this machine's memory divided by "
-                   "--workers, at least 4096; none with GPU backends, whose drivers reserve address space]")
-@click.option("--recycle-memory", type=click.IntRange(min=1), default=3000, show_default=True, metavar="MB",
+@click.option("--memory-limit", type=bounded("memory_limit_mb"), metavar="MB",
+              help="Address-space limit per worker, at most the shell's hard limit (ulimit -Hv); 0 for none of ours. "
+                   "[default: 80% of this machine's memory divided by --workers, at least 4096, within the hard "
+                   "limit; none with GPU backends, whose drivers reserve address space]")
+@click.option("--recycle-memory", type=bounded("recycle_rss_mb"), default=3000, show_default=True, metavar="MB",
               help="Replace a worker whose peak memory passed this (compiled-graph caches grow over long campaigns).")
 @plugin_option
-@click.option("--resume", type=int, metavar="CAMPAIGN", help="Continue an interrupted campaign from its checkpoint.")
-@click.option("--fail-on-finding", is_flag=True, hidden=True,
-              help="No-op, kept for old scripts: `fuzz run` always exits 1 when it stored a finding.")
+@click.option("--resume", type=int, metavar="CAMPAIGN",
+              help="Continue an interrupted campaign from its checkpoint, with the --plugin files it used and the "
+                   "--ray given here (a stored config never loads a file or joins a cluster).")
+@click.option("--fail-on", type=click.Choice(["new", "any"]), default="new", show_default=True,
+              help="Exit 1 for a finding that is not a known bug nor in a bucket triaged wontfix or known (new), "
+                   "or for any finding (any).")
+@click.option("--fail-on-finding", is_flag=True, hidden=True, help="The old name of --fail-on any.")
+@known_bugs_option
 @click.option("--ray", "ray_address", metavar="ADDRESS",
               help="Run the workers as Ray actors: 'local' starts a local Ray instance; 'auto' or ray://host:port joins a cluster.")
 @json_option
-def run(db_path, time_text, max_cases, backends, ops, max_nodes, regimes, seed, workers, timeout, compile_timeout, shrink_time, inputs_per_graph,
-        compile_share, threads, memory_limit, recycle_memory, plugins, resume, fail_on_finding, ray_address, as_json):
+def run(db_path, time_text, max_cases, backends, ops, max_nodes, regimes, seed, workers, timeout, compile_timeout, shrink_time,
+        compiled_inputs, inputs_per_graph,
+        compile_share, threads, memory_limit, recycle_memory, plugins, resume, fail_on, fail_on_finding, known_bugs,
+        ray_address, as_json):
     """Run a fuzz campaign and store every finding, shrunk, in the corpus.
 
     Progress goes to stderr (a JSON line per update with --json); the summary to stdout.
-    Exit 1 if the campaign stored a case with a finding, 0 if none; 130 if it was
-    interrupted (Ctrl-C or SIGTERM: the summary is printed and `--resume` continues it).
+    A finding of a bug in the known-bug registry (`fuzz known list`) is stored in a bucket
+    with status `known` and gets no new-bucket line. Exit 1 if the campaign stored a finding
+    that is neither known nor in a bucket triaged wontfix or known (--fail-on any: any
+    finding), 0 otherwise; 130 if it was interrupted (Ctrl-C or SIGTERM: the summary is
+    printed and `--resume` continues it).
 
     \b
     Example:
@@ -212,12 +249,15 @@ def run(db_path, time_text, max_cases, backends, ops, max_nodes, regimes, seed, 
     from fuzzer import envs
     from fuzzer.backends import parse_backend_list
     from fuzzer.campaign import CampaignOptions, run_campaign
+    from fuzzer.generate import weak_hypothesis_warning
+    from fuzzer.known import load_registry
     from fuzzer.ops import parse_op_list
     from fuzzer.plugins import load_plugins
     from fuzzer.regimes import parse_regime_list
 
     if resume is None and max_cases is None and time_text is None:
         raise UserError("A campaign needs a limit: pass --time (e.g. 10m) or --max-cases.")
+    registry = load_registry(known_bugs)  # a malformed registry fails here, before the corpus is created
     if ray_address is None and memory_limit is None:  # those workers do not fork from the template
         from fuzzer.workers import warm_template
 
@@ -233,14 +273,18 @@ def run(db_path, time_text, max_cases, backends, ops, max_nodes, regimes, seed, 
     backend_list = [b.name for b in parsed]
     if memory_limit is None:
         memory_limit = default_memory_limit_mb(workers, parsed)
+    else:
+        require_within_hard_limit(memory_limit)
     options = CampaignOptions(
         backends=backend_list, ops=parse_op_list(ops) if ops else None, max_nodes=max_nodes,
         regimes=[r.name for r in parse_regime_list(regimes)] if regimes else None, seed=seed,
         max_cases=max_cases, time_limit=parse_duration(time_text), workers=workers, timeout=timeout, compile_timeout=compile_timeout,
-        shrink_time=shrink_time, inputs_per_graph=inputs_per_graph, compile_share=compile_share, threads=threads,
+        shrink_time=shrink_time, inputs_per_graph=inputs_per_graph, compiled_inputs=compiled_inputs,
+        compile_share=compile_share, threads=threads,
         plugins=list(plugins), memory_limit_mb=memory_limit or None, recycle_rss_mb=recycle_memory, ray=ray_address,
     )
     corpus = open_corpus(db_path, create=True)
+    weak_draws = weak_hypothesis_warning()  # a hypothesis release whose seeded draws miss values: said once
 
     interactive = sys.stderr.isatty()
     last_line: list[float | None] = [None]  # elapsed seconds at the last line printed; None before the header
@@ -252,6 +296,8 @@ def run(db_path, time_text, max_cases, backends, ops, max_nodes, regimes, seed, 
                 click.echo(json.dumps({"event": "start", **p.to_dict()}), err=True)
             else:
                 click.echo(_campaign_header(p, options, resume), err=True)
+            if weak_draws:
+                click.echo(json.dumps({"event": "warning", "message": weak_draws}) if as_json else f"Warning: {weak_draws}", err=True)
             return
         if as_json:
             click.echo(json.dumps({"event": "progress", **p.to_dict()}), err=True)
@@ -275,20 +321,20 @@ def run(db_path, time_text, max_cases, backends, ops, max_nodes, regimes, seed, 
         line = f"[campaign {p.campaign_id}] new bucket after {p.graphs} graphs, {p.elapsed:.0f}s: {finding.signature} (case {case_id})"
         click.echo(f"\r\x1b[K{line}" if interactive else line, err=True)  # a terminal: over the live progress line
 
-    progress = run_campaign(corpus, options, on_progress, resume=resume, on_new_bucket=on_new_bucket)
+    progress = run_campaign(corpus, options, on_progress, resume=resume, on_new_bucket=on_new_bucket, known_bugs=registry)
     if interactive and not as_json:
         click.echo("", err=True)
     summary = progress.to_dict()
     summary["db"] = db_path
-    rates = ", ".join(f"{name} {rate:.2f}" for name, rate in progress.structures_per_second().items()) or "none"
     shares = ", ".join(f"{name} {share:.0%}" for name, share in progress.backend_time_share().items())
     text = (
         f"Campaign {progress.campaign_id} {progress.status}: {progress.graphs} graphs ({progress.checked} cases) in "
         f"{progress.elapsed:.0f}s, {progress.graphs_per_second:.1f} graphs/s; {progress.finding_cases} cases with "
-        f"findings, {progress.new_buckets} new buckets, {progress.explained_cases} explained as no bug (a "
+        f"findings, {progress.new_buckets} new buckets ({progress.known_findings} findings of known bugs, "
+        f"{progress.triaged_findings} in buckets triaged wontfix), {progress.explained_cases} explained as no bug (a "
         f"TF32-style default, or a finding of the backend a plugin derives from), {progress.invalid} invalid (the "
         f"reference defines no entry), {progress.abandoned} abandoned at "
-        f"the deadline.\nNew structures compiled per second: {rates}.\nShare of worker time: {shares}.\n"
+        f"the deadline.\n{_what_ran(progress, options.backends)}\nShare of worker time: {shares}.\n"
         f"Next: fuzz list --db {db_path}"
     )
     if progress.internal_errors:
@@ -297,7 +343,25 @@ def run(db_path, time_text, max_cases, backends, ops, max_nodes, regimes, seed, 
     emit(as_json, summary, text)
     if progress.status == "interrupted":
         sys.exit(EXIT_INTERRUPTED)
-    sys.exit(EXIT_FINDING if progress.finding_cases else 0)
+    failing = progress.finding_cases if fail_on == "any" or fail_on_finding else progress.unknown_finding_cases
+    sys.exit(EXIT_FINDING if failing else 0)
+
+
+def _what_ran(progress, backends: list[str]) -> str:
+    """Per backend, the graphs and cases it really ran (compilers: structures compiled, cases per
+    structure); a warning for each backend asked for that ran on under 5% of the graphs."""
+    lines = ["What ran (graphs, cases; compilers: structures compiled, cases per structure):"]
+    per_structure = progress.cases_per_structure()
+    for name in backends:
+        line = f"  {name}: {progress.backend_graphs.get(name, 0)} graphs, {progress.backend_cases.get(name, 0)} cases"
+        if name in progress.compiled_structures or name in progress.budget_skipped:
+            line += (f"; {progress.compiled_structures.get(name, 0)} structures, "
+                     f"{per_structure.get(name, 0):g} cases each")
+        lines.append(line)
+    for name in progress.rarely_run(backends):
+        lines.append(f"Warning: {name} ran on under 5% of the cases; give it more worker time with "
+                     f"--compile-share {name.split(':')[0]}=0.3 (or run it alone with --backends).")
+    return "\n".join(lines)
 
 
 def _campaign_header(progress, options, resume: int | None) -> str:
@@ -313,11 +377,24 @@ def _campaign_header(progress, options, resume: int | None) -> str:
 
 def default_memory_limit_mb(workers: int, backends: list) -> int | None:
     """A worker's address-space limit: its share of 80% of the machine's memory, at least 4 GB (torch and
-    jax imported take ~2 GB of address space). None with a GPU backend: CUDA reserves address space at start."""
+    jax imported take ~2 GB of address space), within the shell's hard limit. None with a GPU backend:
+    CUDA reserves address space at start."""
+    from fuzzer.workers import within_hard_limit
+
     if any(backend.device != "cpu" for backend in backends):
         return None
     total_mb = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2**20
-    return max(4096, int(total_mb * 0.8 / max(1, workers)))
+    return within_hard_limit(max(4096, int(total_mb * 0.8 / max(1, workers))))
+
+
+def require_within_hard_limit(memory_limit_mb: int) -> None:
+    """An explicit --memory-limit above the shell's hard limit would make every worker fail to start: refuse it."""
+    from fuzzer.workers import within_hard_limit
+
+    allowed = within_hard_limit(memory_limit_mb)
+    if allowed < memory_limit_mb:
+        raise UserError(f"--memory-limit {memory_limit_mb} is above this shell's hard address-space limit of {allowed} MB "
+                        f"(ulimit -Hv); pass at most {allowed}, or 0 to keep the shell's limit.")
 
 
 # -- browsing the corpus --------------------------------------------------------------------
@@ -332,7 +409,8 @@ def _bucket_lines(rows: list[dict]) -> list[str]:
     for row in rows:
         lines.append(f"{row['representative'] or '-':>5}  {row['status']:<9} {row['count']:>5} {row['nodes'] or '-':>5} "
                      f"{row['elements'] if row['elements'] is not None else '-':>9}  {_short_time(row['first_seen']):<16}  "
-                     f"{_short_time(row['last_seen']):<16}  {row['signature']}")
+                     f"{_short_time(row['last_seen']):<16}  {row['signature']}"
+                     + (f"  [known bug {row['known_bug']}]" if row.get("known_bug") else ""))
     return lines
 
 
@@ -349,7 +427,7 @@ def _case_lines(rows: list[dict]) -> list[str]:
 @main.command(name="list")
 @db_option
 @click.option("--cases", "per_case", is_flag=True, help="One entry per stored case, newest first, instead of one per bucket.")
-@click.option("--status", help="Triage status of the bucket (new, confirmed, reported, fixed, wontfix, flaky).")
+@click.option("--status", help="Triage status of the bucket (new, confirmed, reported, fixed, wontfix, flaky, known).")
 @click.option("--verdict", help=f"One of: {', '.join(VERDICT_NAMES)}.")
 @click.option("--backend", help="A backend's full name or its kind (jax-jit finds jax-jit:cpu:float32).")
 @click.option("--op", help="Cases whose graph contains this op (buckets: with such a case).")
@@ -421,19 +499,18 @@ def show(db_path, case_id, rerun, plugins, as_json):
     bucket = corpus.bucket(stored.signature) if stored.signature else None
     original = corpus.get_case(stored.shrunk_from) if stored.shrunk_from else None
     history = shrink_history(corpus, stored)
-    used_plugins = list(plugins) or campaign_plugins(corpus, stored)
     rerun_reply = None
-    if rerun:
+    if rerun:  # with the --plugin files given here only: a stored plugin name is never loaded
         from fuzzer.replay import replay_case
 
         names = original.backends if original else stored.backends
-        require_backends(corpus, stored, names, used_plugins)
-        rerun_reply = replay_case(stored.case, names, used_plugins)
+        require_backends(corpus, stored, names, list(plugins))
+        rerun_reply = replay_case(stored.case, names, list(plugins))
     shapes = infer_shapes(stored.case.graph)
-    reproduce = _reproduce_hints(stored.id, db_path, used_plugins)
+    reproduce = _reproduce_hints(stored.id, db_path, list(plugins) or campaign_plugins(corpus, stored))
     data = {
         "id": stored.id, "verdict": stored.verdict, "signature": stored.signature, "findings": stored.findings,
-        "triage": {"status": bucket["status"], "note": bucket["note"]} if bucket else None,
+        "triage": {"status": bucket["status"], "note": bucket["note"], "known_bug": bucket["known_bug"]} if bucket else None,
         "backends": stored.backends, "verdicts": stored.verdicts, "shrunk_from": stored.shrunk_from,
         "shrink_log": stored.shrink_log, "shrink_history": history,
         "original_verdicts": original.verdicts if original else None,
@@ -443,7 +520,8 @@ def show(db_path, case_id, rerun, plugins, as_json):
     }
     lines = [f"Case {stored.id}: {stored.verdict}  {stored.signature or ''}"]
     if bucket:
-        lines.append(f"Triage: {bucket['status']}" + (f", note: {bucket['note']}" if bucket["note"] else "") +
+        lines.append(f"Triage: {bucket['status']}" + (f" (known bug {bucket['known_bug']})" if bucket["known_bug"] else "")
+                     + (f", note: {bucket['note']}" if bucket["note"] else "") +
                      f" (bucket of {bucket['count']} cases, smallest case {bucket['representative']})")
     if history:
         lines.append(history[0].upper() + history[1:] + ".")
@@ -503,6 +581,9 @@ def stats(db_path, as_json):
 def campaigns(db_path, as_json):
     """List campaigns: id, uuid, status, start, duration, graphs, findings, and how to resume each.
 
+    A campaign that used plugins names them: pass each again with --plugin PATH when resuming
+    (a resume never loads a file the corpus names).
+
     \b
     Example:
       fuzz campaigns --db corpus/fuzz.db
@@ -513,15 +594,19 @@ def campaigns(db_path, as_json):
     lines = [f"{'id':>4}  {'status':<11} {'started':<25} {'duration':>9} {'graphs':>7} {'findings':>8}  resume"]
     for row in rows:
         duration = "-" if row["seconds"] is None else f"{row['seconds']:.0f}s"
+        # Stored plugin names are shown, never put in the command: resuming loads only the files the user passes.
+        plugins = (f", with --plugin PATH for each of its plugins {', '.join(repr(p) for p in row['plugins'])}"
+                   if row["resume"] and row["plugins"] else "")
         lines.append(f"{row['id']:>4}  {row['status']:<11} {row['started']:<25} {duration:>9} {row['graphs']:>7} "
-                     f"{row['findings']:>8}  {row['resume'] or '-'}")
+                     f"{row['findings']:>8}  {row['resume'] or '-'}{plugins}")
     emit(as_json, rows, "\n".join(lines) if rows else f"No campaigns in {db_path} yet; start one with `fuzz run`.")
 
 
 @main.command()
 @db_option
 @click.argument("case_id", type=int)
-@click.option("--status", required=True, help="new, confirmed, reported, fixed, wontfix or flaky.")
+@click.option("--status", required=True, help="new, confirmed, reported, fixed, wontfix, flaky or known "
+                                                "(wontfix and known buckets do not make `fuzz run` exit 1).")
 @click.option("--note", help="Free text kept with the bucket (e.g. an upstream issue link).")
 @json_option
 def triage(db_path, case_id, status, note, as_json):
@@ -563,6 +648,117 @@ def rebucket(db_path, dry_run, as_json):
         lines.append(f"  {change['signature']}  ({change['status']})")
         lines += [f"      from {old}" for old in change["from"]]
     emit(as_json, result, "\n".join(lines))
+
+
+# -- known bugs ------------------------------------------------------------------------------------
+
+@main.group()
+def known():
+    """The known-bug registry: bugs shipped as data (corpus/known-bugs.json). A campaign stores
+    their findings in buckets with status `known`, prints no new-bucket line for them and does
+    not exit 1 for them. Entries say `convention` for a result the framework documents.
+
+    \b
+    Example:
+      fuzz known list
+      fuzz known check                     # which known bugs this installation still has
+      fuzz known add 7 --id torch-foo-nan --link https://github.com/pytorch/pytorch/issues/123
+    """
+
+
+def _match_text(match: dict) -> str:
+    """'nan-inf of sign on torch-eager, torch-module (cpu; float32, float64)'."""
+    what = ", ".join(match["verdicts"]) + (f" of {', '.join(match['ops'])}" if match.get("ops") else "")
+    where = ", ".join(match.get("kinds", []) + match.get("frameworks", [])) or "any backend"
+    details = "; ".join(", ".join(match[key]) for key in ("devices", "dtypes") if match.get(key))
+    error = f", error like '{match['error']}'" if match.get("error") else ""
+    return f"{what} on {where}" + (f" ({details})" if details else "") + error
+
+
+@known.command(name="list")
+@known_bugs_option
+@json_option
+def known_list(known_bugs, as_json):
+    """List the known bugs: id, status, title, upstream link, and which findings each one is.
+
+    \b
+    Example:
+      fuzz known list --json
+    """
+    from fuzzer.known import load_registry
+
+    registry = load_registry(known_bugs)
+    lines = []
+    for bug in registry.bugs:
+        lines.append(f"{bug.id:<40} {bug.status:<11} {bug.entry['title']}")
+        lines.append(f"{'':<4}{bug.entry.get('link') or 'not reported upstream'}; matches {_match_text(bug.entry['match'])}")
+    empty = f"No known bugs in {registry.path}." if registry.path else "No known-bug registry here; pass --known-bugs FILE."
+    emit(as_json, [bug.entry for bug in registry.bugs], "\n".join(lines) or empty)
+
+
+@known.command(name="check")
+@known_bugs_option
+@plugin_option
+@click.option("--timeout", type=float, default=120.0, show_default=True)
+@json_option
+def known_check(known_bugs, plugins, timeout, as_json):
+    """Replay every known bug's stored cases on this installation and say which still reproduce
+    and which look fixed here (every backend agrees now). Exit 0 whatever it finds; 2 if the
+    registry is malformed.
+
+    \b
+    Example:
+      fuzz known check --json
+    """
+    from fuzzer.known import load_registry
+    from fuzzer.replay import check_known_bugs
+
+    results = check_known_bugs(load_registry(known_bugs), list(plugins), timeout)
+    lines = [f"{r.outcome:<11} {r.bug:<40} {Path(r.case).name if r.case else '-':<40} {r.detail}" for r in results]
+    counts = {outcome: sum(r.outcome == outcome for r in results)
+              for outcome in ("reproduces", "fixed here", "differs", "not run", "no case")}
+    lines.append(f"{len(results)} cases: " + ", ".join(f"{n} {outcome}" for outcome, n in counts.items()))
+    emit(as_json, [r.to_dict() for r in results], "\n".join(lines))
+
+
+@known.command(name="add")
+@db_option
+@click.argument("case_id", type=int)
+@click.option("--id", "bug_id", required=True, help="The entry's id: lowercase letters, digits, '.' and '-'.")
+@click.option("--link", required=True, help="The upstream issue (an http or https address).")
+@click.option("--status", "bug_status", default="open", show_default=True, help="open, convention, or 'fixed-in RELEASE'.")
+@click.option("--title", help="One line saying what is wrong [default: the bucket's signature].")
+@known_bugs_option
+@json_option
+def known_add(db_path, case_id, bug_id, link, bug_status, title, known_bugs, as_json):
+    """Turn the triaged bucket of a stored case into a known-bug entry. The entry matches what the
+    bucket is (verdict, culprit op, backend kind, device, dtype, error text); the case is
+    exported beside the registry as known/ID.json; the bucket becomes `known`.
+
+    \b
+    Example:
+      fuzz triage 7 --status reported --note "pytorch/pytorch#123"
+      fuzz known add 7 --id torch-foo-nan --link https://github.com/pytorch/pytorch/issues/123
+    """
+    from fuzzer.known import add_bug, entry_for_bucket, framework_of, registry_path
+
+    corpus = open_corpus(db_path)
+    stored = corpus.get_case(case_id)
+    bucket = corpus.bucket(stored.signature) if stored.signature else None
+    if bucket is None:
+        raise UserError(f"Case {case_id} has no finding, so it has no bucket to add; pick a case `fuzz list` shows.")
+    if bucket["status"] == "new":
+        raise UserError(f"The bucket of case {case_id} is not triaged yet; triage it first (e.g. `fuzz triage {case_id} "
+                        "--status confirmed`), then add it.")
+    versions = corpus.campaign(stored.campaign_id)["versions"] if stored.campaign_id else {}
+    framework = framework_of(bucket["backend"])
+    affected = f"{framework} {versions[framework]}" if framework and (versions or {}).get(framework) else None
+    entry = entry_for_bucket(bucket, bug_id, link, bug_status, title, affected)
+    path = registry_path(known_bugs)
+    case_file = add_bug(path, entry, json.dumps(corpus.export_case(case_id, expect="disagree"), indent=1, sort_keys=True))
+    corpus.mark_known(bucket["signature"], bug_id, keep_triage=False)
+    emit(as_json, {**entry, "cases": [str(case_file)], "registry": str(path)},
+         f"Added known bug '{bug_id}' to {path} (case {case_file}); its findings are known from now on.")
 
 
 # -- re-running --------------------------------------------------------------------------------
@@ -647,6 +843,8 @@ def regress(directory, plugins, timeout, junit_path, as_json):
     A case's "expect" is "agree" (a fixed bug must stay fixed) or "disagree" (a known open
     bug must still be found, as the same bucket: every recorded finding's signature, under
     this release's rules, must come back). Without "expect", the recorded verdict says which.
+    Only regular files are read: a *.json that is a FIFO, a device or a link leading out of
+    DIRECTORY is skipped with a warning.
 
     \b
     Example:
@@ -656,7 +854,7 @@ def regress(directory, plugins, timeout, junit_path, as_json):
 
     if not directory.is_dir():
         raise UserError(f"Regression folder '{directory}' does not exist.")
-    results = run_regress(directory, list(plugins), timeout)
+    results = run_regress(directory, list(plugins), timeout, warn=lambda sentence: click.echo(f"Warning: {sentence}", err=True))
     lines = []
     for r in results:
         lines.append(f"{'SURPRISE' if r.surprise else 'ok':<9} {Path(r.path).name:<40} expect {r.expect:<9} got {r.verdict}")
@@ -764,6 +962,8 @@ def merge(db_path, others, as_json):
     from fuzzer.corpus import Corpus
 
     others = [Corpus(path, create=False) for path in others]  # refuse a bad file before writing anything
+    for other in others:
+        other.check_campaign_rows()
     corpus = open_corpus(db_path, create=True)
     results = corpus.merge_all(others)
     lines = [f"{path}: {r['cases_added']} cases added, {r['cases_already_here']} already here, {r['campaigns_added']} campaigns added, "

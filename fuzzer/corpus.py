@@ -1,6 +1,6 @@
 """The corpus: one sqlite file holding campaigns, cases (with their arrays) and finding buckets.
 
-Tables (schema version 3):
+Tables (schema version 4):
 
     meta         key -> value; `schema_version` says which layout the file has.
     campaigns    one row per `fuzz run`: a global uuid, config, library versions, progress,
@@ -9,8 +9,9 @@ Tables (schema version 3):
                  stored once: `case_key` (graph + arrays + backends) is unique, so import,
                  merge, resume and shrink add nothing they find here already.
     case_arrays  the case's inputs and weights as .npy bytes (never pickled).
-    buckets      one row per finding signature: triage status, counts, and the
-                 representative (smallest) case.
+    buckets      one row per finding signature: triage status, counts, the
+                 representative (smallest) case, and the id of the known bug it is
+                 (fuzzer/known.py), if any.
 
 A running campaign holds a lease on its row (pid, host, heartbeat refreshed at every
 checkpoint), so a second `--resume` of it is refused while the first lives, and one
@@ -36,6 +37,7 @@ import json
 import os
 import socket
 import sqlite3
+import stat
 import time
 import uuid
 from dataclasses import dataclass, replace
@@ -46,6 +48,7 @@ import sqlite_utils
 
 from fuzzer import verdicts as verdict_table
 from fuzzer.arrays import from_base64, from_npy_bytes, to_base64, to_npy_bytes
+from fuzzer.campaign_config import check_campaign_row, stored_plugins
 from fuzzer.check import Finding
 from fuzzer.errors import InternalError, UserError
 from fuzzer.ir import MAX_JSON_DEPTH, Case, Graph, check_json_depth, infer_shapes, param_shapes, parse_json
@@ -53,7 +56,7 @@ from fuzzer.oracle import BackendVerdict
 from fuzzer.ops import get_op
 from fuzzer.records import CaseRecord
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 BUSY_TIMEOUT_S = 30.0
 LEASE_STALE_S = 60.0  # a campaign checkpoints every few seconds; this long without one, it is dead
 # Merged campaigns are recognized by uuid; older files get one derived from the row's content
@@ -61,7 +64,8 @@ LEASE_STALE_S = 60.0  # a campaign checkpoints every few seconds; this long with
 UUID_NAMESPACE = uuid.UUID("5d3c1a8e-6b0f-4d2a-9a57-3f0e2f4c8b11")
 SQLITE_HEADER = b"SQLite format 3\x00"
 
-STATUSES = ("new", "confirmed", "reported", "fixed", "wontfix", "flaky")
+# `known`: a bug the known-bug registry lists (or one a person says is known); `fuzz run` does not fail for it.
+STATUSES = ("new", "confirmed", "reported", "fixed", "wontfix", "flaky", "known")
 CAMPAIGN_STATUSES = ("running", "finished", "interrupted")
 
 EXPORT_FORMAT = "fuzzer-case"
@@ -120,7 +124,8 @@ _SCHEMA_SQL = {
         count INTEGER NOT NULL DEFAULT 0,
         status TEXT NOT NULL DEFAULT 'new',
         note TEXT,
-        representative INTEGER REFERENCES cases(id))""",
+        representative INTEGER REFERENCES cases(id),
+        known_bug TEXT)""",
 }
 _INDEXES_SQL = (
     "CREATE INDEX IF NOT EXISTS idx_cases_signature ON cases (signature)",
@@ -244,10 +249,16 @@ def _to_v3(db: sqlite_utils.Database) -> None:
         db.execute(sql)
 
 
+def _to_v4(db: sqlite_utils.Database) -> None:
+    """Version 4 adds buckets.known_bug: the id of the known-bug registry entry a bucket is."""
+    _add_missing_columns(db)
+
+
 MIGRATIONS: list[tuple[int, Callable[[sqlite_utils.Database], None]]] = [
     (1, _to_v1),
     (2, _to_v2),
     (3, _to_v3),
+    (4, _to_v4),
 ]
 
 
@@ -579,6 +590,7 @@ class Corpus:
                 "id": row["id"], "uuid": row["uuid"], "status": row["status"], "started": row["started"],
                 "ended": row["ended"], "seconds": checkpoint.get("elapsed"), "graphs": row["cases_run"],
                 "findings": row["findings"], "seed": row["seed"], "backends": (row["config"] or {}).get("backends"),
+                "plugins": stored_plugins(row["config"]),
                 "running_in_pid": row["lease_pid"] if _live_holder(row) is not None else None,
             })
         return summaries
@@ -851,6 +863,13 @@ class Corpus:
             )
         return self.bucket(row[0])
 
+    def mark_known(self, signature: str, bug_id: str, keep_triage: bool = True) -> None:
+        """Record that a bucket is the known bug `bug_id`, with status `known` unless `keep_triage` and a
+        person triaged it already (a campaign keeps their status; `fuzz known add` replaces it)."""
+        with self._write():
+            self.db.execute("UPDATE buckets SET known_bug = ?, status = CASE WHEN ? AND status != 'new' THEN status "
+                            "ELSE 'known' END WHERE signature = ?", [bug_id, int(keep_triage), signature])
+
     def resign_findings(self, resign: Callable[[dict], str], dry_run: bool = False) -> dict:
         """Give every stored finding the signature `resign(finding)` and rebuild the buckets from the
         cases in the order they were stored, as add_case built them: buckets whose findings now share
@@ -892,8 +911,11 @@ class Corpus:
                         self._bump_bucket(finding, row["id"], row["node_count"], row["element_count"] or 0, row["created"],
                                           counts=row["shrunk_from"] is None)
             for new, old in sources.items():
-                status, note = merged_triage([old_buckets[s] for s in sorted(old) if s in old_buckets])
-                self.db.execute("UPDATE buckets SET status = ?, note = ? WHERE signature = ?", [status, note, new])
+                merged = [old_buckets[s] for s in sorted(old) if s in old_buckets]
+                status, note = merged_triage(merged)
+                known_bug = next((b["known_bug"] for b in merged if b.get("known_bug")), None)
+                self.db.execute("UPDATE buckets SET status = ?, note = ?, known_bug = ? WHERE signature = ?",
+                                [status, note, known_bug, new])
         return summary
 
     def stats(self) -> dict:
@@ -931,6 +953,15 @@ class Corpus:
         with self._write():
             return {str(other.path): self.merge_from(other) for other in others}
 
+    def check_campaign_rows(self) -> None:
+        """Refuse, in one sentence, a campaign row whose config or checkpoint is not of the shape and bounds
+        `fuzz run` writes (fuzzer/campaign_config.py): merged, it would reach every reader of the target."""
+        for row in self.campaigns():
+            try:
+                check_campaign_row(row)
+            except UserError as exc:
+                raise UserError(f"Nothing merged: campaign {row['id']} of '{self.path}' is refused: {exc}.") from None
+
     def merge_from(self, other: "Corpus") -> dict:
         """Copy another corpus's campaigns, cases (with arrays and shrink links) and triage into this one.
 
@@ -939,6 +970,7 @@ class Corpus:
         a renamed copy of it, or a corpus into itself adds nothing. A bucket still 'new' here takes
         the other's triage.
         """
+        other.check_campaign_rows()
         with self._write():
             have = {row["uuid"]: row["id"] for row in self._rows("SELECT id, uuid FROM campaigns WHERE uuid IS NOT NULL")}
             campaigns, new_campaigns = {}, 0
@@ -968,8 +1000,9 @@ class Corpus:
             for bucket in other.buckets():
                 if bucket["status"] != "new":
                     cursor = self.db.execute(
-                        "UPDATE buckets SET status = ?, note = coalesce(note, ?) WHERE signature = ? AND status = 'new'",
-                        [bucket["status"], bucket["note"], bucket["signature"]],
+                        "UPDATE buckets SET status = ?, note = coalesce(note, ?), known_bug = coalesce(known_bug, ?) "
+                        "WHERE signature = ? AND status = 'new'",
+                        [bucket["status"], bucket["note"], bucket.get("known_bug"), bucket["signature"]],
                     )
                     triaged += cursor.rowcount
         return {"campaigns_added": new_campaigns, "cases_added": added, "cases_already_here": len(cases) - added,
@@ -1031,7 +1064,7 @@ class Corpus:
 
 # When buckets that now share a signature were triaged differently, an open status wins: the merged
 # bug still needs work if any part of it does, and a closed status would hide its new findings.
-TRIAGE_PRECEDENCE = ("reported", "confirmed", "flaky", "wontfix", "fixed", "new")
+TRIAGE_PRECEDENCE = ("reported", "confirmed", "flaky", "known", "wontfix", "fixed", "new")
 
 
 def merged_triage(buckets: list[dict]) -> tuple[str, str | None]:
@@ -1075,11 +1108,31 @@ def _needed_arrays(graph: Graph) -> dict[str, tuple[int, ...]]:
     return needed
 
 
+def file_kind(mode: int) -> str:
+    """'a FIFO', 'a character device', ... for a stat mode (what a file that is not a regular one is)."""
+    kinds = [(stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+             (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"), (stat.S_ISREG, "a regular file")]
+    return next((name for test, name in kinds if test(mode)), "a special file")
+
+
+def _read_regular_file(path: Path) -> str:
+    """A regular file's text. Anything else is refused before it is opened: /dev/zero never ends, a FIFO
+    blocks. The open descriptor is checked again, in case the file was swapped in between."""
+    mode = os.stat(path).st_mode
+    if stat.S_ISREG(mode):
+        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO swapped in does not block the open
+        with open(descriptor, encoding="utf-8") as file:
+            mode = os.fstat(descriptor).st_mode
+            if stat.S_ISREG(mode):
+                return file.read()
+    raise UserError(f"Case file '{path}' is {file_kind(mode)}, not a regular file; pass a file written by `fuzz export`.")
+
+
 def load_case_file(path: str | Path) -> dict:
     """Read an exported case's JSON; UserError naming the file if it cannot be read or parsed."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = _read_regular_file(path)
     except (OSError, UnicodeDecodeError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         raise UserError(f"Cannot read case file '{path}' ({reason}); check the path.") from None

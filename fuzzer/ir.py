@@ -105,8 +105,10 @@ class Graph:
         return json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
 
     def structure_key(self) -> str:
-        """Hash of the graph alone (ops, attrs, shapes): compiled code can be reused across cases with the same key."""
-        return hashlib.sha256(self.to_json().encode()).hexdigest()[:16]
+        """Hash of the graph alone (ops, attrs, shapes, layouts; not the regime label): compiled code can be
+        reused across cases with the same key, whatever regime their values were drawn from."""
+        structure = {key: value for key, value in self.to_dict().items() if key != "regime"}
+        return hashlib.sha256(json.dumps(structure, sort_keys=True).encode()).hexdigest()[:16]
 
     @classmethod
     def from_dict(cls, data: Any) -> "Graph":

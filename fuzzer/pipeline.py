@@ -10,14 +10,14 @@ import hashlib
 import os
 import resource
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from fuzzer.arrays import materialize, regime_profiles
 from fuzzer.backends import Backend, all_ops_supported_by, get_backend, parse_backend_list
-from fuzzer.budget import CompileBudget, graph_features, parse_shares
+from fuzzer.budget import DEFAULT_SHARE, SINGLE, SMALL, SMALL_NODES, WHOLE, CompileBudget, graph_features, parse_shares
 from fuzzer.check import CaseResult, Finding, check_case, still_fails_predicate
-from fuzzer.errors import UserError
+from fuzzer.errors import InternalError, UserError
 from fuzzer.execute import OK, UNSUPPORTED, run_backend
 from fuzzer.generate import CaseGenerator
 from fuzzer.regimes import parse_regime_list
@@ -39,8 +39,10 @@ class WorkerConfig:
     seed: int = 0
     inputs_per_graph: int = 2
     # Each compiling backend's share of the worker's time (see fuzzer/budget.py): a number is
-    # the total for all of them, split evenly; "name=share" entries set one backend's share.
-    compile_share: str = "0.5"
+    # the total for all of them, split by their compile_weight; "name=share" entries set one backend's share.
+    compile_share: str = DEFAULT_SHARE
+    # Further input sets (other value regimes, same shapes) each compiler runs a graph it compiled on.
+    compiled_inputs: int = 8
     # Intra-op threads per worker for torch and XLA's CPU client; 0 leaves the libraries' defaults.
     threads: int = field(default_factory=lambda: int(os.environ.get(THREADS_ENV, "1")))
     shrink_time: float = 60.0
@@ -72,34 +74,98 @@ def case_generator(config: WorkerConfig, backends: list[Backend]) -> CaseGenerat
                          parse_regime_list(",".join(config.regimes or [])))
 
 
+# The value regimes a compiled graph's further input sets cycle through (same shapes, so no recompile).
+VALUE_REGIMES = ("special-values", "magnitudes", "small")
+
+
+@dataclass(frozen=True)
+class CaseSource:
+    """How a worker drew a case it checks, so that the parent can draw it again if the worker
+    dies on it: the index's drawn graph (tier WHOLE), or the one-op (SINGLE) or small (SMALL)
+    graph a compiler took instead (fuzzer/budget.py), and which of its input sets."""
+
+    index: int
+    tier: str = WHOLE
+    op: str | None = None  # SINGLE: the op
+    input_set: int = 0
+
+    def to_list(self) -> list:
+        return [self.index, self.tier, self.op, self.input_set]
+
+
+class CaseDrawer:
+    """Every case of a campaign from its CaseSource (the workers and the parent draw alike)."""
+
+    def __init__(self, config: WorkerConfig, backends: list[Backend]):
+        self.config = config
+        self.whole = case_generator(config, backends)
+        self.ops = list(self.whole.op_names)
+        self.regimes = parse_regime_list(",".join(config.regimes or []))
+        # The value regimes the campaign allows, for the further input sets of compiled graphs.
+        self.value_regimes = tuple(name for name in VALUE_REGIMES if name in {r.name for r in self.regimes})
+        self._small: CaseGenerator | None = None
+        self._single: dict[str, CaseGenerator] = {}
+
+    def graph_case(self, source: CaseSource) -> Case:
+        """The case of `source`'s graph with its first input set (InternalError: none can be drawn)."""
+        seed = seed_for(self.config.seed, source.index)
+        if source.tier == SINGLE:
+            if source.op not in self._single:
+                self._single[source.op] = CaseGenerator([source.op], 1, self.regimes)
+            return self._single[source.op].case(seed + 1)
+        if source.tier == SMALL:
+            if self._small is None:
+                self._small = CaseGenerator(self.ops, min(SMALL_NODES, self.config.max_nodes), self.regimes)
+            return self._small.case(seed + 2)
+        return self.whole.case(seed)
+
+    def plain_sets(self, source: CaseSource) -> int:
+        """Input sets drawn from the graph's own regime: --inputs-per-graph for the drawn graph, one for
+        a compiler's one-op or small graph (its further sets are the compiled ones)."""
+        return self.config.inputs_per_graph if source.tier == WHOLE else 1
+
+    def input_set(self, case: Case, source: CaseSource) -> Case:
+        """The `source.input_set`-th input set of `source`'s drawn `case` (0: the case itself). Its
+        plain sets take values from the graph's own regime; the further sets of a compiled graph
+        from the campaign's value regimes in turn (special values, magnitudes, plain values), and a
+        graph of the small regime is then labelled with the regime its values came from."""
+        number, plain_sets = source.input_set, self.plain_sets(source)
+        if number == 0:
+            return case
+        seed = case.seed + number
+        if number < plain_sets or not self.value_regimes:
+            return materialize(case.graph, seed, regime_profiles(case.graph, seed))
+        regime = self.value_regimes[(number - plain_sets) % len(self.value_regimes)]
+        graph = case.graph if case.graph.regime else replace(case.graph, regime="" if regime == "small" else regime)
+        return materialize(graph, seed, regime_profiles(graph, seed, regime))
+
+    def draw(self, source: CaseSource) -> Case:
+        return self.input_set(self.graph_case(source), source)
+
+
 class Pipeline:
-    def __init__(self, config: WorkerConfig, heartbeat: Callable[[Backend], None] | None = None):
+    def __init__(self, config: WorkerConfig, heartbeat: Callable[[Backend, CaseSource], None] | None = None):
         self.config = config
         load_plugins(config.plugins)
         self.backends = parse_backend_list(",".join(config.backends))
-        self.generator = case_generator(config, self.backends)
-        self.heartbeat = heartbeat or (lambda backend: None)
+        self.drawer = CaseDrawer(config, self.backends)
+        self.heartbeat = heartbeat or (lambda backend, source: None)
         self.shrunk_signatures: set[str] = set()
         compiling = [b for b in self.backends if b.expensive]
-        cold_start = {b.name: b.cold_start_seconds for b in compiling}
-        shares = parse_shares(config.compile_share, [b.name for b in compiling])
+        shares = parse_shares(config.compile_share, [b.name for b in compiling], {b.name: b.compile_weight for b in compiling})
         # Nothing but compilers (jax-jit against jax-jit@old-jax): there is no cheap tier to share
-        # the worker with, so every compiler takes every graph (a budget would only idle it).
-        self.budget = CompileBudget(shares, cold_start) if len(compiling) < len(self.backends) else None
+        # the worker with, so every compiler takes every drawn graph (a budget would only idle it).
+        self.budget = CompileBudget(shares, self.drawer.ops) if len(compiling) < len(self.backends) else None
         self.backend_seconds: dict[str, float] = {}  # every run of the current graph, reruns included
         self.first_status: dict[str, str] = {}
+        self.source = CaseSource(0)  # what the worker checks now (for the heartbeat)
 
     def runner(self, backend: Backend, case: Case):
-        self.heartbeat(backend)
+        self.heartbeat(backend, self.source)
         outcome = run_backend(backend, case)
         self.backend_seconds[backend.name] = self.backend_seconds.get(backend.name, 0.0) + outcome.seconds
         self.first_status.setdefault(backend.name, outcome.status)
         return outcome
-
-    def backends_for(self, case: Case, features) -> list[Backend]:
-        """The cheap tier always; a compiling backend when the budget gives it this graph."""
-        return [b for b in self.backends
-                if b.supports_graph(case.graph) and (not b.expensive or not self.budget or self.budget.wants(b.name, features))]
 
     def handle(self, request: tuple) -> CaseReply | CheckReply | ShrinkReply | dict:
         """One request of the worker protocol (the process workers and the Ray actors both answer
@@ -112,37 +178,96 @@ class Pipeline:
             raise ValueError(f"unknown worker request {kind!r}")
         return handlers[kind](*arguments)
 
+    def compile_plan(self, index: int, case: Case) -> dict[CaseSource, tuple[Case, list[Backend]]]:
+        """Which compilers run now, and on which graph: the drawn `case`, or a one-op or small graph
+        of their novelty tier (fuzzer/budget.py). Compilers given the same graph share its runs."""
+        compilers = [b for b in self.backends if b.expensive]
+        whole = CaseSource(index)
+        if not self.budget:
+            return {whole: (case, [b for b in compilers if b.supports_graph(case.graph)])}
+        plan: dict[CaseSource, tuple[Case, list[Backend]]] = {}
+        for backend in compilers:
+            if self.budget.shares[backend.name] <= 0:
+                continue
+            source = self._tier_source(backend, index)
+            candidate = plan[source][0] if source in plan else case if source == whole else self._tier_case(source)
+            if candidate is None or not backend.supports_graph(candidate.graph):
+                if source.tier == SINGLE:  # leave this op to the other tiers
+                    self.budget.cover_single(backend.name, source.op)
+                continue
+            if self.budget.wants(backend.name, graph_features(candidate.graph)):
+                plan.setdefault(source, (candidate, []))[1].append(backend)
+        return plan
+
+    def _tier_source(self, backend: Backend, index: int) -> CaseSource:
+        tier = self.budget.tier(backend.name)
+        if tier != SINGLE:
+            return CaseSource(index, tier)
+        uncovered = self.budget.uncovered_ops(backend.name)
+        return CaseSource(index, SINGLE, uncovered[index % len(uncovered)])  # workers spread over the op table
+
+    def _tier_case(self, source: CaseSource) -> Case | None:
+        try:
+            return self.drawer.graph_case(source)
+        except InternalError:  # hypothesis found no valid graph of this one op (conv3d's shapes)
+            return None
+
     def run_index(self, index: int, known_signatures: set[str]) -> CaseReply:
         start = time.perf_counter()
-        self.backend_seconds, self.first_status = {}, {}
-        case = self.generator.case(seed_for(self.config.seed, index))
-        features = graph_features(case.graph)
-        backends = self.backends_for(case, features)
+        self.backend_seconds, self.first_status, self.overhead = {}, {}, {}
+        whole = CaseSource(index)
+        case = self.drawer.graph_case(whole)
+        plan = self.compile_plan(index, case)
+        _, compilers_on_case = plan.pop(whole, (case, []))
+        backends = [b for b in self.backends
+                    if (not b.expensive and b.supports_graph(case.graph)) or b in compilers_on_case]
         reply = CaseReply(index, case.graph.op_names(), case.graph.regime or "small", [b.name for b in backends])
-        for variant in range(self.config.inputs_per_graph):
-            # Several input/weight sets per graph: compiled code is reused, regimes vary.
-            seed = case.seed + variant
-            current = case if variant == 0 else materialize(case.graph, seed, regime_profiles(case.graph, seed))
-            result = check_case(current, backends, self.config.reruns, self.runner)
-            reply.checked += 1
-            if result.verdict == verdicts.INVALID:
-                reply.invalid += 1
-                continue
-            if result.findings:
-                reply.found.append(self._found_case(current, result, backends, known_signatures))
-        compiled = [b.name for b in backends if b.expensive and b.name in self.first_status]
+        self._check_input_sets(whole, case, backends, reply, known_signatures)
+        for source, (graph_case, compilers) in plan.items():
+            self._check_input_sets(source, graph_case, compilers, reply, known_signatures)
+        ran = {b.name: (whole, case) for b in compilers_on_case if b.name in self.first_status}
+        ran.update({b.name: (source, graph_case) for source, (graph_case, compilers) in plan.items() for b in compilers})
         if self.budget:
-            for name in compiled:
-                self.budget.charge(name, self.backend_seconds[name], features)
+            for name, (source, graph_case) in ran.items():
+                self.budget.charge(name, self.backend_seconds[name] + self.overhead.get(name, 0.0),
+                                   graph_features(graph_case.graph), source.tier)
+                if source.tier == SINGLE:
+                    self.budget.cover_single(name, source.op)
             self.budget.advance(time.perf_counter() - start)
         reply.seconds = self.backend_seconds
         reply.worker_seconds = time.perf_counter() - start
         reply.peak_rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
         # New structures per compiler (structures never repeat: 2 whole-graph repeats in 2,051 graphs).
-        reply.compiled_structures = [name for name in compiled if self.first_status[name] == OK]
-        reply.not_compiled = [name for name in compiled if self.first_status[name] == UNSUPPORTED]
-        reply.budget_skipped = [b.name for b in self.backends if b.expensive and b.supports_graph(case.graph) and b not in backends]
+        reply.compiled_structures = [name for name in ran if self.first_status[name] == OK]
+        reply.not_compiled = [name for name in ran if self.first_status[name] == UNSUPPORTED]
+        reply.budget_skipped = [b.name for b in self.backends if b.expensive and b.name not in ran]
         return reply
+
+    def _check_input_sets(self, source: CaseSource, case: Case, backends: list[Backend], reply: CaseReply,
+                          known_signatures: set[str]) -> None:
+        """Check `case` on `backends` with its plain input sets, then the compilers among them that
+        compiled it on `compiled_inputs` more (compile once, test many: same shapes, no recompile).
+        The time of a set only compilers ran, beyond their own runs, is theirs (self.overhead)."""
+        plain_sets = self.drawer.plain_sets(source)
+        for number in range(plain_sets + self.config.compiled_inputs):
+            if number == plain_sets:
+                backends = [b for b in backends if b.expensive and self.first_status.get(b.name) == OK]
+            if not backends:
+                return
+            self.source = replace(source, input_set=number)
+            current = self.drawer.input_set(case, self.source)
+            began, ran_before = time.perf_counter(), sum(self.backend_seconds.get(b.name, 0.0) for b in backends)
+            result = check_case(current, backends, self.config.reruns, self.runner)
+            reply.count([b.name for b in backends], current.graph.op_names(), first_set=number == 0)
+            if all(b.expensive for b in backends):  # judging, localizing, other backends' runs (an inherited check)
+                overhead = time.perf_counter() - began - (sum(self.backend_seconds.get(b.name, 0.0) for b in backends) - ran_before)
+                for backend in backends:
+                    self.overhead[backend.name] = self.overhead.get(backend.name, 0.0) + overhead / len(backends)
+            if result.verdict == verdicts.INVALID:
+                reply.invalid += 1
+                continue
+            if result.findings:
+                reply.found.append(self._found_case(current, result, backends, known_signatures))
 
     def _found_case(self, case: Case, result: CaseResult, backends: list[Backend], known: set[str]) -> FoundCase:
         found = FoundCase(case, result.verdict, list(result.findings), [b.name for b in backends], list(result.verdicts))

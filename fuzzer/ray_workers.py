@@ -76,9 +76,9 @@ def _pipeline_actor():
 
             from fuzzer.pipeline import Pipeline
 
-            def heartbeat(backend):
+            def heartbeat(backend, source):
                 try:
-                    internal_kv._internal_kv_put(key, json.dumps([backend.name, backend.expensive]), overwrite=True,
+                    internal_kv._internal_kv_put(key, json.dumps([backend.name, backend.expensive, source.to_list()]), overwrite=True,
                                                  namespace=_HEARTBEAT_NAMESPACE)
                 except Exception:  # noqa: BLE001 - attribution is best effort, the run is not
                     pass
@@ -125,14 +125,15 @@ class RayWorker:
             self.kill()
             raise InternalError(f"a Ray worker actor failed to start:\n{exc}") from None
 
-    def _last_backend(self) -> str | None:
+    def _last_heartbeat(self) -> tuple[str | None, list | None]:
+        """(backend, case source) the actor last said it was running."""
         try:
             from ray.experimental import internal_kv
 
             value = internal_kv._internal_kv_get(self._key, namespace=_HEARTBEAT_NAMESPACE)
-            return json.loads(value)[0] if value else None
+            return tuple(json.loads(value)[0:3:2]) if value else (None, None)
         except Exception:  # noqa: BLE001
-            return None
+            return None, None
 
     def _clear_heartbeat(self) -> None:
         try:
@@ -180,10 +181,10 @@ class RayWorker:
         return reply
 
     def _died(self, kind: str, message: str) -> WorkerDied:
-        backend = self._last_backend()
+        backend, source = self._last_heartbeat()
         node = self.node
         self._restart()
-        died = WorkerDied(kind, backend, message)
+        died = WorkerDied(kind, backend, message, source)
         died.node = node
         return died
 

@@ -173,7 +173,8 @@ class FoundCase:
 class CaseReply:
     """The reply to ("case", index, known_signatures): generated graph `index`, checked on
     `inputs_per_graph` input sets by `backends` (the cheap tier and the compilers the budget gave
-    it), with what the campaign counts."""
+    it), the one-op and small graphs compilers took instead (fuzzer/budget.py), the further input
+    sets of each compiled graph, and what the campaign counts of them."""
 
     index: int
     ops: list[str]
@@ -181,6 +182,9 @@ class CaseReply:
     backends: list[str]
     checked: int = 0  # input sets checked
     invalid: int = 0  # ... of which the reference defined nothing
+    backend_graphs: dict[str, int] = field(default_factory=dict)  # per backend: graphs it ran
+    backend_cases: dict[str, int] = field(default_factory=dict)  # ... input sets it was judged on
+    backend_ops: dict[str, dict[str, int]] = field(default_factory=dict)  # per backend: op -> graphs with it that it ran
     found: list[FoundCase] = field(default_factory=list)
     seconds: dict[str, float] = field(default_factory=dict)  # per backend, every run of the graph (reruns included)
     worker_seconds: float = 0.0
@@ -189,6 +193,17 @@ class CaseReply:
     not_compiled: list[str] = field(default_factory=list)  # ... that could not compile the graph
     budget_skipped: list[str] = field(default_factory=list)  # ... that the compile budget did not give it
     node: dict | None = None  # Ray: the node that answered
+
+    def count(self, backends: list[str], ops: list[str], first_set: bool) -> None:
+        """One input set of a graph with `ops`, judged on `backends` (its first set: a graph they ran)."""
+        self.checked += 1
+        for name in backends:
+            self.backend_cases[name] = self.backend_cases.get(name, 0) + 1
+            if first_set:
+                self.backend_graphs[name] = self.backend_graphs.get(name, 0) + 1
+                counts = self.backend_ops.setdefault(name, {})
+                for op in set(ops):
+                    counts[op] = counts.get(op, 0) + 1
 
     def to_dict(self) -> dict:
         return {**{name: getattr(self, name) for name in _CASE_REPLY_PLAIN}, "found": [f.to_dict() for f in self.found]}
@@ -199,5 +214,6 @@ class CaseReply:
                    found=[FoundCase.from_dict(f) for f in data.get("found", [])])
 
 
-_CASE_REPLY_PLAIN = ("index", "ops", "regime", "backends", "checked", "invalid", "seconds", "worker_seconds", "peak_rss_mb",
+_CASE_REPLY_PLAIN = ("index", "ops", "regime", "backends", "checked", "invalid", "backend_graphs", "backend_cases", "backend_ops",
+                     "seconds", "worker_seconds", "peak_rss_mb",
                      "compiled_structures", "not_compiled", "budget_skipped", "node")

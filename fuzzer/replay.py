@@ -1,16 +1,22 @@
-"""Re-running stored or exported cases in an isolated worker: `fuzz replay` and `fuzz regress`."""
+"""Re-running stored or exported cases in an isolated worker: `fuzz replay`, `fuzz regress` and
+`fuzz known check`."""
 
 from __future__ import annotations
 
+import contextlib
+import os
+import stat
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Callable
 from xml.etree import ElementTree
 
 from fuzzer.check import Finding
-from fuzzer.corpus import Corpus, case_from_export, is_finding, load_case_file
+from fuzzer.corpus import Corpus, case_from_export, file_kind, is_finding, load_case_file
 from fuzzer.errors import UserError
 from fuzzer.ir import Case
+from fuzzer.known import KnownBug, Registry
 from fuzzer import verdicts
 from fuzzer.plugins import canaries_for
 from fuzzer.triage import current_signature, same_bucket
@@ -129,8 +135,31 @@ def load_regression_case(path: Path) -> RegressionCase:
     return RegressionCase(case, backends, expect, expected)
 
 
-def regress(directory: Path, plugins: list[str], timeout: float = 120.0) -> list[RegressionResult]:
-    files = sorted(directory.glob("*.json"))
+def regression_files(directory: Path, warn: Callable[[str], None]) -> list[Path]:
+    """The *.json regular files in `directory`, links included if they stay inside it. Anything else
+    is never opened: /dev/zero would be read until memory runs out, a FIFO would block for ever."""
+    inside = directory.resolve()
+    files = []
+    for path in sorted(directory.glob("*.json")):
+        try:
+            target = path.resolve(strict=True)  # through every link
+        except (OSError, RuntimeError):  # RuntimeError: a link loop, before Python 3.13
+            warn(f"skipped '{path}': a link that leads to no file.")
+            continue
+        mode = os.lstat(target).st_mode
+        if not target.is_relative_to(inside):
+            warn(f"skipped '{path}': a link leading out of the folder (to '{target}').")
+        elif not stat.S_ISREG(mode):
+            warn(f"skipped '{path}': {file_kind(mode)}, not a regular file.")
+        else:
+            files.append(path)
+    return files
+
+
+def regress(directory: Path, plugins: list[str], timeout: float = 120.0,
+            warn: Callable[[str], None] = lambda sentence: None) -> list[RegressionResult]:
+    """Check every regression case in `directory` against its expectation; `warn` hears of files skipped."""
+    files = regression_files(directory, warn)
     if not files:
         raise UserError(f"No regression cases (*.json) in '{directory}'; export some with `fuzz export ID --format json --expect agree`.")
     loaded = [(path, load_regression_case(path)) for path in files]
@@ -160,6 +189,73 @@ def write_junit(results: list[RegressionResult], path: Path) -> None:
                 f"{result.path}: {result.why}"
         ElementTree.SubElement(case, "system-out").text = f"verdict {result.verdict}; signatures: {', '.join(result.signatures) or '-'}"
     ElementTree.ElementTree(suite).write(path, encoding="utf-8", xml_declaration=True)
+
+
+@dataclass
+class KnownCheck:
+    """One stored case of a known bug, replayed here: `outcome` is "reproduces" (the entry matches a
+    finding), "fixed here" (every backend agrees), "differs" (another finding), "not run" (a backend
+    cannot run here) or "no case" (the entry stores none)."""
+
+    bug: str
+    case: str | None
+    outcome: str
+    detail: str
+
+    def to_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+def check_known_bugs(registry: Registry, plugins: list[str], timeout: float = 120.0) -> list[KnownCheck]:
+    """Replay every stored case of every entry of `registry` in one worker, in registry order, on the
+    case's backends and the backends they derive from: a derived backend that gives its base's wrong
+    answer is only `inherited`, and the base's own finding is the bug coming back."""
+    planned: list[tuple[KnownBug, Path | None, RegressionCase | None, str]] = []
+    for bug in registry.bugs:
+        if not bug.cases:
+            planned.append((bug, None, None, "the entry stores no case"))
+        for path in bug.cases:
+            item = load_regression_case(path)
+            backends, why = _with_bases(item.backends, plugins)
+            planned.append((bug, path, replace(item, backends=backends), why))
+    runnable = sorted({b for _, _, item, why in planned if item is not None and not why for b in item.backends})
+    results = []
+    with contextlib.ExitStack() as stack:
+        replayer = stack.enter_context(Replayer(runnable, plugins, timeout)) if runnable else None
+        for bug, path, item, why in planned:
+            case = str(path) if path else None
+            if item is None or why:
+                results.append(KnownCheck(bug.id, case, "no case" if item is None else "not run", why))
+                continue
+            reply = replayer.check(item.case, item.backends)
+            signatures = ", ".join(f.signature for f in reply.findings if verdicts.is_bug(f.verdict))
+            if any(bug.matches(f) for f in reply.findings):
+                results.append(KnownCheck(bug.id, case, "reproduces", signatures))
+            elif verdicts.passes(reply.verdict):
+                results.append(KnownCheck(bug.id, case, "fixed here", f"every backend agrees now ({', '.join(item.backends)})"))
+            else:
+                results.append(KnownCheck(bug.id, case, "differs", f"not as the entry says: {signatures}"))
+    return results
+
+
+def _with_bases(backends: list[str], plugins: list[str]) -> tuple[list[str], str]:
+    """(`backends` and the backends they derive from, why one of them cannot run here or '')."""
+    from fuzzer.backends import get_backend
+    from fuzzer.plugins import load_plugins
+
+    load_plugins(list(plugins) + canaries_for(backends))
+    names = list(backends)
+    for name in names:  # grows while it runs: a base's own base
+        try:
+            backend = get_backend(name)
+            reason = backend.unavailable_reason()
+        except UserError as exc:
+            backend, reason = None, str(exc)
+        if reason:
+            return names, f"{name}: {reason}"
+        if backend.derived_from and backend.derived_from not in names:
+            names.append(backend.derived_from)
+    return names, ""
 
 
 def reshrink_stored(corpus: Corpus, case_id: int, plugins: list[str], seconds: float) -> dict:

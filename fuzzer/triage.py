@@ -4,6 +4,7 @@ history in words, and what to pass when a stored backend came from a plugin."""
 from __future__ import annotations
 
 from fuzzer import oracle, verdicts
+from fuzzer.campaign_config import stored_plugins
 from fuzzer.corpus import Corpus, StoredCase
 from fuzzer.errors import UserError
 
@@ -65,11 +66,11 @@ def shrink_history(corpus: Corpus, stored: StoredCase) -> str | None:
 
 
 def campaign_plugins(corpus: Corpus, stored: StoredCase) -> list[str]:
-    """The --plugin values of the campaign that stored the case (none for an imported case)."""
+    """The --plugin values of the campaign that stored the case (none for an imported case), as names to
+    show: a plugin is loaded only from the command line."""
     if stored.campaign_id is None:
         return []
-    plugins = (corpus.campaign(stored.campaign_id)["config"] or {}).get("plugins") or []
-    return [str(p) for p in plugins]
+    return stored_plugins(corpus.campaign(stored.campaign_id)["config"])
 
 
 def unregistered_backends(names: list[str], plugins: list[str]) -> list[str]:

@@ -16,8 +16,9 @@ Requests:  ("case", index, known_signatures)  generate case `index`, check it, s
            ("shrink", case, finding, seconds)  shrink a given case for one of its findings
            ("outputs", case, backend_name)     one backend's outputs (export --format issue)
            ("stop",)
-Replies:   ("running", backend_name, compiles)  heartbeat before each backend run (compiles: the
-                                               backend compiles graphs, so it gets the compile timeout)
+Replies:   ("running", backend_name, compiles, source)  heartbeat before each backend run (compiles:
+                                               the backend compiles graphs, so it gets the compile timeout;
+                                               source: the pipeline.CaseSource of the case, as a list)
            ("result", payload)                 the request's record (fuzzer/records.py: CaseReply,
                                                CheckReply, ShrinkReply); for "outputs" a dict
            ("user-error", message)             bad input (an unknown backend, a missing environment):
@@ -48,6 +49,15 @@ FORKSERVER = multiprocessing.get_context("forkserver")
 # XLA client on import (a module missing here is skipped by multiprocessing). Not dynamo and
 # inductor: ~5 s more before the first graph, for a compiler the budget starts later anyway.
 FORKSERVER.set_forkserver_preload(["numpy", "torch", "jax", "hypothesis", "fuzzer.ops", "fuzzer.pipeline"])
+
+
+def within_hard_limit(limit_mb: int | None) -> int | None:
+    """`limit_mb` lowered to this process's hard address-space limit (`ulimit -Hv`), which a worker may
+    not raise: asking for more makes every worker fail to start. None (no limit of ours) stays None."""
+    hard = resource.getrlimit(resource.RLIMIT_AS)[1]
+    if limit_mb is None or hard == resource.RLIM_INFINITY:
+        return limit_mb
+    return min(limit_mb, hard // 2**20)
 
 
 def warm_template() -> None:
@@ -95,7 +105,8 @@ def _worker_main(conn, config: WorkerConfig) -> None:
     from fuzzer.pipeline import Pipeline
 
     try:
-        pipeline = Pipeline(config, heartbeat=lambda backend: conn.send(("running", backend.name, backend.expensive)))
+        pipeline = Pipeline(config, heartbeat=lambda backend, source: conn.send(
+            ("running", backend.name, backend.expensive, source.to_list())))
         conn.send(("ready", os.getpid()))
     except UserError as exc:
         conn.send(("user-error", str(exc)))
@@ -121,11 +132,12 @@ def _worker_main(conn, config: WorkerConfig) -> None:
 class WorkerDied(Exception):
     """The worker process ended (crash) or stopped answering (hang) during a request."""
 
-    def __init__(self, kind: str, backend: str | None, message: str):
+    def __init__(self, kind: str, backend: str | None, message: str, source: list | None = None):
         super().__init__(message)
         self.kind = kind  # "crash" or "hang"
         self.backend = backend
         self.message = message
+        self.source = source  # the CaseSource (as a list) of the case it was checking, when it said
 
     def finding(self):
         """The finding this is: the backend the worker was running crashed or hung (check.Finding)."""
@@ -160,6 +172,7 @@ class Worker:
         self.in_flight: tuple | None = None
         self.backend: str | None = None
         self.backend_compiles = False
+        self.source: list | None = None
         self.last_heartbeat = 0.0
         self._launch()
         if wait:
@@ -208,7 +221,7 @@ class Worker:
 
     def submit(self, message: tuple) -> None:
         self.in_flight = message
-        self.backend = None
+        self.backend = self.source = None
         self.last_heartbeat = time.monotonic()
         self.conn.send(message)
 
@@ -220,15 +233,15 @@ class Worker:
         while self.conn.poll():
             reply = self._recv()
             if reply[0] == "running":
-                self.backend, self.backend_compiles = reply[1], reply[2]
+                self.backend, self.backend_compiles, self.source = reply[1], reply[2], reply[3]
                 self.last_heartbeat = time.monotonic()
                 continue
             if reply[0] == "died":
                 self.process.join(5)
                 reason = describe_exit(self.process.exitcode)
-                backend = self.backend
+                backend, source = self.backend, self.source
                 self._restart()
-                raise WorkerDied("crash", backend, f"worker process {reason}")
+                raise WorkerDied("crash", backend, f"worker process {reason}", source)
             request = self.in_flight
             self.in_flight = None
             if reply[0] == "user-error":
@@ -244,9 +257,9 @@ class Worker:
         takes tens of seconds, more when several workers compile at once)."""
         limit = max(timeout, compile_timeout or 0.0) if self.backend_compiles else timeout
         if self.in_flight is not None and time.monotonic() - self.last_heartbeat > limit:
-            backend = self.backend
+            backend, source = self.backend, self.source
             self._restart()
-            raise WorkerDied("hang", backend, f"no answer within {limit:g} s")
+            raise WorkerDied("hang", backend, f"no answer within {limit:g} s", source)
 
     def request(self, message: tuple, timeout: float, compile_timeout: float | None = None):
         """Synchronous request (replay, regress): the result, or WorkerDied."""

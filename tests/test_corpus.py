@@ -372,7 +372,7 @@ def test_migrates_version_0_corpus(tmp_path):
     conn.close()
 
     with Corpus(path) as corpus:
-        assert corpus.schema_version() == SCHEMA_VERSION == 3
+        assert corpus.schema_version() == SCHEMA_VERSION == 4
         columns = {c.name for c in corpus.db["cases"].columns}
         assert {"element_count", "shrink_log", "verdicts"} <= columns
         assert "note" in {c.name for c in corpus.db["buckets"].columns}
@@ -482,7 +482,7 @@ def test_migrates_version_2_keeping_old_duplicates_and_deriving_uuids(tmp_path):
     copy = tmp_path / "copy.db"
     copy.write_bytes(path.read_bytes())
     with Corpus(path) as corpus, Corpus(copy) as other:
-        assert corpus.schema_version() == SCHEMA_VERSION == 3
+        assert corpus.schema_version() == SCHEMA_VERSION == 4
         keys = corpus.db.execute("SELECT case_key FROM cases ORDER BY id").fetchall()
         assert keys[0][0] is not None and keys[1][0] is None  # nothing deleted; the duplicate is left unkeyed
         assert corpus.get_case(2).case.content_hash() == corpus.get_case(first).case.content_hash()

@@ -259,9 +259,10 @@ def test_kill_9_then_resume_loses_nothing(tmp_path):
         conn.close()
         next_index = json.loads(checkpoint)["next_index"]
 
-        # Resume for a few more graphs. The campaign must continue from its checkpoint.
-        second = start_fuzz(["run", *common, "--resume", str(campaign_id), "--max-cases", str(next_index + 3)],
-                            tmp_path / "second.log")
+        # Resume for a few more graphs (its plugin passed again: a resume loads none from the corpus).
+        # The campaign must continue from its checkpoint.
+        second = start_fuzz(["run", *common, "--resume", str(campaign_id), "--max-cases", str(next_index + 3),
+                             "--plugin", "layout-layernorm"], tmp_path / "second.log")
         poll_db(db, second, lambda s: s["campaign"]["cases_run"] > cases_run_before, 90, "the resumed campaign to progress")
         try:
             second.wait(5)

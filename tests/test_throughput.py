@@ -4,12 +4,14 @@ that never runs a graph eagerly behind our back, one thread per worker, and `--t
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
+import numpy as np
 import pytest
 
 from fuzzer.arrays import materialize
 from fuzzer.backends import get_backend
-from fuzzer.budget import CompileBudget, graph_features, parse_shares
+from fuzzer.budget import DEFAULT_SHARE, FIRST_COMPILE_AFTER, SINGLE, SMALL, WHOLE, CompileBudget, graph_features, parse_shares
 from fuzzer.errors import UserError
 from fuzzer.execute import OK, UNSUPPORTED, run_backend
 from fuzzer.ir import Graph, Node, TensorSpec
@@ -28,15 +30,33 @@ def test_a_bare_share_is_split_evenly_among_the_compiling_backends():
     assert parse_shares("0.4", COMPILING) == {name: pytest.approx(0.1) for name in COMPILING}
 
 
+def test_the_default_total_is_split_by_each_kinds_declared_weight():
+    """torch.compile declares compile_weight 3 (its structures cost ~10x jax.jit's): it gets three slices."""
+    from fuzzer.backends import get_backend
+
+    weights = {name: get_backend(name).compile_weight for name in COMPILING}
+    shares = parse_shares("", COMPILING, weights)
+    assert shares["torch-compile:cpu:float32"] == pytest.approx(3 * shares["jax-jit:cpu:float32"])
+    assert sum(shares.values()) == pytest.approx(float(DEFAULT_SHARE))
+
+
 def test_a_named_share_covers_every_dtype_of_a_kind_and_the_rest_split_the_total():
     shares = parse_shares("jax-jit=0.2,0.3", COMPILING)
     assert shares["jax-jit:cpu:float32"] == shares["jax-jit:cpu:float64"] == 0.2
     assert shares["jax-eager:cpu:float32"] == shares["torch-compile:cpu:float32"] == pytest.approx(0.15)
 
 
+def test_a_share_takes_every_name_backends_takes_including_another_environments():
+    compiling = [*COMPILING, "torch-compile:cpu:float32@torch-2.3.1"]
+    shares = parse_shares("torch-compile@torch-2.3.1=0.8,0.2", compiling)
+    assert shares["torch-compile:cpu:float32@torch-2.3.1"] == 0.8
+    assert shares["torch-compile:cpu:float32"] == pytest.approx(0.05)  # the environment's name is not this one's
+    assert parse_shares("torch-compile:cpu:float32@torch-2.3.1=0.4", compiling)["torch-compile:cpu:float32@torch-2.3.1"] == 0.4
+
+
 @pytest.mark.parametrize("text, words", [
     ("torch-compil=0.2", "torch-compil"), ("0.5,jax-jit=0.4", "add up to 1.30"), ("jax-jit=two", "jax-jit=two"),
-    ("1.5", "outside 0..1"),
+    ("1.5", "outside 0..1"), ("jax-jit@old=0.1", "jax-jit@old"),
 ])
 def test_a_bad_share_is_one_sentence_naming_it(text, words):
     with pytest.raises(UserError, match=words):
@@ -51,29 +71,69 @@ def test_features_are_ops_op_pairs_and_node_keys_with_input_shapes():
     assert nodes == {("relu", "{}", ((4,),)), ("tanh", "{}", ((4,),))}
 
 
-def test_a_backend_keeps_to_its_share_and_spends_it_on_novel_graphs_first():
-    budget = CompileBudget({"jit": 0.1}, cold_start={"jit": 2.0})
+def test_the_cold_start_is_paid_early_and_not_charged_to_the_share():
+    """A compiler's first graph comes once the worker has checked FIRST_COMPILE_AFTER graphs, however
+    long it takes (torch.compile's first: 3-20 s); its share then counts from the compiles after it."""
+    budget = CompileBudget({"jit": 0.1})
     first = graph_features(chain(["relu", "tanh"]))
-    assert not budget.wants("jit", first)  # no worker time yet: the first graph is the cheap tier's alone
-    budget.advance(10.0)  # allowance for new pairs 1.5 * 0.1 * 10 = 1.5 < the 2 s cold start expected
-    assert not budget.wants("jit", first)
-    budget.advance(4.0)
+    for _ in range(FIRST_COMPILE_AFTER):
+        assert not budget.wants("jit", first)  # the worker's first graphs: the cheap tier's alone
+        budget.advance(0.05)
     assert budget.wants("jit", first)
-    budget.charge("jit", 20.0, first)  # the cold start took 20 s, not 2: charged as it was
+    budget.charge("jit", 20.0, first, WHOLE)  # the cold start took 20 s: not charged
     budget.advance(20.0)
-    assert not budget.wants("jit", graph_features(chain(["tanh", "relu"])))  # it rests until its share catches up
-    budget.advance(400.0)  # 434 s: allowances 21.7 / 43.4 / 65.1 against 20 charged + 20 expected
+    assert budget.cold_start["jit"] == 20.0 and budget.charged["jit"] == 0.0
+    assert budget.wants("jit", graph_features(chain(["tanh", "relu"])))  # nothing charged: its share is free
+
+
+def test_a_backend_keeps_to_its_share_and_spends_it_on_novel_graphs_first():
+    budget = CompileBudget({"jit": 0.1})
+    first = graph_features(chain(["relu", "tanh"]))
+    for _ in range(FIRST_COMPILE_AFTER):
+        budget.advance(0.0)
+    budget.charge("jit", 20.0, first, WHOLE)  # the cold start
+    budget.charge("jit", 20.0, graph_features(chain(["tanh", "relu"])), WHOLE)  # 20 charged, 20 expected
+    budget.advance(200.0)  # allowances 10 / 15 / 20 against 20 charged + 20 expected
+    assert not budget.wants("jit", graph_features(chain(["sigmoid"])))
+    budget.advance(400.0)  # 600 s: allowances 30 / 45 / 60
     assert not budget.wants("jit", first)  # nothing new: at most half its share
     same_pair_new_shape = graph_features(chain(["relu", "tanh"], shape=(5, 3)))
-    assert budget.wants("jit", same_pair_new_shape)  # new node keys: up to its share
-    budget.charge("jit", 10.0, same_pair_new_shape)  # 30 charged + 15 expected
+    assert budget.wants("jit", same_pair_new_shape)  # new node keys: up to three quarters of its share
+    budget.charge("jit", 12.0, same_pair_new_shape, WHOLE)  # 32 charged + 16 expected
     assert not budget.wants("jit", graph_features(chain(["relu", "tanh"], shape=(7,))))
-    new_pair = graph_features(chain(["tanh", "relu"]))
-    assert budget.wants("jit", new_pair)  # a new op pair: up to 1.5x its share
-    budget.charge("jit", 30.0, new_pair)  # 60 charged + 20 expected
-    assert not budget.wants("jit", graph_features(chain(["tanh", "tanh"])))
-    budget.advance(1200.0)  # the worker went on with cheap graphs: the share grew back (81.7 >= 80)
-    assert budget.wants("jit", first)
+    new_pair = graph_features(chain(["tanh", "tanh"]))
+    assert budget.wants("jit", new_pair)  # a new op pair: up to its whole share
+    budget.charge("jit", 30.0, new_pair, WHOLE)  # 62 charged + 20.7 expected
+    assert not budget.wants("jit", graph_features(chain(["sigmoid", "tanh"])))
+    budget.advance(600.0)  # the worker went on with cheap graphs: its share grew back (90 >= 82.7)
+    assert budget.wants("jit", graph_features(chain(["relu", "tanh"], shape=(9,))))
+
+
+def test_novelty_starts_with_each_op_alone_then_small_graphs_then_drawn_ones():
+    """Every op compiled alone first (every third compile a drawn graph), then as many small graphs
+    as there are ops, then drawn graphs only."""
+    ops = ["relu", "tanh", "sigmoid"]
+    budget = CompileBudget({"jit": 0.5}, ops)
+    tiers = []
+    while len(tiers) < 12:
+        tier = budget.tier("jit")
+        tiers.append(tier)
+        if tier == SINGLE:
+            op = budget.uncovered_ops("jit")[0]
+            budget.charge("jit", 1.0, graph_features(chain([op])), SINGLE)
+            budget.cover_single("jit", op)
+        elif tier == SMALL:
+            budget.charge("jit", 1.0, graph_features(chain(["relu", "tanh"])), SMALL)
+        else:
+            budget.charge("jit", 1.0, graph_features(chain(["relu", "tanh", "sigmoid", "relu"])), WHOLE)
+    assert tiers == [SINGLE, SINGLE, WHOLE, SINGLE, SMALL, WHOLE, SMALL, SMALL, WHOLE, WHOLE, WHOLE, WHOLE]
+    assert not budget.uncovered_ops("jit")
+
+
+def test_an_op_without_a_one_op_graph_is_left_to_the_other_tiers():
+    budget = CompileBudget({"jit": 0.5}, ["conv3d", "relu"])
+    budget.cover_single("jit", "conv3d")
+    assert budget.uncovered_ops("jit") == ["relu"]
 
 
 def test_a_zero_share_switches_a_backend_off():
@@ -197,3 +257,56 @@ def test_a_campaign_counts_each_compilers_structures_and_share_of_worker_time(tm
     else:
         assert 2 <= progress.compiled_structures[jit] < progress.graphs  # not the first graphs: no time had accrued
         assert summary["structures_per_second"][jit] > 0 and 0 < summary["backend_time_share"][jit] < 1
+
+
+# -- compilers get their time ----------------------------------------------------------------
+
+JIT_TANH_PLUGIN = str(Path(__file__).resolve().parent / "plugins" / "jit_only_tanh.py")
+
+
+@pytest.mark.slow
+def test_a_compiler_compiles_each_op_alone_early_and_tests_each_compile_on_many_inputs(tmp_path):
+    """A jax.jit fault in tanh alone (right op by op), eight ops, 40 graphs, one worker. Before, the
+    compile budget waited for its cold-start prior (a few seconds of worker time) and then spent its
+    share on 8-node graphs: in 40 cheap graphs it compiled nothing. Now its first compile comes after
+    FIRST_COMPILE_AFTER graphs, it compiles ops alone first, and each compile is judged on
+    --compiled-inputs more input sets: the bucket is tanh, shrunk to the lone tanh."""
+    from fuzzer.campaign import CampaignOptions, run_campaign
+    from fuzzer.corpus import Corpus
+    from fuzzer.report.data import gather
+
+    jit = "plugin-jit-tanh"
+    ops = ["relu", "sigmoid", "tanh", "add", "mul", "exp", "abs", "neg"]
+    options = CampaignOptions(backends=["torch-eager:cpu:float32", jit], ops=ops, regimes=["small"], max_cases=40,
+                              workers=1, plugins=[JIT_TANH_PLUGIN], shrink_time=10, seed=2)
+    corpus = Corpus(tmp_path / "c.db")
+    progress = run_campaign(corpus, options)
+    buckets = {b["signature"]: b for b in corpus.buckets()}
+    assert "mismatch | plugin-jit-tanh | tanh" in buckets, list(buckets)
+    assert set(progress.backend_op_counts[jit]) == set(ops)  # every op compiled (alone first)
+    assert progress.backend_graphs[jit] < progress.graphs  # ... on its share, not on every graph
+    assert progress.cases_per_structure()[jit] >= 1 + options.compiled_inputs
+    coverage = gather(corpus).coverage  # the report credits the compiler with what it ran, nothing more
+    assert {op: coverage.graphs.get((op, jit), 0) for op in ops} == progress.backend_op_counts[jit]
+
+
+def test_a_compiled_graphs_further_input_sets_cycle_through_the_campaigns_value_regimes():
+    from fuzzer.pipeline import CaseDrawer, CaseSource, WorkerConfig
+    from fuzzer.backends import parse_backend_list
+
+    config = WorkerConfig(backends=["torch-eager:cpu:float32"], ops=["relu", "add"], regimes=["small", "special-values"],
+                          inputs_per_graph=2)
+    drawer = CaseDrawer(config, parse_backend_list(",".join(config.backends)))
+    source = CaseSource(5)
+    case = drawer.graph_case(source)
+    while case.graph.regime:  # a graph of the small regime
+        source = CaseSource(source.index + 1)
+        case = drawer.graph_case(source)
+    sets = [drawer.input_set(case, CaseSource(source.index, input_set=n)) for n in range(5)]
+    assert [s.graph.regime for s in sets] == ["", "", "special-values", "", "special-values"]
+    assert {s.graph.structure_key() for s in sets} == {case.graph.structure_key()}  # one compile serves them all
+    special = [float(v) for s in sets[2:5:2] for array in s.arrays.values() for v in np.ravel(array)]
+    assert any(not np.isfinite(v) or v == 0 or abs(v) < 1e-30 for v in special)
+    assert drawer.draw(CaseSource(source.index, input_set=2)).arrays.keys() == sets[2].arrays.keys()
+    assert all(np.array_equal(a, b, equal_nan=True) for a, b in
+               zip(drawer.draw(CaseSource(source.index, input_set=2)).arrays.values(), sets[2].arrays.values()))

@@ -108,7 +108,7 @@ def test_show_says_triage_shrink_history_and_how_to_reproduce(plugin_campaign, s
 
 
 def test_show_rerun_gives_every_backends_verdict_on_the_shrunk_case(plugin_campaign, shrunk_case):
-    shown = json.loads(fuzz("show", "--db", plugin_campaign[0], shrunk_case, "--rerun", "--json").stdout)
+    shown = json.loads(fuzz("show", "--db", plugin_campaign[0], shrunk_case, "--rerun", "--plugin", PLUGIN, "--json").stdout)
     assert len(shown["verdicts"]) == 1, "stored: only the backend it was shrunk on"
     assert {v["backend"]: v["verdict"] for v in shown["rerun"]["verdicts"]} == {
         "torch-eager:cpu:float32": "agree", "plugin-raise-relu": "crash"}

@@ -59,9 +59,10 @@ class Backend:
     # torch eager's ops): where it computes exactly that kind's wrong answer on the same device
     # and dtype, the finding is that kind's (one bug, one bucket; see check._inherited).
     derives_from_kind: ClassVar[str | None] = None
-    # Seconds a compiling backend's first graph takes in a fresh worker (the compile budget's
-    # estimate before it has measured one; fuzzer/budget.py).
-    cold_start_seconds: ClassVar[float] = 1.0
+    # A compiling backend's weight in the default split of the compile share (fuzzer/budget.py):
+    # a kind whose structures cost more to compile gets a larger slice, so that it compiles a
+    # useful number of them in a short campaign.
+    compile_weight: ClassVar[float] = 1.0
     # The script line that sets VERSIONS, which every reproducer prints first (fuzzer/reproducer.py).
     versions_source: ClassVar[str] = "VERSIONS = 'versions not recorded by this backend'"
     # The named sets (`--backends cpu`, `gpu`, `model`) this kind joins, declared by the class

@@ -151,8 +151,6 @@ class OnnxRuntime(Backend):
     description = "torch.onnx export (dynamo, TorchScript fallback) -> onnxruntime, ORT_ENABLE_ALL"
     derives_from_kind = "ort-unoptimized"
     expensive = True
-    # A fresh worker imports torch.onnx and onnxscript for its first export: measured 3-4 s.
-    cold_start_seconds = 4.0
     optimization_level = "ORT_ENABLE_ALL"
     # Printed by reproducers before the program runs, after its imports (reproducer_program).
     versions_source = "VERSIONS = f'onnxruntime {onnxruntime.__version__}, onnx {onnx.__version__}, numpy {np.__version__}'"

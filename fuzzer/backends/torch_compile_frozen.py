@@ -26,7 +26,7 @@ class TorchCompileFrozen(ModuleBackend):
     kind = "torch-compile-frozen"
     description = "torch.compile (inductor) of the nested nn.Module, freezing=True under torch.no_grad (weights as constants)"
     expensive = True
-    cold_start_seconds = 20.0  # as torch-compile: a fresh worker imports dynamo and inductor first
+    compile_weight = 3.0  # as torch-compile: inductor's seconds per structure
     compile_options = {"freezing": True}
     transform_source = ("program = torch.compile(model, fullgraph=True)",)
     context_source = "torch.no_grad()"

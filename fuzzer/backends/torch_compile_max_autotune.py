@@ -11,8 +11,6 @@ class TorchCompileMaxAutotune(TorchCompile):
     kind = "torch-compile-max-autotune"
     description = "torch.compile (inductor), mode='max-autotune-no-cudagraphs', whole graph (CUDA only)"
     compile_mode = "max-autotune-no-cudagraphs"
-    # Autotuning benchmarks several kernels per matmul/conv: a minute or more for a first graph.
-    cold_start_seconds = 60.0
 
     def unavailable_reason(self) -> str | None:
         if self.device != "cuda":

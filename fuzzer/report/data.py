@@ -53,6 +53,9 @@ class CampaignRow:
     workers: Any
     backends: list[str]
     op_counts: dict[str, int]
+    # Per backend, op -> graphs with the op that it ran; None for campaigns from before it was
+    # recorded (their coverage credits every backend with every graph).
+    backend_op_counts: dict[str, dict[str, int]] | None
     backend_seconds: dict[str, float]
 
 
@@ -109,7 +112,8 @@ class ErrorRatios:
 
 @dataclass
 class Coverage:
-    """graphs: graphs containing the op in campaigns that ran the backend (checkpoint op_counts);
+    """graphs: graphs containing the op that the backend ran (checkpoint backend_op_counts; campaigns
+    from before it was recorded: every graph of a campaign that listed the backend, op_counts);
     findings: findings of generated cases whose culprit is the op, by the finding's backend."""
 
     ops: list[str]
@@ -142,6 +146,11 @@ def _campaign_row(row: dict) -> CampaignRow:
     graphs = int(_float(checkpoint.get("graphs")) or _float(row.get("cases_run")) or 0)
     rate = graphs / seconds if seconds else None
     op_counts = checkpoint.get("op_counts") if isinstance(checkpoint.get("op_counts"), dict) else {}
+    per_backend = checkpoint.get("backend_op_counts")
+    backend_op_counts = None
+    if isinstance(per_backend, dict):
+        backend_op_counts = {str(name): {str(op): int(_float(n) or 0) for op, n in ops.items()}
+                             for name, ops in per_backend.items() if isinstance(ops, dict)}
     backend_seconds = checkpoint.get("backend_seconds") if isinstance(checkpoint.get("backend_seconds"), dict) else {}
     backends = config.get("backends") if isinstance(config.get("backends"), list) else []
     return CampaignRow(
@@ -157,6 +166,7 @@ def _campaign_row(row: dict) -> CampaignRow:
         workers=config.get("workers", "-"),
         backends=[str(b) for b in backends],
         op_counts={str(k): int(_float(v) or 0) for k, v in op_counts.items()},
+        backend_op_counts=backend_op_counts,
         backend_seconds={str(k): _float(v) or 0.0 for k, v in backend_seconds.items()},
     )
 
@@ -274,7 +284,8 @@ def _coverage(campaigns: list[CampaignRow], cases: list[dict]) -> Coverage:
         for backend in campaign.backends:
             if backend not in backends:
                 backends.append(backend)
-            for op, count in campaign.op_counts.items():
+            ran = campaign.op_counts if campaign.backend_op_counts is None else campaign.backend_op_counts.get(backend, {})
+            for op, count in ran.items():
                 graphs[(op, backend)] = graphs.get((op, backend), 0) + count
     for _, finding in _original_findings(cases):
         key = (str(finding.get("culprit")), str(finding.get("backend")))

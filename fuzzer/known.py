@@ -1,0 +1,311 @@
+"""Known bugs, shipped as data: the registry file (corpus/known-bugs.json), checked when it is
+read, which entry a finding is, and adding an entry.
+
+The registry is a strict JSON list (no NaN or Infinity tokens) of one object per bug:
+
+    id        a short name: lowercase letters, digits, '.' and '-' ("torch-sign-nan")
+    title     one line saying what is wrong
+    match     which findings are this bug; every key given must hold:
+                verdicts    the finding's verdict, or the verdict it is bucketed under (required)
+                ops         its culprit op ("softmax@fused" counts as softmax)
+                kinds       its backend's kind ("torch-eager" of "torch-eager:cpu:float32";
+                            a plugin backend's kind is its whole name)
+                frameworks  the framework of its backend's kind ("torch", "jax", "onnxruntime");
+                            never a plugin's backend, whose findings differ from its base's
+                devices, dtypes
+                error       a regular expression searched in the normalized error text
+                            (errors.normalize_error: numbers are N, shapes "(...)")
+    status    "open"; "convention", a result the framework documents (not a bug to report);
+              or "fixed-in RELEASE", which matches nothing: a finding of a fixed bug is a
+              regression or an old release, worth a look either way
+    link      the upstream issue, or null while nobody has reported it
+    affected  the releases seen affected, as text, or null
+    cases     stored cases (`fuzz export --format json`), relative to the registry's folder
+    report    our write-up, relative to the registry's folder, or null
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from fuzzer import verdicts
+from fuzzer.errors import UserError, normalize_error
+
+if TYPE_CHECKING:
+    from fuzzer.check import Finding
+
+REGISTRY_ENV = "FUZZ_KNOWN_BUGS"
+SHIPPED_REGISTRY = Path(__file__).resolve().parent.parent / "corpus" / "known-bugs.json"
+CASES_FOLDER = "known"  # where `fuzz known add` writes an entry's case, beside the registry
+
+ID_PATTERN = re.compile(r"[a-z0-9][a-z0-9.\-]*")
+STATUS_PATTERN = re.compile(r"open|convention|fixed-in \S+")
+DEVICES = ("cpu", "cuda", "gpu")
+DTYPES = ("float16", "bfloat16", "float32", "float64")
+ENTRY_KEYS = ("id", "title", "match", "status", "link", "affected", "cases", "report")
+REQUIRED_KEYS = ("id", "title", "match", "status")
+MATCH_LISTS = ("verdicts", "ops", "kinds", "frameworks", "devices", "dtypes")
+
+
+class _Malformed(Exception):
+    """What is wrong with one entry; load_registry says which entry of which file."""
+
+
+@dataclass(frozen=True)
+class Rule:
+    """An entry's `match`: an empty tuple or None places no condition."""
+
+    verdicts: tuple[str, ...]
+    ops: tuple[str, ...] = ()
+    kinds: tuple[str, ...] = ()
+    frameworks: tuple[str, ...] = ()
+    devices: tuple[str, ...] = ()
+    dtypes: tuple[str, ...] = ()
+    error: str | None = None
+
+    def matches(self, verdict: str, backend: str, culprit: str, error_text: str) -> bool:
+        kind, device, dtype = backend_parts(backend)
+        return ((verdict in self.verdicts or verdicts.bucket_verdict(verdict) in self.verdicts)
+                and (not self.ops or culprit.partition("@")[0] in self.ops)
+                and (not self.kinds or kind in self.kinds)
+                and (not self.frameworks or framework_of(backend) in self.frameworks)
+                and (not self.devices or device in self.devices)
+                and (not self.dtypes or dtype in self.dtypes)
+                and (self.error is None or re.search(self.error, normalize_error(error_text)) is not None))
+
+
+@dataclass(frozen=True)
+class KnownBug:
+    id: str
+    rule: Rule
+    status: str
+    cases: tuple[Path, ...]  # resolved
+    entry: dict  # as the file has it: what `fuzz known list --json` prints and `fuzz known add` writes back
+
+    @property
+    def fixed(self) -> bool:
+        return self.status.startswith("fixed-in")
+
+    def matches(self, finding: Finding) -> bool:
+        """Whether a finding is this bug by its match rule, whatever its status."""
+        return self.rule.matches(finding.verdict, finding.backend, finding.culprit, error_text(finding))
+
+
+@dataclass(frozen=True)
+class Registry:
+    path: Path | None  # None: no registry file (an installation without the repository)
+    bugs: tuple[KnownBug, ...]
+
+    def match(self, finding: Finding) -> KnownBug | None:
+        """The first entry the finding is, or None; a fixed bug is never matched."""
+        return next((bug for bug in self.bugs if not bug.fixed and bug.matches(finding)), None)
+
+
+def backend_parts(backend: str) -> tuple[str, str | None, str | None]:
+    """(kind, device, dtype) of "KIND:DEVICE:DTYPE" (or "KIND:DEVICE:DTYPE@ENV"); a plugin's backend
+    is (its name, None, None)."""
+    parts = backend.partition("@")[0].split(":")
+    return (parts[0], parts[1], parts[2]) if len(parts) == 3 else (backend, None, None)
+
+
+def framework_of(backend: str) -> str | None:
+    """The framework family of a built-in backend's kind; None for a plugin's backend."""
+    from fuzzer.backends import table
+
+    kind, device, _ = backend_parts(backend)
+    cls = table().classes.get(kind) if device is not None else None
+    return cls.family if cls is not None else None
+
+
+def error_text(finding: Finding) -> str:
+    """The finding's error, or the error part of its signature when the raw text was not kept."""
+    parts = finding.signature.split(" | ", 3)
+    return finding.error or (parts[3] if len(parts) == 4 else "")
+
+
+# -- reading ------------------------------------------------------------------------------------
+
+def registry_path(path: str | Path | None) -> Path:
+    """The registry to use: `path`, else $FUZZ_KNOWN_BUGS, else the one shipped in the repository."""
+    return Path(path or os.environ.get(REGISTRY_ENV) or SHIPPED_REGISTRY)
+
+
+def load_registry(path: str | Path | None = None) -> Registry:
+    """The registry at registry_path(path), every entry checked; UserError in one sentence if the file
+    is malformed or a registry that was asked for does not exist. The shipped default may be absent
+    (an installation without the repository): then no bug is known."""
+    chosen = registry_path(path)
+    if not chosen.exists():
+        if path is None and os.environ.get(REGISTRY_ENV) is None:
+            return Registry(None, ())
+        raise UserError(f"No known-bug registry at '{chosen}'; pass --known-bugs with an existing file.")
+    return Registry(chosen, tuple(_parse_entries(chosen, _read_list(chosen))))
+
+
+def _refusal(path: Path, what: str) -> UserError:
+    return UserError(f"The known-bug registry '{path}' is malformed: {what}; fix the file or pass --known-bugs "
+                     "with another registry.")
+
+
+def _refuse_constant(token: str):
+    raise ValueError(f"{token} is not strict JSON")
+
+
+def _read_list(path: Path) -> list:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserError(f"Cannot read the known-bug registry '{path}' ({getattr(exc, 'strerror', None) or exc}); "
+                        "check the path.") from None
+    try:
+        data = json.loads(text, parse_constant=_refuse_constant)
+    except json.JSONDecodeError as exc:
+        raise _refusal(path, f"it is not JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
+    except (ValueError, RecursionError) as exc:
+        raise _refusal(path, f"it is not strict JSON ({exc})") from None
+    if not isinstance(data, list):
+        raise _refusal(path, f"it holds a JSON {type(data).__name__}, not a list of entries")
+    return data
+
+
+def _parse_entries(path: Path, entries: list) -> list[KnownBug]:
+    bugs: list[KnownBug] = []
+    for index, data in enumerate(entries, start=1):
+        name = data.get("id") if isinstance(data, dict) else None
+        where = f"entry {index}" + (f" ('{name}')" if isinstance(name, str) else "")
+        try:
+            bug = parse_entry(data, path.parent)
+        except _Malformed as exc:
+            raise _refusal(path, f"{where} {exc}") from None
+        if any(other.id == bug.id for other in bugs):
+            raise _refusal(path, f"{where} repeats the id of an earlier entry")
+        bugs.append(bug)
+    return bugs
+
+
+def parse_entry(data: Any, folder: Path) -> KnownBug:
+    """One entry, checked; _Malformed saying what is wrong ("has ...")."""
+    if not isinstance(data, dict):
+        raise _Malformed(f"is a JSON {type(data).__name__}, not an object")
+    unknown = sorted(set(data) - set(ENTRY_KEYS))
+    if unknown:
+        raise _Malformed(f"has unknown key '{unknown[0]}' (the keys are {', '.join(ENTRY_KEYS)})")
+    missing = [key for key in REQUIRED_KEYS if key not in data]
+    if missing:
+        raise _Malformed(f"has no '{missing[0]}'")
+    if not isinstance(data["id"], str) or not ID_PATTERN.fullmatch(data["id"]):
+        raise _Malformed(f"has id {data['id']!r}, which is not lowercase letters, digits, '.' and '-'")
+    if not isinstance(data["title"], str) or not data["title"].strip():
+        raise _Malformed("has an empty or non-text title")
+    if not isinstance(data["status"], str) or not STATUS_PATTERN.fullmatch(data["status"]):
+        raise _Malformed(f"has status {data['status']!r} (use open, convention or 'fixed-in RELEASE')")
+    link = data.get("link")
+    if link is not None and not (isinstance(link, str) and re.fullmatch(r"https?://\S+", link)):
+        raise _Malformed(f"has link {link!r}, which is not an http(s) address or null")
+    for key in ("affected", "report"):
+        if data.get(key) is not None and not isinstance(data[key], str):
+            raise _Malformed(f"has a '{key}' that is not text or null")
+    if data.get("report") is not None and not (folder / data["report"]).is_file():
+        raise _Malformed(f"names report '{data['report']}', which is not a file beside the registry")
+    cases = data.get("cases", [])
+    if not isinstance(cases, list) or not all(isinstance(c, str) for c in cases):
+        raise _Malformed("has 'cases' that is not a list of file names")
+    for case in cases:
+        if not (folder / case).is_file():
+            raise _Malformed(f"names case file '{case}', which is not a file beside the registry")
+    return KnownBug(data["id"], _parse_rule(data["match"]), data["status"], tuple(folder / c for c in cases), data)
+
+
+def _parse_rule(match: Any) -> Rule:
+    from fuzzer.backends import table
+    from fuzzer.ops import registry as op_registry
+
+    if not isinstance(match, dict):
+        raise _Malformed("has a 'match' that is not an object")
+    unknown = sorted(set(match) - set(MATCH_LISTS) - {"error"})
+    if unknown:
+        raise _Malformed(f"has unknown match key '{unknown[0]}' (use {', '.join(MATCH_LISTS)}, error)")
+    if not match.get("verdicts"):
+        raise _Malformed("matches no verdict (its match needs a non-empty 'verdicts')")
+    allowed = {
+        "verdicts": [v.name for v in verdicts.TABLE if v.is_bug],
+        "ops": sorted(op_registry()),
+        "frameworks": sorted({cls.family for cls in table().classes.values()}),
+        "devices": list(DEVICES),
+        "dtypes": list(DTYPES),
+    }
+    lists = {}
+    for key in MATCH_LISTS:
+        values = match.get(key, [])
+        if not isinstance(values, list) or not all(isinstance(v, str) and v for v in values):
+            raise _Malformed(f"has match '{key}' that is not a list of names")
+        wrong = [v for v in values if key in allowed and v not in allowed[key]]
+        if wrong:
+            shown = ", ".join(allowed[key]) if len(allowed[key]) < 20 else f"`fuzz {key}` lists them"
+            raise _Malformed(f"has unknown {key[:-1]} '{wrong[0]}' in its match ({shown})")
+        lists[key] = tuple(values)
+    error = match.get("error")
+    if error is not None:
+        try:
+            re.compile(error)
+        except (re.error, TypeError) as exc:
+            raise _Malformed(f"has match 'error' {error!r}, which is not a regular expression ({exc})") from None
+    return Rule(error=error, **lists)
+
+
+# -- writing ------------------------------------------------------------------------------------
+
+def entry_for_bucket(bucket: dict, bug_id: str, link: str, status: str, title: str | None,
+                     affected: str | None) -> dict:
+    """A registry entry matching exactly what a stored bucket is: its verdict, culprit op, backend
+    kind, device and dtype, and its normalized error text (an anchored, escaped pattern)."""
+    from fuzzer.ops import registry as op_registry
+
+    kind, device, dtype = backend_parts(bucket["backend"])
+    match: dict[str, Any] = {"verdicts": [verdicts.bucket_verdict(bucket["verdict"])]}
+    op = bucket["culprit"].partition("@")[0]
+    if op in op_registry():
+        match["ops"] = [op]
+    match["kinds"] = [kind]
+    match.update({"devices": [device], "dtypes": [dtype]} if device else {})
+    parts = bucket["signature"].split(" | ", 3)
+    if len(parts) == 4 and parts[3]:
+        match["error"] = "^" + re.escape(parts[3])
+    return {"id": bug_id, "title": title or bucket["signature"], "match": match, "status": status, "link": link,
+            "affected": affected, "cases": [], "report": None}
+
+
+def add_bug(path: Path, entry: dict, case_json: str) -> Path:
+    """Write `entry` into the registry file at `path` (created if absent), with its case beside it in
+    known/ID.json; returns the case file. Checked before anything is written; the registry is
+    replaced atomically."""
+    bugs = load_registry(path).bugs if path.exists() else ()
+    bug_id = entry.get("id")
+    try:
+        parse_entry(entry, path.parent)
+    except _Malformed as exc:
+        raise UserError(f"The new known bug {exc}.") from None
+    if any(bug.id == bug_id for bug in bugs):
+        raise UserError(f"The known-bug registry '{path}' has an entry '{bug_id}' already; choose another --id.")
+    case_file = path.parent / CASES_FOLDER / f"{bug_id}.json"
+    if case_file.exists():
+        raise UserError(f"'{case_file}' exists already; choose another --id or remove that file.")
+    case_file.parent.mkdir(parents=True, exist_ok=True)
+    case_file.write_text(case_json + "\n", encoding="utf-8")
+    entries = [bug.entry for bug in bugs] + [{**entry, "cases": [f"{CASES_FOLDER}/{bug_id}.json"]}]
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text(registry_text(entries), encoding="utf-8")
+    os.replace(partial, path)
+    return case_file
+
+
+def registry_text(entries: list[dict]) -> str:
+    """The registry file: one key of an entry a line, its value on that line, so a diff shows one bug."""
+    blocks = ["  {\n" + ",\n".join(f"    {json.dumps(key)}: {json.dumps(value, allow_nan=False)}" for key, value in entry.items())
+              + "\n  }" for entry in entries]
+    return "[\n" + ",\n".join(blocks) + "\n]\n"

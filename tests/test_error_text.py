@@ -1,0 +1,51 @@
+"""One cause, one bucket: errors.normalize_error gives real torch and jax errors of one cause the
+same text whatever the shapes, ranks, sizes, numbers and addresses they name."""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+import pytest
+import torch
+import torch.nn.functional as F
+
+from fuzzer.errors import normalize_error
+
+
+def raised(call) -> str:
+    """The error `call` raises, as a finding keeps it ("Type: message")."""
+    try:
+        call()
+    except Exception as exc:  # noqa: BLE001 - any framework error is the subject here
+        return f"{type(exc).__name__}: {exc}"
+    raise AssertionError("it did not raise")
+
+
+@pytest.mark.parametrize("first, second, normalized", [
+    (lambda: F.layer_norm(torch.ones(2, 3), (4,)), lambda: F.layer_norm(torch.ones(2, 3, 5), (6, 7)),
+     "RuntimeError: Given normalized_shape=[...], expected input with shape [...], but got input of size[...]"),
+    (lambda: torch.ones(2, 3) @ torch.ones(4, 5), lambda: F.linear(torch.ones(7, 3), torch.ones(4, 5)),
+     "RuntimeError: matN and matN shapes cannot be multiplied (NxN and NxN)"),
+    (lambda: torch.ones(6).view(7), lambda: torch.ones(2, 3, 4).view(5, 7),
+     "RuntimeError: shape '[...]' is invalid for input of size N"),
+    (lambda: F.conv2d(torch.ones(1, 2, 5, 5), torch.ones(4, 3, 3, 3)),
+     lambda: F.conv2d(torch.ones(2, 2, 6, 6), torch.ones(4, 5, 3, 3)),
+     "RuntimeError: Given groups=N, weight of size [...], expected input[...] to have N channels, but got N channels instead"),
+    (lambda: torch.ones(2, 3) + torch.ones(4), lambda: torch.ones(2, 3, 5) + torch.ones(4),
+     "RuntimeError: The size of tensor a (...) must match the size of tensor b (...) at non-singleton dimension N"),
+    (lambda: jnp.ones((2, 3)).reshape(7, 1), lambda: jnp.ones((2, 3, 4)).reshape(5, 7),
+     "TypeError: cannot reshape array of shape (...) (size N) into shape (...) (size N)"),
+], ids=["layer_norm-rank-2-and-3", "matmul", "view", "conv2d", "broadcast", "jax-reshape"])
+def test_one_cause_of_any_rank_and_size_gives_one_text(first, second, normalized):
+    texts = raised(first), raised(second)
+    assert texts[0] != texts[1]
+    assert normalize_error(texts[0]) == normalize_error(texts[1]) == normalized
+
+
+def test_addresses_paths_and_numbers_are_dropped_and_calls_kept():
+    assert (normalize_error("RuntimeError: bad stride 1e-05 at 0x7f3a9c00 in /usr/lib/libtorch.so\n  more context")
+            == "RuntimeError: bad stride N at <addr> in <path>")
+    assert normalize_error("RuntimeError: input.dim() = 3 is not equal to len(dims) = 2") == \
+        "RuntimeError: input.dim() = N is not equal to len(dims) = N"
+    assert normalize_error("ValueError: got () and (3,) and size[]") == "ValueError: got (...) and (...) and size[...]"
+    text = "RuntimeError: view size is not compatible with input tensor's size and stride. Use .reshape(...) instead."
+    assert normalize_error(normalize_error(text)) == normalize_error(text) == text, "normalizing twice changes nothing"

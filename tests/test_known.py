@@ -1,0 +1,192 @@
+"""Known bugs as shipped data (fuzzer/known.py, corpus/known-bugs.json): a campaign stores a known
+bug's findings as `known` without a new-bucket line or exit 1, a planted bug outside the registry
+still gets both, triage settles a bucket, and `fuzz known list / check / add` work on real files."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from fuzzer.check import Finding
+from fuzzer.corpus import Corpus
+from fuzzer.errors import UserError
+from fuzzer.generate import generate_case
+from fuzzer.known import SHIPPED_REGISTRY, load_registry
+from fuzzer.oracle import signature
+from fuzzer.records import CaseRecord
+from test_cli_errors import assert_user_error, fuzz
+
+PLUGIN = str(Path(__file__).resolve().parent / "plugins" / "raise_relu.py")
+REGRESSION = Path(__file__).resolve().parents[1] / "corpus" / "regression"
+REPORTS = Path(__file__).resolve().parents[1] / "reports" / "bugs"
+SIGN = "nan-inf | torch-eager:cpu:float32 | sign"
+SIGN_RUN = ["--ops", "sign", "--backends", "torch-eager:cpu:float32,torch-module:cpu:float32", "--regimes", "special-values"]
+PLANTED_RUN = ["--plugin", PLUGIN, "--ops", "relu", "--backends", "torch-eager:cpu:float32,plugin-raise-relu"]
+
+
+def campaign(db: Path, *args, graphs: int = 1) -> tuple[int, dict, list[str]]:
+    """(exit status, JSON summary, new-bucket events) of a tiny `fuzz run`, in this process and without a
+    memory limit: its workers fork from one warm forkserver instead of each starting an interpreter."""
+    run = fuzz("run", "--db", db, "--max-cases", graphs, "--workers", 1, "--shrink-time", 1, "--memory-limit", 0,
+               "--json", *args)
+    assert run.exit_code in (0, 1), (run.exception, run.stderr[-2000:])
+    events = [json.loads(line) for line in run.stderr.splitlines() if line.startswith("{")]
+    return run.exit_code, json.loads(run.stdout), [e["signature"] for e in events if e["event"] == "new-bucket"]
+
+
+# -- the registry file ----------------------------------------------------------------------------
+
+def test_every_shipped_entry_matches_the_findings_of_its_stored_cases():
+    registry = load_registry(SHIPPED_REGISTRY)
+    folders = {path.name for path in REPORTS.iterdir() if path.is_dir()}
+    assert {bug.id for bug in registry.bugs} == folders, "one entry per bug report"
+    assert {bug.id for bug in registry.bugs if bug.status == "convention"} == {"torch-sign-nan", "torch-sinh-cosh-overflow"}
+    for bug in registry.bugs:
+        for path in bug.cases:
+            findings = [Finding.from_dict(f) for f in json.loads(path.read_text())["findings"]]
+            assert findings and all(registry.match(f) is bug for f in findings), (bug.id, path)
+
+
+def test_a_match_needs_every_condition_of_the_rule():
+    sign = load_registry(SHIPPED_REGISTRY).match
+    finding = Finding("torch-eager:cpu:float32", "nan-inf", "sign", SIGN)
+    assert sign(finding).id == "torch-sign-nan"
+    assert sign(Finding("torch-layout:cpu:float64", "nan-inf", "sign@fused", "")).id == "torch-sign-nan"
+    assert sign(Finding("torch-compile:cpu:float32", "nan-inf", "sign", "")) is None, "inductor is another path"
+    assert sign(Finding("torch-eager:cuda:float32", "nan-inf", "sign", "")) is None, "a device it was not seen on"
+    assert sign(Finding("torch-eager:cpu:float32", "mismatch", "sign", "")) is None
+    assert sign(Finding("my-plugin-sign", "nan-inf", "sign", "")) is None, "a plugin's backend differs from its base"
+    crash = "crash | torch-compile:cpu:float32 | - | torch._inductor.exc.InductorError: AssertionError: vr must not be None for symbol qN"
+    assert sign(Finding("torch-compile:cpu:float32", "crash", "-", crash)).id == "torch-compile-roll-pad-crash"
+    assert sign(Finding("torch-compile:cpu:float32", "crash", "-", "crash | torch-compile:cpu:float32 | - | other")) is None
+
+
+def write_registry(tmp_path: Path, entries, name: str = "known.json") -> Path:
+    path = tmp_path / name
+    path.write_text(entries if isinstance(entries, str) else json.dumps(entries))
+    return path
+
+
+def entry(**changes) -> dict:
+    return {"id": "torch-sign-nan", "title": "sign(nan) is 0", "status": "convention",
+            "match": {"verdicts": ["nan-inf"], "ops": ["sign"], "kinds": ["torch-eager"]}, **changes}
+
+
+@pytest.mark.parametrize("content, needle", [
+    ("[{", "is not JSON"),
+    ('[{"id": NaN}]', "is not strict JSON"),
+    ({"id": "x"}, "holds a JSON dict, not a list of entries"),
+    ([entry(match={"verdicts": ["nan-inf"], "op": ["sign"]})], "entry 1 ('torch-sign-nan') has unknown match key 'op'"),
+    ([entry(match={"verdicts": ["nan"]})], "has unknown verdict 'nan' in its match (crash, hang,"),
+    ([entry(match={"verdicts": ["crash"], "ops": ["sgn"]})], "has unknown op 'sgn' in its match (`fuzz ops` lists them)"),
+    ([entry(match={"verdicts": ["crash"], "error": "("})], "is not a regular expression"),
+    ([entry(match={"ops": ["sign"]})], "matches no verdict"),
+    ([entry(status="closed")], "has status 'closed' (use open, convention or 'fixed-in RELEASE')"),
+    ([entry(link="pytorch#1")], "which is not an http(s) address or null"),
+    ([entry(cases=["gone.json"])], "names case file 'gone.json', which is not a file beside the registry"),
+    ([entry(), entry()], "entry 2 ('torch-sign-nan') repeats the id of an earlier entry"),
+    ([entry(id="Torch Sign")], "has id 'Torch Sign'"),
+])
+def test_a_malformed_registry_is_refused_in_one_sentence(tmp_path, content, needle):
+    path = write_registry(tmp_path, content)
+    with pytest.raises(UserError) as refused:
+        load_registry(path)
+    message = str(refused.value)
+    assert needle in message and str(path) in message and "\n" not in message, message
+    assert message.endswith("fix the file or pass --known-bugs with another registry.")
+    assert_user_error(fuzz("known", "list", "--known-bugs", path), needle)
+    assert_user_error(fuzz("run", "--db", tmp_path / "new.db", "--max-cases", 1, "--known-bugs", path), needle)
+    assert not (tmp_path / "new.db").exists(), "refused before the corpus is created"
+
+
+def test_list_shows_each_entry_and_its_rule(tmp_path):
+    path = write_registry(tmp_path, [entry(link="https://github.com/pytorch/pytorch/issues/41245")])
+    text = fuzz("known", "list", "--known-bugs", path).stdout
+    assert text.splitlines()[0].split()[:3] == ["torch-sign-nan", "convention", "sign(nan)"]
+    assert "https://github.com/pytorch/pytorch/issues/41245; matches nan-inf of sign on torch-eager" in text
+    assert json.loads(fuzz("known", "list", "--known-bugs", path, "--json").stdout) == [entry(
+        link="https://github.com/pytorch/pytorch/issues/41245")]
+    assert_user_error(fuzz("known", "list", "--known-bugs", tmp_path / "none.json"), "No known-bug registry at")
+
+
+# -- campaigns ------------------------------------------------------------------------------------
+
+@pytest.mark.slow
+def test_known_bugs_do_not_fail_a_campaign_and_a_planted_bug_does(tmp_path):
+    db = tmp_path / "fuzz.db"
+    # torch.sign(nan) = 0, in the shipped registry: stored as known, no new-bucket line, exit 0; and
+    # torch-module's copy of it (inherited: the same wrong answer) is no new bucket either.
+    code, summary, new = campaign(db, *SIGN_RUN, graphs=2)
+    assert (code, new) == (0, []) and summary["known_findings"] >= 1 and summary["new_buckets"] == 0
+    with Corpus(db) as corpus:
+        buckets = {b["signature"]: (b["status"], b["known_bug"]) for b in corpus.buckets()}
+    assert buckets == {SIGN: ("known", "torch-sign-nan"), "inherited | torch-module:cpu:float32 | sign": ("new", None)}
+
+    # A plugin's relu that raises is in no registry: its line, and exit 1.
+    code, summary, new = campaign(db, *PLANTED_RUN)
+    assert code == 1 and len(new) == 1 and new[0].startswith("crash | plugin-raise-relu | relu")
+    assert summary["unknown_finding_cases"] >= 1
+
+    # Triaged wontfix, it no longer fails the next run, and the summary says why.
+    case_id = json.loads(fuzz("list", "--db", db, "--status", "new", "--json").stdout)[0]["representative"]
+    assert fuzz("triage", "--db", db, case_id, "--status", "wontfix").exit_code == 0
+    code, summary, new = campaign(db, *PLANTED_RUN, "--seed", 1)
+    assert (code, new) == (0, []) and summary["triaged_findings"] >= 1 and summary["unknown_finding_cases"] == 0
+
+    # --fail-on any: today's behaviour, exit 1 for any stored finding.
+    code, summary, new = campaign(db, *SIGN_RUN, "--seed", 2, "--fail-on", "any")
+    assert code == 1 and summary["finding_cases"] >= 1 and summary["unknown_finding_cases"] == 0
+
+
+# -- fuzz known check and add -----------------------------------------------------------------------
+
+@pytest.mark.slow
+def test_check_replays_each_entry_and_says_which_reproduce_here(tmp_path):
+    # sign(nan) stored for torch-module alone: its copy of torch eager's wrong answer is only `inherited`,
+    # so the check runs the base too, whose own finding is the known bug coming back.
+    sign = json.loads((REGRESSION / "torch-sign-nan.json").read_text())
+    (tmp_path / "sign.json").write_text(json.dumps({**sign, "backends": ["torch-module:cpu:float32"]}))
+    clean = json.loads((REGRESSION / "layout-layernorm-clean.json").read_text())
+    (tmp_path / "clean.json").write_text(json.dumps({**clean, "backends": ["torch-eager:cpu:float32"]}))
+    path = write_registry(tmp_path, [
+        entry(cases=["sign.json"]),
+        entry(id="old-layer-norm", status="fixed-in 2.0", cases=["clean.json"],
+              match={"verdicts": ["mismatch"], "ops": ["layer_norm"], "kinds": ["torch-eager"]}),
+        entry(id="gpu-only", match={"verdicts": ["crash"], "devices": ["cuda"]}),
+    ])
+    result = fuzz("known", "check", "--known-bugs", path)
+    assert result.exit_code == 0, result.output
+    assert [line.split()[:2] for line in result.stdout.splitlines()[:3]] == [
+        ["reproduces", "torch-sign-nan"], ["fixed", "here"], ["no", "case"]]
+    assert result.stdout.splitlines()[-1] == "3 cases: 1 reproduces, 1 fixed here, 0 differs, 0 not run, 1 no case"
+
+
+def test_add_turns_a_triaged_bucket_into_an_entry_with_its_case(tmp_path):
+    db, path = tmp_path / "fuzz.db", tmp_path / "registry" / "known.json"
+    error = "RuntimeError: bad shape (2, 3) at 0x7f00"
+    crash = Finding("torch-eager:cpu:float32", "crash", "relu", signature("crash", "torch-eager:cpu:float32", "relu", error),
+                    error=error)
+    with Corpus(db) as corpus:
+        case_id = corpus.add_case(CaseRecord(generate_case(1, ["relu"]), verdict="crash",
+                                             backends=["torch-eager:cpu:float32"], findings=[crash]))
+    link = "https://github.com/pytorch/pytorch/issues/1"
+    assert_user_error(fuzz("known", "add", "--db", db, case_id, "--id", "torch-relu-crash", "--link", link,
+                           "--known-bugs", path), "not triaged yet", f"fuzz triage {case_id}")
+    fuzz("triage", "--db", db, case_id, "--status", "reported")
+    assert_user_error(fuzz("known", "add", "--db", db, case_id, "--id", "Bad Id", "--link", link, "--known-bugs", path),
+                      "has id 'Bad Id'")
+    added = fuzz("known", "add", "--db", db, case_id, "--id", "torch-relu-crash", "--link", link, "--known-bugs", path)
+    assert added.exit_code == 0, added.output
+    bug = load_registry(path).bugs[0]
+    assert (bug.id, bug.status, bug.entry["link"]) == ("torch-relu-crash", "open", link)
+    assert bug.cases == (path.parent / "known" / "torch-relu-crash.json",)
+    assert json.loads(bug.cases[0].read_text())["expect"] == "disagree"
+    again = Finding("torch-eager:cpu:float32", "crash", "relu", "", error="RuntimeError: bad shape (4, 5, 6) at 0x1")
+    assert load_registry(path).match(again).id == bug.id, "the entry matches the bucket's normalized error"
+    with Corpus(db) as corpus:
+        bucket = corpus.bucket(crash.signature)
+        assert (bucket["status"], bucket["known_bug"]) == ("known", "torch-relu-crash")
+    assert_user_error(fuzz("known", "add", "--db", db, case_id, "--id", "torch-relu-crash", "--link", link,
+                           "--known-bugs", path), "has an entry 'torch-relu-crash' already")
