@@ -9,8 +9,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from fuzzer.arrays import materialize
 from fuzzer.backends import get_backend
 from fuzzer.generate import generate_case
+from fuzzer.ir import Graph, Node, TensorSpec, infer_shapes
 from fuzzer.layouts import apply_layout
 from fuzzer.op_source import Source, literal
 from fuzzer.ops import registry
@@ -57,6 +59,34 @@ def test_written_op_source_computes_what_the_implementation_computes(name, frame
     actual = _run_written(case, framework)
     for a, e in zip(actual, expected):
         np.testing.assert_array_equal(a, e, err_msg=f"{name} written as {framework} source computes something else")
+
+
+# Dims as users spell them: from the end, one int where a tuple is also taken, in any order.
+DIM_SPELLINGS = [
+    ("sum", {"dims": [-1, 0], "keepdim": False}),
+    ("mean", {"dim": -2, "keepdim": True}),
+    ("var", {"dims": [2, -3], "keepdim": False, "correction": 1}),
+    ("norm", {"dim": -1, "keepdim": True, "p": "inf"}),
+    ("logsumexp", {"dims": [-1, -2], "keepdim": False}),
+    ("prod", {"dim": -3, "keepdim": True}),
+    ("argmax", {"dim": -1, "keepdim": False}),
+    ("permute", {"perm": [-1, 0, -2]}),
+    ("transpose", {"dim0": -1, "dim1": 0}),
+    ("flatten", {"start_dim": -2, "end_dim": -1}),
+]
+
+
+@pytest.mark.parametrize("name, attrs", DIM_SPELLINGS, ids=[f"{name}-{attrs}" for name, attrs in DIM_SPELLINGS])
+def test_negative_and_single_int_dims_agree_with_the_reference_in_both_frameworks_and_their_source(name, attrs):
+    graph = Graph((TensorSpec("x0", (2, 3, 4)),), (Node("n0", name, ("x0",), attrs),), ("n0",))
+    case = materialize(graph, seed=0)
+    (expected,) = get_backend("numpy-ref").run(case)
+    assert expected.shape == infer_shapes(graph)["n0"]
+    for framework, backend in BACKENDS.items():
+        (computed,) = backend.run(case)
+        np.testing.assert_allclose(computed, expected, rtol=1e-5, err_msg=f"{name} {attrs} in {framework}")
+        (written,) = _run_written(case, framework)
+        np.testing.assert_array_equal(written, computed, err_msg=f"{name} {attrs} written as {framework} source")
 
 
 def test_literal_writes_non_finite_floats_and_tuples_as_source():

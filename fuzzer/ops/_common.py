@@ -40,6 +40,23 @@ def check(condition: bool, message: str) -> None:
         raise ShapeError(message)
 
 
+def draw_dim(draw, rank: int) -> int:
+    """A dim of a rank-`rank` tensor, negative (counted from the end) half the time: torch and
+    jax normalize negative dims on code paths of their own."""
+    return draw(st.integers(-rank, rank - 1))
+
+
+def maybe_negative(draw, dim: int, rank: int) -> int:
+    """The dim `dim` (>= 0) of a rank-`rank` tensor, spelled from the end half the time."""
+    return dim - rank if draw(st.booleans()) else dim
+
+
+def draw_dims(draw, rank: int) -> list[int]:
+    """One or more distinct dims in any order, each negative or not."""
+    dims = draw(st.lists(st.integers(0, rank - 1), min_size=1, max_size=rank, unique=True))
+    return [maybe_negative(draw, d, rank) for d in dims]
+
+
 def norm_dim(dim_: int, rank: int) -> int:
     check(-rank <= dim_ < rank, f"dim {dim_} is out of range for rank {rank}")
     return dim_ % rank

@@ -18,8 +18,8 @@ from __future__ import annotations
 import numpy as np
 
 from fuzzer.ops import OpDef
-from fuzzer.ops._common import check, numel, rank_between, st
-from fuzzer.ops.shape import checked_dim, draw_dim, is_int
+from fuzzer.ops._common import check, draw_dim, numel, rank_between, st
+from fuzzer.ops.shape import checked_dim, is_int
 
 MAX_INDICES = 64
 

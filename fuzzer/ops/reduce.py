@@ -1,8 +1,10 @@
 """Reductions and the scan cumsum.
 
-Over a set of dims (`dims`, as torch takes a tuple): sum, mean, amax, amin, var, std,
-logsumexp, norm. Over one dim (`dim`, because torch's signature takes a single int): max,
-min, prod, argmax, argmin. All take `keepdim`; a full reduction without keepdim gives
+Over a set of dims: sum, mean, amax, amin, var, std, logsumexp, norm, spelled both ways
+torch and jax take them: `dims`, distinct dims in any order (passed as a tuple), or `dim`,
+one int. Over one dim (`dim`, because torch's signature takes a single int): max, min,
+prod, argmax, argmin. Dims are drawn negative too and reach torch and jax as drawn; the
+references normalize them. All take `keepdim`; a full reduction without keepdim gives
 shape (1,) in every framework here, not a 0-d scalar. cumsum keeps the shape.
 """
 
@@ -12,20 +14,20 @@ import numpy as np
 
 from fuzzer.errors import OpUnsupported
 from fuzzer.ops import OpDef
-from fuzzer.ops._common import check, like, norm_dim, rank_between, st
+from fuzzer.ops._common import check, draw_dim, draw_dims, like, norm_dim, rank_between, st
 
 NORM_ORDERS = (1, 2, "inf")  # JSON has no infinity: the max norm is the string "inf"
 
 
 def _draw_dims(draw, shapes):
+    """One int dim one time in four (dim=1), else a tuple of dims (dim=(2, -3))."""
     rank = len(shapes[0])
-    dims = draw(st.lists(st.integers(0, rank - 1), min_size=1, max_size=rank, unique=True))
-    return {"dims": sorted(dims), "keepdim": draw(st.booleans())}
+    dims = {"dim": draw_dim(draw, rank)} if draw(st.integers(0, 3)) == 0 else {"dims": draw_dims(draw, rank)}
+    return {**dims, "keepdim": draw(st.booleans())}
 
 
 def _draw_dim(draw, shapes):
-    rank = len(shapes[0])
-    return {"dim": draw(st.integers(-rank, rank - 1)), "keepdim": draw(st.booleans())}
+    return {"dim": draw_dim(draw, len(shapes[0])), "keepdim": draw(st.booleans())}
 
 
 def _reduced_dims(attrs, rank: int) -> tuple[int, ...]:
@@ -49,12 +51,20 @@ def _infer(attrs, shapes):
     return tuple(d for i, d in enumerate(shape) if i not in dims) or (1,)
 
 
-def _shaped(reduce):
-    """An implementation from `reduce(x, dims, attrs)`, reshaped to the inferred output shape."""
+def _given_dims(attrs):
+    """The dims as the attributes spell them: one int, or a tuple (negative or not, any order)."""
+    return attrs["dim"] if "dim" in attrs else tuple(attrs["dims"])
+
+
+def _shaped(reduce, as_given: bool):
+    """An implementation from `reduce(x, dims, attrs)`, reshaped to the inferred output shape.
+    `dims` is the sorted tuple of reduced dims >= 0 (the references' math), or with as_given
+    the dims as the attributes spell them, which torch and jax get as a user passes them."""
 
     def run(xs, ps, attrs):
         x = xs[0]
-        return reduce(x, _reduced_dims(attrs, x.ndim), attrs).reshape(_infer(attrs, [tuple(x.shape)]))
+        dims = _given_dims(attrs) if as_given else _reduced_dims(attrs, x.ndim)
+        return reduce(x, dims, attrs).reshape(_infer(attrs, [tuple(x.shape)]))
 
     return run
 
@@ -236,29 +246,29 @@ def _product(x, dims, attrs):
 def _torch_dim_reduce(name):
     """torch.max / torch.min (values only), torch.prod: one int dim."""
 
-    def run(x, dims, attrs):
+    def run(x, dim, attrs):
         import torch
 
-        out = getattr(torch, name)(x, dim=dims[0], keepdim=attrs["keepdim"])
+        out = getattr(torch, name)(x, dim=dim, keepdim=attrs["keepdim"])
         return out.values if name in ("max", "min") else out
 
     return run
 
 
 def _torch_arg_reduce(name):
-    def run(x, dims, attrs):
+    def run(x, dim, attrs):
         import torch
 
-        return getattr(torch, name)(x, dim=dims[0], keepdim=attrs["keepdim"]).to(x.dtype)
+        return getattr(torch, name)(x, dim=dim, keepdim=attrs["keepdim"]).to(x.dtype)
 
     return run
 
 
 def _jax_arg_reduce(name):
-    def run(x, dims, attrs):
+    def run(x, dim, attrs):
         import jax.numpy as jnp
 
-        return getattr(jnp, name)(x, axis=dims[0], keepdims=attrs["keepdim"]).astype(x.dtype)
+        return getattr(jnp, name)(x, axis=dim, keepdims=attrs["keepdim"]).astype(x.dtype)
 
     return run
 
@@ -298,8 +308,7 @@ def _jax_reduce(name):
 
 
 def _draw_cumsum(draw, shapes):
-    rank = len(shapes[0])
-    return {"dim": draw(st.integers(-rank, rank - 1))}
+    return {"dim": draw_dim(draw, len(shapes[0]))}
 
 
 def _infer_cumsum(attrs, shapes):
@@ -328,9 +337,9 @@ def _reduction(name, reference, torch_reduce, jax_reduce, draw_attrs=_draw_dims,
     return OpDef(
         name=name,
         infer=infer,
-        reference=_shaped(reference),
-        torch=_shaped(torch_reduce),
-        jax=_shaped(jax_reduce),
+        reference=_shaped(reference, as_given=False),
+        torch=_shaped(torch_reduce, as_given=True),
+        jax=_shaped(jax_reduce, as_given=True),
         accepts=rank_between(1, 5),
         draw_attrs=draw_attrs,
         sensitivity=2.0,

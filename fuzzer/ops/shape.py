@@ -18,7 +18,7 @@ import math
 import numpy as np
 
 from fuzzer.ops import OpDef
-from fuzzer.ops._common import DIMS, check, norm_dim, numel, rank_between, st
+from fuzzer.ops._common import DIMS, check, draw_dim, draw_dims, maybe_negative, norm_dim, numel, rank_between, st
 
 MAX_RANK = 5
 # How many times expand or repeat may multiply the element count: the generator bounds
@@ -27,17 +27,6 @@ MAX_GROWTH = 16
 PAD_MODES = ("constant", "reflect", "replicate", "circular")
 # Exact in float16 and bfloat16 too, so the fill value itself is never rounded.
 PAD_VALUES = (0.0, 1.0, -1.0, 0.5, -2.5, 3.0)
-
-
-def draw_dim(draw, rank: int) -> int:
-    """A dim of a rank-`rank` tensor; negative (counted from the end) half the time."""
-    return draw(st.integers(-rank, rank - 1))
-
-
-def _draw_dims(draw, rank: int) -> list[int]:
-    """One or more distinct dims, each negative or not."""
-    dims = draw(st.lists(st.integers(0, rank - 1), min_size=1, max_size=rank, unique=True))
-    return [d - rank if draw(st.booleans()) else d for d in dims]
 
 
 def is_int(value) -> bool:
@@ -125,7 +114,7 @@ def _infer_reshape(attrs, shapes):
 def _draw_transpose(draw, shapes):
     rank = len(shapes[0])
     a, b = draw(st.lists(st.integers(0, rank - 1), min_size=2, max_size=2, unique=True))
-    return {"dim0": a, "dim1": b}
+    return {"dim0": maybe_negative(draw, a, rank), "dim1": maybe_negative(draw, b, rank)}
 
 
 def _infer_transpose(attrs, shapes):
@@ -136,19 +125,22 @@ def _infer_transpose(attrs, shapes):
 
 
 def _draw_permute(draw, shapes):
-    return {"perm": draw(st.permutations(range(len(shapes[0]))))}
+    rank = len(shapes[0])
+    return {"perm": [maybe_negative(draw, p, rank) for p in draw(st.permutations(range(rank)))]}
 
 
 def _infer_permute(attrs, shapes):
-    perm, shape = attrs["perm"], shapes[0]
-    check(sorted(perm) == list(range(len(shape))), f"perm {perm} is not a permutation of 0..{len(shape) - 1}")
+    perm, shape = _int_list(attrs["perm"], "perm"), shapes[0]
+    normalized = sorted(p % len(shape) for p in perm if -len(shape) <= p < len(shape))
+    check(normalized == list(range(len(shape))), f"perm {perm} is not a permutation of the {len(shape)} dims")
     return tuple(shape[p] for p in perm)
 
 
 def _draw_flatten(draw, shapes):
     rank = len(shapes[0])
     start = draw(st.integers(0, rank - 1))
-    return {"start_dim": start, "end_dim": draw(st.integers(start, rank - 1))}
+    end = draw(st.integers(start, rank - 1))
+    return {"start_dim": maybe_negative(draw, start, rank), "end_dim": maybe_negative(draw, end, rank)}
 
 
 def _infer_flatten(attrs, shapes):
@@ -159,12 +151,12 @@ def _infer_flatten(attrs, shapes):
 
 
 def _draw_concat(draw, shapes):
-    return {"dim": draw(st.integers(0, len(shapes[0]) - 1))}
+    return {"dim": draw_dim(draw, len(shapes[0]))}
 
 
 def _draw_concat_operands(draw, first, attrs):
     count = draw(st.integers(1, 2))
-    dim = attrs["dim"]
+    dim = attrs["dim"] % len(first)
     return [tuple(first[:dim]) + (draw(st.sampled_from([1, 2, 3, 5])),) + tuple(first[dim + 1 :]) for _ in range(count)]
 
 
@@ -385,7 +377,7 @@ def _draw_roll(draw, shapes):
     if draw(st.integers(0, 3)) == 0:
         total = numel(shape)
         return {"shifts": [draw(st.integers(-2 * total, 2 * total))], "dims": None}
-    dims = _draw_dims(draw, len(shape))
+    dims = draw_dims(draw, len(shape))
     return {"shifts": [draw(st.integers(-2 * shape[d], 2 * shape[d])) for d in dims], "dims": dims}
 
 
@@ -426,7 +418,7 @@ def _jax_roll(xs, ps, attrs):
 
 
 def _draw_flip(draw, shapes):
-    return {"dims": _draw_dims(draw, len(shapes[0]))}
+    return {"dims": draw_dims(draw, len(shapes[0]))}
 
 
 def _infer_flip(attrs, shapes):

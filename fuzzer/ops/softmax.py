@@ -5,12 +5,12 @@ from __future__ import annotations
 import numpy as np
 
 from fuzzer.ops import OpDef
-from fuzzer.ops._common import norm_dim, rank_between, st
+from fuzzer.ops._common import draw_dim, norm_dim, rank_between
 from fuzzer.ops.elementwise import jax_function, torch_function
 
 
 def _draw_dim(draw, shapes):
-    return {"dim": draw(st.integers(-len(shapes[0]), len(shapes[0]) - 1))}
+    return {"dim": draw_dim(draw, len(shapes[0]))}
 
 
 def _infer(attrs, shapes):
