@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import multiprocessing.connection
 import signal
+import tempfile
 import threading
 import time
 from dataclasses import asdict, dataclass, field, fields, replace
@@ -277,7 +278,9 @@ class Campaign:
     def _start_workers(self) -> list:
         count = max(1, self.options.workers)
         if self.options.ray is None:
-            workers = [Worker(self.options.worker_config(), wait=False) for _ in range(count)]
+            self._first_compiles = tempfile.TemporaryDirectory(prefix="fuzz-first-compile-")
+            config = replace(self.options.worker_config(), first_compile_dir=self._first_compiles.name)
+            workers = [Worker(config, wait=False) for _ in range(count)]
             for worker in workers:  # launched side by side, then waited for
                 worker.wait_ready()
             return workers

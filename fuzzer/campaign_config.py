@@ -128,6 +128,7 @@ CONFIG_FIELDS: dict[str, Field] = {
     "inputs_per_graph": Field(Number(whole=True, low=1, high=100), "--inputs-per-graph"),
     "compile_share": Field(Text()),
     "compiled_inputs": Field(Number(whole=True, low=0, high=100), "--compiled-inputs"),
+    "first_compile_dir": Field(Nullable(Text())),  # set for the workers only, never stored
     "threads": Field(Number(whole=True, low=0, high=1024), "--threads"),
     "shrink_time": Field(SECONDS, "--shrink-time"),
     "reruns": Field(Number(whole=True, low=0, high=10)),

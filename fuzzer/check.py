@@ -51,6 +51,7 @@ class CaseResult:
     verdict: str
     verdicts: list[oracle.BackendVerdict] = field(default_factory=list)
     findings: list[Finding] = field(default_factory=list)
+    judged: list[str] = field(default_factory=list)  # the backends of `verdicts`, in order
     seconds: dict[str, float] = field(default_factory=dict)
 
     def finding_for(self, signature: str) -> Finding | None:
@@ -66,9 +67,9 @@ def check_case(case: Case, backends: list[Backend], reruns: int = 2, runner: Run
     reference = oracle.compute_reference(case, {b.dtype for b in backends})
     if not reference.defines_anything:
         return CaseResult(verdicts.INVALID)
-    result = CaseResult(verdicts.AGREE)
-    outcomes = []
-    for backend in backends:
+    result = CaseResult(verdicts.AGREE, judged=[b.name for b in backends])
+    judged, outcomes = list(backends), []
+    for backend in judged:  # grows: see below
         outcome = runner(backend, case)
         result.seconds[backend.name] = outcome.seconds
         verdict = _verdict_of(backend, case, outcome, reference)
@@ -78,11 +79,17 @@ def check_case(case: Case, backends: list[Backend], reruns: int = 2, runner: Run
             verdict = replace(verdict, verdict=verdicts.NONDETERMINISTIC, detail="two runs of the same case differ")
         if verdicts.is_bug(verdict.verdict) and backend.derived_from:
             verdict = _inherited(backend, case, verdict, outcome, reference, runner)
+            if verdict.verdict == verdicts.INHERITED and backend.derived_from not in result.judged:
+                # The base computes the same wrong answer but was not asked (a compiler's own graph,
+                # jax-eager off its budget): judge it too, so the bug is recorded where it lives
+                # rather than hidden as `inherited`, which is no bug to triage.
+                judged.append(get_backend(backend.derived_from))
+                result.judged.append(backend.derived_from)
         result.verdicts.append(verdict)
         outcomes.append(outcome)
     result.verdicts, compared_with = _accuracy_regressions(result.verdicts)
-    by_name = {backend.name: backend for backend in backends}
-    for backend, verdict, outcome in zip(backends, result.verdicts, outcomes):
+    by_name = {backend.name: backend for backend in judged}
+    for backend, verdict, outcome in zip(judged, result.verdicts, outcomes):
         if verdicts.get(verdict.verdict).recorded:
             peer = by_name.get(compared_with.get(backend.name))
             result.findings.append(_finding(backend, case, verdict, outcome, runner, peer))

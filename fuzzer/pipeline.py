@@ -6,6 +6,7 @@ result is a record of fuzzer/records.py for the parent, which is the only corpus
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import resource
@@ -43,6 +44,8 @@ class WorkerConfig:
     compile_share: str = DEFAULT_SHARE
     # Further input sets (other value regimes, same shapes) each compiler runs a graph it compiled on.
     compiled_inputs: int = 8
+    # A folder the campaign's workers share for FirstCompileGate (set by the campaign, never stored).
+    first_compile_dir: str | None = None
     # Intra-op threads per worker for torch and XLA's CPU client; 0 leaves the libraries' defaults.
     threads: int = field(default_factory=lambda: int(os.environ.get(THREADS_ENV, "1")))
     shrink_time: float = 60.0
@@ -143,6 +146,46 @@ class CaseDrawer:
         return self.input_set(self.graph_case(source), source)
 
 
+class FirstCompileGate:
+    """One worker of a campaign pays each compiler's first compile while the others go on with the
+    cheap tier; they follow once it is done. The first compile fills inductor's and triton's caches
+    on disk (a fresh machine: ~17 s for torch.compile on the CPU); 14 workers paying it at once on
+    the H100 held the whole campaign for ~85 s. Files in a folder the workers share: NAME.lock is
+    taken (O_EXCL) by the worker that goes first, NAME.done written when it has compiled. A lock
+    older than STALE_S (its worker died) no longer holds the others back; without a folder, or on
+    a machine that does not see it (Ray), every worker goes at once."""
+
+    STALE_S = 300.0
+
+    def __init__(self, folder: str | None):
+        self.folder = folder
+        self.holding: set[str] = set()
+
+    def may_compile(self, name: str) -> bool:
+        if self.folder is None or name in self.holding:
+            return True
+        lock, done = (os.path.join(self.folder, f"{name}.{end}") for end in ("lock", "done"))
+        try:
+            if os.path.exists(done):
+                return True
+            os.close(os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+            self.holding.add(name)
+            return True
+        except FileExistsError:
+            try:
+                return time.time() - os.stat(lock).st_mtime > self.STALE_S
+            except OSError:
+                return True
+        except OSError:  # no such folder here
+            return True
+
+    def compiled(self, name: str) -> None:
+        if name in self.holding:
+            self.holding.discard(name)
+            with contextlib.suppress(OSError):
+                open(os.path.join(self.folder, f"{name}.done"), "w").close()
+
+
 class Pipeline:
     def __init__(self, config: WorkerConfig, heartbeat: Callable[[Backend, CaseSource], None] | None = None):
         self.config = config
@@ -156,6 +199,7 @@ class Pipeline:
         # Nothing but compilers (jax-jit against jax-jit@old-jax): there is no cheap tier to share
         # the worker with, so every compiler takes every drawn graph (a budget would only idle it).
         self.budget = CompileBudget(shares, self.drawer.ops) if len(compiling) < len(self.backends) else None
+        self.gate = FirstCompileGate(config.first_compile_dir)
         self.backend_seconds: dict[str, float] = {}  # every run of the current graph, reruns included
         self.first_status: dict[str, str] = {}
         self.source = CaseSource(0)  # what the worker checks now (for the heartbeat)
@@ -195,7 +239,8 @@ class Pipeline:
                 if source.tier == SINGLE:  # leave this op to the other tiers
                     self.budget.cover_single(backend.name, source.op)
                 continue
-            if self.budget.wants(backend.name, graph_features(candidate.graph)):
+            first = self.budget.compiled[backend.name] == 0
+            if self.budget.wants(backend.name, graph_features(candidate.graph)) and (not first or self.gate.may_compile(backend.name)):
                 plan.setdefault(source, (candidate, []))[1].append(backend)
         return plan
 
@@ -231,6 +276,7 @@ class Pipeline:
             for name, (source, graph_case) in ran.items():
                 self.budget.charge(name, self.backend_seconds[name] + self.overhead.get(name, 0.0),
                                    graph_features(graph_case.graph), source.tier)
+                self.gate.compiled(name)
                 if source.tier == SINGLE:
                     self.budget.cover_single(name, source.op)
             self.budget.advance(time.perf_counter() - start)
@@ -267,10 +313,10 @@ class Pipeline:
                 reply.invalid += 1
                 continue
             if result.findings:
-                reply.found.append(self._found_case(current, result, backends, known_signatures))
+                reply.found.append(self._found_case(current, result, known_signatures))
 
-    def _found_case(self, case: Case, result: CaseResult, backends: list[Backend], known: set[str]) -> FoundCase:
-        found = FoundCase(case, result.verdict, list(result.findings), [b.name for b in backends], list(result.verdicts))
+    def _found_case(self, case: Case, result: CaseResult, known: set[str]) -> FoundCase:
+        found = FoundCase(case, result.verdict, list(result.findings), list(result.judged), list(result.verdicts))
         for finding in result.findings:
             if not verdicts.get(finding.verdict).shrink:
                 continue  # not a bug: stored as found, with both errors, never shrunk

@@ -310,3 +310,24 @@ def test_a_compiled_graphs_further_input_sets_cycle_through_the_campaigns_value_
     assert drawer.draw(CaseSource(source.index, input_set=2)).arrays.keys() == sets[2].arrays.keys()
     assert all(np.array_equal(a, b, equal_nan=True) for a, b in
                zip(drawer.draw(CaseSource(source.index, input_set=2)).arrays.values(), sets[2].arrays.values()))
+
+
+def test_one_worker_pays_a_compilers_first_compile_and_the_others_follow(tmp_path):
+    """FirstCompileGate: the first worker to ask takes the lock (and keeps it until it has compiled),
+    the others wait; once done they all go. A lock whose worker died stops holding them after
+    STALE_S; a folder this machine does not see holds nobody back."""
+    import os
+
+    from fuzzer.pipeline import FirstCompileGate
+
+    first, second = FirstCompileGate(str(tmp_path)), FirstCompileGate(str(tmp_path))
+    assert first.may_compile("torch-compile:cpu:float32") and first.may_compile("torch-compile:cpu:float32")
+    assert not second.may_compile("torch-compile:cpu:float32")
+    assert second.may_compile("jax-jit:cpu:float32")  # one gate a compiler
+    first.compiled("torch-compile:cpu:float32")
+    assert second.may_compile("torch-compile:cpu:float32")
+    assert not first.may_compile("jax-jit:cpu:float32")
+    old = time.time() - FirstCompileGate.STALE_S - 1
+    os.utime(tmp_path / "jax-jit:cpu:float32.lock", (old, old))  # its worker died mid-compile
+    assert first.may_compile("jax-jit:cpu:float32")
+    assert FirstCompileGate(str(tmp_path / "elsewhere")).may_compile("torch-compile:cpu:float32")

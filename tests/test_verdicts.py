@@ -41,9 +41,11 @@ def sign_of_nan_case():
     return case
 
 
-def test_a_plugin_is_not_charged_with_its_bases_bug():
+def test_a_plugin_is_not_charged_with_its_bases_bug_and_the_base_is_charged_instead():
     """torch.sign(nan) is 0 (pytorch/pytorch#41245): torch-eager's own finding. A plugin that derives
-    from torch-eager and overrides another op gets `inherited` for it, naming the base."""
+    from torch-eager and overrides another op gets `inherited` for it, naming the base; the base,
+    not asked for, is judged too, so the bug is recorded where it lives (an `inherited` bucket
+    alone is no bug to triage: the finding would be lost)."""
     import torch
 
     case = sign_of_nan_case()
@@ -51,8 +53,12 @@ def test_a_plugin_is_not_charged_with_its_bases_bug():
     assert check_case(case, [base]).verdict == verdicts.NAN_INF
     plugin = base.derive("relu-plugin", {"relu": lambda xs, ps, attrs: torch.relu(xs[0])})
     result = check_case(case, [plugin])
-    assert result.verdict == verdicts.INHERITED
+    assert result.judged == ["relu-plugin", "torch-eager:cpu:float32"]
+    assert [v.verdict for v in result.verdicts] == [verdicts.INHERITED, verdicts.NAN_INF]
     assert "torch-eager:cpu:float32" in result.findings[0].detail
+    assert result.findings[1].signature == "nan-inf | torch-eager:cpu:float32 | sign"
+    both = check_case(case, [base, plugin])  # asked for already: judged once
+    assert both.judged == ["torch-eager:cpu:float32", "relu-plugin"]
 
 
 def test_a_plugins_own_fault_on_the_same_op_stays_its_finding():
