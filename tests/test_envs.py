@@ -244,8 +244,11 @@ def test_cross_version_campaign_finds_shrinks_stores_replays_and_bisects_a_real_
     assert [(e["name"], e["versions"]["jax"], e["versions"]["jaxlib"]) for e in listed] == [("old-jax", OLD_JAX, OLD_JAX)]
 
     # Find: the new release against the old one, both judged against the float64 reference.
+    # The small regime only: the further input sets of each compiled graph then stay plain values too,
+    # where the new release has no softmax bug of its own (jax#37234 needs large finite rows).
     summary = json.loads(fuzz("run", "--db", db, "--backends", "jax-jit,jax-jit@old-jax", "--ops", "softmax,reshape,permute,relu",
-                              "--max-cases", 30, "--workers", 2, "--seed", 1, "--json", env_home=home, expect=1).stdout)
+                              "--regimes", "small", "--max-cases", 30, "--workers", 2, "--seed", 1, "--json", env_home=home,
+                              expect=1).stdout)
     assert summary["finding_cases"] > 0 and summary["internal_errors"] == 0
     cases = json.loads(fuzz("list", "--cases", "--db", db, "--json", env_home=home).stdout)
     shrunk = [c for c in cases if c["shrunk_from"] and "softmax" in c["signature"]]
