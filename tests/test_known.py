@@ -41,7 +41,9 @@ def campaign(db: Path, *args, graphs: int = 1) -> tuple[int, dict, list[str]]:
 def test_every_shipped_entry_matches_the_findings_of_its_stored_cases():
     registry = load_registry(SHIPPED_REGISTRY)
     folders = {path.name for path in REPORTS.iterdir() if path.is_dir()}
-    assert {bug.id for bug in registry.bugs} == folders, "one entry per bug report"
+    assert folders <= {bug.id for bug in registry.bugs}, "an entry for every bug report of ours"
+    for bug in registry.bugs:  # the others are bugs reported upstream by someone else: their link says where
+        assert bug.id in folders or bug.entry["link"].startswith("https://github.com/"), bug.id
     assert {bug.id for bug in registry.bugs if bug.status == "convention"} == {"torch-sign-nan", "torch-sinh-cosh-overflow"}
     for bug in registry.bugs:
         for path in bug.cases:
