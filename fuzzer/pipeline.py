@@ -270,8 +270,10 @@ class Pipeline:
         self._check_input_sets(whole, case, backends, reply, known_signatures)
         for source, (graph_case, compilers) in plan.items():
             self._check_input_sets(source, graph_case, compilers, reply, known_signatures)
+        # A compiler in the plan that never ran: its graph's reference defined nothing (invalid).
         ran = {b.name: (whole, case) for b in compilers_on_case if b.name in self.first_status}
-        ran.update({b.name: (source, graph_case) for source, (graph_case, compilers) in plan.items() for b in compilers})
+        ran.update({b.name: (source, graph_case) for source, (graph_case, compilers) in plan.items() for b in compilers
+                    if b.name in self.first_status})
         if self.budget:
             for name, (source, graph_case) in ran.items():
                 self.budget.charge(name, self.backend_seconds[name] + self.overhead.get(name, 0.0),
