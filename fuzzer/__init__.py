@@ -5,3 +5,5 @@ reference, plugins); disagreements are judged, shrunk and stored in a sqlite cor
 """
 
 __version__ = "0.1.0"
+# The name pip knows us by (`pip install 'opdiff-fuzz[ray]'`): "fuzzer" on the package index is another project.
+DISTRIBUTION = "opdiff-fuzz"

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import sqlite3
 import sys
 import tempfile
@@ -23,7 +24,7 @@ import click
 from fuzzer.budget import DEFAULT_SHARE
 from fuzzer.campaign_config import CONFIG_FIELDS
 from fuzzer.errors import InternalError, UserError
-from fuzzer import verdicts
+from fuzzer import DISTRIBUTION, verdicts
 from fuzzer.verdicts import BY_NAME as VERDICT_NAMES
 
 DEFAULT_DB = "corpus/fuzz.db"
@@ -145,7 +146,7 @@ def _set_element_limit(variable: str):
 
 
 @click.group(cls=FuzzGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(package_name="fuzzer")
+@click.version_option(package_name=DISTRIBUTION)
 @click.option("--max-tensor-elements", type=click.IntRange(min=1), metavar="N", expose_value=False, is_eager=True,
               callback=_set_element_limit("FUZZ_MAX_TENSOR_ELEMENTS"),
               help="Refuse a case with a tensor (value or weight) above N elements, before allocating it "
@@ -253,6 +254,7 @@ def run(db_path, time_text, max_cases, backends, ops, max_nodes, regimes, seed, 
     from fuzzer.known import load_registry
     from fuzzer.ops import parse_op_list
     from fuzzer.plugins import load_plugins
+    from fuzzer.progress_line import progress_line
     from fuzzer.regimes import parse_regime_list
 
     if resume is None and max_cases is None and time_text is None:
@@ -267,7 +269,7 @@ def run(db_path, time_text, max_cases, backends, ops, max_nodes, regimes, seed, 
         try:
             import ray  # noqa: F401 - availability check only: fail here, not in a worker, when Ray is missing
         except ImportError:
-            raise UserError("--ray needs Ray, which is not installed: pip install 'fuzzer[ray]'") from None
+            raise UserError(f"--ray needs Ray, which is not installed: pip install '{DISTRIBUTION}[ray]'") from None
     envs.trust_command_line([b.strip() for b in (backends or "").split(",")])
     parsed = parse_backend_list(backends)
     backend_list = [b.name for b in parsed]
@@ -288,6 +290,7 @@ def run(db_path, time_text, max_cases, backends, ops, max_nodes, regimes, seed, 
 
     interactive = sys.stderr.isatty()
     last_line: list[float | None] = [None]  # elapsed seconds at the last line printed; None before the header
+    last_new_bucket: list[float | None] = [None]  # elapsed seconds at this run's last new bucket
 
     def on_progress(p):
         if last_line[0] is None:  # the campaign's first call, before its workers start
@@ -302,24 +305,24 @@ def run(db_path, time_text, max_cases, backends, ops, max_nodes, regimes, seed, 
         if as_json:
             click.echo(json.dumps({"event": "progress", **p.to_dict()}), err=True)
             return
-        line = (f"[campaign {p.campaign_id}] {p.graphs} graphs, {p.checked} cases, {p.graphs_per_second:.1f} graphs/s, "
-                f"{p.finding_cases} findings, {p.new_buckets} new buckets, {p.elapsed:.0f}s")
-        rates = p.structures_per_second()
-        if rates:  # new structures compiled per second, per compiler ("jax-jit:float32 1.20")
-            line += "; structures/s " + " ".join(f"{n.split(':')[0]}:{n.split(':')[-1]} {r:.2f}" for n, r in rates.items())
-        if interactive:
-            click.echo(f"\r{line}   ", err=True, nl=False)
+        if interactive:  # redrawn in place, so it must fit the terminal (the width is read again: it may change)
+            line = progress_line(p, options.time_limit, last_new_bucket[0], width=terminal_width())
+            click.echo(f"\r\x1b[K{line}", err=True, nl=False)
         elif p.elapsed - last_line[0] >= 30 or p.status != "running":  # a log, not a screen: one line per 30 s
             last_line[0] = p.elapsed
-            click.echo(line, err=True)
+            click.echo(progress_line(p, options.time_limit, last_new_bucket[0]), err=True)
 
     def on_new_bucket(p, finding, case_id):
         if as_json:
             click.echo(json.dumps({"event": "new-bucket", "campaign_id": p.campaign_id, "signature": finding.signature,
                                    "case": case_id, "graphs": p.graphs, "elapsed": round(p.elapsed, 1)}), err=True)
             return
-        line = f"[campaign {p.campaign_id}] new bucket after {p.graphs} graphs, {p.elapsed:.0f}s: {finding.signature} (case {case_id})"
-        click.echo(f"\r\x1b[K{line}" if interactive else line, err=True)  # a terminal: over the live progress line
+        last_new_bucket[0] = p.elapsed
+        if interactive:  # over the live progress line, short enough to stay one line (the header named the campaign)
+            click.echo(f"\r\x1b[Knew bucket: {finding.signature} (case {case_id}, {p.elapsed:.0f}s)", err=True)
+        else:
+            click.echo(f"[campaign {p.campaign_id}] new bucket after {p.graphs} graphs, {p.elapsed:.0f}s: "
+                       f"{finding.signature} (case {case_id})", err=True)
 
     progress = run_campaign(corpus, options, on_progress, resume=resume, on_new_bucket=on_new_bucket, known_bugs=registry)
     if interactive and not as_json:
@@ -362,6 +365,14 @@ def _what_ran(progress, backends: list[str]) -> str:
         lines.append(f"Warning: {name} ran on under 5% of the cases; give it more worker time with "
                      f"--compile-share {name.split(':')[0]}=0.3 (or run it alone with --backends).")
     return "\n".join(lines)
+
+
+def terminal_width() -> int:
+    """Columns of the terminal the progress line is drawn on: stderr's, since stdout may be a file."""
+    try:
+        return os.get_terminal_size(sys.stderr.fileno()).columns
+    except OSError:
+        return shutil.get_terminal_size().columns  # $COLUMNS, or stdout's terminal, or 80
 
 
 def _campaign_header(progress, options, resume: int | None) -> str:
@@ -1104,7 +1115,7 @@ def selftest(db_path, max_cases, list_only, seed, device, as_json):
 def report(db_path, out_dir, plugins, as_json):
     """Write a self-contained HTML report (plots, buckets, reproducers) and a Markdown summary.
 
-    Plots need matplotlib (pip install 'fuzzer[report]'); without it the report says so in their place.
+    Plots need matplotlib (pip install 'opdiff-fuzz[report]'); without it the report says so in their place.
 
     \b
     Example:

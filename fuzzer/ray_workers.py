@@ -28,6 +28,7 @@ import time
 import uuid
 from dataclasses import replace
 
+from fuzzer import DISTRIBUTION
 from fuzzer.errors import InternalError, UserError
 from fuzzer.pipeline import WorkerConfig
 from fuzzer.records import CaseReply
@@ -41,7 +42,7 @@ def _ray():
     try:
         import ray
     except ImportError:
-        raise UserError("--ray needs Ray: pip install 'fuzzer[ray]'") from None
+        raise UserError(f"--ray needs Ray: pip install '{DISTRIBUTION}[ray]'") from None
     return ray
 
 

@@ -10,12 +10,14 @@ import pickle
 import random
 import shutil
 import sqlite3
+from importlib import metadata
 from pathlib import Path
 
 import numpy as np
 import pytest
 from click.testing import CliRunner, Result
 
+import fuzzer
 from fuzzer.check import Finding
 from fuzzer.cli import main
 from fuzzer.corpus import Corpus
@@ -288,6 +290,13 @@ def test_regress_on_missing_folder(tmp_path):
 def test_top_level_help_has_examples():
     result = fuzz("--help")
     assert result.exit_code == 0 and "Example" in result.output
+
+
+def test_version_is_read_from_our_own_distribution():
+    # `fuzzer` on the package index is another project: pyproject.toml's name is ours, and --version finds it.
+    assert metadata.version(fuzzer.DISTRIBUTION) == fuzzer.__version__
+    result = fuzz("--version")
+    assert result.exit_code == 0 and result.output.endswith(f", version {fuzzer.__version__}\n")
 
 
 @pytest.mark.parametrize("name", sorted(main.commands))

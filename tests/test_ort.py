@@ -28,7 +28,7 @@ FUZZ = str(Path(sys.executable).with_name("fuzz"))
 PLUGIN = str(Path(__file__).parent / "plugins" / "ort_planted_fault.py")
 needs_onnxruntime = pytest.mark.skipif(
     any(importlib.util.find_spec(name) is None for name in ("onnxruntime", "onnx", "onnxscript")),
-    reason="onnxruntime, onnx or onnxscript is not installed; `pip install 'fuzzer[onnx]'` adds them")
+    reason="onnxruntime, onnx or onnxscript is not installed; `pip install 'opdiff-fuzz[onnx]'` adds them")
 
 
 def fuzz(*args) -> subprocess.CompletedProcess:
@@ -133,5 +133,5 @@ def test_without_onnxruntime_the_backend_says_how_to_install_it_and_the_rest_wor
     done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     reason, error = done.stdout.strip().splitlines()
-    assert "pip install 'fuzzer[onnx]'" in reason
-    assert error.startswith("Backend 'ort:cpu:float32' is not available here:") and "fuzzer[onnx]" in error
+    assert "pip install 'opdiff-fuzz[onnx]'" in reason
+    assert error.startswith("Backend 'ort:cpu:float32' is not available here:") and "opdiff-fuzz[onnx]" in error

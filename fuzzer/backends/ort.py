@@ -48,12 +48,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from fuzzer import DISTRIBUTION
 from fuzzer.backends import Backend, CompiledCache
 from fuzzer.errors import OpUnsupported
 from fuzzer.ir import Case, split_arrays
 from fuzzer.ops import get_op
 
-INSTALL_HINT = "pip install 'fuzzer[onnx]'"
+INSTALL_HINT = f"pip install '{DISTRIBUTION}[onnx]'"
 # Nodes the exporter turns into a different computation on purpose or by an ONNX limit: no
 # verdict (op -> (does it apply to these attributes?, why)). Each is about the exporter, not ORT.
 EXPORT_GAPS = {

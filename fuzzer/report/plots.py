@@ -1,6 +1,6 @@
 """The report's plots: matplotlib figures drawn from a ReportData (data.py), as base64 PNGs.
 
-matplotlib is optional (`pip install 'fuzzer[report]'`): without it make_plots says so, and
+matplotlib is optional (`pip install 'opdiff-fuzz[report]'`): without it make_plots says so, and
 the report shows that sentence where the plots would be. The figures only draw what data.py
 counted. Like render.py, this module reads the data by its fields and imports nothing from
 fuzzer.report, so the package's __init__ can import all three without an import circle.
@@ -12,7 +12,7 @@ import base64
 import io
 import math
 
-NO_PLOTS = "plots need matplotlib: pip install 'fuzzer[report]'"
+NO_PLOTS = "plots need matplotlib: pip install 'opdiff-fuzz[report]'"
 
 
 def _png(fig) -> str:
