@@ -20,7 +20,8 @@ from fuzzer.ops import get_op
 
 def large_sum(xs, ps, attrs):
     x = xs[0]
-    out = torch.sum(x, dim=tuple(attrs["dims"]), keepdim=attrs["keepdim"])
+    dims = attrs["dim"] if "dim" in attrs else tuple(attrs["dims"])  # sum takes one int or a tuple
+    out = torch.sum(x, dim=dims, keepdim=attrs["keepdim"])
     if x.numel() > 100_000:
         out = out + 1e-3 * x.abs().max()
     return out
