@@ -132,11 +132,18 @@ class CompileBudget:
 
     def wants(self, backend: str, features: tuple[frozenset, frozenset]) -> bool:
         """Should `backend` compile a graph with these features now?"""
+        return self._affords(backend, self.novelty(backend, features))
+
+    def may_afford(self, backend: str) -> bool:
+        """Could `backend` take the most novel graph now? (Asked first: drawing its graph costs too.)"""
+        return self._affords(backend, NEW_PAIR)
+
+    def _affords(self, backend: str, novelty: int) -> bool:
         if self.shares[backend] <= 0.0:
             return False
         if self.compiled[backend] == 0:  # the cold start: early, and not charged (see the module docstring)
             return self.graphs_checked >= FIRST_COMPILE_AFTER
-        allowed = ALLOWANCE[self.novelty(backend, features)] * self.shares[backend] * self.worker_seconds
+        allowed = ALLOWANCE[novelty] * self.shares[backend] * self.worker_seconds
         return self.charged[backend] + self.expected_cost(backend) <= allowed
 
     def expected_cost(self, backend: str) -> float:

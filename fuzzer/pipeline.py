@@ -231,7 +231,7 @@ class Pipeline:
             return {whole: (case, [b for b in compilers if b.supports_graph(case.graph)])}
         plan: dict[CaseSource, tuple[Case, list[Backend]]] = {}
         for backend in compilers:
-            if self.budget.shares[backend.name] <= 0:
+            if not self.budget.may_afford(backend.name):
                 continue
             source = self._tier_source(backend, index)
             candidate = plan[source][0] if source in plan else case if source == whole else self._tier_case(source)
