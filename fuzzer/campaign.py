@@ -328,10 +328,11 @@ class Campaign:
             self._store_found(found, reply.node)
 
     def _store_found(self, found: FoundCase, node: dict | None) -> None:
-        """A case with findings and its shrunk cases (`node`: the Ray node the findings came from)."""
+        """A case with findings and its shrunk cases (`node`: the Ray node the findings came from). Stored
+        bounded: a bucket keeps a few cases and counts the rest (fuzzer/corpus.py)."""
         case_id = self._store_record(found.record(campaign_id=self.progress.campaign_id, node=node))
         for small in found.shrunk:
-            self.corpus.add_case(small.record(campaign_id=self.progress.campaign_id, shrunk_from=case_id, node=node))
+            self.corpus.add_case(small.record(campaign_id=self.progress.campaign_id, shrunk_from=case_id, node=node), bounded=True)
 
     def _store_record(self, record: CaseRecord) -> int:
         """Store a case with findings, counting it and its new buckets; returns its id. Only a bug
@@ -342,7 +343,7 @@ class Campaign:
             progress.explained_cases += 1
         else:
             progress.finding_cases += 1
-        case_id = self.corpus.add_case(record)
+        case_id = self.corpus.add_case(record, bounded=True)
         unknown = False
         for finding in record.findings:
             first_seen = finding.signature not in self.known_signatures

@@ -42,8 +42,7 @@ class Finding:
     @classmethod
     def from_dict(cls, data: dict) -> Finding:
         """The finding `data` describes (fuzzer/jsonform.py: to_dict gives `data` back as it was)."""
-        known = {f.name for f in fields(cls)}
-        return jsonform.remember(cls(**{key: value for key, value in data.items() if key in known}), data)
+        return jsonform.read(cls, data)
 
 
 @dataclass

@@ -24,7 +24,7 @@ import click
 from fuzzer.budget import DEFAULT_SHARE
 from fuzzer.campaign_config import CONFIG_FIELDS
 from fuzzer.errors import InternalError, UserError
-from fuzzer import DISTRIBUTION, verdicts
+from fuzzer import DISTRIBUTION, jsonform, verdicts
 from fuzzer.verdicts import BY_NAME as VERDICT_NAMES
 
 DEFAULT_DB = "corpus/fuzz.db"
@@ -71,7 +71,7 @@ def known_bugs_option(fn):
 
 
 def emit(as_json: bool, data, text: str) -> None:
-    click.echo(json.dumps(data, indent=2, default=str) if as_json else text)
+    click.echo(jsonform.dumps(data, indent=2, default=str) if as_json else text)  # strict JSON: "inf", never Infinity
 
 
 def open_corpus(db_path: str, create: bool = False):
@@ -296,14 +296,14 @@ def run(db_path, time_text, max_cases, backends, ops, max_nodes, regimes, seed, 
         if last_line[0] is None:  # the campaign's first call, before its workers start
             last_line[0] = p.elapsed
             if as_json:
-                click.echo(json.dumps({"event": "start", **p.to_dict()}), err=True)
+                click.echo(jsonform.dumps({"event": "start", **p.to_dict()}), err=True)
             else:
                 click.echo(_campaign_header(p, options, resume), err=True)
             if weak_draws:
-                click.echo(json.dumps({"event": "warning", "message": weak_draws}) if as_json else f"Warning: {weak_draws}", err=True)
+                click.echo(jsonform.dumps({"event": "warning", "message": weak_draws}) if as_json else f"Warning: {weak_draws}", err=True)
             return
         if as_json:
-            click.echo(json.dumps({"event": "progress", **p.to_dict()}), err=True)
+            click.echo(jsonform.dumps({"event": "progress", **p.to_dict()}), err=True)
             return
         if interactive:  # redrawn in place, so it must fit the terminal (the width is read again: it may change)
             line = progress_line(p, options.time_limit, last_new_bucket[0], width=terminal_width())
@@ -314,7 +314,7 @@ def run(db_path, time_text, max_cases, backends, ops, max_nodes, regimes, seed, 
 
     def on_new_bucket(p, finding, case_id):
         if as_json:
-            click.echo(json.dumps({"event": "new-bucket", "campaign_id": p.campaign_id, "signature": finding.signature,
+            click.echo(jsonform.dumps({"event": "new-bucket", "campaign_id": p.campaign_id, "signature": finding.signature,
                                    "case": case_id, "graphs": p.graphs, "elapsed": round(p.elapsed, 1)}), err=True)
             return
         last_new_bucket[0] = p.elapsed
@@ -766,7 +766,7 @@ def known_add(db_path, case_id, bug_id, link, bug_status, title, known_bugs, as_
     affected = f"{framework} {versions[framework]}" if framework and (versions or {}).get(framework) else None
     entry = entry_for_bucket(bucket, bug_id, link, bug_status, title, affected)
     path = registry_path(known_bugs)
-    case_file = add_bug(path, entry, json.dumps(corpus.export_case(case_id, expect="disagree"), indent=1, sort_keys=True))
+    case_file = add_bug(path, entry, jsonform.dumps(corpus.export_case(case_id, expect="disagree"), indent=1, sort_keys=True))
     corpus.mark_known(bucket["signature"], bug_id, keep_triage=False)
     emit(as_json, {**entry, "cases": [str(case_file)], "registry": str(path)},
          f"Added known bug '{bug_id}' to {path} (case {case_file}); its findings are known from now on.")
@@ -910,7 +910,7 @@ def export_case(db_path, case_id, fmt, backend, expect, plugins, output):
     envs.trust_command_line([backend or ""])
     corpus = open_corpus(db_path)
     if fmt == "json":
-        text = json.dumps(corpus.export_case(case_id, expect), indent=1, sort_keys=True)
+        text = jsonform.dumps(corpus.export_case(case_id, expect), indent=1, sort_keys=True)
     else:
         stored = corpus.get_case(case_id)
         if not stored.findings and not backend:

@@ -1,6 +1,6 @@
 """The corpus: one sqlite file holding campaigns, cases (with their arrays) and finding buckets.
 
-Tables (schema version 4):
+Tables (schema version 5):
 
     meta         key -> value; `schema_version` says which layout the file has.
     campaigns    one row per `fuzz run`: a global uuid, config, library versions, progress,
@@ -9,9 +9,21 @@ Tables (schema version 4):
                  stored once: `case_key` (graph + arrays + backends) is unique, so import,
                  merge, resume and shrink add nothing they find here already.
     case_arrays  the case's inputs and weights as .npy bytes (never pickled).
-    buckets      one row per finding signature: triage status, counts, the
-                 representative (smallest) case, and the id of the known bug it is
-                 (fuzzer/known.py), if any.
+    buckets      one row per finding signature: triage status; how many findings it has
+                 (count, first and last seen, and per campaign id: campaigns); the cases
+                 it keeps (below); and the id of the known bug it is (fuzzer/known.py), if any.
+
+A bounded corpus. A campaign that hits one frequent bug for an hour stores a few of its cases,
+not thousands. Each bucket keeps in full
+    first_case       its first generated case: the one the campaign's new-bucket line named,
+    latest_case      its newest generated case: the bug as this release still shows it,
+    representative   its smallest case, shrunk ones included: the reproducer;
+shrunk cases are kept, with the case each came from, and every other finding is only counted on
+the bucket row (count, last_seen, campaigns). `add_case(record, bounded=True)` (a campaign's
+findings) deletes a case that a newer one displaced as latest or representative once nothing
+needs it: no bucket keeps it, no case was shrunk from it, it is not a shrunk case, and a campaign
+stored it (an imported case is never dropped). So nothing ever refers to a dropped case. A file
+this release created gives the dropped cases' pages back at every checkpoint; an older one reuses them.
 
 A running campaign holds a lease on its row (pid, host, heartbeat refreshed at every
 checkpoint), so a second `--resume` of it is refused while the first lives, and one
@@ -46,6 +58,7 @@ from typing import Any, Callable, Iterator
 
 import sqlite_utils
 
+from fuzzer import jsonform
 from fuzzer import verdicts as verdict_table
 from fuzzer.arrays import from_base64, from_npy_bytes, to_base64, to_npy_bytes
 from fuzzer.campaign_config import check_campaign_row, stored_plugins
@@ -56,7 +69,7 @@ from fuzzer.oracle import BackendVerdict
 from fuzzer.ops import get_op
 from fuzzer.records import CaseRecord
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 BUSY_TIMEOUT_S = 30.0
 LEASE_STALE_S = 60.0  # a campaign checkpoints every few seconds; this long without one, it is dead
 # Merged campaigns are recognized by uuid; older files get one derived from the row's content
@@ -125,7 +138,10 @@ _SCHEMA_SQL = {
         status TEXT NOT NULL DEFAULT 'new',
         note TEXT,
         representative INTEGER REFERENCES cases(id),
-        known_bug TEXT)""",
+        known_bug TEXT,
+        first_case INTEGER REFERENCES cases(id),
+        latest_case INTEGER REFERENCES cases(id),
+        campaigns TEXT NOT NULL DEFAULT '{}')""",
 }
 _INDEXES_SQL = (
     "CREATE INDEX IF NOT EXISTS idx_cases_signature ON cases (signature)",
@@ -133,6 +149,7 @@ _INDEXES_SQL = (
     "CREATE INDEX IF NOT EXISTS idx_cases_content_hash ON cases (content_hash)",
     "CREATE INDEX IF NOT EXISTS idx_cases_campaign ON cases (campaign_id)",
     "CREATE INDEX IF NOT EXISTS idx_buckets_status ON buckets (status)",
+    "CREATE INDEX IF NOT EXISTS idx_cases_shrunk_from ON cases (shrunk_from)",
 )
 # Version 3: one row per case content and per campaign. Rows a version-2 file held twice keep a NULL key.
 _UNIQUE_SQL = (
@@ -146,11 +163,17 @@ def _now() -> str:
 
 
 def _dumps(value: Any) -> str:
-    return json.dumps(value, sort_keys=True)
+    return jsonform.dumps(value, sort_keys=True)
 
 
 def _loads(text: str | None) -> Any:
     return None if text is None else parse_json(text, "stored JSON")
+
+
+def _loads_entries(text: str | None, record_type: type) -> Any:
+    """A findings or verdicts column, each entry's numbers read as floats (fuzzer/jsonform.py)."""
+    entries = _loads(text)
+    return [jsonform.read_numbers(entry, record_type) for entry in entries] if isinstance(entries, list) else entries
 
 
 def case_key(content_hash: str, backends: list[str]) -> str:
@@ -254,11 +277,37 @@ def _to_v4(db: sqlite_utils.Database) -> None:
     _add_missing_columns(db)
 
 
+def _to_v5(db: sqlite_utils.Database) -> None:
+    """Version 5 bounds the corpus: buckets.first_case, latest_case and campaigns (findings per campaign
+    id), taken from the stored cases (nothing is deleted); and rewrites findings and verdicts that hold
+    NaN or Infinity tokens in the strict form (fuzzer/jsonform.py), which sqlite's JSON functions read."""
+    _add_missing_columns(db)
+    db.execute("CREATE INDEX IF NOT EXISTS idx_cases_shrunk_from ON cases (shrunk_from)")
+    kept: dict[str, dict] = {}  # signature -> first_case, latest_case, campaigns
+    rows = db.execute("SELECT id, campaign_id, findings, case_key FROM cases WHERE shrunk_from IS NULL ORDER BY id").fetchall()
+    for case_id, campaign_id, findings, key in rows:
+        entries = json.loads(findings or "[]")
+        for signature in {f.get("signature") for f in entries if isinstance(f, dict)} - {None}:
+            bucket = kept.setdefault(signature, {"first_case": case_id, "campaigns": {}})
+            bucket["latest_case"] = case_id
+            if campaign_id is not None and key is not None:  # a duplicate version 2 stored was never counted
+                bucket["campaigns"][str(campaign_id)] = bucket["campaigns"].get(str(campaign_id), 0) + 1
+    for signature, bucket in kept.items():
+        db.execute("UPDATE buckets SET first_case = ?, latest_case = ?, campaigns = ? WHERE signature = ?",
+                   [bucket["first_case"], bucket["latest_case"], _dumps(bucket["campaigns"]), signature])
+    for case_id, findings, verdicts in db.execute(
+            "SELECT id, findings, verdicts FROM cases WHERE findings LIKE '%NaN%' OR findings LIKE '%Infinity%' "
+            "OR verdicts LIKE '%NaN%' OR verdicts LIKE '%Infinity%'").fetchall():
+        db.execute("UPDATE cases SET findings = ?, verdicts = ? WHERE id = ?",
+                   [jsonform.dumps(json.loads(findings)), jsonform.dumps(json.loads(verdicts or "[]")), case_id])
+
+
 MIGRATIONS: list[tuple[int, Callable[[sqlite_utils.Database], None]]] = [
     (1, _to_v1),
     (2, _to_v2),
     (3, _to_v3),
     (4, _to_v4),
+    (5, _to_v5),
 ]
 
 
@@ -269,7 +318,8 @@ MIGRATIONS: list[tuple[int, Callable[[sqlite_utils.Database], None]]] = [
 class StoredCase:
     """A case as read from its row: findings and verdicts in their JSON form, as stored (what
     `fuzz show --json` and `fuzz export` give out; a corpus another release or a person wrote
-    may hold keys this one does not know). `record()` is the typed CaseRecord."""
+    may hold keys this one does not know), their errors read as floats ("inf" is inf: fuzzer/jsonform.py).
+    `record()` is the typed CaseRecord."""
 
     id: int
     case: Case
@@ -327,6 +377,14 @@ def _process_alive(pid: int) -> bool:
         return True
 
 
+def _one_per_signature(findings: list[dict]) -> list[dict]:
+    """The first finding of each signature: a case is one finding in a bucket, however many outputs show it."""
+    first: dict[str, dict] = {}
+    for finding in findings:
+        first.setdefault(finding["signature"], finding)
+    return list(first.values())
+
+
 def _primary_signature(verdict: str, findings: list[dict]) -> str | None:
     """The signature of the finding that gave the case its verdict (the first such), else the first finding's."""
     for finding in findings:
@@ -349,7 +407,8 @@ class Corpus:
         self._write_depth = 0
         if self.path.is_dir():
             raise UserError(f"'{self.path}' is a directory, not a corpus file; pass --db with a file path.")
-        if not self.path.exists():
+        new_file = not self.path.exists()
+        if new_file:
             if not create:
                 raise UserError(
                     f"No corpus at '{self.path}'; run `fuzz run` to create one or pass --db with an existing corpus."
@@ -365,6 +424,8 @@ class Corpus:
         try:
             conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
             conn.execute("PRAGMA foreign_keys = ON")
+            if new_file:  # set before the first table: the pages of dropped cases can go back (_give_back_free_pages)
+                conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
             _retry_while_locked(self._enable_wal)
             _retry_while_locked(self.migrate)
         except BaseException:
@@ -559,6 +620,7 @@ class Corpus:
             if cursor.rowcount == 0:
                 raise UserError(f"Campaign {campaign_id} was taken over by another process (this one missed its "
                                 f"heartbeat for {LEASE_STALE_S:g} s); this one stops.")
+        self._give_back_free_pages()
 
     def finish_campaign(self, campaign_id: int, status: str = "finished") -> None:
         """Record how the campaign ended and give its lease back."""
@@ -571,6 +633,14 @@ class Corpus:
             )
             if cursor.rowcount == 0:
                 raise self._no_campaign(campaign_id)
+        self._give_back_free_pages()
+
+    def _give_back_free_pages(self) -> None:
+        """Shrink the file by the pages of the cases a bounded campaign dropped. Only a file this release
+        created can (auto_vacuum INCREMENTAL is set before its first table); an older one reuses them.
+        Never inside a transaction: executescript (which runs the pragma to its end) commits first."""
+        if self._write_depth == 0:
+            _retry_while_locked(lambda: self.db.conn.executescript("PRAGMA incremental_vacuum"))
 
     def campaign(self, campaign_id: int) -> dict:
         row = self._one("SELECT * FROM campaigns WHERE id = ?", [campaign_id])
@@ -604,16 +674,19 @@ class Corpus:
 
     # ---- cases
 
-    def add_case(self, record: CaseRecord) -> int:
+    def add_case(self, record: CaseRecord, bounded: bool = False) -> int:
         """Store the case, its arrays and its findings' buckets in one transaction; returns the case id.
 
         A case stored already (same graph, arrays and backends: `case_key`) is not stored again and
-        counts no second time in its buckets: its existing id is returned.
+        counts no second time in its buckets: its existing id is returned. `bounded` (a campaign's
+        findings): the cases this one displaces in its buckets are deleted once nothing needs them
+        (see the module docstring), so a frequent bug grows the corpus by its counts only.
         """
-        return self._store_case(record)[0]
+        return self._store_case(record, bounded=bounded)[0]
 
-    def _store_case(self, record: CaseRecord) -> tuple[int, bool]:
-        """(case id, whether it was added now)."""
+    def _store_case(self, record: CaseRecord, bounded: bool = False, counts: bool = True) -> tuple[int, bool]:
+        """(case id, whether it was added now). `counts`: a generated case added now is one more
+        finding in its buckets (a merge counts its campaigns' findings from the buckets instead)."""
         case, campaign_id, verdict, backends = record.case, record.campaign_id, record.verdict, record.backends
         shrunk_from, shrink_log = record.shrunk_from, record.shrink_log
         findings = [finding.to_dict() for finding in record.findings]  # the row's JSON form from here on
@@ -647,43 +720,73 @@ class Corpus:
                     json.dumps(list(backends)),
                     verdict,
                     _primary_signature(verdict, findings),
-                    json.dumps(findings),
+                    jsonform.dumps(findings),
                     shrunk_from,
-                    None if shrink_log is None else json.dumps(shrink_log),
-                    json.dumps([v.to_dict() for v in record.verdicts]),
+                    None if shrink_log is None else jsonform.dumps(shrink_log),
+                    jsonform.dumps([v.to_dict() for v in record.verdicts]),
                     key,
                 ],
             ).lastrowid
             for name, blob in arrays.items():
                 self.db.execute("INSERT INTO case_arrays (case_id, name, npy) VALUES (?, ?, ?)", [case_id, name, blob])
-            seen: set[str] = set()
-            for finding in findings:
-                if finding["signature"] not in seen:
-                    seen.add(finding["signature"])
-                    self._bump_bucket(finding, case_id, node_count, element_count, now, counts=shrunk_from is None)
+            stored = {"id": case_id, "campaign_id": campaign_id, "created": now, "node_count": node_count,
+                      "element_count": element_count, "shrunk_from": shrunk_from}
+            displaced = []
+            for finding in _one_per_signature(findings):
+                displaced += self._bump_bucket(finding, stored, counts=counts and shrunk_from is None)
+            if bounded:
+                self._drop_unneeded(displaced)
         return case_id, True
 
-    def _bump_bucket(self, finding: dict, case_id: int, nodes: int, elements: int, now: str, counts: bool) -> None:
-        """Insert the finding's bucket or count one more case in it; the representative is the smallest case."""
-        row = self.db.execute(
-            "SELECT c.node_count, c.element_count FROM buckets b LEFT JOIN cases c ON c.id = b.representative "
-            "WHERE b.signature = ?",
-            [finding["signature"]],
-        ).fetchone()
-        if row is None:
-            self.db.execute(
-                "INSERT INTO buckets (signature, verdict, backend, culprit, first_seen, last_seen, count, representative) "
-                "VALUES (?, ?, ?, ?, ?, ?, 1, ?)",
-                [finding["signature"], finding["verdict"], finding["backend"], finding["culprit"], now, now, case_id],
-            )
-            return
-        rep_nodes, rep_elements = row
-        smaller = rep_nodes is None or (nodes, elements) < (rep_nodes, float("inf") if rep_elements is None else rep_elements)
-        self.db.execute(
-            "UPDATE buckets SET count = count + ?, last_seen = ?, "
-            "representative = CASE WHEN ? THEN ? ELSE representative END WHERE signature = ?",
-            [1 if counts else 0, now, int(smaller), case_id, finding["signature"]],
+    def _bump_bucket(self, finding: dict, case: dict, counts: bool) -> list[int]:
+        """Put a stored case (its `cases` row: id, campaign_id, created, node_count, element_count,
+        shrunk_from) in the finding's bucket, creating it: one more finding there if `counts`, and
+        the cases the bucket keeps (module docstring) updated. Returns the cases it displaced."""
+        signature, generated = finding["signature"], case["shrunk_from"] is None
+        row = self._one(
+            "SELECT b.latest_case, b.representative, b.campaigns, r.node_count AS nodes, "
+            "r.element_count AS elements, l.created AS latest_created FROM buckets b "
+            "LEFT JOIN cases r ON r.id = b.representative LEFT JOIN cases l ON l.id = b.latest_case WHERE b.signature = ?",
+            [signature],
         )
+        if row is None:  # a new bucket, keeping this case in every role it can take; counted below
+            kept = case["id"] if generated else None
+            self.db.execute(
+                "INSERT INTO buckets (signature, verdict, backend, culprit, first_seen, last_seen, count, representative, "
+                "first_case, latest_case) VALUES (?, ?, ?, ?, ?, ?, 0, ?, ?, ?)",
+                [signature, finding["verdict"], finding["backend"], finding["culprit"], case["created"], case["created"],
+                 case["id"], kept, kept],
+            )
+            row = {"latest_case": kept, "representative": case["id"], "campaigns": "{}", "nodes": case["node_count"],
+                   "elements": case["element_count"], "latest_created": case["created"] if generated else None}
+        size = (case["node_count"], case["element_count"] or 0)
+        smaller = row["nodes"] is None or size < (row["nodes"], float("inf") if row["elements"] is None else row["elements"])
+        newer = generated and (row["latest_created"] is None or case["created"] >= row["latest_created"])
+        campaigns = _loads(row["campaigns"]) or {}
+        if counts and case["campaign_id"] is not None:
+            campaigns[str(case["campaign_id"])] = campaigns.get(str(case["campaign_id"]), 0) + 1
+        self.db.execute(
+            "UPDATE buckets SET count = count + ?, last_seen = max(last_seen, ?), campaigns = ?, "
+            "first_case = coalesce(first_case, ?), latest_case = CASE WHEN ? THEN ? ELSE latest_case END, "
+            "representative = CASE WHEN ? THEN ? ELSE representative END WHERE signature = ?",
+            [int(counts), case["created"], _dumps(campaigns), case["id"] if generated else None, int(newer), case["id"],
+             int(smaller), case["id"], signature],
+        )
+        return [old for old, taken in ((row["latest_case"], newer), (row["representative"], smaller))
+                if taken and old not in (None, case["id"])]
+
+    def _drop_unneeded(self, case_ids: list[int]) -> None:
+        """Delete each of `case_ids` that nothing needs any more (module docstring): a case a campaign
+        stored, not shrunk itself, with no case shrunk from it and kept by no bucket."""
+        for case_id in dict.fromkeys(case_ids):
+            needed = self.db.execute(
+                "SELECT campaign_id IS NULL OR shrunk_from IS NOT NULL "
+                "OR EXISTS (SELECT 1 FROM cases WHERE shrunk_from = :id) "
+                "OR EXISTS (SELECT 1 FROM buckets WHERE :id IN (first_case, latest_case, representative)) "
+                "FROM cases WHERE id = :id", {"id": case_id}).fetchone()
+            if needed is not None and not needed[0]:
+                self.db.execute("DELETE FROM case_arrays WHERE case_id = ?", [case_id])
+                self.db.execute("DELETE FROM cases WHERE id = ?", [case_id])
 
     def get_case(self, case_id: int) -> StoredCase:
         row = self._one("SELECT * FROM cases WHERE id = ?", [case_id])
@@ -706,11 +809,11 @@ class Corpus:
             created=row["created"],
             verdict=row["verdict"],
             signature=row["signature"],
-            findings=_loads(row["findings"]),
+            findings=_loads_entries(row["findings"], Finding),
             backends=_loads(row["backends"]),
             shrunk_from=row["shrunk_from"],
             shrink_log=_loads(row["shrink_log"]),
-            verdicts=_loads(row.get("verdicts") or "[]"),
+            verdicts=_loads_entries(row.get("verdicts") or "[]", BackendVerdict),
             content_hash=row["content_hash"],
             op_sequence=row["op_sequence"],
         )
@@ -737,7 +840,7 @@ class Corpus:
         rows = self._rows(sql, params + [int(limit)])
         for row in rows:
             row["backends"] = json.loads(row["backends"])
-            row["findings"] = json.loads(row["findings"])
+            row["findings"] = _loads_entries(row["findings"], Finding)
         return rows
 
     def count_cases(self, status: str | None = None, verdict: str | None = None, backend: str | None = None,
@@ -798,7 +901,7 @@ class Corpus:
             params.append(op)
         condition = " WHERE " + " AND ".join(where) if where else ""
         total = self._one(f"SELECT count(*) AS n FROM buckets b{condition}", params)["n"]
-        rows = self._rows(
+        rows = self._bucket_rows(
             "SELECT b.*, r.node_count AS nodes, r.element_count AS elements FROM buckets b "
             f"LEFT JOIN cases r ON r.id = b.representative{condition} ORDER BY b.last_seen DESC, b.count DESC LIMIT ?",
             params + [int(limit)],
@@ -843,11 +946,19 @@ class Corpus:
         """Most-hit first."""
         if status is not None:
             _check_status(status)
-            return self._rows("SELECT * FROM buckets WHERE status = ? ORDER BY count DESC, last_seen DESC", [status])
-        return self._rows("SELECT * FROM buckets ORDER BY count DESC, last_seen DESC")
+            return self._bucket_rows("SELECT * FROM buckets WHERE status = ? ORDER BY count DESC, last_seen DESC", [status])
+        return self._bucket_rows("SELECT * FROM buckets ORDER BY count DESC, last_seen DESC")
 
     def bucket(self, signature: str) -> dict | None:
-        return self._one("SELECT * FROM buckets WHERE signature = ?", [signature])
+        rows = self._bucket_rows("SELECT * FROM buckets WHERE signature = ?", [signature])
+        return rows[0] if rows else None
+
+    def _bucket_rows(self, sql: str, params: list | None = None) -> list[dict]:
+        """Bucket rows, `campaigns` as a dict: campaign id (a string, as JSON keys are) -> its findings there."""
+        rows = self._rows(sql, params)
+        for row in rows:
+            row["campaigns"] = _loads(row["campaigns"])
+        return rows
 
     def triage(self, case_id: int, status: str, note: str | None = None) -> dict:
         """Set the triage status (and note, if given) of the bucket of the case's primary finding; returns the bucket."""
@@ -873,17 +984,18 @@ class Corpus:
     def resign_findings(self, resign: Callable[[dict], str], dry_run: bool = False) -> dict:
         """Give every stored finding the signature `resign(finding)` and rebuild the buckets from the
         cases in the order they were stored, as add_case built them: buckets whose findings now share
-        a signature merge, keeping their triage (see merged_triage). A bucket no stored case belongs
-        to is left as it is. One transaction; with `dry_run` nothing is written."""
+        a signature merge, keeping their triage (see merged_triage) and their counts (_moved_counts).
+        A bucket no stored case belongs to is left as it is. One transaction; with `dry_run` nothing
+        is written."""
         with self._write():
-            cases = self._rows("SELECT id, verdict, findings, node_count, element_count, created, shrunk_from "
+            cases = self._rows("SELECT id, campaign_id, verdict, findings, node_count, element_count, created, shrunk_from "
                                "FROM cases ORDER BY id")
-            old_buckets = {row["signature"]: row for row in self._rows("SELECT * FROM buckets")}
+            old_buckets = {row["signature"]: row for row in self._bucket_rows("SELECT * FROM buckets")}
             sources: dict[str, set[str]] = {}  # new signature -> the old signatures whose findings it takes
             changed = []
             for row in cases:
-                findings = _loads(row["findings"])
-                row["findings"] = [{**f, "signature": resign(f)} for f in findings]
+                findings = _loads_entries(row["findings"], Finding)
+                row["old_findings"], row["findings"] = findings, [{**f, "signature": resign(f)} for f in findings]
                 for before, after in zip(findings, row["findings"]):
                     sources.setdefault(after["signature"], set()).add(before["signature"])
                 if row["findings"] != findings:
@@ -900,22 +1012,23 @@ class Corpus:
                 return summary
             for row in changed:
                 self.db.execute("UPDATE cases SET findings = ?, signature = ? WHERE id = ?",
-                                [json.dumps(row["findings"]), _primary_signature(row["verdict"], row["findings"]), row["id"]])
+                                [jsonform.dumps(row["findings"]), _primary_signature(row["verdict"], row["findings"]), row["id"]])
             for signature in with_cases:
                 self.db.execute("DELETE FROM buckets WHERE signature = ?", [signature])
-            for row in cases:
-                seen: set[str] = set()
-                for finding in row["findings"]:
-                    if finding["signature"] not in seen:
-                        seen.add(finding["signature"])
-                        self._bump_bucket(finding, row["id"], row["node_count"], row["element_count"] or 0, row["created"],
-                                          counts=row["shrunk_from"] is None)
+            for row in cases:  # the kept cases and first/last seen, from the stored cases; the counts below
+                for finding in _one_per_signature(row["findings"]):
+                    self._bump_bucket(finding, row, counts=False)
+            counts = _moved_counts(cases, old_buckets)
             for new, old in sources.items():
                 merged = [old_buckets[s] for s in sorted(old) if s in old_buckets]
                 status, note = merged_triage(merged)
                 known_bug = next((b["known_bug"] for b in merged if b.get("known_bug")), None)
-                self.db.execute("UPDATE buckets SET status = ?, note = ?, known_bug = ? WHERE signature = ?",
-                                [status, note, known_bug, new])
+                count, campaigns = counts.get(new, (0, {}))
+                self.db.execute("UPDATE buckets SET status = ?, note = ?, known_bug = ?, count = ?, campaigns = ?, "
+                                "first_seen = min(first_seen, coalesce(?, first_seen)), "
+                                "last_seen = max(last_seen, coalesce(?, last_seen)) WHERE signature = ?",
+                                [status, note, known_bug, count, _dumps(campaigns), min((b["first_seen"] for b in merged), default=None),
+                                 max((b["last_seen"] for b in merged), default=None), new])
         return summary
 
     def stats(self) -> dict:
@@ -968,7 +1081,9 @@ class Corpus:
         One transaction: a case refused half-way (a hostile or broken file) leaves this corpus as it
         was. Campaigns are matched by uuid and cases by content (`case_key`), so merging a file again,
         a renamed copy of it, or a corpus into itself adds nothing. A bucket still 'new' here takes
-        the other's triage.
+        the other's triage. Findings of the other's campaigns are counted from its buckets' counts per
+        campaign (_merge_counts), which hold the findings it did not keep too; the cases it kept are
+        all copied.
         """
         other.check_campaign_rows()
         with self._write():
@@ -992,12 +1107,14 @@ class Corpus:
                     record = stored.record()
                 except UserError as exc:
                     raise UserError(f"Nothing merged: case {row['id']} of '{other.path}' is refused: {exc}") from None
+                campaign_id = campaigns.get(stored.campaign_id)
                 cases[stored.id], is_new = self._store_case(
-                    replace(record, campaign_id=campaigns.get(stored.campaign_id), shrunk_from=cases.get(stored.shrunk_from))
+                    replace(record, campaign_id=campaign_id, shrunk_from=cases.get(stored.shrunk_from)), counts=campaign_id is None
                 )
                 added += is_new
             triaged = 0
             for bucket in other.buckets():
+                self._merge_counts(bucket, campaigns, other.path)
                 if bucket["status"] != "new":
                     cursor = self.db.execute(
                         "UPDATE buckets SET status = ?, note = coalesce(note, ?), known_bug = coalesce(known_bug, ?) "
@@ -1007,6 +1124,28 @@ class Corpus:
                     triaged += cursor.rowcount
         return {"campaigns_added": new_campaigns, "cases_added": added, "cases_already_here": len(cases) - added,
                 "buckets_triaged": triaged}
+
+    def _merge_counts(self, theirs: dict, campaigns: dict[int, int], path: Path) -> None:
+        """Take another corpus's findings per campaign of one of its buckets (`campaigns` maps its campaign
+        ids to ours): a campaign's count here rises to theirs, so merging the same file again adds nothing."""
+        tallies = theirs["campaigns"]
+        if not isinstance(tallies, dict) or not all(isinstance(key, str) and key.isdigit() and isinstance(n, int) and n >= 0
+                                                    for key, n in tallies.items()):
+            raise UserError(f"Nothing merged: bucket '{theirs['signature']}' of '{path}' has malformed campaign counts "
+                            f"({tallies!r:.80}); the corpus was changed by something other than the fuzzer.")
+        ours = self.bucket(theirs["signature"])
+        if ours is None:
+            return  # none of its cases came here
+        added = 0
+        for their_id, findings in tallies.items():
+            our_id = campaigns.get(int(their_id))
+            if our_id is not None and findings > ours["campaigns"].get(str(our_id), 0):
+                added += findings - ours["campaigns"].get(str(our_id), 0)
+                ours["campaigns"][str(our_id)] = findings
+        if added:
+            self.db.execute("UPDATE buckets SET count = count + ?, campaigns = ?, first_seen = min(first_seen, ?), "
+                            "last_seen = max(last_seen, ?) WHERE signature = ?",
+                            [added, _dumps(ours["campaigns"]), theirs["first_seen"], theirs["last_seen"], theirs["signature"]])
 
     # ---- export / import
 
@@ -1060,6 +1199,41 @@ class Corpus:
             )
         # Findings are kept as the file has them (fuzzer/jsonform.py): another release's keys included.
         return CaseRecord(case, verdict=verdict, backends=backends, findings=[Finding.from_dict(f) for f in findings])
+
+
+def _moved_counts(cases: list[dict], old_buckets: dict[str, dict]) -> dict[str, tuple[int, dict]]:
+    """Each new signature's (count, findings per campaign) once resign_findings has changed the cases'
+    findings (each row's `old_findings` -> `findings`). The findings a bounded corpus did not keep are
+    counted on their bucket's row only, so counts move with their bucket: all of an old bucket's to
+    the new signature of its first stored finding (its home); then each stored generated case moves
+    its own one finding from the homes of its old signatures to its new ones, so that a bucket whose
+    cases now part ways is counted exactly."""
+    homes: dict[str, str] = {}
+    for row in cases:
+        for before, after in zip(row["old_findings"], row["findings"]):
+            homes.setdefault(before["signature"], after["signature"])
+    counts: dict[str, int] = {}
+    per_campaign: dict[str, dict[str, int]] = {}
+
+    def add(signature: str, findings: int, campaigns: dict[str, int], sign: int = 1) -> None:
+        counts[signature] = counts.get(signature, 0) + sign * findings
+        tally = per_campaign.setdefault(signature, {})
+        for campaign, n in campaigns.items():
+            tally[campaign] = tally.get(campaign, 0) + sign * n
+
+    for old, home in homes.items():
+        if old in old_buckets:
+            add(home, old_buckets[old]["count"], old_buckets[old]["campaigns"] or {})
+    for row in cases:
+        if row["shrunk_from"] is None:
+            campaign = {} if row["campaign_id"] is None else {str(row["campaign_id"]): 1}
+            for finding in _one_per_signature(row["old_findings"]):
+                if finding["signature"] in old_buckets:
+                    add(homes[finding["signature"]], 1, campaign, sign=-1)
+            for finding in _one_per_signature(row["findings"]):
+                add(finding["signature"], 1, campaign)
+    return {signature: (max(0, count), {c: n for c, n in per_campaign[signature].items() if n > 0})
+            for signature, count in counts.items()}
 
 
 # When buckets that now share a signature were triaged differently, an open status wins: the merged

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from fuzzer.arrays import materialize, to_npy_bytes
+from fuzzer.campaign import CampaignOptions, run_campaign
 from fuzzer.check import Finding
 from fuzzer.corpus import SCHEMA_VERSION, Corpus, case_from_export, load_case_file
 from fuzzer.errors import UserError
@@ -43,13 +44,13 @@ def finding(signature: str = SIG, verdict: str = "mismatch", backend: str = "tor
     return Finding(backend, verdict, culprit, signature, max_error=0.5, allowed=1e-4, detail="d").to_dict()
 
 
-def add(corpus: Corpus, case, findings=(), verdict=None, **kwargs) -> int:
-    """Store `case` with `findings` given in their JSON form (as the tests compare them)."""
+def add(corpus: Corpus, case, findings=(), verdict=None, bounded=False, **kwargs) -> int:
+    """Store `case` with `findings` given in their JSON form (as the tests compare them); `bounded`: as a campaign does."""
     findings = list(findings)
     verdict = verdict or (findings[0]["verdict"] if findings else "agree")
     return corpus.add_case(CaseRecord(case, campaign_id=kwargs.pop("campaign_id", None), verdict=verdict,
                                       backends=kwargs.pop("backends", ["torch-cpu-float32", "jax-cpu-float32"]),
-                                      findings=[Finding.from_dict(f) for f in findings], **kwargs))
+                                      findings=[Finding.from_dict(f) for f in findings], **kwargs), bounded=bounded)
 
 
 def count_rows(path: Path, table: str = "cases") -> int:
@@ -194,6 +195,127 @@ def test_triage_and_filters(corpus):
     assert stats["buckets_by_status"] == {"new": 1, "reported": 1}
     assert stats["cases_by_verdict"] == {"agree": 1, "mismatch": 1, "nan-inf": 1}
     assert stats["campaigns"] == 0
+
+
+# ---------------------------------------------------------------- a bounded corpus
+
+
+def stored_ids(corpus: Corpus) -> set[int]:
+    return {row["id"] for row in corpus.list_cases(limit=10**6)}
+
+
+def named_ids(corpus: Corpus) -> set[int]:
+    """Every case id something in the corpus names: the cases each bucket keeps, and the cases shrunk from."""
+    rows = corpus.db.execute("SELECT first_case, latest_case, representative FROM buckets "
+                             "UNION ALL SELECT shrunk_from, NULL, NULL FROM cases").fetchall()
+    return {case_id for row in rows for case_id in row if case_id is not None}
+
+
+def assert_nothing_names_a_dropped_case(corpus: Corpus) -> None:
+    assert named_ids(corpus) <= stored_ids(corpus)
+    assert {row[0] for row in corpus.db.execute("SELECT DISTINCT case_id FROM case_arrays")} == stored_ids(corpus)
+
+
+def test_a_campaign_keeps_each_buckets_first_latest_and_smallest_case_and_counts_the_rest(corpus):
+    campaign = corpus.start_campaign({}, 0, {})
+    rows = [(2, 8), (3, 8), (1, 8), (5, 8), (4, 8)]  # the third case is the smallest
+    ids = [add(corpus, chain_case(seed, ("linear", "relu"), shape=shape), [finding()], campaign_id=campaign, bounded=True)
+           for seed, shape in enumerate(rows)]
+    bucket = corpus.bucket(SIG)
+    assert (bucket["first_case"], bucket["latest_case"], bucket["representative"]) == (ids[0], ids[4], ids[2])
+    assert stored_ids(corpus) == {ids[0], ids[2], ids[4]}, "the second and fourth were displaced as latest: dropped"
+    assert bucket["count"] == 5 and bucket["campaigns"] == {str(campaign): 5}
+    # a case something was shrunk from stays; the shrunk case is the reproducer, not another finding
+    shrunk = add(corpus, chain_case(9, ("linear",), shape=(1, 2)), [finding()], campaign_id=campaign, shrunk_from=ids[4],
+                 bounded=True)
+    later = add(corpus, chain_case(10, ("linear", "relu")), [finding()], campaign_id=campaign, bounded=True)
+    assert stored_ids(corpus) == {ids[0], ids[4], shrunk, later}, "the old representative went when the shrunk case took over"
+    assert corpus.bucket(SIG)["count"] == 6 and corpus.bucket(SIG)["representative"] == shrunk
+    # a case a person imported (no campaign) is never dropped, displaced or not
+    imported = add(corpus, chain_case(11, ("linear", "relu")), [finding()])
+    add(corpus, chain_case(12, ("linear", "relu")), [finding()], campaign_id=campaign, bounded=True)
+    assert imported in stored_ids(corpus) and corpus.bucket(SIG)["latest_case"] != imported
+    assert_nothing_names_a_dropped_case(corpus)
+
+
+def bounded_node(path: Path, errors: str) -> Corpus:
+    """A corpus whose one campaign found SIG once per letter of `errors` (the finding's error text), stored bounded."""
+    corpus = Corpus(path)
+    campaign = corpus.start_campaign({}, 0, {})
+    for seed, error in enumerate(errors):
+        add(corpus, chain_case(seed, ("linear", "relu")), [{**finding(), "error": error}], campaign_id=campaign, bounded=True)
+    corpus.finish_campaign(campaign)
+    return corpus
+
+
+def test_merge_counts_the_findings_a_corpus_did_not_keep_once(tmp_path):
+    with bounded_node(tmp_path / "node.db", "aaaaaa") as node:
+        assert node.case_count() == 2 and node.bucket(SIG)["count"] == 6
+    with Corpus(tmp_path / "team.db") as team, Corpus(tmp_path / "node.db") as node:
+        assert team.merge_from(node)["cases_added"] == 2
+        assert team.bucket(SIG)["count"] == 6 and team.bucket(SIG)["campaigns"] == {"1": 6}
+        team.merge_from(node)
+        assert team.bucket(SIG)["count"] == 6, "merging the same file again adds nothing"
+        assert_nothing_names_a_dropped_case(team)
+
+
+def test_rebucket_moves_the_counts_of_findings_not_kept(tmp_path):
+    """Six findings, two cases kept (first: error a, latest: error b); a rule that splits by error text keeps all six counted."""
+    with bounded_node(tmp_path / "node.db", "aaaaab") as corpus:
+        corpus.resign_findings(lambda f: f"{f['signature']} | {f['error']}")
+        counts = {b["signature"]: (b["count"], b["campaigns"]) for b in corpus.buckets()}
+        assert counts == {f"{SIG} | a": (5, {"1": 5}), f"{SIG} | b": (1, {"1": 1})}
+        assert_nothing_names_a_dropped_case(corpus)
+
+
+def test_migrates_version_4_keeping_every_case_and_writing_strict_json(tmp_path):
+    """Version 5 adds the kept cases and counts per campaign to each bucket, deleting nothing, and rewrites
+    findings held with a bare Infinity token, which sqlite's JSON functions refuse (`fuzz list --op` failed)."""
+    path = tmp_path / "v4.db"
+    with Corpus(path) as corpus:
+        campaign = corpus.start_campaign({}, 0, {})
+        ids = [add(corpus, chain_case(seed), [finding()], campaign_id=campaign) for seed in range(3)]
+    conn = sqlite3.connect(path)
+    conn.executescript("""
+        CREATE TABLE old AS SELECT signature, verdict, backend, culprit, first_seen, last_seen, count, status, note,
+            representative, known_bug FROM buckets;
+        DROP TABLE buckets; ALTER TABLE old RENAME TO buckets;
+        UPDATE meta SET value = '4' WHERE key = 'schema_version';""")
+    conn.execute("UPDATE cases SET findings = ?", [json.dumps([{**finding(), "max_error": float("inf")}])])
+    conn.commit()
+    conn.close()
+    with Corpus(path) as corpus:
+        assert corpus.schema_version() == SCHEMA_VERSION == 5 and stored_ids(corpus) == set(ids)
+        bucket = corpus.bucket(SIG)
+        assert (bucket["first_case"], bucket["latest_case"], bucket["count"], bucket["campaigns"]) == (ids[0], ids[2], 3, {"1": 3})
+        assert corpus.db.execute("SELECT findings FROM cases WHERE id = ?", [ids[0]]).fetchone()[0].count('"max_error": "inf"') == 1
+        assert corpus.get_case(ids[0]).findings[0]["max_error"] == float("inf")
+        assert [row["signature"] for row in corpus.list_buckets(op="linear")[0]] == [SIG]
+
+
+@pytest.mark.slow
+def test_a_campaign_with_a_frequent_bug_stores_a_few_cases_and_counts_every_finding(tmp_path):
+    """60 graphs where layer_norm raises for every odd-sized row: one bucket, every finding counted,
+    and stored in full only the bucket's first, latest and smallest (shrunk) case."""
+    corpus = Corpus(tmp_path / "bounded.db")
+    findings = set()  # the distinct cases with findings the campaign handed to the corpus (shrunk ones aside)
+    store = corpus.add_case
+
+    def add_case(record, bounded=False):
+        if record.shrunk_from is None:
+            findings.add(record.case.content_hash())
+        return store(record, bounded)
+
+    corpus.add_case = add_case
+    progress = run_campaign(corpus, CampaignOptions(
+        backends=["torch-eager:cpu:float32", "plugin-raise-layernorm"], plugins=[str(REPO / "tests/plugins/raise_layernorm_shapes.py")],
+        ops=["layer_norm", "relu", "add"], regimes=["small"], max_cases=60, workers=1, shrink_time=5, seed=1))
+    [bucket] = corpus.buckets()
+    assert bucket["verdict"] == "crash" and bucket["count"] == len(findings) >= 20
+    assert bucket["campaigns"] == {str(progress.campaign_id): bucket["count"]}
+    assert stored_ids(corpus) == {bucket["first_case"], bucket["latest_case"], bucket["representative"]}
+    assert corpus.get_case(bucket["representative"]).shrunk_from == bucket["first_case"]
+    assert_nothing_names_a_dropped_case(corpus)
 
 
 # ---------------------------------------------------------------- export / import
@@ -372,7 +494,7 @@ def test_migrates_version_0_corpus(tmp_path):
     conn.close()
 
     with Corpus(path) as corpus:
-        assert corpus.schema_version() == SCHEMA_VERSION == 4
+        assert corpus.schema_version() == SCHEMA_VERSION == 5
         columns = {c.name for c in corpus.db["cases"].columns}
         assert {"element_count", "shrink_log", "verdicts"} <= columns
         assert "note" in {c.name for c in corpus.db["buckets"].columns}
@@ -482,7 +604,7 @@ def test_migrates_version_2_keeping_old_duplicates_and_deriving_uuids(tmp_path):
     copy = tmp_path / "copy.db"
     copy.write_bytes(path.read_bytes())
     with Corpus(path) as corpus, Corpus(copy) as other:
-        assert corpus.schema_version() == SCHEMA_VERSION == 4
+        assert corpus.schema_version() == SCHEMA_VERSION == 5
         keys = corpus.db.execute("SELECT case_key FROM cases ORDER BY id").fetchall()
         assert keys[0][0] is not None and keys[1][0] is None  # nothing deleted; the duplicate is left unkeyed
         assert corpus.get_case(2).case.content_hash() == corpus.get_case(first).case.content_hash()

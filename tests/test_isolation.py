@@ -212,6 +212,10 @@ def snapshot(db_path: Path) -> dict:
             "cases": conn.execute("SELECT id, content_hash, verdict, signature, findings, graph FROM cases ORDER BY id").fetchall(),
             "arrays": conn.execute("SELECT case_id, name, npy FROM case_arrays ORDER BY case_id, name").fetchall(),
             "buckets": {row[0] for row in conn.execute("SELECT signature FROM buckets")},
+            "counts": dict(conn.execute("SELECT signature, count FROM buckets").fetchall()),
+            # what a bounded corpus keeps for good: each bucket's first case, shrunk cases and the cases they came from
+            "kept": {row[0] for row in conn.execute("SELECT first_case FROM buckets UNION SELECT id FROM cases WHERE "
+                                                    "shrunk_from IS NOT NULL UNION SELECT shrunk_from FROM cases")} - {None},
         }
     finally:
         conn.close()
@@ -282,9 +286,12 @@ def test_kill_9_then_resume_loses_nothing(tmp_path):
         assert status in ("finished", "interrupted")
         assert cases_run_after > cases_run_before
         after = snapshot(db)
-        assert set(killed["cases"]) <= set(after["cases"]), "every case stored before the kill is still there, unchanged"
-        assert set(killed["arrays"]) <= set(after["arrays"])
+        assert killed["kept"], "the first finding's case is kept"
+        assert {c for c in killed["cases"] if c[0] in killed["kept"]} <= set(after["cases"]), \
+            "every case kept before the kill is still there, unchanged"
+        assert {a for a in killed["arrays"] if a[0] in killed["kept"]} <= set(after["arrays"])
         assert killed["buckets"] <= after["buckets"]
+        assert all(after["counts"][signature] >= count for signature, count in killed["counts"].items()), "no finding uncounted"
         assert integrity(db) == "ok"
     finally:
         for proc in (first, second):

@@ -62,7 +62,10 @@ def test_list_shows_one_line_per_bucket_with_its_smallest_case(plugin_campaign, 
     cases = json.loads(fuzz("list", "--db", db, "--cases", "--json").stdout)
     buckets = json.loads(fuzz("list", "--db", db, "--json").stdout)
     assert [b["signature"] for b in buckets] == [CRASH]
-    assert buckets[0]["count"] == len([c for c in cases if not c["shrunk_from"]])  # shrunk copies are not counted
+    campaign = json.loads(fuzz("campaigns", "--db", db, "--json").stdout)[0]
+    assert buckets[0]["count"] == campaign["findings"] > 2  # every finding counted, shrunk copies not
+    generated = {c["id"] for c in cases if not c["shrunk_from"]}  # the bucket keeps its first and latest, counts the rest
+    assert generated == {buckets[0]["first_case"], buckets[0]["latest_case"]} and buckets[0]["campaigns"] == {"1": campaign["findings"]}
     assert buckets[0]["representative"] == shrunk_case and buckets[0]["nodes"] == 1
     text = fuzz("list", "--db", db).stdout.splitlines()
     assert len(text) == 2 and text[1].split()[:3] == [str(shrunk_case), "new", str(buckets[0]["count"])]
