@@ -7,6 +7,10 @@ it first writes {"versions": {...}}, then answers one JSON line per request:
   -> {"backend": "jax-jit:cpu:float32", "case": FOLDER, "strict": false}
   <- {"ok": true}                         outputs written to FOLDER/outputs (fuzzer/case_folder.py)
   <- {"unsupported": OP, "reason": TEXT}  this release lacks an API that OP's implementation uses
+  <- {"unsupported": null, "reason": TEXT}
+                                          this release cannot take this case: OpUnsupported, raised
+                                          by an op (a form older than its declared minimum release)
+                                          or the backend (a graph break), or no op is known
   <- {"error": TEXT}                      the backend raised: a crash finding, as in-process
   -> {"check": "jax-jit:cpu:float32"}
   <- {"reason": null or TEXT}             can the backend run here (framework importable, device present)?
@@ -52,7 +56,7 @@ def missing_api(exc: BaseException) -> bool:
 class Worker:
     def __init__(self):
         self.backends: dict = {}
-        self.current_op = "?"  # the op last called: names it when the installed release lacks its API
+        self.current_op: str | None = None  # the op last called: names it when the release cannot run it
 
     def backend(self, spec: str, strict: bool):
         from fuzzer.backends import get_backend
@@ -79,17 +83,20 @@ class Worker:
 
     def run(self, request: dict) -> dict:
         from fuzzer import case_folder
+        from fuzzer.errors import OpUnsupported
 
         backend = self.backend(request["backend"], bool(request.get("strict")))
         root = Path(request["case"])
         case = case_folder.read_case(root)
-        self.current_op = "?"
+        self.current_op = None
         try:
             outputs = backend.run(case)
         except Exception as exc:  # noqa: BLE001 - every failure goes back to the fuzzer as data
             text = "".join(traceback.format_exception_only(type(exc), exc)).strip()
             if missing_api(exc):
                 return {"unsupported": self.current_op, "reason": text}
+            if isinstance(exc, OpUnsupported):  # as in-process: no verdict on this case, and no finding
+                return {"unsupported": None, "reason": text}
             return {"error": text}
         case_folder.write_outputs(outputs, root)
         return {"ok": True}

@@ -14,6 +14,11 @@ numpy reference and r_d the same reference evaluated in dtype d:
 
     agree  iff err <= allowed
 
+r_d is numpy in dtype d, with d's rounding and range (float16 overflows past 65,504, as an
+honest float16 kernel may). bfloat16 values are ml_dtypes' and every op computes in float32
+from them and rounds its result to bfloat16, as a bfloat16 kernel does (numpy_ref.py says why
+not ml_dtypes' own reductions): an input that rounds to -1 makes log1p -inf there too.
+
 Why each term: `e_same` is the PyTorch-minifier idea (judge error relative to
 what a trusted implementation of the same dtype achieves), which absorbs
 ill-conditioned cases (variance of near-constant data, cancellation) without a
@@ -39,9 +44,10 @@ Non-finite values
 The oracle judges what the reference defines, entry by entry, against the honest models
 of dtype d: r_d, the rounding runs, and a flush-to-zero run (subnormals flushed at every
 op, as XLA does on CPU). The rounding runs also snap a result within its rounding bound of
-zero to +0 (run 0) or -0 (run 1), since an honest op may return an exact zero of either
-sign, and make inf an entry whose magnitude op(|inputs|) passes d's largest value (an
-honest float32 sum may overflow in its own order).
+zero, or below d's smallest normal, to +0 (run 0) or -0 (run 1), since an honest op may
+return an exact zero of either sign (see "Signed zeros"), and make inf an entry whose
+magnitude op(|inputs|) passes d's largest value (an honest float32 sum may overflow in its
+own order).
   * r64 finite and every model finite: the entry is judged by the tolerance above;
   * r64 non-finite, every model gives the same class (nan, +inf or -inf), and the value is
     no float64 overflow (it stays non-finite in longdouble): the math defines it (log(0) =
@@ -50,6 +56,20 @@ honest float32 sum may overflow in its own order).
   * anything else (a float32-only overflow, a class that depends on rounding: a log of a
     difference that cancels to +-0): undefined in dtype d, skipped.
 A case is `invalid` only when no entry of any output is defined.
+
+Signed zeros
+------------
+The sign of a zero a graph computes is a rounding artifact: x - x, a sum that cancels, a
+value that underflows (logsigmoid(104) is -7e-46 in float64 and +0 in float32 torch) may come
+out as +0, -0 or a tiny value of either sign in an honest implementation. A result that
+depends on that sign (atan2 at the branch cut, +-pi; 1 / +-0 = +-inf; a negative odd power of
++-0; sqrt or log of a value just below zero, nan) is undefined in dtype d, not a mismatch. In
+each rounding run, every computed zero is such a zero (the run snaps results within rounding
+of zero to it), and an op that declares `zero_sign_matters` (OpDef) gives nan wherever its
+result changes, beyond a zero's sign, when those zeros flip sign, or changes class when they
+are d's smallest normal below zero; the nan makes that entry, and what is computed from it,
+undefined. A zero the case gives (a graph input, a parameter) is exact: the IEEE answer is
+required (pow_scalar(-0.0, -1) of an input -0.0 is -inf).
 
 Extra outputs (gradients)
 -------------------------
@@ -98,12 +118,12 @@ settings: recorded with both errors, never counted as a bug).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from fuzzer import jsonform
-from fuzzer.backends.numpy_ref import NumpyReference
+from fuzzer.backends.numpy_ref import NumpyReference, numpy_dtype
 from fuzzer.errors import normalize_error
 from fuzzer.ir import Case, Graph, interpret, split_arrays
 from fuzzer.ops import get_op
@@ -114,27 +134,23 @@ NOISY_RUNS = 2
 ROUNDING_SLACK = 4.0  # a few units of roundoff per op: reductions accumulate ~sqrt(n) of them
 UNIT_ROUNDOFF = {"float64": 2.0**-53, "float32": 2.0**-24, "float16": 2.0**-11, "bfloat16": 2.0**-8}
 RTOL = {"float64": 1e-9, "float32": 3e-5, "float16": 1e-2, "bfloat16": 8e-2}
-# numpy has no bfloat16 arithmetic: its same-dtype reference is float16's, whose error is smaller,
-# which RTOL["bfloat16"] makes up for.
-SAME_DTYPE_REFERENCE = {"float64": "float64", "float32": "float32", "float16": "float16", "bfloat16": "float16"}
+# Each dtype's largest finite value: past it an honest implementation overflows (bfloat16's is just
+# below float32's).
+LARGEST = {"float64": float(np.finfo(np.float64).max), "float32": float(np.finfo(np.float32).max),
+           "float16": float(np.finfo(np.float16).max), "bfloat16": (2.0 - 2.0**-7) * 2.0**127}
+# Each dtype's smallest normal value: below it a result is subnormal or zero, and may be flushed
+# (bfloat16 has float32's exponent range).
+TINY = {"float64": float(np.finfo(np.float64).tiny), "float32": float(np.finfo(np.float32).tiny),
+        "float16": float(np.finfo(np.float16).tiny), "bfloat16": float(np.finfo(np.float32).tiny)}
 # The fast path (see "Cost"); off, the plain functions compute every model. Tests switch it.
 FAST = True
 
 
 def round_to_dtype(values: np.ndarray, dtype: str) -> np.ndarray:
     """float64 values rounded to `dtype` (and back), so the backend and the reference start from
-    the same numbers; bfloat16 through ml_dtypes (a jax dependency), float32 where it is missing."""
-    if dtype == "bfloat16":
-        try:
-            import ml_dtypes
-
-            target = ml_dtypes.bfloat16
-        except ImportError:
-            target = np.float32
-    else:
-        target = np.dtype(dtype).type
+    the same numbers; bfloat16 through ml_dtypes (a jax dependency)."""
     with np.errstate(over="ignore"):
-        return np.asarray(values).astype(target).astype(np.float64)
+        return np.asarray(values).astype(numpy_dtype(dtype)).astype(np.float64)
 
 
 def nonfinite_class(values: np.ndarray) -> np.ndarray:
@@ -222,12 +238,11 @@ def compute_reference(case: Case, dtypes: set[str]) -> Reference:
     finite64 = [np.isfinite(r64) for r64 in outputs]
     all_finite64 = [bool(np.all(f)) for f in finite64]
     for dtype in dtypes:
-        same = SAME_DTYPE_REFERENCE[dtype]
-        if same == "float64":
+        if dtype == "float64":
             reference.same_dtype[dtype] = outputs
         else:
             with np.errstate(all="ignore"):
-                env_d = NumpyReference(dtype=same).execute_all(graph, inputs, params)
+                env_d = NumpyReference(dtype=dtype).execute_all(graph, inputs, params)
             reference.same_dtype[dtype] = [np.asarray(env_d[o], dtype=np.float64) for o in graph.outputs]
         # What honest dtype-d implementations may give: numpy in that dtype, the rounding model's
         # runs, and the flush-to-zero run. An entry is judged by the tolerance where all of them
@@ -296,10 +311,8 @@ def _float64_overflow(graph: Graph, inputs: dict, params: dict, outputs: list[np
 
 def _flushed(values: np.ndarray, dtype: str) -> np.ndarray:
     """`values` with the subnormals of `dtype` flushed to (signed) zero."""
-    # bfloat16 has float32's exponent range, so float32's smallest normal.
-    tiny = float(np.finfo(np.float16 if dtype == "float16" else np.float32).tiny)
     values = np.asarray(values, dtype=np.float64)
-    return np.where(np.abs(values) < tiny, np.copysign(0.0, values), values)
+    return np.where(np.abs(values) < TINY[dtype], np.copysign(0.0, values), values)
 
 
 def _flush_to_zero_run(graph: Graph, inputs: dict, params: dict, dtype: str) -> list[np.ndarray]:
@@ -335,9 +348,11 @@ def _rounding_runs(case: Case, inputs: dict, params: dict, dtype: str) -> list[l
     few units of `roundoff` (a model of rounding at each op; see the module docstring).
 
     A result within its rounding bound of zero may come out as an exact zero in an honest
-    implementation (gelu(-6) is 0 in float32 through 1 + erf cancelling), and the sign of such
-    a zero is the implementation's choice; run 0 snaps those entries to +0 and run 1 to -0, so
-    whatever an op downstream makes of a zero (rsqrt(+-0) = +-inf) counts as undefined there.
+    implementation (gelu(-6) is 0 in float32 through 1 + erf cancelling), and so may one below
+    the dtype's smallest normal (it underflows); the sign of such a zero is the implementation's
+    choice. Run 0 snaps those entries to +0 and run 1 to -0, and an op that declares
+    `zero_sign_matters` gives nan (undefined) wherever its result depends on the sign of a
+    computed zero among its operands (see "Signed zeros").
     Where the op's magnitude (the op on absolute values) passes the dtype's largest value, an
     honest implementation may overflow in its own order of operations (a float32 sum of
     values near 3e38): those entries are made inf in the runs, so they are undefined too.
@@ -345,43 +360,60 @@ def _rounding_runs(case: Case, inputs: dict, params: dict, dtype: str) -> list[l
     their inputs are not perturbed (a tie in argmax would flip otherwise).
     """
     roundoff = UNIT_ROUNDOFF[dtype]
-    largest = float(np.finfo(np.float16 if dtype == "float16" else np.float64 if dtype == "float64" else np.float32).max)
+    largest, tiny = LARGEST[dtype], TINY[dtype]
     runs = []
     for run in range(NOISY_RUNS):
         rng = np.random.default_rng([case.seed % 2**32, run])
         systematic = 1.0 if run % 2 == 0 else -1.0
         zero = 0.0 if run % 2 == 0 else -0.0
 
-        def perturbed(op_name):
-            op = get_op(op_name)
-            reference_fn, forward_error = op.reference, op.forward_error
+        def run_op(op, xs, computed, ps, attrs):
+            # Backward error: a stable op computes the exact result of slightly perturbed
+            # inputs; this is what exposes rounding *inside* an op (layer_norm's mean of
+            # equal values, amplified by 1 / sqrt(var + eps)).
+            if not op.exact:
+                xs = [x * (1.0 + ROUNDING_SLACK * roundoff * rng.uniform(-1.0, 1.0, np.shape(x))) for x in xs]
+            out = np.asarray(op.reference(xs, ps, attrs), dtype=np.float64)
+            # Rounding is relative to the magnitudes summed, not to a result that cancelled:
+            # the op on absolute values gives that (sum |x_i| for sum, sum |x_i w_i| for matmul).
+            magnitude = np.abs(np.asarray(op.reference([np.abs(x) for x in xs], {k: np.abs(v) for k, v in ps.items()}, attrs)))
+            bound = ROUNDING_SLACK * roundoff * np.maximum(np.abs(out), np.where(np.isfinite(magnitude), magnitude, 0.0))
+            noisy = _perturb(out, bound * rng.uniform(-1.0, 1.0, out.shape))
+            with np.errstate(invalid="ignore"):
+                noisy = np.where(np.isfinite(out) & ((np.abs(out) <= bound) | (np.abs(out) < tiny)), zero, noisy)
+                noisy = np.where(np.isfinite(magnitude) & (magnitude > largest), np.copysign(np.inf, out), noisy)
+            if op.forward_error is not None:
+                # An op's own declared error (e.g. a rounded mean shared by a whole row) is
+                # systematic: the same sign everywhere, so downstream sums do not cancel it.
+                noisy = _perturb(noisy, systematic * ROUNDING_SLACK * roundoff * np.asarray(op.forward_error(xs, ps, attrs)))
+            return _undefined_by_zero_sign(noisy, op, xs, computed, ps, attrs, out, dtype)
 
-            def run_op(xs, ps, attrs):
-                # Backward error: a stable op computes the exact result of slightly perturbed
-                # inputs; this is what exposes rounding *inside* an op (layer_norm's mean of
-                # equal values, amplified by 1 / sqrt(var + eps)).
-                if not op.exact:
-                    xs = [x * (1.0 + ROUNDING_SLACK * roundoff * rng.uniform(-1.0, 1.0, np.shape(x))) for x in xs]
-                out = np.asarray(reference_fn(xs, ps, attrs), dtype=np.float64)
-                # Rounding is relative to the magnitudes summed, not to a result that cancelled:
-                # the op on absolute values gives that (sum |x_i| for sum, sum |x_i w_i| for matmul).
-                magnitude = np.abs(np.asarray(reference_fn([np.abs(x) for x in xs], {k: np.abs(v) for k, v in ps.items()}, attrs)))
-                bound = ROUNDING_SLACK * roundoff * np.maximum(np.abs(out), np.where(np.isfinite(magnitude), magnitude, 0.0))
-                noisy = _perturb(out, bound * rng.uniform(-1.0, 1.0, out.shape))
-                with np.errstate(invalid="ignore"):
-                    noisy = np.where(np.isfinite(out) & (np.abs(out) <= bound), zero, noisy)
-                    noisy = np.where(np.isfinite(magnitude) & (magnitude > largest), np.copysign(np.inf, out), noisy)
-                if forward_error is not None:
-                    # An op's own declared error (e.g. a rounded mean shared by a whole row) is
-                    # systematic: the same sign everywhere, so downstream sums do not cancel it.
-                    noisy = _perturb(noisy, systematic * ROUNDING_SLACK * roundoff * np.asarray(forward_error(xs, ps, attrs)))
-                return noisy
-
-            return run_op
-
+        values = dict(inputs)
         with np.errstate(all="ignore"):
-            runs.append([np.asarray(y, dtype=np.float64) for y in interpret(case.graph, inputs, params, perturbed)])
+            for node in case.graph.nodes:
+                values[node.name] = run_op(get_op(node.op), [values[name] for name in node.inputs],
+                                           [name not in inputs for name in node.inputs], params.get(node.name, {}), node.attrs)
+        runs.append([np.asarray(values[name], dtype=np.float64) for name in case.graph.outputs])
     return runs
+
+
+def _undefined_by_zero_sign(noisy: np.ndarray, op, xs: list, computed: list[bool], ps: dict, attrs: dict,
+                            out: np.ndarray, dtype: str) -> np.ndarray:
+    """`noisy` (a rounding run's result of `op`, which gave `out` on the operands `xs`) with nan
+    wherever `out` depends on the sign of a zero among the computed operands (`computed`: not
+    graph inputs). Such a zero stands for a result within rounding of zero, of either sign: the
+    entry is undefined in `dtype` where flipping the zeros' sign changes `out` by more than a
+    zero's sign (atan2's +-pi, 1 / +-0), or making them d's smallest normal below zero changes
+    its class (sqrt and log are nan there). See "Signed zeros"."""
+    if not op.zero_sign_matters or not any(is_computed and np.any(x == 0) for x, is_computed in zip(xs, computed)):
+        return noisy
+    flipped = [np.where(x == 0, -x, x) if is_computed else x for x, is_computed in zip(xs, computed)]
+    below = [np.where(x == 0, -TINY[dtype], x) if is_computed else x for x, is_computed in zip(xs, computed)]
+    other = np.asarray(op.reference(flipped, ps, attrs), dtype=np.float64)
+    classes = nonfinite_class(out)
+    changed = (classes != nonfinite_class(other)) | (np.isfinite(out) & (out != other))
+    changed |= classes != nonfinite_class(np.asarray(op.reference(below, ps, attrs), dtype=np.float64))
+    return np.where(changed, np.nan, noisy) if changed.any() else noisy
 
 
 # The fast path (FAST; see "Cost" in the module docstring). Every function below returns, bit for
@@ -443,13 +475,13 @@ def _noisy(out: np.ndarray, magnitude, draw: np.ndarray, dtype: str, zero: float
     are _standard, where the same values are computed in place, in fewer passes (the result is
     then _standard too, as the plain expressions' would be: every operand of theirs is)."""
     roundoff = UNIT_ROUNDOFF[dtype]
-    largest = float(np.finfo(np.float16 if dtype == "float16" else np.float64 if dtype == "float64" else np.float32).max)
+    largest = LARGEST[dtype]
     if not (out.size >= IN_PLACE_SIZE and out.ndim and _standard(out) and _standard(magnitude) and _standard(draw)
             and out.shape == magnitude.shape == draw.shape):
         bound = ROUNDING_SLACK * roundoff * np.maximum(np.abs(out), np.where(np.isfinite(magnitude), magnitude, 0.0))
         noisy = _perturb(out, bound * draw)
         with np.errstate(invalid="ignore"):
-            noisy = np.where(np.isfinite(out) & (np.abs(out) <= bound), zero, noisy)
+            noisy = np.where(np.isfinite(out) & ((np.abs(out) <= bound) | (np.abs(out) < TINY[dtype])), zero, noisy)
             return np.where(np.isfinite(magnitude) & (magnitude > largest), np.copysign(np.inf, out), noisy)
     with np.errstate(invalid="ignore", over="ignore"):
         abs_out = np.abs(out)
@@ -462,6 +494,7 @@ def _noisy(out: np.ndarray, magnitude, draw: np.ndarray, dtype: str, zero: float
             np.maximum(abs_out, bound, out=bound)
         bound *= ROUNDING_SLACK * roundoff
         snap = abs_out <= bound
+        snap |= abs_out < TINY[dtype]
         finite = None if all_finite else np.isfinite(out)
         if finite is not None:
             snap &= finite
@@ -510,6 +543,7 @@ def _rounding_runs_shared(case: Case, inputs: dict, params: dict, dtypes: list[s
         for node in graph.nodes:
             op = get_op(node.op)
             ps = params.get(node.name, {})
+            computed = [name not in inputs for name in node.inputs]
             operands = {dtype: [envs[dtype][name] for name in node.inputs] for dtype in dtypes}
             with np.errstate(all="ignore"):
                 if not op.exact:
@@ -542,7 +576,8 @@ def _rounding_runs_shared(case: Case, inputs: dict, params: dict, dtypes: list[s
                     if op.forward_error is not None:
                         noisy = _perturb(noisy, systematic * ROUNDING_SLACK * UNIT_ROUNDOFF[dtype]
                                          * np.asarray(op.forward_error(operands[dtype], ps, node.attrs)))
-                    envs[dtype][node.name] = noisy
+                    envs[dtype][node.name] = _undefined_by_zero_sign(noisy, op, operands[dtype], computed, ps, node.attrs, out,
+                                                                     dtype)
         for dtype in dtypes:
             runs[dtype].append([np.asarray(envs[dtype][name], dtype=np.float64) for name in graph.outputs])
     return runs
@@ -557,7 +592,7 @@ def _flush_to_zero_shared(graph: Graph, inputs: dict, params: dict, dtype: str, 
     run's, flushed; that flush changes nothing and is equivalent to the float64 value itself
     where the value has no entry in (0, tiny) in magnitude and is _standard. (`env` comes from a
     NumpyReference without overrides, whose implementation of an op is the op's reference.)"""
-    tiny = float(np.finfo(np.float16 if dtype == "float16" else np.float32).tiny)
+    tiny = TINY[dtype]
     flush = lambda values: _flushed(values, dtype)  # noqa: E731
 
     def untouched(values) -> bool:
@@ -644,8 +679,7 @@ class BackendVerdict:
     @classmethod
     def from_dict(cls, data: dict) -> BackendVerdict:
         """The verdict `data` describes (fuzzer/jsonform.py: to_dict gives `data` back as it was)."""
-        known = {f.name for f in fields(cls)}
-        return jsonform.remember(cls(**{key: value for key, value in data.items() if key in known}), data)
+        return jsonform.read(cls, data)
 
 
 def allowed_error(reference: Reference, index: int, dtype: str, judged: np.ndarray | None = None) -> float:

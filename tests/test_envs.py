@@ -228,6 +228,34 @@ def test_an_unsupported_op_gives_no_verdict_and_no_finding():
     assert result.findings == [] and result.verdict == verdicts.AGREE
 
 
+def test_the_worker_answers_unsupported_for_what_a_release_cannot_express(tmp_path):
+    """An OpUnsupported in the worker (an op's declared minimum release, a graph break) comes back as
+    `unsupported` naming no op (only this case is out of reach), never as an error: a crash finding."""
+    import torch
+
+    from fuzzer import case_folder
+    from fuzzer.arrays import materialize
+    from fuzzer.env_worker import Worker
+    from fuzzer.ir import Graph, Node, TensorSpec
+
+    def breaking_relu(xs, ps, attrs):
+        torch._dynamo.graph_break()
+        return torch.relu(xs[0])
+
+    worker = Worker()
+    worker.backends[("lacks-softmax", False)] = LacksSoftmax()
+    worker.backends[("breaks", False)] = get_backend("torch-compile").derive("torch-compile-graph-break", {"relu": breaking_relu})
+    for spec, op, reason in (("lacks-softmax", "softmax", "OpUnsupported: op 'softmax' needs torch.softmax"),
+                             ("breaks", "relu", "GraphBreak: graph break under fullgraph=True")):
+        graph = Graph([TensorSpec("x", (2, 3))], [Node("n0", op, ["x"], {"dim": 1} if op == "softmax" else {})], ["n0"])
+        folder = tmp_path / spec
+        folder.mkdir()
+        case_folder.write_case(materialize(graph, 0), folder)
+        answer = worker.run({"backend": spec, "case": str(folder)})
+        assert answer.keys() == {"unsupported", "reason"} and answer["unsupported"] is None, answer
+        assert reason in answer["reason"], answer
+
+
 # -- the real thing: an old jax from PyPI -------------------------------------------------------
 
 @pytest.fixture(scope="module")
@@ -235,6 +263,32 @@ def old_jax(tmp_path_factory):
     home = tmp_path_factory.mktemp("envs")
     fuzz("env", "create", "old-jax", f"jax=={OLD_JAX}", f"jaxlib=={OLD_JAX}", env_home=home)
     return home
+
+
+# Before the campaign test below, which removes the environment at its end.
+@pytest.mark.slow
+def test_what_an_old_release_cannot_express_is_unsupported_never_a_finding(old_jax, monkeypatch):
+    from fuzzer.arrays import materialize
+    from fuzzer.ir import Graph, Node, TensorSpec
+
+    monkeypatch.setenv("FUZZ_ENV_HOME", str(old_jax))
+    backend = get_backend("jax-jit@old-jax")
+
+    def single(op, attrs):
+        return materialize(Graph([TensorSpec("x", (2, 3, 4))], [Node("n0", op, ["x"], attrs)], ["n0"]), 0)
+
+    expected = [
+        (single("mish", {}), verdicts.UNSUPPORTED),  # jax.nn.mish came in 0.4.27: OpUnsupported in the worker
+        # jnp.linalg.vector_norm takes several axes from 0.4.36 on (the op declares it): before,
+        # two axes are a matrix norm (a false mismatch) and three raise "Invalid axis values".
+        (single("norm", {"dims": [0, 2], "p": 2, "keepdim": False}), verdicts.UNSUPPORTED),
+        (single("norm", {"dims": [0, 1, 2], "p": 1, "keepdim": True}), verdicts.UNSUPPORTED),
+        (single("norm", {"dims": [1], "p": 2, "keepdim": False}), verdicts.AGREE),  # one axis: judged
+    ]
+    for case, verdict in expected:
+        result = check_case(case, [backend])
+        assert [v.verdict for v in result.verdicts] == [verdict] and not result.findings, [v.to_dict() for v in result.verdicts]
+    assert backend.unsupported_ops == set()  # each case, not the op: norm over one axis still runs
 
 
 @pytest.mark.slow

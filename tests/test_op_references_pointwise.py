@@ -257,6 +257,27 @@ def test_piecewise_constant_ops_are_exact_and_continuous_ones_are_not():
     assert exact == {"sign", "floor", "round", "where_threshold"}
 
 
+def test_ops_whose_result_follows_the_sign_of_a_zero_declare_it():
+    declared = {name for name, op in registry().items() if op.zero_sign_matters}
+    assert declared == {"atan2", "div", "log", "pow", "pow_scalar", "reciprocal", "rsqrt", "sqrt"}
+    # Each gives more than a zero of another sign when a zero operand changes sign, or turns nan just
+    # below zero (oracle.py, "Signed zeros").
+    for name, attrs, at_zero, at_negative_zero, just_below in [
+        ("atan2", {}, ([0.0], [-1.0]), ([-0.0], [-1.0]), ([-1e-30], [-1.0])),
+        ("div", {}, ([1.0], [0.0]), ([1.0], [-0.0]), ([1.0], [-1e-30])),
+        ("log", {}, ([0.0],), ([-0.0],), ([-1e-30],)),
+        ("pow", {}, ([0.0], [-1.0]), ([-0.0], [-1.0]), ([-1e-30], [0.5])),
+        ("pow_scalar", {"exponent": -1}, ([0.0],), ([-0.0],), ([-1e-30],)),
+        ("reciprocal", {}, ([0.0],), ([-0.0],), ([-1e-30],)),
+        ("rsqrt", {}, ([0.0],), ([-0.0],), ([-1e-30],)),
+        ("sqrt", {}, ([0.0],), ([-0.0],), ([-1e-30],)),
+    ]:
+        zero = ref(name, *at_zero, **attrs)
+        sign_matters = not np.array_equal(zero, ref(name, *at_negative_zero, **attrs), equal_nan=True)  # +0 == -0
+        domain_ends = np.isnan(ref(name, *just_below, **attrs)).all() and not np.isnan(zero).any()
+        assert sign_matters or domain_ends, name
+
+
 def test_references_keep_the_input_dtype():
     for name in ("exp", "gelu", "softplus", "pow_scalar", "erf"):
         attrs = {"exponent": 0.5} if name == "pow_scalar" else {}

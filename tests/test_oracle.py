@@ -145,6 +145,84 @@ def test_a_case_whose_reference_defines_no_entry_is_invalid():
     assert check_case(case, [get_backend("torch-eager:cpu:float32")]).verdict == verdicts.INVALID
 
 
+# -- reduced precision: the same-dtype models round as the dtype does ------------------------------
+
+
+def test_bfloat16_reference_rounds_inputs_to_bfloat16():
+    # -0.999 rounds to -1 in bfloat16 (not in float16): log1p is -inf there in any bfloat16 kernel.
+    case = single_op_case("log1p", [-0.999] * 16 + [0.5, -0.5])
+    reference = oracle.compute_reference(case, {"bfloat16"})
+    assert np.all(reference.same_dtype["bfloat16"][0][:16] == -np.inf)
+    assert not reference.judged_finite("bfloat16", 0)[:16].any() and reference.judged_finite("bfloat16", 0)[16:].all()
+    assert check_case(case, [get_backend("torch-eager:cpu:bfloat16")]).verdict == verdicts.AGREE
+
+
+def test_bfloat16_exponent_that_rounds_to_an_integer_leaves_a_negative_base_undefined():
+    # 2 + 2**-8 is 2 in bfloat16: (-2) ** 2 = 4 there, nan in float64.
+    case = single_op_case("pow", [-2.0, 3.0], extra_inputs=([2.0 + 2.0**-8, 0.5],))
+    reference = oracle.compute_reference(case, {"bfloat16"})
+    assert reference.same_dtype["bfloat16"][0][0] == 4.0 and not reference.defined_nonfinite["bfloat16"][0][0]
+    assert check_case(case, [get_backend("torch-eager:cpu:bfloat16")]).verdict == verdicts.AGREE
+
+
+def test_bfloat16_has_its_own_range():
+    import ml_dtypes
+
+    assert oracle.LARGEST["bfloat16"] == float(ml_dtypes.finfo(ml_dtypes.bfloat16).max)
+    # 2e5 is past float16's range and judged in bfloat16; 3.399e38 is past bfloat16's (not float32's): undefined.
+    case = single_op_case("mul_scalar", [1e5, 1.6995e38, 1.0], {"value": 2.0})
+    reference = oracle.compute_reference(case, {"bfloat16", "float16"})
+    assert list(reference.judged_finite("bfloat16", 0)) == [True, False, True]
+    assert list(reference.judged_finite("float16", 0)) == [False, False, True]
+    assert check_case(case, [get_backend("torch-eager:cpu:bfloat16")]).verdict == verdicts.AGREE
+
+
+# -- signed zeros (oracle.py, "Signed zeros") -------------------------------------------------------
+
+
+def relu_giving_negative_zeros(xs, ps, attrs):
+    """An honest relu whose zeros are -0.0 (the sign of a computed zero is the kernel's choice)."""
+    import torch
+
+    return torch.where(xs[0] > 0, xs[0], -0.0)
+
+
+def test_a_negative_odd_power_of_a_computed_zero_is_undefined():
+    graph = Graph([TensorSpec("x0", (4,))], [Node("n0", "relu", ["x0"]), Node("n1", "pow_scalar", ["n0"], {"exponent": -1})], ["n1"])
+    case = materialize(graph, 0)
+    case.arrays["x0"] = np.array([-2.0, -0.5, 0.5, 4.0])
+    reference = oracle.compute_reference(case, {"float32"})
+    assert list(reference.outputs[0][:2]) == [np.inf, np.inf]  # numpy's relu gives +0
+    assert not (reference.judged_finite("float32", 0) | reference.defined_nonfinite["float32"][0])[:2].any()
+    assert reference.judged_finite("float32", 0)[2:].all()
+    backend = derived("relu-minus-zero", "relu", relu_giving_negative_zeros)
+    assert backend.run(case)[0][0] == -np.inf
+    assert check_case(case, [backend]).verdict == verdicts.AGREE
+
+
+def test_a_negative_odd_power_of_an_input_negative_zero_is_judged():
+    case = single_op_case("pow_scalar", [-0.0, 0.0, 2.0], {"exponent": -1})
+    reference = oracle.compute_reference(case, {"float32"})
+    assert list(reference.defined_nonfinite["float32"][0]) == [True, True, False]
+    assert check_case(case, [get_backend("torch-eager:cpu:float32")]).verdict == verdicts.AGREE
+    # A kernel that loses the input's sign (x + 0.0 is +0 for -0) gives +inf where IEEE pow gives -inf.
+    sign_losing = derived("pow-plus-zero", "pow_scalar", lambda xs, ps, attrs: (xs[0] + 0.0) ** attrs["exponent"])
+    result = check_case(case, [sign_losing])
+    assert result.verdict == verdicts.NAN_INF and "inf where the reference is -inf" in result.findings[0].detail
+
+
+def test_atan2_at_the_branch_cut_of_an_underflowed_value_is_undefined():
+    # logsigmoid(104) is -7e-46 in float64 and +0 in float32 torch: atan2(., -1) is -pi against +pi.
+    graph = Graph([TensorSpec("x0", (4,)), TensorSpec("x1", (4,))],
+                  [Node("n0", "logsigmoid", ["x0"]), Node("n1", "atan2", ["n0", "x1"])], ["n1"])
+    case = materialize(graph, 0)
+    case.arrays.update({"x0": np.array([104.0, 200.0, 50.0, -1.0]), "x1": -np.ones(4)})
+    reference = oracle.compute_reference(case, {"float32"})
+    assert list(reference.judged_finite("float32", 0)) == [False, False, True, True]
+    assert oracle.allowed_error(reference, 0, "float32") < 0.1  # the other entries stay judged tightly
+    assert check_case(case, [get_backend("torch-eager:cpu:float32")]).verdict == verdicts.AGREE
+
+
 def test_tolerance_scales_with_dtype():
     case = transpose_layer_norm_case()
     reference = oracle.compute_reference(case, {"float32", "float64"})

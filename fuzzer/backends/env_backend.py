@@ -6,9 +6,10 @@ of environment `jax-0.4.30` (fuzzer/envs.py) through a long-lived worker process
 case folders (fuzzer/case_folder.py). The float64 reference and the oracle stay in the
 fuzzer's own process, so both sides of a cross-version comparison are judged alike.
 
-An op whose implementation calls an API the environment's release lacks is reported
-unsupported there (an `unsupported` outcome, not a finding); a worker that dies is a
-crash finding, and the next case starts a fresh one.
+An op whose implementation calls an API the environment's release lacks, or raises
+OpUnsupported there (an argument form the release rejects, a graph break), is reported
+unsupported (an `unsupported` outcome, not a finding), as in-process; a worker that dies is
+a crash finding, and the next case starts a fresh one.
 """
 
 from __future__ import annotations
@@ -171,9 +172,11 @@ class EnvBackend(Backend):
             case_folder.write_case(case, root)
             answer = self.worker.ask({"backend": self.base.name, "case": folder, "strict": self.strict})
             if "unsupported" in answer:
-                self.unsupported_ops.add(answer["unsupported"])
-                raise OpUnsupported(f"op '{answer['unsupported']}' is unsupported by {self.env.describe()}: "
-                                    f"{answer['reason']}")
+                op = answer["unsupported"]
+                if op is None:  # this case, not the op everywhere (an argument form, a graph break)
+                    raise OpUnsupported(f"this case is unsupported by {self.env.describe()}: {answer['reason']}")
+                self.unsupported_ops.add(op)
+                raise OpUnsupported(f"op '{op}' is unsupported by {self.env.describe()}: {answer['reason']}")
             if "error" in answer:
                 raise EnvWorkerError(answer["error"])
             return case_folder.read_outputs(root, len(case.graph.outputs), f"backend '{self.name}'")

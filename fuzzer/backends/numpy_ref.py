@@ -11,7 +11,7 @@ from fuzzer.ir import Graph, interpret
 class NumpyReference(Backend):
     kind = "numpy-ref"
     family = "numpy"
-    dtypes = ("float64", "float32", "float16")
+    dtypes = ("float64", "float32", "float16", "bfloat16")
     default_dtype = "float64"
     description = "plain numpy written from the math; float64 is the oracle's arbiter"
 
@@ -21,7 +21,7 @@ class NumpyReference(Backend):
 
     def execute_all(self, graph: Graph, inputs: dict, params: dict) -> dict:
         """Every value of the graph by name, computed in this backend's dtype."""
-        dtype = np.dtype(self.dtype)
+        dtype = numpy_dtype(self.dtype)
         cast = lambda a: np.asarray(a, dtype=dtype)  # noqa: E731
         with np.errstate(all="ignore"):
             return interpret(
@@ -33,9 +33,30 @@ class NumpyReference(Backend):
             )
 
 
+def numpy_dtype(name: str) -> np.dtype:
+    """The numpy dtype named `name`; bfloat16 is ml_dtypes' (a jax dependency)."""
+    if name == "bfloat16":
+        import ml_dtypes
+
+        return np.dtype(ml_dtypes.bfloat16)
+    return np.dtype(name)
+
+
 def _in_dtype(fn, dtype):
-    """References are dtype-generic, but numpy promotes here and there; pin the result dtype."""
+    """References are dtype-generic, but numpy promotes here and there; pin the result dtype.
+
+    bfloat16 ops compute in float32 from their bfloat16 operands and round the result, as a
+    bfloat16 kernel does (torch's float opmath, XLA's bfloat16 normalization). ml_dtypes' own
+    bfloat16 arithmetic does that per ufunc, but its reductions accumulate in bfloat16 (a sum
+    of 1000 ones is 256, an error no kernel makes) and einsum has no bfloat16 loop."""
+    if dtype.name == "bfloat16":
+        return lambda xs, ps, attrs: np.asarray(fn([_float32(x) for x in xs], {k: _float32(v) for k, v in ps.items()}, attrs),
+                                                dtype=dtype)
     return lambda xs, ps, attrs: np.asarray(fn(xs, ps, attrs), dtype=dtype)
+
+
+def _float32(values):
+    return np.asarray(values, dtype=np.float32)
 
 
 BACKENDS = [NumpyReference]

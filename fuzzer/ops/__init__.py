@@ -60,6 +60,10 @@ class OpDef:
     # inputs (the same float32 numbers in every backend) and bfloat16 backends skip them (numpy
     # has no bfloat16 to round their inputs the way the backend does).
     exact: bool = False
+    # Does the sign of a zero operand matter beyond the sign of the result (atan2(+-0, -1) = +-pi,
+    # 1 / +-0 = +-inf, sqrt is nan just below zero)? The oracle then judges the results that depend
+    # on the sign of a computed zero, a rounding artifact, as undefined (oracle.py, "Signed zeros").
+    zero_sign_matters: bool = False
     # (attrs, input shapes) -> attrs: re-derives the attributes that restate an input's shape
     # (layer_norm's normalized_shape, reshape's target) after the shrinker changed that shape;
     # never mutates `attrs` (the shrinker's candidates share it). None: no attribute does.

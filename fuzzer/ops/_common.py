@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 
@@ -64,6 +65,12 @@ def norm_dim(dim_: int, rank: int) -> int:
 
 def numel(shape) -> int:
     return int(math.prod(shape))
+
+
+def release(module) -> tuple[int, ...]:
+    """A framework module's release as numbers ("2.3.1+cpu" is (2, 3, 1)), to compare with the first
+    release an op's argument form needs; a pre-release counts as its release."""
+    return tuple(int(part) for part in re.match(r"\d+(?:\.\d+)*", module.__version__).group().split("."))
 
 
 def like(reference_dtype_source, value):

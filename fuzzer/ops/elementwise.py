@@ -78,7 +78,8 @@ def _implementation(impl, framework_function):
     return run
 
 
-def unary(name, reference, torch_impl, jax_impl, *, draw_attrs=_no_attrs, forward_error=None, exact=False, notes=""):
+def unary(name, reference, torch_impl, jax_impl, *, draw_attrs=_no_attrs, forward_error=None, exact=False,
+          zero_sign_matters=False, notes=""):
     """A one-input op whose output has its input's shape.
 
     `reference(x, **attrs)` is numpy from the math (its result is cast back to x's dtype);
@@ -94,6 +95,7 @@ def unary(name, reference, torch_impl, jax_impl, *, draw_attrs=_no_attrs, forwar
         draw_attrs=draw_attrs,
         forward_error=None if forward_error is None else lambda xs, ps, attrs: forward_error(xs[0], **attrs),
         exact=exact,
+        zero_sign_matters=zero_sign_matters,
         notes=notes,
     )
 
@@ -112,7 +114,7 @@ def _draw_broadcast_operand(draw, first, attrs):
     return [tuple(other)]
 
 
-def binary(name, reference, torch_impl, jax_impl, *, draw_attrs=_no_attrs, exact=False, notes=""):
+def binary(name, reference, torch_impl, jax_impl, *, draw_attrs=_no_attrs, exact=False, zero_sign_matters=False, notes=""):
     """A two-input op broadcasting like numpy; `reference(a, b, **attrs)`, impls as in `unary`."""
     return OpDef(
         name=name,
@@ -125,6 +127,7 @@ def binary(name, reference, torch_impl, jax_impl, *, draw_attrs=_no_attrs, exact
         draw_operands=_draw_broadcast_operand,
         arity=(2, 2),
         exact=exact,
+        zero_sign_matters=zero_sign_matters,
         notes=notes,
     )
 
@@ -250,7 +253,7 @@ OPS = [
     binary("add", np.add, "add", "numpy.add"),
     binary("sub", np.subtract, "sub", "numpy.subtract"),
     binary("mul", np.multiply, "mul", "numpy.multiply"),
-    binary("div", np.divide, "div", "numpy.divide", notes="true division; x / 0 = +-inf, 0 / 0 = nan"),
+    binary("div", np.divide, "div", "numpy.divide", zero_sign_matters=True, notes="true division; x / 0 = +-inf, 0 / 0 = nan"),
     binary("maximum", _maximum_reference, "maximum", "numpy.maximum"),
     binary("minimum", _minimum_reference, "minimum", "numpy.minimum"),
     binary(
@@ -258,6 +261,7 @@ OPS = [
         np.power,
         "pow",
         "numpy.power",
+        zero_sign_matters=True,
         notes="a ** b; a negative base with a non-integer exponent is nan, 0 ** negative is inf; "
         "random float exponents make most negative bases nan",
     ),
@@ -266,6 +270,7 @@ OPS = [
         np.arctan2,
         "atan2",
         "numpy.arctan2",
+        zero_sign_matters=True,
         notes="atan2(a, b): the angle of the point (x=b, y=a), in [-pi, pi]; the branch cut is the "
         "negative x axis, where atan2(+-0, b < 0) = +-pi",
     ),

@@ -14,9 +14,12 @@ import numpy as np
 
 from fuzzer.errors import OpUnsupported
 from fuzzer.ops import OpDef
-from fuzzer.ops._common import check, draw_dim, draw_dims, like, norm_dim, rank_between, st
+from fuzzer.ops._common import check, draw_dim, draw_dims, like, norm_dim, rank_between, release, st
 
 NORM_ORDERS = (1, 2, "inf")  # JSON has no infinity: the max norm is the string "inf"
+# jnp.linalg.vector_norm takes several axes from jax 0.4.36 on (jax-ml/jax@aaaee63); before, it
+# hands them to jnp.linalg.norm, where two axes are a matrix norm and more raise "Invalid axis values".
+JAX_VECTOR_NORM_AXES = (0, 4, 36)
 
 
 def _draw_dims(draw, shapes):
@@ -221,10 +224,13 @@ def _torch_norm(x, dims, attrs):
 
 
 def _jax_norm(x, dims, attrs):
+    import jax
     import jax.numpy as jnp
 
     if not hasattr(jnp.linalg, "vector_norm"):
         raise OpUnsupported("jax.numpy.linalg.vector_norm is missing in this jax")
+    if isinstance(dims, tuple) and len(dims) > 1 and release(jax) < JAX_VECTOR_NORM_AXES:
+        raise OpUnsupported(f"jax.numpy.linalg.vector_norm takes one axis before jax 0.4.36 (this is {jax.__version__})")
     return jnp.linalg.vector_norm(x, ord=_order(attrs), axis=dims, keepdims=attrs["keepdim"])
 
 

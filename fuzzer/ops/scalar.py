@@ -114,7 +114,8 @@ OPS = [
     _operator("mul_scalar", _mul_scalar, notes="value 0 is drawn: x * 0 is nan for x = inf or nan"),
     _operator("div_scalar", _div_scalar, exclude=(0.0,)),
     _operator("rsub", _rsub, notes="value - x, what `2.0 - x` calls (torch.rsub)"),
-    unary("pow_scalar", _pow_scalar_reference, _pow_scalar, _pow_scalar, draw_attrs=_draw_exponent, notes=(
+    unary("pow_scalar", _pow_scalar_reference, _pow_scalar, _pow_scalar, draw_attrs=_draw_exponent,
+          zero_sign_matters=True, notes=(
         "x ** exponent; negative bases give nan for a non-integer exponent. torch computes x ** -0.5 "
         "as rsqrt and x ** 0.5 as sqrt, so -0 ** -0.5 is -inf in torch where IEEE pow (numpy, jax) "
         "gives +inf"
