@@ -109,8 +109,11 @@ def test_two_campaigns_on_one_db_at_once_keep_it_intact(tmp_path):
     summaries = [json.loads(p.communicate(timeout=600)[0]) for p in processes]
     connection = sqlite3.connect(db)
     assert connection.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    # Both campaigns' counts arrived; the bounded corpus keeps a few cases a bucket in full and counts the rest.
+    found = sum(s["finding_cases"] for s in summaries)
+    assert connection.execute("SELECT sum(findings) FROM campaigns").fetchone()[0] == found > 0
     stored = connection.execute("SELECT count(*) FROM cases WHERE shrunk_from IS NULL").fetchone()[0]
-    assert stored == sum(s["finding_cases"] for s in summaries) and stored > 0
+    assert 0 < stored <= found
     assert connection.execute("SELECT count(*) FROM campaigns WHERE status = 'finished'").fetchone()[0] == 2
 
 
