@@ -265,8 +265,9 @@ def old_jax(tmp_path_factory):
     return home
 
 
-# Before the campaign test below, which removes the environment at its end.
-@pytest.mark.slow
+# Before the campaign test below, which removes the environment at its end. Long: a fast test above
+# covers the worker's answer; this one is the real old release (CI's 15 minutes).
+@pytest.mark.long
 def test_what_an_old_release_cannot_express_is_unsupported_never_a_finding(old_jax, monkeypatch):
     from fuzzer.arrays import materialize
     from fuzzer.ir import Graph, Node, TensorSpec
@@ -301,7 +302,8 @@ def test_cross_version_campaign_finds_shrinks_stores_replays_and_bisects_a_real_
     # The small regime only: the further input sets of each compiled graph then stay plain values too,
     # where the new release has no softmax bug of its own (jax#37234 needs large finite rows).
     summary = json.loads(fuzz("run", "--db", db, "--backends", "jax-jit,jax-jit@old-jax", "--ops", "softmax,reshape,permute,relu",
-                              "--regimes", "small", "--max-cases", 30, "--workers", 2, "--seed", 1, "--json", env_home=home,
+                              "--regimes", "small", "--compiled-inputs", 1, "--max-cases", 30, "--workers", 2, "--seed", 1,
+                              "--json", env_home=home,
                               expect=1).stdout)
     assert summary["finding_cases"] > 0 and summary["internal_errors"] == 0
     cases = json.loads(fuzz("list", "--cases", "--db", db, "--json", env_home=home).stdout)

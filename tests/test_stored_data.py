@@ -211,7 +211,7 @@ def test_import_refuses_a_device_or_a_fifo_before_reading(tmp_path):
 
 # -- the memory limit within the shell's hard limit --------------------------------------------------------
 
-@pytest.mark.slow  # one real campaign (~10 s here)
+@pytest.mark.long  # one real campaign (~10 s here); CI's 15 minutes
 def test_the_default_memory_limit_stays_within_a_hard_ulimit(tmp_path):
     from fuzzer.backends import get_backend
     from fuzzer.cli import default_memory_limit_mb

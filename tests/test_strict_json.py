@@ -60,7 +60,7 @@ def test_every_checked_in_case_file_is_strict_json_and_reads_its_infinite_errors
     assert [Finding.from_dict(f).max_error for f in data["findings"]] == [math.inf]
 
 
-@pytest.mark.slow
+@pytest.mark.long  # ~15 s: the fast tests above cover each writer; CI's 15 minutes
 def test_every_json_output_of_a_real_campaign_is_strict(tmp_path):
     """A 3-graph campaign whose plugin relu gives nan (findings with an infinite error), then every
     command's --json on its corpus, a replay and the exported case files."""

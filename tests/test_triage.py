@@ -224,7 +224,8 @@ def test_a_fault_inside_compiled_graphs_is_one_bucket_naming_its_op_and_shrinks_
     db = tmp_path / "jit.db"
     run = fuzz_process("run", "--db", db, "--plugin", Path(PLUGIN).with_name("jit_only_tanh.py"),
                        "--backends", "jax-jit,plugin-jit-tanh", "--ops", "tanh,add,relu,permute,mul,reshape,sigmoid",
-                       "--regimes", "small", "--max-cases", "50", "--workers", "2", "--shrink-time", "10", "--seed", "3")
+                       "--regimes", "small", "--compiled-inputs", "2", "--max-cases", "50", "--workers", "2",
+                       "--shrink-time", "10", "--seed", "3")
     assert run.returncode == 1, run.stdout + run.stderr
     buckets = json.loads(fuzz("list", "--db", db, "--json").stdout)
     assert [(b["signature"], b["nodes"]) for b in buckets] == [("mismatch | plugin-jit-tanh | tanh", 1)], buckets
