@@ -169,6 +169,8 @@ def test_a_worker_past_its_time_is_killed_and_replaced(here):
     assert run_backend(backend, case).status == OK
 
 
+# Long (CI's 15 minutes): the cross-version campaign test below also checks both sides' versions.
+@pytest.mark.long
 def test_cross_environment_campaign_records_both_sides(here, env_home, tmp_path):
     db = tmp_path / "c.db"
     result = fuzz("run", "--db", db, "--backends", "torch-eager,torch-eager@here,jax-jit@here", "--max-cases", 6,
