@@ -15,6 +15,7 @@ import signal
 import tempfile
 import threading
 import time
+from collections import Counter
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Callable
 
@@ -306,24 +307,16 @@ class Campaign:
         progress = self.progress
         progress.checked += reply.checked
         progress.invalid += reply.invalid
-        for op in reply.ops:
-            progress.op_counts[op] = progress.op_counts.get(op, 0) + 1
-        progress.regime_counts[reply.regime] = progress.regime_counts.get(reply.regime, 0) + 1
-        for name, seconds in reply.seconds.items():
-            progress.backend_seconds[name] = progress.backend_seconds.get(name, 0.0) + seconds
+        _tally(progress.op_counts, Counter(reply.ops))
+        _tally(progress.regime_counts, {reply.regime: 1})
+        _tally(progress.backend_seconds, reply.seconds)
         progress.worker_seconds += reply.worker_seconds
         for key in ("compiled_structures", "not_compiled", "budget_skipped"):
-            counts = getattr(progress, key)
-            for name in getattr(reply, key):
-                counts[name] = counts.get(name, 0) + 1
+            _tally(getattr(progress, key), Counter(getattr(reply, key)))
         for key in ("backend_graphs", "backend_cases"):
-            counts = getattr(progress, key)
-            for name, count in getattr(reply, key).items():
-                counts[name] = counts.get(name, 0) + count
+            _tally(getattr(progress, key), getattr(reply, key))
         for name, ops in reply.backend_ops.items():
-            counts = progress.backend_op_counts.setdefault(name, {})
-            for op, count in ops.items():
-                counts[op] = counts.get(op, 0) + count
+            _tally(progress.backend_op_counts.setdefault(name, {}), ops)
         for found in reply.found:
             self._store_found(found, reply.node)
 
@@ -375,6 +368,12 @@ class Campaign:
         finding = replace(died.finding(), node=getattr(died, "node", None))  # Ray workers: the node it died on
         self._store_record(CaseRecord(case, campaign_id=self.progress.campaign_id, verdict=died.kind,
                                       backends=list(self.options.backends), findings=[finding]))
+
+
+def _tally(counts: dict, increments) -> None:
+    """Add `increments` (key -> count) into the checkpoint's `counts`."""
+    for key, count in increments.items():
+        counts[key] = counts.get(key, 0) + count
 
 
 @contextlib.contextmanager

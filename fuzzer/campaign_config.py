@@ -44,27 +44,19 @@ class Number:
 
 
 @dataclass(frozen=True)
-class Text:
+class Plain:
+    """A value of one JSON type: a string, a boolean, an object."""
+
+    type: type
+    description: str
+
     def accepts(self, value: Any) -> bool:
-        return isinstance(value, str)
-
-    description = "a string"
+        return isinstance(value, self.type)
 
 
-@dataclass(frozen=True)
-class Flag:
-    def accepts(self, value: Any) -> bool:
-        return isinstance(value, bool)
-
-    description = "true or false"
-
-
-@dataclass(frozen=True)
-class Object:
-    def accepts(self, value: Any) -> bool:
-        return isinstance(value, dict)
-
-    description = "a JSON object"
+TEXT = Plain(str, "a string")
+FLAG = Plain(bool, "true or false")
+OBJECT = Plain(dict, "a JSON object")
 
 
 @dataclass(frozen=True)
@@ -116,19 +108,19 @@ INT64 = 2**63 - 1
 DAY = 86400.0
 SECONDS = Number(whole=False, low=0, high=DAY)
 RUN_TIME = Number(whole=False, low=0, high=DAY, low_open=True)  # a time limit per backend run
-NAMES = ListOf(Text())
+NAMES = ListOf(TEXT)
 
 # Every CampaignOptions field (tests/test_stored_data.py checks the two stay in step).
 CONFIG_FIELDS: dict[str, Field] = {
-    "backends": Field(ListOf(Text(), non_empty=True)),
+    "backends": Field(ListOf(TEXT, non_empty=True)),
     "ops": Field(Nullable(NAMES)),
     "max_nodes": Field(Number(whole=True, low=1, high=64), "--max-nodes"),
     "regimes": Field(Nullable(NAMES)),
     "seed": Field(Number(whole=True, low=-INT64 - 1, high=INT64), "--seed"),
     "inputs_per_graph": Field(Number(whole=True, low=1, high=100), "--inputs-per-graph"),
-    "compile_share": Field(Text()),
+    "compile_share": Field(TEXT),
     "compiled_inputs": Field(Number(whole=True, low=0, high=100), "--compiled-inputs"),
-    "first_compile_dir": Field(Nullable(Text())),  # set for the workers only, never stored
+    "first_compile_dir": Field(Nullable(TEXT)),  # set for the workers only, never stored
     "threads": Field(Number(whole=True, low=0, high=1024), "--threads"),
     "shrink_time": Field(SECONDS, "--shrink-time"),
     "reruns": Field(Number(whole=True, low=0, high=10)),
@@ -141,8 +133,8 @@ CONFIG_FIELDS: dict[str, Field] = {
     "compile_timeout": Field(RUN_TIME, "--compile-timeout"),
     "recycle_rss_mb": Field(Number(whole=True, low=1, high=2**30), "--recycle-memory"),
     "stop_after_findings": Field(Nullable(Number(whole=True, low=1, high=INT64))),
-    "shrink_known": Field(Flag()),
-    "ray": Field(Nullable(Text())),
+    "shrink_known": Field(FLAG),
+    "ray": Field(Nullable(TEXT)),
 }
 ONLY_FROM_COMMAND_LINE = ("plugins", "ray")
 
@@ -154,7 +146,7 @@ CHECKPOINT_FIELDS: dict[str, Any] = {
                      "unknown_finding_cases"], COUNT),
     **dict.fromkeys(["elapsed", "worker_seconds"], Number(whole=False, low=0, high=1e12)),
     "first_graph_s": Nullable(Number(whole=False, low=0, high=1e12)),
-    **dict.fromkeys(["last_internal_error", "status"], Text()),
+    **dict.fromkeys(["last_internal_error", "status"], TEXT),
     **dict.fromkeys(["op_counts", "regime_counts", "compiled_structures", "not_compiled", "budget_skipped",
                      "backend_graphs", "backend_cases"], MapOf(COUNT)),
     "backend_op_counts": MapOf(MapOf(COUNT)),
@@ -200,7 +192,7 @@ def check_campaign_row(row: dict) -> None:
     check_config(row["config"])
     check_checkpoint(row["checkpoint"])
     _checked(row, {"seed": CONFIG_FIELDS["seed"].kind, "cases_run": Nullable(COUNT), "findings": Nullable(COUNT),
-                   "status": Text(), "versions": Nullable(Object())}, "row")
+                   "status": TEXT, "versions": Nullable(OBJECT)}, "row")
 
 
 def stored_plugins(config: Any) -> list[str]:
