@@ -104,10 +104,13 @@ class Progress:
         return {name: round(self.backend_cases.get(name, 0) / count, 1)
                 for name, count in sorted(self.compiled_structures.items()) if count}
 
-    def rarely_run(self, backends: list[str], floor: float = 0.05) -> list[str]:
-        """The backends asked for that were judged on under `floor` of the cases (a share too small to
-        matter). Cases, not graphs: a compiler runs each graph it compiled on many input sets."""
-        return [name for name in backends if self.checked and self.backend_cases.get(name, 0) < floor * self.checked]
+    def rarely_run(self, backends: list[str], shares: dict[str, float], floor: float = 0.05) -> list[str]:
+        """The backends asked for that were judged on under `floor` of the cases (cases, not graphs: a
+        compiler runs each graph it compiled on many input sets), except a compiler that had at least
+        0.8 of its declared share of worker time (`shares`): it ran as much as it was given."""
+        time_share = self.backend_time_share()
+        return [name for name in backends if self.checked and self.backend_cases.get(name, 0) < floor * self.checked
+                and time_share.get(name, 0.0) < 0.8 * shares.get(name, float("inf"))]
 
     def backend_time_share(self) -> dict:
         """Each backend's share of the time workers spent on cases (generation and judging included)."""

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import click
 
-from fuzzer.budget import DEFAULT_SHARE
+from fuzzer.budget import DEFAULT_SHARE, parse_shares
 from fuzzer.campaign_config import CONFIG_FIELDS
 from fuzzer.errors import InternalError, UserError
 from fuzzer import DISTRIBUTION, jsonform, verdicts
@@ -330,6 +330,9 @@ def run(db_path, time_text, max_cases, backends, ops, max_nodes, regimes, seed, 
     summary = progress.to_dict()
     summary["db"] = db_path
     shares = ", ".join(f"{name} {share:.0%}" for name, share in progress.backend_time_share().items())
+    compiling = [b for b in parsed if b.expensive]  # a resumed campaign's are its stored ones: no shares to hold it to
+    compile_shares = {} if resume is not None else parse_shares(
+        options.compile_share, [b.name for b in compiling], {b.name: b.compile_weight for b in compiling})
     text = (
         f"Campaign {progress.campaign_id} {progress.status}: {progress.graphs} graphs ({progress.checked} cases) in "
         f"{progress.elapsed:.0f}s, {progress.graphs_per_second:.1f} graphs/s; {progress.finding_cases} cases with "
@@ -337,7 +340,7 @@ def run(db_path, time_text, max_cases, backends, ops, max_nodes, regimes, seed, 
         f"{progress.triaged_findings} in buckets triaged wontfix), {progress.explained_cases} explained as no bug (a "
         f"TF32-style default, or a finding of the backend a plugin derives from), {progress.invalid} invalid (the "
         f"reference defines no entry), {progress.abandoned} abandoned at "
-        f"the deadline.\n{_what_ran(progress, options.backends)}\nShare of worker time: {shares}.\n"
+        f"the deadline.\n{_what_ran(progress, options.backends, compile_shares)}\nShare of worker time: {shares}.\n"
         f"Next: fuzz list --db {db_path}"
     )
     if progress.internal_errors:
@@ -350,9 +353,9 @@ def run(db_path, time_text, max_cases, backends, ops, max_nodes, regimes, seed, 
     sys.exit(EXIT_FINDING if failing else 0)
 
 
-def _what_ran(progress, backends: list[str]) -> str:
+def _what_ran(progress, backends: list[str], compile_shares: dict[str, float]) -> str:
     """Per backend, the graphs and cases it really ran (compilers: structures compiled, cases per
-    structure); a warning for each backend asked for that ran on under 5% of the graphs."""
+    structure); a warning for each backend asked for that ran rarely (Progress.rarely_run)."""
     lines = ["What ran (graphs, cases; compilers: structures compiled, cases per structure):"]
     per_structure = progress.cases_per_structure()
     for name in backends:
@@ -361,7 +364,7 @@ def _what_ran(progress, backends: list[str]) -> str:
             line += (f"; {progress.compiled_structures.get(name, 0)} structures, "
                      f"{per_structure.get(name, 0):g} cases each")
         lines.append(line)
-    for name in progress.rarely_run(backends):
+    for name in progress.rarely_run(backends, compile_shares):
         lines.append(f"Warning: {name} ran on under 5% of the cases; give it more worker time with "
                      f"--compile-share {name.split(':')[0]}=0.3 (or run it alone with --backends).")
     return "\n".join(lines)

@@ -331,3 +331,14 @@ def test_one_worker_pays_a_compilers_first_compile_and_the_others_follow(tmp_pat
     os.utime(tmp_path / "jax-jit:cpu:float32.lock", (old, old))  # its worker died mid-compile
     assert first.may_compile("jax-jit:cpu:float32")
     assert FirstCompileGate(str(tmp_path / "elsewhere")).may_compile("torch-compile:cpu:float32")
+
+
+def test_a_backend_is_warned_about_only_when_it_ran_rarely_and_below_its_share():
+    """Under 5% of the cases is rare, but a compiler that had 0.8 of its declared share of worker time
+    ran as much as it was given (the fresh-venv README campaign: torch.compile at 31% of a 0.3 share,
+    4.5% of the cases, was told to take 0.3)."""
+    from fuzzer.campaign import Progress
+
+    progress = Progress(1, checked=1000, worker_seconds=100.0, backend_cases={"tc": 40, "jit": 10, "eager": 1000},
+                        backend_seconds={"tc": 31.0, "jit": 1.0})
+    assert progress.rarely_run(["tc", "jit", "eager", "never"], {"tc": 0.3, "jit": 0.1}) == ["jit", "never"]
