@@ -22,7 +22,7 @@ from test_cli_errors import fuzz
 REPO = Path(__file__).resolve().parents[1]
 FUZZ = str(Path(sys.executable).with_name("fuzz"))
 PLUGIN = str(REPO / "tests" / "plugins" / "nan_relu.py")
-CASE_FILES = sorted((REPO / "corpus" / "regression").glob("*.json")) + sorted((REPO / "reports" / "bugs").glob("*/*.json"))
+CASE_FILES = sorted((REPO / "corpus" / "regression").glob("*.json")) + sorted((REPO / "corpus" / "known").glob("*.json")) + sorted((REPO / "reports" / "bugs").glob("*/*.json"))
 
 
 def strict_loads(text: str):
@@ -55,7 +55,7 @@ def test_every_checked_in_case_file_is_strict_json_and_reads_its_infinite_errors
     assert len(CASE_FILES) >= 25
     for path in CASE_FILES:
         strict_loads(path.read_text())
-    data = load_case_file(REPO / "corpus" / "regression" / "torch-sinh-overflow.json")
+    data = load_case_file(REPO / "corpus" / "known" / "torch-sinh-overflow.json")
     case_from_export(data)
     assert [Finding.from_dict(f).max_error for f in data["findings"]] == [math.inf]
 
