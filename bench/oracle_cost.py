@@ -2,17 +2,22 @@
 
 Draws the default campaign's cases (its generator, regimes at their shares, `--inputs-per-graph`
 input sets a graph, as fuzzer/pipeline.py does), runs the cheap tier in-process once (untimed),
-then times `oracle.compute_reference` and the judging of every backend's outputs, split by phase:
+then times `oracle.compute_reference` and the judging of every backend's outputs, as
+check.check_case judges them (before its re-runs and localization), on two paths case by case in
+alternating order: `full` computes every honest model (oracle.LAZY off, the oracle before the lazy
+path) and `lazy` only those a verdict needs (see "Cost" in oracle.py). Each is split by phase:
 
     .venv/bin/python bench/oracle_cost.py --graphs 200 --seed 7
     .venv/bin/python bench/oracle_cost.py --graphs 200 --seed 7 --profile 25   # + cProfile top 25
 
-Phases (wall time inside compute_reference, summed over cases, per graph): `float64` (the float64
-run, scales and sensitivities), `overflow` (the longdouble run, only where some output is
-non-finite), `same_dtype` (numpy in the backend's dtype), `rounding` (the NOISY_RUNS perturbed
-runs), `flush` (the flush-to-zero run), `masks` (judged / defined masks and rounding noise);
-`judge` is judge_outputs over the backends. Prints one JSON object; verdict counts come with it,
-so two runs (before/after a change of the oracle) can be compared.
+Phases (wall time, summed over cases, per graph): `float64` (the float64 run), `overflow` (the
+longdouble run, only where some output is non-finite), `same_dtype` (numpy in the backend's
+dtype), `rounding` (the NOISY_RUNS perturbed runs), `flush` (the flush-to-zero run), `rest`
+(scales and sensitivities, masks and rounding noise, judging the backends). Prints one JSON
+object: per path the ms per graph and per case, the phases, the verdict counts and the cases
+whose honest models were computed; then lazy's time over full's, and the cases whose verdicts
+differ (the one difference oracle.py documents: `invalid` with the models, every backend agreeing
+at the floor without them).
 """
 
 from __future__ import annotations
@@ -35,15 +40,16 @@ from fuzzer.backends import default_backends, parse_backend_list
 from fuzzer.execute import run_backend
 from fuzzer.pipeline import WorkerConfig, case_generator, seed_for
 
-PHASES = ("float64", "overflow", "same_dtype", "rounding", "flush", "rest", "judge")
+PHASES = ("float64", "overflow", "same_dtype", "rounding", "flush", "rest")
 
 
 class PhaseTimer:
-    """Wraps oracle's module functions (and NumpyReference.execute_all) to sum their wall time."""
+    """Wraps oracle's module functions (and NumpyReference.execute_all) to sum their wall time,
+    per path (`path`: the one being timed)."""
 
     def __init__(self):
         self.seconds = collections.Counter()
-        self.depth = 0
+        self.path = "full"
 
     def wrap(self, owner, attribute: str, phase):
         original = getattr(owner, attribute)
@@ -54,9 +60,23 @@ class PhaseTimer:
             try:
                 return original(*args, **kwargs)
             finally:
-                self.seconds[name] += time.perf_counter() - start
+                self.seconds[self.path, name] += time.perf_counter() - start
 
         setattr(owner, attribute, timed)
+
+
+def judge_case(case, backends, outcomes, lazy: bool) -> tuple[list[str], bool]:
+    """(the verdicts, were the honest models computed?): what check.check_case does with the
+    outcomes, up to its re-runs and localization."""
+    reference = oracle.compute_reference(case, {b.dtype for b in backends})
+    at_floor = lazy and reference.finite_everywhere
+    if not at_floor and not reference.defines_anything:
+        verdicts = ["invalid"]
+    else:
+        judged = [check._verdict_of(backend, case, outcome, reference, at_floor) for backend, outcome in zip(backends, outcomes)]
+        invalid = at_floor and not all(v.at_floor for v in judged) and not reference.defines_anything
+        verdicts = ["invalid"] if invalid else [v.verdict for v in judged]
+    return verdicts, reference.models_computed is not None
 
 
 def cheap_tier() -> list[str]:
@@ -100,36 +120,45 @@ def main():
         timer.wrap(oracle, "_rounding_runs_shared", "rounding")
         timer.wrap(oracle, "_flush_to_zero_shared", "flush")
 
-    verdict_counts = collections.Counter()
+    paths = ("full", "lazy")
+    verdict_counts = {path: collections.Counter() for path in paths}
+    seconds, with_models = collections.Counter(), collections.Counter()
+    differing = 0
     profiler = cProfile.Profile() if args.profile else None
-    total_reference = total_judge = 0.0
-    print(f"judging {len(cases)} cases ...", file=sys.stderr)
+    print(f"judging {len(cases)} cases on both paths ...", file=sys.stderr)
     if profiler:
         profiler.enable()
-    for case, backends, outcomes in cases:
-        start = time.perf_counter()
-        reference = oracle.compute_reference(case, {b.dtype for b in backends})
-        middle = time.perf_counter()
-        total_reference += middle - start
-        if not reference.defines_anything:
-            verdict_counts["invalid"] += 1
-            continue
-        for backend, outcome in zip(backends, outcomes):
-            verdict_counts[check._verdict_of(backend, case, outcome, reference).verdict] += 1
-        total_judge += time.perf_counter() - middle
+    for index, (case, backends, outcomes) in enumerate(cases):
+        verdicts = {}
+        for path in (paths if index % 2 == 0 else paths[::-1]):  # alternating: drifts of load hit both alike
+            timer.path = path
+            start = time.perf_counter()
+            verdicts[path], models = judge_case(case, backends, outcomes, path == "lazy")
+            seconds[path] += time.perf_counter() - start
+            with_models[path] += models
+            verdict_counts[path].update(verdicts[path])
+        differing += verdicts["full"] != verdicts["lazy"]
     if profiler:
         profiler.disable()
     oracle.NumpyReference.execute_all = execute_all
 
-    timer.seconds["judge"] = total_judge
-    timer.seconds["rest"] = total_reference - sum(timer.seconds[p] for p in PHASES if p not in ("rest", "judge"))
-    per_graph = 1000.0 / args.graphs
+    per_graph, per_case = 1000.0 / args.graphs, 1000.0 / len(cases)
+    report = {}
+    for path in paths:
+        phases = {p: timer.seconds[path, p] for p in PHASES}
+        phases["rest"] = seconds[path] - sum(phases.values())
+        report[path] = {
+            "oracle_ms_per_graph": round(seconds[path] * per_graph, 2),
+            "oracle_ms_per_case": round(seconds[path] * per_case, 2),
+            "phase_ms_per_graph": {p: round(phases[p] * per_graph, 2) for p in PHASES},
+            "cases_with_honest_models": with_models[path],
+            "verdicts": dict(sorted(verdict_counts[path].items())),
+        }
     result = {
         "graphs": args.graphs, "cases": len(cases), "seed": args.seed, "backends": args.backends.split(","),
-        "oracle_ms_per_graph": round((total_reference + total_judge) * per_graph, 2),
-        "reference_ms_per_graph": round(total_reference * per_graph, 2),
-        "phase_ms_per_graph": {p: round(timer.seconds[p] * per_graph, 2) for p in PHASES},
-        "verdicts": dict(sorted(verdict_counts.items())),
+        **report,
+        "lazy_over_full": round(seconds["lazy"] / seconds["full"], 3),
+        "cases_with_other_verdicts": differing,
         "loadavg_at_start": loadavg_at_start,
         "loadavg_at_end": [round(x, 2) for x in os.getloadavg()],
     }

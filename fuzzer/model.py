@@ -19,6 +19,14 @@ and adds its output. The graph is a DAG, not a chain, so this is what a module
 tree needs to carry; the execution order is the depth-first order of the leaves,
 which is the graph's node order.
 
+`build_graph_module(..., flat=True)` gives a `FlatGraphModule` instead: the same graph as one
+module without submodules, its parameters registered on it. Backends to which the tree is only
+overhead use it: torch.jit.trace builds a ScriptModule for every submodule, most of a trace's
+time (bench/module_cost.py: the flat module halves torch-jit-trace's time per graph), and no
+bug it looks for lives in the nesting. The tree stays where a bug class needs it: BatchNorm
+folding across submodules (seed bug 5), module paths (state_dict keys through save/load,
+export, freezing), and torch-module's own subject, running the tree.
+
 Train/eval: the module is put in `.eval()`, and `module.training` changes nothing.
 An op's mode is its attribute (`batch_norm`/`dropout` `training=...`): the graph
 says which math the model computes and the float64 reference follows the
@@ -135,6 +143,36 @@ class GraphModule(nn.Module):
         return [(name, m) for name, m in self.named_modules() if isinstance(m, OpModule)]
 
 
+class FlatGraphModule(nn.Module):
+    """The whole graph as one module without submodules: every node's parameters registered on it
+    (`n0_weight`; buffers as OpModule registers them), forward running the nodes in graph order.
+    Called like a GraphModule: forward(*inputs in graph order) -> tuple of outputs."""
+
+    def __init__(self, graph: Graph, fns: list[Callable], params: list[dict[str, torch.Tensor]]):
+        super().__init__()
+        self.input_names = tuple(spec.name for spec in graph.inputs)
+        self.output_names = tuple(graph.outputs)
+        self.nodes = graph.nodes
+        self.fns = fns
+        self.attribute_names: list[dict[str, str]] = []  # per node: its parameter name -> this module's attribute
+        used: set[str] = set()
+        for node, node_params in zip(graph.nodes, params):
+            names = {}
+            for pname, value in node_params.items():
+                names[pname] = _unique(f"{node.name}_{pname}", used)
+                if pname in get_op(node.op).buffers:
+                    self.register_buffer(names[pname], value)
+                else:
+                    self.register_parameter(names[pname], nn.Parameter(value))
+            self.attribute_names.append(names)
+
+    def forward(self, *inputs: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        env = dict(zip(self.input_names, inputs))
+        for node, fn, names in zip(self.nodes, self.fns, self.attribute_names):
+            env[node.name] = fn([env[ref] for ref in node.inputs], {p: getattr(self, a) for p, a in names.items()}, node.attrs)
+        return tuple(env[name] for name in self.output_names)
+
+
 # -- nesting ---------------------------------------------------------------------
 
 
@@ -199,14 +237,16 @@ def build_graph_module(
     device: str = "cpu",
     nesting_seed: int = 0,
     impl_for: Callable[[str], Callable] | None = None,
-) -> GraphModule:
-    """A GraphModule for `graph`. `params` {node: {param: array}}; None gives zero-filled
-    parameters (a freshly built model to load a state_dict into)."""
+    flat: bool = False,
+) -> GraphModule | FlatGraphModule:
+    """A GraphModule for `graph` (`flat`: a FlatGraphModule, and `nesting_seed` is unused).
+    `params` {node: {param: array}}; None gives zero-filled parameters (a freshly built model to
+    load a state_dict into)."""
     torch_dtype = getattr(torch, dtype)
     impl_for = impl_for or (lambda op_name: get_op(op_name).torch)
     shapes = infer_shapes(graph)
     declared = param_shapes(graph, shapes)
-    leaves = []
+    node_params = []
     for node in graph.nodes:
         tensors = {}
         for full_name, shape in declared.items():
@@ -217,7 +257,11 @@ def build_graph_module(
                 tensors[pname] = torch.zeros(shape, dtype=torch_dtype, device=device)
             else:
                 tensors[pname] = _tensor(params[node.name][pname], torch_dtype, device)
-        leaves.append(OpModule(node, impl_for(node.op), tensors, shapes[node.name]))
+        node_params.append(tensors)
+    fns = [impl_for(node.op) for node in graph.nodes]
+    if flat:
+        return FlatGraphModule(graph, fns, node_params).eval()
+    leaves = [OpModule(node, fn, tensors, shapes[node.name]) for node, fn, tensors in zip(graph.nodes, fns, node_params)]
     module = GraphModule([s.name for s in graph.inputs], graph.outputs, nest(leaves, nesting_seed))
     return module.eval()
 

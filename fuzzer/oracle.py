@@ -102,10 +102,24 @@ instead of a second call; the flush-to-zero run takes the float64 run's value wh
 changes nothing; masks and maxima avoid copies. Each shortcut is taken only where it provably
 gives the plain path's arrays, values and memory layout alike (see "equivalent" above
 `_standard`), so no verdict, error or allowance can change; tests/test_oracle_fast.py compares
-the two paths bit for bit on generated cases of every regime. Nothing is skipped lazily, e.g. for
-outputs that agree by a cheap bound: `allowed` is recorded for agreeing backends too and decides
-verdicts and signatures there (accuracy-regression ratios, the worst output, localization's
-NEAR_ALLOWANCE), so every model is always computed in full.
+the two paths bit for bit on generated cases of every regime.
+
+Most cases need no honest model at all (`LAZY`, on): `allowed` is K_SAME * e_same plus the floor
+RTOL[d] * sens * scale, and e_same >= 0, so a backend whose every output entry is finite, where r64
+is finite everywhere, and within the floor of r64, agrees whatever the models say (the full
+comparison judges a subset of those entries against an allowance no smaller). check.check_case
+judges each backend that way first (judge_outputs' `at_floor`); such a verdict records the floor as
+its `allowed`, with `at_floor` set. The Reference computes its honest models (r_d, the rounding
+and flush-to-zero runs, the longdouble overflow run) the first time anything asks for them: a
+non-finite entry, an error above the floor, localization, reproducers, and a floor verdict that
+accuracy-regression compares across releases (check_case judges it again in full). One verdict
+differs from computing every model: a case whose r64 is finite everywhere but whose every entry
+some honest model leaves undefined (a computed zero into atan2 or a negative power, float16
+overflow) is `invalid` with the models, and `agree` at the floor when every backend gives
+finite values within the floor of r64 (knowing it would take the very models the floor spares;
+check_case asks once some verdict is not at the floor, and is exact then). That is about 0.3% of
+a campaign's cases, each a pass either way. tests/test_oracle_lazy.py compares the two paths on
+generated cases.
 
 Verdicts (per backend): agree, mismatch, nan-inf (non-finite where the reference
 is finite in that dtype, or a non-finite class the reference defines but the backend
@@ -118,7 +132,9 @@ settings: recorded with both errors, never counted as a bug).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from functools import cached_property
+from typing import Callable
 
 import numpy as np
 
@@ -144,6 +160,9 @@ TINY = {"float64": float(np.finfo(np.float64).tiny), "float32": float(np.finfo(n
         "float16": float(np.finfo(np.float16).tiny), "bfloat16": float(np.finfo(np.float32).tiny)}
 # The fast path (see "Cost"); off, the plain functions compute every model. Tests switch it.
 FAST = True
+# The lazy path (see "Cost"); off, check.check_case agrees no verdict at the floor and every case
+# computes its honest models. Tests switch it.
+LAZY = True
 
 
 def round_to_dtype(values: np.ndarray, dtype: str) -> np.ndarray:
@@ -159,23 +178,60 @@ def nonfinite_class(values: np.ndarray) -> np.ndarray:
 
 
 @dataclass
+class HonestModels:
+    """What honest dtype-d implementations of a case may give, per dtype and output (see "Non-finite
+    values"): r_d, the rounding noise, the entries judged by the tolerance (finite in every honest
+    model of the dtype) and the non-finite entries the math defines."""
+
+    same_dtype: dict[str, list[np.ndarray]] = field(default_factory=dict)
+    rounding_noise: dict[str, list[float]] = field(default_factory=dict)
+    judged: dict[str, list[np.ndarray]] = field(default_factory=dict)
+    defined_nonfinite: dict[str, list[np.ndarray]] = field(default_factory=dict)
+
+
+@dataclass
 class Reference:
-    """The float64 reference of a case, plus what the tolerance model needs."""
+    """The float64 reference of a case, plus what the tolerance model needs: its honest models,
+    given, or computed by `compute_models` the first time something asks for them (see "Cost")."""
 
     outputs: list[np.ndarray]
     scales: list[float]
     sensitivities: list[float]
-    same_dtype: dict[str, list[np.ndarray]] = field(default_factory=dict)
-    rounding_noise: dict[str, list[float]] = field(default_factory=dict)
-    # Per dtype and output: the entries judged by the tolerance (finite in every honest model of
-    # the dtype) and the non-finite entries the math defines (see "Non-finite values").
-    judged: dict[str, list[np.ndarray]] = field(default_factory=dict)
-    defined_nonfinite: dict[str, list[np.ndarray]] = field(default_factory=dict)
+    models_computed: HonestModels | None = field(default=None, repr=False)
+    compute_models: Callable[[], HonestModels] | None = field(default=None, repr=False, compare=False)
     # allowed_error per (dtype, output) with the reference's own judged mask: one per case, not per backend.
     allowance: dict[tuple[str, int], float] = field(default_factory=dict, repr=False, compare=False)
 
+    @property
+    def models(self) -> HonestModels:
+        if self.models_computed is None:
+            self.models_computed = self.compute_models()
+            self.compute_models = None  # lets go of what it held (the float64 run's values)
+        return self.models_computed
+
+    @property
+    def same_dtype(self) -> dict[str, list[np.ndarray]]:
+        return self.models.same_dtype
+
+    @property
+    def rounding_noise(self) -> dict[str, list[float]]:
+        return self.models.rounding_noise
+
+    @property
+    def judged(self) -> dict[str, list[np.ndarray]]:
+        return self.models.judged
+
+    @property
+    def defined_nonfinite(self) -> dict[str, list[np.ndarray]]:
+        return self.models.defined_nonfinite
+
     def judged_finite(self, dtype: str, index: int) -> np.ndarray:
         return self.judged[dtype][index]
+
+    @cached_property
+    def finite_everywhere(self) -> bool:
+        """Is every entry of every output finite? Only then may a verdict agree at the floor."""
+        return all(bool(np.all(np.isfinite(r64))) for r64 in self.outputs)
 
     @property
     def defines_anything(self) -> bool:
@@ -227,7 +283,15 @@ def compute_reference(case: Case, dtypes: set[str]) -> Reference:
             scales.append(float(max(magnitudes, default=0.0)))
         sensitivities.append(1.0 + sum(get_op(n.op).sensitivity for n in graph.nodes if n.name in ancestors))
         outputs.append(np.asarray(env[out], dtype=np.float64))
-    reference = Reference(outputs, scales, sensitivities)
+    return Reference(outputs, scales, sensitivities,
+                     compute_models=lambda: _honest_models(case, inputs, params, env, outputs, dtypes))
+
+
+def _honest_models(case: Case, inputs: dict, params: dict, env: dict, outputs: list[np.ndarray],
+                   dtypes: set[str]) -> HonestModels:
+    """The honest models of each dtype, from the float64 run's values `env` and `outputs`."""
+    graph = case.graph
+    honest = HonestModels()
     overflowed = _float64_overflow(graph, inputs, params, outputs)
     rounding = None
     if FAST:
@@ -239,48 +303,48 @@ def compute_reference(case: Case, dtypes: set[str]) -> Reference:
     all_finite64 = [bool(np.all(f)) for f in finite64]
     for dtype in dtypes:
         if dtype == "float64":
-            reference.same_dtype[dtype] = outputs
+            honest.same_dtype[dtype] = outputs
         else:
             with np.errstate(all="ignore"):
                 env_d = NumpyReference(dtype=dtype).execute_all(graph, inputs, params)
-            reference.same_dtype[dtype] = [np.asarray(env_d[o], dtype=np.float64) for o in graph.outputs]
+            honest.same_dtype[dtype] = [np.asarray(env_d[o], dtype=np.float64) for o in graph.outputs]
         # What honest dtype-d implementations may give: numpy in that dtype, the rounding model's
         # runs, and the flush-to-zero run. An entry is judged by the tolerance where all of them
         # are finite, defined non-finite where all give r64's non-finite class, skipped otherwise.
         runs_d = rounding[dtype] if rounding is not None else _rounding_runs(case, inputs, params, dtype)
-        models = [reference.same_dtype[dtype], *runs_d]
+        models = [honest.same_dtype[dtype], *runs_d]
         if dtype != "float64":
             models.append(_flush_to_zero_shared(graph, inputs, params, dtype, env) if FAST
                           else _flush_to_zero_run(graph, inputs, params, dtype))
-        reference.judged[dtype], reference.defined_nonfinite[dtype], reference.rounding_noise[dtype] = [], [], []
+        honest.judged[dtype], honest.defined_nonfinite[dtype], honest.rounding_noise[dtype] = [], [], []
         for index, r64 in enumerate(outputs):
             runs = [np.broadcast_to(np.asarray(model[index], dtype=np.float64), r64.shape) for model in models]
             if not FAST:
                 judged = np.isfinite(r64) & np.logical_and.reduce([np.isfinite(y) for y in runs])
-                reference.judged[dtype].append(judged)
-                reference.defined_nonfinite[dtype].append(
+                honest.judged[dtype].append(judged)
+                honest.defined_nonfinite[dtype].append(
                     ~np.isfinite(r64) & ~overflowed[index]
                     & np.logical_and.reduce([nonfinite_class(y) == nonfinite_class(r64) for y in runs]))
                 with np.errstate(invalid="ignore"):
-                    reference.rounding_noise[dtype].append(
+                    honest.rounding_noise[dtype].append(
                         max((float(np.max(np.abs(y - r64)[judged], initial=0.0)) for y in runs[1:]), default=0.0))
                 continue
             judged = finite64[index].copy()
             for y in runs:
                 judged &= np.isfinite(y)
-            reference.judged[dtype].append(judged)
+            honest.judged[dtype].append(judged)
             if all_finite64[index]:  # ~isfinite(r64) is all False: nothing non-finite to define
-                reference.defined_nonfinite[dtype].append(np.zeros(r64.shape, dtype=bool))
+                honest.defined_nonfinite[dtype].append(np.zeros(r64.shape, dtype=bool))
             else:
                 classes = nonfinite_class(r64)
-                reference.defined_nonfinite[dtype].append(
+                honest.defined_nonfinite[dtype].append(
                     ~finite64[index] & ~overflowed[index]
                     & np.logical_and.reduce([nonfinite_class(y) == classes for y in runs]))
             # The same maxima as above, without copying the judged entries out (no nan among them).
             with np.errstate(invalid="ignore", over="ignore"):
-                reference.rounding_noise[dtype].append(
+                honest.rounding_noise[dtype].append(
                     max((float(np.max(np.abs(y - r64), where=judged, initial=0.0)) for y in runs[1:]), default=0.0))
-    return reference
+    return honest
 
 
 def _float64_overflow(graph: Graph, inputs: dict, params: dict, outputs: list[np.ndarray]) -> list[np.ndarray]:
@@ -630,31 +694,33 @@ def framework_reference(exact: list[np.ndarray], rounded: list[np.ndarray], mode
     `rounded` (r_d) are float64 runs at the case's values and at them rounded to `dtype`; `models`
     are further honest runs (the framework's eager run in `dtype`, the perturbed float64 runs)."""
     scale = float(max((np.max(np.abs(y[np.isfinite(y)]), initial=0.0) for y in exact), default=0.0))
-    reference = Reference(exact, [scale] * len(exact), [sensitivity] * len(exact), {dtype: rounded})
-    reference.judged[dtype], reference.defined_nonfinite[dtype], reference.rounding_noise[dtype] = [], [], []
+    honest = HonestModels({dtype: rounded}, {dtype: []}, {dtype: []}, {dtype: []})
     for index, r64 in enumerate(exact):
         runs = [rounded[index], *(model[index] for model in models)]
         if dtype != "float64":  # an honest dtype-d backward underflows where the value is subnormal in d
             runs.append(_flushed(r64, dtype))
         judged = np.isfinite(r64) & np.logical_and.reduce([np.isfinite(y) for y in runs])
-        reference.judged[dtype].append(judged)
+        honest.judged[dtype].append(judged)
         # No non-finite gradient is "defined": autograd's nan is often a chain-rule artifact (0 * inf
         # through a masked branch) that a compiler may rightly simplify away.
-        reference.defined_nonfinite[dtype].append(np.zeros(np.shape(r64), dtype=bool))
+        honest.defined_nonfinite[dtype].append(np.zeros(np.shape(r64), dtype=bool))
         with np.errstate(invalid="ignore"):
-            reference.rounding_noise[dtype].append(max((float(np.max(np.abs(y - r64)[judged], initial=0.0)) for y in runs[1:]), default=0.0))
-    return reference
+            honest.rounding_noise[dtype].append(max((float(np.max(np.abs(y - r64)[judged], initial=0.0)) for y in runs[1:]), default=0.0))
+    return Reference(exact, [scale] * len(exact), [sensitivity] * len(exact), models_computed=honest)
 
 
 def extended(reference: Reference, extra: Reference) -> Reference:
-    """`reference` followed by `extra`'s outputs, for the dtypes both define."""
-    dtypes = reference.same_dtype.keys() & extra.same_dtype.keys()
-    return Reference(
-        reference.outputs + extra.outputs, reference.scales + extra.scales, reference.sensitivities + extra.sensitivities,
-        *({d: table[d] + extra_table[d] for d in dtypes}
-          for table, extra_table in ((reference.same_dtype, extra.same_dtype), (reference.rounding_noise, extra.rounding_noise),
-                                     (reference.judged, extra.judged), (reference.defined_nonfinite, extra.defined_nonfinite))),
-    )
+    """`reference` followed by `extra`'s outputs, for the dtypes both define (their honest models
+    are joined when something asks for them)."""
+
+    def joined() -> HonestModels:
+        dtypes = reference.same_dtype.keys() & extra.same_dtype.keys()
+        return HonestModels(*({d: table[d] + extra_table[d] for d in dtypes} for table, extra_table in (
+            (reference.same_dtype, extra.same_dtype), (reference.rounding_noise, extra.rounding_noise),
+            (reference.judged, extra.judged), (reference.defined_nonfinite, extra.defined_nonfinite))))
+
+    return Reference(reference.outputs + extra.outputs, reference.scales + extra.scales,
+                     reference.sensitivities + extra.sensitivities, compute_models=joined)
 
 
 @dataclass
@@ -665,6 +731,9 @@ class BackendVerdict:
     allowed: float = 0.0
     output: int | None = None  # index of the worst output
     detail: str = ""
+    # `allowed` is the floor term alone: every output was finite and within it, so the verdict is
+    # agree without the honest models, which were not computed for it (see "Cost").
+    at_floor: bool = False
 
     def to_dict(self) -> dict:
         return jsonform.written(self, {
@@ -674,12 +743,20 @@ class BackendVerdict:
             "allowed": self.allowed,
             "output": self.output,
             "detail": self.detail,
+            **({"at_floor": True} if self.at_floor else {}),  # written only when set
         })
 
     @classmethod
     def from_dict(cls, data: dict) -> BackendVerdict:
         """The verdict `data` describes (fuzzer/jsonform.py: to_dict gives `data` back as it was)."""
         return jsonform.read(cls, data)
+
+
+def floor_allowance(reference: Reference, index: int, dtype: str) -> float:
+    """The floor term of `allowed`, RTOL[d] * sens * scale. allowed_error adds K_SAME * e_same to
+    it, and e_same >= 0 (each of its maxima starts at 0.0 and spans entries finite in r64 and in
+    the model: no nan), so `allowed` is never below the floor."""
+    return RTOL[dtype] * reference.sensitivities[index] * reference.scales[index]
 
 
 def allowed_error(reference: Reference, index: int, dtype: str, judged: np.ndarray | None = None) -> float:
@@ -695,7 +772,7 @@ def allowed_error(reference: Reference, index: int, dtype: str, judged: np.ndarr
         else:
             deviation = float(np.max(np.abs(same - r64)[judged], initial=0.0))
     e_same = max(deviation, reference.rounding_noise[dtype][index])
-    allowed = K_SAME * e_same + RTOL[dtype] * reference.sensitivities[index] * reference.scales[index]
+    allowed = K_SAME * e_same + floor_allowance(reference, index, dtype)
     if FAST and own:
         reference.allowance[dtype, index] = allowed
     return allowed
@@ -735,12 +812,39 @@ def compare_output(y: np.ndarray, index: int, reference: Reference, dtype: str) 
     return MISMATCH, err, allowed, f"worst at {list(worst)}: {y[worst]:.9g} where the reference is {r64[worst]:.9g}"
 
 
-def judge_outputs(backend: str, dtype: str, outputs: list[np.ndarray], reference: Reference) -> BackendVerdict:
+def compare_at_floor(y: np.ndarray, index: int, reference: Reference, dtype: str) -> tuple[str, float, float, str] | None:
+    """compare_output's answer for one output without the honest models, where the floor settles
+    it: every entry finite in r64 and in `y`, and the error within floor_allowance. Then the full
+    comparison agrees too: it judges a subset of these entries, against an allowance no smaller.
+    None where the honest models are needed."""
+    r64 = reference.outputs[index]
+    if tuple(y.shape) != tuple(r64.shape) or not reference.finite_everywhere or not np.all(np.isfinite(y)):
+        return None
+    with np.errstate(over="ignore"):
+        err = float(np.max(np.abs(y - r64), initial=0.0))
+    floor = floor_allowance(reference, index, dtype)
+    return (AGREE, err, floor, "") if err <= floor else None
+
+
+def judge_outputs(backend: str, dtype: str, outputs: list[np.ndarray], reference: Reference,
+                  at_floor: bool = False) -> BackendVerdict:
+    """The backend's verdict: that of its worst output. `at_floor`: agree at the floor where every
+    output allows it (compare_at_floor), before asking for the honest models (see "Cost")."""
     if len(outputs) != len(reference.outputs):
         return BackendVerdict(backend, MISMATCH, detail=f"{len(outputs)} outputs, the reference has {len(reference.outputs)}")
+    outputs = [np.asarray(y, dtype=np.float64) for y in outputs]
+    if at_floor:
+        compared = [compare_at_floor(y, index, reference, dtype) for index, y in enumerate(outputs)]
+        if all(answer is not None for answer in compared):
+            return replace(_worst(backend, compared), at_floor=True)
+    return _worst(backend, [compare_output(y, index, reference, dtype) for index, y in enumerate(outputs)])
+
+
+def _worst(backend: str, compared: list[tuple[str, float, float, str]]) -> BackendVerdict:
+    """The verdict of the worst of the outputs' (verdict, error, allowed, detail): the most severe,
+    then the largest error / allowed; the first of equals."""
     worst = BackendVerdict(backend, AGREE)
-    for index, y in enumerate(outputs):
-        verdict, err, allowed, detail = compare_output(np.asarray(y, dtype=np.float64), index, reference, dtype)
+    for index, (verdict, err, allowed, detail) in enumerate(compared):
         ratio = err / allowed if allowed > 0 else (0.0 if err == 0 else float("inf"))
         worst_ratio = worst.max_error / worst.allowed if worst.allowed > 0 else (0.0 if worst.max_error == 0 else float("inf"))
         if severity(verdict) < severity(worst.verdict) or (verdict == worst.verdict and ratio > worst_ratio):

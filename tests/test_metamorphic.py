@@ -155,6 +155,26 @@ def test_build_module_state_is_parameters_and_buffers():
     assert all(isinstance(p, torch.nn.Parameter) for p in module.parameters())
 
 
+def test_the_flat_module_has_no_submodules_and_computes_what_the_nested_one_does(generated):
+    from fuzzer.ir import split_arrays
+    from fuzzer.model import FlatGraphModule, build_graph_module
+
+    checked = 0
+    for case in generated[:12]:
+        _, params = split_arrays(case)
+        flat = build_graph_module(case.graph, params, flat=True)
+        assert isinstance(flat, FlatGraphModule) and not flat.training and not list(flat.children())
+        nested = build_module(case)
+        assert sorted(t.shape for t in flat.state_dict().values()) == sorted(t.shape for t in nested.state_dict().values())
+        assert {n.rsplit(".", 1)[-1] for n, _ in nested.named_buffers()} == {n.split("_", 1)[1] for n, _ in flat.named_buffers()}
+        with torch.inference_mode():
+            outputs = to_numpy(module_outputs(flat, input_tensors(case)))
+            assert all(np.array_equal(a, b, equal_nan=True)
+                       for a, b in zip(outputs, to_numpy(module_outputs(nested, input_tensors(case)))))
+        checked += bool(params)
+    assert checked >= 4  # graphs with weights among them
+
+
 # -- broken transformations are caught ----------------------------------------------------
 
 

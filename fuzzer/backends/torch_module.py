@@ -9,7 +9,9 @@ the transformation (e.g. "mismatch | torch-bnfold:cpu:float32 | batch_norm").
 
 The model is `fuzzer.model.build_module`: one module per node, nested in
 containers drawn from `case.seed` (kept by the shrinker, so a shrunk case nests
-the same way), in eval mode; op modes come from the ops' `training` attributes.
+the same way), in eval mode; op modes come from the ops' `training` attributes. A kind to which
+the nesting is only overhead sets `flat` and gets the graph as one module (model.FlatGraphModule):
+torch-jit-trace, which would build a ScriptModule per submodule.
 
 Kinds here:
   torch-module         the nested module under torch.inference_mode()
@@ -17,7 +19,7 @@ Kinds here:
   torch-saveload       state_dict -> torch.save -> torch.load(weights_only=True) -> a
                        freshly built zero-filled module, load_state_dict(strict=True)
   torch-export         torch.export.export -> torch.export.save/load -> .module()
-  torch-jit-trace      torch.jit.trace
+  torch-jit-trace      torch.jit.trace (of the flat module)
 
 In their own modules: torch-bnfold (torch_bnfold.py: our reference BatchNorm folding on the
 module tree, a ModuleBackend) and torch-layout (torch_layout.py: torch eager with
@@ -52,6 +54,8 @@ class ModuleBackend(TorchEager):
     default_dtype = "float32"
     # Ops this kind cannot run (measured; see each subclass). Set per instance in __init__.
     UNSUPPORTED: frozenset[str] = frozenset()
+    # One flat module instead of the nested tree, where the nesting is only overhead (see fuzzer/model.py).
+    flat = False
 
     def __init__(self, device="cpu", dtype=None, overrides=None, name=None):
         super().__init__(device, dtype, overrides, name)
@@ -62,10 +66,10 @@ class ModuleBackend(TorchEager):
         return self._execute(case.graph, inputs, params, nesting_seed=case.seed)
 
     def build(self, graph: Graph, params: dict | None, nesting_seed: int):
-        """The nested model (params None: a fresh zero-filled one)."""
+        """The nested model, or the flat one (params None: a fresh zero-filled one)."""
         from fuzzer import model
 
-        return model.build_graph_module(graph, params, self.dtype, self.device, nesting_seed, self.impl_for)
+        return model.build_graph_module(graph, params, self.dtype, self.device, nesting_seed, self.impl_for, self.flat)
 
     def _execute(self, graph: Graph, inputs: dict, params: dict, nesting_seed: int = 0) -> list[np.ndarray]:
         from fuzzer import model
@@ -235,12 +239,15 @@ class TorchExport(ModuleBackend):
 
 
 class TorchJitTrace(ModuleBackend):
-    """torch.jit.trace of the nested module (deprecated in torch 2.x but still what many
-    deployment paths use); the DeprecationWarning and TracerWarnings are silenced locally."""
+    """torch.jit.trace (deprecated in torch 2.x but still what many deployment paths use) of the
+    graph as one flat module: tracing builds a ScriptModule for every submodule, most of a trace's
+    time with the nested tree, and no bug it looks for lives in the nesting. The DeprecationWarning
+    and TracerWarnings are silenced locally."""
 
     kind = "torch-jit-trace"
     in_sets = {"model": {60: "cpu:float32"}}
-    description = "torch.jit.trace of the nested module"
+    description = "torch.jit.trace of the graph as one flat module"
+    flat = True
     transform_source = ("with torch.no_grad():", "    program = torch.jit.trace(model, tuple(inputs), check_trace=False)")
     context_source = "torch.no_grad()"
 

@@ -1,0 +1,157 @@
+"""The lazy oracle (oracle.LAZY; "Cost" in oracle.py) gives the verdicts and signatures of computing
+every honest model: check_case with the lazy path and without it, on cases drawn as a campaign
+draws them (its generator, every regime at its share, two input sets a graph), judged by real
+backends: torch eager in float32, float16 and bfloat16, jax eager in float32, and torch eager with
+every op's result drifted around the allowance, under a name of its own and as another release of
+torch eager (so accuracy-regression compares floor verdicts, which check_case judges again in full).
+
+The one documented difference: a case whose float64 reference is finite everywhere while every
+entry is undefined in some honest model is `invalid` with the models, and `agree` at the floor
+when every backend is finite and within the floor of the reference.
+"""
+
+import numpy as np
+import pytest
+
+from fuzzer import oracle, verdicts
+from fuzzer.arrays import materialize, regime_profiles
+from fuzzer.backends import get_backend
+from fuzzer.check import check_case
+from fuzzer.execute import run_backend
+from fuzzer.ir import Graph, Node, TensorSpec
+from fuzzer.pipeline import WorkerConfig, case_generator, seed_for
+from fuzzer.regimes import REGIMES
+
+from test_oracle_fast import drifting
+
+TORCH = ["torch-eager:cpu:float32", "torch-eager:cpu:float16", "torch-eager:cpu:bfloat16"]
+JAX = "jax-eager:cpu:float32"
+JAX_EVERY = 8  # jax eager compiles each op anew for each shape (~0.5 s a new graph): every 8th graph
+# The drifted backends judge every other graph: on the rest, the clean backends alone may all agree
+# at the floor (the case where `invalid` is not asked).
+DRIFT_EVERY = 2
+
+
+def drawn_cases(graphs: int, seed: int, regimes: list[str] | None = None) -> list:
+    """(graph index, case) pairs: `graphs` graphs, two input sets each, of `regimes` (None: all, at
+    the campaign's shares)."""
+    generator = case_generator(WorkerConfig(backends=TORCH, regimes=regimes), [get_backend(name) for name in TORCH])
+    drawn = []
+    for index in range(graphs):
+        case = generator.case(seed_for(seed, index))
+        other = case.seed + 1
+        drawn += [(index, case), (index, materialize(case.graph, other, regime_profiles(case.graph, other)))]
+    return drawn
+
+
+DRIFTED = [drifting("torch-eager:cpu:float32", "drift32", 1e-4),
+           drifting("torch-eager:cpu:float32", "torch-eager:cpu:float32@drift", 2e-5)]
+
+
+def judges(index: int) -> list:
+    """The backends that judge the cases of graph `index`."""
+    chosen = [get_backend(name) for name in TORCH] + (DRIFTED if index % DRIFT_EVERY == 0 else [])
+    return chosen + ([get_backend(JAX)] if index % JAX_EVERY == 0 else [])
+
+
+class OnceRunner:
+    """Runs each backend once per case and gives the same outcome after: both paths judge the same
+    outputs (the case is kept, so its id is not reused)."""
+
+    def __init__(self):
+        self.outcomes = {}
+
+    def __call__(self, backend, case):
+        key = (backend.name, id(case))
+        if key not in self.outcomes:
+            self.outcomes[key] = (case, run_backend(backend, case))
+        return self.outcomes[key][1]
+
+
+def compare_paths(drawn, monkeypatch) -> dict:
+    """Asserts, case by case, that the lazy path gives the full path's verdicts and signatures;
+    returns counts of what was seen."""
+    seen = {"verdicts": set(), "at_floor": 0, "in_full": 0, "invalid_at_floor": 0, "rejudged_pairs": 0}
+    for index, case in drawn:
+        chosen = [b for b in judges(index) if b.supports_graph(case.graph)]
+        runner, results = OnceRunner(), {}
+        for lazy in (False, True):
+            monkeypatch.setattr(oracle, "LAZY", lazy)
+            results[lazy] = check_case(case, chosen, runner=runner)
+        full, lazy = results[False], results[True]
+        where = (case.graph.regime, case.graph.op_names(), [b.name for b in chosen])
+        if full.verdict == verdicts.INVALID and lazy.verdict != verdicts.INVALID:
+            # The documented difference, and only it.
+            assert oracle.compute_reference(case, {"float32"}).finite_everywhere, where
+            assert all(v.verdict == verdicts.AGREE and v.at_floor for v in lazy.verdicts), where
+            seen["invalid_at_floor"] += 1
+            continue
+        assert lazy.verdict == full.verdict, where
+        assert [(v.backend, v.verdict) for v in lazy.verdicts] == [(v.backend, v.verdict) for v in full.verdicts], where
+        assert [f.to_dict() for f in lazy.findings] == [f.to_dict() for f in full.findings], where
+        for lazy_verdict, full_verdict in zip(lazy.verdicts, full.verdicts):
+            assert not full_verdict.at_floor
+            if lazy_verdict.at_floor:
+                assert lazy_verdict.verdict == verdicts.AGREE, where
+                seen["at_floor"] += 1
+            else:
+                assert lazy_verdict.to_dict() == full_verdict.to_dict(), where  # the same numbers, bit for bit
+                seen["in_full"] += 1
+        release_pair = [v for v in lazy.verdicts if v.backend.startswith("torch-eager:cpu:float32")]
+        if len(release_pair) == 2 and all(v.verdict == verdicts.AGREE for v in release_pair):
+            assert not any(v.at_floor for v in release_pair), where  # judged again in full for the comparison
+            seen["rejudged_pairs"] += 1
+        seen["verdicts"].update(v.verdict for v in lazy.verdicts)
+    return seen
+
+
+def test_floor_never_exceeds_the_allowance():
+    for _, case in drawn_cases(40, 11):
+        reference = oracle.compute_reference(case, {"bfloat16", "float16", "float32", "float64"})
+        for dtype in reference.same_dtype:
+            for index in range(len(reference.outputs)):
+                assert oracle.floor_allowance(reference, index, dtype) <= oracle.allowed_error(reference, index, dtype)
+
+
+def test_a_floor_verdict_says_so_and_reads_back():
+    verdict = oracle.BackendVerdict("torch-eager:cpu:float32", verdicts.AGREE, 1e-7, 3e-5, 0, at_floor=True)
+    assert verdict.to_dict()["at_floor"] is True
+    assert oracle.BackendVerdict.from_dict(verdict.to_dict()) == verdict
+    assert "at_floor" not in oracle.BackendVerdict("x", verdicts.AGREE).to_dict()  # older readers see no new key
+
+
+def test_a_case_every_model_leaves_undefined_is_invalid_unless_every_verdict_agrees_at_the_floor(monkeypatch):
+    """atan2 of relu's computed zeros and negative x: +pi in float64, -pi had the zeros come out -0,
+    so every entry is undefined (see "Signed zeros" in oracle.py) while r64 is finite everywhere."""
+    import torch
+
+    case = materialize(Graph([TensorSpec("x0", (3, 4)), TensorSpec("x1", (3, 4))],
+                             [Node("n0", "relu", ["x0"]), Node("n1", "atan2", ["n0", "x1"])], ["n1"]), 0)
+    case.arrays["x0"], case.arrays["x1"] = -np.ones((3, 4)), -np.ones((3, 4))
+    eager = get_backend("torch-eager:cpu:float32")
+    minus_pi = eager.derive("minus-pi", {"atan2": lambda xs, ps, attrs: -torch.atan2(xs[0], xs[1])})
+    assert check_case(case, [eager]).verdict == verdicts.AGREE
+    assert check_case(case, [eager]).verdicts[0].at_floor
+    assert check_case(case, [eager, minus_pi]).verdict == verdicts.INVALID  # -pi needs the models: they say invalid
+    monkeypatch.setattr(oracle, "LAZY", False)
+    assert check_case(case, [eager]).verdict == verdicts.INVALID
+
+
+@pytest.mark.slow
+def test_lazy_verdicts_and_signatures_are_the_full_ones(monkeypatch):
+    """Three graphs of each regime (a CI-sized sample; the long test below takes thousands of cases)."""
+    drawn = [(index * len(REGIMES) + k, case) for k, regime in enumerate(REGIMES)
+             for index, case in drawn_cases(3, 1, [regime.name])]
+    seen = compare_paths(drawn, monkeypatch)
+    # Both paths were taken, errors fell on both sides of the allowance, and releases were compared.
+    assert seen["at_floor"] > 0 and seen["in_full"] > 0
+    assert {verdicts.AGREE, verdicts.MISMATCH} <= seen["verdicts"]
+    assert seen["rejudged_pairs"] > 0
+
+
+@pytest.mark.long
+def test_lazy_verdicts_and_signatures_are_the_full_ones_on_thousands_of_cases(monkeypatch):
+    """The same on 2,400 cases (about 9 minutes on 2 busy cores): `pytest -m long -k thousands`."""
+    seen = compare_paths(drawn_cases(1200, 7), monkeypatch)
+    assert seen["at_floor"] > 0 and seen["in_full"] > 0
+    print(seen)
