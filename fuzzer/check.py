@@ -3,6 +3,7 @@ and localize each finding to the op where values first go wrong."""
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field, fields, replace
 from typing import Callable
 
@@ -12,7 +13,7 @@ from fuzzer import jsonform, oracle, verdicts
 from fuzzer.backends import Backend, get_backend
 from fuzzer.backends.numpy_ref import NumpyReference
 from fuzzer.execute import HANG, OK, UNSUPPORTED, Outcome, run_backend
-from fuzzer.errors import UserError, error_headline, normalize_error
+from fuzzer.errors import DevicePoisoned, UserError, error_headline, normalize_error
 from fuzzer.ir import Case, TensorSpec, split_arrays
 
 Runner = Callable[[Backend, Case], Outcome]
@@ -64,14 +65,18 @@ def _same_outputs(a: list[np.ndarray], b: list[np.ndarray]) -> bool:
 def check_case(case: Case, backends: list[Backend], reruns: int = 2, runner: Runner = run_backend) -> CaseResult:
     """The case's verdict and findings. `runner` runs a backend (in-process or in a worker)."""
     reference = oracle.compute_reference(case, {b.dtype for b in backends})
-    if not reference.defines_anything:
+    # A verdict may agree at the floor, without the honest models, only where r64 is finite
+    # everywhere (oracle.py, "Cost"); elsewhere every verdict needs them, and so does knowing
+    # whether the case is invalid: asked now, before any backend runs.
+    at_floor = oracle.LAZY and reference.finite_everywhere
+    if not at_floor and not reference.defines_anything:
         return CaseResult(verdicts.INVALID)
     result = CaseResult(verdicts.AGREE, judged=[b.name for b in backends])
     judged, outcomes = list(backends), []
     for backend in judged:  # grows: see below
         outcome = runner(backend, case)
         result.seconds[backend.name] = outcome.seconds
-        verdict = _verdict_of(backend, case, outcome, reference)
+        verdict = _verdict_of(backend, case, outcome, reference, at_floor)
         if verdicts.get(verdict.verdict).wrong_value:
             verdict = _precision_policy(backend, case, verdict, reference, runner)
         if verdicts.get(verdict.verdict).wrong_value and _changes_on_rerun(backend, case, outcome, reruns, runner):
@@ -86,6 +91,10 @@ def check_case(case: Case, backends: list[Backend], reruns: int = 2, runner: Run
                 result.judged.append(backend.derived_from)
         result.verdicts.append(verdict)
         outcomes.append(outcome)
+    result.verdicts = _in_full_where_compared(judged, result.verdicts, outcomes, case, reference)
+    # Unless every verdict agreed at the floor, the honest models decide whether the case is invalid.
+    if at_floor and not all(verdict.at_floor for verdict in result.verdicts) and not reference.defines_anything:
+        return CaseResult(verdicts.INVALID)
     result.verdicts, compared_with = _accuracy_regressions(result.verdicts)
     by_name = {backend.name: backend for backend in judged}
     for backend, verdict, outcome in zip(judged, result.verdicts, outcomes):
@@ -104,18 +113,29 @@ def reference_for(backend: Backend, case: Case, reference: oracle.Reference) -> 
     return reference if extra_reference is None else oracle.extended(reference, extra_reference(case))
 
 
-def _verdict_of(backend: Backend, case: Case, outcome: Outcome, reference: oracle.Reference) -> oracle.BackendVerdict:
+def _verdict_of(backend: Backend, case: Case, outcome: Outcome, reference: oracle.Reference,
+                at_floor: bool = False) -> oracle.BackendVerdict:
+    """`at_floor`: the verdict may agree at the floor, without the honest models (oracle.judge_outputs)."""
     if outcome.status == OK:
         try:
             judged_against = reference_for(backend, case, reference)
         except Exception as exc:  # noqa: BLE001 - a framework's float64 run that raises judges nothing
             return oracle.BackendVerdict(backend.name, verdicts.UNSUPPORTED,
                                          detail=f"the reference of its extra outputs raised: {error_headline(str(exc))[:200]}")
-        return oracle.judge_outputs(backend.name, backend.dtype, outcome.outputs, judged_against)
+        return oracle.judge_outputs(backend.name, backend.dtype, outcome.outputs, judged_against, at_floor)
     if outcome.status == UNSUPPORTED:
         return oracle.BackendVerdict(backend.name, verdicts.UNSUPPORTED, detail=outcome.error)
     verdict = verdicts.HANG if outcome.status == HANG else verdicts.CRASH
     return oracle.BackendVerdict(backend.name, verdict, detail=error_headline(outcome.error)[:300])
+
+
+def _in_full_where_compared(judged: list[Backend], backend_verdicts: list[oracle.BackendVerdict], outcomes: list[Outcome],
+                            case: Case, reference: oracle.Reference) -> list[oracle.BackendVerdict]:
+    """The verdicts, each one that agreed at the floor judged again in full where another release of
+    its backend kind agrees too: _accuracy_regressions compares errors as shares of the full allowance."""
+    agreeing = Counter(verdict.backend.partition("@")[0] for verdict in backend_verdicts if verdict.verdict == verdicts.AGREE)
+    return [_verdict_of(backend, case, outcome, reference) if verdict.at_floor and agreeing[verdict.backend.partition("@")[0]] > 1
+            else verdict for backend, verdict, outcome in zip(judged, backend_verdicts, outcomes)]
 
 
 # An error this many times another release's error on the same case is an accuracy regression,
@@ -237,59 +257,70 @@ def probe_case(case: Case) -> Case:
     return replace(case, graph=graph)
 
 
-# An isolated node whose error is at least this share of its allowance is "close to failing":
-# the error it makes may cross the next node's allowance (see localize).
-NEAR_ALLOWANCE = 0.25
-
-
 def localize(backend: Backend, case: Case, runner: Runner = run_backend, failing_output: int = 0) -> tuple[str, str | None]:
     """The op this backend gets wrong, for the finding's signature, and the verdict of that op's
     own value where one was judged (None where the blame is inferred).
 
-    1. Probe: run the case with every node an output; the first node (in graph order) whose
-       value disagrees is the suspect.
-    2. Isolate (the probe alone blames the op where an error *crosses* its tolerance, which may
-       be downstream of the op that made it, and a fused backend may be right on every exposed
-       intermediate): run nodes alone on the float64 reference's values of their operands,
-       rounded to the backend's dtype. The suspect is checked first; then earlier nodes in
-       order. The first node wrong in isolation is the culprit; if none is, an earlier node whose
-       isolated error is at least NEAR_ALLOWANCE of its allowance (an error just under one
-       node's allowance that crosses the next one's belongs to the first), else the suspect.
-    3. Nothing wrong anywhere in isolation, nothing wrong when exposed: a bug of the fusion of
-       several ops: the failing output's op + '@fused'.
+    1. Probe: run the case with every node an output; the first node (in graph order) that
+       the failing output depends on and whose value disagrees is the suspect.
+    2. Isolate: run each node alone on the float64 reference's values of its operands, rounded
+       to the backend's dtype (see NodeIsolation), the suspect's ancestors in graph order and
+       then the suspect. The first node wrong alone is the culprit, even when a later op makes
+       the error larger: a slightly wrong hardsigmoid seen through an amplifying sinh is the
+       hardsigmoid's bug.
+    3. Nobody wrong alone: the suspect may be where an error made upstream *crosses* a
+       tolerance (a saturating op's allowance scales with its large inputs, so a tanh 1% off on
+       outputs near 1 is within it; a later mul by 1e3 is not). If the suspect alone, fed the
+       backend's own values of its operands, is still wrong, the error came in with them: grow
+       the suspect's subgraph backwards one ancestor at a time, other operands fed exact values,
+       and blame the ancestor whose inclusion brings the error back. Otherwise the suspect's
+       wrong value needs its context (an input layout an upstream permute made, which isolation
+       feeds contiguous): the suspect.
+    4. Nothing wrong when exposed and nothing wrong alone: a bug of the fusion of several ops:
+       the failing output's op + '@fused'.
     """
     probe = probe_case(case)
     reference = oracle.compute_reference(probe, {backend.dtype})
     outcome = runner(backend, probe)
     nodes = case.graph.nodes
+    # An extra output (a gradient, a vmapped copy; see reference_for) is charged to the last graph output.
+    failing = case.graph.outputs[min(failing_output, len(case.graph.outputs) - 1)]
+    blamable = _ancestor_nodes(case.graph, failing) if failing_output < len(case.graph.outputs) else list(range(len(nodes)))
     suspect = suspect_verdict = None
     if outcome.status == OK and reference.defines_anything:
-        for index in range(len(nodes)):
-            suspect_verdict = oracle.compare_output(outcome.outputs[index], index, reference, backend.dtype)[0]
-            if suspect_verdict != verdicts.AGREE:
-                suspect = index
+        for index in blamable:
+            verdict = oracle.compare_output(outcome.outputs[index], index, reference, backend.dtype)[0]
+            if verdict != verdicts.AGREE:
+                suspect, suspect_verdict = index, verdict
                 break
-    order = [suspect, *range(suspect)] if suspect is not None else list(range(len(nodes)))
+    candidates = blamable if suspect is None else _ancestor_nodes(case.graph, nodes[suspect].name)
     # The probe reference holds every node's float64 value already: isolation reuses it.
     isolation = NodeIsolation(backend, case, runner, reference.outputs)
-    ratios = {}
-    for index in order:
-        verdict, ratio = isolation.judge(index)
+    for index in candidates:
+        verdict = isolation.judge([index])[0]
         if verdict != verdicts.AGREE:
             return nodes[index].op, verdict
-        ratios[index] = ratio
-    if suspect is not None:
-        # Nobody is wrong alone. An earlier node close to its own allowance made the error the
-        # suspect let through; otherwise the suspect's wrong value needs its context (an input
-        # stride or layout that an upstream transpose made, which isolation feeds contiguous).
-        earlier = max(range(suspect), key=lambda i: (ratios[i], -i), default=None)
-        if earlier is not None and ratios[earlier] >= NEAR_ALLOWANCE:
-            return nodes[earlier].op, None
-        return nodes[suspect].op, suspect_verdict
-    # An extra output (a gradient, a vmapped copy; see reference_for) is charged to the last graph output.
-    name = case.graph.outputs[min(failing_output, len(case.graph.outputs) - 1)]
-    ops = {n.name: n.op for n in nodes}
-    return f"{ops.get(name, name)}@fused", None
+    if suspect is None:
+        ops = {n.name: n.op for n in nodes}
+        return f"{ops.get(failing, failing)}@fused", None
+    carried = NodeIsolation(backend, case, runner, outcome.outputs[:len(nodes)]).outcome(suspect)
+    if carried.status == OK and oracle.compare_output(carried.outputs[0], suspect, reference, backend.dtype)[0] != verdicts.AGREE:
+        ancestors = candidates[:-1]
+        for step in range(len(ancestors) - 1, -1, -1):
+            if isolation.judge([*ancestors[step:], suspect])[0] != verdicts.AGREE:
+                return nodes[ancestors[step]].op, None
+    return nodes[suspect].op, suspect_verdict
+
+
+def _ancestor_nodes(graph, name: str) -> list[int]:
+    """The positions of the nodes `name` depends on, itself included, in graph order (a node's
+    operands come before it)."""
+    needed, found = {name}, []
+    for index in range(len(graph.nodes) - 1, -1, -1):
+        if graph.nodes[index].name in needed:
+            needed.update(graph.nodes[index].inputs)
+            found.append(index)
+    return found[::-1]
 
 
 def localize_regression(backend: Backend, peer: Backend | None, case: Case, runner: Runner = run_backend,
@@ -301,8 +332,8 @@ def localize_regression(backend: Backend, peer: Backend | None, case: Case, runn
         mine = NodeIsolation(backend, case, runner)
         theirs = NodeIsolation(peer, case, runner, [mine.values[node.name] for node in case.graph.nodes])
         for index, node in enumerate(case.graph.nodes):
-            ratio = mine.judge(index)[1]
-            if ratio >= ACCURACY_FLOOR and ratio >= ACCURACY_FACTOR * theirs.judge(index)[1]:
+            ratio = mine.judge([index])[1]
+            if ratio >= ACCURACY_FLOOR and ratio >= ACCURACY_FACTOR * theirs.judge([index])[1]:
                 return node.op
     ops = {node.name: node.op for node in case.graph.nodes}
     output = case.graph.outputs[min(failing_output, len(case.graph.outputs) - 1)]
@@ -322,9 +353,10 @@ def localize_crash(backend: Backend, case: Case, error: str, runner: Runner = ru
 
 
 class NodeIsolation:
-    """Single-node cases cut out of a case: node `index` alone, each operand fed the float64
-    reference's value rounded to the backend's dtype (a graph input keeps its layout), its
-    parameters as in the case. What the node computes there is judged on exact inputs."""
+    """Cases cut out of a case: some of its nodes (one, or a node with some of its ancestors), each
+    operand they do not compute fed the float64 reference's value rounded to the backend's dtype
+    (a graph input keeps its layout), parameters as in the case, the last node the output. What
+    the nodes compute there is judged on exact inputs."""
 
     def __init__(self, backend: Backend, case: Case, runner: Runner, node_values: list[np.ndarray] | None = None):
         """`node_values`: every node's float64 reference value in graph order, where the caller
@@ -337,23 +369,25 @@ class NodeIsolation:
         else:
             self.values = {**inputs, **{node.name: value for node, value in zip(case.graph.nodes, node_values)}}
 
-    def case_for(self, index: int) -> Case:
+    def case_for(self, indices: list[int]) -> Case:
+        """The nodes at `indices` (in graph order) alone; the last one's value is the output."""
         graph = self.case.graph
-        node = graph.nodes[index]
+        nodes = tuple(graph.nodes[index] for index in indices)
+        computed = {node.name for node in nodes}
         specs = {spec.name: spec for spec in graph.inputs}
-        operands = list(dict.fromkeys(node.inputs))
+        operands = [name for name in dict.fromkeys(name for node in nodes for name in node.inputs) if name not in computed]
         arrays = {name: oracle.round_to_dtype(self.values[name], self.backend.dtype) for name in operands}
-        arrays.update({f"{node.name}.{p}": v for p, v in self.params.get(node.name, {}).items()})
+        arrays.update({f"{node.name}.{p}": v for node in nodes for p, v in self.params.get(node.name, {}).items()})
         inputs = tuple(specs.get(name) or TensorSpec(name, tuple(np.shape(self.values[name]))) for name in operands)
-        return Case(replace(graph, inputs=inputs, nodes=(node,), outputs=(node.name,)), arrays, self.case.seed)
+        return Case(replace(graph, inputs=inputs, nodes=nodes, outputs=(nodes[-1].name,)), arrays, self.case.seed)
 
     def outcome(self, index: int) -> Outcome:
-        return self.runner(self.backend, self.case_for(index))
+        return self.runner(self.backend, self.case_for([index]))
 
-    def judge(self, index: int) -> tuple[str, float]:
-        """(verdict, error / allowed) of the node alone; a node that fails to run alone is not
-        blamed for a wrong value (its verdict there is agree, ratio 0)."""
-        single = self.case_for(index)
+    def judge(self, indices: list[int]) -> tuple[str, float]:
+        """(verdict, error / allowed) of the nodes at `indices` alone; nodes that fail to run
+        alone are not blamed for a wrong value (their verdict there is agree, ratio 0)."""
+        single = self.case_for(indices)
         outcome = self.runner(self.backend, single)
         reference = oracle.compute_reference(single, {self.backend.dtype})
         if outcome.status != OK or not reference.defines_anything:
@@ -379,6 +413,8 @@ def still_fails_predicate(backend: Backend, signature: str, reruns: int = 2, run
         for _ in range(confirmations):
             try:
                 result = check_case(candidate, [backend], reruns=reruns, runner=runner)
+            except DevicePoisoned:  # no verdict of this process counts any more: the shrink ends with its worker
+                raise
             except Exception:  # noqa: BLE001 - a candidate the reference cannot run is simply not kept
                 return False
             if result.finding_for(signature) is None:

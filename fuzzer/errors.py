@@ -1,4 +1,5 @@
-"""The two kinds of failure: the user's input is wrong, or we have a bug; and the text of errors."""
+"""The two kinds of failure: the user's input is wrong, or we have a bug; the text of errors, and the
+errors that leave a device unusable."""
 
 import re
 
@@ -28,6 +29,43 @@ class OpUnsupported(Exception):
 
 class ShapeError(ValueError):
     """An op cannot accept these attributes / input shapes (raised by shape rules)."""
+
+
+# Errors that leave a process's device context unusable: CUDA makes them sticky, so every later
+# call in the process fails with the same error, whatever it runs (the CUDA runtime API's list).
+# torch raises them as `RuntimeError` or `torch.AcceleratorError: CUDA error: <description>`
+# (triton: `Triton Error [CUDA]: <description>`), jax/XLA as `INTERNAL: ... CUDA_ERROR_<NAME>:
+# <description>`, so the descriptions and both spellings of the names are matched.
+_STICKY_DEVICE_ERROR = re.compile(
+    r"an illegal memory access was encountered|misaligned address|device-side assert triggered"
+    r"|unspecified launch failure|an illegal instruction was encountered|hardware stack error|invalid program counter"
+    r"|operation not supported on global/shared address space|the launch timed out and was terminated"
+    r"|uncorrectable ECC error encountered"
+    r"|cudaError(?:IllegalAddress|MisalignedAddress|Assert|LaunchFailure|IllegalInstruction|HardwareStackError"
+    r"|InvalidPc|InvalidAddressSpace|LaunchTimeout|ECCUncorrectable)"
+    r"|CUDA_ERROR_(?:ILLEGAL_ADDRESS|MISALIGNED_ADDRESS|ASSERT|LAUNCH_FAILED|ILLEGAL_INSTRUCTION|HARDWARE_STACK_ERROR"
+    r"|INVALID_PC|INVALID_ADDRESS_SPACE|LAUNCH_TIMEOUT|ECC_UNCORRECTABLE)")
+
+
+def poisons_device(error_text: str) -> bool:
+    """Does this error leave the process that raised it unable to use its device again?"""
+    return bool(_STICKY_DEVICE_ERROR.search(error_text))
+
+
+class DevicePoisoned(Exception):
+    """Raised in a worker when a backend's error poisons its device context (poisons_device): every
+    later run there would fail alike, and be taken for findings. The worker ends; its parent
+    starts a fresh one and re-runs the work there (fuzzer/workers.py, fuzzer/campaign.py).
+    `source`: the pipeline.CaseSource (as a list) of the case; `culprit`: the op whose node alone
+    poisoned the device, where a recheck ran the nodes alone (Pipeline.recheck)."""
+
+    def __init__(self, backend: str, error: str, source: list | None = None, culprit: str = "-"):
+        super().__init__(error)
+        self.backend, self.error, self.source, self.culprit = backend, error, source, culprit
+
+    def reply(self) -> tuple:
+        """The worker's message to its parent."""
+        return ("poisoned", self.backend, self.error, self.source, self.culprit)
 
 
 def error_headline(text: str) -> str:

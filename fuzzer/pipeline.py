@@ -2,6 +2,8 @@
 
 Runs inside a worker process (fuzzer/workers.py) and can run in-process too. The
 result is a record of fuzzer/records.py for the parent, which is the only corpus writer.
+A backend error that leaves the device unusable (errors.poisons_device) ends the request
+with DevicePoisoned: nothing this process runs after it can be trusted.
 """
 
 from __future__ import annotations
@@ -17,9 +19,9 @@ from typing import Callable
 from fuzzer.arrays import materialize, regime_profiles
 from fuzzer.backends import Backend, all_ops_supported_by, get_backend, parse_backend_list
 from fuzzer.budget import DEFAULT_SHARE, SINGLE, SMALL, SMALL_NODES, WHOLE, CompileBudget, graph_features, parse_shares
-from fuzzer.check import CaseResult, Finding, check_case, still_fails_predicate
-from fuzzer.errors import InternalError, UserError
-from fuzzer.execute import OK, UNSUPPORTED, run_backend
+from fuzzer.check import CaseResult, Finding, NodeIsolation, check_case, still_fails_predicate
+from fuzzer.errors import DevicePoisoned, InternalError, UserError, poisons_device
+from fuzzer.execute import ERROR, OK, UNSUPPORTED, run_backend
 from fuzzer.generate import CaseGenerator
 from fuzzer.regimes import parse_regime_list
 from fuzzer.ir import Case
@@ -207,6 +209,9 @@ class Pipeline:
     def runner(self, backend: Backend, case: Case):
         self.heartbeat(backend, self.source)
         outcome = run_backend(backend, case)
+        if outcome.status == ERROR and poisons_device(outcome.error):
+            # Every later run in this process would fail alike and be taken for findings: the request ends here.
+            raise DevicePoisoned(backend.name, outcome.error, self.source.to_list())
         self.backend_seconds[backend.name] = self.backend_seconds.get(backend.name, 0.0) + outcome.seconds
         self.first_status.setdefault(backend.name, outcome.status)
         return outcome
@@ -217,7 +222,8 @@ class Pipeline:
         kind, *arguments = request
         if kind == "case":
             return self.run_index(arguments[0], set(arguments[1]))
-        handlers = {"check": self.check_given, "shrink": self.shrink_given, "outputs": self.outputs_given}
+        handlers = {"check": self.check_given, "shrink": self.shrink_given, "outputs": self.outputs_given,
+                    "recheck": self.recheck}
         if kind not in handlers:
             raise ValueError(f"unknown worker request {kind!r}")
         return handlers[kind](*arguments)
@@ -349,3 +355,18 @@ class Pipeline:
 
     def shrink_given(self, case: Case, finding: Finding, seconds: float) -> ShrinkReply:
         return self.shrink(case, finding, seconds)
+
+    def recheck(self, source: list, backend_name: str) -> CheckReply:
+        """The case of `source` (a CaseSource as a list), whose run on `backend_name` poisoned another
+        worker's device context, run again in this fresh worker: its nodes alone first, in graph order,
+        so that the first one that poisons this worker too names the culprit; then the whole case.
+        A reply means nothing poisoned this worker (the poisoning needed that worker's history)."""
+        self.source = CaseSource(*source)
+        case, backend = self.drawer.draw(self.source), get_backend(backend_name)
+        isolation = NodeIsolation(backend, case, self.runner)
+        for index, node in enumerate(case.graph.nodes):
+            try:
+                isolation.outcome(index)
+            except DevicePoisoned as poisoned:
+                raise DevicePoisoned(poisoned.backend, poisoned.error, poisoned.source, culprit=node.op) from None
+        return self.check_given(case, [backend_name])

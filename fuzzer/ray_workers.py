@@ -9,7 +9,8 @@ a CaseReply tagged with their node.
 Isolation: an actor process that dies (segfault, abort, OOM kill, its node lost) surfaces
 as `RayActorError`/`WorkerCrashedError`; the RayWorker then raises WorkerDied("crash") and
 creates a fresh actor itself (`max_restarts=0`: Ray never replays a request that crashed),
-which Ray places on any node still alive, so a lost node does not stop the campaign.
+which Ray places on any node still alive, so a lost node does not stop the campaign. An actor
+whose device a backend's error left unusable is replaced alike (WorkerPoisoned).
 
 Differences from the pipe workers:
 - Ray gives no per-backend heartbeat. A request is a hang only when the whole request
@@ -29,10 +30,10 @@ import uuid
 from dataclasses import replace
 
 from fuzzer import DISTRIBUTION
-from fuzzer.errors import InternalError, UserError
+from fuzzer.errors import DevicePoisoned, InternalError, UserError
 from fuzzer.pipeline import WorkerConfig
 from fuzzer.records import CaseReply
-from fuzzer.workers import WorkerDied
+from fuzzer.workers import WorkerDied, WorkerPoisoned
 
 _HEARTBEAT_NAMESPACE = b"fuzzer-heartbeat"
 _actor_class = None
@@ -91,7 +92,10 @@ def _pipeline_actor():
             return self.node
 
         def handle(self, message: tuple):
-            reply = self.pipeline.handle(message)
+            try:
+                reply = self.pipeline.handle(message)
+            except DevicePoisoned as poisoned:
+                return poisoned.reply()  # the driver replaces this actor (RayWorker.collect)
             return replace(reply, node=self.node) if isinstance(reply, CaseReply) else reply
 
     _actor_class = PipelineActor
@@ -179,14 +183,18 @@ class RayWorker:
             raise InternalError(f"worker failed while handling {request[0]!r}:\n{exc}") from None
         self.in_flight = None
         self._ref = None
+        if isinstance(reply, tuple) and reply[0] == "poisoned":
+            raise self._replaced(WorkerPoisoned(*reply[1:])) from None
         return reply
 
     def _died(self, kind: str, message: str) -> WorkerDied:
         backend, source = self._last_heartbeat()
-        node = self.node
+        return self._replaced(WorkerDied(kind, backend, message, source))
+
+    def _replaced(self, died: WorkerDied) -> WorkerDied:
+        """`died`, tagged with the node the actor ran on, once a fresh actor has replaced it."""
+        died.node = self.node
         self._restart()
-        died = WorkerDied(kind, backend, message, source)
-        died.node = node
         return died
 
     def check_timeout(self, timeout: float, compile_timeout: float | None = None) -> None:

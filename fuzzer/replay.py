@@ -22,7 +22,7 @@ from fuzzer.plugins import canaries_for
 from fuzzer.triage import current_signature, same_bucket
 from fuzzer.pipeline import WorkerConfig
 from fuzzer.records import CheckReply, ShrinkReply
-from fuzzer.workers import Worker, WorkerDied
+from fuzzer.workers import Worker, WorkerDied, WorkerPoisoned
 
 EXPECTATIONS = ("agree", "disagree")
 
@@ -35,23 +35,32 @@ class Replayer:
         self.timeout = timeout
         self.worker = Worker(WorkerConfig(backends=list(backends), plugins=plugins, reruns=reruns))
 
+    def request(self, message: tuple):
+        """The worker's reply. A request that poisons the worker's device (WorkerPoisoned) runs once more
+        in the fresh worker that replaced it, since an earlier request may have left the poison:
+        only a second poisoning is the case's own."""
+        try:
+            return self.worker.request(message, self.timeout, compile_timeout=600.0)
+        except WorkerPoisoned:
+            return self.worker.request(message, self.timeout, compile_timeout=600.0)
+
     def check(self, case: Case, backends: list[str]) -> CheckReply:
         try:
-            return self.worker.request(("check", case, list(backends)), self.timeout, compile_timeout=600.0)
+            return self.request(("check", case, list(backends)))
         except WorkerDied as died:
             return CheckReply.died(died.finding())
 
     def outputs(self, case: Case, backend: str) -> dict:
         """{"outputs": arrays} or {"error": text}: a crash or hang is the error, never ours."""
         try:
-            return self.worker.request(("outputs", case, backend), self.timeout, compile_timeout=600.0)
+            return self.request(("outputs", case, backend))
         except WorkerDied as died:
             return {"error": f"the backend {'crashed' if died.kind == verdicts.CRASH else 'hung'}: {died.message}"}
 
     def shrink(self, case: Case, finding: Finding, seconds: float) -> ShrinkReply:
         """The shrink result for one finding of `case` (see Pipeline.shrink); the worker must not die meanwhile."""
         try:
-            return self.worker.request(("shrink", case, finding, seconds), self.timeout, compile_timeout=600.0)
+            return self.request(("shrink", case, finding, seconds))
         except WorkerDied as died:
             verb = "crashed" if died.kind == "crash" else "hung"
             raise UserError(f"Backend {died.backend} {verb} while shrinking ({died.message}); such cases are stored unshrunk.") from None

@@ -1,5 +1,6 @@
-"""Isolated, long-lived worker processes: a backend that segfaults, hangs or runs out of
-memory kills only its worker, never the campaign or the corpus.
+"""Isolated, long-lived worker processes: a backend that segfaults, hangs, runs out of
+memory or leaves its device unusable (a CUDA sticky error) ends only its worker, never the
+campaign or the corpus.
 
 A worker is forked from a warm template: a `forkserver` that imported torch, jax,
 numpy, hypothesis and the op registry once, before any thread pool, CUDA context or
@@ -15,6 +16,7 @@ Requests:  ("case", index, known_signatures)  generate case `index`, check it, s
            ("check", case, backend_names)      check one given case (replay, regress)
            ("shrink", case, finding, seconds)  shrink a given case for one of its findings
            ("outputs", case, backend_name)     one backend's outputs (export --format issue)
+           ("recheck", source, backend_name)   re-run a case that poisoned another worker (Pipeline.recheck)
            ("stop",)
 Replies:   ("running", backend_name, compiles, source)  heartbeat before each backend run (compiles:
                                                the backend compiles graphs, so it gets the compile timeout;
@@ -24,6 +26,9 @@ Replies:   ("running", backend_name, compiles, source)  heartbeat before each ba
            ("user-error", message)             bad input (an unknown backend, a missing environment):
                                                the parent raises it as the UserError it was
            ("error", traceback_text)           a bug in us while handling the request
+           ("poisoned", backend_name, error, source, culprit)
+                                               a backend's error left the device unusable (errors.DevicePoisoned):
+                                               the worker ends, the parent replaces it (WorkerPoisoned)
 """
 
 from __future__ import annotations
@@ -38,7 +43,7 @@ import traceback
 import warnings
 from typing import TYPE_CHECKING
 
-from fuzzer.errors import InternalError, UserError
+from fuzzer.errors import DevicePoisoned, InternalError, UserError
 
 if TYPE_CHECKING:  # annotations only: importing the pipeline at once would hold up `warm_template`
     from fuzzer.pipeline import WorkerConfig
@@ -123,6 +128,9 @@ def _worker_main(conn, config: WorkerConfig) -> None:
             return
         try:
             conn.send(("result", pipeline.handle(request)))
+        except DevicePoisoned as poisoned:
+            conn.send(poisoned.reply())
+            return  # nothing this process runs now can be trusted: the parent starts a fresh worker
         except UserError as exc:
             conn.send(("user-error", str(exc)))
         except Exception:  # noqa: BLE001
@@ -131,6 +139,8 @@ def _worker_main(conn, config: WorkerConfig) -> None:
 
 class WorkerDied(Exception):
     """The worker process ended (crash) or stopped answering (hang) during a request."""
+
+    culprit = "-"  # the worker died on the whole case: no op is named
 
     def __init__(self, kind: str, backend: str | None, message: str, source: list | None = None):
         super().__init__(message)
@@ -145,8 +155,18 @@ class WorkerDied(Exception):
         from fuzzer.oracle import signature
 
         backend = self.backend or "unknown"
-        return Finding(backend=backend, verdict=self.kind, culprit="-", signature=signature(self.kind, backend, "-", self.message),
-                       detail=self.message, error=self.message)
+        return Finding(backend=backend, verdict=self.kind, culprit=self.culprit,
+                       signature=signature(self.kind, backend, self.culprit, self.message), detail=self.message, error=self.message)
+
+
+class WorkerPoisoned(WorkerDied):
+    """A backend's error left the worker's device context unusable (errors.DevicePoisoned); the worker
+    was replaced by a fresh one. Its finding is a crash with that error, of `culprit` where a
+    recheck ran the case's nodes alone."""
+
+    def __init__(self, backend: str, error: str, source: list | None = None, culprit: str = "-"):
+        super().__init__("crash", backend, error, source)
+        self.culprit = culprit
 
 
 def describe_exit(code: int | None) -> str:
@@ -242,6 +262,9 @@ class Worker:
                 backend, source = self.backend, self.source
                 self._restart()
                 raise WorkerDied("crash", backend, f"worker process {reason}", source)
+            if reply[0] == "poisoned":
+                self._restart()
+                raise WorkerPoisoned(*reply[1:])
             request = self.in_flight
             self.in_flight = None
             if reply[0] == "user-error":

@@ -8,7 +8,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from fuzzer.errors import normalize_error
+from fuzzer.errors import normalize_error, poisons_device
 
 
 def raised(call) -> str:
@@ -49,3 +49,24 @@ def test_addresses_paths_and_numbers_are_dropped_and_calls_kept():
     assert normalize_error("ValueError: got () and (3,) and size[]") == "ValueError: got (...) and (...) and size[...]"
     text = "RuntimeError: view size is not compatible with input tensor's size and stride. Use .reshape(...) instead."
     assert normalize_error(normalize_error(text)) == normalize_error(text) == text, "normalizing twice changes nothing"
+
+
+# Texts as torch, triton and jax/XLA raise them (their issue trackers), and errors that leave the device usable.
+@pytest.mark.parametrize("text, sticky", [
+    ("torch.AcceleratorError: CUDA error: an illegal memory access was encountered\nCUDA kernel errors might be "
+     "asynchronously reported at some other API call, so the stacktrace below might be incorrect.", True),
+    ("RuntimeError: CUDA error: misaligned address\nCompile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.", True),
+    ("RuntimeError: CUDA error: device-side assert triggered", True),
+    ("RuntimeError: CUDA error: unspecified launch failure", True),
+    ("RuntimeError: Triton Error [CUDA]: an illegal memory access was encountered", True),
+    ("XlaRuntimeError: INTERNAL: Failed to launch CUDA kernel: fusion_1 with block dimensions: 160x1x1: "
+     "CUDA_ERROR_ILLEGAL_ADDRESS: an illegal memory access was encountered", True),
+    ("XlaRuntimeError: INTERNAL: CUDA error: Could not synchronize CUDA stream: CUDA_ERROR_MISALIGNED_ADDRESS", True),
+    ("RuntimeError: cudaErrorIllegalAddress", True),
+    ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB", False),
+    ("RuntimeError: CUDA error: invalid configuration argument", False),
+    ("RuntimeError: CUDA error: too many resources requested for launch", False),
+    ("RuntimeError: shape '[2, 3]' is invalid for input of size 7", False),
+])
+def test_errors_that_leave_the_device_unusable_are_told_apart(text, sticky):
+    assert poisons_device(text) is sticky

@@ -112,3 +112,24 @@ def test_cuda_backends_in_another_environment_compute_what_they_compute_in_proce
             for a, b in zip(mine.outputs, theirs.outputs):
                 np.testing.assert_array_equal(a, b)
         assert remote.other_environment()[1]["device"] == torch.cuda.get_device_name(0)
+
+
+def test_a_real_cuda_sticky_error_is_one_crash_of_the_case_that_caused_it(tmp_path):
+    """A device-side assert (an out-of-range embedding row) leaves the worker's CUDA context unusable:
+    every later CUDA call there fails, torch-eager:cuda's too. The campaign stores one bucket, the
+    tanh that triggers it, from the cases that trigger it in a fresh worker; no later case is blamed."""
+    from pathlib import Path
+
+    from fuzzer.campaign import CampaignOptions, run_campaign
+    from fuzzer.corpus import Corpus
+
+    plugin = Path(__file__).resolve().parent / "plugins" / "cuda_device_assert.py"
+    options = CampaignOptions(backends=["torch-eager:cuda:float32", "plugin-cuda-assert-tanh"], plugins=[str(plugin)],
+                              ops=["relu", "tanh", "add", "mul"], max_nodes=3, max_cases=8, workers=1, timeout=60,
+                              shrink_time=5)
+    with Corpus(tmp_path / "corpus.db") as corpus:
+        progress = run_campaign(corpus, options)
+        buckets = [b["signature"] for b in corpus.buckets()]
+        assert len(buckets) == 1 and buckets[0].startswith("crash | plugin-cuda-assert-tanh | tanh | "), buckets
+        assert "device-side assert triggered" in buckets[0]
+        assert progress.poisoned_restarts == 3 * progress.crashes > 0

@@ -152,6 +152,71 @@ def test_raising_backend_is_a_crash_finding(tmp_path):
         assert all(row["node_count"] <= originals[row["shrunk_from"]]["node_count"] for row in shrunk)
 
 
+# -- a backend's error that leaves the device unusable (a CUDA sticky error) ---------------------
+
+STICKY = "sticky_device_error.py"
+ILLEGAL_ADDRESS = "torch.AcceleratorError: CUDA error: an illegal memory access was encountered"
+
+
+def sticky_campaign(tmp_path: Path, backends: list[str], max_cases: int):
+    """A short campaign of small graphs of the stand-in plugin's ops; returns (corpus, progress)."""
+    corpus = Corpus(tmp_path / "corpus.db")
+    opts = CampaignOptions(backends=[REFERENCE, *backends], plugins=[str(PLUGINS / STICKY)], max_nodes=3,
+                           ops=["relu", "tanh", "add", "mul", "sigmoid"], max_cases=max_cases, workers=1, timeout=10,
+                           shrink_time=5)
+    try:
+        return corpus, run_campaign(corpus, opts)
+    except BaseException:
+        corpus.close()
+        raise
+
+
+@pytest.mark.slow
+def test_a_sticky_device_error_is_one_crash_of_the_case_that_caused_it_not_a_cascade(tmp_path):
+    """After its tanh, every op of `plugin-sticky-tanh` and of its bystander raises a CUDA illegal
+    address in that process. The landed code stored 6 buckets (the first case blamed on relu, every
+    later case a crash on both backends, each shrunk to a lone op) and no tanh bucket. Now the worker
+    ends at the error; the case is stored only because it poisons a fresh worker too, named after the
+    node that alone poisons one (tanh), unshrunk; the cases after it run in fresh workers."""
+    corpus, progress = sticky_campaign(tmp_path, ["plugin-sticky-tanh", "plugin-sticky-bystander"], max_cases=8)
+    with corpus:
+        assert_campaign_survived(tmp_path, corpus, progress, 8)
+        assert [b["signature"] for b in corpus.buckets()] == [f"crash | plugin-sticky-tanh | tanh | {ILLEGAL_ADDRESS}"]
+        rows = corpus.list_cases(limit=1000)
+        assert rows and all(row["shrunk_from"] is None and "tanh" in row["op_sequence"].split(">") for row in rows)
+        assert len(rows) == progress.crashes == progress.finding_cases
+        # Each: the worker that met it, the fresh one that rechecked it, the one that ran its index again.
+        assert progress.poisoned_restarts == 3 * progress.crashes
+        assert progress.to_dict()["poisoned_restarts"] == progress.poisoned_restarts
+
+
+@pytest.mark.slow
+def test_a_poisoning_a_fresh_worker_does_not_repeat_stores_nothing_and_is_counted(tmp_path):
+    """`plugin-sticky-tanh-late` poisons only a process that already ran 40 ops: rechecked in a fresh
+    worker its case passes, so nothing is stored (the landed code stored 3 buckets, 8 cases)."""
+    corpus, progress = sticky_campaign(tmp_path, ["plugin-sticky-tanh-late"], max_cases=12)
+    with corpus:
+        assert_campaign_survived(tmp_path, corpus, progress, 12)
+        assert corpus.buckets() == [] and corpus.list_cases(limit=1000) == []
+        assert progress.crashes == progress.finding_cases == 0
+        assert progress.poisoned_restarts >= 1
+
+
+@pytest.mark.slow
+def test_replay_asks_a_fresh_worker_again_when_its_worker_was_poisoned():
+    """`fuzz replay` and `regress` check many cases in one worker: the one that meets a poisoning left
+    by earlier requests is checked again in a fresh worker, which agrees."""
+    from fuzzer.generate import CaseGenerator
+    from fuzzer.replay import Replayer
+
+    case = CaseGenerator(["tanh"], 1).case(0)
+    with Replayer(["plugin-sticky-tanh-late"], [str(PLUGINS / STICKY)]) as replayer:
+        first_worker = replayer.worker.process.pid
+        replies = [replayer.check(case, ["plugin-sticky-tanh-late"]) for _ in range(45)]  # the 41st op poisons
+        assert replayer.worker.process.pid != first_worker
+    assert {reply.verdict for reply in replies} == {"agree"}
+
+
 # -- kill -9 of a running `fuzz run`, then --resume ---------------------------------------------
 
 def child_pids(pid: int) -> list[int]:

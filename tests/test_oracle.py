@@ -272,6 +272,69 @@ def test_isolation_blames_the_node_that_made_an_error_that_crosses_the_tolerance
     assert result.findings[0].culprit == "sum"
 
 
+def hardsigmoid_with_float32_sixth(xs, ps, attrs):
+    """relu6(x + 3) times float32(1/6), as torch's float64 CUDA kernel computes it: hardsigmoid(3) = 1.0000000298."""
+    import torch
+
+    return torch.clamp(xs[0] + 3.0, 0.0, 6.0) * float(np.float32(1.0 / 6.0))
+
+
+# hardsigmoid, then an op that amplifies its error: a pow by 1e4, or a mul by 600 and sinh.
+AMPLIFIED_HARDSIGMOID = {
+    "pow": {"inputs": [{"name": "x0", "shape": [4]}, {"name": "x1", "shape": [4]}],
+            "nodes": [{"name": "n0", "op": "hardsigmoid", "inputs": ["x0"], "attrs": {}},
+                      {"name": "n1", "op": "pow", "inputs": ["n0", "x1"], "attrs": {}}],
+            "outputs": ["n1"]},
+    "sinh": {"inputs": [{"name": "x0", "shape": [4]}, {"name": "x1", "shape": [4]}],
+             "nodes": [{"name": "n0", "op": "hardsigmoid", "inputs": ["x0"], "attrs": {}},
+                       {"name": "n1", "op": "mul", "inputs": ["n0", "x1"], "attrs": {}},
+                       {"name": "n2", "op": "sinh", "inputs": ["n1"], "attrs": {}}],
+             "outputs": ["n2"]},
+}
+
+
+@pytest.mark.parametrize("amplifier, exponent_or_factor", [("pow", 1e4), ("sinh", 600.0)])
+@pytest.mark.parametrize("x0", [[3.0, 1000.0, -1000.0, 1.5], [3.0, 2.9, 1.0, -1.0]],
+                         ids=["large inputs: right alone by its allowance", "wrong alone"])
+def test_the_op_that_made_an_error_is_the_culprit_when_a_later_op_amplifies_it(amplifier, exponent_or_factor, x0):
+    """The float64 hardsigmoid with float32 constants (reports/bugs/torch-cuda-hardsigmoid-float64) seen
+    through a pow or a sinh was bucketed under those ops. With large entries in its input its
+    allowance (which scales with them) covers its 3e-8 error alone; the amplified error does not
+    fit the later op's, which is right on exact inputs: the hardsigmoid made it."""
+    from fuzzer.ir import Case
+
+    backend = derived("float32-sixth-hardsigmoid", "hardsigmoid", hardsigmoid_with_float32_sixth, base="torch-eager:cpu:float64")
+    graph = Graph.from_dict(AMPLIFIED_HARDSIGMOID[amplifier])
+    x1 = [exponent_or_factor, 2.0, 3.0, exponent_or_factor]
+    result = check_case(Case(graph, {"x0": np.array(x0), "x1": np.array(x1)}, 0), [backend])
+    assert [f.signature for f in result.findings] == ["mismatch | float32-sixth-hardsigmoid | hardsigmoid"]
+
+
+def test_a_wrong_value_that_needs_its_input_layout_stays_with_its_op():
+    """A conv2d wrong only on channels_last inputs, which an upstream permute makes: alone (fed
+    contiguous values) and fed the permute's own values it is right, so the permute, whose
+    inclusion brings the error back, only made the context: the conv2d is the culprit."""
+    import torch
+
+    from fuzzer.ir import Case
+    from fuzzer.ops import get_op
+
+    def conv_reading_channels_last_as_contiguous(xs, ps, attrs):
+        x = xs[0]
+        if not x.is_contiguous() and x.is_contiguous(memory_format=torch.channels_last):
+            x = torch.as_strided(x, x.shape, torch.empty(x.shape).stride()).clone()
+        return get_op("conv2d").torch([x], ps, attrs)
+
+    graph = Graph([TensorSpec("x0", (2, 5, 6, 3))],
+                  [Node("n0", "permute", ["x0"], {"perm": [0, 3, 1, 2]}),
+                   Node("n1", "conv2d", ["n0"], {"bias": False, "dilation": [1, 1], "groups": 1, "kernel_size": [2, 2],
+                                                 "out_channels": 2, "padding": [0, 0], "stride": [1, 1]})],
+                  ["n1"])
+    backend = derived("channels-last-conv", "conv2d", conv_reading_channels_last_as_contiguous)
+    result = check_case(materialize(graph, 0), [backend])
+    assert [f.signature for f in result.findings] == ["mismatch | channels-last-conv | conv2d"]
+
+
 def localize_probe(case):
     from fuzzer.check import probe_case
 
