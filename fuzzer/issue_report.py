@@ -2,14 +2,16 @@
 issue templates ask for (the bug, a minimal snippet, expected vs actual, versions, how it was found).
 
 `gather_issue` reads the corpus and re-runs the case once, the float64 reference and the backend
-under test, for the expected-vs-actual table; `render_issue` turns that data into Markdown and
-does nothing else. Every value read from the corpus is data: inline text goes through `inline`
+under test, for the expected-vs-actual table (the entries beyond the allowance only);
+`render_issue` turns that data into Markdown and does nothing else. The snippet is the minimal
+reproducer (fuzzer/minimal_reproducer.py); nothing of this machine (a corpus path) is shown. Every value read from the corpus is data: inline text goes through `inline`
 (no Markdown, no HTML, no line breaks), blocks sit in a fence longer than any backtick run they
 hold, and nothing from the corpus becomes a link or is run.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 from dataclasses import dataclass, field
@@ -22,10 +24,11 @@ from fuzzer.backends import Backend
 from fuzzer.corpus import Corpus, StoredCase
 from fuzzer.errors import UserError, error_headline
 from fuzzer.ir import infer_shapes
-from fuzzer.oracle import compute_reference, nonfinite_class
+from fuzzer.minimal_reproducer import build_minimal_script
+from fuzzer.reproducer import ENVIRONMENT_KEYS
+from fuzzer.oracle import allowed_error, compute_reference, nonfinite_class
 from fuzzer.report.render import md_cell
 from fuzzer.replay import Replayer
-from fuzzer.reproducer import build_script
 
 WORST_ENTRIES = 5
 RERUN_TIMEOUT = 300.0  # seconds for the one re-run that fills the expected-vs-actual table
@@ -39,7 +42,6 @@ class IssueData:
     """Everything the report shows, gathered from the corpus and one re-run of the case."""
 
     case_id: int
-    db_path: str
     finding: dict  # the reported finding: backend, verdict, culprit, max_error, allowed, detail
     family: str  # "torch" or "jax": which template's headings to use
     graph_lines: list[str]
@@ -58,12 +60,13 @@ class IssueData:
 
 
 def worst_entries(expected: list[np.ndarray], actual: list[np.ndarray], defined: list[np.ndarray],
-                  limit: int = WORST_ENTRIES) -> list[dict]:
+                  allowed: list[float], limit: int = WORST_ENTRIES) -> list[dict]:
     """The `limit` entries where `actual` is furthest from `expected`, worst first, among the entries the
-    reference defines; a different non-finite class (nan where 0 is right, inf vs finite) ranks above any
-    finite error. Outputs of the wrong shape have no entries to compare (the finding's detail says so)."""
+    reference defines and only those off by more than their output's `allowed` error (the wrong ones);
+    a different non-finite class (nan where 0 is right, inf vs finite) ranks above any finite error.
+    Outputs of the wrong shape have no entries to compare (the finding's detail says so)."""
     rows = []
-    for output, (e, a, judged) in enumerate(zip(expected, actual, defined)):
+    for output, (e, a, judged, allowance) in enumerate(zip(expected, actual, defined, allowed)):
         if e.shape != a.shape:
             continue
         with np.errstate(invalid="ignore"):
@@ -72,7 +75,7 @@ def worst_entries(expected: list[np.ndarray], actual: list[np.ndarray], defined:
         gap = np.where(judged, gap, 0.0)
         flat = gap.reshape(-1)
         for position in np.argsort(-flat, kind="stable")[:limit]:
-            if flat[position] > 0:
+            if flat[position] > allowance:
                 index = tuple(int(i) for i in np.unravel_index(position, e.shape))
                 rows.append({"output": output, "index": list(index), "expected": float(e[index]),
                              "actual": float(a[index]), "gap": float(flat[position])})
@@ -102,41 +105,46 @@ def _graph_lines(stored: StoredCase) -> list[str]:
     return lines
 
 
-def _rerun(stored: StoredCase, backend: Backend, finding: dict, plugins: list[str]) -> tuple[list[dict], str]:
+def _rerun(stored: StoredCase, backend: Backend, finding: dict, plugins: list[str],
+           replayer: Replayer | None) -> tuple[list[dict], str]:
     """(worst entries, error text) of one run of `backend` against the float64 reference, in an
-    isolated worker: a backend that segfaults or hangs gives its error text, not a dead export."""
+    isolated worker (`replayer`'s, or one started for it): a backend that segfaults or hangs gives
+    its error text, not a dead export."""
     if finding.get("verdict") in NOT_RERUN:
         return [], ""
     reference = compute_reference(stored.case, {backend.dtype})
     defined = [reference.judged[backend.dtype][i] | reference.defined_nonfinite[backend.dtype][i]
                for i in range(len(reference.outputs))]
-    with Replayer([backend.name], plugins, timeout=RERUN_TIMEOUT) as replayer:
-        reply = replayer.outputs(stored.case, backend.name)
+    allowed = [allowed_error(reference, i, backend.dtype) for i in range(len(reference.outputs))]
+    with contextlib.nullcontext(replayer) if replayer else Replayer([backend.name], plugins, timeout=RERUN_TIMEOUT) as worker:
+        reply = worker.outputs(stored.case, backend.name)
     if "error" in reply:
         return [], error_headline(reply["error"])
     actual = [np.asarray(y, dtype=np.float64) for y in reply["outputs"]]
-    return worst_entries(reference.outputs, actual, defined), ""
+    return worst_entries(reference.outputs, actual, defined, allowed), ""
 
 
-def _script(stored: StoredCase, backend: Backend, title: str, verdict: str) -> tuple[str | None, str]:
+def _script(stored: StoredCase, backend: Backend, title: str, finding: dict) -> tuple[str | None, str]:
     try:
-        return build_script(stored.case, backend, title, verdict=verdict), ""
+        return build_minimal_script(stored.case, backend, title, finding), ""
     except UserError as exc:
         return None, str(exc)
 
 
-def gather_issue(corpus: Corpus, case_id: int, backend: Backend, db_path: str, plugins: list[str] = ()) -> IssueData:
+def gather_issue(corpus: Corpus, case_id: int, backend: Backend, plugins: list[str] = (),
+                 replayer: Replayer | None = None) -> IssueData:
     """Read case `case_id` and re-run it once on `backend`, which must be the backend of one of its
-    findings (`plugins` as the campaign loaded them, for the worker that re-runs it)."""
+    findings (`plugins` as the campaign loaded them, for the worker that re-runs it; `replayer`: a
+    worker to re-run it in, for several reports)."""
     stored = corpus.get_case(case_id)
     finding = _finding_on(stored, backend.name)
-    script, script_note = _script(stored, backend, stored.signature or f"case {case_id}", finding.get("verdict", ""))
-    entries, rerun_error = _rerun(stored, backend, finding, list(plugins))
+    script, script_note = _script(stored, backend, stored.signature or f"case {case_id}", finding)
+    entries, rerun_error = _rerun(stored, backend, finding, list(plugins), replayer)
     log = stored.shrink_log if isinstance(stored.shrink_log, dict) else {}
     shrink = (f"shrunk from case {stored.shrunk_from}, {log.get('original_nodes', '?')} nodes to {log.get('final_nodes', '?')}"
               if stored.shrunk_from else "")
     return IssueData(
-        case_id=case_id, db_path=db_path, finding=finding, family=backend.family, graph_lines=_graph_lines(stored),
+        case_id=case_id, finding=finding, family=backend.family, graph_lines=_graph_lines(stored),
         regime=stored.case.graph.regime or "small", case_seed=stored.case.seed,
         campaign=corpus.campaign(stored.campaign_id) if stored.campaign_id else None, script=script,
         script_note=script_note, entries=entries, rerun_error=rerun_error,
@@ -200,14 +208,14 @@ def _snippet(data: IssueData) -> list[str]:
         return lines + [f"No standalone script: {inline(data.script_note)}", ""]
     if data.script_note:
         return lines + [inline(data.script_note), ""]
-    return lines + ["The script needs only numpy and the framework, prints the error against the float64 reference "
+    return lines + ["The script needs only numpy and the framework, computes the expected values in float64 "
                     "and exits 1 while the bug is present:", "", fenced(data.script, "python"), ""]
 
 
 def _expected_vs_actual(data: IssueData) -> list[str]:
     lines = ["## Expected vs actual", "", "The minimal graph:", "", fenced("\n".join(data.graph_lines)), ""]
     if data.entries:
-        lines += [f"The worst entries, float64 reference (expected) vs {inline(data.finding.get('backend'))} (actual):", "",
+        lines += [f"The worst wrong entries, float64 reference (expected) vs {inline(data.finding.get('backend'))} (actual):", "",
                   "| output | index | expected | actual |", "|---|---|---|---|"]
         lines += [f"| {row['output']} | {inline(row['index'])} | {inline(_number(row['expected']))} | "
                   f"{inline(_number(row['actual']))} |" for row in data.entries]
@@ -231,7 +239,7 @@ def _versions(data: IssueData) -> list[str]:
     text = [f"{name}: {value}" for name, value in rows if value is not None]
     for name, other in (v.get("environments") or {}).items():
         if isinstance(other, dict):
-            text.append(f"environment {name}: " + ", ".join(f"{k} {other[k]}" for k in sorted(other)))
+            text.append(f"environment {name}: " + ", ".join(f"{k} {other[k]}" for k in sorted(other) if k in ENVIRONMENT_KEYS))
     return ["As recorded with the campaign that found it:", "", fenced("\n".join(text))]
 
 
@@ -247,8 +255,8 @@ def _how_found(data: IssueData) -> list[str]:
         lines.append(f"- {inline(data.shrink)}")
     if data.triage and (data.triage.get("status") != "new" or data.triage.get("note")):
         lines.append(f"- triage: {inline(data.triage.get('status'))}; {inline(data.triage.get('note'))}")
-    lines += ["", "Replay it from the corpus:", "",
-              fenced(f"fuzz replay {data.case_id} --db {data.db_path} --backends {data.finding.get('backend')}", "sh"), ""]
+    lines += ["", "Replay it from the corpus that holds it:", "",
+              fenced(f"fuzz replay {data.case_id} --backends {data.finding.get('backend')}", "sh"), ""]
     return lines
 
 
@@ -262,11 +270,11 @@ def render_issue(data: IssueData) -> str:
     return "\n".join(lines)
 
 
-def export_issue(corpus: Corpus, case_id: int, backend: Backend, db_path: str, output: Path | None,
-                 plugins: list[str] = ()) -> str:
+def export_issue(corpus: Corpus, case_id: int, backend: Backend, output: Path | None, plugins: list[str] = (),
+                 replayer: Replayer | None = None) -> str:
     """The report's Markdown. A script too long to show inline is written beside `output` (and named there);
     without `output` the report says how to write it."""
-    data = gather_issue(corpus, case_id, backend, db_path, plugins)
+    data = gather_issue(corpus, case_id, backend, plugins, replayer)
     if data.script is not None and len(data.script) > INLINE_SCRIPT_LIMIT:
         if output is not None:
             script_path = output.with_name(f"case{case_id}_repro.py")
@@ -275,5 +283,5 @@ def export_issue(corpus: Corpus, case_id: int, backend: Backend, db_path: str, o
                                 "its inputs are embedded); it exits 1 while the bug is present.")
         else:
             data.script_note = (f"The reproducer is {len(data.script)} characters long (its inputs are embedded); write it "
-                                f"with: fuzz export {case_id} --db {db_path} --format script -o repro.py")
+                                f"with: fuzz export {case_id} -o repro.py")
     return render_issue(data)

@@ -14,11 +14,14 @@ written for printing: it is the op declaration's own implementation, read back w
 * any other such `def` comes along and is called with literal lists and dicts:
   `_torch_rms_norm([x], {"weight": w}, {"eps": 1e-05})`.
 
-A `def` brings the module-level names it uses: other functions of ours (recursively),
-plain constants (as literals), imported modules and functions (as import lines) and our
-error classes (as one-line stand-ins, so the script needs no fuzzer). Anything else raises
-`NotWritable`; a registry test writes every op for both frameworks and checks that the
-source computes the same values as the implementation.
+A `def` (or a lambda, written as a `def`) brings the module-level names it uses: other
+functions of ours (recursively), plain constants (as literals), imported modules and functions
+(as import lines) and our error classes (as one-line stand-ins, so the script needs no fuzzer).
+A function using anything else (our op registry, an object a plugin built at import) cannot
+stand alone: it is imported from the fuzzer package, or a plugin file comes along whole, and
+`Source.notes` says why the script needs the fuzzer (`Source._fall_back`). A registry test
+writes every op for both frameworks and checks that the source computes the same values as
+the implementation, without that fallback.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ import sys
 import textwrap
 import types
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Callable
 
 from fuzzer.errors import UserError
@@ -57,21 +61,41 @@ class Source:
 
     imports: list[str] = field(default_factory=list)
     definitions: dict[str, str] = field(default_factory=dict)  # name -> source text
+    # Why the script needs the fuzzer package after all (`_fall_back`), for a comment.
+    notes: list[str] = field(default_factory=list)
+    # Off for the registry test: an op of ours must always be writable.
+    fallback: bool = True
+    _package_depth: int = 0  # functions of the fuzzer package being written, one inside the other
 
     def add_import(self, line: str) -> None:
         if line not in self.imports:
             self.imports.append(line)
 
     def add_function(self, fn: types.FunctionType) -> str:
-        """Bring `fn`'s `def` and what it uses; returns the name to call it by."""
+        """Bring `fn`'s `def` and what it uses; returns the name to call it by. A function that
+        cannot stand alone comes from the fuzzer package instead (`_fall_back`)."""
         if not _is_ours(fn.__module__):
             self.add_import(f"from {fn.__module__} import {fn.__name__}")
             return fn.__name__
-        if fn.__name__ == "<lambda>":
-            raise NotWritable(f"{fn.__module__}.{fn.__qualname__} is a lambda; declare it with def so a reproducer can show it")
+        in_package = fn.__module__.startswith("fuzzer.")
+        if in_package and self._package_depth:
+            return self._write_function(fn)  # the outermost function of the package falls back, whole
+        saved = (list(self.imports), dict(self.definitions))
+        self._package_depth += in_package
+        try:
+            return self._write_function(fn)
+        except NotWritable as why:
+            if not self.fallback:
+                raise
+            self.imports, self.definitions = saved
+            return self._fall_back(fn, why)
+        finally:
+            self._package_depth -= in_package
+
+    def _write_function(self, fn: types.FunctionType) -> str:
         if fn.__closure__:
             return self._add_closure(fn)
-        name = fn.__name__
+        name = function_name(fn)
         if name in self.definitions:
             if self.definitions[name] is not None and self.definitions[name] != _def_text(fn):
                 raise NotWritable(f"two functions named {name} (one in {fn.__module__}); rename one")
@@ -82,13 +106,39 @@ class Source:
         self.definitions[name] = _def_text(fn)
         return name
 
+    def _fall_back(self, fn: types.FunctionType, why: NotWritable) -> str:
+        """`fn` from our package (`from fuzzer.ops import get_op`), or, for a plugin's function (its
+        module is not importable), the plugin file whole; `notes` says why."""
+        reason = str(why).removeprefix("Cannot write a reproducer: ").rstrip(".")
+        if fn.__module__.startswith("fuzzer.") and fn.__qualname__ == fn.__name__:
+            self.add_import(f"from {fn.__module__} import {fn.__name__}")
+            self._note(f"{fn.__module__}.{fn.__name__} cannot stand alone ({reason}), so it is imported from the fuzzer "
+                       "package (pip install opdiff-fuzz)")
+            return fn.__name__
+        module = sys.modules.get(fn.__module__)
+        try:
+            text = inspect.getsource(module)
+        except (OSError, TypeError):
+            raise why from None
+        file_name = Path(getattr(module, "__file__", "plugin.py")).name
+        self.definitions.setdefault(f"<file {fn.__module__}>", f"# {file_name}, whole: its {fn.__qualname__} cannot stand "
+                                                              f"alone ({' '.join(reason.splitlines())})\n{text.strip()}")
+        self._note(f"the code of {file_name} comes along whole and may import the fuzzer package (pip install opdiff-fuzz)")
+        if function_name(fn) != fn.__name__ or fn.__qualname__ != fn.__name__:
+            raise why  # a lambda or nested function has no name in the file to call it by
+        return fn.__name__
+
+    def _note(self, text: str) -> None:
+        if text not in self.notes:
+            self.notes.append(text)
+
     def _add_closure(self, fn: types.FunctionType) -> str:
         """A function a factory made (`torch_function(path)`'s `run`): written as a maker whose
         parameters are its free variables, called with their values, so several closures of one
         factory become `run_1 = _make_run(...)`, `run_2 = ...` from one definition."""
-        maker = f"_{fn.__qualname__.split('.<locals>')[0].strip('_')}_{fn.__name__}"
+        maker = f"_{fn.__qualname__.split('.<locals>')[0].strip('_')}_{function_name(fn)}"
         definition = (f"def {maker}({', '.join(fn.__code__.co_freevars)}):\n"
-                      f"{textwrap.indent(_def_text(fn), '    ')}\n\n    return {fn.__name__}")
+                      f"{textwrap.indent(_def_text(fn), '    ')}\n\n    return {function_name(fn)}")
         if self.definitions.get(maker, definition) != definition:
             raise NotWritable(f"two factories make a function named {fn.__name__}; rename one")
         self._add_globals(fn)
@@ -99,7 +149,7 @@ class Source:
         for name, text in self.definitions.items():
             if text is not None and text.endswith(f" = {made}"):
                 return name
-        name = f"{fn.__name__}_{sum(key.startswith(fn.__name__ + '_') for key in self.definitions) + 1}"
+        name = f"{function_name(fn)}_{sum(key.startswith(function_name(fn) + '_') for key in self.definitions) + 1}"
         self.definitions[name] = f"{name} = {made}"
         return name
 
@@ -150,7 +200,40 @@ def _is_ours(module: str) -> bool:
     return module == "fuzzer" or module.startswith(("fuzzer.", "fuzzer_plugin_"))
 
 
+def function_name(fn: types.FunctionType) -> str:
+    """`fn`'s name, or for a lambda one made from where it is written (`_lambda_line_22`)."""
+    return f"_lambda_line_{fn.__code__.co_firstlineno}" if fn.__name__ == "<lambda>" else fn.__name__
+
+
+def _function_node(fn: types.FunctionType) -> ast.FunctionDef:
+    """`fn`'s definition as a syntax tree; a lambda as the `def` that returns its expression."""
+    try:
+        lines, _ = inspect.getsourcelines(fn)
+        tree = ast.parse(textwrap.dedent("".join(lines)).strip())
+    except (OSError, TypeError, SyntaxError):  # e.g. a lambda on a continuation line of a call
+        raise NotWritable(f"the source of {fn.__module__}.{fn.__qualname__} cannot be read alone") from None
+    if fn.__name__ != "<lambda>":
+        (function,) = tree.body
+        if not isinstance(function, ast.FunctionDef):
+            raise NotWritable(f"the source of {fn.__module__}.{fn.__qualname__} is not its def")
+        return function
+    code = fn.__code__
+    parameters = code.co_varnames[:code.co_argcount]
+    lambdas = [node for node in ast.walk(tree) if isinstance(node, ast.Lambda)
+               and tuple(a.arg for a in node.args.args) == parameters and not node.args.vararg and not node.args.kwarg
+               and not node.args.defaults]
+    if len(lambdas) != 1:
+        raise NotWritable(f"{fn.__module__}.{fn.__qualname__} is a lambda that shares its line with another; "
+                          "declare it with def so a reproducer can show it")
+    newer = {"type_params": []} if "type_params" in ast.FunctionDef._fields else {}  # Python 3.12+
+    function = ast.FunctionDef(name=function_name(fn), args=lambdas[0].args, body=[ast.Return(lambdas[0].body)],
+                               decorator_list=[], returns=None, type_comment=None, **newer)
+    return ast.fix_missing_locations(function)
+
+
 def _def_text(fn: types.FunctionType) -> str:
+    if fn.__name__ == "<lambda>":
+        return ast.unparse(_function_node(fn))
     return textwrap.dedent(inspect.getsource(fn)).strip()
 
 
@@ -222,8 +305,8 @@ def inline_expression(impl: Callable, inputs: list[str], params: dict[str, str],
     if not isinstance(impl, types.FunctionType) or impl.__closure__ or not _is_ours(impl.__module__):
         return None
     try:
-        (function,) = ast.parse(_def_text(impl)).body
-    except (OSError, SyntaxError, ValueError):
+        function = _function_node(impl)
+    except (NotWritable, ValueError):
         return None
     body = [statement for statement in function.body
             if not (isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant))]  # the docstring

@@ -42,6 +42,8 @@ class TransformedBackend(Backend):
         self.derived_from = base.name
         self.family = base.family
         self.expensive = base.expensive
+        self.description = f"{base.description}, after a plugin's graph transformation"
+        self.versions_source = base.versions_source
 
     def unavailable_reason(self) -> str | None:
         return self.base.unavailable_reason()
@@ -51,6 +53,21 @@ class TransformedBackend(Backend):
 
     def run(self, case: Case) -> list:
         return self.base.run(self.transform(case))
+
+    def reproducer_program(self, case: Case) -> tuple[list[str], str]:
+        """A transformation works on the fuzzer's own graph IR, so its script runs through the fuzzer
+        package: the transformation's code (op_source writes it, or brings its plugin file), then
+        the base backend on what it returns."""
+        from fuzzer.op_source import Source
+        from fuzzer.program_source import argument_names, variable_name, with_notes
+
+        source = Source(imports=["from fuzzer.backends import get_backend", "from fuzzer.ir import Case, Graph"])
+        transform = source.add_function(self.transform)
+        arrays = ", ".join(f"{name!r}: np.asarray({variable_name(name)}, np.float64)" for name in argument_names(case))
+        code = [f"# {self.name} transforms the fuzzer's own graph IR: this part needs the fuzzer package "
+                "(pip install opdiff-fuzz).", with_notes(source, source.text()), "", "", f"case = Case(Graph.from_json({case.graph.to_json()!r}), {{{arrays}}}, {case.seed})",
+                f"outputs = get_backend({self.base.name!r}).run({transform}(case))"]
+        return source.imports, "\n".join(code)
 
     def has_precision_policy(self) -> bool:
         return self.base.has_precision_policy()

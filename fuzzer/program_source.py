@@ -11,6 +11,8 @@ from __future__ import annotations
 import base64
 import keyword
 import re
+import zlib
+from collections import Counter
 from typing import Callable
 
 import numpy as np
@@ -21,9 +23,9 @@ from fuzzer.layouts import CONTIGUOUS, layout_source
 from fuzzer.op_source import Source, write_call
 
 # What each framework's reproducer prints first (maintainers ask for it); `Backend.versions_source`.
-TORCH_VERSIONS = ("VERSIONS = (f'torch {torch.__version__}, CUDA {torch.version.cuda}, '\n"
-                  "            f'cuDNN {torch.backends.cudnn.version()}, '\n"
+TORCH_VERSIONS = ("VERSIONS = (f'torch {torch.__version__}, CUDA {torch.version.cuda}, cuDNN {torch.backends.cudnn.version()}, '\n"
                   "            f'GPU {torch.cuda.get_device_name() if torch.cuda.is_available() else None}')")
+JAX_X64 = 'jax.config.update("jax_enable_x64", True)  # float64 stays float64, as in the campaign'
 JAX_VERSIONS = ("import jaxlib\n"
                 "VERSIONS = f'jax {jax.__version__}, jaxlib {jaxlib.__version__}, device {jax.devices()[0].device_kind}'")
 
@@ -37,12 +39,13 @@ def variable_name(name: str) -> str:
 
 
 def _float_text(value: float, dtype: str) -> str:
-    """The shortest text that gives back the same value in `dtype`."""
+    """The shortest text that gives back the same value in `dtype` (numpy's repr of a `dtype`
+    scalar: 88.98707, 1e+30); non-finite values as the script's `nan`, `inf` (from math)."""
     if np.isnan(value):
         return "nan"
     if np.isinf(value):
         return "inf" if value > 0 else "-inf"
-    return np.format_float_positional(np.dtype(dtype).type(value), unique=True, trim="0")
+    return str(np.dtype(dtype).type(value))
 
 
 def _nested(array: np.ndarray, dtype: str):
@@ -60,6 +63,112 @@ def array_literal(array: np.ndarray, dtype: str) -> str:
         return f"np.array({_nested(array, dtype)}, dtype=np.{dtype}).reshape({tuple(array.shape)})"
     blob = base64.b64encode(to_npy_bytes(array.astype(dtype))).decode()
     return f"np.load(io.BytesIO(base64.b64decode('{blob}')), allow_pickle=False)"
+
+
+# -- the minimal reproducer's inputs: the shape and the values, in the fewest characters ------
+
+SPARSE_LIMIT = 3  # entries that differ from all the others, each written as one assignment
+SHORT_LITERAL_LIMIT = 64  # elements written as a flat literal
+SEEDED_LIMIT = 10**6  # elements; larger arrays are not matched against the generators
+# The one-line draws of the campaign's generators (fuzzer/arrays.py: input profiles and weights),
+# as script text and as the call it stands for. A large array is rebuilt from its seed only when
+# one of them gives exactly its values; else it is embedded.
+SEEDED_DRAWS = (
+    ("standard_normal({shape})", lambda rng, shape: rng.standard_normal(shape)),
+    ("standard_normal({shape}) * 0.5", lambda rng, shape: rng.standard_normal(shape) * 0.5),
+    ("standard_normal({shape}) / np.sqrt({fan_in})", lambda rng, shape: rng.standard_normal(shape) / np.sqrt(_fan_in(shape))),
+    ("uniform(-2.0, 2.0, {shape})", lambda rng, shape: rng.uniform(-2.0, 2.0, shape)),
+    ("uniform(0.5, 2.0, {shape})", lambda rng, shape: rng.uniform(0.5, 2.0, shape)),
+    ("uniform(0.5, 1.5, {shape})", lambda rng, shape: rng.uniform(0.5, 1.5, shape)),
+    ("standard_normal({shape}) * 0.001", lambda rng, shape: rng.standard_normal(shape) * 1e-3),
+    ("standard_normal({shape}) * 100.0", lambda rng, shape: rng.standard_normal(shape) * 1e2),
+)
+
+
+def _fan_in(shape: tuple[int, ...]) -> int:
+    return max(int(np.prod(shape[1:])), 1) if len(shape) > 1 else 1
+
+
+def values_dtype(case: Case) -> str:
+    """float32 when every array holds float32 values (as the campaign draws them), else float64."""
+    exact = all(np.array_equal(a, np.asarray(a, np.float32), equal_nan=True) for a in case.arrays.values())
+    return "float32" if exact else "float64"
+
+
+def compact_arrays(case: Case, family: str) -> list[str]:
+    """Lines defining the case's arrays as the script variables `graph` takes, each in its shortest
+    form: one value (`torch.full`), one value but for a few entries (then one assignment each), a
+    short literal, a draw from the seed the campaign drew it with, or base64 `.npy` (`array_literal`).
+    torch scripts get torch tensors, others numpy arrays."""
+    dtype = values_dtype(case)
+    lines = []
+    for name in argument_names(case):
+        lines += compact_array(variable_name(name), np.asarray(case.arrays[name]), dtype, family, _seeds(case, name))
+    return lines
+
+
+def _seeds(case: Case, name: str) -> list:
+    """The seeds the campaign drew `name` from: the case's own (its first array), or the case's
+    seed with the array's name (a shrunk case's new arrays, fuzzer/shrink.py `rebuild`)."""
+    return [case.seed, [case.seed, zlib.crc32(name.encode())]]
+
+
+def _full(shape: tuple[int, ...], value: str, dtype: str, family: str) -> str:
+    if family == "torch":
+        return f"torch.full({shape}, {value}{', dtype=torch.float64' if dtype == 'float64' else ''})"
+    return f"np.full({shape}, {value}{'' if dtype == 'bool' else f', np.{dtype}'})"
+
+
+def compact_array(variable: str, array: np.ndarray, dtype: str, family: str, seeds: list = ()) -> list[str]:
+    """Lines setting `variable` to `array` in `dtype` ("bool" for masks): see `compact_arrays`."""
+    shape = tuple(int(size) for size in array.shape)
+    texts = [str(bool(v)) if dtype == "bool" else _float_text(float(v), dtype) for v in array.reshape(-1)]
+    counts = Counter(texts)
+    common, count = counts.most_common(1)[0] if texts else ("0.0", 0)
+    if array.size - count <= SPARSE_LIMIT and (count > 1 or array.size == 1):
+        lines = [f"{variable} = {_full(shape, common, dtype, family)}"]
+        for flat, text in enumerate(texts):
+            if text != common:
+                index = ", ".join(str(int(i)) for i in np.unravel_index(flat, shape))
+                lines.append(f"{variable}[{index}] = {text}")
+        return lines
+    if array.size <= SHORT_LITERAL_LIMIT:
+        values = f"[{', '.join(texts)}]"
+        built = (f"torch.tensor({values}{', dtype=torch.float64' if dtype == 'float64' else ''})" if family == "torch"
+                 else f"np.array({values}{'' if dtype == 'bool' else f', np.{dtype}'})")
+        return [f"{variable} = {built}" + (f".reshape{shape}" if len(shape) != 1 else "")]
+    return [f"{variable} = {_seeded(array, dtype, seeds) or array_literal(array, dtype)}"]
+
+
+def _seeded(array: np.ndarray, dtype: str, seeds: list) -> str | None:
+    """`np.random.default_rng(SEED).DRAW.astype(...)` when that gives exactly `array`'s values."""
+    if array.size > SEEDED_LIMIT:
+        return None
+    shape = tuple(int(size) for size in array.shape)
+    for seed in seeds:
+        for text, draw in SEEDED_DRAWS:
+            values = draw(np.random.default_rng(seed), shape).astype(dtype)
+            if np.array_equal(values.astype(np.float64), array, equal_nan=True):
+                call = text.format(shape=shape, fan_in=_fan_in(shape))
+                return f"np.random.default_rng({seed}).{call}.astype(np.{dtype})  # as the campaign drew it"
+    return None
+
+
+def device_guard(backend) -> list[str]:
+    """Lines that exit 2, with one sentence, where the script's device is missing (a script that
+    failed there would read as a bug, one that passed as a fix)."""
+    if backend.family == "torch" and backend.device == "cuda":
+        condition, device = "not torch.cuda.is_available()", "a CUDA GPU, and torch sees none"
+    elif backend.family == "jax" and backend.device == "gpu":
+        condition, device = "jax.default_backend() != 'gpu'", "a GPU, and jax sees none"
+    else:
+        return []
+    return [f"if {condition}:", f"    print('This reproducer needs {device} here.', file=sys.stderr)", "    sys.exit(2)"]
+
+
+def with_notes(source: Source, code: str) -> str:
+    """`code` after a comment for each reason `source` had to use the fuzzer package."""
+    return "\n".join([*(f"# Needs the fuzzer: {note}." for note in source.notes), code])
 
 
 def _param_names(case: Case) -> list[str]:
@@ -95,7 +204,7 @@ def torch_tensors(case: Case, device: str, dtype: str, layouts: bool = True) -> 
     """`args = [...]`: the graph function's arguments as torch tensors on `device` in `dtype`,
     graph inputs re-stored in the layout the campaign gave them (a layout bug needs it)."""
     lines = [f"DEVICE, DTYPE = {device!r}, torch.{dtype}",
-             f"args = [torch.from_numpy(a).to(DEVICE, DTYPE) for a in ({', '.join(graph_arguments(case))},)]"]
+             f"args = [torch.as_tensor(a).to(DEVICE, DTYPE) for a in ({', '.join(graph_arguments(case))},)]"]
     for index, spec in enumerate(case.graph.inputs):
         if layouts and spec.layout != CONTIGUOUS:
             restored = layout_source(spec.layout, spec.shape, f"args[{index}]")
@@ -126,7 +235,7 @@ def torch_program(case: Case, backend, transform: list[str], call: str, context:
     for helper in helpers:
         source.add_function(helper)
     graph = graph_function(case, backend.impl_for, source)
-    code = "\n\n\n".join(part for part in (source.text(), graph) if part)
+    code = with_notes(source, "\n\n\n".join(part for part in (source.text(), graph) if part))
     body = [torch_tensors(case, backend.device, backend.dtype, layouts), *strict_precision(backend.device), *transform,
             f"with {context}:", "    " + torch_outputs(call)]
     return source.imports, code + "\n\n\n" + "\n".join(body)
@@ -176,11 +285,11 @@ def jax_program(case: Case, backend, transform: list[str], call: str, helpers: t
         source.add_function(helper)
     graph = graph_function(case, backend.impl_for, source)
     dtype = backend.dtype
-    code = "\n\n\n".join(part for part in (source.text(), graph) if part)
+    code = with_notes(source, "\n\n\n".join(part for part in (source.text(), graph) if part))
     body = [f"DEVICE = jax.devices({backend.device!r})[0]",
             f"args = [jax.device_put(a.astype(jax.numpy.{dtype}), DEVICE) for a in ({', '.join(graph_arguments(case))},)]",
             *(["jax.config.update('jax_default_matmul_precision', 'highest')  # strict, as the campaign judges"]
               if backend.device == "gpu" else []),
             *transform, f"outputs = [np.asarray(o, dtype=np.float64) for o in {call}]"]
-    imports = source.imports + ['jax.config.update("jax_enable_x64", True)  # as in the campaign']
+    imports = source.imports + [JAX_X64]
     return imports, code + "\n\n\n" + "\n".join(body)

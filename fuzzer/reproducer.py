@@ -1,5 +1,7 @@
 """Standalone reproducers: one Python file, needing only numpy and the framework under test,
 that runs exactly the transformation the finding is about and exits 1 while the bug is there.
+This is the full harness (`fuzz export --format script`); the minimal reproducer, the default,
+is fuzzer/minimal_reproducer.py, built on the same program, header and imports (below).
 
 The script is assembled from parts:
 
@@ -32,7 +34,7 @@ from fuzzer.backends import Backend
 from fuzzer.check import reference_for
 from fuzzer.ir import Case
 from fuzzer.oracle import allowed_error, compute_reference
-from fuzzer.program_source import argument_names, array_literal, variable_name
+from fuzzer.program_source import argument_names, array_literal, device_guard, variable_name
 
 HANG_SECONDS = 60  # a hang reproducer gives up (exit 1) after this long
 WORST_SHOWN = 5
@@ -104,29 +106,48 @@ def _expected_lines(case: Case, backend: Backend) -> list[str]:
     ]
 
 
-def build_script(case: Case, backend: Backend, title: str, pytest_style: bool = False, verdict: str = "") -> str:
-    """The reproducer's source for `backend` on `case` (normally the shrunk case of a finding
-    with `verdict`; a hang runs under a timeout)."""
+def program_under_test(case: Case, backend: Backend, verdict: str) -> tuple[list[str], str]:
+    """(framework imports, code leaving `outputs`): the backend's program, a hang's under
+    faulthandler's timer, after the lines that exit 2 where its device is missing."""
     imports, program = backend.reproducer_program(case)
     if verdict == verdicts.HANG:
         program = (f"faulthandler.dump_traceback_later({HANG_SECONDS}, exit=True)  # a hang: exit 1 after {HANG_SECONDS} s\n"
                    f"{program}\nfaulthandler.cancel_dump_traceback_later()")
+    guard = device_guard(backend)
+    if guard:
+        program = "\n".join(guard) + "\n\n" + program
+    return [line for line in imports if line != "import numpy as np"], program  # a helper may import numpy too
+
+
+def environment_note(backend: Backend) -> str:
+    """The header's line naming the other Python environment the backend runs in, or ''."""
+    environment = backend.other_environment()
+    if environment is None:
+        return ""
+    versions = ", ".join(f"{k} {v}" for k, v in sorted(environment[1].items()) if k in ENVIRONMENT_KEYS and v)
+    return "\n" + comment(f"Run it in environment {environment[0]!r} ({versions}), where the campaign ran it.")
+
+
+def standard_imports(text: str, verdict: str) -> list[str]:
+    """The standard-library imports a script's `text` uses (besides sys and math)."""
+    return ["import faulthandler"] * (verdict == verdicts.HANG) + (["import base64", "import io"] if "base64.b64decode" in text else [])
+
+
+def build_script(case: Case, backend: Backend, title: str, pytest_style: bool = False, verdict: str = "") -> str:
+    """The full harness for `backend` on `case` (normally the shrunk case of a finding with
+    `verdict`; a hang runs under a timeout): inputs and expected values as stored, every output
+    judged entry by entry as the campaign judged it."""
+    framework, program = program_under_test(case, backend, verdict)
     data = _data_lines(case)
     expected = _expected_lines(case, backend)
-    uses_blobs = "base64.b64decode" in "\n".join(data + expected) + program
     header = docstring(
         f"Reproducer: {title}\n\nGraph: {' > '.join(case.graph.op_names())}.\n"
         f"Backend under test: {backend.name} ({backend.description}).\n"
         f"Written by `fuzz export`; needs numpy and {backend.family}. Exit 1 while the bug is present, 0 once fixed."
-    )
-    environment = backend.other_environment()
-    if environment is not None:
-        versions = ", ".join(f"{k} {v}" for k, v in sorted(environment[1].items()) if k in ENVIRONMENT_KEYS and v)
-        header += "\n" + comment(f"Run it in environment {environment[0]!r} ({versions}), where the campaign ran it.")
-    standard = ["import faulthandler"] * (verdict == verdicts.HANG) + (["import base64", "import io"] if uses_blobs else [])
-    framework = [line for line in imports if line != "import numpy as np"]  # a helper may import numpy too
-    lines = [header, *standard, "import platform", "import sys", "from math import inf, nan", "",
-             "import numpy as np", *framework, "", comment("The case's inputs and weights, as the campaign stored them."),
+    ) + environment_note(backend)
+    lines = [header, *standard_imports("\n".join(data + expected) + program, verdict), "import platform", "import sys",
+             "from math import inf, nan", "", "import numpy as np", *framework, "",
+             comment("The case's inputs and weights, as the campaign stored them."),
              *data, "", backend.versions_source,
              "print(VERSIONS, f'Python {platform.python_version()}', platform.platform(), sep='; ')", "", "",
              program, "", "", *expected, f"WORST_SHOWN = {WORST_SHOWN}", "", "", CHECK,

@@ -8,7 +8,10 @@ shrinker may not slide into another, easier bug). Passes are not looped to a
 fixed point; the whole list is repeated while a round made progress, within a
 time budget. "Simpler" means, in this order: fewer nodes, fewer elements in
 inputs and parameters, contiguous inputs, simpler attributes (stride 1, no padding,
-no bias, ...), simpler values (zeros, ones, small integers).
+no bias, ...), simpler values (zeros, ones, minus ones, small integers: `value_cost`).
+Values are simplified entry by entry too, in halving blocks, so a bug that one value
+shows ends as that value among zeros (`pass_simplify_entries`), which the input-dims
+pass then packs into fewer elements.
 
 Arrays follow the graph: when shapes shrink, existing arrays are sliced (keeping
 the values that trigger the bug); arrays that are new or grew are drawn from the
@@ -96,9 +99,23 @@ def case_elements(case: Case) -> int:
 
 
 def complexity(case: Case) -> tuple:
-    """The documented order: nodes, then elements, then attribute size."""
+    """The documented order: nodes, then elements, then attribute size, then values."""
     attr_size = sum(len(str(node.attrs)) for node in case.graph.nodes)
-    return (len(case.graph.nodes), case_elements(case), attr_size)
+    return (len(case.graph.nodes), case_elements(case), attr_size, sum(value_cost(a) for a in case.arrays.values()))
+
+
+def entry_costs(array: np.ndarray) -> np.ndarray:
+    """Each entry's simplicity: 0 for zero, 1 for minus zero and one, 2 for minus one, 3 for another
+    integer up to 3 in magnitude, 4 for anything else (nan and inf included)."""
+    array = np.asarray(array, dtype=np.float64)
+    with np.errstate(invalid="ignore"):
+        small = np.isfinite(array) & (np.round(array) == array) & (np.abs(array) <= 3)
+    zero = array == 0
+    return np.select([zero & ~np.signbit(array), zero | (array == 1), array == -1, small], [0, 1, 2, 3], 4)
+
+
+def value_cost(array: np.ndarray) -> int:
+    return int(entry_costs(array).sum())
 
 
 # -- rebuilding a case after a graph change ----------------------------------------------
@@ -236,8 +253,21 @@ def pass_shrink_input_dims(case: Case, culprit: str):
                 candidate = rebuild(case, _repair_attrs(replace(graph, inputs=inputs)))
                 yield candidate
                 if candidate is not None and spec.name in case.arrays:
-                    tail = np.take(case.arrays[spec.name], range(size - smaller, size), axis=d)
-                    yield replace(candidate, arrays={**candidate.arrays, spec.name: conform_values(tail, spec.layout)})
+                    for kept in _kept_slices(case.arrays[spec.name], d, smaller):
+                        values = np.take(case.arrays[spec.name], kept, axis=d)
+                        yield replace(candidate, arrays={**candidate.arrays, spec.name: conform_values(values, spec.layout)})
+
+
+def _kept_slices(array: np.ndarray, dim: int, count: int) -> list[list[int]]:
+    """Besides the first `count` slices along `dim` (what `rebuild` keeps): the last ones, and the
+    ones holding a non-zero value first (after `pass_simplify_entries` those are the trigger)."""
+    size = array.shape[dim]
+    tail = list(range(size - count, size))
+    others = tuple(axis for axis in range(array.ndim) if axis != dim)
+    with np.errstate(invalid="ignore"):
+        holds_value = np.any(array != 0, axis=others) if others else array != 0
+    packed = sorted(np.argsort(~holds_value, kind="stable")[:count].tolist())
+    return [tail] + ([packed] if packed not in (tail, list(range(count))) else [])
 
 
 def pass_shrink_size_attrs(case: Case, culprit: str):
@@ -297,6 +327,29 @@ def pass_simplify_values(case: Case, culprit: str):
                 yield replace(case, arrays={**case.arrays, name: simpler})
 
 
+def pass_simplify_entries(case: Case, culprit: str):
+    """Entries to 0, then 1, then -1 (each only where that is simpler: `entry_costs`), an array's
+    half at a time, then quarters, ... then one entry at a time, graph inputs first: the values that
+    trigger the bug stay, the others become plain."""
+    names = [spec.name for spec in case.graph.inputs] + sorted(set(case.arrays) - {s.name for s in case.graph.inputs})
+    layouts = {spec.name: spec.layout for spec in case.graph.inputs}
+    for name in names:
+        flat = np.asarray(case.arrays[name], dtype=np.float64).reshape(-1)
+        for target in (0.0, 1.0, -1.0):
+            simpler = entry_costs(flat) > entry_costs(np.array(target))
+            block = flat.size
+            while block >= 1:
+                for start in range(0, flat.size, block):
+                    if simpler[start : start + block].any():
+                        values = flat.copy()
+                        values[start : start + block][simpler[start : start + block]] = target
+                        values = values.reshape(case.arrays[name].shape)
+                        if name in layouts:
+                            values = conform_values(values, layouts[name])
+                        yield replace(case, arrays={**case.arrays, name: values})
+                block = block // 2 if block > 1 else 0
+
+
 PASSES = [
     ("single_output", pass_single_output),
     ("cut_inputs", pass_cut_inputs),
@@ -306,6 +359,7 @@ PASSES = [
     ("contiguous_inputs", pass_contiguous_inputs),
     ("simplify_attrs", pass_simplify_attrs),
     ("simplify_values", pass_simplify_values),
+    ("simplify_entries", pass_simplify_entries),
 ]
 
 
@@ -338,7 +392,7 @@ def shrink_case(
                         break
                     if candidate is None:
                         continue
-                    if name != "simplify_values" and complexity(candidate) >= complexity(current):
+                    if complexity(candidate) >= complexity(current):
                         continue
                     stats.tried += 1
                     result.calls += 1

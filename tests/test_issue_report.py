@@ -35,7 +35,7 @@ def test_the_issue_names_backend_op_and_versions_and_its_snippet_reproduces(cana
     assert text.startswith(f"# mismatch: layer\\_norm on {CANARY}")
     assert "## 🐛 Describe the bug" in text and "## Versions" in text and "## Expected vs actual" in text
     assert re.search(r"PyTorch version: 2\.\d", text) and "Python version: 3." in text
-    assert f"fuzz replay {case_id} --db {db} --backends {CANARY}" in text
+    assert f"fuzz replay {case_id} --backends {CANARY}" in text and str(db) not in text, "no path of this machine"
     table = text.split("| output | index | expected | actual |")[1]
     assert table.count("\n| 0 | \\[") >= 1, "the worst entries are listed"
 
@@ -44,7 +44,7 @@ def test_the_issue_names_backend_op_and_versions_and_its_snippet_reproduces(cana
     script.write_text(snippet)
     result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, cwd=tmp_path, timeout=300)
     assert result.returncode == 1, result.stdout + result.stderr
-    assert "max abs error" in result.stdout
+    assert "Not equal to tolerance rtol=0, atol=" in result.stderr
 
 
 def test_a_backend_without_a_finding_on_the_case_is_refused_in_one_sentence(canary_finding):
@@ -56,20 +56,25 @@ def test_a_backend_without_a_finding_on_the_case_is_refused_in_one_sentence(cana
 def test_worst_entries_rank_a_wrong_non_finite_class_first_then_the_largest_gap():
     expected = [np.array([1.0, np.nan, 3.0, np.inf, 5.0])]
     actual = [np.array([1.5, 0.0, 3.0, np.inf, 4.0])]
-    rows = worst_entries(expected, actual, [np.ones(5, bool)], limit=3)
+    rows = worst_entries(expected, actual, [np.ones(5, bool)], [0.0], limit=3)
     assert [(row["index"], row["actual"]) for row in rows] == [([1], 0.0), ([4], 4.0), ([0], 1.5)]
     assert np.isnan(rows[0]["expected"]) and [row["expected"] for row in rows[1:]] == [5.0, 1.0]
 
 
 def test_worst_entries_skip_what_the_reference_does_not_define():
-    rows = worst_entries([np.array([1.0, 2.0])], [np.array([9.0, 2.5])], [np.array([False, True])])
+    rows = worst_entries([np.array([1.0, 2.0])], [np.array([9.0, 2.5])], [np.array([False, True])], [0.0])
     assert [row["index"] for row in rows] == [[1]]
+
+
+def test_worst_entries_list_only_entries_beyond_the_allowance():
+    rows = worst_entries([np.array([1.0, 2.0, 3.0])], [np.array([1.5, 2.01, 3.0])], [np.ones(3, bool)], [0.1])
+    assert [row["index"] for row in rows] == [[0]], "2.01 is within the allowance: not wrong, not listed"
 
 
 def test_corpus_text_is_rendered_as_text():
     hostile = "x | y\n## injected <img src=x onerror=alert(1)> ``` [link](http://evil)"
     data = IssueData(
-        case_id=7, db_path="c.db", family="torch", regime=hostile, case_seed=1, campaign=None,
+        case_id=7, family="torch", regime=hostile, case_seed=1, campaign=None,
         finding={"backend": "torch-eager:cpu:float32", "verdict": "mismatch", "culprit": hostile, "detail": hostile,
                  "max_error": 2.0, "allowed": 1e-4},
         graph_lines=[f"n0 = relu(x0) -> [2]  {json.dumps({'note': hostile})}"], script="print('```')",

@@ -20,6 +20,7 @@ import pytest
 
 from fuzzer.backends import get_backend
 from fuzzer.ir import Case, Graph, Node, TensorSpec
+from fuzzer.minimal_reproducer import build_minimal_script
 from fuzzer.reproducer import build_script
 
 # linear -> tanh: a weight for the module kinds to carry, an op for eager and compiled kinds.
@@ -230,9 +231,9 @@ def test_a_gpu_kind_s_script_runs_on_the_gpu(name, tmp_path):
 
 
 def test_every_registered_kind_writes_a_script_or_says_in_one_sentence_why_not():
-    """Over the whole backend table (a new kind is in it by being written): each writes a script
-    that Python compiles and that names it, or refuses with one sentence (numpy-ref: the reference
-    is what the others are judged against; torch-bnfold: our own fold has no standalone form)."""
+    """Over the whole backend table (a new kind is in it by being written): each writes a full and a
+    minimal script that Python compiles and that name it, or refuses with one sentence (numpy-ref: the
+    reference is what the others are judged against; torch-bnfold: our own fold has no standalone form)."""
     from fuzzer.backends import table
     from fuzzer.errors import UserError
 
@@ -250,14 +251,17 @@ def test_every_registered_kind_writes_a_script_or_says_in_one_sentence_why_not()
             continue
         compile(script, f"{kind}.py", "exec")
         assert f"Backend under test: {backend.name}" in script
+        minimal = build_minimal_script(CASE, backend, f"every kind: {kind}", {"verdict": "mismatch"})
+        compile(minimal, f"{kind}-minimal.py", "exec")
+        assert f" on {backend.name} (" in minimal and "np.testing.assert_allclose(" in minimal
         written.append(kind)
     assert refused == ["numpy-ref", "torch-bnfold"] and len(written) >= 14, (written, refused)  # 16 without a GPU or onnxruntime
 
 
-def test_a_plugin_pass_brings_the_library_objects_it_uses_or_refuses_in_one_sentence(tmp_path):
+def test_a_plugin_pass_brings_the_library_objects_it_uses_or_its_whole_file(tmp_path):
     """A custom inductor pass reading inductor's `V` is written with `from ... import V`; one whose
-    global is an object of the plugin's own (not importable) refuses in one sentence."""
-    from fuzzer.errors import UserError
+    global is an object of the plugin's own (not importable) brings the plugin file whole, and a
+    comment says why the script needs the fuzzer (the file imports it)."""
     from fuzzer.plugins import load_plugin
 
     load_plugin(str(Path(__file__).parent / "plugins" / "compile_pass_faults.py"))
@@ -285,5 +289,8 @@ def test_a_plugin_pass_brings_the_library_objects_it_uses_or_refuses_in_one_sent
             api.add_backend(OwnObjectPass)
     """))
     load_plugin(str(plugin))
-    with pytest.raises(UserError, match=r"^Cannot write a reproducer: 'THRESHOLDS' \(a Thresholds\) is not a module[^\n]*\.$"):
-        build_script(CASE, get_backend("own-object-pass:cpu:float32"), "a pass using its own object")
+    script = build_script(CASE, get_backend("own-object-pass:cpu:float32"), "a pass using its own object")
+    compile(script, "own-object-pass.py", "exec")
+    assert ("# own_object_pass.py, whole: its pass_using_its_own_object cannot stand alone ('THRESHOLDS' (a Thresholds) "
+            "is not a module") in script and "THRESHOLDS = Thresholds()" in script
+    assert "# Needs the fuzzer: the code of own_object_pass.py comes along whole" in script
