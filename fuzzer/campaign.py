@@ -2,7 +2,9 @@
 
 The parent process is the corpus's only writer. Workers generate, check and
 shrink (fuzzer/pipeline.py); a worker that crashes or hangs becomes a crash/hang
-finding for the case it was running, is restarted, and the campaign goes on.
+finding for the case it was running, is restarted, and the campaign goes on. A
+worker whose device a backend's error left unusable is replaced too, but what it
+ran is not trusted: see Campaign._after_poisoning.
 Seed indices form a fixed stream (pipeline.seed_for), so `--resume` continues
 from the checkpoint without repeating or skipping a case.
 """
@@ -21,6 +23,7 @@ from typing import Callable
 
 from fuzzer import verdicts
 from fuzzer.backends import parse_backend_list
+from fuzzer.buckets import bucket_signatures
 from fuzzer.budget import parse_shares
 from fuzzer.campaign_config import resumed_options
 from fuzzer.check import Finding
@@ -30,8 +33,8 @@ from fuzzer.errors import InternalError, UserError
 from fuzzer.known import Registry, load_registry
 from fuzzer.pipeline import CaseDrawer, CaseSource, WorkerConfig
 from fuzzer.plugins import load_plugins
-from fuzzer.records import CaseRecord, CaseReply, FoundCase
-from fuzzer.workers import Worker, WorkerDied, within_hard_limit
+from fuzzer.records import CaseRecord, CaseReply, CheckReply, FoundCase
+from fuzzer.workers import Worker, WorkerDied, WorkerPoisoned, within_hard_limit
 
 CHECKPOINT_EVERY = 2.0  # seconds
 # Past --time, a worker still checking a case gets this long before it is killed and its case
@@ -72,6 +75,7 @@ class Progress:
     triaged_findings: int = 0  # bug findings in a bucket triaged `wontfix`
     unknown_finding_cases: int = 0  # cases with a bug finding that is neither: `fuzz run --fail-on new` exits 1
     crashes: int = 0
+    poisoned_restarts: int = 0  # workers replaced after a backend's error left their device unusable
     internal_errors: int = 0
     last_internal_error: str = ""
     elapsed: float = 0.0
@@ -135,7 +139,9 @@ class Campaign:
         self.on_progress = on_progress or (lambda progress: None)
         self.on_new_bucket = on_new_bucket or (lambda progress, finding, case_id: None)  # (progress, finding, case id)
         buckets = corpus.buckets()
-        self.known_signatures = set() if options.shrink_known else {b["signature"] for b in buckets}
+        # The findings' signatures the corpus holds (the workers shrink only others) and its buckets (fuzzer/buckets.py).
+        self.known_signatures = set() if options.shrink_known else corpus.member_signatures()
+        self.known_buckets = {b["signature"] for b in buckets}
         self.known_bugs = known_bugs if known_bugs is not None else load_registry()
         # Triage as the campaign starts: findings in a bucket a person settled do not fail the run.
         self.settled = {b["signature"]: b["status"] for b in buckets if b["status"] in ("known", "wontfix")}
@@ -182,6 +188,7 @@ class Campaign:
         self._started = time.monotonic() - progress.elapsed
         self._next_index = progress.next_index
         self._assigned: dict[int, int] = {}  # id(worker) -> the case index it is checking
+        self._poisoned: dict[int, dict] = {}  # case index run again after a poisoning -> its rechecks (_after_poisoning)
         self._done_above = set(progress.done_above)
         self._last_checkpoint = time.monotonic()
         workers: list = []
@@ -234,16 +241,60 @@ class Campaign:
                 worker.check_timeout(self.options.timeout, self.options.compile_timeout)
                 return
             self._store(reply)
+            self._poisoned.pop(index, None)
             if reply.peak_rss_mb > self.options.recycle_rss_mb:
                 worker.recycle()
+        except WorkerPoisoned as poisoned:
+            if self._after_poisoning(worker, index, poisoned):
+                return
         except WorkerDied as died:
             self._store_death(index, died)
         except InternalError as exc:
-            # A bug of ours on one case must not end a week-long campaign: count it,
-            # keep the last one for the summary, and go on.
-            progress.internal_errors += 1
-            progress.last_internal_error = f"case index {index}: {str(exc)[-1500:]}"
+            self._count_internal_error(index, exc)
         self._mark_done(index)
+
+    def _count_internal_error(self, index: int, exc: InternalError) -> None:
+        """A bug of ours on one case must not end a week-long campaign: count it, keep the last one
+        for the summary, and go on."""
+        self.progress.internal_errors += 1
+        self.progress.last_internal_error = f"case index {index}: {str(exc)[-1500:]}"
+
+    def _after_poisoning(self, worker, index: int, poisoned: WorkerPoisoned) -> bool:
+        """A backend's error left `worker`'s device unusable while it checked case index `index`
+        (a CUDA sticky error: every later run there fails alike). A fresh worker has replaced it,
+        and nothing of that request is stored or counted. The case that poisoned it is checked
+        again in the fresh worker (_recheck): stored as a crash only if it poisons that one too.
+        Then the index runs again, once; if that poisons a worker too, the index ends with what the
+        fresh rechecks found. Returns whether the index runs again."""
+        self.progress.poisoned_restarts += 1
+        again = index in self._poisoned
+        rechecks = self._poisoned.setdefault(index, {})  # (source, backend) -> the fresh worker's reply, or None
+        source = poisoned.source or CaseSource(index).to_list()
+        key = (tuple(source), poisoned.backend)
+        if key not in rechecks:
+            rechecks[key] = self._recheck(worker, index, source, poisoned.backend)
+        if not again:
+            worker.submit(("case", index, sorted(self.known_signatures)))
+            return True
+        for (source, backend), reply in self._poisoned.pop(index).items():
+            if reply is not None and reply.findings:
+                self._store_record(CaseRecord(self.drawer.draw(CaseSource(*source)), campaign_id=self.progress.campaign_id,
+                                              verdict=reply.verdict, backends=[backend], findings=reply.findings,
+                                              verdicts=reply.verdicts))
+        return False
+
+    def _recheck(self, worker, index: int, source: list, backend: str) -> CheckReply | None:
+        """The case of `source`, which poisoned a worker on `backend`, checked in the fresh `worker`
+        (Pipeline.recheck). None where it poisons, crashes or hangs that one too: then that first
+        case is stored as the crash finding, named after the node that alone poisoned the device."""
+        try:
+            return worker.request(("recheck", source, backend), self.options.timeout, self.options.compile_timeout)
+        except WorkerDied as died:
+            self.progress.poisoned_restarts += isinstance(died, WorkerPoisoned)
+            self._store_death(index, died)
+        except InternalError as exc:
+            self._count_internal_error(index, exc)
+        return None
 
     def _mark_done(self, index: int) -> None:
         """Count the case; the checkpoint's next_index moves past every index done below it."""
@@ -341,22 +392,26 @@ class Campaign:
             progress.finding_cases += 1
         case_id = self.corpus.add_case(record, bounded=True)
         unknown = False
-        for finding in record.findings:
-            first_seen = finding.signature not in self.known_signatures
+        buckets = bucket_signatures([finding.to_dict() for finding in record.findings])
+        unseen = set(buckets) - self.known_buckets
+        self.known_buckets.update(buckets)
+        for finding, bucket in zip(record.findings, buckets):
             self.known_signatures.add(finding.signature)
             if not verdicts.is_bug(finding.verdict):
-                continue  # inherited, precision-policy: recorded, never a new bucket
+                continue  # inherited (listed with its base's bucket), precision-policy: recorded, never a new bucket
             bug = self.known_bugs.match(finding)
-            if bug is not None and finding.signature not in self.marked_known:
-                self.marked_known.add(finding.signature)
-                self.corpus.mark_known(finding.signature, bug.id)
-            if bug is not None or self.settled.get(finding.signature) == "known":
+            if bug is not None and bucket not in self.marked_known:
+                self.marked_known.add(bucket)
+                self.corpus.mark_known(bucket, bug.id)
+                self.settled.setdefault(bucket, "known")  # the bucket's other members are that bug too
+            if bug is not None or self.settled.get(bucket) == "known":
                 progress.known_findings += 1
-            elif self.settled.get(finding.signature) == "wontfix":
+            elif self.settled.get(bucket) == "wontfix":
                 progress.triaged_findings += 1
             else:
                 unknown = True
-                if first_seen:
+                if bucket in unseen:
+                    unseen.discard(bucket)
                     progress.new_buckets += 1
                     self.on_new_bucket(progress, finding, case_id)
         progress.unknown_finding_cases += unknown

@@ -343,6 +343,9 @@ def run(db_path, time_text, max_cases, backends, ops, max_nodes, regimes, seed, 
         f"the deadline.\n{_what_ran(progress, options.backends, compile_shares)}\nShare of worker time: {shares}.\n"
         f"Next: fuzz list --db {db_path}"
     )
+    if progress.poisoned_restarts:
+        text += (f"\n{progress.poisoned_restarts} poisoned worker restart(s): a backend's error left a worker's device "
+                 "unusable (a CUDA sticky error); its cases ran again in a fresh worker.")
     if progress.internal_errors:
         text += (f"\nWarning: {progress.internal_errors} case(s) hit an internal error (a bug in fuzzer, please report it); "
                  f"the last one:\n{progress.last_internal_error}")
@@ -425,7 +428,15 @@ def _bucket_lines(rows: list[dict]) -> list[str]:
                      f"{row['elements'] if row['elements'] is not None else '-':>9}  {_short_time(row['first_seen']):<16}  "
                      f"{_short_time(row['last_seen']):<16}  {row['signature']}"
                      + (f"  [known bug {row['known_bug']}]" if row.get("known_bug") else ""))
+        if len(row["members"]) > 1:
+            lines.append(f"{'':>7}members: {_members_text(row['members'])}")
     return lines
+
+
+def _members_text(members: list[dict]) -> str:
+    """'torch-eager:cpu:float32 12, torch-eager:cpu:float16 3, torch-module:cpu:float32 (inherited) 12'."""
+    return ", ".join(f"{m['backend']}{' (inherited)' if m['verdict'] == verdicts.INHERITED else ''} {m['count']}"
+                     for m in members)
 
 
 def _case_lines(rows: list[dict]) -> list[str]:
@@ -447,13 +458,15 @@ def _case_lines(rows: list[dict]) -> list[str]:
 @click.option("--op", help="Cases whose graph contains this op (buckets: with such a case).")
 @click.option("--limit", type=click.IntRange(min=1), default=50, show_default=True)
 @click.option("--all", "show_all", is_flag=True,
-              help="Also the buckets that are not bugs (inherited, precision-policy, ...), which the bucket view leaves out.")
+              help="Also the buckets that are not bugs (precision-policy, ...), which the bucket view leaves out.")
 @json_option
 def list_cases(db_path, per_case, status, verdict, backend, op, limit, show_all, as_json):
-    """List the corpus's bug buckets (one per finding signature), last seen first: the smallest
-    case, triage status, case count, first and last seen. Buckets that are not bugs (a derived
-    backend's `inherited` copy of its base's bug, a TF32-style `precision-policy`) are counted on
-    stderr and listed with --all or --verdict. --cases lists the cases instead, newest first;
+    """List the corpus's bug buckets (one per cause: verdict, backend kind and device, op and
+    error), last seen first: the smallest case, triage status, case count, first and last seen,
+    and the members of a bucket found on several backends (dtypes, releases, and a derived
+    backend's `inherited` copies of the bug). Buckets that are not bugs (a TF32-style
+    `precision-policy`) are counted on stderr and listed with --all or --verdict (`--verdict
+    inherited`: buckets with inherited members). --cases lists the cases instead, newest first;
     shrunk reproducers show the case they came from. A filter naming no verdict, status, op or
     stored backend is an error (exit 2), not an empty list.
 
@@ -485,7 +498,7 @@ def list_cases(db_path, per_case, status, verdict, backend, op, limit, show_all,
 def _reproduce_hints(case_id: int, db_path: str, plugins: list[str]) -> list[str]:
     """The commands that re-run the case, with --db and --plugin where they are not the defaults."""
     extra = (f" --db {db_path}" if db_path != DEFAULT_DB else "") + "".join(f" --plugin {p}" for p in plugins)
-    return [f"fuzz replay {case_id}{extra}", f"fuzz export {case_id}{extra} --format script -o repro.py"]
+    return [f"fuzz replay {case_id}{extra}", f"fuzz export {case_id}{extra} -o repro.py"]
 
 
 @main.command()
@@ -524,7 +537,8 @@ def show(db_path, case_id, rerun, plugins, as_json):
     reproduce = _reproduce_hints(stored.id, db_path, list(plugins) or campaign_plugins(corpus, stored))
     data = {
         "id": stored.id, "verdict": stored.verdict, "signature": stored.signature, "findings": stored.findings,
-        "triage": {"status": bucket["status"], "note": bucket["note"], "known_bug": bucket["known_bug"]} if bucket else None,
+        "triage": {"status": bucket["status"], "note": bucket["note"], "known_bug": bucket["known_bug"],
+                   "bucket": bucket["signature"], "members": bucket["members"]} if bucket else None,
         "backends": stored.backends, "verdicts": stored.verdicts, "shrunk_from": stored.shrunk_from,
         "shrink_log": stored.shrink_log, "shrink_history": history,
         "original_verdicts": original.verdicts if original else None,
@@ -536,7 +550,8 @@ def show(db_path, case_id, rerun, plugins, as_json):
     if bucket:
         lines.append(f"Triage: {bucket['status']}" + (f" (known bug {bucket['known_bug']})" if bucket["known_bug"] else "")
                      + (f", note: {bucket['note']}" if bucket["note"] else "") +
-                     f" (bucket of {bucket['count']} cases, smallest case {bucket['representative']})")
+                     f" (bucket '{bucket['signature']}' of {bucket['count']} cases, smallest case {bucket['representative']})")
+        lines.append(f"Bucket members (findings): {_members_text(bucket['members'])}")
     if history:
         lines.append(history[0].upper() + history[1:] + ".")
     lines.append(f"Graph (regime {stored.case.graph.regime or 'small'}):")
@@ -624,14 +639,18 @@ def campaigns(db_path, as_json):
 @click.option("--note", help="Free text kept with the bucket (e.g. an upstream issue link).")
 @json_option
 def triage(db_path, case_id, status, note, as_json):
-    """Set the triage status of a case's bucket (all cases with its signature).
+    """Set the triage status of a case's bucket: every member of it (each dtype, release and
+    inherited copy) shares it, and `fuzz export --format json` / `fuzz import` and `fuzz merge`
+    carry it to other corpora.
 
     \b
     Example:
       fuzz triage 3 --status reported --note "pytorch/pytorch#12345"
     """
     bucket = open_corpus(db_path).triage(case_id, status, note)
-    emit(as_json, bucket, f"Bucket '{bucket['signature']}' is now {bucket['status']}.")
+    emit(as_json, bucket, f"Bucket '{bucket['signature']}' is now {bucket['status']} "
+                          f"({len(bucket['members'])} member{'' if len(bucket['members']) == 1 else 's'}: "
+                          f"{_members_text(bucket['members'])}).")
 
 
 @main.command()
@@ -639,8 +658,10 @@ def triage(db_path, case_id, status, note, as_json):
 @click.option("--dry-run", is_flag=True, help="Say what would change; write nothing.")
 @json_option
 def rebucket(db_path, dry_run, as_json):
-    """Recompute every stored finding's signature with this release's rules, and merge the buckets
-    that now share one, so a corpus made by an older release converges.
+    """Recompute every stored finding's signature and bucket with this release's rules (one cause,
+    one bucket: a bug's dtypes and inherited copies are members of one bucket), and merge the
+    buckets that now share one, so a corpus made by an older release converges. A corpus of
+    schema 5 or older is grouped this way when it is first opened.
 
     Merged buckets keep their triage: every note is kept, and an open status (reported,
     confirmed) wins over a closed one (fixed, wontfix), which the note then records. What is
@@ -888,8 +909,10 @@ def regress(directory, plugins, timeout, junit_path, as_json):
 @main.command(name="export")
 @db_option
 @click.argument("case_id", type=int)
-@click.option("--format", "fmt", type=click.Choice(["script", "pytest", "json", "issue"]), default="script", show_default=True,
-              help="issue: a Markdown bug report in the form the framework's issue template asks for.")
+@click.option("--format", "fmt", type=click.Choice(["minimal", "script", "pytest", "json", "issue"]), default="minimal",
+              show_default=True, help="minimal: the short public-API script for upstream; script: the full harness "
+                                      "(stored inputs and expected values, worst entries); issue: a Markdown bug report "
+                                      "in the form the framework's issue template asks for.")
 @click.option("--backend", help="Backend to reproduce (default: the case's first finding's).")
 @click.option("--expect", type=click.Choice(["agree", "disagree"]), help="JSON only: the expectation for `fuzz regress`.")
 @plugin_option
@@ -897,17 +920,20 @@ def regress(directory, plugins, timeout, junit_path, as_json):
 def export_case(db_path, case_id, fmt, backend, expect, plugins, output):
     """Export a case as a standalone script, a pytest file, JSON (for import / regress) or a Markdown bug report.
 
-    The script needs only numpy and torch or jax, and exits 1 while the bug is present.
+    The scripts need only numpy and torch or jax, and exit 1 while the bug is present, 0 once it
+    is fixed, 2 where the device they need (CUDA) is missing.
 
     \b
     Example:
-      fuzz export 3 --format script -o repro.py && python repro.py
+      fuzz export 3 -o repro.py && python repro.py     # the minimal reproducer
+      fuzz export 3 --format script -o harness.py
       fuzz export 3 --format json --expect disagree -o corpus/regression/layernorm.json
       fuzz export 3 --format issue -o bug/README.md
     """
     from fuzzer import envs
     from fuzzer.backends import get_backend
     from fuzzer.plugins import canaries_for, load_plugins
+    from fuzzer.minimal_reproducer import build_minimal_script
     from fuzzer.reproducer import build_script
 
     envs.trust_command_line([backend or ""])
@@ -923,11 +949,15 @@ def export_case(db_path, case_id, fmt, backend, expect, plugins, output):
         if fmt == "issue":
             from fuzzer.issue_report import export_issue
 
-            text = export_issue(corpus, case_id, get_backend(name), db_path, output, plugins=list(plugins))
+            text = export_issue(corpus, case_id, get_backend(name), output, plugins=list(plugins))
         else:
             title = stored.signature or f"case {case_id}"
-            verdict = next((f["verdict"] for f in stored.findings if f.get("backend") == name), "")
-            text = build_script(stored.case, get_backend(name), title, pytest_style=fmt == "pytest", verdict=verdict)
+            finding = next((f for f in stored.findings if f.get("backend") == name), None)
+            if fmt == "minimal":
+                text = build_minimal_script(stored.case, get_backend(name), title, finding)
+            else:
+                text = build_script(stored.case, get_backend(name), title, pytest_style=fmt == "pytest",
+                                    verdict=(finding or {}).get("verdict", ""))
     if output:
         output.write_text(text + ("" if text.endswith("\n") else "\n"))
         click.echo(f"Wrote {output}", err=True)

@@ -1,6 +1,6 @@
 """The corpus: one sqlite file holding campaigns, cases (with their arrays) and finding buckets.
 
-Tables (schema version 5):
+Tables (schema version 6):
 
     meta         key -> value; `schema_version` says which layout the file has.
     campaigns    one row per `fuzz run`: a global uuid, config, library versions, progress,
@@ -9,9 +9,13 @@ Tables (schema version 5):
                  stored once: `case_key` (graph + arrays + backends) is unique, so import,
                  merge, resume and shrink add nothing they find here already.
     case_arrays  the case's inputs and weights as .npy bytes (never pickled).
-    buckets      one row per finding signature: triage status; how many findings it has
-                 (count, first and last seen, and per campaign id: campaigns); the cases
-                 it keeps (below); and the id of the known bug it is (fuzzer/known.py), if any.
+    buckets      one row per cause (fuzzer/buckets.py: "nan-inf | torch-eager:cpu | sinh"): its
+                 triage status, which all its members share; how many generated cases have a
+                 finding in it (count, first and last seen, and per campaign id: campaigns);
+                 the cases it keeps (below); and the id of the known bug it is (fuzzer/known.py).
+    members      one row per finding signature a bucket holds ("nan-inf |
+                 torch-eager:cpu:float16 | sinh", an `inherited` copy on torch-module): its
+                 verdict, backend and culprit, and how many findings it has (count, campaigns).
 
 A bounded corpus. A campaign that hits one frequent bug for an hour stores a few of its cases,
 not thousands. Each bucket keeps in full
@@ -61,6 +65,7 @@ import sqlite_utils
 from fuzzer import jsonform
 from fuzzer import verdicts as verdict_table
 from fuzzer.arrays import from_base64, from_npy_bytes, to_base64, to_npy_bytes
+from fuzzer.buckets import bucket_signatures, describing, plan_regroup, stored_buckets
 from fuzzer.campaign_config import check_campaign_row, stored_plugins
 from fuzzer.check import Finding
 from fuzzer.errors import InternalError, UserError
@@ -69,7 +74,7 @@ from fuzzer.oracle import BackendVerdict
 from fuzzer.ops import get_op
 from fuzzer.records import CaseRecord
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 BUSY_TIMEOUT_S = 30.0
 LEASE_STALE_S = 60.0  # a campaign checkpoints every few seconds; this long without one, it is dead
 # Merged campaigns are recognized by uuid; older files get one derived from the row's content
@@ -142,6 +147,15 @@ _SCHEMA_SQL = {
         first_case INTEGER REFERENCES cases(id),
         latest_case INTEGER REFERENCES cases(id),
         campaigns TEXT NOT NULL DEFAULT '{}')""",
+    "members": """CREATE TABLE IF NOT EXISTS members (
+        bucket TEXT NOT NULL,
+        signature TEXT NOT NULL,
+        verdict TEXT NOT NULL,
+        backend TEXT NOT NULL,
+        culprit TEXT NOT NULL,
+        count INTEGER NOT NULL DEFAULT 0,
+        campaigns TEXT NOT NULL DEFAULT '{}',
+        PRIMARY KEY (bucket, signature))""",
 }
 _INDEXES_SQL = (
     "CREATE INDEX IF NOT EXISTS idx_cases_signature ON cases (signature)",
@@ -218,6 +232,8 @@ def _add_missing_columns(db: sqlite_utils.Database) -> None:
     for sql in _SCHEMA_SQL.values():
         model.execute(sql)
     for table in _SCHEMA_SQL:
+        if not db[table].exists():
+            continue  # a table a later version adds: its own step creates it
         have = {column.name for column in db[table].columns}
         for column in model[table].columns:
             if column.name not in have:
@@ -302,13 +318,25 @@ def _to_v5(db: sqlite_utils.Database) -> None:
                    [jsonform.dumps(json.loads(findings)), jsonform.dumps(json.loads(verdicts or "[]")), case_id])
 
 
+def _to_v6(db: sqlite_utils.Database) -> None:
+    """Version 6 has one bucket per cause, with its members (fuzzer/buckets.py). Each version-5
+    bucket (one finding signature) becomes a member of itself; Corpus.migrate then groups them
+    as `fuzz rebucket` does, keeping every finding's signature."""
+    db.execute(_SCHEMA_SQL["members"])
+    db.execute("CREATE INDEX IF NOT EXISTS idx_members_signature ON members (signature)")
+    db.execute("INSERT OR IGNORE INTO members (bucket, signature, verdict, backend, culprit, count, campaigns) "
+               "SELECT signature, signature, verdict, backend, culprit, count, campaigns FROM buckets")
+
+
 MIGRATIONS: list[tuple[int, Callable[[sqlite_utils.Database], None]]] = [
     (1, _to_v1),
     (2, _to_v2),
     (3, _to_v3),
     (4, _to_v4),
     (5, _to_v5),
+    (6, _to_v6),
 ]
+GROUPED_BY_CAUSE = 6  # the version from which buckets group findings by cause (see _to_v6)
 
 
 # ---------------------------------------------------------------- stored rows
@@ -383,6 +411,13 @@ def _one_per_signature(findings: list[dict]) -> list[dict]:
     for finding in findings:
         first.setdefault(finding["signature"], finding)
     return list(first.values())
+
+
+def _add_campaign(campaigns: dict[str, int], campaign_id: int | None) -> dict[str, int]:
+    """A row's findings per campaign with one more of `campaign_id` (an imported case has none)."""
+    if campaign_id is None:
+        return campaigns
+    return {**campaigns, str(campaign_id): campaigns.get(str(campaign_id), 0) + 1}
 
 
 def _primary_signature(verdict: str, findings: list[dict]) -> str | None:
@@ -505,6 +540,8 @@ class Corpus:
                 if target > version:
                     step(self.db)
                     version = target
+            if start < GROUPED_BY_CAUSE:
+                self.resign_findings(lambda finding: finding["signature"], merged_by="the upgrade to corpus schema 6")
             self.db.execute(
                 "INSERT INTO meta (key, value) VALUES ('schema_version', ?) "
                 "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
@@ -731,18 +768,42 @@ class Corpus:
                 self.db.execute("INSERT INTO case_arrays (case_id, name, npy) VALUES (?, ?, ?)", [case_id, name, blob])
             stored = {"id": case_id, "campaign_id": campaign_id, "created": now, "node_count": node_count,
                       "element_count": element_count, "shrunk_from": shrunk_from}
-            displaced = []
-            for finding in _one_per_signature(findings):
-                displaced += self._bump_bucket(finding, stored, counts=counts and shrunk_from is None)
+            displaced = self._file_findings(findings, bucket_signatures(findings), stored,
+                                            counts=counts and shrunk_from is None)
             if bounded:
                 self._drop_unneeded(displaced)
         return case_id, True
 
-    def _bump_bucket(self, finding: dict, case: dict, counts: bool) -> list[int]:
+    def _file_findings(self, findings: list[dict], keys: list[str], case: dict, counts: bool) -> list[int]:
+        """Put a stored case's findings in their buckets (`keys`, fuzzer/buckets.py): the case once
+        in each bucket, each finding signature once among its members. Returns the cases displaced."""
+        by_bucket: dict[str, list[dict]] = {}
+        for finding, key in zip(findings, keys):
+            by_bucket.setdefault(key, []).append(finding)
+        displaced = []
+        for key, held in by_bucket.items():
+            displaced += self._bump_bucket(key, describing(held), case, counts)
+            for finding in _one_per_signature(held):
+                self._bump_member(key, finding, case["campaign_id"], counts)
+        return displaced
+
+    def _bump_member(self, bucket: str, finding: dict, campaign_id: int | None = None, counts: bool = False) -> None:
+        """The finding's signature as a member of `bucket`, created if new: one more finding (of
+        `campaign_id`) if `counts`."""
+        self.db.execute("INSERT OR IGNORE INTO members (bucket, signature, verdict, backend, culprit) VALUES (?, ?, ?, ?, ?)",
+                        [bucket, finding["signature"], finding["verdict"], finding["backend"], finding["culprit"]])
+        if counts:
+            row = self._one("SELECT campaigns FROM members WHERE bucket = ? AND signature = ?", [bucket, finding["signature"]])
+            campaigns = _add_campaign(_loads(row["campaigns"]) or {}, campaign_id)
+            self.db.execute("UPDATE members SET count = count + 1, campaigns = ? WHERE bucket = ? AND signature = ?",
+                            [_dumps(campaigns), bucket, finding["signature"]])
+
+    def _bump_bucket(self, signature: str, finding: dict, case: dict, counts: bool) -> list[int]:
         """Put a stored case (its `cases` row: id, campaign_id, created, node_count, element_count,
-        shrunk_from) in the finding's bucket, creating it: one more finding there if `counts`, and
-        the cases the bucket keeps (module docstring) updated. Returns the cases it displaced."""
-        signature, generated = finding["signature"], case["shrunk_from"] is None
+        shrunk_from) in bucket `signature`, creating it (showing `finding`'s verdict, backend and
+        culprit): one more finding there if `counts`, and the cases the bucket keeps (module
+        docstring) updated. Returns the cases it displaced."""
+        generated = case["shrunk_from"] is None
         row = self._one(
             "SELECT b.latest_case, b.representative, b.campaigns, r.node_count AS nodes, "
             "r.element_count AS elements, l.created AS latest_created FROM buckets b "
@@ -763,8 +824,8 @@ class Corpus:
         smaller = row["nodes"] is None or size < (row["nodes"], float("inf") if row["elements"] is None else row["elements"])
         newer = generated and (row["latest_created"] is None or case["created"] >= row["latest_created"])
         campaigns = _loads(row["campaigns"]) or {}
-        if counts and case["campaign_id"] is not None:
-            campaigns[str(case["campaign_id"])] = campaigns.get(str(case["campaign_id"]), 0) + 1
+        if counts:
+            campaigns = _add_campaign(campaigns, case["campaign_id"])
         self.db.execute(
             "UPDATE buckets SET count = count + ?, last_seen = max(last_seen, ?), campaigns = ?, "
             "first_case = coalesce(first_case, ?), latest_case = CASE WHEN ? THEN ? ELSE latest_case END, "
@@ -835,7 +896,7 @@ class Corpus:
         sql = (
             "SELECT c.id, c.campaign_id, c.created, c.content_hash, c.seed, c.op_sequence, c.node_count, "
             "c.element_count, c.backends, c.verdict, c.signature, c.findings, c.shrunk_from, b.status AS status "
-            f"FROM cases c LEFT JOIN buckets b ON b.signature = c.signature{condition} ORDER BY c.id DESC LIMIT ?"
+            f"FROM cases c LEFT JOIN buckets b ON b.signature = {_CASE_BUCKET}{condition} ORDER BY c.id DESC LIMIT ?"
         )
         rows = self._rows(sql, params + [int(limit)])
         for row in rows:
@@ -847,7 +908,7 @@ class Corpus:
                     op: str | None = None) -> int:
         """How many cases list_cases would return without a limit."""
         condition, params = self._case_condition(status, verdict, backend, op)
-        return self._one(f"SELECT count(*) AS n FROM cases c LEFT JOIN buckets b ON b.signature = c.signature{condition}",
+        return self._one(f"SELECT count(*) AS n FROM cases c LEFT JOIN buckets b ON b.signature = {_CASE_BUCKET}{condition}",
                          params)["n"]
 
     def _case_condition(self, status, verdict, backend, op) -> tuple[str, list]:
@@ -878,9 +939,11 @@ class Corpus:
         verdicts_in: tuple[str, ...] | None = None,
     ) -> tuple[list[dict], int]:
         """(buckets, how many match in all), last seen first. Each bucket row carries its smallest
-        case's `nodes` and `elements`. `verdict` matches the bucket's verdict (all-zeros and constant
-        findings are bucketed as mismatch, so both names find them); `op`, buckets with a case holding
-        it; `verdicts_in`, buckets whose verdict is one of these."""
+        case's `nodes` and `elements`, and its members. `verdict` matches the bucket's verdict
+        (all-zeros and constant findings are bucketed as mismatch, so both names find them) or a
+        member's (`inherited` finds the buckets with inherited members); `backend`, buckets with a
+        member on it; `op`, buckets with a case holding it; `verdicts_in`, buckets whose verdict
+        is one of these."""
         self.check_filters(status, verdict, backend, op)
         where, params = [], []
         if verdicts_in is not None:
@@ -890,14 +953,16 @@ class Corpus:
             where.append("b.status = ?")
             params.append(status)
         if verdict is not None:
-            where.append("(b.verdict = ? OR substr(b.signature, 1, length(?) + 3) = ? || ' | ')")
-            params += [verdict] * 3
+            where.append("(b.verdict = ? OR substr(b.signature, 1, length(?) + 3) = ? || ' | ' OR EXISTS "
+                         "(SELECT 1 FROM members m WHERE m.bucket = b.signature AND m.verdict = ?))")
+            params += [verdict] * 4
         if backend is not None:
-            where.append(_BACKEND_MATCH.format(column="b.backend"))
+            where.append("EXISTS (SELECT 1 FROM members m WHERE m.bucket = b.signature AND "
+                         + _BACKEND_MATCH.format(column="m.backend") + ")")
             params += [backend] * 3
         if op is not None:
-            where.append("EXISTS (SELECT 1 FROM cases c, json_each(c.findings) f WHERE "
-                         "json_extract(f.value, '$.signature') = b.signature AND " + _OP_MATCH.format(column="c.op_sequence") + ")")
+            where.append("EXISTS (SELECT 1 FROM cases c, json_each(c.findings) f, members m WHERE m.bucket = b.signature "
+                         "AND m.signature = json_extract(f.value, '$.signature') AND " + _OP_MATCH.format(column="c.op_sequence") + ")")
             params.append(op)
         condition = " WHERE " + " AND ".join(where) if where else ""
         total = self._one(f"SELECT count(*) AS n FROM buckets b{condition}", params)["n"]
@@ -913,9 +978,9 @@ class Corpus:
         return {row["verdict"]: row["n"] for row in self._rows("SELECT verdict, count(*) AS n FROM buckets GROUP BY verdict")}
 
     def backend_names(self) -> list[str]:
-        """Every backend a stored case ran on or a bucket names."""
+        """Every backend a stored case ran on or a bucket's member names."""
         rows = self._rows("SELECT DISTINCT json_each.value AS name FROM cases, json_each(cases.backends) "
-                          "UNION SELECT backend AS name FROM buckets ORDER BY name")
+                          "UNION SELECT backend AS name FROM members ORDER BY name")
         return [row["name"] for row in rows]
 
     def check_filters(self, status: str | None, verdict: str | None, backend: str | None, op: str | None) -> None:
@@ -943,36 +1008,53 @@ class Corpus:
     # ---- buckets and triage
 
     def buckets(self, status: str | None = None) -> list[dict]:
-        """Most-hit first."""
+        """Most-hit first, each with its members."""
         if status is not None:
             _check_status(status)
             return self._bucket_rows("SELECT * FROM buckets WHERE status = ? ORDER BY count DESC, last_seen DESC", [status])
         return self._bucket_rows("SELECT * FROM buckets ORDER BY count DESC, last_seen DESC")
 
     def bucket(self, signature: str) -> dict | None:
-        rows = self._bucket_rows("SELECT * FROM buckets WHERE signature = ?", [signature])
+        """The bucket with this signature, or the one a finding with this signature is a member of
+        (a case's `signature` is its primary finding's); None if there is none."""
+        rows = self._bucket_rows("SELECT * FROM buckets WHERE signature = coalesce((SELECT signature FROM buckets WHERE "
+                                 "signature = ?), (SELECT bucket FROM members WHERE signature = ? ORDER BY rowid LIMIT 1))",
+                                 [signature, signature])
         return rows[0] if rows else None
 
+    def member_signatures(self) -> set[str]:
+        """Every finding signature some bucket holds."""
+        return {row["signature"] for row in self._rows("SELECT DISTINCT signature FROM members")}
+
     def _bucket_rows(self, sql: str, params: list | None = None) -> list[dict]:
-        """Bucket rows, `campaigns` as a dict: campaign id (a string, as JSON keys are) -> its findings there."""
+        """Bucket rows, `campaigns` as a dict (campaign id, a string as JSON keys are -> its findings
+        there), and `members`: a list of {signature, verdict, backend, culprit, count, campaigns},
+        its own findings first, then most found first."""
         rows = self._rows(sql, params)
+        members: dict[str, list[dict]] = {row["signature"]: [] for row in rows}
+        if rows:
+            for member in self._rows("SELECT * FROM members WHERE bucket IN (SELECT value FROM json_each(?)) "
+                                     "ORDER BY verdict = 'inherited', count DESC, rowid", [json.dumps(list(members))]):
+                members[member.pop("bucket")].append({**member, "campaigns": _loads(member["campaigns"])})
         for row in rows:
             row["campaigns"] = _loads(row["campaigns"])
+            row["members"] = members[row["signature"]]
         return rows
 
     def triage(self, case_id: int, status: str, note: str | None = None) -> dict:
-        """Set the triage status (and note, if given) of the bucket of the case's primary finding; returns the bucket."""
+        """Set the triage status (and note, if given) of the bucket of the case's primary finding,
+        which all its members share; returns the bucket."""
         _check_status(status)
         with self._write():
             row = self.db.execute("SELECT signature FROM cases WHERE id = ?", [case_id]).fetchone()
             if row is None:
                 raise self._no_case(case_id)
-            if row[0] is None:
+            bucket = self.bucket(row[0]) if row[0] is not None else None
+            if bucket is None:
                 raise UserError(f"Case {case_id} has no finding, so it has no bucket to triage; pick a case with a finding.")
-            self.db.execute(
-                "UPDATE buckets SET status = ?, note = coalesce(?, note) WHERE signature = ?", [status, note, row[0]]
-            )
-        return self.bucket(row[0])
+            self.db.execute("UPDATE buckets SET status = ?, note = coalesce(?, note) WHERE signature = ?",
+                            [status, note, bucket["signature"]])
+        return self.bucket(bucket["signature"])
 
     def mark_known(self, signature: str, bug_id: str, keep_triage: bool = True) -> None:
         """Record that a bucket is the known bug `bug_id`, with status `known` unless `keep_triage` and a
@@ -981,54 +1063,49 @@ class Corpus:
             self.db.execute("UPDATE buckets SET known_bug = ?, status = CASE WHEN ? AND status != 'new' THEN status "
                             "ELSE 'known' END WHERE signature = ?", [bug_id, int(keep_triage), signature])
 
-    def resign_findings(self, resign: Callable[[dict], str], dry_run: bool = False) -> dict:
-        """Give every stored finding the signature `resign(finding)` and rebuild the buckets from the
-        cases in the order they were stored, as add_case built them: buckets whose findings now share
-        a signature merge, keeping their triage (see merged_triage) and their counts (_moved_counts).
-        A bucket no stored case belongs to is left as it is. One transaction; with `dry_run` nothing
-        is written."""
+    def resign_findings(self, resign: Callable[[dict], str], dry_run: bool = False, merged_by: str = "`fuzz rebucket`") -> dict:
+        """Give every stored finding the signature `resign(finding)` and regroup the buckets under this
+        release's rules (fuzzer/buckets.py, plan_regroup): buckets whose findings now share one merge,
+        keeping their triage and counts; the cases each keeps are chosen again from the stored cases,
+        in the order they were stored, as add_case chose them. One transaction; with `dry_run`
+        nothing is written."""
         with self._write():
             cases = self._rows("SELECT id, campaign_id, verdict, findings, node_count, element_count, created, shrunk_from "
                                "FROM cases ORDER BY id")
-            old_buckets = {row["signature"]: row for row in self._bucket_rows("SELECT * FROM buckets")}
-            sources: dict[str, set[str]] = {}  # new signature -> the old signatures whose findings it takes
-            changed = []
             for row in cases:
-                findings = _loads_entries(row["findings"], Finding)
-                row["old_findings"], row["findings"] = findings, [{**f, "signature": resign(f)} for f in findings]
-                for before, after in zip(findings, row["findings"]):
-                    sources.setdefault(after["signature"], set()).add(before["signature"])
-                if row["findings"] != findings:
-                    changed.append(row)
-            merges = {new: sorted(old) for new, old in sorted(sources.items()) if old != {new}}
-            with_cases = set().union(*sources.values()) if sources else set()
-            summary = {
-                "dry_run": dry_run, "cases": len(cases), "cases_changed": len(changed),
-                "buckets_before": len(old_buckets), "buckets_after": len((set(old_buckets) - with_cases) | set(sources)),
-                "changes": [{"signature": new, "from": old, "status": merged_triage([old_buckets[s] for s in old if s in old_buckets])[0]}
-                            for new, old in merges.items()],
-            }
-            if dry_run or not changed:
+                row["findings"] = _loads_entries(row["findings"], Finding)
+            buckets = {row["signature"]: row for row in self._bucket_rows("SELECT * FROM buckets")}
+            members = [{**row, "campaigns": _loads(row["campaigns"])} for row in self._rows("SELECT * FROM members ORDER BY rowid")]
+            plan = plan_regroup(cases, buckets, members, resign, merged_by)
+            summary = plan.summary(len(cases), len(buckets), dry_run)
+            if dry_run or not (plan.changed or summary["changes"]):
                 return summary
-            for row in changed:
-                self.db.execute("UPDATE cases SET findings = ?, signature = ? WHERE id = ?",
-                                [jsonform.dumps(row["findings"]), _primary_signature(row["verdict"], row["findings"]), row["id"]])
-            for signature in with_cases:
+            for row in cases:
+                if row["id"] in plan.changed:
+                    findings = plan.findings[row["id"]]
+                    self.db.execute("UPDATE cases SET findings = ?, signature = ? WHERE id = ?",
+                                    [jsonform.dumps(findings), _primary_signature(row["verdict"], findings), row["id"]])
+            self.db.execute("DELETE FROM members")
+            for signature in plan.old_buckets:
                 self.db.execute("DELETE FROM buckets WHERE signature = ?", [signature])
             for row in cases:  # the kept cases and first/last seen, from the stored cases; the counts below
-                for finding in _one_per_signature(row["findings"]):
-                    self._bump_bucket(finding, row, counts=False)
-            counts = _moved_counts(cases, old_buckets)
-            for new, old in sources.items():
-                merged = [old_buckets[s] for s in sorted(old) if s in old_buckets]
-                status, note = merged_triage(merged)
-                known_bug = next((b["known_bug"] for b in merged if b.get("known_bug")), None)
-                count, campaigns = counts.get(new, (0, {}))
+                self._file_findings(plan.findings[row["id"]], plan.keys[row["id"]], row, counts=False)
+            for signature, bucket in plan.buckets.items():
+                described = bucket["described"]
+                if described is not None:  # a bucket with no stored case: its row as its members describe it
+                    self.db.execute("INSERT OR IGNORE INTO buckets (signature, verdict, backend, culprit, first_seen, last_seen) "
+                                    "VALUES (?, ?, ?, ?, ?, ?)", [signature, described["verdict"], described["backend"],
+                                                                  described["culprit"], bucket["first_seen"], bucket["last_seen"]])
                 self.db.execute("UPDATE buckets SET status = ?, note = ?, known_bug = ?, count = ?, campaigns = ?, "
                                 "first_seen = min(first_seen, coalesce(?, first_seen)), "
                                 "last_seen = max(last_seen, coalesce(?, last_seen)) WHERE signature = ?",
-                                [status, note, known_bug, count, _dumps(campaigns), min((b["first_seen"] for b in merged), default=None),
-                                 max((b["last_seen"] for b in merged), default=None), new])
+                                [bucket["status"], bucket["note"], bucket["known_bug"], bucket["tally"].count,
+                                 _dumps(bucket["tally"].campaigns), bucket["first_seen"], bucket["last_seen"], signature])
+            for (signature, finding_signature), member in plan.members.items():
+                if member["described"] is not None:
+                    self._bump_member(signature, member["described"])
+                self.db.execute("UPDATE members SET count = ?, campaigns = ? WHERE bucket = ? AND signature = ?",
+                                [member["tally"].count, _dumps(member["tally"].campaigns), signature, finding_signature])
         return summary
 
     def stats(self) -> dict:
@@ -1115,42 +1192,38 @@ class Corpus:
             triaged = 0
             for bucket in other.buckets():
                 self._merge_counts(bucket, campaigns, other.path)
-                if bucket["status"] != "new":
-                    cursor = self.db.execute(
-                        "UPDATE buckets SET status = ?, note = coalesce(note, ?), known_bug = coalesce(known_bug, ?) "
-                        "WHERE signature = ? AND status = 'new'",
-                        [bucket["status"], bucket["note"], bucket.get("known_bug"), bucket["signature"]],
-                    )
-                    triaged += cursor.rowcount
+                triaged += self._take_triage(bucket["signature"], bucket)
         return {"campaigns_added": new_campaigns, "cases_added": added, "cases_already_here": len(cases) - added,
                 "buckets_triaged": triaged}
 
     def _merge_counts(self, theirs: dict, campaigns: dict[int, int], path: Path) -> None:
-        """Take another corpus's findings per campaign of one of its buckets (`campaigns` maps its campaign
-        ids to ours): a campaign's count here rises to theirs, so merging the same file again adds nothing."""
-        tallies = theirs["campaigns"]
-        if not isinstance(tallies, dict) or not all(isinstance(key, str) and key.isdigit() and isinstance(n, int) and n >= 0
-                                                    for key, n in tallies.items()):
-            raise UserError(f"Nothing merged: bucket '{theirs['signature']}' of '{path}' has malformed campaign counts "
-                            f"({tallies!r:.80}); the corpus was changed by something other than the fuzzer.")
+        """Take another corpus's findings per campaign of one of its buckets and of each of its members
+        (`campaigns` maps its campaign ids to ours): a campaign's count here rises to theirs, so
+        merging the same file again adds nothing."""
         ours = self.bucket(theirs["signature"])
-        if ours is None:
+        if ours is None or ours["signature"] != theirs["signature"]:
             return  # none of its cases came here
-        added = 0
-        for their_id, findings in tallies.items():
-            our_id = campaigns.get(int(their_id))
-            if our_id is not None and findings > ours["campaigns"].get(str(our_id), 0):
-                added += findings - ours["campaigns"].get(str(our_id), 0)
-                ours["campaigns"][str(our_id)] = findings
+        added, tallies = _raised(ours["campaigns"], _checked_tallies(theirs, f"bucket '{theirs['signature']}'", path), campaigns)
         if added:
             self.db.execute("UPDATE buckets SET count = count + ?, campaigns = ?, first_seen = min(first_seen, ?), "
                             "last_seen = max(last_seen, ?) WHERE signature = ?",
-                            [added, _dumps(ours["campaigns"]), theirs["first_seen"], theirs["last_seen"], theirs["signature"]])
+                            [added, _dumps(tallies), theirs["first_seen"], theirs["last_seen"], theirs["signature"]])
+        our_members = {member["signature"]: member for member in ours["members"]}
+        for member in theirs["members"]:
+            if member["signature"] not in our_members:  # no finding of it came here with the cases: counted from theirs
+                self._bump_member(ours["signature"], member)
+            mine = our_members.get(member["signature"], {"campaigns": {}})
+            added, tallies = _raised(mine["campaigns"], _checked_tallies(member, f"member '{member['signature']}'", path),
+                                     campaigns)
+            if added:
+                self.db.execute("UPDATE members SET count = count + ?, campaigns = ? WHERE bucket = ? AND signature = ?",
+                                [added, _dumps(tallies), ours["signature"], member["signature"]])
 
     # ---- export / import
 
     def export_case(self, case_id: int, expect: str | None = None) -> dict:
-        """A JSON-able, self-contained description of the case (arrays as base64 .npy)."""
+        """A JSON-able, self-contained description of the case (arrays as base64 .npy), with the
+        triage of its buckets when a person or the registry settled it (`triage`, see case_triage)."""
         stored = self.get_case(case_id)
         data = {
             "format": EXPORT_FORMAT,
@@ -1162,28 +1235,71 @@ class Corpus:
             "findings": stored.findings,
             "backends": stored.backends,
         }
+        triage = self.case_triage(stored.findings)
+        if triage:
+            data["triage"] = triage
         if expect is not None:
             data["expect"] = expect
         return data
 
+    def case_triage(self, findings: list[dict]) -> list[dict]:
+        """The triage of the buckets a case's findings are in, those not `new`: one {bucket, findings
+        (the signatures of the case's findings in it), status, note, known_bug} each. An import takes
+        it by the findings' signatures, whatever the buckets are called where it lands."""
+        entries: dict[str, dict] = {}
+        for finding, key in zip(findings, self._buckets_of(findings)):
+            bucket = self.bucket(key)
+            if bucket is not None and bucket["status"] != "new":
+                entry = entries.setdefault(key, {"bucket": key, "findings": [], "status": bucket["status"],
+                                                 "note": bucket["note"], "known_bug": bucket["known_bug"]})
+                entry["findings"] = list(dict.fromkeys(entry["findings"] + [finding["signature"]]))
+        return list(entries.values())
+
+    def _buckets_of(self, findings: list[dict]) -> list[str]:
+        """The bucket each of a stored case's findings is counted in here (buckets.stored_buckets)."""
+        signatures = json.dumps([finding["signature"] for finding in findings])
+        member_of: dict[str, list[str]] = {}
+        for row in self._rows("SELECT signature, bucket FROM members WHERE signature IN (SELECT value FROM json_each(?)) "
+                              "ORDER BY rowid", [signatures]):
+            member_of.setdefault(row["signature"], []).append(row["bucket"])
+        return stored_buckets(findings, member_of)
+
+    def _take_triage(self, signature: str, triage: dict) -> int:
+        """Give bucket `signature`, if it is still `new` here, another corpus's or file's triage (a
+        status, note and known bug); returns 1 if it took it, else 0."""
+        if triage["status"] == "new":
+            return 0
+        return self.db.execute("UPDATE buckets SET status = ?, note = coalesce(note, ?), known_bug = coalesce(known_bug, ?) "
+                               "WHERE signature = ? AND status = 'new'",
+                               [triage["status"], triage.get("note"), triage.get("known_bug"), signature]).rowcount
+
     def import_cases(self, exported: list[dict]) -> dict:
-        """Store exported cases in one transaction: {"imported": ids, "already_here": ids}.
+        """Store exported cases in one transaction: {"imported": ids, "already_here": ids}. A case's
+        triage (export_case) goes to its findings' buckets that are still `new` here.
 
         Every case is validated before anything is written; a case stored already is not stored again.
         """
         checked = [self._imported_case(data) for data in exported]
         result: dict[str, list[int]] = {"imported": [], "already_here": []}
         with self._write():
-            for record in checked:
+            for record, triage in checked:
                 case_id, is_new = self._store_case(record)
                 result["imported" if is_new else "already_here"].append(case_id)
+                findings = [finding.to_dict() for finding in record.findings]
+                for finding, key in zip(findings, self._buckets_of(findings)):
+                    for entry in triage:
+                        if finding["signature"] in entry["findings"]:
+                            self._take_triage(key, entry)
         return result
 
     def import_case(self, data: dict) -> int:
-        """Validate an exported case completely, then store it (campaign None); returns its id. Nothing is written on error."""
-        return self.add_case(self._imported_case(data))
+        """Validate an exported case completely, then store it (campaign None) with its triage; returns
+        its id. Nothing is written on error."""
+        result = self.import_cases([data])
+        return (result["imported"] + result["already_here"])[0]
 
-    def _imported_case(self, data: dict) -> CaseRecord:
+    def _imported_case(self, data: dict) -> tuple[CaseRecord, list[dict]]:
+        """The record an exported case stores, and its triage entries; UserError if anything is malformed."""
         case = case_from_export(data)
         verdict = data.get("verdict", "unchecked")
         if not isinstance(verdict, str):
@@ -1197,66 +1313,43 @@ class Corpus:
                 "The case file's 'findings' must be a list of objects with string 'signature', 'verdict', 'backend' "
                 "and 'culprit'."
             )
+        triage = data.get("triage", [])
+        if not isinstance(triage, list) or not all(_is_triage(entry) for entry in triage):
+            raise UserError(f"The case file's 'triage' must be a list of objects with a string 'bucket', a 'status' "
+                            f"({', '.join(STATUSES)}), a list of finding signatures 'findings', and a string or null "
+                            "'note' and 'known_bug'.")
         # Findings are kept as the file has them (fuzzer/jsonform.py): another release's keys included.
-        return CaseRecord(case, verdict=verdict, backends=backends, findings=[Finding.from_dict(f) for f in findings])
+        record = CaseRecord(case, verdict=verdict, backends=backends, findings=[Finding.from_dict(f) for f in findings])
+        return record, triage
 
 
-def _moved_counts(cases: list[dict], old_buckets: dict[str, dict]) -> dict[str, tuple[int, dict]]:
-    """Each new signature's (count, findings per campaign) once resign_findings has changed the cases'
-    findings (each row's `old_findings` -> `findings`). The findings a bounded corpus did not keep are
-    counted on their bucket's row only, so counts move with their bucket: all of an old bucket's to
-    the new signature of its first stored finding (its home); then each stored generated case moves
-    its own one finding from the homes of its old signatures to its new ones, so that a bucket whose
-    cases now part ways is counted exactly."""
-    homes: dict[str, str] = {}
-    for row in cases:
-        for before, after in zip(row["old_findings"], row["findings"]):
-            homes.setdefault(before["signature"], after["signature"])
-    counts: dict[str, int] = {}
-    per_campaign: dict[str, dict[str, int]] = {}
-
-    def add(signature: str, findings: int, campaigns: dict[str, int], sign: int = 1) -> None:
-        counts[signature] = counts.get(signature, 0) + sign * findings
-        tally = per_campaign.setdefault(signature, {})
-        for campaign, n in campaigns.items():
-            tally[campaign] = tally.get(campaign, 0) + sign * n
-
-    for old, home in homes.items():
-        if old in old_buckets:
-            add(home, old_buckets[old]["count"], old_buckets[old]["campaigns"] or {})
-    for row in cases:
-        if row["shrunk_from"] is None:
-            campaign = {} if row["campaign_id"] is None else {str(row["campaign_id"]): 1}
-            for finding in _one_per_signature(row["old_findings"]):
-                if finding["signature"] in old_buckets:
-                    add(homes[finding["signature"]], 1, campaign, sign=-1)
-            for finding in _one_per_signature(row["findings"]):
-                add(finding["signature"], 1, campaign)
-    return {signature: (max(0, count), {c: n for c, n in per_campaign[signature].items() if n > 0})
-            for signature, count in counts.items()}
-
-
-# When buckets that now share a signature were triaged differently, an open status wins: the merged
-# bug still needs work if any part of it does, and a closed status would hide its new findings.
-TRIAGE_PRECEDENCE = ("reported", "confirmed", "flaky", "known", "wontfix", "fixed", "new")
-
-
-def merged_triage(buckets: list[dict]) -> tuple[str, str | None]:
-    """(status, note) of the bucket that `buckets` merge into; their notes are all kept, and
-    statuses that lost are said in the note."""
-    if not buckets:
-        return "new", None
-    rank = {status: index for index, status in enumerate(TRIAGE_PRECEDENCE)}
-    status = min((b["status"] for b in buckets), key=lambda s: rank.get(s, len(rank)))
-    notes = list(dict.fromkeys(b["note"] for b in buckets if b["note"]))
-    if len({b["status"] for b in buckets}) > 1:
-        notes.append("merged by `fuzz rebucket` from " + ", ".join(f"'{b['signature']}' ({b['status']})" for b in buckets))
-    return status, "; ".join(notes) or None
-
-
+# The bucket of a case: the one its primary finding is a member of.
+_CASE_BUCKET = "(SELECT m.bucket FROM members m WHERE m.signature = c.signature ORDER BY m.rowid LIMIT 1)"
 # A backend filter matches a full name or a kind: "jax-jit" finds "jax-jit:cpu:float32".
 _BACKEND_MATCH = "({column} = ? OR substr({column}, 1, length(?) + 1) = ? || ':')"
 _OP_MATCH = "instr('>' || {column} || '>', '>' || ? || '>') > 0"
+
+
+def _checked_tallies(row: dict, what: str, path: Path) -> dict[str, int]:
+    """A bucket's or member's findings per campaign as another corpus has them; refused if malformed."""
+    tallies = row["campaigns"]
+    if not isinstance(tallies, dict) or not all(isinstance(key, str) and key.isdigit() and isinstance(n, int) and n >= 0
+                                                for key, n in tallies.items()):
+        raise UserError(f"Nothing merged: {what} of '{path}' has malformed campaign counts "
+                        f"({tallies!r:.80}); the corpus was changed by something other than the fuzzer.")
+    return tallies
+
+
+def _raised(ours: dict[str, int], theirs: dict[str, int], campaigns: dict[int, int]) -> tuple[int, dict[str, int]]:
+    """(findings added, our findings per campaign) once each of their campaigns' counts (`campaigns`
+    maps their ids to ours) is raised here to theirs."""
+    raised, added = dict(ours), 0
+    for their_id, findings in theirs.items():
+        our_id = campaigns.get(int(their_id))
+        if our_id is not None and findings > raised.get(str(our_id), 0):
+            added += findings - raised.get(str(our_id), 0)
+            raised[str(our_id)] = findings
+    return added, raised
 
 
 def _check_status(status: str) -> None:
@@ -1268,6 +1361,12 @@ def is_finding(value: Any) -> bool:
     return isinstance(value, dict) and all(
         isinstance(value.get(key), str) for key in ("signature", "verdict", "backend", "culprit")
     )
+
+
+def _is_triage(value: Any) -> bool:
+    return (isinstance(value, dict) and isinstance(value.get("bucket"), str) and value.get("status") in STATUSES
+            and isinstance(value.get("findings"), list) and all(isinstance(s, str) for s in value["findings"])
+            and all(value.get(key) is None or isinstance(value[key], str) for key in ("note", "known_bug")))
 
 
 def _is_verdict(value: Any) -> bool:

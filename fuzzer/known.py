@@ -262,17 +262,19 @@ def _parse_rule(match: Any) -> Rule:
 
 def entry_for_bucket(bucket: dict, bug_id: str, link: str, status: str, title: str | None,
                      affected: str | None) -> dict:
-    """A registry entry matching exactly what a stored bucket is: its verdict, culprit op, backend
-    kind, device and dtype, and its normalized error text (an anchored, escaped pattern)."""
+    """A registry entry matching exactly what a stored bucket is: its verdict and culprit op, the
+    backend kinds, devices and dtypes of its own members (fuzzer/buckets.py: an inherited member is
+    its base's finding, never matched), and its normalized error text (an anchored, escaped pattern)."""
     from fuzzer.ops import registry as op_registry
 
-    kind, device, dtype = backend_parts(bucket["backend"])
+    own = [m["backend"] for m in bucket.get("members", []) if m["verdict"] != verdicts.INHERITED] or [bucket["backend"]]
+    kinds, devices, dtypes = (sorted({part for part in parts if part}) for parts in zip(*map(backend_parts, own)))
     match: dict[str, Any] = {"verdicts": [verdicts.bucket_verdict(bucket["verdict"])]}
     op = bucket["culprit"].partition("@")[0]
     if op in op_registry():
         match["ops"] = [op]
-    match["kinds"] = [kind]
-    match.update({"devices": [device], "dtypes": [dtype]} if device else {})
+    match["kinds"] = kinds
+    match.update({"devices": devices, "dtypes": dtypes} if devices else {})
     parts = bucket["signature"].split(" | ", 3)
     if len(parts) == 4 and parts[3]:
         match["error"] = "^" + re.escape(parts[3])

@@ -41,7 +41,8 @@ def same_bucket(recorded: str, observed: str) -> bool:
 
 
 def rebucket(corpus: Corpus, dry_run: bool = False) -> dict:
-    """Recompute every stored finding's signature and merge the buckets that now share one (see Corpus.resign_findings)."""
+    """Recompute every stored finding's signature and regroup the buckets under this release's rules
+    (fuzzer/buckets.py), merging those that now share one (see Corpus.resign_findings)."""
     return corpus.resign_findings(current_signature, dry_run)
 
 

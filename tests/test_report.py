@@ -122,8 +122,8 @@ def test_precision_policy_apart_and_script_fallback_without_matplotlib(tmp_path,
     assert reply["buckets"] == 2
     bugs, rest = page.split('<h2 id="precision">', 1)
     policy, _ = rest.split('<h2 id="plots">', 1)
-    assert "precision-policy | torch-eager:cuda:float32" in policy and "precision-policy |" not in bugs.split("<h2 id=\"bugs\"")[1]
-    assert "mismatch | numpy-ref:cpu:float32" in bugs
+    assert "precision-policy | torch-eager:cuda | matmul" in policy and "precision-policy |" not in bugs.split("<h2 id=\"bugs\"")[1]
+    assert "mismatch | numpy-ref:cpu | matmul" in bugs
     assert "has no reproducer writer" in page and "&quot;nodes&quot;" in page  # the graph JSON instead
     assert html.escape(NO_PLOTS) in page and "<img" not in page
     assert "No campaigns" in page

@@ -174,12 +174,12 @@ def test_rebucket_merges_an_older_releases_buckets_keeping_triage(old_corpus):
     assert result["buckets_before"] == 3 and result["buckets_after"] == 2 and result["cases_changed"] == 3
     with Corpus(old_corpus) as corpus:
         buckets = {b["signature"]: b for b in corpus.buckets()}
-        merged = buckets["mismatch | torch-eager:cpu:float32 | relu"]
+        merged = buckets["mismatch | torch-eager:cpu | relu"]
         assert merged["status"] == "reported", "an open status wins over a closed one"
         assert merged["note"].startswith("fixed in 2.5; pytorch#1; merged by `fuzz rebucket` from ")
         assert merged["count"] == 2, "the shrunk copy is not counted"
         assert merged["representative"] == min((1, 2, 4), key=corpus.case_size)
-        assert "crash | torch-eager:cpu:float32 | conv2d | RuntimeError: bad stride at <addr>" in buckets
+        assert "crash | torch-eager:cpu | conv2d | RuntimeError: bad stride at <addr>" in buckets
         assert {corpus.get_case(i).signature for i in (1, 2, 4)} == {"mismatch | torch-eager:cpu:float32 | relu"}
     again = json.loads(fuzz("rebucket", "--db", old_corpus, "--json").stdout)
     assert again["cases_changed"] == 0 and again["changes"] == [], "a converged corpus stays as it is"
@@ -234,20 +234,26 @@ def test_a_fault_inside_compiled_graphs_is_one_bucket_naming_its_op_and_shrinks_
     assert [node["op"] for node in shown["graph"]["nodes"]] == ["tanh"]
 
 
-def test_list_leaves_out_buckets_that_are_not_bugs_and_says_how_many(tmp_path):
-    """A derived backend's `inherited` copy of its base's bug is stored (the evidence) but is no bug
-    to triage: the bucket view counts it on stderr, and --all or --verdict lists it."""
+def test_an_inherited_copy_is_listed_with_its_base_and_one_without_its_base_is_left_out_as_no_bug(tmp_path):
+    """A derived backend's `inherited` copy of its base's bug is stored (the evidence) as a member of
+    its base's bucket. Stored without its base's finding (a case checked on the derived backend
+    alone), it is a bucket of its own and no bug to triage: the bucket view counts it on stderr,
+    and --all or --verdict lists it."""
     db = tmp_path / "derived.db"
     bug = Finding("torch-eager:cpu:float32", "nan-inf", "sinh", "nan-inf | torch-eager:cpu:float32 | sinh")
     copy = Finding("torch-module:cpu:float32", "inherited", "sinh", "inherited | torch-module:cpu:float32 | sinh")
     with Corpus(db) as corpus:
         corpus.add_case(CaseRecord(generate_case(1, ["sinh"]), verdict="nan-inf",
                                    backends=["torch-eager:cpu:float32", "torch-module:cpu:float32"], findings=[bug, copy]))
+        corpus.add_case(CaseRecord(generate_case(2, ["sinh"]), verdict="inherited", backends=["torch-module:cpu:float32"],
+                                   findings=[copy]))
     listed = fuzz("list", "--db", db)
-    assert "nan-inf | torch-eager:cpu:float32 | sinh" in listed.stdout and "inherited" not in listed.stdout
+    assert listed.stdout.splitlines()[1].endswith("  nan-inf | torch-eager:cpu | sinh")
+    assert listed.stdout.splitlines()[2].strip() == "members: torch-eager:cpu:float32 1, torch-module:cpu:float32 (inherited) 1"
     assert listed.stderr.strip() == "not listed: 1 inherited bucket(s), which are not bugs; --all lists them"
     assert len(json.loads(fuzz("list", "--db", db, "--all", "--json").stdout)) == 2
-    assert [b["verdict"] for b in json.loads(fuzz("list", "--db", db, "--verdict", "inherited", "--json").stdout)] == ["inherited"]
+    with_copies = json.loads(fuzz("list", "--db", db, "--verdict", "inherited", "--json").stdout)
+    assert sorted(b["signature"] for b in with_copies) == ["inherited | torch-module:cpu | sinh", "nan-inf | torch-eager:cpu | sinh"]
 
 
 def test_shrink_re_checks_a_case_an_older_release_stored_and_shrinks_it_under_todays_rules(tmp_path):

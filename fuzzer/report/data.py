@@ -188,8 +188,9 @@ def _bucket_row(index: int, bucket: dict) -> BucketRow:
     )
 
 
-def _add_reproducer(corpus: Corpus, row: BucketRow, representative: Any) -> None:
-    """Fill in the row's representative case, its finding and its reproducer (or the graph and why not).
+def _add_reproducer(corpus: Corpus, row: BucketRow, representative: Any, members: set[str]) -> None:
+    """Fill in the row's representative case, its finding (one of the bucket's `members`: it may be
+    on another dtype than the bucket's first finding) and its reproducer (or the graph and why not).
 
     The script is what `fuzz export --format script` writes (fuzzer.reproducer.build_script), so
     the report never shows a reproducer that the export would not give.
@@ -207,10 +208,10 @@ def _add_reproducer(corpus: Corpus, row: BucketRow, representative: Any) -> None
         row.why_no_script = str(exc)
         return
     row.case_id, row.shrunk_from, row.op_sequence = stored.id, stored.shrunk_from, stored.op_sequence
-    finding = next((f for f in stored.findings if isinstance(f, dict) and f.get("signature") == row.signature), None)
+    finding = next((f for f in stored.findings if isinstance(f, dict) and f.get("signature") in members), None)
     if finding:
         row.max_error, row.allowed, row.detail = _float(finding.get("max_error")), _float(finding.get("allowed")), finding.get("detail")
-    name = str(row.backend)
+    name = str(finding.get("backend") if finding else row.backend)
     try:
         load_plugins(canaries_for([name]))  # shipped canaries only: a corpus never makes us import a file
         script = build_script(stored.case, get_backend(name), str(row.signature))
@@ -306,7 +307,7 @@ def gather(corpus: Corpus) -> ReportData:
     rows = []
     for index, bucket in enumerate(corpus.buckets(), start=1):
         row = _bucket_row(index, bucket)
-        _add_reproducer(corpus, row, bucket.get("representative"))
+        _add_reproducer(corpus, row, bucket.get("representative"), {m["signature"] for m in bucket["members"]})
         rows.append(row)
     return ReportData(
         db=str(corpus.path),
