@@ -26,7 +26,7 @@ bucket of its own, with verdict `inherited` (no bug: `fuzz list --all` shows it)
 kind's own finding, one that differs from its base's answer, is a bug of that kind (its
 transformation, its compiler): its own bucket, even where the base is wrong on the same op.
 
-A bucket's members are the finding signatures it holds, each counted (corpus.py, table
+A bucket's members are the finding signatures it holds, each counted (fuzzer/corpus/, table
 `members`), so `fuzz list` and `fuzz show` say which backend:device:dtype it was found on, how
 often, and which members are inherited. Triage belongs to the bucket, so to all its members.
 
@@ -41,6 +41,9 @@ from typing import Callable
 
 from fuzzer import verdicts
 from fuzzer.errors import UserError
+
+# A bucket's triage status, which all its members share. `known`: a bug the known-bug registry lists (or one a person says is known); `fuzz run` does not fail for it.
+STATUSES = ("new", "confirmed", "reported", "fixed", "wontfix", "flaky", "known")
 
 # When buckets that now share a signature were triaged differently, an open status wins: the merged
 # bug still needs work if any part of it does, and a closed status would hide its new findings.

@@ -376,7 +376,7 @@ class Campaign:
 
     def _store_found(self, found: FoundCase, node: dict | None) -> None:
         """A case with findings and its shrunk cases (`node`: the Ray node the findings came from). Stored
-        bounded: a bucket keeps a few cases and counts the rest (fuzzer/corpus.py)."""
+        bounded: a bucket keeps a few cases and counts the rest (fuzzer/corpus/)."""
         case_id = self._store_record(found.record(campaign_id=self.progress.campaign_id, node=node))
         for small in found.shrunk:
             self.corpus.add_case(small.record(campaign_id=self.progress.campaign_id, shrunk_from=case_id, node=node), bounded=True)

@@ -4,58 +4,20 @@ and localize each finding to the op where values first go wrong."""
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import replace
 from typing import Callable
 
 import numpy as np
 
-from fuzzer import jsonform, oracle, verdicts
+from fuzzer import oracle, verdicts
 from fuzzer.backends import Backend, get_backend
 from fuzzer.backends.numpy_ref import NumpyReference
 from fuzzer.execute import HANG, OK, UNSUPPORTED, Outcome, run_backend
 from fuzzer.errors import DevicePoisoned, UserError, error_headline, normalize_error
 from fuzzer.ir import Case, TensorSpec, split_arrays
+from fuzzer.records import CaseResult, Finding
 
 Runner = Callable[[Backend, Case], Outcome]
-
-
-@dataclass
-class Finding:
-    """One backend's disagreement on one case. Its JSON form (to_dict / from_dict) is what the
-    corpus stores in `cases.findings` and what `--json` outputs show."""
-
-    backend: str
-    verdict: str
-    culprit: str
-    signature: str
-    max_error: float = 0.0
-    allowed: float = 0.0
-    detail: str = ""
-    error: str = ""
-    node: dict | None = None  # Ray campaigns: the node it was found on ({"hostname", "ip"}); written only when set
-
-    def to_dict(self) -> dict:
-        data = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "node"}
-        if self.node is not None:
-            data["node"] = self.node
-        return jsonform.written(self, data)
-
-    @classmethod
-    def from_dict(cls, data: dict) -> Finding:
-        """The finding `data` describes (fuzzer/jsonform.py: to_dict gives `data` back as it was)."""
-        return jsonform.read(cls, data)
-
-
-@dataclass
-class CaseResult:
-    verdict: str
-    verdicts: list[oracle.BackendVerdict] = field(default_factory=list)
-    findings: list[Finding] = field(default_factory=list)
-    judged: list[str] = field(default_factory=list)  # the backends of `verdicts`, in order
-    seconds: dict[str, float] = field(default_factory=dict)
-
-    def finding_for(self, signature: str) -> Finding | None:
-        return next((f for f in self.findings if f.signature == signature), None)
 
 
 def _same_outputs(a: list[np.ndarray], b: list[np.ndarray]) -> bool:

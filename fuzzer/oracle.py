@@ -138,11 +138,11 @@ from typing import Callable
 
 import numpy as np
 
-from fuzzer import jsonform
 from fuzzer.backends.numpy_ref import NumpyReference, numpy_dtype
 from fuzzer.errors import normalize_error
 from fuzzer.ir import Case, Graph, interpret, split_arrays
 from fuzzer.ops import get_op
+from fuzzer.records import BackendVerdict
 from fuzzer.verdicts import AGREE, ALL_ZEROS, CONSTANT, MISMATCH, NAN_INF, severity
 
 K_SAME = 10.0
@@ -721,35 +721,6 @@ def extended(reference: Reference, extra: Reference) -> Reference:
 
     return Reference(reference.outputs + extra.outputs, reference.scales + extra.scales,
                      reference.sensitivities + extra.sensitivities, compute_models=joined)
-
-
-@dataclass
-class BackendVerdict:
-    backend: str
-    verdict: str
-    max_error: float = 0.0
-    allowed: float = 0.0
-    output: int | None = None  # index of the worst output
-    detail: str = ""
-    # `allowed` is the floor term alone: every output was finite and within it, so the verdict is
-    # agree without the honest models, which were not computed for it (see "Cost").
-    at_floor: bool = False
-
-    def to_dict(self) -> dict:
-        return jsonform.written(self, {
-            "backend": self.backend,
-            "verdict": self.verdict,
-            "max_error": self.max_error,
-            "allowed": self.allowed,
-            "output": self.output,
-            "detail": self.detail,
-            **({"at_floor": True} if self.at_floor else {}),  # written only when set
-        })
-
-    @classmethod
-    def from_dict(cls, data: dict) -> BackendVerdict:
-        """The verdict `data` describes (fuzzer/jsonform.py: to_dict gives `data` back as it was)."""
-        return jsonform.read(cls, data)
 
 
 def floor_allowance(reference: Reference, index: int, dtype: str) -> float:

@@ -7,8 +7,9 @@
     ShrinkReply  ("shrink", case, finding, seconds), and each shrunk case of a FoundCase
     CaseRecord   one case as `Corpus.add_case` stores it
 
-Their parts are check.Finding (one backend's disagreement) and oracle.BackendVerdict (one
-backend's verdict). Worker replies cross the pipe (or Ray) pickled, as these objects; dicts
+Their parts live here too, below the checker and the oracle that make them, so that the corpus
+and the replies need neither: Finding (one backend's disagreement), BackendVerdict (one
+backend's verdict, oracle.py) and CaseResult (one case checked, check.py). Worker replies cross the pipe (or Ray) pickled, as these objects; dicts
 appear only at the edges: `to_dict()` is a record's JSON form (`--json` outputs, the corpus's
 JSON columns) and `from_dict()` reads it back. A case in a JSON form is {"graph", "arrays"
 (base64 .npy), "seed"}, as `fuzz export` writes it.
@@ -16,13 +17,82 @@ JSON columns) and `from_dict()` reads it back. A case in a JSON form is {"graph"
 
 from __future__ import annotations
 
-from dataclasses import KW_ONLY, dataclass, field, replace
+from dataclasses import KW_ONLY, dataclass, field, fields, replace
 from typing import Any
 
+from fuzzer import jsonform
 from fuzzer.arrays import from_base64, to_base64
-from fuzzer.check import CaseResult, Finding
 from fuzzer.ir import Case, Graph, infer_shapes, param_shapes
-from fuzzer.oracle import BackendVerdict
+
+
+@dataclass
+class BackendVerdict:
+    backend: str
+    verdict: str
+    max_error: float = 0.0
+    allowed: float = 0.0
+    output: int | None = None  # index of the worst output
+    detail: str = ""
+    # `allowed` is the floor term alone: every output was finite and within it, so the verdict is
+    # agree without the honest models, which were not computed for it (oracle.py, "Cost").
+    at_floor: bool = False
+
+    def to_dict(self) -> dict:
+        return jsonform.written(self, {
+            "backend": self.backend,
+            "verdict": self.verdict,
+            "max_error": self.max_error,
+            "allowed": self.allowed,
+            "output": self.output,
+            "detail": self.detail,
+            **({"at_floor": True} if self.at_floor else {}),  # written only when set
+        })
+
+    @classmethod
+    def from_dict(cls, data: dict) -> BackendVerdict:
+        """The verdict `data` describes (fuzzer/jsonform.py: to_dict gives `data` back as it was)."""
+        return jsonform.read(cls, data)
+
+
+@dataclass
+class Finding:
+    """One backend's disagreement on one case. Its JSON form (to_dict / from_dict) is what the
+    corpus stores in `cases.findings` and what `--json` outputs show."""
+
+    backend: str
+    verdict: str
+    culprit: str
+    signature: str
+    max_error: float = 0.0
+    allowed: float = 0.0
+    detail: str = ""
+    error: str = ""
+    node: dict | None = None  # Ray campaigns: the node it was found on ({"hostname", "ip"}); written only when set
+
+    def to_dict(self) -> dict:
+        data = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "node"}
+        if self.node is not None:
+            data["node"] = self.node
+        return jsonform.written(self, data)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Finding:
+        """The finding `data` describes (fuzzer/jsonform.py: to_dict gives `data` back as it was)."""
+        return jsonform.read(cls, data)
+
+
+@dataclass
+class CaseResult:
+    """One case checked on its backends (check.check_case): its worst verdict, every backend's verdict and the findings."""
+
+    verdict: str
+    verdicts: list[BackendVerdict] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
+    judged: list[str] = field(default_factory=list)  # the backends of `verdicts`, in order
+    seconds: dict[str, float] = field(default_factory=dict)
+
+    def finding_for(self, signature: str) -> Finding | None:
+        return next((f for f in self.findings if f.signature == signature), None)
 
 
 def case_to_dict(case: Case) -> dict:

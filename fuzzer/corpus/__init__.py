@@ -42,21 +42,29 @@ sqlite-utils version; reads use `Database.query`.
 A file we did not write (not sqlite, a foreign sqlite database, a newer schema) is
 inspected through a read-only connection and refused with a UserError before
 anything can touch it.
+
+The package's parts, each importing only modules below the corpus (never one another: a part
+importing a sibling would import this file, which imports the parts, a circle):
+
+    schema.py      the layout, SCHEMA_VERSION and the migrations of older files
+    locking.py     retrying while sqlite is locked, and campaign leases
+    case_forms.py  a case outside the tables: the row read back (StoredCase) and the exported
+                   case file, each checked before use
+    __init__.py    the Corpus class, which uses them all: campaigns, storing cases and filing
+                   their findings in buckets, queries, triage, merge, export and import
 """
 
 from __future__ import annotations
 
 import contextlib
 import datetime
-import hashlib
 import json
 import os
 import socket
 import sqlite3
-import stat
 import time
 import uuid
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -64,120 +72,28 @@ import sqlite_utils
 
 from fuzzer import jsonform
 from fuzzer import verdicts as verdict_table
-from fuzzer.arrays import from_base64, from_npy_bytes, to_base64, to_npy_bytes
-from fuzzer.buckets import bucket_signatures, describing, plan_regroup, stored_buckets
+from fuzzer.arrays import from_npy_bytes, to_base64, to_npy_bytes
+from fuzzer.buckets import STATUSES, bucket_signatures, describing, plan_regroup, stored_buckets
 from fuzzer.campaign_config import check_campaign_row, stored_plugins
-from fuzzer.check import Finding
+from fuzzer.corpus.case_forms import (EXPORT_FORMAT, EXPORT_VERSION, StoredCase, case_from_export, file_kind,
+                                     imported_case, is_finding, load_case_file, needed_arrays)
+from fuzzer.corpus.locking import BUSY_TIMEOUT_S, LEASE_STALE_S, live_holder, retry_while_locked
+from fuzzer.corpus.schema import (GROUPED_BY_CAUSE, MIGRATIONS, SCHEMA_SQL, SCHEMA_VERSION, SQLITE_HEADER, case_key,
+                                  sorted_json)
 from fuzzer.errors import InternalError, UserError
-from fuzzer.ir import MAX_JSON_DEPTH, Case, Graph, check_json_depth, infer_shapes, param_shapes, parse_json
-from fuzzer.oracle import BackendVerdict
+from fuzzer.ir import Case, Graph, parse_json
 from fuzzer.ops import get_op
-from fuzzer.records import CaseRecord
+from fuzzer.records import BackendVerdict, CaseRecord, Finding
 
-SCHEMA_VERSION = 6
-BUSY_TIMEOUT_S = 30.0
-LEASE_STALE_S = 60.0  # a campaign checkpoints every few seconds; this long without one, it is dead
-# Merged campaigns are recognized by uuid; older files get one derived from the row's content
-# (with its original id), so a file and a copy of it migrated separately agree.
-UUID_NAMESPACE = uuid.UUID("5d3c1a8e-6b0f-4d2a-9a57-3f0e2f4c8b11")
-SQLITE_HEADER = b"SQLite format 3\x00"
+# What other modules import from here; the package's modules are its parts (module docstring).
+__all__ = ["SCHEMA_VERSION", "STATUSES", "Corpus", "StoredCase", "case_from_export", "case_key", "file_kind",
+           "is_finding", "load_case_file"]
 
-# `known`: a bug the known-bug registry lists (or one a person says is known); `fuzz run` does not fail for it.
-STATUSES = ("new", "confirmed", "reported", "fixed", "wontfix", "flaky", "known")
 CAMPAIGN_STATUSES = ("running", "finished", "interrupted")
-
-EXPORT_FORMAT = "fuzzer-case"
-EXPORT_VERSION = 1
-
-# The full layout of the current schema version. Migrations bring older files up to it.
-_SCHEMA_SQL = {
-    "meta": """CREATE TABLE IF NOT EXISTS meta (
-        key TEXT PRIMARY KEY,
-        value TEXT NOT NULL)""",
-    "campaigns": """CREATE TABLE IF NOT EXISTS campaigns (
-        id INTEGER PRIMARY KEY,
-        uuid TEXT,
-        started TEXT NOT NULL,
-        ended TEXT,
-        status TEXT NOT NULL DEFAULT 'running',
-        seed INTEGER NOT NULL,
-        config TEXT NOT NULL DEFAULT '{}',
-        versions TEXT NOT NULL DEFAULT '{}',
-        cases_run INTEGER NOT NULL DEFAULT 0,
-        findings INTEGER NOT NULL DEFAULT 0,
-        checkpoint TEXT,
-        lease_pid INTEGER,
-        lease_host TEXT,
-        lease_heartbeat REAL)""",
-    "cases": """CREATE TABLE IF NOT EXISTS cases (
-        id INTEGER PRIMARY KEY,
-        campaign_id INTEGER REFERENCES campaigns(id),
-        created TEXT NOT NULL,
-        content_hash TEXT NOT NULL,
-        seed INTEGER NOT NULL,
-        graph TEXT NOT NULL,
-        op_sequence TEXT NOT NULL,
-        node_count INTEGER NOT NULL,
-        element_count INTEGER,
-        backends TEXT NOT NULL DEFAULT '[]',
-        verdict TEXT NOT NULL,
-        signature TEXT,
-        findings TEXT NOT NULL DEFAULT '[]',
-        shrunk_from INTEGER REFERENCES cases(id),
-        shrink_log TEXT,
-        verdicts TEXT NOT NULL DEFAULT '[]',
-        case_key TEXT)""",
-    "case_arrays": """CREATE TABLE IF NOT EXISTS case_arrays (
-        case_id INTEGER NOT NULL REFERENCES cases(id),
-        name TEXT NOT NULL,
-        npy BLOB NOT NULL,
-        PRIMARY KEY (case_id, name))""",
-    "buckets": """CREATE TABLE IF NOT EXISTS buckets (
-        signature TEXT PRIMARY KEY,
-        verdict TEXT NOT NULL,
-        backend TEXT NOT NULL,
-        culprit TEXT NOT NULL,
-        first_seen TEXT NOT NULL,
-        last_seen TEXT NOT NULL,
-        count INTEGER NOT NULL DEFAULT 0,
-        status TEXT NOT NULL DEFAULT 'new',
-        note TEXT,
-        representative INTEGER REFERENCES cases(id),
-        known_bug TEXT,
-        first_case INTEGER REFERENCES cases(id),
-        latest_case INTEGER REFERENCES cases(id),
-        campaigns TEXT NOT NULL DEFAULT '{}')""",
-    "members": """CREATE TABLE IF NOT EXISTS members (
-        bucket TEXT NOT NULL,
-        signature TEXT NOT NULL,
-        verdict TEXT NOT NULL,
-        backend TEXT NOT NULL,
-        culprit TEXT NOT NULL,
-        count INTEGER NOT NULL DEFAULT 0,
-        campaigns TEXT NOT NULL DEFAULT '{}',
-        PRIMARY KEY (bucket, signature))""",
-}
-_INDEXES_SQL = (
-    "CREATE INDEX IF NOT EXISTS idx_cases_signature ON cases (signature)",
-    "CREATE INDEX IF NOT EXISTS idx_cases_verdict ON cases (verdict)",
-    "CREATE INDEX IF NOT EXISTS idx_cases_content_hash ON cases (content_hash)",
-    "CREATE INDEX IF NOT EXISTS idx_cases_campaign ON cases (campaign_id)",
-    "CREATE INDEX IF NOT EXISTS idx_buckets_status ON buckets (status)",
-    "CREATE INDEX IF NOT EXISTS idx_cases_shrunk_from ON cases (shrunk_from)",
-)
-# Version 3: one row per case content and per campaign. Rows a version-2 file held twice keep a NULL key.
-_UNIQUE_SQL = (
-    "CREATE UNIQUE INDEX IF NOT EXISTS idx_cases_case_key ON cases (case_key) WHERE case_key IS NOT NULL",
-    "CREATE UNIQUE INDEX IF NOT EXISTS idx_campaigns_uuid ON campaigns (uuid) WHERE uuid IS NOT NULL",
-)
 
 
 def _now() -> str:
     return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
-
-
-def _dumps(value: Any) -> str:
-    return jsonform.dumps(value, sort_keys=True)
 
 
 def _loads(text: str | None) -> Any:
@@ -188,221 +104,6 @@ def _loads_entries(text: str | None, record_type: type) -> Any:
     """A findings or verdicts column, each entry's numbers read as floats (fuzzer/jsonform.py)."""
     entries = _loads(text)
     return [jsonform.read_numbers(entry, record_type) for entry in entries] if isinstance(entries, list) else entries
-
-
-def case_key(content_hash: str, backends: list[str]) -> str:
-    """What makes a stored case the same case: its graph and arrays (the content hash) and the backends it ran on."""
-    return hashlib.sha256(f"{content_hash}\n{_dumps(sorted(backends))}".encode()).hexdigest()[:32]
-
-
-def _derived_uuid(row: dict) -> str:
-    """A version-2 campaign's uuid from its content; a merged copy (config.merged_from 'path#id') gets the original's."""
-    config = json.loads(row["config"] or "{}")
-    marker = config.pop("merged_from", None) if isinstance(config, dict) else None
-    original_id = marker.rpartition("#")[2] if isinstance(marker, str) else str(row["id"])
-    text = f"{original_id}|{row['seed']}|{_dumps(config)}|{row['versions']}"
-    return str(uuid.uuid5(UUID_NAMESPACE, text))
-
-def _retry_while_locked(step: Callable[[], Any], timeout: float = BUSY_TIMEOUT_S) -> Any:
-    """Run `step`, retrying while sqlite says locked/busy.
-
-    Opening is the one place the busy timeout is not enough: switching a new file to
-    WAL needs an exclusive lock, and sqlite reports SQLITE_BUSY at once (without the
-    busy handler) when another process is opening the same new file.
-    """
-    deadline = time.monotonic() + timeout
-    delay = 0.005
-    while True:
-        try:
-            return step()
-        except sqlite3.OperationalError as exc:
-            message = str(exc).lower()
-            if ("locked" not in message and "busy" not in message) or time.monotonic() > deadline:
-                raise
-        time.sleep(delay)
-        delay = min(delay * 2, 0.1)
-
-
-# ---------------------------------------------------------------- migrations
-
-
-def _add_missing_columns(db: sqlite_utils.Database) -> None:
-    """ALTER TABLE ADD COLUMN for every column of the current layout a table lacks."""
-    model = sqlite_utils.Database(memory=True)
-    for sql in _SCHEMA_SQL.values():
-        model.execute(sql)
-    for table in _SCHEMA_SQL:
-        if not db[table].exists():
-            continue  # a table a later version adds: its own step creates it
-        have = {column.name for column in db[table].columns}
-        for column in model[table].columns:
-            if column.name not in have:
-                default = f" DEFAULT {column.default_value}" if column.default_value is not None else ""
-                db.execute(f"ALTER TABLE [{table}] ADD COLUMN [{column.name}] {column.type}{default}")
-    model.close()
-
-
-def _backfill_element_counts(db: sqlite_utils.Database) -> None:
-    rows = db.execute("SELECT id FROM cases WHERE element_count IS NULL").fetchall()
-    for (case_id,) in rows:
-        total = 0
-        for name, blob in db.execute("SELECT name, npy FROM case_arrays WHERE case_id = ?", [case_id]).fetchall():
-            total += from_npy_bytes(blob, f"array '{name}' of case {case_id}").size
-        db.execute("UPDATE cases SET element_count = ? WHERE id = ?", [total, case_id])
-
-
-def _to_v1(db: sqlite_utils.Database) -> None:
-    """Version 0 (pre-release) lacked cases.element_count, cases.shrink_log and buckets.note.
-
-    Also creates the whole layout in a new, empty file.
-    """
-    for sql in _SCHEMA_SQL.values():
-        db.execute(sql)
-    _add_missing_columns(db)
-    _backfill_element_counts(db)
-    for sql in _INDEXES_SQL:
-        db.execute(sql)
-
-
-# Ordered steps: (version the step produces, step). Append new ones; never edit old ones.
-def _to_v2(db: sqlite_utils.Database) -> None:
-    """Version 2 adds cases.verdicts: every backend's verdict and error, not only the findings."""
-    _add_missing_columns(db)
-
-
-def _to_v3(db: sqlite_utils.Database) -> None:
-    """Version 3 identifies cases by content (cases.case_key) and campaigns by uuid, and adds the campaign lease."""
-    _add_missing_columns(db)
-    seen: set[str] = set()
-    for case_id, content_hash, backends in db.execute("SELECT id, content_hash, backends FROM cases ORDER BY id").fetchall():
-        key = case_key(content_hash, json.loads(backends or "[]"))
-        if key not in seen:  # a duplicate the old version stored keeps a NULL key; nothing is deleted
-            seen.add(key)
-            db.execute("UPDATE cases SET case_key = ? WHERE id = ?", [key, case_id])
-    columns = ["id", "seed", "config", "versions"]
-    for row in db.execute(f"SELECT {', '.join(columns)} FROM campaigns ORDER BY id").fetchall():
-        campaign_uuid = _derived_uuid(dict(zip(columns, row)))
-        if db.execute("SELECT 1 FROM campaigns WHERE uuid = ?", [campaign_uuid]).fetchone() is None:
-            db.execute("UPDATE campaigns SET uuid = ? WHERE id = ?", [campaign_uuid, row[0]])
-    for sql in _UNIQUE_SQL:
-        db.execute(sql)
-
-
-def _to_v4(db: sqlite_utils.Database) -> None:
-    """Version 4 adds buckets.known_bug: the id of the known-bug registry entry a bucket is."""
-    _add_missing_columns(db)
-
-
-def _to_v5(db: sqlite_utils.Database) -> None:
-    """Version 5 bounds the corpus: buckets.first_case, latest_case and campaigns (findings per campaign
-    id), taken from the stored cases (nothing is deleted); and rewrites findings and verdicts that hold
-    NaN or Infinity tokens in the strict form (fuzzer/jsonform.py), which sqlite's JSON functions read."""
-    _add_missing_columns(db)
-    db.execute("CREATE INDEX IF NOT EXISTS idx_cases_shrunk_from ON cases (shrunk_from)")
-    kept: dict[str, dict] = {}  # signature -> first_case, latest_case, campaigns
-    rows = db.execute("SELECT id, campaign_id, findings, case_key FROM cases WHERE shrunk_from IS NULL ORDER BY id").fetchall()
-    for case_id, campaign_id, findings, key in rows:
-        entries = json.loads(findings or "[]")
-        for signature in {f.get("signature") for f in entries if isinstance(f, dict)} - {None}:
-            bucket = kept.setdefault(signature, {"first_case": case_id, "campaigns": {}})
-            bucket["latest_case"] = case_id
-            if campaign_id is not None and key is not None:  # a duplicate version 2 stored was never counted
-                bucket["campaigns"][str(campaign_id)] = bucket["campaigns"].get(str(campaign_id), 0) + 1
-    for signature, bucket in kept.items():
-        db.execute("UPDATE buckets SET first_case = ?, latest_case = ?, campaigns = ? WHERE signature = ?",
-                   [bucket["first_case"], bucket["latest_case"], _dumps(bucket["campaigns"]), signature])
-    for case_id, findings, verdicts in db.execute(
-            "SELECT id, findings, verdicts FROM cases WHERE findings LIKE '%NaN%' OR findings LIKE '%Infinity%' "
-            "OR verdicts LIKE '%NaN%' OR verdicts LIKE '%Infinity%'").fetchall():
-        db.execute("UPDATE cases SET findings = ?, verdicts = ? WHERE id = ?",
-                   [jsonform.dumps(json.loads(findings)), jsonform.dumps(json.loads(verdicts or "[]")), case_id])
-
-
-def _to_v6(db: sqlite_utils.Database) -> None:
-    """Version 6 has one bucket per cause, with its members (fuzzer/buckets.py). Each version-5
-    bucket (one finding signature) becomes a member of itself; Corpus.migrate then groups them
-    as `fuzz rebucket` does, keeping every finding's signature."""
-    db.execute(_SCHEMA_SQL["members"])
-    db.execute("CREATE INDEX IF NOT EXISTS idx_members_signature ON members (signature)")
-    db.execute("INSERT OR IGNORE INTO members (bucket, signature, verdict, backend, culprit, count, campaigns) "
-               "SELECT signature, signature, verdict, backend, culprit, count, campaigns FROM buckets")
-
-
-MIGRATIONS: list[tuple[int, Callable[[sqlite_utils.Database], None]]] = [
-    (1, _to_v1),
-    (2, _to_v2),
-    (3, _to_v3),
-    (4, _to_v4),
-    (5, _to_v5),
-    (6, _to_v6),
-]
-GROUPED_BY_CAUSE = 6  # the version from which buckets group findings by cause (see _to_v6)
-
-
-# ---------------------------------------------------------------- stored rows
-
-
-@dataclass
-class StoredCase:
-    """A case as read from its row: findings and verdicts in their JSON form, as stored (what
-    `fuzz show --json` and `fuzz export` give out; a corpus another release or a person wrote
-    may hold keys this one does not know), their errors read as floats ("inf" is inf: fuzzer/jsonform.py).
-    `record()` is the typed CaseRecord."""
-
-    id: int
-    case: Case
-    campaign_id: int | None
-    created: str
-    verdict: str
-    signature: str | None
-    findings: list[dict]
-    backends: list[str]
-    shrunk_from: int | None
-    shrink_log: Any
-    verdicts: list[dict]
-    content_hash: str
-    op_sequence: str
-
-    def record(self) -> CaseRecord:
-        """The CaseRecord to store this case again (merge); UserError if its findings or verdicts are malformed."""
-        findings, backend_verdicts = self.findings, self.verdicts
-        if not isinstance(findings, list) or not all(is_finding(f) for f in findings):
-            raise UserError(f"case {self.id} has malformed findings (each needs string 'signature', 'verdict', "
-                            "'backend' and 'culprit')")
-        if not isinstance(backend_verdicts, list) or not all(_is_verdict(v) for v in backend_verdicts):
-            raise UserError(f"case {self.id} has malformed verdicts (each needs string 'backend' and 'verdict')")
-        return CaseRecord(
-            self.case, campaign_id=self.campaign_id, verdict=self.verdict, backends=self.backends,
-            findings=[Finding.from_dict(f) for f in findings], verdicts=[BackendVerdict.from_dict(v) for v in backend_verdicts],
-            shrunk_from=self.shrunk_from, shrink_log=self.shrink_log, created=self.created,
-        )
-
-
-def _live_holder(lease: dict) -> int | None:
-    """The pid of the live process holding a campaign's lease, or None when it is free or stale
-    (a dead pid on this host, or no heartbeat for LEASE_STALE_S)."""
-    pid, host, heartbeat = lease["lease_pid"], lease["lease_host"], lease["lease_heartbeat"]
-    if pid is None or heartbeat is None or time.time() - heartbeat > LEASE_STALE_S:
-        return None
-    if host == socket.gethostname():
-        if pid == os.getpid():
-            return None  # this process: its own earlier lease
-        if not _process_alive(pid):
-            return None
-    return pid
-
-
-def _process_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # someone else's process
-    try:  # a zombie (ended, not yet reaped) is gone
-        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] != "Z"
-    except OSError:
-        return True
 
 
 def _one_per_signature(findings: list[dict]) -> list[dict]:
@@ -426,9 +127,6 @@ def _primary_signature(verdict: str, findings: list[dict]) -> str | None:
         if finding.get("verdict") == verdict:
             return finding["signature"]
     return findings[0]["signature"] if findings else None
-
-
-# ---------------------------------------------------------------- the corpus
 
 
 class Corpus:
@@ -461,8 +159,8 @@ class Corpus:
             conn.execute("PRAGMA foreign_keys = ON")
             if new_file:  # set before the first table: the pages of dropped cases can go back (_give_back_free_pages)
                 conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
-            _retry_while_locked(self._enable_wal)
-            _retry_while_locked(self.migrate)
+            retry_while_locked(self._enable_wal)
+            retry_while_locked(self.migrate)
         except BaseException:
             self.close()
             raise
@@ -533,7 +231,7 @@ class Corpus:
         with self._write():
             version = self._check_layout(self.db)  # again, under the lock: another process may have migrated
             if version is None:
-                self.db.execute(_SCHEMA_SQL["meta"])
+                self.db.execute(SCHEMA_SQL["meta"])
                 version = 0
             start = version
             for target, step in MIGRATIONS:
@@ -618,7 +316,7 @@ class Corpus:
         with self._write():
             cursor = self.db.execute(
                 "INSERT INTO campaigns (uuid, started, status, seed, config, versions) VALUES (?, ?, 'running', ?, ?, ?)",
-                [str(uuid.uuid4()), _now(), seed, _dumps(config), _dumps(versions)],
+                [str(uuid.uuid4()), _now(), seed, sorted_json(config), sorted_json(versions)],
             )
             if lease:
                 self._set_lease(cursor.lastrowid)
@@ -630,7 +328,7 @@ class Corpus:
             row = self._one("SELECT lease_pid, lease_host, lease_heartbeat FROM campaigns WHERE id = ?", [campaign_id])
             if row is None:
                 raise self._no_campaign(campaign_id)
-            holder = _live_holder(row)
+            holder = live_holder(row)
             if holder is not None:
                 raise UserError(
                     f"Campaign {campaign_id} is running in process {holder} (last heartbeat "
@@ -652,7 +350,7 @@ class Corpus:
             cursor = self.db.execute(
                 "UPDATE campaigns SET checkpoint = ?, cases_run = ?, findings = ?, lease_heartbeat = ? "
                 "WHERE id = ? AND (lease_pid IS NULL OR (lease_pid = ? AND lease_host = ?))",
-                [_dumps(state), cases_run, findings, time.time(), campaign_id, os.getpid(), socket.gethostname()],
+                [sorted_json(state), cases_run, findings, time.time(), campaign_id, os.getpid(), socket.gethostname()],
             )
             if cursor.rowcount == 0:
                 raise UserError(f"Campaign {campaign_id} was taken over by another process (this one missed its "
@@ -677,7 +375,7 @@ class Corpus:
         created can (auto_vacuum INCREMENTAL is set before its first table); an older one reuses them.
         Never inside a transaction: executescript (which runs the pragma to its end) commits first."""
         if self._write_depth == 0:
-            _retry_while_locked(lambda: self.db.conn.executescript("PRAGMA incremental_vacuum"))
+            retry_while_locked(lambda: self.db.conn.executescript("PRAGMA incremental_vacuum"))
 
     def campaign(self, campaign_id: int) -> dict:
         row = self._one("SELECT * FROM campaigns WHERE id = ?", [campaign_id])
@@ -698,7 +396,7 @@ class Corpus:
                 "ended": row["ended"], "seconds": checkpoint.get("elapsed"), "graphs": row["cases_run"],
                 "findings": row["findings"], "seed": row["seed"], "backends": (row["config"] or {}).get("backends"),
                 "plugins": stored_plugins(row["config"]),
-                "running_in_pid": row["lease_pid"] if _live_holder(row) is not None else None,
+                "running_in_pid": row["lease_pid"] if live_holder(row) is not None else None,
             })
         return summaries
 
@@ -796,7 +494,7 @@ class Corpus:
             row = self._one("SELECT campaigns FROM members WHERE bucket = ? AND signature = ?", [bucket, finding["signature"]])
             campaigns = _add_campaign(_loads(row["campaigns"]) or {}, campaign_id)
             self.db.execute("UPDATE members SET count = count + 1, campaigns = ? WHERE bucket = ? AND signature = ?",
-                            [_dumps(campaigns), bucket, finding["signature"]])
+                            [sorted_json(campaigns), bucket, finding["signature"]])
 
     def _bump_bucket(self, signature: str, finding: dict, case: dict, counts: bool) -> list[int]:
         """Put a stored case (its `cases` row: id, campaign_id, created, node_count, element_count,
@@ -830,7 +528,7 @@ class Corpus:
             "UPDATE buckets SET count = count + ?, last_seen = max(last_seen, ?), campaigns = ?, "
             "first_case = coalesce(first_case, ?), latest_case = CASE WHEN ? THEN ? ELSE latest_case END, "
             "representative = CASE WHEN ? THEN ? ELSE representative END WHERE signature = ?",
-            [int(counts), case["created"], _dumps(campaigns), case["id"] if generated else None, int(newer), case["id"],
+            [int(counts), case["created"], sorted_json(campaigns), case["id"] if generated else None, int(newer), case["id"],
              int(smaller), case["id"], signature],
         )
         return [old for old, taken in ((row["latest_case"], newer), (row["representative"], smaller))
@@ -854,7 +552,7 @@ class Corpus:
         if row is None:
             raise self._no_case(case_id)
         graph = Graph.from_json(row["graph"])
-        needed = _needed_arrays(graph)  # the shape rules and resource bounds, before any array is read
+        needed = needed_arrays(graph)  # the shape rules and resource bounds, before any array is read
         arrays = {}
         for item in self._rows("SELECT name, npy FROM case_arrays WHERE case_id = ? ORDER BY rowid", [case_id]):
             if item["name"] not in needed:
@@ -1100,12 +798,12 @@ class Corpus:
                                 "first_seen = min(first_seen, coalesce(?, first_seen)), "
                                 "last_seen = max(last_seen, coalesce(?, last_seen)) WHERE signature = ?",
                                 [bucket["status"], bucket["note"], bucket["known_bug"], bucket["tally"].count,
-                                 _dumps(bucket["tally"].campaigns), bucket["first_seen"], bucket["last_seen"], signature])
+                                 sorted_json(bucket["tally"].campaigns), bucket["first_seen"], bucket["last_seen"], signature])
             for (signature, finding_signature), member in plan.members.items():
                 if member["described"] is not None:
                     self._bump_member(signature, member["described"])
                 self.db.execute("UPDATE members SET count = ?, campaigns = ? WHERE bucket = ? AND signature = ?",
-                                [member["tally"].count, _dumps(member["tally"].campaigns), signature, finding_signature])
+                                [member["tally"].count, sorted_json(member["tally"].campaigns), signature, finding_signature])
         return summary
 
     def stats(self) -> dict:
@@ -1207,7 +905,7 @@ class Corpus:
         if added:
             self.db.execute("UPDATE buckets SET count = count + ?, campaigns = ?, first_seen = min(first_seen, ?), "
                             "last_seen = max(last_seen, ?) WHERE signature = ?",
-                            [added, _dumps(tallies), theirs["first_seen"], theirs["last_seen"], theirs["signature"]])
+                            [added, sorted_json(tallies), theirs["first_seen"], theirs["last_seen"], theirs["signature"]])
         our_members = {member["signature"]: member for member in ours["members"]}
         for member in theirs["members"]:
             if member["signature"] not in our_members:  # no finding of it came here with the cases: counted from theirs
@@ -1217,7 +915,7 @@ class Corpus:
                                      campaigns)
             if added:
                 self.db.execute("UPDATE members SET count = count + ?, campaigns = ? WHERE bucket = ? AND signature = ?",
-                                [added, _dumps(tallies), ours["signature"], member["signature"]])
+                                [added, sorted_json(tallies), ours["signature"], member["signature"]])
 
     # ---- export / import
 
@@ -1279,7 +977,7 @@ class Corpus:
 
         Every case is validated before anything is written; a case stored already is not stored again.
         """
-        checked = [self._imported_case(data) for data in exported]
+        checked = [imported_case(data) for data in exported]
         result: dict[str, list[int]] = {"imported": [], "already_here": []}
         with self._write():
             for record, triage in checked:
@@ -1297,30 +995,6 @@ class Corpus:
         its id. Nothing is written on error."""
         result = self.import_cases([data])
         return (result["imported"] + result["already_here"])[0]
-
-    def _imported_case(self, data: dict) -> tuple[CaseRecord, list[dict]]:
-        """The record an exported case stores, and its triage entries; UserError if anything is malformed."""
-        case = case_from_export(data)
-        verdict = data.get("verdict", "unchecked")
-        if not isinstance(verdict, str):
-            raise UserError("The case file's 'verdict' must be a string.")
-        backends = data.get("backends", [])
-        if not isinstance(backends, list) or not all(isinstance(b, str) for b in backends):
-            raise UserError("The case file's 'backends' must be a list of backend names.")
-        findings = data.get("findings", [])
-        if not isinstance(findings, list) or not all(is_finding(f) for f in findings):
-            raise UserError(
-                "The case file's 'findings' must be a list of objects with string 'signature', 'verdict', 'backend' "
-                "and 'culprit'."
-            )
-        triage = data.get("triage", [])
-        if not isinstance(triage, list) or not all(_is_triage(entry) for entry in triage):
-            raise UserError(f"The case file's 'triage' must be a list of objects with a string 'bucket', a 'status' "
-                            f"({', '.join(STATUSES)}), a list of finding signatures 'findings', and a string or null "
-                            "'note' and 'known_bug'.")
-        # Findings are kept as the file has them (fuzzer/jsonform.py): another release's keys included.
-        record = CaseRecord(case, verdict=verdict, backends=backends, findings=[Finding.from_dict(f) for f in findings])
-        return record, triage
 
 
 # The bucket of a case: the one its primary finding is a member of.
@@ -1355,109 +1029,3 @@ def _raised(ours: dict[str, int], theirs: dict[str, int], campaigns: dict[int, i
 def _check_status(status: str) -> None:
     if status not in STATUSES:
         raise UserError(f"Unknown triage status '{status}'; use one of: {', '.join(STATUSES)}.")
-
-
-def is_finding(value: Any) -> bool:
-    return isinstance(value, dict) and all(
-        isinstance(value.get(key), str) for key in ("signature", "verdict", "backend", "culprit")
-    )
-
-
-def _is_triage(value: Any) -> bool:
-    return (isinstance(value, dict) and isinstance(value.get("bucket"), str) and value.get("status") in STATUSES
-            and isinstance(value.get("findings"), list) and all(isinstance(s, str) for s in value["findings"])
-            and all(value.get(key) is None or isinstance(value[key], str) for key in ("note", "known_bug")))
-
-
-def _is_verdict(value: Any) -> bool:
-    return isinstance(value, dict) and all(isinstance(value.get(key), str) for key in ("backend", "verdict"))
-
-
-def _needed_arrays(graph: Graph) -> dict[str, tuple[int, ...]]:
-    """Every array a case of `graph` needs, by name, with its shape (checking the shape rules and resource bounds)."""
-    shapes = infer_shapes(graph)
-    needed = {spec.name: spec.shape for spec in graph.inputs}
-    needed.update(param_shapes(graph, shapes))
-    return needed
-
-
-def file_kind(mode: int) -> str:
-    """'a FIFO', 'a character device', ... for a stat mode (what a file that is not a regular one is)."""
-    kinds = [(stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
-             (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"), (stat.S_ISREG, "a regular file")]
-    return next((name for test, name in kinds if test(mode)), "a special file")
-
-
-def _read_regular_file(path: Path) -> str:
-    """A regular file's text. Anything else is refused before it is opened: /dev/zero never ends, a FIFO
-    blocks. The open descriptor is checked again, in case the file was swapped in between."""
-    mode = os.stat(path).st_mode
-    if stat.S_ISREG(mode):
-        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO swapped in does not block the open
-        with open(descriptor, encoding="utf-8") as file:
-            mode = os.fstat(descriptor).st_mode
-            if stat.S_ISREG(mode):
-                return file.read()
-    raise UserError(f"Case file '{path}' is {file_kind(mode)}, not a regular file; pass a file written by `fuzz export`.")
-
-
-def load_case_file(path: str | Path) -> dict:
-    """Read an exported case's JSON; UserError naming the file if it cannot be read or parsed."""
-    path = Path(path)
-    try:
-        text = _read_regular_file(path)
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        raise UserError(f"Cannot read case file '{path}' ({reason}); check the path.") from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise UserError(
-            f"Case file '{path}' is not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno}); "
-            "pass a file written by `fuzz export`."
-        ) from None
-    except RecursionError:
-        raise UserError(f"Case file '{path}' nests deeper than {MAX_JSON_DEPTH} levels; refusing to load it.") from None
-    check_json_depth(data, f"case file '{path}'")
-    if not isinstance(data, dict):
-        raise UserError(
-            f"Case file '{path}' holds a JSON {type(data).__name__}, not an object; pass a file written by `fuzz export`."
-        )
-    return data
-
-
-def case_from_export(data: Any) -> Case:
-    """The Case in an exported dict, fully validated (format, version, graph, arrays without pickles, shapes)."""
-    if not isinstance(data, dict) or data.get("format") != EXPORT_FORMAT:
-        found = data.get("format") if isinstance(data, dict) else None
-        raise UserError(
-            f"Not an exported fuzzer case ('format' is {found!r}, expected '{EXPORT_FORMAT}'); "
-            "pass a file written by `fuzz export`."
-        )
-    version = data.get("version")
-    if not isinstance(version, int) or isinstance(version, bool) or not 1 <= version <= EXPORT_VERSION:
-        raise UserError(
-            f"Exported case version {version!r} is not supported (this fuzzer reads 1..{EXPORT_VERSION}); upgrade the fuzzer."
-        )
-    if "graph" not in data:
-        raise UserError("The exported case has no 'graph'; pass a file written by `fuzz export`.")
-    graph = Graph.from_dict(data["graph"])
-    needed = _needed_arrays(graph)  # the shape rules and resource bounds, before any array is decoded
-    arrays_data = data.get("arrays")
-    if not isinstance(arrays_data, dict) or not all(
-        isinstance(name, str) and isinstance(text, str) for name, text in arrays_data.items()
-    ):
-        raise UserError("The exported case's 'arrays' must be an object mapping names to base64 .npy strings.")
-    extra = sorted(set(arrays_data) - set(needed))
-    if extra:
-        raise UserError(f"The exported case carries arrays the graph does not use: {extra}.")
-    arrays = {name: from_base64(text, f"array '{name}'", needed[name]) for name, text in arrays_data.items()}
-    seed = data.get("seed", 0)
-    if not isinstance(seed, int) or isinstance(seed, bool):
-        raise UserError(f"The exported case's 'seed' must be an integer, not {seed!r}.")
-    expect = data.get("expect")
-    if expect is not None and not isinstance(expect, str):
-        raise UserError(f"The exported case's 'expect' must be a string, not {expect!r}.")
-    case = Case(graph, arrays, seed)
-    case.validate()
-    return case
