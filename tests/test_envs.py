@@ -294,7 +294,7 @@ def test_what_an_old_release_cannot_express_is_unsupported_never_a_finding(old_j
     assert backend.unsupported_ops == set()  # each case, not the op: norm over one axis still runs
 
 
-@pytest.mark.slow
+@pytest.mark.long  # about 2 minutes (a jax 0.4.26 venv, a campaign, bisect): CI keeps the in-process end-to-end tests
 def test_cross_version_campaign_finds_shrinks_stores_replays_and_bisects_a_real_jax_bug(old_jax, tmp_path):
     home, db = old_jax, tmp_path / "xv.db"
     listed = json.loads(fuzz("env", "list", "--json", env_home=home).stdout)
