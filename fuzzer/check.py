@@ -275,14 +275,9 @@ def localize(backend: Backend, case: Case, runner: Runner = run_backend, failing
 
 
 def _ancestor_nodes(graph, name: str) -> list[int]:
-    """The positions of the nodes `name` depends on, itself included, in graph order (a node's
-    operands come before it)."""
-    needed, found = {name}, []
-    for index in range(len(graph.nodes) - 1, -1, -1):
-        if graph.nodes[index].name in needed:
-            needed.update(graph.nodes[index].inputs)
-            found.append(index)
-    return found[::-1]
+    """The positions of the nodes `name` depends on, itself included, in graph order."""
+    needed = graph.ancestors([name])
+    return [index for index, node in enumerate(graph.nodes) if node.name in needed]
 
 
 def localize_regression(backend: Backend, peer: Backend | None, case: Case, runner: Runner = run_backend,

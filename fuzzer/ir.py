@@ -87,6 +87,15 @@ class Graph:
     def op_names(self) -> list[str]:
         return [node.op for node in self.nodes]
 
+    def ancestors(self, names) -> set[str]:
+        """The names of the values `names` depend on (nodes and graph inputs), themselves included.
+        One backward pass: a node comes after the values it reads."""
+        needed = set(names)
+        for node in reversed(self.nodes):
+            if node.name in needed:
+                needed.update(node.inputs)
+        return needed
+
     def to_dict(self) -> dict:
         return {
             "schema": SCHEMA_VERSION,

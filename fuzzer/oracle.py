@@ -243,19 +243,6 @@ class Reference:
         )
 
 
-def _ancestors(graph: Graph, name: str) -> set[str]:
-    seen, stack = set(), [name]
-    producers = {node.name: node for node in graph.nodes}
-    while stack:
-        current = stack.pop()
-        if current in seen:
-            continue
-        seen.add(current)
-        if current in producers:
-            stack.extend(producers[current].inputs)
-    return seen
-
-
 def compute_reference(case: Case, dtypes: set[str]) -> Reference:
     graph = case.graph
     inputs, params = split_arrays(case)
@@ -264,7 +251,7 @@ def compute_reference(case: Case, dtypes: set[str]) -> Reference:
     outputs, scales, sensitivities = [], [], []
     peaks: dict = {}  # per value (a name, or a node's parameter): its largest finite magnitude
     for out in graph.outputs:
-        ancestors = _ancestors(graph, out)
+        ancestors = graph.ancestors([out])
         if FAST:
             # The same maximum as below: max is exact, and a value with no finite entry (left out
             # there) or the 0.0 floor adds 0.0, which no magnitude (>= 0) is below.

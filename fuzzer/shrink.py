@@ -123,10 +123,7 @@ def value_cost(array: np.ndarray) -> int:
 
 def prune(graph: Graph) -> Graph:
     """Drop nodes and inputs that no output depends on."""
-    needed = set(graph.outputs)
-    for node in reversed(graph.nodes):
-        if node.name in needed:
-            needed.update(node.inputs)
+    needed = graph.ancestors(graph.outputs)
     nodes = tuple(n for n in graph.nodes if n.name in needed)
     inputs = tuple(t for t in graph.inputs if t.name in needed)
     return replace(graph, inputs=inputs, nodes=nodes)
