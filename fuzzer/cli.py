@@ -200,7 +200,8 @@ def main():
               help="Seconds to shrink each new finding.")
 @click.option("--compiled-inputs", type=bounded("compiled_inputs"), default=8, show_default=True,
               help="Further input sets (special values, magnitudes, plain) each compiler runs a graph it compiled on: "
-                   "compile once, test many.")
+                   "compile once, test many. A dynamic-shape compiler (torch-compile-dynamic) then runs half as "
+                   "many shape variants of the graph (size 1, sizes off powers of two, past block sizes) on its one compile.")
 @click.option("--inputs-per-graph", type=bounded("inputs_per_graph"), default=2, show_default=True,
               help="Input/weight sets per graph (compiled code is reused across them).")
 @click.option("--compile-share", default=DEFAULT_SHARE, show_default=True, metavar="SHARES",

@@ -28,6 +28,7 @@ from fuzzer.ir import Case
 from fuzzer import verdicts
 from fuzzer.plugins import load_plugins
 from fuzzer.records import CaseReply, CheckReply, FoundCase, ShrinkReply
+from fuzzer.shape_variants import shape_variant
 from fuzzer.shrink import shrink_case
 
 THREADS_ENV = "FUZZ_WORKER_THREADS"
@@ -129,15 +130,23 @@ class CaseDrawer:
         a compiler's one-op or small graph (its further sets are the compiled ones)."""
         return self.config.inputs_per_graph if source.tier == WHOLE else 1
 
-    def input_set(self, case: Case, source: CaseSource) -> Case:
+    def shape_variants(self) -> int:
+        """Shape variants a dynamic-shape compiler runs after the value sets: half as many."""
+        return self.config.compiled_inputs // 2
+
+    def input_set(self, case: Case, source: CaseSource) -> Case | None:
         """The `source.input_set`-th input set of `source`'s drawn `case` (0: the case itself). Its
         plain sets take values from the graph's own regime; the further sets of a compiled graph
         from the campaign's value regimes in turn (special values, magnitudes, plain values), and a
-        graph of the small regime is then labelled with the regime its values came from."""
+        graph of the small regime is then labelled with the regime its values came from. After
+        those come the shape variants (fuzzer/shape_variants.py): None where the graph has none."""
         number, plain_sets = source.input_set, self.plain_sets(source)
         if number == 0:
             return case
         seed = case.seed + number
+        if number >= plain_sets + self.config.compiled_inputs:
+            variant = shape_variant(case.graph, seed)
+            return None if variant is None else materialize(variant, seed, regime_profiles(variant, seed))
         if number < plain_sets or not self.value_regimes:
             return materialize(case.graph, seed, regime_profiles(case.graph, seed))
         regime = self.value_regimes[(number - plain_sets) % len(self.value_regimes)]
@@ -145,7 +154,10 @@ class CaseDrawer:
         return materialize(graph, seed, regime_profiles(graph, seed, regime))
 
     def draw(self, source: CaseSource) -> Case:
-        return self.input_set(self.graph_case(source), source)
+        case = self.input_set(self.graph_case(source), source)
+        if case is None:
+            raise InternalError(f"input set {source.input_set} of graph {source.index} has no shape variant")
+        return case
 
 
 class FirstCompileGate:
@@ -300,16 +312,23 @@ class Pipeline:
     def _check_input_sets(self, source: CaseSource, case: Case, backends: list[Backend], reply: CaseReply,
                           known_signatures: set[str]) -> None:
         """Check `case` on `backends` with its plain input sets, then the compilers among them that
-        compiled it on `compiled_inputs` more (compile once, test many: same shapes, no recompile).
-        The time of a set only compilers ran, beyond their own runs, is theirs (self.overhead)."""
+        compiled it on `compiled_inputs` more (compile once, test many: same shapes, no recompile),
+        then the dynamic-shape compilers among those on shape variants of the graph (their one
+        compile serves every size). The time of a set only compilers ran, beyond their own runs,
+        is theirs (self.overhead)."""
         plain_sets = self.drawer.plain_sets(source)
-        for number in range(plain_sets + self.config.compiled_inputs):
+        value_sets = plain_sets + self.config.compiled_inputs
+        for number in range(value_sets + self.drawer.shape_variants()):
             if number == plain_sets:
                 backends = [b for b in backends if b.expensive and self.first_status.get(b.name) == OK]
+            if number == value_sets:
+                backends = [b for b in backends if b.dynamic]
             if not backends:
                 return
             self.source = replace(source, input_set=number)
             current = self.drawer.input_set(case, self.source)
+            if current is None:
+                return  # no size of this graph can change: no variant would
             began, ran_before = time.perf_counter(), sum(self.backend_seconds.get(b.name, 0.0) for b in backends)
             result = check_case(current, backends, self.config.reruns, self.runner)
             reply.count([b.name for b in backends], current.graph.op_names(), first_set=number == 0)

@@ -63,6 +63,9 @@ class Backend:
     # a kind whose structures cost more to compile gets a larger slice, so that it compiles a
     # useful number of them in a short campaign.
     compile_weight: ClassVar[float] = 1.0
+    # Compiles with symbolic sizes (torch.compile(dynamic=True)): one compile serves the graph at
+    # every size, so campaigns also run it on shape variants of the graphs it compiled.
+    dynamic: ClassVar[bool] = False
     # The script line that sets VERSIONS, which every reproducer prints first (fuzzer/reproducer.py).
     versions_source: ClassVar[str] = "VERSIONS = 'versions not recorded by this backend'"
     # The named sets (`--backends cpu`, `gpu`, `model`) this kind joins, declared by the class

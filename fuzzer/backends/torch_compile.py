@@ -70,7 +70,6 @@ class TorchCompile(TorchEager):
     # ~1-2 s per new structure on the CPU against jax.jit's ~0.1-0.3 s: three times the default slice.
     compile_weight = 3.0
     compile_mode: ClassVar[str | None] = None
-    dynamic: ClassVar[bool] = False
     compile_options: ClassVar[dict] = {}
 
     def cache_key(self, graph: Graph) -> tuple:
