@@ -10,13 +10,13 @@ numpy reference and r_d the same reference evaluated in dtype d:
                    max |r_noisy - r64| )         (the same, by a rounding model: see below)
     scale   = max |v| over o and every value o depends on (inputs, weights, intermediates)
     sens    = sum of the op sensitivities (OpDef.sensitivity) of the nodes o depends on
-    allowed = K_SAME * e_same + RTOL[d] * sens * scale
+    allowed = K_SAME * e_same + sens * (RTOL[d] * scale + TINY[d])
 
     agree  iff err <= allowed
 
 r_d is numpy in dtype d, with d's rounding and range (float16 overflows past 65,504, as an
 honest float16 kernel may). bfloat16 values are ml_dtypes' and every op computes in float32
-from them and rounds its result to bfloat16, as a bfloat16 kernel does (numpy_ref.py says why
+from them and rounds its result to bfloat16, as a bfloat16 kernel does (reference.py says why
 not ml_dtypes' own reductions): an input that rounds to -1 makes log1p -inf there too.
 
 Why each term: `e_same` is the PyTorch-minifier idea (judge error relative to
@@ -37,7 +37,11 @@ rounding at each op may legitimately do to this graph on these values. `scale` u
 the output's own, because rounding errors are made relative to intermediate
 values (a sum that cancels to ~0 still carries eps * sum|x|). `sens` grows the
 budget with the depth and kind of the graph. RTOL is a few hundred float32 ulps;
-every seed bug class produces errors of order `scale`, far above it.
+every seed bug class produces errors of order `scale`, far above it. TINY[d] is d's smallest
+normal: a kernel that flushes subnormals (XLA on the CPU, Triton and fast-math CUDA kernels)
+may read any subnormal inside an op as zero, in some uses and not others (Triton's tanhshrink
+of a subnormal x is x - 0), so each op may be off by that much; it matters only where values
+are that small.
 
 Non-finite values
 -----------------
@@ -70,6 +74,15 @@ result changes, beyond a zero's sign, when those zeros flip sign, or changes cla
 are d's smallest normal below zero; the nan makes that entry, and what is computed from it,
 undefined. A zero the case gives (a graph input, a parameter) is exact: the IEEE answer is
 required (pow_scalar(-0.0, -1) of an input -0.0 is -inf).
+
+A computed zero is any result within its rounding bound of zero, the op's declared
+`forward_error` included (x - tanh(x) of a small x is 0 in float32, 1e-11 in float64), or below
+d's smallest normal. An entry the math leaves to convention (OpDef.undefined: pow(-inf, 0.5) is
++inf by IEEE pow, nan by numpy's and torch's sqrt) is undefined the same way. Undefinedness is a
+mask beside the run's values, not the nan alone: it is carried to every result that changes when
+the undefined entries do (a select reads nan as false and would drop it; a log of a zero-signed
+zero is nan, like the log of a negative the math defines), and an undefined entry is never
+required, whatever its class.
 
 Extra outputs (gradients)
 -------------------------
@@ -105,7 +118,7 @@ gives the plain path's arrays, values and memory layout alike (see "equivalent" 
 the two paths bit for bit on generated cases of every regime.
 
 Most cases need no honest model at all (`LAZY`, on): `allowed` is K_SAME * e_same plus the floor
-RTOL[d] * sens * scale, and e_same >= 0, so a backend whose every output entry is finite, where r64
+sens * (RTOL[d] * scale + TINY[d]), and e_same >= 0, so a backend whose every output entry is finite, where r64
 is finite everywhere, and within the floor of r64, agrees whatever the models say (the full
 comparison judges a subset of those entries against an allowance no smaller). check.check_case
 judges each backend that way first (judge_outputs' `at_floor`); such a verdict records the floor as
@@ -138,11 +151,11 @@ from typing import Callable
 
 import numpy as np
 
-from fuzzer.backends.numpy_ref import NumpyReference, numpy_dtype
 from fuzzer.errors import normalize_error
 from fuzzer.ir import Case, Graph, interpret, split_arrays
 from fuzzer.ops import get_op
-from fuzzer.records import BackendVerdict
+from fuzzer.reference import evaluate_all, numpy_dtype
+from fuzzer.records import BackendVerdict, Signature
 from fuzzer.verdicts import AGREE, ALL_ZEROS, CONSTANT, MISMATCH, NAN_INF, severity
 
 K_SAME = 10.0
@@ -247,7 +260,7 @@ def compute_reference(case: Case, dtypes: set[str]) -> Reference:
     graph = case.graph
     inputs, params = split_arrays(case)
     with np.errstate(all="ignore"):  # non-finite values are judged, not warned about
-        env = NumpyReference(dtype="float64").execute_all(graph, inputs, params)
+        env = evaluate_all(graph, inputs, params)
     outputs, scales, sensitivities = [], [], []
     peaks: dict = {}  # per value (a name, or a node's parameter): its largest finite magnitude
     for out in graph.outputs:
@@ -293,7 +306,7 @@ def _honest_models(case: Case, inputs: dict, params: dict, env: dict, outputs: l
             honest.same_dtype[dtype] = outputs
         else:
             with np.errstate(all="ignore"):
-                env_d = NumpyReference(dtype=dtype).execute_all(graph, inputs, params)
+                env_d = evaluate_all(graph, inputs, params, dtype)
             honest.same_dtype[dtype] = [np.asarray(env_d[o], dtype=np.float64) for o in graph.outputs]
         # What honest dtype-d implementations may give: numpy in that dtype, the rounding model's
         # runs, and the flush-to-zero run. An entry is judged by the tolerance where all of them
@@ -415,10 +428,9 @@ def _rounding_runs(case: Case, inputs: dict, params: dict, dtype: str) -> list[l
     runs = []
     for run in range(NOISY_RUNS):
         rng = np.random.default_rng([case.seed % 2**32, run])
-        systematic = 1.0 if run % 2 == 0 else -1.0
         zero = 0.0 if run % 2 == 0 else -0.0
 
-        def run_op(op, xs, computed, ps, attrs):
+        def run_op(op, xs, computed, undefined_in, ps, attrs):
             # Backward error: a stable op computes the exact result of slightly perturbed
             # inputs; this is what exposes rounding *inside* an op (layer_norm's mean of
             # equal values, amplified by 1 / sqrt(var + eps)).
@@ -433,38 +445,101 @@ def _rounding_runs(case: Case, inputs: dict, params: dict, dtype: str) -> list[l
             with np.errstate(invalid="ignore"):
                 noisy = np.where(np.isfinite(out) & ((np.abs(out) <= bound) | (np.abs(out) < tiny)), zero, noisy)
                 noisy = np.where(np.isfinite(magnitude) & (magnitude > largest), np.copysign(np.inf, out), noisy)
-            if op.forward_error is not None:
-                # An op's own declared error (e.g. a rounded mean shared by a whole row) is
-                # systematic: the same sign everywhere, so downstream sums do not cancel it.
-                noisy = _perturb(noisy, systematic * ROUNDING_SLACK * roundoff * np.asarray(op.forward_error(xs, ps, attrs)))
-            return _undefined_by_zero_sign(noisy, op, xs, computed, ps, attrs, out, dtype)
+            # An op's own declared error (e.g. a rounded mean shared by a whole row) is systematic:
+            # the same sign everywhere, so downstream sums do not cancel it (_finished).
+            return _finished(noisy, op, xs, computed, undefined_in, ps, attrs, out, dtype, run)
 
-        values = dict(inputs)
+        values, undefined = dict(inputs), {}
         with np.errstate(all="ignore"):
             for node in case.graph.nodes:
-                values[node.name] = run_op(get_op(node.op), [values[name] for name in node.inputs],
-                                           [name not in inputs for name in node.inputs], params.get(node.name, {}), node.attrs)
-        runs.append([np.asarray(values[name], dtype=np.float64) for name in case.graph.outputs])
+                values[node.name], undefined[node.name] = run_op(
+                    get_op(node.op), [values[name] for name in node.inputs], [name not in inputs for name in node.inputs],
+                    [undefined.get(name) for name in node.inputs], params.get(node.name, {}), node.attrs)
+        runs.append(_model_outputs(values, undefined, case.graph.outputs, run))
     return runs
 
 
-def _undefined_by_zero_sign(noisy: np.ndarray, op, xs: list, computed: list[bool], ps: dict, attrs: dict,
-                            out: np.ndarray, dtype: str) -> np.ndarray:
-    """`noisy` (a rounding run's result of `op`, which gave `out` on the operands `xs`) with nan
-    wherever `out` depends on the sign of a zero among the computed operands (`computed`: not
-    graph inputs). Such a zero stands for a result within rounding of zero, of either sign: the
-    entry is undefined in `dtype` where flipping the zeros' sign changes `out` by more than a
-    zero's sign (atan2's +-pi, 1 / +-0), or making them d's smallest normal below zero changes
-    its class (sqrt and log are nan there). See "Signed zeros"."""
+def _finished(noisy: np.ndarray, op, xs: list, computed: list[bool], undefined_in: list, ps: dict, attrs: dict,
+              out: np.ndarray, dtype: str, run: int) -> tuple[np.ndarray, np.ndarray | None]:
+    """A rounding run's result of `op` and the mask of its undefined entries (None: none), from
+    `noisy` (its perturbed result, _noisy), `out` (its result on the operands `xs`) and the masks
+    of the operands' undefined entries (`undefined_in`, None each where none).
+
+    The op's declared forward error (OpDef.forward_error) is added with the run's sign, and a
+    result within that error of zero may be an exact zero of either sign, as one within its
+    rounding bound may (_noisy): x - tanh(x) of a small x is 0 in float32. An entry is undefined
+    in `dtype` (nan in the run, and in the mask) where it depends on the sign of a computed zero
+    (_zero_sign_dependent), on an operand entry undefined upstream (_depends_on_undefined), or
+    where the op leaves it to convention (OpDef.undefined). The mask, not the nan, says so: a
+    nan the math defines (sqrt(-1)) is required of a backend, an undefined entry never is."""
+    if op.forward_error is not None:
+        error = ROUNDING_SLACK * UNIT_ROUNDOFF[dtype] * np.asarray(op.forward_error(xs, ps, attrs))
+        noisy = _perturb(noisy, (1.0 if run % 2 == 0 else -1.0) * error)  # systematic: one sign a run
+        noisy = np.where(np.isfinite(out) & (np.abs(out) <= error), 0.0 if run % 2 == 0 else -0.0, noisy)
+    masks = [_zero_sign_dependent(op, xs, computed, ps, attrs, out, dtype), _depends_on_undefined(op, xs, undefined_in, ps, attrs,
+                                                                                          np.shape(out))]
+    if op.undefined is not None:
+        masks.append(np.asarray(op.undefined(xs, ps, attrs), dtype=bool))
+    masks = [np.broadcast_to(mask, np.shape(out)) for mask in masks if mask is not None and mask.any()]
+    if not masks:
+        return noisy, None
+    undefined = np.logical_or.reduce(masks)
+    return np.where(undefined, np.nan, noisy), undefined
+
+
+def _zero_sign_dependent(op, xs: list, computed: list[bool], ps: dict, attrs: dict, out: np.ndarray,
+                         dtype: str) -> np.ndarray | None:
+    """Where `out` (`op` on the operands `xs`) depends on the sign of a zero among the computed
+    operands (`computed`: not graph inputs); None where no operand has such a zero. Such a zero
+    stands for a result within rounding of zero, of either sign: the entry is undefined in
+    `dtype` where flipping the zeros' sign changes `out` by more than a zero's sign (atan2's +-pi,
+    1 / +-0), or making them d's smallest normal below zero changes its class (sqrt and log are
+    nan there). See "Signed zeros"."""
     if not op.zero_sign_matters or not any(is_computed and np.any(x == 0) for x, is_computed in zip(xs, computed)):
-        return noisy
+        return None
     flipped = [np.where(x == 0, -x, x) if is_computed else x for x, is_computed in zip(xs, computed)]
     below = [np.where(x == 0, -TINY[dtype], x) if is_computed else x for x, is_computed in zip(xs, computed)]
     other = np.asarray(op.reference(flipped, ps, attrs), dtype=np.float64)
     classes = nonfinite_class(out)
     changed = (classes != nonfinite_class(other)) | (np.isfinite(out) & (out != other))
-    changed |= classes != nonfinite_class(np.asarray(op.reference(below, ps, attrs), dtype=np.float64))
-    return np.where(changed, np.nan, noisy) if changed.any() else noisy
+    return changed | (classes != nonfinite_class(np.asarray(op.reference(below, ps, attrs), dtype=np.float64)))
+
+
+# What an undefined operand entry is replaced by to see which results depend on it: the extremes
+# and a plain number (0 * inf is nan while 0 * 0 is 0; where(a <= b, a, b) takes a at -inf only).
+UNDEFINED_PROBES = (np.inf, -np.inf, 0.0)
+
+
+def _depends_on_undefined(op, xs: list, undefined_in: list, ps: dict, attrs: dict, shape: tuple) -> np.ndarray | None:
+    """Where `op`'s result depends on an operand entry marked in `undefined_in`: the entries that
+    change when those operand entries take each of UNDEFINED_PROBES. A nan would not do: a select
+    (where, a comparison) reads nan as false and drops it. None where no operand entry is marked."""
+    if not any(mask is not None for mask in undefined_in):
+        return None
+    results = []
+    for probe in UNDEFINED_PROBES:
+        probed = [x if mask is None else np.where(mask, probe, x) for x, mask in zip(xs, undefined_in)]
+        try:
+            results.append(np.broadcast_to(np.asarray(op.reference(probed, ps, attrs), dtype=np.float64), shape))
+        except (ValueError, ArithmeticError):  # a reference that refuses inf (LinAlgError is a ValueError): all of it depends
+            return np.ones(shape, dtype=bool)
+    return np.logical_or.reduce([~_same(results[0], other) for other in results[1:]])
+
+
+def _same(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Per entry: the same value, nan equal to nan."""
+    return (a == b) | (np.isnan(a) & np.isnan(b))
+
+
+def _model_outputs(values: dict, undefined: dict, names: list[str], run: int) -> list[np.ndarray]:
+    """A rounding run's outputs as float64 arrays, each undefined entry nan in run 0 and inf in run
+    1: no class is then common to the runs, so the entry is neither judged nor defined non-finite."""
+    marker = np.nan if run % 2 == 0 else np.inf
+    outputs = []
+    for name in names:
+        value = np.asarray(values[name], dtype=np.float64)
+        outputs.append(value if undefined.get(name) is None else np.where(undefined[name], marker, value))
+    return outputs
 
 
 # The fast path (FAST; see "Cost" in the module docstring). Every function below returns, bit for
@@ -588,9 +663,9 @@ def _rounding_runs_shared(case: Case, inputs: dict, params: dict, dtypes: list[s
     runs: dict[str, list] = {dtype: [] for dtype in dtypes}
     for run in range(NOISY_RUNS):
         rng = np.random.default_rng([case.seed % 2**32, run])
-        systematic = 1.0 if run % 2 == 0 else -1.0
         zero = 0.0 if run % 2 == 0 else -0.0
         envs = {dtype: dict(inputs) for dtype in dtypes}
+        undefined: dict[str, dict] = {dtype: {} for dtype in dtypes}
         for node in graph.nodes:
             op = get_op(node.op)
             ps = params.get(node.name, {})
@@ -623,26 +698,23 @@ def _rounding_runs_shared(case: Case, inputs: dict, params: dict, dtypes: list[s
                 draw = rng.uniform(-1.0, 1.0, shape)
                 for dtype in dtypes:
                     out, magnitude = results[dtype]
-                    noisy = _noisy(out, magnitude, draw, dtype, zero)
-                    if op.forward_error is not None:
-                        noisy = _perturb(noisy, systematic * ROUNDING_SLACK * UNIT_ROUNDOFF[dtype]
-                                         * np.asarray(op.forward_error(operands[dtype], ps, node.attrs)))
-                    envs[dtype][node.name] = _undefined_by_zero_sign(noisy, op, operands[dtype], computed, ps, node.attrs, out,
-                                                                     dtype)
+                    envs[dtype][node.name], undefined[dtype][node.name] = _finished(
+                        _noisy(out, magnitude, draw, dtype, zero), op, operands[dtype], computed,
+                        [undefined[dtype].get(name) for name in node.inputs], ps, node.attrs, out, dtype, run)
         for dtype in dtypes:
-            runs[dtype].append([np.asarray(envs[dtype][name], dtype=np.float64) for name in graph.outputs])
+            runs[dtype].append(_model_outputs(envs[dtype], undefined[dtype], graph.outputs, run))
     return runs
 
 
 def _flush_to_zero_shared(graph: Graph, inputs: dict, params: dict, dtype: str, env: dict) -> list[np.ndarray]:
     """_flush_to_zero_run(graph, inputs, params, dtype), taking the float64 run's values (`env`,
-    from NumpyReference.execute_all) where flushing changes nothing.
+    from reference.evaluate_all) where flushing changes nothing.
 
     By induction over the nodes: where every operand the plain run gives a node (a flushed copy)
     is equivalent to the one the float64 run gave it, the plain run's result is the float64
     run's, flushed; that flush changes nothing and is equivalent to the float64 value itself
-    where the value has no entry in (0, tiny) in magnitude and is _standard. (`env` comes from a
-    NumpyReference without overrides, whose implementation of an op is the op's reference.)"""
+    where the value has no entry in (0, tiny) in magnitude and is _standard. (`env` comes from
+    reference.evaluate_all without overrides, whose implementation of an op is the op's reference.)"""
     tiny = TINY[dtype]
     flush = lambda values: _flushed(values, dtype)  # noqa: E731
 
@@ -711,10 +783,10 @@ def extended(reference: Reference, extra: Reference) -> Reference:
 
 
 def floor_allowance(reference: Reference, index: int, dtype: str) -> float:
-    """The floor term of `allowed`, RTOL[d] * sens * scale. allowed_error adds K_SAME * e_same to
-    it, and e_same >= 0 (each of its maxima starts at 0.0 and spans entries finite in r64 and in
-    the model: no nan), so `allowed` is never below the floor."""
-    return RTOL[dtype] * reference.sensitivities[index] * reference.scales[index]
+    """The floor term of `allowed`, sens * (RTOL[d] * scale + TINY[d]). allowed_error adds K_SAME *
+    e_same to it, and e_same >= 0 (each of its maxima starts at 0.0 and spans entries finite in r64
+    and in the model: no nan), so `allowed` is never below the floor."""
+    return reference.sensitivities[index] * (RTOL[dtype] * reference.scales[index] + TINY[dtype])
 
 
 def allowed_error(reference: Reference, index: int, dtype: str, judged: np.ndarray | None = None) -> float:
@@ -813,9 +885,6 @@ def _worst(backend: str, compared: list[tuple[str, float, float, str]]) -> Backe
 def signature(verdict: str, backend: str, culprit: str, error_text: str = "") -> str:
     """What a finding is, independent of its size: the shrinker must keep it, and buckets group by it.
 
-    `culprit` is the op of the first node whose value disagrees (see check.localize).
+    `culprit` is the op of the first node whose value disagrees (see check.localize). Its form: records.Signature.
     """
-    parts = [verdict, backend, culprit]
-    if error_text:
-        parts.append(normalize_error(error_text))
-    return " | ".join(parts)
+    return str(Signature(verdict, backend, culprit, normalize_error(error_text) if error_text else None))

@@ -46,6 +46,9 @@ class OpDef:
     accepts: Callable[[Shape], bool]  # can the first operand have this shape?
     draw_attrs: AttrDrawer = _no_attrs
     params: Callable[[dict, list[Shape]], dict[str, Shape]] = _no_params
+    # (attrs, operand shapes) -> {what: shape} of the temporaries its reference allocates beyond its
+    # output (attention's L x S scores, a conv's padded input): the resource bounds count them too.
+    intermediates: Callable[[dict, list[Shape]], dict[str, Shape]] = _no_params
     # For ops with more than one operand: (draw, first shape, attrs) -> shapes of the other operands.
     draw_operands: Callable | None = None
     arity: tuple[int, int] = (1, 1)
@@ -64,6 +67,10 @@ class OpDef:
     # 1 / +-0 = +-inf, sqrt is nan just below zero)? The oracle then judges the results that depend
     # on the sign of a computed zero, a rounding artifact, as undefined (oracle.py, "Signed zeros").
     zero_sign_matters: bool = False
+    # (inputs, params, attrs) -> mask of the entries the math leaves to convention, where IEEE and the
+    # frameworks disagree (pow(-inf, 0.5): IEEE's +inf, numpy's and torch's sqrt-shortcut nan): the
+    # oracle judges them, and what is computed from them, as undefined (oracle.py, "Signed zeros").
+    undefined: Callable | None = None
     # (attrs, input shapes) -> attrs: re-derives the attributes that restate an input's shape
     # (layer_norm's normalized_shape, reshape's target) after the shrinker changed that shape;
     # never mutates `attrs` (the shrinker's candidates share it). None: no attribute does.

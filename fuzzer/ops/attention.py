@@ -59,6 +59,12 @@ def _infer_attention(attrs, shapes):
     return tuple(q[:-1]) + (v[-1],)
 
 
+def _intermediates(attrs, shapes):
+    """The L x S scores and their softmax weights, both alive in the reference at once."""
+    scores = (*shapes[0][:-1], shapes[1][-2])
+    return {"attention scores": scores, "attention weights": scores}
+
+
 def _scale(attrs, embed: int) -> float:
     return 1.0 / math.sqrt(embed) if attrs["scale"] is None else attrs["scale"]
 
@@ -116,6 +122,7 @@ OPS = [
         draw_attrs=_draw_attention,
         draw_operands=_draw_operands,
         arity=(3, 4),
+        intermediates=_intermediates,
         sensitivity=4.0,
     ),
 ]

@@ -129,6 +129,12 @@ def _conv_params(attrs, shapes):
     return params
 
 
+def _conv_intermediates(attrs, shapes):
+    """The reference's zero-padded input (`_conv_reference`'s xp)."""
+    padded = [s + low + high for s, (low, high) in zip(shapes[0][2:], padding_pairs(attrs))]
+    return {"padded input": (*shapes[0][:2], *padded)}
+
+
 def _add_bias(out, ps, attrs):
     if not attrs["bias"]:
         return out
@@ -311,6 +317,7 @@ OPS = [
             accepts=rank_between(rank + 2, rank + 2),
             draw_attrs=_draw_conv,
             params=_conv_params,
+            intermediates=_conv_intermediates,
             sensitivity=2.0,
             notes="depthwise 1 in 4, grouped 1 in 4, padding='same' 1 in 5",
         )

@@ -79,11 +79,12 @@ def _implementation(impl, framework_function):
 
 
 def unary(name, reference, torch_impl, jax_impl, *, draw_attrs=_no_attrs, forward_error=None, exact=False,
-          zero_sign_matters=False, notes=""):
+          zero_sign_matters=False, undefined=None, notes=""):
     """A one-input op whose output has its input's shape.
 
     `reference(x, **attrs)` is numpy from the math (its result is cast back to x's dtype);
-    `forward_error(x, **attrs)` as OpDef.forward_error; torch_impl / jax_impl as `_implementation`.
+    `forward_error(x, **attrs)` and `undefined(x, **attrs)` as OpDef's; torch_impl / jax_impl as
+    `_implementation`.
     """
     return OpDef(
         name=name,
@@ -96,6 +97,7 @@ def unary(name, reference, torch_impl, jax_impl, *, draw_attrs=_no_attrs, forwar
         forward_error=None if forward_error is None else lambda xs, ps, attrs: forward_error(xs[0], **attrs),
         exact=exact,
         zero_sign_matters=zero_sign_matters,
+        undefined=None if undefined is None else lambda xs, ps, attrs: undefined(xs[0], **attrs),
         notes=notes,
     )
 

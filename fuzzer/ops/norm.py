@@ -202,7 +202,12 @@ def _batch_norm_reference(xs, ps, attrs):
 def _batch_norm_error(xs, ps, attrs):
     x = xs[0]
     if not attrs["training"]:
-        return np.zeros_like(x)  # running statistics: nothing is subtracted that was rounded here
+        # Kernels fold the running statistics into x * scale + shift (scale = w / sqrt(var + eps),
+        # shift = b - mean * scale), each rounded: where the terms cancel, the result is mostly
+        # their rounding (bfloat16 gives 0 or a negative for a true 0.00075).
+        mean, var = _channel_view(ps["running_mean"], x.ndim), _channel_view(ps["running_var"], x.ndim)
+        scale = np.abs(_channel_view(ps["weight"], x.ndim)) / np.sqrt(var + attrs["eps"])
+        return (np.abs(x) + np.abs(mean)) * scale + np.abs(_channel_view(ps["bias"], x.ndim))
     return _normalization_error(x, _all_but_channels(x), attrs["eps"], _channel_view(ps["weight"], x.ndim))
 
 

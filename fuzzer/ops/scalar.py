@@ -59,6 +59,13 @@ def _pow_scalar_reference(x, exponent):
     return out if odd_integer else np.where(x == 0, np.abs(out), out)
 
 
+def _pow_scalar_undefined(x, exponent):
+    """(-inf) ** +-0.5 is a convention: IEEE 754 pow (jax, torch's tensor pow, numpy's power of an
+    array exponent) gives +inf and +0, the sqrt and rsqrt shortcuts (numpy's and torch's ** 0.5,
+    torch's ** -0.5) give nan."""
+    return (x == -np.inf) & (abs(exponent) == 0.5)
+
+
 def _pow_scalar(x, exponent):
     return x**exponent
 
@@ -115,7 +122,7 @@ OPS = [
     _operator("div_scalar", _div_scalar, exclude=(0.0,)),
     _operator("rsub", _rsub, notes="value - x, what `2.0 - x` calls (torch.rsub)"),
     unary("pow_scalar", _pow_scalar_reference, _pow_scalar, _pow_scalar, draw_attrs=_draw_exponent,
-          zero_sign_matters=True, notes=(
+          zero_sign_matters=True, undefined=_pow_scalar_undefined, notes=(
         "x ** exponent; negative bases give nan for a non-integer exponent. torch computes x ** -0.5 "
         "as rsqrt and x ** 0.5 as sqrt, so -0 ** -0.5 is -inf in torch where IEEE pow (numpy, jax) "
         "gives +inf"

@@ -1,0 +1,57 @@
+"""The numpy reference evaluation of a graph: every op's float64 `reference`, run in a numpy dtype.
+
+The oracle's arbiter (float64) and its same-dtype model (float32, float16, bfloat16) both come from
+here; backends/numpy_ref.py is a thin backend over it.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+from fuzzer.ir import Graph, interpret
+from fuzzer.ops import get_op
+
+
+def numpy_dtype(name: str) -> np.dtype:
+    """The numpy dtype named `name`; bfloat16 is ml_dtypes' (a jax dependency)."""
+    if name == "bfloat16":
+        import ml_dtypes
+
+        return np.dtype(ml_dtypes.bfloat16)
+    return np.dtype(name)
+
+
+def evaluate_all(graph: Graph, inputs: dict, params: dict, dtype: str = "float64",
+                 impl_for: Callable[[str], Callable] | None = None) -> dict:
+    """Every value of the graph by name, computed in `dtype` by each op's reference (or by
+    `impl_for(op_name)`, a backend's overrides)."""
+    numpy_type = numpy_dtype(dtype)
+    cast = lambda a: np.asarray(a, dtype=numpy_type)  # noqa: E731
+    impl_for = impl_for or (lambda op_name: get_op(op_name).reference)
+    with np.errstate(all="ignore"):
+        return interpret(
+            graph,
+            {k: cast(v) for k, v in inputs.items()},
+            {node: {k: cast(v) for k, v in ps.items()} for node, ps in params.items()},
+            lambda op_name: _in_dtype(impl_for(op_name), numpy_type),
+            keep_all=True,
+        )
+
+
+def _in_dtype(fn, dtype):
+    """References are dtype-generic, but numpy promotes here and there; pin the result dtype.
+
+    bfloat16 ops compute in float32 from their bfloat16 operands and round the result, as a
+    bfloat16 kernel does (torch's float opmath, XLA's bfloat16 normalization). ml_dtypes' own
+    bfloat16 arithmetic does that per ufunc, but its reductions accumulate in bfloat16 (a sum
+    of 1000 ones is 256, an error no kernel makes) and einsum has no bfloat16 loop."""
+    if dtype.name == "bfloat16":
+        return lambda xs, ps, attrs: np.asarray(fn([_float32(x) for x in xs], {k: _float32(v) for k, v in ps.items()}, attrs),
+                                                dtype=dtype)
+    return lambda xs, ps, attrs: np.asarray(fn(xs, ps, attrs), dtype=dtype)
+
+
+def _float32(values):
+    return np.asarray(values, dtype=np.float32)
