@@ -1,8 +1,8 @@
 """One cause, one bucket: which bucket a finding is in, and how buckets regroup when the rules change.
 
-A finding's signature (oracle.signature) names its exact backend, "nan-inf |
-torch-eager:cpu:float16 | sinh": it is what the shrinker keeps. A bucket groups the findings of
-one cause under a signature of its own,
+A finding's signature (records.Signature, made by oracle.signature) names its exact backend,
+"nan-inf | torch-eager:cpu:float16 | sinh": it is what the shrinker keeps. A bucket groups the
+findings of one cause under a signature of its own,
 
     VERDICT | PATH | CULPRIT[ | ERROR]        "nan-inf | torch-eager:cpu | sinh"
 
@@ -36,11 +36,12 @@ stored finding's signature and bucket and says how buckets, their triage and the
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from fuzzer import verdicts
 from fuzzer.errors import UserError
+from fuzzer.records import Signature
 
 # A bucket's triage status, which all its members share. `known`: a bug the known-bug registry lists (or one a person says is known); `fuzz run` does not fail for it.
 STATUSES = ("new", "confirmed", "reported", "fixed", "wontfix", "flaky", "known")
@@ -48,6 +49,11 @@ STATUSES = ("new", "confirmed", "reported", "fixed", "wontfix", "flaky", "known"
 # When buckets that now share a signature were triaged differently, an open status wins: the merged
 # bug still needs work if any part of it does, and a closed status would hide its new findings.
 TRIAGE_PRECEDENCE = ("reported", "confirmed", "flaky", "known", "wontfix", "fixed", "new")
+
+
+def check_status(status: str) -> None:
+    if status not in STATUSES:
+        raise UserError(f"Unknown triage status '{status}'; use one of: {', '.join(STATUSES)}.")
 
 
 def bucket_path(backend: str) -> str:
@@ -59,10 +65,10 @@ def bucket_path(backend: str) -> str:
 
 def own_bucket(finding: dict) -> str:
     """The bucket of a finding by its own signature: its backend part replaced by the path."""
-    parts = finding["signature"].split(" | ", 3)
-    if len(parts) < 3:  # not a signature this fuzzer wrote: a bucket of its own
+    parsed = Signature.parse(finding["signature"])
+    if parsed is None:  # not a signature this fuzzer wrote: a bucket of its own
         return finding["signature"]
-    return " | ".join([parts[0], bucket_path(parts[1]), *parts[2:]])
+    return str(replace(parsed, backend=bucket_path(parsed.backend)))
 
 
 def derived_base(backend: str) -> str | None:

@@ -31,13 +31,12 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from fuzzer import verdicts
 from fuzzer.errors import UserError, normalize_error
-
-if TYPE_CHECKING:
-    from fuzzer.check import Finding
+from fuzzer.ir import check_json_depth
+from fuzzer.records import Finding, signature_error
 
 REGISTRY_ENV = "FUZZ_KNOWN_BUGS"
 SHIPPED_REGISTRY = Path(__file__).resolve().parent.parent / "corpus" / "known-bugs.json"
@@ -124,8 +123,7 @@ def framework_of(backend: str) -> str | None:
 
 def error_text(finding: Finding) -> str:
     """The finding's error, or the error part of its signature when the raw text was not kept."""
-    parts = finding.signature.split(" | ", 3)
-    return finding.error or (parts[3] if len(parts) == 4 else "")
+    return finding.error or signature_error(finding.signature)
 
 
 # -- reading ------------------------------------------------------------------------------------
@@ -170,6 +168,7 @@ def _read_list(path: Path) -> list:
         raise _refusal(path, f"it is not strict JSON ({exc})") from None
     if not isinstance(data, list):
         raise _refusal(path, f"it holds a JSON {type(data).__name__}, not a list of entries")
+    check_json_depth(data, f"known-bug registry '{path}'")
     return data
 
 
@@ -275,9 +274,9 @@ def entry_for_bucket(bucket: dict, bug_id: str, link: str, status: str, title: s
         match["ops"] = [op]
     match["kinds"] = kinds
     match.update({"devices": devices, "dtypes": dtypes} if devices else {})
-    parts = bucket["signature"].split(" | ", 3)
-    if len(parts) == 4 and parts[3]:
-        match["error"] = "^" + re.escape(parts[3])
+    error = signature_error(bucket["signature"])
+    if error:
+        match["error"] = "^" + re.escape(error)
     return {"id": bug_id, "title": title or bucket["signature"], "match": match, "status": status, "link": link,
             "affected": affected, "cases": [], "report": None}
 

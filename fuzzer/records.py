@@ -8,8 +8,8 @@
     CaseRecord   one case as `Corpus.add_case` stores it
 
 Their parts live here too, below the checker and the oracle that make them, so that the corpus
-and the replies need neither: Finding (one backend's disagreement), BackendVerdict (one
-backend's verdict, oracle.py) and CaseResult (one case checked, check.py). Worker replies cross the pipe (or Ray) pickled, as these objects; dicts
+and the replies need neither: Finding (one backend's disagreement) and its Signature,
+BackendVerdict (one backend's verdict, oracle.py) and CaseResult (one case checked, check.py). Worker replies cross the pipe (or Ray) pickled, as these objects; dicts
 appear only at the edges: `to_dict()` is a record's JSON form (`--json` outputs, the corpus's
 JSON columns) and `from_dict()` reads it back. A case in a JSON form is {"graph", "arrays"
 (base64 .npy), "seed"}, as `fuzz export` writes it.
@@ -18,11 +18,43 @@ JSON columns) and `from_dict()` reads it back. A case in a JSON form is {"graph"
 from __future__ import annotations
 
 from dataclasses import KW_ONLY, dataclass, field, fields, replace
-from typing import Any
+from typing import Any, ClassVar
 
 from fuzzer import jsonform
 from fuzzer.arrays import from_base64, to_base64
+from fuzzer.errors import UserError
 from fuzzer.ir import Case, Graph, infer_shapes, param_shapes
+
+
+@dataclass(frozen=True)
+class Signature:
+    """What a finding is, independent of its size, as the corpus stores it: "VERDICT | BACKEND |
+    CULPRIT[ | ERROR]" ("nan-inf | torch-eager:cpu:float16 | sinh"; oracle.signature makes it). A
+    bucket's signature has the same form with the backend's path (fuzzer/buckets.py). `error` is
+    None when the text has no error part; str() gives the stored text back byte for byte."""
+
+    verdict: str
+    backend: str
+    culprit: str
+    error: str | None = None
+
+    SEPARATOR: ClassVar[str] = " | "
+
+    @classmethod
+    def parse(cls, text: str) -> Signature | None:
+        """The parts of a stored signature; None for a text this fuzzer did not write (under three parts)."""
+        parts = text.split(cls.SEPARATOR, 3)  # the error, last, may hold the separator itself
+        return cls(*parts) if len(parts) >= 3 else None
+
+    def __str__(self) -> str:
+        parts = [self.verdict, self.backend, self.culprit]
+        return self.SEPARATOR.join(parts if self.error is None else [*parts, self.error])
+
+
+def signature_error(text: str) -> str:
+    """The error part of a stored signature; "" when it has none."""
+    parsed = Signature.parse(text)
+    return (parsed.error or "") if parsed is not None else ""
 
 
 @dataclass
@@ -100,13 +132,33 @@ def case_to_dict(case: Case) -> dict:
             "seed": int(case.seed)}
 
 
-def case_from_dict(data: dict) -> Case:
-    """The case `data` describes, validated (shapes and bounds before any array is decoded)."""
-    graph = Graph.from_dict(data["graph"])
+def needed_arrays(graph: Graph) -> dict[str, tuple[int, ...]]:
+    """Every array a case of `graph` needs, by name, with its shape (checking the shape rules and resource bounds)."""
+    shapes = infer_shapes(graph)
     needed = {spec.name: spec.shape for spec in graph.inputs}
-    needed.update(param_shapes(graph, infer_shapes(graph)))
-    arrays = {name: from_base64(text, f"array '{name}'", needed.get(name)) for name, text in data["arrays"].items()}
-    case = Case(graph, arrays, int(data.get("seed", 0)))
+    needed.update(param_shapes(graph, shapes))
+    return needed
+
+
+def case_from_dict(data: dict, what: str = "The case") -> Case:
+    """The case `data` ({"graph", "arrays", "seed"}) describes, fully validated: the graph's shape rules
+    and resource bounds before any array is decoded, arrays without pickles. UserError, naming `what`,
+    if anything is malformed."""
+    graph = Graph.from_dict(data["graph"])
+    needed = needed_arrays(graph)  # the shape rules and resource bounds, before any array is decoded
+    arrays_data = data.get("arrays")
+    if not isinstance(arrays_data, dict) or not all(
+        isinstance(name, str) and isinstance(text, str) for name, text in arrays_data.items()
+    ):
+        raise UserError(f"{what}'s 'arrays' must be an object mapping names to base64 .npy strings.")
+    extra = sorted(set(arrays_data) - set(needed))
+    if extra:
+        raise UserError(f"{what} carries arrays the graph does not use: {extra}.")
+    arrays = {name: from_base64(text, f"array '{name}'", needed[name]) for name, text in arrays_data.items()}
+    seed = data.get("seed", 0)
+    if not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed < 2**63:  # a sqlite INTEGER, a numpy seed
+        raise UserError(f"{what}'s 'seed' must be a whole number from 0 to 2**63-1, not {str(seed)[:40]!r}.")
+    case = Case(graph, arrays, seed)
     case.validate()
     return case
 

@@ -3,10 +3,13 @@ history in words, and what to pass when a stored backend came from a plugin."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from fuzzer import oracle, verdicts
 from fuzzer.campaign_config import stored_plugins
 from fuzzer.corpus import Corpus, StoredCase
 from fuzzer.errors import UserError
+from fuzzer.records import Signature, signature_error
 
 
 def current_signature(finding: dict) -> str:
@@ -18,13 +21,8 @@ def current_signature(finding: dict) -> str:
     release) keeps the error part of its old signature, normalized again.
     """
     error = finding.get("error") if isinstance(finding.get("error"), str) else ""
-    error = error or _error_part(finding["signature"])
+    error = error or signature_error(finding["signature"])
     return oracle.signature(verdicts.bucket_verdict(finding["verdict"]), finding["backend"], finding["culprit"], error)
-
-
-def _error_part(signature: str) -> str:
-    parts = signature.split(" | ", 3)
-    return parts[3] if len(parts) == 4 else ""
 
 
 def same_bucket(recorded: str, observed: str) -> bool:
@@ -34,9 +32,11 @@ def same_bucket(recorded: str, observed: str) -> bool:
     twice on a one-element input), so either verdict is the same bug."""
     if recorded == observed:
         return True
-    (verdict_a, rest_a), (verdict_b, rest_b) = (s.partition(" | ")[::2] for s in (recorded, observed))
-    pair = {verdict_a, verdict_b}
-    return rest_a == rest_b and verdicts.NONDETERMINISTIC in pair and all(
+    a, b = Signature.parse(recorded), Signature.parse(observed)
+    if a is None or b is None:
+        return False
+    pair = {a.verdict, b.verdict}
+    return replace(a, verdict="") == replace(b, verdict="") and verdicts.NONDETERMINISTIC in pair and all(
         v == verdicts.NONDETERMINISTIC or verdicts.get(v).wrong_value for v in pair)
 
 

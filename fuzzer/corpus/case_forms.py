@@ -15,11 +15,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fuzzer.arrays import from_base64
+from fuzzer import jsonform
 from fuzzer.buckets import STATUSES
 from fuzzer.errors import UserError
-from fuzzer.ir import MAX_JSON_DEPTH, Case, Graph, check_json_depth, infer_shapes, param_shapes
-from fuzzer.records import BackendVerdict, CaseRecord, Finding
+from fuzzer.ir import MAX_JSON_DEPTH, Case, check_json_depth
+from fuzzer.records import BackendVerdict, CaseRecord, Finding, case_from_dict
 
 EXPORT_FORMAT = "fuzzer-case"
 EXPORT_VERSION = 1
@@ -51,7 +51,7 @@ class StoredCase:
         findings, backend_verdicts = self.findings, self.verdicts
         if not isinstance(findings, list) or not all(is_finding(f) for f in findings):
             raise UserError(f"case {self.id} has malformed findings (each needs string 'signature', 'verdict', "
-                            "'backend' and 'culprit')")
+                            "'backend' and 'culprit', and numbers 'max_error' and 'allowed')")
         if not isinstance(backend_verdicts, list) or not all(is_verdict(v) for v in backend_verdicts):
             raise UserError(f"case {self.id} has malformed verdicts (each needs string 'backend' and 'verdict')")
         return CaseRecord(
@@ -64,7 +64,12 @@ class StoredCase:
 def is_finding(value: Any) -> bool:
     return isinstance(value, dict) and all(
         isinstance(value.get(key), str) for key in ("signature", "verdict", "backend", "culprit")
-    )
+    ) and all(_is_number(value.get(key, 0.0)) for key in ("max_error", "allowed"))
+
+
+def _is_number(value: Any) -> bool:
+    """A float field's JSON form: a number, or "nan", "inf", "-inf" (fuzzer/jsonform.py)."""
+    return isinstance(jsonform.number(value), (int, float)) and not isinstance(value, bool)
 
 
 def is_triage(value: Any) -> bool:
@@ -75,14 +80,6 @@ def is_triage(value: Any) -> bool:
 
 def is_verdict(value: Any) -> bool:
     return isinstance(value, dict) and all(isinstance(value.get(key), str) for key in ("backend", "verdict"))
-
-
-def needed_arrays(graph: Graph) -> dict[str, tuple[int, ...]]:
-    """Every array a case of `graph` needs, by name, with its shape (checking the shape rules and resource bounds)."""
-    shapes = infer_shapes(graph)
-    needed = {spec.name: spec.shape for spec in graph.inputs}
-    needed.update(param_shapes(graph, shapes))
-    return needed
 
 
 def file_kind(mode: int) -> str:
@@ -122,6 +119,8 @@ def load_case_file(path: str | Path) -> dict:
         ) from None
     except RecursionError:
         raise UserError(f"Case file '{path}' nests deeper than {MAX_JSON_DEPTH} levels; refusing to load it.") from None
+    except ValueError:  # Python's json refuses an integer of more than 4300 digits
+        raise UserError(f"Case file '{path}' holds a number too long to read; pass a file written by `fuzz export`.") from None
     check_json_depth(data, f"case file '{path}'")
     if not isinstance(data, dict):
         raise UserError(
@@ -131,7 +130,7 @@ def load_case_file(path: str | Path) -> dict:
 
 
 def case_from_export(data: Any) -> Case:
-    """The Case in an exported dict, fully validated (format, version, graph, arrays without pickles, shapes)."""
+    """The Case in an exported dict, fully validated: its format and version here, the rest by records.case_from_dict."""
     if not isinstance(data, dict) or data.get("format") != EXPORT_FORMAT:
         found = data.get("format") if isinstance(data, dict) else None
         raise UserError(
@@ -145,25 +144,10 @@ def case_from_export(data: Any) -> Case:
         )
     if "graph" not in data:
         raise UserError("The exported case has no 'graph'; pass a file written by `fuzz export`.")
-    graph = Graph.from_dict(data["graph"])
-    needed = needed_arrays(graph)  # the shape rules and resource bounds, before any array is decoded
-    arrays_data = data.get("arrays")
-    if not isinstance(arrays_data, dict) or not all(
-        isinstance(name, str) and isinstance(text, str) for name, text in arrays_data.items()
-    ):
-        raise UserError("The exported case's 'arrays' must be an object mapping names to base64 .npy strings.")
-    extra = sorted(set(arrays_data) - set(needed))
-    if extra:
-        raise UserError(f"The exported case carries arrays the graph does not use: {extra}.")
-    arrays = {name: from_base64(text, f"array '{name}'", needed[name]) for name, text in arrays_data.items()}
-    seed = data.get("seed", 0)
-    if not isinstance(seed, int) or isinstance(seed, bool):
-        raise UserError(f"The exported case's 'seed' must be an integer, not {seed!r}.")
+    case = case_from_dict(data, "The exported case")
     expect = data.get("expect")
     if expect is not None and not isinstance(expect, str):
         raise UserError(f"The exported case's 'expect' must be a string, not {expect!r}.")
-    case = Case(graph, arrays, seed)
-    case.validate()
     return case
 
 
@@ -180,7 +164,7 @@ def imported_case(data: dict) -> tuple[CaseRecord, list[dict]]:
     if not isinstance(findings, list) or not all(is_finding(f) for f in findings):
         raise UserError(
             "The case file's 'findings' must be a list of objects with string 'signature', 'verdict', 'backend' "
-            "and 'culprit'."
+            "and 'culprit', and numbers 'max_error' and 'allowed'."
         )
     triage = data.get("triage", [])
     if not isinstance(triage, list) or not all(is_triage(entry) for entry in triage):

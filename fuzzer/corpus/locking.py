@@ -11,8 +11,14 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
+from fuzzer.errors import UserError
+
 BUSY_TIMEOUT_S = 30.0
 LEASE_STALE_S = 60.0  # a campaign checkpoints every few seconds; this long without one, it is dead
+
+
+class CorpusLocked(UserError):
+    """Another process held the corpus's write lock past the busy timeout (one sentence, exit 2)."""
 
 
 def retry_while_locked(step: Callable[[], Any], timeout: float = BUSY_TIMEOUT_S) -> Any:
@@ -27,7 +33,7 @@ def retry_while_locked(step: Callable[[], Any], timeout: float = BUSY_TIMEOUT_S)
     while True:
         try:
             return step()
-        except sqlite3.OperationalError as exc:
+        except (sqlite3.OperationalError, CorpusLocked) as exc:
             message = str(exc).lower()
             if ("locked" not in message and "busy" not in message) or time.monotonic() > deadline:
                 raise
@@ -39,7 +45,7 @@ def live_holder(lease: dict) -> int | None:
     """The pid of the live process holding a campaign's lease, or None when it is free or stale
     (a dead pid on this host, or no heartbeat for LEASE_STALE_S)."""
     pid, host, heartbeat = lease["lease_pid"], lease["lease_host"], lease["lease_heartbeat"]
-    if pid is None or heartbeat is None or time.time() - heartbeat > LEASE_STALE_S:
+    if not isinstance(pid, int) or not isinstance(heartbeat, (int, float)) or time.time() - heartbeat > LEASE_STALE_S:
         return None
     if host == socket.gethostname():
         if pid == os.getpid():

@@ -1,0 +1,86 @@
+"""Triage of a corpus's buckets: a status and note a person gives a bucket, the known bug it is, and
+regrouping every stored finding under new signature rules (`fuzz rebucket`, the upgrade to
+schema 6; fuzzer/buckets.py, plan_regroup) (Triage)."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from fuzzer import jsonform
+from fuzzer.buckets import check_status, plan_regroup
+from fuzzer.corpus.connection import CorpusFile, stored_entries, stored_json
+from fuzzer.corpus.schema import sorted_json
+from fuzzer.corpus.store import primary_signature
+from fuzzer.errors import UserError
+from fuzzer.records import Finding
+
+
+class Triage(CorpusFile):
+    """Setting a bucket's triage status, note and known bug, and regrouping buckets."""
+
+    def triage(self, case_id: int, status: str, note: str | None = None) -> dict:
+        """Set the triage status (and note, if given) of the bucket of the case's primary finding,
+        which all its members share; returns the bucket."""
+        check_status(status)
+        with self._write():
+            row = self.db.execute("SELECT signature FROM cases WHERE id = ?", [case_id]).fetchone()
+            if row is None:
+                raise self._no_case(case_id)
+            bucket = self.bucket(row[0]) if row[0] is not None else None
+            if bucket is None:
+                raise UserError(f"Case {case_id} has no finding, so it has no bucket to triage; pick a case with a finding.")
+            self.db.execute("UPDATE buckets SET status = ?, note = coalesce(?, note) WHERE signature = ?",
+                            [status, note, bucket["signature"]])
+        return self.bucket(bucket["signature"])
+
+    def mark_known(self, signature: str, bug_id: str, keep_triage: bool = True) -> None:
+        """Record that a bucket is the known bug `bug_id`, with status `known` unless `keep_triage` and a
+        person triaged it already (a campaign keeps their status; `fuzz known add` replaces it)."""
+        with self._write():
+            self.db.execute("UPDATE buckets SET known_bug = ?, status = CASE WHEN ? AND status != 'new' THEN status "
+                            "ELSE 'known' END WHERE signature = ?", [bug_id, int(keep_triage), signature])
+
+    def resign_findings(self, resign: Callable[[dict], str], dry_run: bool = False, merged_by: str = "`fuzz rebucket`") -> dict:
+        """Give every stored finding the signature `resign(finding)` and regroup the buckets under this
+        release's rules (fuzzer/buckets.py, plan_regroup): buckets whose findings now share one merge,
+        keeping their triage and counts; the cases each keeps are chosen again from the stored cases,
+        in the order they were stored, as add_case chose them. One transaction; with `dry_run`
+        nothing is written."""
+        with self._write():
+            cases = self._rows("SELECT id, campaign_id, verdict, findings, node_count, element_count, created, shrunk_from "
+                               "FROM cases ORDER BY id")
+            for row in cases:
+                row["findings"] = stored_entries(row["findings"], Finding)
+            buckets = {row["signature"]: row for row in self._bucket_rows("SELECT * FROM buckets")}
+            members = [{**row, "campaigns": stored_json(row["campaigns"])} for row in self._rows("SELECT * FROM members ORDER BY rowid")]
+            plan = plan_regroup(cases, buckets, members, resign, merged_by)
+            summary = plan.summary(len(cases), len(buckets), dry_run)
+            if dry_run or not (plan.changed or summary["changes"]):
+                return summary
+            for row in cases:
+                if row["id"] in plan.changed:
+                    findings = plan.findings[row["id"]]
+                    self.db.execute("UPDATE cases SET findings = ?, signature = ? WHERE id = ?",
+                                    [jsonform.dumps(findings), primary_signature(row["verdict"], findings), row["id"]])
+            self.db.execute("DELETE FROM members")
+            for signature in plan.old_buckets:
+                self.db.execute("DELETE FROM buckets WHERE signature = ?", [signature])
+            for row in cases:  # the kept cases and first/last seen, from the stored cases; the counts below
+                self._file_findings(plan.findings[row["id"]], plan.keys[row["id"]], row, counts=False)
+            for signature, bucket in plan.buckets.items():
+                described = bucket["described"]
+                if described is not None:  # a bucket with no stored case: its row as its members describe it
+                    self.db.execute("INSERT OR IGNORE INTO buckets (signature, verdict, backend, culprit, first_seen, last_seen) "
+                                    "VALUES (?, ?, ?, ?, ?, ?)", [signature, described["verdict"], described["backend"],
+                                                                  described["culprit"], bucket["first_seen"], bucket["last_seen"]])
+                self.db.execute("UPDATE buckets SET status = ?, note = ?, known_bug = ?, count = ?, campaigns = ?, "
+                                "first_seen = min(first_seen, coalesce(?, first_seen)), "
+                                "last_seen = max(last_seen, coalesce(?, last_seen)) WHERE signature = ?",
+                                [bucket["status"], bucket["note"], bucket["known_bug"], bucket["tally"].count,
+                                 sorted_json(bucket["tally"].campaigns), bucket["first_seen"], bucket["last_seen"], signature])
+            for (signature, finding_signature), member in plan.members.items():
+                if member["described"] is not None:
+                    self._bump_member(signature, member["described"])
+                self.db.execute("UPDATE members SET count = ?, campaigns = ? WHERE bucket = ? AND signature = ?",
+                                [member["tally"].count, sorted_json(member["tally"].campaigns), signature, finding_signature])
+        return summary
