@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import io
+import tokenize
 
 import numpy as np
 
@@ -33,7 +34,7 @@ def from_npy_bytes(data: bytes, what: str = "array", shape: tuple[int, ...] | No
         version = np.lib.format.read_magic(stream)
         read_header = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}[version]
         declared, _, dtype = read_header(stream)
-    except (ValueError, KeyError, EOFError, SyntaxError, TypeError):
+    except (ValueError, KeyError, EOFError, SyntaxError, TypeError, tokenize.TokenError):  # numpy tokenizes the header
         raise UserError(f"The {what} is not a plain numeric .npy array; refusing to load it (pickled objects are never loaded).") from None
     if dtype.hasobject or dtype.kind not in "fiu":
         raise UserError(f"The {what} has dtype {dtype}; only numeric arrays are accepted, refusing to load it (pickled objects are never loaded).")

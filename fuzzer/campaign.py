@@ -28,11 +28,13 @@ from fuzzer.budget import parse_shares
 from fuzzer.campaign_config import resumed_options
 from fuzzer.check import Finding
 from fuzzer.corpus import Corpus
+from fuzzer.death_shrink import shrink_death
 from fuzzer.environment import versions
 from fuzzer.errors import InternalError, UserError
 from fuzzer.known import Registry, load_registry
 from fuzzer.pipeline import CaseDrawer, CaseSource, WorkerConfig
 from fuzzer.plugins import load_plugins
+from fuzzer.ray_workers import NodeLost, RayWorker, start_ray
 from fuzzer.records import CaseRecord, CaseReply, CheckReply, FoundCase
 from fuzzer.workers import Worker, WorkerDied, WorkerPoisoned, within_hard_limit
 
@@ -90,6 +92,7 @@ class Progress:
     not_compiled: dict = field(default_factory=dict)  # ... given a graph it could not compile (a graph break)
     budget_skipped: dict = field(default_factory=dict)  # ... graphs the compile budget did not give it
     abandoned: int = 0  # cases still running at the deadline, killed (neither checked nor findings)
+    lost_nodes: list = field(default_factory=list)  # Ray: ids of the nodes lost mid-campaign (their cases ran again)
     first_graph_s: float | None = None  # start-up: seconds from the start until the first graph was checked
     next_index: int = 0
     done_above: list = field(default_factory=list)
@@ -190,9 +193,10 @@ class Campaign:
         self._assigned: dict[int, int] = {}  # id(worker) -> the case index it is checking
         self._poisoned: dict[int, dict] = {}  # case index run again after a poisoning -> its rechecks (_after_poisoning)
         self._done_above = set(progress.done_above)
+        self._requeued: list[int] = []  # case indices whose Ray node was lost while checking them: run again first
         self._last_checkpoint = time.monotonic()
         workers: list = []
-        status = "finished"
+        status, stopped_because = "finished", None
         try:
             self.on_progress(progress)  # at once: workers take seconds to start
             workers = self._start_workers()
@@ -201,6 +205,7 @@ class Campaign:
                 self._dispatch(workers)
                 busy = self._abandon_at_deadline([w for w in workers if w.in_flight is not None], progress)
                 if not busy:
+                    progress.abandoned += len(self._requeued)  # a limit stopped them: unchecked, a resume runs them
                     break
                 _wait_for(busy)
                 for worker in busy:
@@ -208,50 +213,96 @@ class Campaign:
                 self._checkpoint_now_and_then()
         except KeyboardInterrupt:
             status = "interrupted"
-        except BaseException:
+        except BaseException as exc:
             status = "interrupted"  # resumable: the checkpoint below is written before re-raising
+            stopped_because = str(exc)[:500] or type(exc).__name__
             raise
         finally:
             for worker in workers:
                 worker.stop()
             progress.elapsed = time.monotonic() - self._started
             progress.status = status
-            self._checkpoint()
-            self.corpus.finish_campaign(progress.campaign_id, status)
+            try:
+                self._checkpoint()
+            finally:  # a full disk or a held lock fails the checkpoint: the row still says how it ended, and why
+                self.corpus.finish_campaign(progress.campaign_id, status, stopped_because)
             self.on_progress(progress)
         return progress
 
     def _dispatch(self, workers: list) -> None:
-        """Send the next unchecked case index to each idle worker, unless a limit says stop."""
-        for worker in workers:
-            while self._next_index in self._done_above:
-                self._next_index += 1
-            if worker.in_flight is None and not self._should_stop(self._next_index, self.progress):
-                worker.submit(("case", self._next_index, sorted(self.known_signatures)))
-                self._assigned[id(worker)] = self._next_index
-                self._next_index += 1
+        """Send the next unchecked case index to each idle worker, unless a limit says stop. A Ray
+        actor still starting gets one only while no worker has started: a replacement may wait for
+        a CPU for good (its node's are gone), and the case would wait with it."""
+        started = [w for w in workers if not getattr(w, "starting", False)]
+        for worker in started or workers:
+            if worker.in_flight is None:
+                index = self._next_case()
+                if index is None:
+                    return
+                worker.submit(("case", index, sorted(self.known_signatures)))
+                self._assigned[id(worker)] = index
+
+    def _next_case(self) -> int | None:
+        """The case index to check next: a requeued one first (see _requeue); None if a limit says stop."""
+        if self._requeued and not self._should_stop(self._requeued[0], self.progress):
+            return self._requeued.pop(0)
+        while self._next_index in self._done_above:
+            self._next_index += 1
+        if self._should_stop(self._next_index, self.progress):
+            return None
+        self._next_index += 1
+        return self._next_index - 1
+
+    def _requeue(self, index: int, lost: NodeLost) -> None:
+        """The Ray node checking case `index` left the cluster: not a finding about any backend. The
+        node is counted, and the case goes back to the queue, unchecked."""
+        node_id = (lost.node or {}).get("node_id", "?")
+        if node_id not in self.progress.lost_nodes:
+            self.progress.lost_nodes.append(node_id)
+        self._requeued.append(index)
 
     def _collect(self, worker) -> None:
         """A busy worker's reply, stored; its death, stored as a finding; or nothing yet (then its
-        time limit is checked). A checked case index is marked done."""
+        time limit is checked). A checked case index is marked done (with what it stored: _stored_then_done)."""
         progress, index = self.progress, self._assigned[id(worker)]
         try:
             reply = worker.collect()
             if reply is None:
                 worker.check_timeout(self.options.timeout, self.options.compile_timeout)
                 return
-            self._store(reply)
+            with self._stored_then_done(index, stores=bool(reply.found)):
+                self._store(reply)
             self._poisoned.pop(index, None)
             if reply.peak_rss_mb > self.options.recycle_rss_mb:
                 worker.recycle()
+            return
         except WorkerPoisoned as poisoned:
             if self._after_poisoning(worker, index, poisoned):
                 return
         except WorkerDied as died:
-            self._store_death(index, died)
+            with self._stored_then_done(index):
+                self._store_death(index, died, worker)
+            return
+        except NodeLost as lost:
+            self._requeue(index, lost)
+            return
         except InternalError as exc:
             self._count_internal_error(index, exc)
         self._mark_done(index)
+
+    @contextlib.contextmanager
+    def _stored_then_done(self, index: int, stores: bool = True):
+        """What case `index` stores, then the index marked done, in one transaction with a checkpoint
+        (when it stores anything): a kill -9 leaves both or neither, so a resume runs the index again
+        or never, and no case or new bucket is lost, stored twice or counted twice."""
+        if not stores:
+            yield
+            self._mark_done(index)
+            return
+        with self.corpus.transaction():
+            yield
+            self._mark_done(index)
+            self._checkpoint()
 
     def _count_internal_error(self, index: int, exc: InternalError) -> None:
         """A bug of ours on one case must not end a week-long campaign: count it, keep the last one
@@ -339,8 +390,6 @@ class Campaign:
             for worker in workers:  # launched side by side, then waited for
                 worker.wait_ready()
             return workers
-        from fuzzer.ray_workers import RayWorker, start_ray
-
         start_ray(self.options.ray)
         return [RayWorker(self.options.worker_config()) for _ in range(count)]
 
@@ -417,15 +466,32 @@ class Campaign:
         progress.unknown_finding_cases += unknown
         return case_id
 
-    def _store_death(self, index: int, died: WorkerDied) -> None:
-        """A worker died or hung on case `index`: that is a finding about the backend it was running."""
+    def _store_death(self, index: int, died: WorkerDied, worker=None) -> None:
+        """A worker died or hung on case `index`: that is a finding about the backend it was running,
+        named after its culprit and shrunk in `worker`, the fresh replacement (_shrink_death)."""
         self.progress.crashes += 1
         # The case it said it was checking (a compiler's one-op graph, a further input set), else the index's graph.
         source = CaseSource(*died.source) if died.source else CaseSource(index)
         case = self.drawer.draw(source)
-        finding = replace(died.finding(), node=getattr(died, "node", None))  # Ray workers: the node it died on
-        self._store_record(CaseRecord(case, campaign_id=self.progress.campaign_id, verdict=died.kind,
-                                      backends=list(self.options.backends), findings=[finding]))
+        node = getattr(died, "node", None)  # Ray workers: the node it died on
+        death = self._shrink_death(worker, case, died) if worker is not None else None
+        finding = replace(death.finding if death else died.finding(), node=node)
+        case_id = self._store_record(CaseRecord(case, campaign_id=self.progress.campaign_id, verdict=died.kind,
+                                                backends=list(self.options.backends), findings=[finding]))
+        if death and death.shrunk:
+            self.corpus.add_case(death.shrunk.record(campaign_id=self.progress.campaign_id, shrunk_from=case_id, node=node),
+                                 bounded=True)
+
+    def _shrink_death(self, worker, case, died: WorkerDied):
+        """fuzzer/death_shrink.py, within --shrink-time and the campaign's time left; a signature the
+        campaign knows gets its culprit but no shrink."""
+        seconds = self.options.shrink_time
+        if self.options.time_limit is not None:
+            seconds = min(seconds, self.options.time_limit - (time.monotonic() - self._started))
+        if seconds <= 0:
+            return None
+        return shrink_death(worker, case, died, seconds, self.options.timeout, self.options.compile_timeout,
+                            known=self.known_signatures)
 
 
 def _tally(counts: dict, increments) -> None:

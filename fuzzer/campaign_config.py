@@ -152,6 +152,7 @@ CHECKPOINT_FIELDS: dict[str, Any] = {
     "backend_op_counts": MapOf(MapOf(COUNT)),
     "backend_seconds": MapOf(Number(whole=False, low=0, high=1e12)),
     "done_above": ListOf(COUNT),
+    "lost_nodes": ListOf(TEXT),
 }
 
 

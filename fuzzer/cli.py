@@ -26,6 +26,7 @@ from fuzzer.campaign_config import CONFIG_FIELDS
 from fuzzer.errors import InternalError, UserError
 from fuzzer import DISTRIBUTION, jsonform, verdicts
 from fuzzer.verdicts import BY_NAME as VERDICT_NAMES
+from fuzzer.workers import MEMORY_LIMIT_VARIABLE, default_memory_limit_mb, require_within_hard_limit
 
 DEFAULT_DB = "corpus/fuzz.db"
 DEFAULT_REGRESSION_DIR = "corpus/regression"
@@ -56,11 +57,43 @@ def bounded(name: str) -> click.ParamType:
     return click.FloatRange(number.low, number.high, min_open=number.low_open)
 
 
+def stored_text(ctx, param, value: str | None) -> str | None:
+    """Free text a command stores (a note, a title): refused if the shell passed bytes that are not UTF-8
+    (Python holds them as lone surrogates, which no corpus or output stream can write)."""
+    try:
+        value is None or value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise UserError(f"{param.opts[0]} {value!r} holds bytes that are not UTF-8 text; pass it in UTF-8.") from None
+    return value
+
+
+def _plugins_tried_in_child(ctx, param, specs: tuple[str, ...]) -> tuple[str, ...]:
+    from fuzzer.plugins import check_plugins_in_child
+
+    check_plugins_in_child(specs)  # one that crashes, exits or hangs while loading is refused before we load it
+    return specs
+
+
 def plugin_option(fn):
     return click.option(
-        "--plugin", "plugins", multiple=True, metavar="FILE|CANARY",
+        "--plugin", "plugins", multiple=True, metavar="FILE|CANARY", callback=_plugins_tried_in_child,
         help="A plugin .py file, or a shipped canary name (see `fuzz selftest --list`). Repeatable.",
     )(fn)
+
+
+def memory_limit_option(fn):
+    """--memory-limit of the commands that replay a case in one worker (its backends and the reference)."""
+    def callback(ctx, param, value):
+        if value is not None:
+            require_within_hard_limit(value)
+            os.environ[MEMORY_LIMIT_VARIABLE] = str(value)  # read by workers.replay_memory_limit_mb
+        return value
+
+    return click.option(
+        "--memory-limit", type=click.IntRange(min=0), metavar="MB", expose_value=False, callback=callback,
+        help="Address-space limit of the worker that runs the backends and the reference, at most the shell's hard "
+             "limit (ulimit -Hv); 0 for none of ours. [default: 80% of this machine's memory, within the hard "
+             "limit; none with GPU backends]")(fn)
 
 
 def known_bugs_option(fn):
@@ -266,11 +299,10 @@ def run(db_path, time_text, max_cases, backends, ops, max_nodes, regimes, seed, 
 
         warm_template()
     load_plugins(list(plugins))  # fail fast, in this process, on a bad plugin, backend or op
-    if ray_address is not None:
-        try:
-            import ray  # noqa: F401 - availability check only: fail here, not in a worker, when Ray is missing
-        except ImportError:
-            raise UserError(f"--ray needs Ray, which is not installed: pip install '{DISTRIBUTION}[ray]'") from None
+    if ray_address is not None:  # joined before the campaign starts: a cluster it cannot join is a UserError
+        from fuzzer.ray_workers import start_ray
+
+        start_ray(ray_address)
     envs.trust_command_line([b.strip() for b in (backends or "").split(",")])
     parsed = parse_backend_list(backends)
     backend_list = [b.name for b in parsed]
@@ -347,6 +379,9 @@ def run(db_path, time_text, max_cases, backends, ops, max_nodes, regimes, seed, 
     if progress.poisoned_restarts:
         text += (f"\n{progress.poisoned_restarts} poisoned worker restart(s): a backend's error left a worker's device "
                  "unusable (a CUDA sticky error); its cases ran again in a fresh worker.")
+    if progress.lost_nodes:
+        text += (f"\n{len(progress.lost_nodes)} Ray node(s) lost ({', '.join(progress.lost_nodes)}): not findings; "
+                 "the cases they were checking went back to the queue.")
     if progress.internal_errors:
         text += (f"\nWarning: {progress.internal_errors} case(s) hit an internal error (a bug in fuzzer, please report it); "
                  f"the last one:\n{progress.last_internal_error}")
@@ -354,7 +389,8 @@ def run(db_path, time_text, max_cases, backends, ops, max_nodes, regimes, seed, 
     if progress.status == "interrupted":
         sys.exit(EXIT_INTERRUPTED)
     failing = progress.finding_cases if fail_on == "any" or fail_on_finding else progress.unknown_finding_cases
-    sys.exit(EXIT_FINDING if failing else 0)
+    # A case we failed to check is not a clean one: exit 3 (after the summary) unless a finding says more.
+    sys.exit(EXIT_FINDING if failing else EXIT_INTERNAL if progress.internal_errors else 0)
 
 
 def _what_ran(progress, backends: list[str], compile_shares: dict[str, float]) -> str:
@@ -393,26 +429,6 @@ def _campaign_header(progress, options, resume: int | None) -> str:
             f"one line per new bucket, progress every 30 s (live on a terminal)")
 
 
-def default_memory_limit_mb(workers: int, backends: list) -> int | None:
-    """A worker's address-space limit: its share of 80% of the machine's memory, at least 4 GB (torch and
-    jax imported take ~2 GB of address space), within the shell's hard limit. None with a GPU backend:
-    CUDA reserves address space at start."""
-    from fuzzer.workers import within_hard_limit
-
-    if any(backend.device != "cpu" for backend in backends):
-        return None
-    total_mb = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2**20
-    return within_hard_limit(max(4096, int(total_mb * 0.8 / max(1, workers))))
-
-
-def require_within_hard_limit(memory_limit_mb: int) -> None:
-    """An explicit --memory-limit above the shell's hard limit would make every worker fail to start: refuse it."""
-    from fuzzer.workers import within_hard_limit
-
-    allowed = within_hard_limit(memory_limit_mb)
-    if allowed < memory_limit_mb:
-        raise UserError(f"--memory-limit {memory_limit_mb} is above this shell's hard address-space limit of {allowed} MB "
-                        f"(ulimit -Hv); pass at most {allowed}, or 0 to keep the shell's limit.")
 
 
 # -- browsing the corpus --------------------------------------------------------------------
@@ -508,6 +524,7 @@ def _reproduce_hints(case_id: int, db_path: str, plugins: list[str]) -> list[str
 @click.option("--rerun", is_flag=True, help="Also run the case now on every backend of the case it was shrunk from "
                                             "(a shrunk case is stored with the verdict of the backend it was shrunk on).")
 @plugin_option
+@memory_limit_option
 @json_option
 def show(db_path, case_id, rerun, plugins, as_json):
     """Show one case: its bucket's triage, graph, shapes, how it was shrunk, each backend's verdict
@@ -627,8 +644,11 @@ def campaigns(db_path, as_json):
         # Stored plugin names are shown, never put in the command: resuming loads only the files the user passes.
         plugins = (f", with --plugin PATH for each of its plugins {', '.join(repr(p) for p in row['plugins'])}"
                    if row["resume"] and row["plugins"] else "")
-        lines.append(f"{row['id']:>4}  {row['status']:<11} {row['started']:<25} {duration:>9} {row['graphs']:>7} "
-                     f"{row['findings']:>8}  {row['resume'] or '-'}{plugins}")
+        shown = {key: "-" if row[key] is None else row[key] for key in ("status", "started", "graphs", "findings")}
+        lines.append(f"{row['id']:>4}  {shown['status']:<11} {shown['started']:<25} {duration:>9} {shown['graphs']:>7} "
+                     f"{shown['findings']:>8}  {row['resume'] or '-'}{plugins}")
+        if row["stopped_because"]:
+            lines.append(f"      stopped because: {row['stopped_because']}")
     emit(as_json, rows, "\n".join(lines) if rows else f"No campaigns in {db_path} yet; start one with `fuzz run`.")
 
 
@@ -637,7 +657,7 @@ def campaigns(db_path, as_json):
 @click.argument("case_id", type=int)
 @click.option("--status", required=True, help="new, confirmed, reported, fixed, wontfix, flaky or known "
                                                 "(wontfix and known buckets do not make `fuzz run` exit 1).")
-@click.option("--note", help="Free text kept with the bucket (e.g. an upstream issue link).")
+@click.option("--note", callback=stored_text, help="Free text kept with the bucket (e.g. an upstream issue link).")
 @json_option
 def triage(db_path, case_id, status, note, as_json):
     """Set the triage status of a case's bucket: every member of it (each dtype, release and
@@ -763,7 +783,7 @@ def known_check(known_bugs, plugins, timeout, as_json):
 @click.option("--id", "bug_id", required=True, help="The entry's id: lowercase letters, digits, '.' and '-'.")
 @click.option("--link", required=True, help="The upstream issue (an http or https address).")
 @click.option("--status", "bug_status", default="open", show_default=True, help="open, convention, or 'fixed-in RELEASE'.")
-@click.option("--title", help="One line saying what is wrong [default: the bucket's signature].")
+@click.option("--title", callback=stored_text, help="One line saying what is wrong [default: the bucket's signature].")
 @known_bugs_option
 @json_option
 def known_add(db_path, case_id, bug_id, link, bug_status, title, known_bugs, as_json):
@@ -817,6 +837,7 @@ def _replay_text(reply: dict) -> str:
 @click.argument("case_id", type=int)
 @click.option("--backends", help="Comma-separated backends to run instead of the stored ones.")
 @plugin_option
+@memory_limit_option
 @click.option("--timeout", type=float, default=120.0, show_default=True)
 @json_option
 def replay(db_path, case_id, backends, plugins, timeout, as_json):
@@ -850,6 +871,7 @@ def replay(db_path, case_id, backends, plugins, timeout, as_json):
 @click.argument("case_id", type=int)
 @click.option("--shrink-time", type=float, default=60.0, show_default=True)
 @plugin_option
+@memory_limit_option
 @json_option
 def shrink(db_path, case_id, shrink_time, plugins, as_json):
     """Shrink a stored case again (e.g. after a shrinker change); stores the result linked to it.
@@ -869,6 +891,7 @@ def shrink(db_path, case_id, shrink_time, plugins, as_json):
 @main.command()
 @click.argument("directory", type=click.Path(file_okay=False, path_type=Path), default=DEFAULT_REGRESSION_DIR)
 @plugin_option
+@memory_limit_option
 @click.option("--timeout", type=float, default=120.0, show_default=True)
 @click.option("--junit", "junit_path", type=click.Path(dir_okay=False, path_type=Path), metavar="FILE",
               help="Also write the results as JUnit XML, one test case per file, for CI systems.")
@@ -917,6 +940,7 @@ def regress(directory, plugins, timeout, junit_path, as_json):
 @click.option("--backend", help="Backend to reproduce (default: the case's first finding's).")
 @click.option("--expect", type=click.Choice(["agree", "disagree"]), help="JSON only: the expectation for `fuzz regress`.")
 @plugin_option
+@memory_limit_option
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="Write to this file instead of stdout.")
 def export_case(db_path, case_id, fmt, backend, expect, plugins, output):
     """Export a case as a standalone script, a pytest file, JSON (for import / regress) or a Markdown bug report.
@@ -1145,6 +1169,7 @@ def selftest(db_path, max_cases, list_only, seed, device, as_json):
 @click.option("-o", "--output", "out_dir", type=click.Path(file_okay=False, path_type=Path), default="reports/latest",
               show_default=True, help="Folder for report.html and summary.md.")
 @plugin_option
+@memory_limit_option
 @json_option
 def report(db_path, out_dir, plugins, as_json):
     """Write a self-contained HTML report (plots, buckets, reproducers) and a Markdown summary.

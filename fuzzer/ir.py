@@ -33,7 +33,8 @@ SCHEMA_VERSION = 1
 NAME_PATTERN = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 MAX_JSON_DEPTH = 64  # graphs nest 4 deep (attrs hold lists of ints); anything deeper is not ours
 
-# Resource bounds, checked from the shape rules before anything is allocated. Well above what the
+# Resource bounds, checked from the shape rules before anything is allocated: every input, node output,
+# parameter and the big temporaries an op's reference makes (OpDef.intermediates). Well above what the
 # generator draws (up to ~1e7 elements a tensor on CUDA); a float64 tensor at the bound is 400 MB.
 # `fuzz --max-tensor-elements N --max-case-elements N` (or these variables) raise them.
 TENSOR_ELEMENTS_VARIABLE = "FUZZ_MAX_TENSOR_ELEMENTS"
@@ -159,19 +160,28 @@ def parse_json(text: str | bytes, what: str) -> Any:
         raise UserError(f"Malformed {what}: {exc.msg} at line {exc.lineno} column {exc.colno}.") from None
     except RecursionError:
         raise UserError(f"The {what} nests deeper than {MAX_JSON_DEPTH} levels; refusing to load it.") from None
+    except ValueError:  # Python's json refuses an integer of more than 4300 digits
+        raise UserError(f"The {what} holds a number too long to read; refusing to load it.") from None
     check_json_depth(data, what)
     return data
 
 
 def check_json_depth(data: Any, what: str) -> None:
-    """Refuse JSON nested deeper than MAX_JSON_DEPTH (walked without recursion)."""
+    """Refuse JSON nested deeper than MAX_JSON_DEPTH, or holding a lone surrogate ("\\ud800" is valid
+    JSON but no text: sqlite and every output stream refuse to write it). Walked without recursion."""
     pending = [(data, 1)]
     while pending:
         value, depth = pending.pop()
+        if isinstance(value, str) and not value.isascii():
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:
+                raise UserError(f"The {what} holds the string {value[:80]!r}, with a lone surrogate that is not text; "
+                                "refusing to load it.") from None
         if isinstance(value, (dict, list)):
             if depth > MAX_JSON_DEPTH:
                 raise UserError(f"The {what} nests deeper than {MAX_JSON_DEPTH} levels; refusing to load it.")
-            children = value.values() if isinstance(value, dict) else value
+            children = [*value, *value.values()] if isinstance(value, dict) else value
             pending.extend((child, depth + 1) for child in children)
 
 
@@ -268,6 +278,8 @@ def infer_shapes(graph: Graph) -> dict[str, tuple[int, ...]]:
         except (ShapeError, KeyError, TypeError, ValueError, IndexError) as exc:
             raise UserError(f"Node '{node.name}' ({node.op}): {exc}.") from None
         budget.charge(f"node '{node.name}' ({node.op})", shapes[node.name])
+        for what, shape in op.intermediates(node.attrs, operand_shapes).items():
+            budget.charge(f"{what} of node '{node.name}' ({node.op})", shape)
         for pname, pshape in params.items():
             budget.charge(f"parameter '{node.name}.{pname}'", pshape)
     for out in graph.outputs:
@@ -345,11 +357,17 @@ class Case:
                                 "differ; repeat the first row or drop the layout.")
 
     def content_hash(self) -> str:
-        digest = hashlib.sha256(self.graph.to_json().encode())
-        for name in sorted(self.arrays):
-            digest.update(name.encode())
-            digest.update(np.ascontiguousarray(self.arrays[name], dtype=np.float64).tobytes())
-        return digest.hexdigest()[:16]
+        return hash_content(self.graph.to_json(), self.arrays)
+
+
+def hash_content(graph_json: str, arrays: dict) -> str:
+    """A case's content hash from its graph's canonical JSON and its arrays (the corpus checks a stored
+    case against it, from the graph text as stored)."""
+    digest = hashlib.sha256(graph_json.encode())
+    for name in sorted(arrays):
+        digest.update(name.encode())
+        digest.update(np.ascontiguousarray(arrays[name], dtype=np.float64).tobytes())
+    return digest.hexdigest()[:16]
 
 
 def interpret(graph: Graph, inputs: dict, params: dict, impl_for: Callable[[str], Callable], keep_all: bool = False):

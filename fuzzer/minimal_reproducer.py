@@ -34,7 +34,7 @@ from fuzzer.ir import Case
 from fuzzer.op_source import Source
 from fuzzer.oracle import Reference, allowed_error, compute_reference, judge_outputs
 from fuzzer.ops import get_op
-from fuzzer.program_source import JAX_X64, compact_array, compact_arrays, graph_arguments, graph_function
+from fuzzer.program_source import JAX_X64, compact_array, compact_arrays, graph_arguments, graph_function, with_readable_names
 from fuzzer.reproducer import docstring, environment_note, program_under_test, standard_imports
 
 REFERENCE_FAMILIES = ("torch", "jax")
@@ -152,4 +152,4 @@ def build_minimal_script(case: Case, backend: Backend, title: str, finding: dict
              *(["from math import inf, nan"] if re.search(r"\b(nan|inf)\b", "\n".join(data + after)) else []),
              "", "import numpy as np", *framework, "", *data, backend.versions_source, "print(VERSIONS)", "", "",
              program, *after]
-    return "\n".join(lines) + "\n"
+    return with_readable_names("\n".join(lines) + "\n")

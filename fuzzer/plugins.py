@@ -12,11 +12,20 @@ where `api` is a PluginAPI: `add_backend` (a new Backend class), `derive_backend
 existing backend with some ops replaced), `add_transformation` (a model/graph
 transformation that must keep agreeing) and `add_external_backend` (a command in any
 language; docs/external-backends.md). Errors inside a plugin are reported naming the plugin.
+
+A plugin is code a user gives us, so the command line loads it first in a child process, bounded in
+time (`check_plugins_in_child`): one that kills its process (abort, segfault), exits, or does not
+return within PLUGIN_LOAD_TIMEOUT_S is refused with one sentence (exit 2) before this process runs
+it. Loading prints nothing on stdout (a command's stdout is its result, `--json`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
+import os
+import signal
+import subprocess
 import sys
 import traceback
 from importlib import metadata
@@ -30,6 +39,9 @@ from fuzzer.ops import get_op
 
 CANARY_DIR = Path(__file__).parent / "canaries"
 ENTRY_POINT_GROUP = "fuzzer.plugins"
+# How long the child that tries the plugins may take (importing torch and jax on a busy machine: ~10 s).
+PLUGIN_LOAD_TIMEOUT_S = float(os.environ.get("FUZZ_PLUGIN_LOAD_TIMEOUT", 120))
+LOADED_MARK = "fuzzer: plugins loaded"  # the child's last line on stdout when every plugin loaded
 
 
 class TransformedBackend(Backend):
@@ -141,17 +153,28 @@ def _resolve(spec: str) -> Path:
     raise UserError(f"Plugin '{spec}' is neither a .py file nor a shipped canary ({', '.join(canary_names())}).")
 
 
+@contextlib.contextmanager
+def _plugin_code(source: str):
+    """Around a plugin's own code: its prints go to stderr, and its sys.exit() is a refusal, never our exit."""
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+    except SystemExit as exc:
+        raise UserError(f"Plugin {source} called sys.exit({exc.code!r}) while loading; a plugin must return from "
+                        "register(api), not exit.") from None
+
+
 def _register(register: Callable, source: str) -> list[str]:
     api = PluginAPI(source)
-    try:
-        register(api)
-    except UserError as exc:
-        raise UserError(f"Plugin {source}: {exc}") from None
-    except Exception as exc:  # noqa: BLE001 - a plugin's bug is reported, never our crash
-        where = traceback.extract_tb(exc.__traceback__)[-1]
-        raise UserError(
-            f"Plugin {source} raised {type(exc).__name__}: {exc} (at {Path(where.filename).name}:{where.lineno}); fix the plugin."
-        ) from None
+    with _plugin_code(source):
+        try:
+            register(api)
+        except UserError as exc:
+            raise UserError(f"Plugin {source}: {exc}") from None
+        except Exception as exc:  # noqa: BLE001 - a plugin's bug is reported, never our crash
+            where = traceback.extract_tb(exc.__traceback__)[-1]
+            raise UserError(f"Plugin {source} raised {type(exc).__name__}: {exc} (at {Path(where.filename).name}:"
+                            f"{where.lineno}); fix the plugin.") from None
     return api.backends
 
 
@@ -173,7 +196,11 @@ def load_plugin(spec: str) -> list[str]:
         module_spec = importlib.util.spec_from_file_location(module_name, path)
         module = importlib.util.module_from_spec(module_spec)
         sys.modules[module_name] = module
-        module_spec.loader.exec_module(module)
+        with _plugin_code(f"'{spec}'"):
+            module_spec.loader.exec_module(module)
+    except UserError:
+        sys.modules.pop(module_name, None)
+        raise
     except Exception as exc:  # noqa: BLE001
         sys.modules.pop(module_name, None)
         raise UserError(f"Plugin '{spec}' failed to import: {type(exc).__name__}: {exc}.") from None
@@ -191,7 +218,10 @@ def load_entry_point_plugins() -> list[str]:
         names = []
         for entry in metadata.entry_points(group=ENTRY_POINT_GROUP):
             try:
-                register = entry.load()
+                with _plugin_code(f"entry point '{entry.name}'"):
+                    register = entry.load()
+            except UserError:
+                raise
             except Exception as exc:  # noqa: BLE001
                 raise UserError(f"Plugin entry point '{entry.name}' failed to import: {type(exc).__name__}: {exc}.") from None
             names += _register(register, f"entry point '{entry.name}'")
@@ -205,6 +235,37 @@ def load_plugins(specs: list[str] | tuple[str, ...]) -> list[str]:
         names += load_plugin(spec)
     return names
 
+
+def check_plugins_in_child(specs: list[str] | tuple[str, ...]) -> None:
+    """Load the plugin files `specs` (and the installed entry points) in a child process first, so that
+    one that aborts, segfaults, exits or hangs while loading is refused with one sentence (UserError)
+    instead of ending or freezing this process. Shipped canaries are our code and are not tried."""
+    files = [spec for spec in specs if _resolve(spec).parent != CANARY_DIR]
+    if not files:
+        return
+    program = f"import sys; from fuzzer.plugins import load_plugins; load_plugins(sys.argv[1:]); print({LOADED_MARK!r})"
+    named = ", ".join(f"'{spec}'" for spec in files)
+    try:
+        done = subprocess.run([sys.executable, "-c", program, *files], capture_output=True, text=True, errors="replace",
+                              stdin=subprocess.DEVNULL, timeout=PLUGIN_LOAD_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        raise UserError(f"Plugin {named} did not finish loading within {PLUGIN_LOAD_TIMEOUT_S:g} s (its import or "
+                        "register(api) hangs); fix the plugin, or raise $FUZZ_PLUGIN_LOAD_TIMEOUT.") from None
+    if done.returncode == 0 and done.stdout.rstrip().endswith(LOADED_MARK):
+        return
+    last = done.stderr.strip().splitlines()[-1:] or [""]
+    if last[0].startswith("fuzzer.errors.UserError: "):  # a refusal of ours, said in the child
+        raise UserError(last[0].removeprefix("fuzzer.errors.UserError: "))
+    how = f"was killed by {_signal_name(-done.returncode)}" if done.returncode < 0 else f"exited with code {done.returncode}"
+    raise UserError(f"Loading plugin {named} {how} before register(api) returned ({last[0][:200] or 'no message'}); "
+                    f"fix the plugin (run `python {files[0]}` to see its own messages).")
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
 
 
 def canaries_for(backend_names: list[str]) -> list[str]:

@@ -3,14 +3,18 @@ torch or jax calls, and the lines that turn the script's numpy arrays into frame
 
 A backend's `reproducer_program(case)` (see `Backend`) builds on these and adds its own
 transformation (torch.compile, jax.jit, a module tree, save/load, ...). Names of arrays in
-the script come from `variable_name`, so every writer refers to the same variables.
+the script come from `variable_name`, so every writer refers to the same variables; the finished
+script gets readable ones that shadow nothing (`with_readable_names`).
 """
 
 from __future__ import annotations
 
 import base64
+import builtins
+import io
 import keyword
 import re
+import tokenize
 import zlib
 from collections import Counter
 from typing import Callable
@@ -33,9 +37,31 @@ LITERAL_LIMIT = 256  # elements; larger arrays are embedded as base64 .npy
 
 
 def variable_name(name: str) -> str:
-    """The script variable of a case array ("n0.weight" -> "n0_weight"; "lambda" -> "lambda_")."""
-    identifier = re.sub(r"\W", "_", name, flags=re.ASCII)
-    return identifier + "_" if keyword.iskeyword(identifier) else identifier
+    """The script variable of a case array or node `name` while a script is written: a placeholder
+    that no other name in a script can be, which `with_readable_names` turns into a readable one."""
+    return f"_case_{name.encode().hex()}_"
+
+
+PLACEHOLDER = re.compile(r"\b_case_([0-9a-f]+)_\b")
+
+
+def with_readable_names(text: str) -> str:
+    """A finished script `text` with each case name's placeholder replaced by a readable variable
+    ("n0.weight" -> "n0_weight"), unique, and shadowing nothing the script uses: an input named
+    `np`, `print` or `n0_weight` (beside node n0's weight) gets a "_" more (`np_`, `n0_weight_`).
+    Names are taken in order of first appearance, so `graph`'s arguments keep theirs first."""
+    tokens = tokenize.generate_tokens(io.StringIO(text).readline)
+    taken = {token.string for token in tokens if token.type == tokenize.NAME}
+    taken |= set(keyword.kwlist) | set(dir(builtins))
+    readable = {}
+    for match in PLACEHOLDER.finditer(text):
+        if match.group(0) not in readable:
+            name = re.sub(r"\W", "_", bytes.fromhex(match.group(1)).decode(), flags=re.ASCII)
+            while name in taken:
+                name += "_"
+            taken.add(name)
+            readable[match.group(0)] = name
+    return PLACEHOLDER.sub(lambda match: readable[match.group(0)], text)
 
 
 def _float_text(value: float, dtype: str) -> str:

@@ -1,16 +1,21 @@
-"""Campaign workers as Ray actors (`fuzz run --ray local|auto|ray://host:port`).
+"""Campaign workers as Ray actors (`fuzz run --ray local|auto|HOST:PORT|ray://HOST:10001`).
 
 `RayWorker` has the interface of `fuzzer.workers.Worker` (submit, collect, check_timeout,
 recycle, stop, in_flight, backend), so `Campaign.run` drives either kind. Each actor holds
 one `Pipeline`; the seed stream is the campaign's (the driver hands out indices), and the
 driver stays the only corpus writer: actors return the pipeline's records (fuzzer/records.py),
-a CaseReply tagged with their node.
+a CaseReply tagged with their node (Ray's node id, hostname, ip).
 
-Isolation: an actor process that dies (segfault, abort, OOM kill, its node lost) surfaces
-as `RayActorError`/`WorkerCrashedError`; the RayWorker then raises WorkerDied("crash") and
-creates a fresh actor itself (`max_restarts=0`: Ray never replays a request that crashed),
-which Ray places on any node still alive, so a lost node does not stop the campaign. An actor
-whose device a backend's error left unusable is replaced alike (WorkerPoisoned).
+Nothing here waits on the cluster: an actor is created without waiting for it to start (a
+replacement may wait for a free CPU for good, if its node's CPUs are gone), a request sent to
+it queues in Ray, and its time limit runs from when the actor started.
+
+Isolation: an actor process that dies (segfault, abort, OOM kill) surfaces as
+`RayActorError`/`WorkerCrashedError`; the RayWorker then raises WorkerDied("crash") and creates
+a fresh actor itself (`max_restarts=0`: Ray never replays a request that crashed). An actor
+whose node left the cluster is not a finding about a backend: the RayWorker raises NodeLost
+and the campaign runs that case again elsewhere. An actor whose device a backend's error left
+unusable is replaced alike (WorkerPoisoned).
 
 Differences from the pipe workers:
 - Ray gives no per-backend heartbeat. A request is a hang only when the whole request
@@ -24,7 +29,10 @@ Differences from the pipe workers:
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import socket
 import time
 import uuid
 from dataclasses import replace
@@ -39,29 +47,117 @@ _HEARTBEAT_NAMESPACE = b"fuzzer-heartbeat"
 _actor_class = None
 
 
+class NodeLost(Exception):
+    """The node a Ray actor ran on left the cluster (a machine lost, its raylet killed); a fresh
+    actor has replaced it. Not a finding: the case it was checking is run again."""
+
+    def __init__(self, node: dict | None):
+        super().__init__(f"Ray node {(node or {}).get('node_id', '?')} was lost")
+        self.node = node
+
+
 def _ray():
     try:
         import ray
     except ImportError:
-        raise UserError(f"--ray needs Ray: pip install '{DISTRIBUTION}[ray]'") from None
+        raise UserError(f"--ray needs Ray, which is not installed: pip install '{DISTRIBUTION}[ray]'") from None
     return ray
 
 
 def start_ray(address: str) -> None:
-    """Start a local Ray instance ("local") or join a cluster ("auto", "ray://host:port", "host:port")."""
+    """Start a private Ray instance ("local") or join a cluster ("auto": RAY_ADDRESS, else the
+    cluster `ray start` runs on this machine; "HOST:PORT"; "ray://HOST:PORT", Ray Client).
+    A cluster that cannot be joined is a UserError, said before the campaign starts."""
     ray = _ray()
     if ray.is_initialized():
         return
-    ray.init(address=None if address == "local" else address, ignore_reinit_error=True,
-             log_to_driver=False, include_dashboard=False)
+    if address.startswith("ray://"):
+        try:
+            import grpc  # noqa: F401 - what Ray Client needs: ray[client]
+        except ImportError:
+            raise UserError(f"--ray {address} needs Ray Client, which is not installed: pip install 'ray[client]' "
+                            "(or run `fuzz run --ray auto` on a machine of the cluster).") from None
+    _keep_ray_messages_off_stdout()
+    if address == "local":
+        ray.init(log_to_driver=False, include_dashboard=False)
+        return
+    try:
+        _require_listening(os.environ.get("RAY_ADDRESS", "") if address == "auto" else address)
+        _join(ray, address)
+    except ConnectionError as exc:
+        raise UserError(f"Could not join the Ray cluster at --ray {address} ({str(exc).splitlines()[0]}); start one "
+                        "with `ray start --head`, or pass --ray local.") from None
+
+
+def _require_listening(address: str) -> None:
+    """ConnectionError unless something listens at HOST:PORT ("" or "auto": Ray looks for a local cluster
+    itself): Ray would retry a head that is gone for many minutes (20 tries of ~40 s)."""
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    if not host or not port.isdigit():
+        return
+    try:
+        socket.create_connection((host, int(port)), timeout=10).close()
+    except OSError as exc:
+        raise ConnectionError(f"nothing answers at {host}:{port}: {exc.strerror or exc}") from None
+
+
+def _join(ray, address: str) -> None:
+    """Join a running cluster with the authentication it uses. Given "auto", Ray turns token
+    authentication on whenever a token file exists (~/.ray/auth_token, which any local `ray.init()`
+    writes), whatever the cluster uses, and a cluster without it then cancels every actor. So,
+    unless RAY_AUTH_MODE says, join without a token first, and with one if the cluster asks for it."""
+    if "RAY_AUTH_MODE" in os.environ:
+        ray.init(address=address, log_to_driver=False)
+        return
+    os.environ["RAY_AUTH_MODE"] = "disabled"
+    try:
+        with _environment(RAY_gcs_server_port_wait_time_s="2"):  # a live cluster without a token says so at once
+            ray.init(address=address, log_to_driver=False)
+    except ConnectionError as exc:
+        if "InvalidAuthToken" not in str(exc.__cause__):
+            raise
+        ray.shutdown()
+        os.environ["RAY_AUTH_MODE"] = "token"
+        from ray._raylet import Config
+
+        Config.initialize("")  # Ray reads RAY_AUTH_MODE once per process: what its own _enable_token_auth does
+        ray.init(address=address, log_to_driver=False)
+
+
+@contextlib.contextmanager
+def _environment(**defaults: str):
+    """os.environ with `defaults` for the variables the user has not set, restored after."""
+    added = {name: value for name, value in defaults.items() if name not in os.environ}
+    os.environ.update(added)
+    try:
+        yield
+    finally:
+        for name in added:
+            os.environ.pop(name, None)
+
+
+def _keep_ray_messages_off_stdout() -> None:
+    """Ray's driver prints the cluster's error messages (an actor died, the memory monitor's dump of
+    its processes) to stdout even with log_to_driver=False (ray/_private/worker.py,
+    listen_error_messages). stdout is for the summary (`--json`), so they go to stderr."""
+    from ray._private import worker
+
+    print_to_stdstream = getattr(worker, "print_to_stdstream", None)
+    if print_to_stdstream is None or getattr(print_to_stdstream, "to_stderr", False):
+        return
+
+    def to_stderr(data, **kwargs):
+        return print_to_stdstream({**data, "is_err": True}, **kwargs)
+
+    to_stderr.to_stderr = True
+    worker.print_to_stdstream = to_stderr
 
 
 def _node() -> dict:
-    import socket
-
     import ray
 
-    return {"hostname": socket.gethostname(), "ip": ray.util.get_node_ip_address()}
+    return {"node_id": ray.get_runtime_context().get_node_id(), "hostname": socket.gethostname(),
+            "ip": ray.util.get_node_ip_address()}
 
 
 def _pipeline_actor():
@@ -107,28 +203,40 @@ class RayWorker:
 
     conn = None  # no pipe to wait on: the campaign polls (see campaign._wait_for)
 
-    def __init__(self, config: WorkerConfig, start_timeout: float = 300.0):
+    def __init__(self, config: WorkerConfig):
         self.config = config
-        self.start_timeout = start_timeout
         self.in_flight: tuple | None = None
         self.backend: str | None = None
-        self.node: dict | None = None
         self._ref = None
-        self._started = 0.0
+        self._submitted = 0.0
         self._start()
 
     def _start(self) -> None:
-        ray = _ray()
+        """Create the actor; it starts when the cluster has a CPU for it (see `starting`)."""
         self._key = f"fuzzer:{uuid.uuid4().hex}"
         self.actor = _pipeline_actor().options(num_cpus=1).remote(self.config, self._key)
+        self._ready = self.actor.ready.remote()
+        self._started_at: float | None = None
+        self.node: dict | None = None
+
+    @property
+    def starting(self) -> bool:
+        """Whether the actor has not started yet (waiting for a CPU, importing the frameworks)."""
+        return not self._poll_start()
+
+    def _poll_start(self) -> bool:
+        """Whether the actor's start is over (then `node` says where it runs: None if it died starting)."""
+        if self._started_at is not None:
+            return True
+        ray = _ray()
+        if not ray.wait([self._ready], timeout=0)[0]:
+            return False
         try:
-            self.node = ray.get(self.actor.ready.remote(), timeout=self.start_timeout)
-        except ray.exceptions.GetTimeoutError:
-            self.kill()
-            raise InternalError("a Ray worker actor did not start in time (are CPUs free in the cluster?)") from None
-        except ray.exceptions.RayError as exc:
-            self.kill()
-            raise InternalError(f"a Ray worker actor failed to start:\n{exc}") from None
+            self.node = ray.get(self._ready)
+        except ray.exceptions.RayError:
+            pass  # it died starting: the request sent to it fails too, and collect says why
+        self._started_at = time.monotonic()
+        return True
 
     def _last_heartbeat(self) -> tuple[str | None, list | None]:
         """(backend, case source) the actor last said it was running."""
@@ -160,11 +268,12 @@ class RayWorker:
     def submit(self, message: tuple) -> None:
         self.in_flight = message
         self.backend = None
-        self._started = time.monotonic()
-        self._ref = self.actor.handle.remote(message)
+        self._submitted = time.monotonic()
+        self._ref = self.actor.handle.remote(message)  # queued in Ray until the actor has started
 
     def collect(self):
-        """The request's result, or None while it runs; WorkerDied (after re-creating the actor) if the actor died."""
+        """The request's result, or None while it runs; after re-creating the actor: NodeLost if its
+        node left the cluster, WorkerDied if the actor died, InternalError if it could not start."""
         if self._ref is None:
             return None
         ray = _ray()
@@ -175,8 +284,12 @@ class RayWorker:
         try:
             reply = ray.get(self._ref)
         except (ray.exceptions.RayActorError, ray.exceptions.WorkerCrashedError, ray.exceptions.ObjectLostError) as exc:
-            died = self._died("crash", f"ray actor died: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}")
-            raise died from None
+            if getattr(exc, "actor_init_failed", False):
+                self._restart()
+                raise InternalError(f"a Ray worker actor failed to start:\n{exc}") from None
+            if not self._poll_start() or self.node is None or not self._node_alive():
+                raise self._replaced(NodeLost(self.node)) from None  # it never ran the request, or its node is gone
+            raise self._died("crash", f"ray actor died: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
         except ray.exceptions.RayTaskError as exc:
             self.in_flight = None
             self._ref = None
@@ -187,21 +300,29 @@ class RayWorker:
             raise self._replaced(WorkerPoisoned(*reply[1:])) from None
         return reply
 
+    def _node_alive(self) -> bool:
+        """Whether the node the actor ran on is still in the cluster (Ray's GCS knows of a lost node
+        before it fails the actor's requests)."""
+        return any(n["NodeID"] == self.node["node_id"] and n["Alive"] for n in _ray().nodes())
+
     def _died(self, kind: str, message: str) -> WorkerDied:
         backend, source = self._last_heartbeat()
         return self._replaced(WorkerDied(kind, backend, message, source))
 
-    def _replaced(self, died: WorkerDied) -> WorkerDied:
+    def _replaced(self, died: WorkerDied | NodeLost) -> WorkerDied | NodeLost:
         """`died`, tagged with the node the actor ran on, once a fresh actor has replaced it."""
         died.node = self.node
         self._restart()
         return died
 
     def check_timeout(self, timeout: float, compile_timeout: float | None = None) -> None:
-        """Kill and re-create an actor whose whole request ran past max(timeout, compile_timeout):
-        Ray gives no per-backend heartbeat, so the limit is per request, not per backend run."""
+        """Kill and re-create an actor whose whole request ran past max(timeout, compile_timeout),
+        counted from when both the request was sent and the actor had started: Ray gives no
+        per-backend heartbeat, so the limit is per request, not per backend run."""
+        if self.in_flight is None or self.starting:
+            return
         limit = max(timeout, compile_timeout or 0.0)
-        if self.in_flight is not None and time.monotonic() - self._started > limit:
+        if time.monotonic() - max(self._submitted, self._started_at) > limit:
             raise self._died("hang", f"no answer within {limit:g} s")
 
     def request(self, message: tuple, timeout: float, compile_timeout: float | None = None):

@@ -12,28 +12,34 @@ from pathlib import Path
 from typing import Callable
 from xml.etree import ElementTree
 
+from fuzzer.backends import parse_backend_list
 from fuzzer.check import Finding
 from fuzzer.corpus import Corpus, case_from_export, file_kind, is_finding, load_case_file
+from fuzzer.death_shrink import shrink_death
 from fuzzer.errors import UserError
 from fuzzer.ir import Case
 from fuzzer.known import KnownBug, Registry
 from fuzzer import verdicts
-from fuzzer.plugins import canaries_for
+from fuzzer.plugins import canaries_for, load_plugins
 from fuzzer.triage import current_signature, same_bucket
 from fuzzer.pipeline import WorkerConfig
 from fuzzer.records import CheckReply, ShrinkReply
-from fuzzer.workers import Worker, WorkerDied, WorkerPoisoned
+from fuzzer.workers import Worker, WorkerDied, WorkerPoisoned, died_in_worker, replay_memory_limit_mb
 
 EXPECTATIONS = ("agree", "disagree")
 
 
 class Replayer:
-    """One warm worker that checks given cases; a crash or hang is a result, not an error."""
+    """One warm worker that checks given cases, under the memory limit of a campaign's worker
+    (workers.replay_memory_limit_mb); a crash or hang is a result, not an error."""
 
     def __init__(self, backends: list[str], plugins: list[str], timeout: float = 120.0, reruns: int = 2):
         plugins = list(dict.fromkeys(list(plugins) + canaries_for(backends)))
+        load_plugins(plugins)  # the backends' devices decide the default limit
         self.timeout = timeout
-        self.worker = Worker(WorkerConfig(backends=list(backends), plugins=plugins, reruns=reruns))
+        self.config = WorkerConfig(backends=list(backends), plugins=plugins, reruns=reruns,
+                                   memory_limit_mb=replay_memory_limit_mb(parse_backend_list(",".join(backends))))
+        self.worker = Worker(self.config)
 
     def request(self, message: tuple):
         """The worker's reply. A request that poisons the worker's device (WorkerPoisoned) runs once more
@@ -280,10 +286,15 @@ def reshrink_stored(corpus: Corpus, case_id: int, plugins: list[str], seconds: f
         raise UserError(f"Case {case_id} has no finding to shrink for; pick a case listed with a verdict by `fuzz list`.")
     finding = Finding.from_dict(recorded)
     with Replayer([finding.backend], plugins) as replayer:
-        now = replayer.check(stored.case, [finding.backend]).findings
-        finding = next((f for f in now if f.backend == finding.backend), finding)
-        result = replayer.shrink(stored.case, finding, seconds)
-    if not result.findings:
+        if died_in_worker(finding):  # shrunk from here, each candidate in a fresh worker with a short hang timeout
+            died = WorkerDied(finding.verdict, finding.backend, finding.error)
+            death = shrink_death(replayer.worker, stored.case, died, seconds, replayer.timeout, compile_timeout=600.0)
+            result = death.shrunk if death else None
+        else:
+            now = replayer.check(stored.case, [finding.backend]).findings
+            finding = next((f for f in now if f.backend == finding.backend), finding)
+            result = replayer.shrink(stored.case, finding, seconds)
+    if result is None or not result.findings:
         raise UserError(f"Case {case_id} no longer reproduces on {finding.backend}; nothing to shrink.")
     new_id = corpus.add_case(result.record(campaign_id=stored.campaign_id, shrunk_from=case_id))
     # `fuzz shrink --json` prints this as it is

@@ -34,7 +34,7 @@ from fuzzer.backends import Backend
 from fuzzer.check import reference_for
 from fuzzer.ir import Case
 from fuzzer.oracle import allowed_error, compute_reference
-from fuzzer.program_source import argument_names, array_literal, device_guard, variable_name
+from fuzzer.program_source import argument_names, array_literal, device_guard, variable_name, with_readable_names
 
 HANG_SECONDS = 60  # a hang reproducer gives up (exit 1) after this long
 WORST_SHOWN = 5
@@ -156,5 +156,5 @@ def build_script(case: Case, backend: Backend, title: str, pytest_style: bool = 
         lines += ["", "", "def test_reproducer():", "    assert passed, 'outputs differ from the float64 reference'"]
     else:
         lines += ["sys.exit(0 if passed else 1)"]
-    return "\n".join(lines) + "\n"
+    return with_readable_names("\n".join(lines) + "\n")
 

@@ -6,8 +6,8 @@ A worker is forked from a warm template: a `forkserver` that imported torch, jax
 numpy, hypothesis and the op registry once, before any thread pool, CUDA context or
 XLA client existed (those are created in the worker, after the fork), so a worker
 starts in a fraction of a second instead of re-importing everything. A worker with
-a memory limit is started with `spawn` instead (the template's imports alone would
-use most of a small address-space limit). Each worker runs one intra-op thread
+a memory limit below FORK_MIN_LIMIT_MB is started with `spawn` instead (the template's
+imports alone would use most of a small address-space limit). Each worker runs one intra-op thread
 (`threads`), loads the plugins, keeps its backends and compiled-graph caches warm,
 and answers requests over a pipe. Before every backend run it reports what it is about to run,
 so when it dies or goes silent the parent knows which backend and which case did it.
@@ -56,6 +56,13 @@ FORKSERVER = multiprocessing.get_context("forkserver")
 FORKSERVER.set_forkserver_preload(["numpy", "torch", "jax", "hypothesis", "fuzzer.ops", "fuzzer.pipeline"])
 
 
+# A worker under a smaller limit starts with `spawn` and imports only what its backends need: the
+# fork server's template holds torch and jax (~1.9 GB of address space) before any work is done.
+FORK_MIN_LIMIT_MB = 4096
+# Set by the replaying commands' --memory-limit (cli.memory_limit_option) for the workers they start.
+MEMORY_LIMIT_VARIABLE = "FUZZ_MEMORY_LIMIT"
+
+
 def within_hard_limit(limit_mb: int | None) -> int | None:
     """`limit_mb` lowered to this process's hard address-space limit (`ulimit -Hv`), which a worker may
     not raise: asking for more makes every worker fail to start. None (no limit of ours) stays None."""
@@ -63,6 +70,38 @@ def within_hard_limit(limit_mb: int | None) -> int | None:
     if limit_mb is None or hard == resource.RLIM_INFINITY:
         return limit_mb
     return min(limit_mb, hard // 2**20)
+
+
+def default_memory_limit_mb(workers: int, backends: list) -> int | None:
+    """A worker's address-space limit: its share of 80% of the machine's memory, at least 4 GB (torch and
+    jax imported take ~2 GB of address space), within the shell's hard limit. None with a GPU backend:
+    CUDA reserves address space at start."""
+    if any(backend.device != "cpu" for backend in backends):
+        return None
+    total_mb = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2**20
+    return within_hard_limit(max(4096, int(total_mb * 0.8 / max(1, workers))))
+
+
+def require_within_hard_limit(memory_limit_mb: int) -> None:
+    """An explicit --memory-limit above the shell's hard limit would make every worker fail to start: refuse it."""
+    allowed = within_hard_limit(memory_limit_mb)
+    if allowed < memory_limit_mb:
+        raise UserError(f"--memory-limit {memory_limit_mb} is above this shell's hard address-space limit of {allowed} MB "
+                        f"(ulimit -Hv); pass at most {allowed}, or 0 to keep the shell's limit.")
+
+
+def replay_memory_limit_mb(backends: list) -> int | None:
+    """The limit of a replaying command's one worker (replay, shrink, regress, export, show --rerun):
+    its --memory-limit ($FUZZ_MEMORY_LIMIT, 0 for none of ours), else a campaign's default for one worker."""
+    text = os.environ.get(MEMORY_LIMIT_VARIABLE, "")
+    if not text:
+        return default_memory_limit_mb(1, backends)
+    try:
+        limit = int(text)
+    except ValueError:
+        raise UserError(f"${MEMORY_LIMIT_VARIABLE} is {text!r}; set it to a number of MB such as 4096.") from None
+    require_within_hard_limit(limit)
+    return limit or None
 
 
 def warm_template() -> None:
@@ -99,6 +138,7 @@ def limit_threads(threads: int) -> None:
 def _worker_main(conn, config: WorkerConfig) -> None:
     """Entry point of the worker process."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+    os.dup2(2, 1)  # the parent's stdout is its summary (`--json`): a plugin's print or a library's C write goes to stderr
     if config.memory_limit_mb:
         limit = config.memory_limit_mb * 1024 * 1024
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
@@ -137,6 +177,9 @@ def _worker_main(conn, config: WorkerConfig) -> None:
             conn.send(("error", traceback.format_exc()))
 
 
+DIED_MESSAGE = "worker process "  # then how it ended: "killed by signal SIGSEGV", "exited with status 1"
+
+
 class WorkerDied(Exception):
     """The worker process ended (crash) or stopped answering (hang) during a request."""
 
@@ -149,14 +192,21 @@ class WorkerDied(Exception):
         self.message = message
         self.source = source  # the CaseSource (as a list) of the case it was checking, when it said
 
-    def finding(self):
-        """The finding this is: the backend the worker was running crashed or hung (check.Finding)."""
+    def finding(self, culprit: str | None = None):
+        """The finding this is: the backend the worker was running crashed or hung (check.Finding),
+        blamed on `culprit` where a shrink found the op that does it alone (fuzzer/death_shrink.py)."""
         from fuzzer.check import Finding
         from fuzzer.oracle import signature
 
-        backend = self.backend or "unknown"
-        return Finding(backend=backend, verdict=self.kind, culprit=self.culprit,
-                       signature=signature(self.kind, backend, self.culprit, self.message), detail=self.message, error=self.message)
+        backend, culprit = self.backend or "unknown", culprit or self.culprit
+        return Finding(backend=backend, verdict=self.kind, culprit=culprit,
+                       signature=signature(self.kind, backend, culprit, self.message), detail=self.message, error=self.message)
+
+
+def died_in_worker(finding) -> bool:
+    """Is this finding (check.Finding) a worker's death, as WorkerDied.finding writes it: a hang, or a
+    crash whose error is the process's end ("worker process killed by signal SIGABRT")?"""
+    return finding.verdict == "hang" or (finding.verdict == "crash" and finding.error.startswith(DIED_MESSAGE))
 
 
 class WorkerPoisoned(WorkerDied):
@@ -203,7 +253,8 @@ class Worker:
         self.wait_ready()
 
     def _launch(self) -> None:
-        context = SPAWN if self.config.memory_limit_mb else FORKSERVER
+        small_limit = self.config.memory_limit_mb and self.config.memory_limit_mb < FORK_MIN_LIMIT_MB
+        context = SPAWN if small_limit else FORKSERVER
         self.conn, child = context.Pipe()
         self.process = context.Process(target=_worker_main, args=(child, self.config), daemon=True)
         self.process.start()
@@ -261,7 +312,7 @@ class Worker:
                 reason = describe_exit(self.process.exitcode)
                 backend, source = self.backend, self.source
                 self._restart()
-                raise WorkerDied("crash", backend, f"worker process {reason}", source)
+                raise WorkerDied("crash", backend, f"{DIED_MESSAGE}{reason}", source)
             if reply[0] == "poisoned":
                 self._restart()
                 raise WorkerPoisoned(*reply[1:])

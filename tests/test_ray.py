@@ -1,6 +1,6 @@
 """Campaign workers as Ray actors (`fuzz run --ray`), on a local Ray instance and real sqlite files.
 
-One machine only: a multi-node cluster and a lost node are not exercised here.
+One machine, one node: tests/test_ray_cluster.py runs a multi-node cluster and loses a node.
 """
 
 from __future__ import annotations
@@ -46,7 +46,8 @@ def test_canary_campaign_on_ray_actors(tmp_path):
         assert corpus.campaign(progress.campaign_id)["status"] == "finished"
         assert progress.finding_cases >= 1 and progress.crashes == 0
         findings = stored_findings(corpus)
-        assert findings and all(f.get("node") and f["node"]["hostname"] and f["node"]["ip"] for _, f in findings)
+        assert findings and all(f.get("node") and f["node"]["node_id"] and f["node"]["hostname"] and f["node"]["ip"]
+                                for _, f in findings)
     finally:
         corpus.close()
     conn = sqlite3.connect(str(db))

@@ -1,0 +1,147 @@
+"""Every process that runs a backend or the reference is bounded, and so is every case: the resource
+bounds count each node's output and the big temporaries of its reference before anything is
+allocated; a replaying command's worker has the memory limit of a campaign's; a backend that kills
+or silences its worker is shrunk like any other finding, each kept candidate killing a fresh worker.
+"""
+
+from __future__ import annotations
+
+import re
+import resource
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from fuzzer.arrays import materialize
+from fuzzer.death_shrink import shrink_death
+from fuzzer.ir import Graph, Node, TensorSpec, param_shapes
+from fuzzer.pipeline import WorkerConfig
+from fuzzer.plugins import load_plugins
+from fuzzer.workers import Worker, WorkerDied
+from test_hostile import corpus_with, exported, fuzz, refused, relu_case, write_json
+
+PLUGINS = Path(__file__).resolve().parent / "plugins"
+FUZZ = str(Path(sys.executable).with_name("fuzz"))
+TORCH = "torch-eager:cpu:float32"
+
+
+def case_file(tmp_path: Path, graph: Graph, name: str = "case.json") -> Path:
+    case = materialize(graph, 0)
+    return write_json(tmp_path / name, exported(case))
+
+
+# -- resource bounds count intermediates ----------------------------------------------------------
+
+def test_attention_scores_count_against_the_tensor_bound(tmp_path):
+    # q, k, v of (1, 6, 1): 18 elements in, but L x S = 36 scores (and as many weights) in the reference.
+    graph = Graph(tuple(TensorSpec(n, (1, 6, 1)) for n in "qkv"),
+                  (Node("a", "scaled_dot_product_attention", ("q", "k", "v"),
+                        {"causal": False, "mask": False, "scale": None, "dropout_p": 0.0}),), ("a",))
+    path = case_file(tmp_path, graph)
+    refused(fuzz("--max-tensor-elements", 30, "import", "--db", tmp_path / "c.db", path),
+            "attention scores of node 'a'", "36 elements", "limit of 30")
+    assert fuzz("--max-tensor-elements", 36, "import", "--db", tmp_path / "c.db", path).exit_code == 0
+
+
+def test_a_conv_padded_input_counts_against_the_tensor_bound(tmp_path):
+    conv = Node("c", "conv2d", ("x",), {"out_channels": 1, "kernel_size": [3, 3], "stride": [1, 1], "padding": [10, 10],
+                                       "dilation": [1, 1], "groups": 1, "bias": False})
+    graph = Graph((TensorSpec("x", (1, 1, 1, 1)),), (conv,), ("c",))
+    assert param_shapes(graph) == {"c.weight": (1, 1, 3, 3)}
+    # The output is 19 x 19 = 361 elements; the reference pads the input to 21 x 21 = 441 first.
+    refused(fuzz("--max-tensor-elements", 400, "import", "--db", tmp_path / "c.db", case_file(tmp_path, graph)),
+            "padded input of node 'c'", "441 elements")
+
+
+def test_every_node_output_counts_against_the_case_bound(tmp_path):
+    # Five expands of 70 elements to 70 x 70: 24,570 elements the inputs alone do not show.
+    nodes = tuple(Node(f"e{i}", "expand", ("x",), {"sizes": [70, 70]}) for i in range(5))
+    graph = Graph((TensorSpec("x", (1, 70)),), nodes, tuple(n.name for n in nodes))
+    refused(fuzz("--max-case-elements", 20_000, "import", "--db", tmp_path / "c.db", case_file(tmp_path, graph)),
+            "by its node 'e4' (expand)", "limit of 20,000")
+
+
+# -- a replaying command's worker is bounded -------------------------------------------------------
+
+def fuzz_capped(*args, hard_mb: int, timeout: float = 300) -> subprocess.CompletedProcess:
+    """`fuzz` under a hard address-space limit (also a safety net: nothing it starts can take more)."""
+    def cap():
+        resource.setrlimit(resource.RLIMIT_AS, (hard_mb * 2**20, hard_mb * 2**20))
+
+    return subprocess.run([FUZZ, *map(str, args)], capture_output=True, text=True, timeout=timeout, preexec_fn=cap)
+
+
+def test_a_memory_limit_above_the_hard_limit_is_refused(tmp_path):
+    db = tmp_path / "c.db"
+    corpus_with(db, relu_case())
+    done = fuzz_capped("replay", 1, "--db", db, "--memory-limit", 7000, hard_mb=6000)
+    refused(done, "--memory-limit 7000 is above this shell's hard address-space limit of 6000 MB")
+
+
+@pytest.mark.slow
+def test_replay_runs_its_worker_under_the_memory_limit(tmp_path):
+    # hog_relu reserves 100 MB at a time until refused (RLIMIT_AS bounds reservations): under
+    # --memory-limit 2048 its worker is refused well below 2 GB, and the finding says so; the
+    # parent, under an 8 GB safety net, is untouched.
+    db = tmp_path / "c.db"
+    corpus_with(db, relu_case(), backend="plugin-hog-relu", signature="crash | plugin-hog-relu | relu")
+    done = fuzz_capped("replay", 1, "--db", db, "--plugin", PLUGINS / "hog_relu.py", "--memory-limit", 2048,
+                       "--json", hard_mb=8192)
+    assert done.returncode == 1, done.stderr  # the crash reproduces: the README's exit 1
+    got = re.search(r"hog gave up after (\d+) MB", done.stdout)
+    assert got and 0 < int(got.group(1)) < 2048, done.stdout
+
+
+# -- a dead or hung worker is shrunk like any other finding ---------------------------------------
+
+def two_node_case(shape: tuple[int, ...]):
+    """tanh then relu: the plugin's relu is the culprit, the tanh before it noise to shrink away."""
+    graph = Graph((TensorSpec("x0", shape),), (Node("n0", "tanh", ("x0",)), Node("n1", "relu", ("n0",))), ("n1",))
+    return materialize(graph, 1)
+
+
+def shrunk_death(plugin: str, backend: str, timeout: float, shape: tuple[int, ...]):
+    case = two_node_case(shape)
+    load_plugins([str(PLUGINS / plugin)])  # the parent isolates nodes for the backend's dtype, as a campaign does
+    worker = Worker(WorkerConfig(backends=[backend], plugins=[str(PLUGINS / plugin)]))
+    try:
+        try:
+            worker.request(("check", case, [backend]), timeout)
+            raise AssertionError("the plugin backend did not kill its worker")
+        except WorkerDied as died:
+            return case, died, shrink_death(worker, case, died, seconds=30, timeout=timeout)
+    finally:
+        worker.stop()
+
+
+@pytest.mark.slow
+def test_an_aborting_backend_is_shrunk_to_its_culprit():
+    case, died, death = shrunk_death("abort_relu.py", "plugin-abort-relu", timeout=60, shape=(3, 4))
+    assert died.culprit == "-" and "SIGABRT" in died.message
+    assert death.finding.culprit == "relu" and death.finding.signature.startswith("crash | plugin-abort-relu | relu |")
+    shrunk = death.shrunk.case
+    assert shrunk.graph.op_names() == ["relu"] and sum(a.size for a in shrunk.arrays.values()) == 1
+    assert death.shrunk.findings[0].signature == death.finding.signature
+
+
+@pytest.mark.slow
+def test_a_hanging_backend_is_shrunk_with_a_short_timeout():
+    # Found under a 4 s timeout; each candidate is given the case's own measure (here the 2 s floor).
+    # Every kept candidate costs a hang: two elements keep them few.
+    case, died, death = shrunk_death("sleep_relu.py", "plugin-sleep-relu", timeout=4, shape=(1, 2))
+    assert died.kind == "hang" and death.finding.culprit == "relu"
+    assert death.shrunk.log["hang_timeout"] < 4
+    assert death.shrunk.case.graph.op_names() == ["relu"]
+    waited = re.fullmatch(r"no answer within ([0-9.]+) s", death.shrunk.findings[0].detail)
+    assert waited and float(waited.group(1)) < 4
+
+
+def test_a_case_that_no_longer_kills_a_fresh_worker_is_not_shrunk():
+    worker = Worker(WorkerConfig(backends=[TORCH]))
+    try:
+        died = WorkerDied("crash", TORCH, "worker process killed by signal SIGSEGV")
+        assert shrink_death(worker, relu_case(), died, seconds=10, timeout=60) is None
+    finally:
+        worker.stop()
