@@ -79,7 +79,9 @@ def start_ray(address: str) -> None:
                             "(or run `fuzz run --ray auto` on a machine of the cluster).") from None
     _keep_ray_messages_off_stdout()
     if address == "local":
-        ray.init(log_to_driver=False, include_dashboard=False)
+        # address="local" starts a private instance even where another cluster runs on this machine
+        # (with no address, ray.init joins that cluster).
+        ray.init(address="local", log_to_driver=False, include_dashboard=False)
         return
     try:
         _require_listening(os.environ.get("RAY_ADDRESS", "") if address == "auto" else address)
