@@ -60,7 +60,10 @@ def test_the_readme_recipe_survives_a_lost_node(two_node_cluster, tmp_path):
     cluster, worker_node = two_node_cluster
     summary, events = run_fuzz_removing_node(cluster, worker_node, tmp_path / "corpus.db")
     assert summary["status"] == "finished"
-    assert summary["lost_nodes"] == [worker_node.node_id]  # counted, and not a finding
+    # Counted, and not a finding. On a loaded machine the worker node's actor may not have started
+    # (so never said which node it runs on) before the node goes: then the loss is counted as "?".
+    lost = ([worker_node.node_id], ["?"])
+    assert summary["lost_nodes"] in lost
     assert summary["crashes"] == 0 and summary["finding_cases"] == 0 and summary["internal_errors"] == 0
     # No case skipped: every case index counted done was checked (the lost node's went back to the queue
     # and ran on the head), and every index below the last one done was done or abandoned at the deadline.
@@ -70,4 +73,4 @@ def test_the_readme_recipe_survives_a_lost_node(two_node_cluster, tmp_path):
     assert len(holes) <= summary["abandoned"]
     # Replacing the lost node's actor (no CPU left for it) never blocked the loop.
     assert summary["elapsed"] <= TIME_LIMIT + 10
-    assert all(event["lost_nodes"] in ([], [worker_node.node_id]) for event in events)
+    assert all(event["lost_nodes"] in ([], *lost) for event in events)
