@@ -1,6 +1,9 @@
 """Shared fixtures. Everything here is real: real torch, jax, sqlite files; no mocks."""
 
+import contextlib
 import os
+import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -34,3 +37,28 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+@contextlib.contextmanager
+def _read_only(path: Path):
+    """A file or folder nobody may write, root included (root ignores permission bits: use chattr +i)."""
+    if os.geteuid() == 0:
+        if subprocess.run(["chattr", "+i", str(path)], capture_output=True).returncode != 0:
+            pytest.skip("running as root on a file system without chattr +i")
+        try:
+            yield
+        finally:
+            subprocess.run(["chattr", "-i", str(path)], check=True)
+    else:
+        mode = path.stat().st_mode
+        path.chmod(0o555 if path.is_dir() else 0o444)
+        try:
+            yield
+        finally:
+            path.chmod(mode)
+
+
+@pytest.fixture
+def read_only():
+    """`with read_only(path):` makes `path` unwritable for the block."""
+    return _read_only

@@ -200,27 +200,8 @@ def test_a_lock_held_past_the_busy_timeout_is_one_sentence(tmp_path):
 
 # -- a read-only corpus ------------------------------------------------------------------------------------
 
-@contextlib.contextmanager
-def read_only(path: Path):
-    """A file or folder nobody may write, root included (root ignores permission bits: chattr +i)."""
-    if os.geteuid() == 0:
-        if subprocess.run(["chattr", "+i", str(path)], capture_output=True).returncode != 0:
-            pytest.skip("running as root on a file system without chattr +i")
-        try:
-            yield
-        finally:
-            subprocess.run(["chattr", "-i", str(path)], check=True)
-    else:
-        mode = path.stat().st_mode
-        path.chmod(0o555 if path.is_dir() else 0o444)
-        try:
-            yield
-        finally:
-            path.chmod(mode)
-
-
 @pytest.mark.parametrize("locked", ["folder", "file"])
-def test_a_read_only_corpus_opens_for_reading_and_refuses_writing(tmp_path, locked):
+def test_a_read_only_corpus_opens_for_reading_and_refuses_writing(tmp_path, locked, read_only):
     folder = tmp_path / "shared"
     folder.mkdir()
     db, other = folder / "fuzz.db", tmp_path / "other.db"

@@ -346,34 +346,15 @@ def test_exit_2_bad_input_and_refused_paths(tmp_path, db, command):
             refused(result)
 
 
-@contextlib.contextmanager
-def read_only(path: Path):
-    """A file or folder nobody may write, root included (root ignores permission bits: use chattr +i)."""
-    if os.geteuid() == 0:
-        if subprocess.run(["chattr", "+i", str(path)], capture_output=True).returncode != 0:
-            pytest.skip("running as root on a file system without chattr +i")
-        try:
-            yield
-        finally:
-            subprocess.run(["chattr", "-i", str(path)], check=True)
-    else:
-        mode = path.stat().st_mode
-        path.chmod(0o555 if path.is_dir() else 0o444)
-        try:
-            yield
-        finally:
-            path.chmod(mode)
-
-
 @pytest.mark.parametrize("command", [["triage", "1", "--status", "confirmed"], ["import", "{case}"]])
-def test_exit_2_a_read_only_corpus(tmp_path, db, command):
+def test_exit_2_a_read_only_corpus(tmp_path, db, command, read_only):
     case = write_json(tmp_path / "new.json", exported(relu_case(9)))
     command = [part.replace("{case}", str(case)) for part in command]
     with unchanged(db), read_only(db):  # in a process of its own: sqlite shares open files within one
         refused(fuzz_process(*command, "--db", db), str(db), "read-only")
 
 
-def test_exit_2_a_corpus_in_a_read_only_folder(tmp_path):
+def test_exit_2_a_corpus_in_a_read_only_folder(tmp_path, read_only):
     folder = tmp_path / "locked"
     folder.mkdir()
     case = write_json(tmp_path / "new.json", exported(relu_case(9)))
