@@ -14,8 +14,11 @@ surrounds it:
   other one (torch's sign(nan) is 0 in float64 too, jax's float64 max drops a nan as its float32
   one does). Where neither agrees, and for outputs only a transformation defines (gradients,
   vmapped copies), the fuzzer's reference values are written in; a comment says which;
-* one check, `np.testing.assert_allclose` with the oracle's allowance (3 significant digits) as
-  `atol`, on the entries the reference defines. A crash's script only runs the program.
+* one check, `np.isclose` with the oracle's allowance (3 significant digits) as `atol`, on the
+  entries the reference defines, ending in one line: `MISMATCH: ...` (exit 1) or `OK: ...`. A
+  crash's script only runs the program;
+* only the part of the graph the finding is about (`failing_part`), shapes a helper computes
+  written out (fuzzer/op_source.py), and only the imports the script uses (`used_imports`).
 
 Choosing the reference runs the stock float64 CPU backends on the case, never the backend under
 test or a plugin's code.
@@ -23,7 +26,10 @@ test or a plugin's code.
 
 from __future__ import annotations
 
+import io
 import re
+import tokenize
+from dataclasses import replace
 
 import numpy as np
 
@@ -36,6 +42,7 @@ from fuzzer.oracle import Reference, allowed_error, compute_reference, judge_out
 from fuzzer.ops import get_op
 from fuzzer.program_source import JAX_X64, compact_array, compact_arrays, graph_arguments, graph_function, with_readable_names
 from fuzzer.reproducer import docstring, environment_note, program_under_test, standard_imports
+from fuzzer.shrink import prune, rebuild
 
 REFERENCE_FAMILIES = ("torch", "jax")
 # How each family's reference function is called on the script's variables, in float64 on the CPU.
@@ -94,21 +101,33 @@ def _written_expected(reference: Reference) -> list[str]:
 
 
 def _check_lines(reference: Reference, dtype: str) -> list[str]:
-    """One assert_allclose per output, `atol` the oracle's allowance, on the entries the math defines."""
+    """The oracle's verdict in a few lines: every entry the math defines within the oracle's
+    allowance (3 significant digits) of `expected`, non-finite ones the same kind; else one
+    MISMATCH line and exit 1 (SystemExit with a message: no traceback)."""
     allowed = [f"{allowed_error(reference, index, dtype):.3g}" for index in range(len(reference.outputs))]
     masks = [reference.judged[dtype][index] | reference.defined_nonfinite[dtype][index] for index in range(len(allowed))]
     lines = []
     for index, mask in enumerate(masks):
         if not mask.all():
             lines += compact_array(f"defined{index}", mask, "bool", "numpy")
-    picks = [f"[defined{index}]" if not mask.all() else "" for index, mask in enumerate(masks)]
-    why = f"the largest error a correct {dtype} implementation may make here (the fuzzer's tolerance model)"
     if lines:
         lines[-1] += "  # the entries whose value the math defines in " + dtype
-    for index, pick in enumerate(picks):
-        lines.append(f"np.testing.assert_allclose(outputs[{index}]{pick}, expected[{index}]{pick}, rtol=0, "
-                     f"atol={allowed[index]})" + (f"  # atol: {why}" if index == 0 else ""))
-    return lines
+    defined = f", [{', '.join(f'defined{index}' if not mask.all() else 'True' for index, mask in enumerate(masks))}]"
+    which = "output {i}: " if len(masks) > 1 else ""
+    why = f"the largest error a correct {dtype} implementation may make here (the fuzzer's tolerance model)"
+    return [*lines,
+            f"for i, (got, want, allowed{', defined' if lines else ''}) in enumerate(zip(outputs, expected, "
+            f"[{', '.join(allowed)}]{defined if lines else ''})):  # allowed: {why}",
+            "    if got.shape != want.shape:",
+            f"        raise SystemExit(f'MISMATCH: {which}shape {{got.shape}}, float64 reference {{want.shape}}')",
+            f"    wrong = ~np.isclose(got, want, rtol=0, atol=allowed, equal_nan=True){' & defined' if lines else ''}"
+            "  # inf == inf, nan == nan",
+            "    if wrong.any():",
+            "        at = np.unravel_index(np.argmax(np.nan_to_num(abs(np.subtract(got, want, where=wrong, out=np.zeros(got.shape))), "
+            "nan=np.inf)), got.shape)",
+            f"        raise SystemExit(f'MISMATCH: {which}{{wrong.sum()}} of {{wrong.size}} entries differ, worst at {{[int(k) for k in at]}}: "
+            "got {float(got[at])}, float64 reference {float(want[at])} (allowed error {allowed:.3g})')",
+            "print('OK: every entry within the allowed error of the float64 reference')"]
 
 
 def _summary(case: Case, backend: Backend, finding: dict) -> str:
@@ -124,16 +143,62 @@ def _summary(case: Case, backend: Backend, finding: dict) -> str:
     return f"{culprit} on {backend.name} ({backend.description}), graph {ops}: {what}."
 
 
+def failing_part(case: Case, finding: dict) -> Case:
+    """The part of `case` a wrong-value finding is about: the graph outputs that depend on a node
+    of the culprit's op (all of them where none does), and only the nodes those need. A crash or
+    hang keeps every output (the compiler may need the whole graph to fail)."""
+    graph = case.graph
+    if finding.get("verdict") not in (verdicts.CRASH, verdicts.HANG):
+        culprit_op = (finding.get("culprit") or "").partition("@")[0]
+        culprits = {node.name for node in graph.nodes if node.op == culprit_op}
+        outputs = tuple(name for name in graph.outputs if graph.ancestors([name]) & culprits) or graph.outputs
+        graph = replace(graph, outputs=outputs)
+    graph = prune(graph)
+    return case if graph == case.graph else (rebuild(case, graph) or case)
+
+
+def used_imports(imports: list[str], code: str) -> list[str]:
+    """`imports` without repeats and without the lines whose names `code` never uses; other
+    statements among them (jax's x64 switch) stay where their module stays."""
+    used_names = _used_names(code)
+    kept: list[str] = []
+    for line in dict.fromkeys(imports):
+        match = re.fullmatch(r"import ([\w.]+)(?: as (\w+))?|from [\w.]+ import (.+)", line)
+        if match is None:
+            names = {line.partition(".")[0]}  # a statement: `jax.config.update(...)` needs jax
+        else:
+            module, alias, imported = match.groups()
+            names = {alias or module.partition(".")[0]} if imported is None else {n.strip() for n in imported.split(",")}
+        if names & used_names:
+            kept.append(line)
+    return kept
+
+
+def _used_names(code: str) -> set[str]:
+    """The names `code` looks up: not an attribute (`np.inf` uses no `inf`), not a keyword or an
+    assignment target (`nan=np.inf`), in code or in an f-string (one token before Python 3.12)."""
+    tokens = [token for token in tokenize.generate_tokens(io.StringIO(code).readline)
+              if token.type not in (tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT)]
+    names = set()
+    for before, token, after in zip([None, *tokens], tokens, [*tokens[1:], None]):
+        if token.type == tokenize.NAME and not (before and before.string == ".") and not (after and after.string == "="):
+            names.add(token.string)
+        elif token.type == tokenize.STRING and token.string.lstrip("rbRB").lower().startswith("f"):
+            names |= set(re.findall(r"(?<![\w.])\w+", token.string))
+    return names
+
+
 def build_minimal_script(case: Case, backend: Backend, title: str, finding: dict | None = None) -> str:
     """The minimal reproducer of `finding` (a stored finding of `backend` on `case`; None: check the
     case on `backend`)."""
     finding = finding or {}
     verdict = finding.get("verdict", "")
+    case = failing_part(case, finding)
     framework, program = program_under_test(case, backend, verdict)
     data = compact_arrays(case, backend.family)
     after: list[str] = []
     if verdict in (verdicts.CRASH, verdicts.HANG):
-        after = ["print('It ran: fixed.')"]
+        after = ["print('OK: it ran')"]
     else:
         graph_reference = compute_reference(case, {backend.dtype})
         reference = reference_for(backend, case, graph_reference)
@@ -142,14 +207,14 @@ def build_minimal_script(case: Case, backend: Backend, title: str, finding: dict
             after = _written_expected(reference)
         else:
             more, after = _computed_expected(case, backend, family, program)
-            framework += [line for line in more if line not in framework]
+            framework += more
         after += _check_lines(reference, backend.dtype)
     fixed = "0 once fixed" + (", 2 where the device it needs is missing" if "sys.exit(2)" in program else "")
-    header = docstring(f"{_summary(case, backend, finding)}\n\n{title}\nWritten by `fuzz export`: "
+    header = docstring(f"{_summary(case, backend, finding)}\n\nWritten by `fuzz export` ({title}): "
                        f"exit 1 while the bug is there, {fixed}.") + environment_note(backend)
-    text = "\n".join(data + after) + program
-    lines = [header, *standard_imports(text, verdict), *(["import sys"] if "sys." in program else []),
-             *(["from math import inf, nan"] if re.search(r"\b(nan|inf)\b", "\n".join(data + after)) else []),
-             "", "import numpy as np", *framework, "", *data, backend.versions_source, "print(VERSIONS)", "", "",
-             program, *after]
-    return with_readable_names("\n".join(lines) + "\n")
+    body = "\n".join([*data, backend.versions_source, "print(VERSIONS)", "", "", program, *after])
+    imports = [*standard_imports(body, verdict), "import sys", "from math import inf, nan", "import numpy as np", *framework]
+    imports = used_imports([line for line in imports if line], body)
+    standard = [line for line in imports if line.split()[1] in ("sys", "math", "base64", "io", "faulthandler")]
+    others = [line for line in imports if line not in standard]
+    return with_readable_names("\n".join([header, *standard, *[""] * bool(standard), *others, "", body]) + "\n")

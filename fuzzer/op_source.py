@@ -279,9 +279,11 @@ def _alias(path: str, source: Source) -> str:
     return path
 
 
-def write_call(impl: Callable, inputs: list[str], params: dict[str, str], attrs: dict, source: Source) -> str:
+def write_call(impl: Callable, inputs: list[str], params: dict[str, str], attrs: dict, source: Source,
+               shapes: list[tuple[int, ...]] | None = None) -> str:
     """The expression that calls the op implementation `impl` (an OpDef's, or a plugin's override)
-    on the named inputs and params; what it needs goes into `source`. Attributes become literals."""
+    on the named inputs and params; what it needs goes into `source`. Attributes become literals,
+    and so do shapes computed from them and the inputs' `shapes` where these are given."""
     if hasattr(impl, API_PATH):
         keywords = getattr(impl, API_KEYWORDS, {})
         renamed = {keywords.get(k, k): v for k, v in attrs.items()}
@@ -289,7 +291,7 @@ def write_call(impl: Callable, inputs: list[str], params: dict[str, str], attrs:
     if hasattr(impl, WRAPS):
         name = source.add_function(getattr(impl, WRAPS))
         return f"{name}({', '.join(inputs + _keywords(attrs))})"
-    inlined = inline_expression(impl, inputs, params, attrs, source)
+    inlined = inline_expression(impl, inputs, params, attrs, source, shapes)
     if inlined is not None:
         return inlined
     name = source.add_function(impl)
@@ -297,11 +299,14 @@ def write_call(impl: Callable, inputs: list[str], params: dict[str, str], attrs:
     return f"{name}([{', '.join(inputs)}], {param_dict}, {literal(attrs)})"
 
 
-def inline_expression(impl: Callable, inputs: list[str], params: dict[str, str], attrs: dict, source: Source) -> str | None:
+def inline_expression(impl: Callable, inputs: list[str], params: dict[str, str], attrs: dict, source: Source,
+                      shapes: list[tuple[int, ...]] | None = None) -> str | None:
     """`impl`'s returned expression with this node's inputs, params and attribute values put in
-    for `xs[i]`, `ps["k"]`, `ps.get("k")` and `attrs["k"]`; None unless `impl` is one of ours
-    whose body is imports and a single return, and whose expression uses no other name than
-    imported modules and builtins."""
+    for `xs[i]`, `ps["k"]`, `ps.get("k")`, `attrs["k"]` and `attrs`, and the inputs' `shapes` for
+    `xs[i].shape`; calls of our functions on values known now are computed now (`_Fold`:
+    `x.reshape(_infer_flatten(attrs, [tuple(x.shape)]))` -> `x.reshape((2, 12))`). None unless
+    `impl` is one of ours whose body is imports and a single return, and whose expression then
+    uses no other name than imported modules and builtins."""
     if not isinstance(impl, types.FunctionType) or impl.__closure__ or not _is_ours(impl.__module__):
         return None
     try:
@@ -318,9 +323,10 @@ def inline_expression(impl: Callable, inputs: list[str], params: dict[str, str],
         for alias in statement.names:
             imported[alias.asname or alias.name.partition(".")[0]] = ast.unparse(ast.Module([statement], []))
     try:
-        expression = _Substitute([a.arg for a in function.args.args], inputs, params, attrs).visit(body[-1].value)
+        expression = _Substitute([a.arg for a in function.args.args], inputs, params, attrs, shapes).visit(body[-1].value)
     except _NotInlinable:
         return None
+    expression = _Fold(impl.__globals__).visit(expression)
     expression = _Alias().visit(expression)
     values = {*inputs, *params.values()}  # the script's variables put in for xs[i] and ps["k"]
     for name in dict.fromkeys(node.id for node in ast.walk(expression) if isinstance(node, ast.Name)):
@@ -369,9 +375,18 @@ class _NotInlinable(Exception):
 class _Substitute(ast.NodeTransformer):
     """Puts a node's inputs, params and attribute values into an implementation's expression."""
 
-    def __init__(self, arguments: list[str], inputs: list[str], params: dict[str, str], attrs: dict):
+    def __init__(self, arguments: list[str], inputs: list[str], params: dict[str, str], attrs: dict,
+                 shapes: list[tuple[int, ...]] | None):
         self.xs, self.ps, self.attrs = arguments
-        self.inputs, self.params, self.attr_values = inputs, params, attrs
+        self.inputs, self.params, self.attr_values, self.shapes = inputs, params, attrs, shapes
+
+    def visit_Attribute(self, node: ast.Attribute):
+        owner = node.value  # xs[i].shape: the input's shape, known when the script is written
+        if (node.attr == "shape" and self.shapes is not None and isinstance(owner, ast.Subscript)
+                and isinstance(owner.value, ast.Name) and owner.value.id == self.xs
+                and isinstance(owner.slice, ast.Constant) and owner.slice.value in range(len(self.shapes))):
+            return ast.parse(literal(tuple(self.shapes[owner.slice.value])), mode="eval").body
+        return self.generic_visit(node)
 
     def visit_Subscript(self, node: ast.Subscript):
         owner, key = node.value, node.slice
@@ -398,6 +413,38 @@ class _Substitute(ast.NodeTransformer):
         return node
 
     def visit_Name(self, node: ast.Name):
+        if node.id == self.attrs and _is_literal(self.attr_values):
+            return ast.parse(literal(self.attr_values), mode="eval").body
         if node.id in (self.xs, self.ps, self.attrs):
             raise _NotInlinable(node.id)  # used other than as xs[i], ps["k"], ps.get("k"), attrs["k"]
         return node
+
+
+class _Fold(ast.NodeTransformer):
+    """Computes now the calls of our functions (shape rules, attribute helpers) and of `tuple`,
+    `list` and `len` whose arguments are literals, when the result is one: the script then shows
+    the shape, not the rule."""
+
+    FOLDED_BUILTINS = {"tuple": tuple, "list": list, "len": len}
+
+    def __init__(self, names: dict):
+        self.names = names  # the implementation's module globals
+
+    def visit_Call(self, node: ast.Call):
+        node = self.generic_visit(node)
+        if not isinstance(node.func, ast.Name) or node.keywords:
+            return node
+        function = self.names.get(node.func.id)
+        if not (isinstance(function, types.FunctionType) and _is_ours(function.__module__)):
+            function = None if node.func.id in self.names else self.FOLDED_BUILTINS.get(node.func.id)
+        if function is None:
+            return node
+        try:
+            values = [ast.literal_eval(arg) for arg in node.args]
+        except (ValueError, TypeError):  # an argument is a variable of the script
+            return node
+        try:
+            result = function(*values)
+        except Exception:  # noqa: BLE001 - a rule that refuses these values stays a call (it raises in the script too)
+            return node
+        return ast.parse(literal(result), mode="eval").body if _is_literal(result) else node

@@ -22,7 +22,7 @@ from typing import Callable
 import numpy as np
 
 from fuzzer.arrays import to_npy_bytes
-from fuzzer.ir import Case
+from fuzzer.ir import Case, infer_shapes
 from fuzzer.layouts import CONTIGUOUS, layout_source
 from fuzzer.op_source import Source, write_call
 
@@ -213,14 +213,18 @@ def graph_arguments(case: Case) -> list[str]:
     return [variable_name(name) for name in argument_names(case)]
 
 
-def graph_function(case: Case, impl_for: Callable, source: Source, name: str = "graph") -> str:
+def graph_function(case: Case, impl_for: Callable, source: Source, name: str = "graph", fixed_shapes: bool = True) -> str:
     """`def graph(x, n0_weight, ...)`: the case's nodes in order as calls of the implementations
-    `impl_for(op name)` gives (a backend's own: fuzzer/op_source.py), returning the graph outputs."""
+    `impl_for(op name)` gives (a backend's own: fuzzer/op_source.py), returning the graph outputs.
+    `fixed_shapes`: shapes an implementation computes are written as the case's (not for a
+    compiler that traces them symbolically, torch.compile(dynamic=True))."""
     params = [name.split(".", 1) for name in _param_names(case)]
+    shapes = infer_shapes(case.graph) if fixed_shapes else {}
     lines = [f"def {name}({', '.join(graph_arguments(case))}):"]
     for node in case.graph.nodes:
         node_params = {p: variable_name(f"{owner}.{p}") for owner, p in params if owner == node.name}
-        call = write_call(impl_for(node.op), [variable_name(i) for i in node.inputs], node_params, node.attrs, source)
+        call = write_call(impl_for(node.op), [variable_name(i) for i in node.inputs], node_params, node.attrs, source,
+                          [shapes[i] for i in node.inputs] if shapes else None)
         lines.append(f"    {variable_name(node.name)} = {call}")
     lines.append(f"    return [{', '.join(variable_name(o) for o in case.graph.outputs)}]")
     return "\n".join(lines)
@@ -260,7 +264,7 @@ def torch_program(case: Case, backend, transform: list[str], call: str, context:
     source = source or Source(imports=["import torch"])
     for helper in helpers:
         source.add_function(helper)
-    graph = graph_function(case, backend.impl_for, source)
+    graph = graph_function(case, backend.impl_for, source, fixed_shapes=not getattr(backend, "dynamic", False))
     code = with_notes(source, "\n\n\n".join(part for part in (source.text(), graph) if part))
     body = [torch_tensors(case, backend.device, backend.dtype, layouts), *strict_precision(backend.device), *transform,
             f"with {context}:", "    " + torch_outputs(call)]

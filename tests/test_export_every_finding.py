@@ -101,9 +101,9 @@ def test_minimal_scripts_run_standalone_with_the_right_exit_code(exported):
 def test_a_minimal_script_of_a_one_op_bug_is_short_and_computes_its_expected_values(exported):
     texts, _, _ = exported
     script = texts["jax-jit-log-pow-negative-base.json"]["minimal"]
-    assert len(script.splitlines()) <= 30, script
+    assert len(script.splitlines()) <= 33, script  # 7 of them the check that ends in one MISMATCH line
     assert "jax.jit(graph)" in script and "float64 reference: jax on the CPU" in script
-    atol = re.search(r"np\.testing\.assert_allclose\(.*, rtol=0, atol=([^)]+)\)", script).group(1)
+    atol = re.search(r"zip\(outputs, expected, \[([^],]+)\]", script).group(1)
     assert len(atol) <= 8 and float(f"{float(atol):.3g}") == float(atol), "the allowance: 3 significant digits"
 
 
@@ -164,7 +164,7 @@ def test_a_plugin_using_our_registry_or_an_import_time_object_still_exports(tmp_
     assert "# Needs the fuzzer: fuzzer.ops.get_op cannot stand alone" in script
     ran = _run(script, tmp_path, "repro.py")
     output, _ = ran.communicate(timeout=300)
-    assert ran.returncode == 1 and "Not equal to tolerance" in output, output
+    assert ran.returncode == 1 and output.strip().splitlines()[-1].startswith("MISMATCH: "), output
 
 
 def test_a_script_for_a_device_this_machine_lacks_exits_2_with_one_sentence(tmp_path):

@@ -1,0 +1,93 @@
+"""The minimal reproducer (`fuzz export`'s default) is what an upstream maintainer wants: public
+calls with the shapes written out, only the part of the graph the finding is about, no unused
+import, and one line at the end: `MISMATCH: ...` and exit 1 while the bug is there, `OK: ...` and
+exit 0 once fixed, exit 2 with one sentence where the device is missing.
+
+The bug used is jax.jit's -inf where exp(inf) - inf is nan (XLA on the CPU, jax 0.10), a real
+finding of our campaigns (exp > sub > flatten > permute)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from fuzzer.arrays import materialize
+from fuzzer.backends import get_backend
+from fuzzer.cli import main
+from fuzzer.corpus import Corpus, load_case_file
+from fuzzer.ir import Case, Graph, Node, TensorSpec
+from fuzzer.minimal_reproducer import build_minimal_script
+
+ROOT = Path(__file__).resolve().parents[1]
+JAX_JIT = "jax-jit:cpu:float32"
+FINDING = {"verdict": "nan-inf", "culprit": "permute@fused"}
+# The graph of the stored finding; `extra` adds an output that has nothing to do with it.
+NODES = [Node("n4", "exp", ["x2"], {}), Node("n5", "sub", ["n4", "x1"], {}),
+         Node("n6", "flatten", ["n5"], {"start_dim": 2, "end_dim": -1}), Node("n7", "permute", ["n6"], {"perm": [-1, 0, 1]})]
+
+
+def _case(value: float, extra: bool = False) -> Case:
+    inputs = [TensorSpec("x1", (1, 1)), TensorSpec("x2", (1, 1, 1, 1))]
+    nodes = NODES + [Node("n8", "tanh", ["x1"], {}), Node("n9", "sigmoid", ["n8"], {})] * extra
+    case = materialize(Graph(inputs, nodes, ["n7", "n9"] if extra else ["n7"]), seed=0)
+    case.arrays["x1"] = np.full((1, 1), value)
+    case.arrays["x2"] = np.full((1, 1, 1, 1), value)
+    return case
+
+
+def _run(script: str, folder) -> tuple[int, str, str]:
+    (folder / "repro.py").write_text(script)
+    ran = subprocess.run([sys.executable, "repro.py"], cwd=folder, capture_output=True, text=True, timeout=300)
+    return ran.returncode, ran.stdout, ran.stderr
+
+
+@pytest.mark.slow
+def test_a_jit_bug_exits_1_with_one_mismatch_line_and_0_once_the_values_agree(tmp_path):
+    script = build_minimal_script(_case(np.inf), get_backend(JAX_JIT), "nan-inf | jax-jit | permute@fused", FINDING)
+    assert len(script.splitlines()) <= 40, script  # 72 before the shapes were written out
+    code, _, errors = _run(script, tmp_path)
+    assert code == 1 and errors.splitlines() == [
+        "MISMATCH: 1 of 1 entries differ, worst at [0, 0, 0]: got -inf, float64 reference nan (allowed error 5.88e-38)"], script
+    fixed = build_minimal_script(_case(1.0), get_backend(JAX_JIT), "the same graph where jit agrees", FINDING)
+    code, output, errors = _run(fixed, tmp_path)
+    assert code == 0 and output.splitlines()[-1].startswith("OK: ") and not errors, output + errors
+
+
+def test_shapes_a_helper_computes_are_written_out_and_nothing_unused_is_imported():
+    script = build_minimal_script(_case(np.inf), get_backend(JAX_JIT), "title", FINDING)
+    assert "n6 = n5.reshape((1, 1, 1))" in script and "_infer_flatten" not in script and "def check" not in script
+    imports = [line for line in script.splitlines() if line.startswith(("import ", "from "))]
+    assert len(imports) == len(set(imports)) and "import math" not in imports and "import torch" not in imports, imports
+    torch_script = build_minimal_script(_case(np.inf), get_backend("torch-eager:cpu:float32"), "title", FINDING)
+    assert "jax" not in torch_script and "reshape((1, 1, 1))" not in torch_script, torch_script  # torch.flatten is public
+
+
+@pytest.mark.slow
+def test_an_output_the_finding_is_not_about_is_left_out(tmp_path):
+    script = build_minimal_script(_case(np.inf, extra=True), get_backend(JAX_JIT), "title", FINDING)
+    assert "tanh" not in script and "sigmoid" not in script and len(script.splitlines()) <= 40, script
+    code, _, errors = _run(script, tmp_path)
+    assert code == 1 and errors.startswith("MISMATCH: 1 of 1 entries differ"), errors
+
+
+def test_a_script_for_a_jax_gpu_exits_2_with_one_sentence_without_one(tmp_path):
+    backend = get_backend("jax-eager:gpu:float32")
+    if not backend.unavailable_reason():
+        pytest.skip("this machine has the device")
+    case = materialize(Graph([TensorSpec("x", (2, 3))], [Node("n0", "tanh", ["x"], {})], ["n0"]), 0)
+    code, _, errors = _run(build_minimal_script(case, backend, "on a GPU", {"verdict": "mismatch"}), tmp_path)
+    assert code == 2 and errors.splitlines() == ["This reproducer needs a GPU, and jax sees none here."], errors
+
+
+def test_exporting_a_case_without_a_finding_names_the_backends_to_choose_from(tmp_path):
+    corpus = Corpus(tmp_path / "cases.db")
+    case_id = corpus.import_case(load_case_file(ROOT / "corpus" / "regression" / "dropout-in-eval-clean.json"))
+    result = CliRunner().invoke(main, ["export", str(case_id), "--db", str(tmp_path / "cases.db")])
+    assert result.exit_code == 2 and len(result.output.strip().splitlines()) == 1, result.output
+    assert "has no finding; pass --backend with one of the backends it was checked on (torch-eager:cpu:float32, " \
+        in result.output, result.output
