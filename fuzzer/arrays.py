@@ -17,6 +17,8 @@ from fuzzer.ir import Case, Graph, element_limits, infer_shapes, param_shapes
 # overflow edges of exp (88.72, 11.09) and of their squares, halves (rounding ties).
 EDGE_VALUES = (0.0, -0.0, 1.0, -1.0, 0.5, -0.5, 2.5, 88.72, -88.72, 103.0, -103.0, 11.09, -11.09, 1.0e19, 65504.0)
 SPECIAL_VALUES = (np.inf, -np.inf, np.nan, -0.0)
+# What a whole row is filled with: a row of -inf is a softmax's 0/0 and a max's empty-like case.
+ROW_FILLS = (-np.inf, -np.inf, np.inf, np.nan, 0.0, 1.0)
 
 
 def to_npy_bytes(array: np.ndarray) -> bytes:
@@ -84,6 +86,19 @@ def _sprinkle(rng: np.random.Generator, values: np.ndarray, choices) -> np.ndarr
     return flat.reshape(values.shape)
 
 
+def _fill_rows(rng: np.random.Generator, values: np.ndarray, choices) -> np.ndarray:
+    """Every row through one element, one row along each axis, set to one value from `choices`:
+    whichever dim an op reduces over (softmax, max, logsumexp), one of its rows is all that value."""
+    if values.size == 0:
+        return values
+    fill = rng.choice(np.asarray(choices, dtype=np.float64))
+    filled = values.copy()
+    centre = [int(rng.integers(0, size)) for size in values.shape]
+    for axis in range(values.ndim):
+        filled[(*centre[:axis], slice(None), *centre[axis + 1:])] = fill
+    return filled if values.ndim else np.full(values.shape, fill)
+
+
 def input_values(rng: np.random.Generator, shape: tuple[int, ...], profile: str) -> np.ndarray:
     """Values of one graph input; `profile` names how (fuzzer/regimes.py lists who uses which)."""
     if profile == "normal":
@@ -113,6 +128,8 @@ def input_values(rng: np.random.Generator, shape: tuple[int, ...], profile: str)
         values = _sprinkle(rng, rng.standard_normal(shape), EDGE_VALUES)
     elif profile == "special":
         values = _sprinkle(rng, rng.standard_normal(shape), SPECIAL_VALUES)
+    elif profile == "special-rows":
+        values = _fill_rows(rng, rng.standard_normal(shape), ROW_FILLS)
     else:
         raise ValueError(f"unknown value profile {profile!r}")
     return _as_float32_values(values)

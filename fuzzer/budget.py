@@ -27,6 +27,8 @@ as the worker has checked FIRST_COMPILE_AFTER graphs with the cheap tier (so the
 graph still comes in seconds), and that first compile (dynamo and inductor imported, caches
 filled: 3-20 s) is not charged to its share. Charging it as a prior made torch.compile wait
 ~2 minutes of worker time for its first graph: a 2-minute campaign compiled nothing with it.
+The cold start is also paid by few workers: with several, each runs only some compilers, at a
+larger share, so that each compiler keeps its share of all worker time (assign_compilers).
 
 Novelty starts small (`tier`): most kernel bugs shrink to one or two ops, and a one-op compile
 is the cheapest, so a compiler first compiles each op of the campaign alone (SINGLE), then
@@ -40,6 +42,7 @@ Everything here is plain bookkeeping on numbers: the pipeline feeds it measured 
 from __future__ import annotations
 
 import json
+import math
 
 from fuzzer.errors import UserError
 from fuzzer.ir import Graph, infer_shapes
@@ -108,6 +111,44 @@ def parse_shares(text: str, compiling: list[str], weights: dict[str, float] | No
     if sum(shares.values()) > 1.0 + 1e-9:
         raise UserError(f"The compile shares add up to {sum(shares.values()):.2f} of worker time; keep the total at 1 or less.")
     return shares
+
+
+def assign_compilers(shares: dict[str, float], workers: int) -> list[dict[str, float] | None]:
+    """Compiler affinity: the compilers each of `workers` worker slots runs, each with its part of
+    the slot's compile share (None: every compiler, at its own share).
+
+    Every compiler a worker runs costs it a cold start (imports, first compile: 10-60 s on a loaded
+    machine, uncharged), so with several workers each runs only some compilers. A compiler's time
+    without affinity is `workers` x its share; in slots, that is workers x its part of the total
+    share (its share / the total). These stretches are laid end to end over the slots in campaign
+    order (McNaughton's wrap-around rule), and each compiler runs on the slots its stretch covers,
+    with the part of each slot's compile share that it covers. So every worker keeps the campaign's
+    compile share, each compiler gets exactly its campaign-wide time of today, and the campaign pays
+    at most C + W - 1 cold starts instead of C x W: equal shares, 2 workers and 4 compilers, slot 0
+    runs the first two and slot 1 the others; 5 workers and 2 compilers, slots 0-1 the first, 3-4
+    the second, slot 2 both at half. One worker, or one compiler: every slot runs them all.
+    """
+    positive = [name for name, share in shares.items() if share > 0.0]
+    if workers <= 1 or len(positive) <= 1:
+        return [None] * max(1, workers)
+    total = sum(shares[name] for name in positive)
+    slots: list[dict[str, float]] = [{} for _ in range(workers)]
+    start = 0.0
+    for name in positive:
+        end = start + workers * shares[name] / total
+        for slot in range(int(start), min(workers, math.ceil(end))):
+            covered = min(end, slot + 1) - max(start, slot)
+            if covered > 1e-9:  # not a rounding error's sliver
+                slots[slot][name] = covered
+        start = end
+    return slots
+
+
+def slot_shares(shares: dict[str, float], parts: dict[str, float]) -> dict[str, float]:
+    """The shares of a worker slot that runs only the compilers of `parts` (assign_compilers): each
+    its part of the total of `shares`; every other compiler none."""
+    total = sum(shares.values())
+    return {name: total * parts.get(name, 0.0) for name in shares}
 
 
 class CompileBudget:

@@ -24,7 +24,7 @@ from typing import Callable
 from fuzzer import verdicts
 from fuzzer.backends import parse_backend_list
 from fuzzer.buckets import bucket_signatures
-from fuzzer.budget import parse_shares
+from fuzzer.budget import assign_compilers, parse_shares
 from fuzzer.campaign_config import resumed_options
 from fuzzer.check import Finding
 from fuzzer.corpus import Corpus
@@ -36,6 +36,7 @@ from fuzzer.pipeline import CaseDrawer, CaseSource, WorkerConfig
 from fuzzer.plugins import load_plugins
 from fuzzer.ray_workers import NodeLost, RayWorker, start_ray
 from fuzzer.records import CaseRecord, CaseReply, CheckReply, FoundCase
+from fuzzer.regions import coverage, declared_regions, steered_focus
 from fuzzer.workers import Worker, WorkerDied, WorkerPoisoned, within_hard_limit
 
 CHECKPOINT_EVERY = 2.0  # seconds
@@ -59,6 +60,7 @@ class CampaignOptions(WorkerConfig):
     stop_after_findings: int | None = None  # selftest: stop at the first finding
     shrink_known: bool = False  # selftest: shrink even signatures the corpus already has
     ray: str | None = None  # run the workers as Ray actors: "local", "auto" or a cluster address
+    steer: bool = True  # steer a share of graphs toward region keys not covered yet (fuzzer/regions.py)
 
     def worker_config(self) -> WorkerConfig:
         return WorkerConfig(**{f.name: getattr(self, f.name) for f in fields(WorkerConfig)})
@@ -89,10 +91,13 @@ class Progress:
     backend_cases: dict = field(default_factory=dict)  # ... input sets it was judged on
     backend_op_counts: dict = field(default_factory=dict)  # ... op -> graphs with that op it ran (the report's coverage)
     compiled_structures: dict = field(default_factory=dict)  # per compiling backend: new graphs compiled
+    compiled_by_slot: dict = field(default_factory=dict)  # ... per worker slot ("0", "1", ...): compiler affinity
     not_compiled: dict = field(default_factory=dict)  # ... given a graph it could not compile (a graph break)
     budget_skipped: dict = field(default_factory=dict)  # ... graphs the compile budget did not give it
     abandoned: int = 0  # cases still running at the deadline, killed (neither checked nor findings)
     lost_nodes: list = field(default_factory=list)  # Ray: ids of the nodes lost mid-campaign (their cases ran again)
+    regions_declared: list = field(default_factory=list)  # the region keys of the campaign's ops and regimes
+    region_counts: dict = field(default_factory=dict)  # region key -> graphs that exercised it (fuzzer/regions.py)
     first_graph_s: float | None = None  # start-up: seconds from the start until the first graph was checked
     next_index: int = 0
     done_above: list = field(default_factory=list)
@@ -119,6 +124,10 @@ class Progress:
         return [name for name in backends if self.checked and self.backend_cases.get(name, 0) < floor * self.checked
                 and time_share.get(name, 0.0) < 0.8 * shares.get(name, float("inf"))]
 
+    def region_coverage(self) -> dict:
+        """{"declared", "covered", "never_reached"}: the declared region keys and those covered."""
+        return coverage(self.region_counts, self.regions_declared)
+
     def backend_time_share(self) -> dict:
         """Each backend's share of the time workers spent on cases (generation and judging included)."""
         busy = self.worker_seconds or 1.0
@@ -131,7 +140,13 @@ class Progress:
         data["structures_per_second"] = self.structures_per_second()
         data["cases_per_structure"] = self.cases_per_structure()
         data["backend_time_share"] = self.backend_time_share()
+        data["region_coverage"] = {k: v for k, v in self.region_coverage().items() if k != "never_reached"}
         return data
+
+    def event_dict(self) -> dict:
+        """to_dict without the region key lists (~1,000 keys each), which only the checkpoint keeps:
+        a progress event gives region_coverage's counts."""
+        return {k: v for k, v in self.to_dict().items() if k not in ("regions_declared", "region_counts")}
 
 
 class Campaign:
@@ -149,6 +164,7 @@ class Campaign:
         # Triage as the campaign starts: findings in a bucket a person settled do not fail the run.
         self.settled = {b["signature"]: b["status"] for b in buckets if b["status"] in ("known", "wontfix")}
         self.marked_known: set[str] = set()  # buckets this campaign recorded as known bugs
+        self._uncovered: list[str] | None = None  # declared region keys not covered yet, sorted (None: to compute)
         # The same drawer as the workers', to rebuild the case a dead worker was running.
         load_plugins(options.plugins)
         self.backends = parse_backend_list(",".join(options.backends))
@@ -194,6 +210,7 @@ class Campaign:
         self._poisoned: dict[int, dict] = {}  # case index run again after a poisoning -> its rechecks (_after_poisoning)
         self._done_above = set(progress.done_above)
         self._requeued: list[int] = []  # case indices whose Ray node was lost while checking them: run again first
+        self._focus: dict[int, str | None] = {}  # case index in flight -> the region key it is steered toward
         self._last_checkpoint = time.monotonic()
         workers: list = []
         status, stopped_because = "finished", None
@@ -239,7 +256,8 @@ class Campaign:
                 index = self._next_case()
                 if index is None:
                     return
-                worker.submit(("case", index, sorted(self.known_signatures)))
+                focus = self._focus.setdefault(index, self._steer(index))  # a requeued index keeps its focus
+                worker.submit(("case", index, sorted(self.known_signatures), focus))
                 self._assigned[id(worker)] = index
 
     def _next_case(self) -> int | None:
@@ -253,6 +271,15 @@ class Campaign:
         self._next_index += 1
         return self._next_index - 1
 
+    def _steer(self, index: int) -> str | None:
+        """The region key case `index` is steered toward: one not covered yet, for one index in
+        STEER_EVERY (fuzzer/regions.py); None (the plain mix) otherwise, or without --steer."""
+        if not self.options.steer:
+            return None
+        if self._uncovered is None:
+            self._uncovered = sorted(set(self.progress.regions_declared) - set(self.progress.region_counts))
+        return steered_focus(index, self._uncovered)
+
     def _requeue(self, index: int, lost: NodeLost) -> None:
         """The Ray node checking case `index` left the cluster: not a finding about any backend. The
         node is counted, and the case goes back to the queue, unchecked."""
@@ -263,32 +290,45 @@ class Campaign:
 
     def _collect(self, worker) -> None:
         """A busy worker's reply, stored; its death, stored as a finding; or nothing yet (then its
-        time limit is checked). A checked case index is marked done (with what it stored: _stored_then_done)."""
-        progress, index = self.progress, self._assigned[id(worker)]
+        time limit is checked). A checked case index is marked done (with what it stored: _stored_then_done).
+        A Ray node lost meanwhile, during the request or a recheck or death shrink on the actor that
+        replaced it, sends the index back to the queue, nothing of it stored."""
+        index = self._assigned[id(worker)]
+        try:
+            self._collect_reply(worker, index)
+        except NodeLost as lost:
+            self._poisoned.pop(index, None)  # the index starts over elsewhere
+            self._requeue(index, lost)
+
+    def _collect_reply(self, worker, index: int) -> None:
         try:
             reply = worker.collect()
             if reply is None:
                 worker.check_timeout(self.options.timeout, self.options.compile_timeout)
                 return
-            with self._stored_then_done(index, stores=bool(reply.found)):
+            with self._stored_then_done(index, stores=bool(reply.found) or index in self._poisoned):
                 self._store(reply)
-            self._poisoned.pop(index, None)
+                _tally(self.progress.compiled_by_slot.setdefault(str(self._slots[id(worker)]), {}),
+                       Counter(reply.compiled_structures))
+                self._store_rechecks(index, replies=False)  # the index's own run covers their cases
             if reply.peak_rss_mb > self.options.recycle_rss_mb:
                 worker.recycle()
             return
         except WorkerPoisoned as poisoned:
             if self._after_poisoning(worker, index, poisoned):
                 return
+            with self._stored_then_done(index):
+                self._store_rechecks(index, replies=True)
+            return
         except WorkerDied as died:
             with self._stored_then_done(index):
                 self._store_death(index, died, worker)
-            return
-        except NodeLost as lost:
-            self._requeue(index, lost)
+                self._store_rechecks(index, replies=False)
             return
         except InternalError as exc:
             self._count_internal_error(index, exc)
-        self._mark_done(index)
+        with self._stored_then_done(index, stores=index in self._poisoned):
+            self._store_rechecks(index, replies=False)
 
     @contextlib.contextmanager
     def _stored_then_done(self, index: int, stores: bool = True):
@@ -316,41 +356,50 @@ class Campaign:
         and nothing of that request is stored or counted. The case that poisoned it is checked
         again in the fresh worker (_recheck): stored as a crash only if it poisons that one too.
         Then the index runs again, once; if that poisons a worker too, the index ends with what the
-        fresh rechecks found. Returns whether the index runs again."""
+        fresh rechecks found. What the rechecks found is stored when the index is done, in its transaction
+        (_store_rechecks): a kill -9 before then stores none of it, and the resume runs the index again.
+        Returns whether the index runs again."""
         self.progress.poisoned_restarts += 1
         again = index in self._poisoned
         rechecks = self._poisoned.setdefault(index, {})  # (source, backend) -> the fresh worker's reply, or None
-        source = poisoned.source or CaseSource(index).to_list()
+        source = poisoned.source or CaseSource(index, focus=self._focus.get(index)).to_list()
         key = (tuple(source), poisoned.backend)
         if key not in rechecks:
             rechecks[key] = self._recheck(worker, index, source, poisoned.backend)
         if not again:
-            worker.submit(("case", index, sorted(self.known_signatures)))
+            worker.submit(("case", index, sorted(self.known_signatures), self._focus.get(index)))
             return True
-        for (source, backend), reply in self._poisoned.pop(index).items():
-            if reply is not None and reply.findings:
-                self._store_record(CaseRecord(self.drawer.draw(CaseSource(*source)), campaign_id=self.progress.campaign_id,
-                                              verdict=reply.verdict, backends=[backend], findings=reply.findings,
-                                              verdicts=reply.verdicts))
         return False
 
-    def _recheck(self, worker, index: int, source: list, backend: str) -> CheckReply | None:
+    def _recheck(self, worker, index: int, source: list, backend: str) -> CheckReply | WorkerDied | None:
         """The case of `source`, which poisoned a worker on `backend`, checked in the fresh `worker`
-        (Pipeline.recheck). None where it poisons, crashes or hangs that one too: then that first
-        case is stored as the crash finding, named after the node that alone poisoned the device."""
+        (Pipeline.recheck). Its death where it poisons, crashes or hangs that one too: then that first
+        case is the crash finding, named after the node that alone poisoned the device. None: a bug of ours."""
         try:
             return worker.request(("recheck", source, backend), self.options.timeout, self.options.compile_timeout)
         except WorkerDied as died:
             self.progress.poisoned_restarts += isinstance(died, WorkerPoisoned)
-            self._store_death(index, died)
+            return died
         except InternalError as exc:
             self._count_internal_error(index, exc)
         return None
+
+    def _store_rechecks(self, index: int, replies: bool) -> None:
+        """Store what the rechecks of case `index` found (_after_poisoning), inside its done-transaction:
+        each death, and with `replies` (the index poisoned its second worker too) each reply's findings."""
+        for (source, backend), result in self._poisoned.pop(index, {}).items():
+            if isinstance(result, WorkerDied):
+                self._store_death(index, result)
+            elif replies and result is not None and result.findings:
+                self._store_record(CaseRecord(self.drawer.draw(CaseSource(*source)), campaign_id=self.progress.campaign_id,
+                                              verdict=result.verdict, backends=[backend], findings=result.findings,
+                                              verdicts=result.verdicts))
 
     def _mark_done(self, index: int) -> None:
         """Count the case; the checkpoint's next_index moves past every index done below it."""
         progress = self.progress
         self._done_above.add(index)
+        self._focus.pop(index, None)
         if progress.first_graph_s is None:
             progress.first_graph_s = round(time.monotonic() - self._started, 2)
         progress.graphs += 1
@@ -382,16 +431,36 @@ class Campaign:
         return still_busy
 
     def _start_workers(self) -> list:
-        count = max(1, self.options.workers)
+        configs = self._slot_configs(max(1, self.options.workers))
         if self.options.ray is None:
             self._first_compiles = tempfile.TemporaryDirectory(prefix="fuzz-first-compile-")
-            config = replace(self.options.worker_config(), first_compile_dir=self._first_compiles.name)
-            workers = [Worker(config, wait=False) for _ in range(count)]
+            workers = [Worker(replace(config, first_compile_dir=self._first_compiles.name), wait=False) for config in configs]
+            self._declare_regions()  # while the workers start
             for worker in workers:  # launched side by side, then waited for
                 worker.wait_ready()
-            return workers
-        start_ray(self.options.ray)
-        return [RayWorker(self.options.worker_config()) for _ in range(count)]
+        else:
+            start_ray(self.options.ray)
+            self._declare_regions()
+            workers = [RayWorker(config) for config in configs]
+        self._slots = {id(worker): slot for slot, worker in enumerate(workers)}
+        return workers
+
+    def _slot_configs(self, count: int) -> list[WorkerConfig]:
+        """Each worker slot's config, with the compilers it runs (compiler affinity: fuzzer/budget.py's
+        assign_compilers). A worker that replaces one (recycled, dead, poisoned) keeps its config, so
+        its slot's compilers. Without a cheap tier every compiler runs on every graph: no affinity."""
+        compiling = [b for b in self.backends if b.expensive]
+        slots: list = [None] * count
+        if len(compiling) < len(self.backends):
+            slots = assign_compilers(parse_shares(self.options.compile_share, [b.name for b in compiling],
+                                                  {b.name: b.compile_weight for b in compiling}), count)
+        return [replace(self.options.worker_config(), compilers=compilers) for compilers in slots]
+
+    def _declare_regions(self) -> None:
+        """The region keys the campaign's ops and regimes declare, once (a resumed campaign keeps its own)."""
+        if not self.progress.regions_declared:
+            self.progress.regions_declared = declared_regions(self.drawer.ops, self.drawer.regimes)
+        self._uncovered = None
 
     def _should_stop(self, next_index: int, progress: Progress) -> bool:
         """`max_cases` counts seed indices, so a resumed campaign ends where the original would have."""
@@ -412,6 +481,9 @@ class Campaign:
         progress.invalid += reply.invalid
         _tally(progress.op_counts, Counter(reply.ops))
         _tally(progress.regime_counts, {reply.regime: 1})
+        if any(key not in progress.region_counts for key in reply.regions):
+            self._uncovered = None  # recomputed at the next steered index
+        _tally(progress.region_counts, dict.fromkeys(reply.regions, 1))
         _tally(progress.backend_seconds, reply.seconds)
         progress.worker_seconds += reply.worker_seconds
         for key in ("compiled_structures", "not_compiled", "budget_skipped"):
@@ -471,7 +543,7 @@ class Campaign:
         named after its culprit and shrunk in `worker`, the fresh replacement (_shrink_death)."""
         self.progress.crashes += 1
         # The case it said it was checking (a compiler's one-op graph, a further input set), else the index's graph.
-        source = CaseSource(*died.source) if died.source else CaseSource(index)
+        source = CaseSource(*died.source) if died.source else CaseSource(index, focus=self._focus.get(index))
         case = self.drawer.draw(source)
         node = getattr(died, "node", None)  # Ray workers: the node it died on
         death = self._shrink_death(worker, case, died) if worker is not None else None

@@ -121,6 +121,7 @@ CONFIG_FIELDS: dict[str, Field] = {
     "compile_share": Field(TEXT),
     "compiled_inputs": Field(Number(whole=True, low=0, high=100), "--compiled-inputs"),
     "first_compile_dir": Field(Nullable(TEXT)),  # set for the workers only, never stored
+    "compilers": Field(Nullable(MapOf(Number(whole=False, low=0, high=1)))),  # set for the workers only, never stored
     "threads": Field(Number(whole=True, low=0, high=1024), "--threads"),
     "shrink_time": Field(SECONDS, "--shrink-time"),
     "reruns": Field(Number(whole=True, low=0, high=10)),
@@ -135,6 +136,7 @@ CONFIG_FIELDS: dict[str, Field] = {
     "stop_after_findings": Field(Nullable(Number(whole=True, low=1, high=INT64))),
     "shrink_known": Field(FLAG),
     "ray": Field(Nullable(TEXT)),
+    "steer": Field(FLAG),
 }
 ONLY_FROM_COMMAND_LINE = ("plugins", "ray")
 
@@ -149,10 +151,12 @@ CHECKPOINT_FIELDS: dict[str, Any] = {
     **dict.fromkeys(["last_internal_error", "status"], TEXT),
     **dict.fromkeys(["op_counts", "regime_counts", "compiled_structures", "not_compiled", "budget_skipped",
                      "backend_graphs", "backend_cases"], MapOf(COUNT)),
-    "backend_op_counts": MapOf(MapOf(COUNT)),
+    **dict.fromkeys(["backend_op_counts", "compiled_by_slot"], MapOf(MapOf(COUNT))),
     "backend_seconds": MapOf(Number(whole=False, low=0, high=1e12)),
     "done_above": ListOf(COUNT),
     "lost_nodes": ListOf(TEXT),
+    "regions_declared": ListOf(TEXT),
+    "region_counts": MapOf(COUNT),
 }
 
 

@@ -96,6 +96,13 @@ def memory_limit_option(fn):
              "limit; none with GPU backends]")(fn)
 
 
+def reference_timeout_option(fn):
+    """--timeout of the commands that compute a case's float64 reference in-process (export, report): it runs
+    in a bounded worker first, so that a case asking for hours of work is refused instead of hanging."""
+    return click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=300.0, show_default=True,
+                        metavar="SECONDS", help="How long a case's float64 reference may run.")(fn)
+
+
 def known_bugs_option(fn):
     return click.option(
         "--known-bugs", "known_bugs", metavar="FILE",
@@ -262,11 +269,14 @@ def main():
 @known_bugs_option
 @click.option("--ray", "ray_address", metavar="ADDRESS",
               help="Run the workers as Ray actors: 'local' starts a local Ray instance; 'auto' or ray://host:port joins a cluster.")
+@click.option("--steer/--no-steer", default=True, show_default=True,
+              help="Draw one graph in four toward a region key (op attribute value, regime, layout, special value, "
+                   "size) the campaign has not covered yet, or only the plain mix.")
 @json_option
 def run(db_path, time_text, max_cases, backends, ops, max_nodes, regimes, seed, workers, timeout, compile_timeout, shrink_time,
         compiled_inputs, inputs_per_graph,
         compile_share, threads, memory_limit, recycle_memory, plugins, resume, fail_on, fail_on_finding, known_bugs,
-        ray_address, as_json):
+        ray_address, steer, as_json):
     """Run a fuzz campaign and store every finding, shrunk, in the corpus.
 
     Progress goes to stderr (a JSON line per update with --json); the summary to stdout.
@@ -317,6 +327,7 @@ def run(db_path, time_text, max_cases, backends, ops, max_nodes, regimes, seed, 
         shrink_time=shrink_time, inputs_per_graph=inputs_per_graph, compiled_inputs=compiled_inputs,
         compile_share=compile_share, threads=threads,
         plugins=list(plugins), memory_limit_mb=memory_limit or None, recycle_rss_mb=recycle_memory, ray=ray_address,
+        steer=steer,
     )
     corpus = open_corpus(db_path, create=True)
     weak_draws = weak_hypothesis_warning()  # a hypothesis release whose seeded draws miss values: said once
@@ -329,14 +340,14 @@ def run(db_path, time_text, max_cases, backends, ops, max_nodes, regimes, seed, 
         if last_line[0] is None:  # the campaign's first call, before its workers start
             last_line[0] = p.elapsed
             if as_json:
-                click.echo(jsonform.dumps({"event": "start", **p.to_dict()}), err=True)
+                click.echo(jsonform.dumps({"event": "start", **p.event_dict()}), err=True)
             else:
                 click.echo(_campaign_header(p, options, resume), err=True)
             if weak_draws:
                 click.echo(jsonform.dumps({"event": "warning", "message": weak_draws}) if as_json else f"Warning: {weak_draws}", err=True)
             return
         if as_json:
-            click.echo(jsonform.dumps({"event": "progress", **p.to_dict()}), err=True)
+            click.echo(jsonform.dumps({"event": "progress", **p.event_dict()}), err=True)
             return
         if interactive:  # redrawn in place, so it must fit the terminal (the width is read again: it may change)
             line = progress_line(p, options.time_limit, last_new_bucket[0], width=terminal_width())
@@ -360,8 +371,7 @@ def run(db_path, time_text, max_cases, backends, ops, max_nodes, regimes, seed, 
     progress = run_campaign(corpus, options, on_progress, resume=resume, on_new_bucket=on_new_bucket, known_bugs=registry)
     if interactive and not as_json:
         click.echo("", err=True)
-    summary = progress.to_dict()
-    summary["db"] = db_path
+    summary = {**progress.event_dict(), "region_coverage": progress.region_coverage(), "db": db_path}
     shares = ", ".join(f"{name} {share:.0%}" for name, share in progress.backend_time_share().items())
     compiling = [b for b in parsed if b.expensive]  # a resumed campaign's are its stored ones: no shares to hold it to
     compile_shares = {} if resume is not None else parse_shares(
@@ -374,7 +384,7 @@ def run(db_path, time_text, max_cases, backends, ops, max_nodes, regimes, seed, 
         f"TF32-style default, or a finding of the backend a plugin derives from), {progress.invalid} invalid (the "
         f"reference defines no entry), {progress.abandoned} abandoned at "
         f"the deadline.\n{_what_ran(progress, options.backends, compile_shares)}\nShare of worker time: {shares}.\n"
-        f"Next: fuzz list --db {db_path}"
+        f"{_region_summary(progress.region_coverage())}\nNext: fuzz list --db {db_path}"
     )
     if progress.poisoned_restarts:
         text += (f"\n{progress.poisoned_restarts} poisoned worker restart(s): a backend's error left a worker's device "
@@ -601,6 +611,20 @@ def show(db_path, case_id, rerun, plugins, as_json):
     emit(as_json, data, "\n".join(lines))
 
 
+REGION_KEYS_SHOWN = 40  # never-reached region keys listed in text; --json lists them all
+
+
+def _region_summary(coverage: dict) -> str:
+    """Region coverage in words, with the keys never reached (fuzzer/regions.py)."""
+    if not coverage["declared"]:
+        return "Region keys: none declared."
+    missing = coverage["never_reached"]
+    shown = ", ".join(missing[:REGION_KEYS_SHOWN]) + (f" and {len(missing) - REGION_KEYS_SHOWN} more (--json lists them)"
+                                                       if len(missing) > REGION_KEYS_SHOWN else "")
+    text = f"Region keys covered: {coverage['covered']}/{coverage['declared']} ({coverage['covered'] / coverage['declared']:.0%})"
+    return text + (f"; never reached: {shown}." if missing else ".")
+
+
 @main.command()
 @db_option
 @json_option
@@ -617,8 +641,10 @@ def stats(db_path, as_json):
     lines += [f"  verdict {k:<16} {v}" for k, v in data["cases_by_verdict"].items()]
     lines += [f"  status  {k:<16} {v}" for k, v in data["buckets_by_status"].items()]
     for regime in sorted(set(data["graphs_by_regime"]) | set(data["findings_by_regime"])):
-        lines.append(f"  regime  {regime:<16} {data['graphs_by_regime'].get(regime, 0)} graphs, "
+        lines.append(f"  regime  {regime:<30} {data['graphs_by_regime'].get(regime, 0)} graphs, "
                      f"{data['findings_by_regime'].get(regime, 0)} cases with findings")
+    for campaign_id, coverage in data["region_coverage"].items():
+        lines.append(f"  campaign {campaign_id}: {_region_summary(coverage)}")
     emit(as_json, data, "\n".join(lines))
 
 
@@ -941,8 +967,9 @@ def regress(directory, plugins, timeout, junit_path, as_json):
 @click.option("--expect", type=click.Choice(["agree", "disagree"]), help="JSON only: the expectation for `fuzz regress`.")
 @plugin_option
 @memory_limit_option
+@reference_timeout_option
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="Write to this file instead of stdout.")
-def export_case(db_path, case_id, fmt, backend, expect, plugins, output):
+def export_case(db_path, case_id, fmt, backend, expect, plugins, timeout, output):
     """Export a case as a standalone script, a pytest file, JSON (for import / regress) or a Markdown bug report.
 
     The scripts need only numpy and torch or jax, and exit 1 while the bug is present, 0 once it
@@ -959,6 +986,7 @@ def export_case(db_path, case_id, fmt, backend, expect, plugins, output):
     from fuzzer.backends import get_backend
     from fuzzer.plugins import canaries_for, load_plugins
     from fuzzer.minimal_reproducer import build_minimal_script
+    from fuzzer.replay import require_bounded_reference
     from fuzzer.reproducer import build_script
 
     envs.trust_command_line([backend or ""])
@@ -968,9 +996,12 @@ def export_case(db_path, case_id, fmt, backend, expect, plugins, output):
     else:
         stored = corpus.get_case(case_id)
         if not stored.findings and not backend:
-            raise UserError(f"Case {case_id} has no finding; pass --backend to choose what the script runs.")
+            choices = f"one of the backends it was checked on ({', '.join(stored.backends)})" if stored.backends else \
+                "a backend from `fuzz backends`"
+            raise UserError(f"Case {case_id} has no finding; pass --backend with {choices} to choose what the script runs.")
         name = backend or stored.findings[0]["backend"]
         load_plugins(list(plugins) + canaries_for([name]))
+        require_bounded_reference(stored.case, case_id, list(plugins), timeout)  # the scripts compute it in-process
         if fmt == "issue":
             from fuzzer.issue_report import export_issue
 
@@ -1099,7 +1130,8 @@ def regimes(as_json):
     """List the regimes cases are drawn from, with each one's share of a campaign.
 
     `fuzz run --regimes large-op,special-values` draws from some of them only (keeping their
-    relative shares); every case records its regime, and `fuzz stats` counts per regime.
+    relative shares); a name "a+b" is a composition of two, with the features of both. Every
+    case records its regime, and `fuzz stats` counts per regime.
 
     \b
     Example:
@@ -1109,7 +1141,7 @@ def regimes(as_json):
 
     rows = [{"name": r.name, "percent": r.weight, "description": r.description, "max_elements": r.max_elements,
              "value_profiles": sorted(set(r.value_profiles))} for r in REGIMES]
-    emit(as_json, rows, "\n".join(f"{r['name']:<16} {r['percent']:>3}%  {r['description']}" for r in rows))
+    emit(as_json, rows, "\n".join(f"{r['name']:<30} {r['percent']:>3}%  {r['description']}" for r in rows))
 
 
 @main.command()
@@ -1170,8 +1202,9 @@ def selftest(db_path, max_cases, list_only, seed, device, as_json):
               show_default=True, help="Folder for report.html and summary.md.")
 @plugin_option
 @memory_limit_option
+@reference_timeout_option
 @json_option
-def report(db_path, out_dir, plugins, as_json):
+def report(db_path, out_dir, plugins, timeout, as_json):
     """Write a self-contained HTML report (plots, buckets, reproducers) and a Markdown summary.
 
     Plots need matplotlib (pip install 'opdiff-fuzz[report]'); without it the report says so in their place.
@@ -1187,7 +1220,7 @@ def report(db_path, out_dir, plugins, as_json):
     corpus = open_corpus(db_path)
     for sentence in missing_bucket_backends(corpus, list(plugins)):  # the report says "no script" for those buckets
         click.echo(f"Warning: {sentence}", err=True)
-    result = write_report(corpus, out_dir)
+    result = write_report(corpus, out_dir, reference_timeout=timeout)
     emit(as_json, result, f"Wrote {result['html']} and {result['markdown']} ({result['buckets']} buckets).")
 
 

@@ -13,7 +13,8 @@ seeded bytes to hypothesis (`fuzz_one_input`), so `--seed` reproduces a campaign
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Callable
 
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
@@ -26,6 +27,7 @@ from fuzzer.ops import OpDef, get_op, registry
 from fuzzer.ops._common import DIMS, numel
 from fuzzer.ops.matmul import TILE_EDGE_SIZES
 from fuzzer.regimes import REGIMES, Regime
+from fuzzer.region_keys import drawn_regions
 
 PATTERNS = ("conv-layout-norm", "rnn-sequence", "matmul-chain", "norm-dropout", "conv-bn", "attention", "free", "free")
 
@@ -41,12 +43,26 @@ class _Builder:
     nodes: list[Node]
     shapes: dict[str, tuple[int, ...]]
 
-    def new_input(self, shape) -> str:
+    def keep_first(self, count: int) -> str:
+        """Cut the graph to its first `count` nodes (a seed pattern longer than --max-nodes) and the
+        inputs they read, renumbered; returns the last node's name."""
+        self.nodes = self.nodes[:count]
+        read = {ref for node in self.nodes for ref in node.inputs}
+        names = {spec.name: f"x{index}" for index, spec in enumerate(s for s in self.inputs if s.name in read)}
+        self.inputs = [replace(spec, name=names[spec.name]) for spec in self.inputs if spec.name in names]
+        self.nodes = [replace(node, inputs=tuple(names.get(ref, ref) for ref in node.inputs)) for node in self.nodes]
+        self.shapes = {**{names[old]: self.shapes[old] for old in names}, **{n.name: self.shapes[n.name] for n in self.nodes}}
+        return self.nodes[-1].name
+
+    def new_input(self, shape, layout: str | None = None) -> str:
+        """A new graph input of `shape` (fitted to the regime); `layout` where the shape allows it,
+        else one drawn as the regime says."""
         name = f"x{len(self.inputs)}"
         shape = self.fit(tuple(shape))
-        layout = CONTIGUOUS
-        if self.regime.layouts and layouts_for(shape) and self.draw(st.integers(0, 3)):
-            layout = self.draw(st.sampled_from(layouts_for(shape)))
+        if layout not in layouts_for(shape):
+            layout = CONTIGUOUS
+            if self.regime.layouts and layouts_for(shape) and self.draw(st.integers(0, 3)):
+                layout = self.draw(st.sampled_from(layouts_for(shape)))
         self.inputs.append(TensorSpec(name, shape, layout))
         self.shapes[name] = shape
         return name
@@ -187,6 +203,87 @@ def _attention(builder: _Builder) -> str:
     return builder.try_add("matmul", weights, {}, [v]) or weights
 
 
+# The contractions a big-contraction graph starts with (fuzzer/regimes.py: contraction_dims).
+BIG_CONTRACTIONS = ("matmul", "linear", "bmm", "einsum", "conv1d", "conv2d")
+# A conv2d's output positions (M of its GEMM): 11..13 squared, 121..169, keeps the float64
+# reference (one einsum per kernel offset) under ~0.5 s at 512 channels in and out.
+BIG_CONV2D_SIDES = (11, 12, 13)
+
+
+def _big_contraction(builder: _Builder) -> str | None:
+    """A first node that contracts with every dim large: M x K @ K x N with M, K and N drawn from
+    the regime's contraction_dims (a conv: input channels, output channels and output positions);
+    None when the campaign has none of these ops."""
+    draw, sizes = builder.draw, builder.regime.contraction_dims
+    available = [name for name in BIG_CONTRACTIONS if name in builder.ops]
+    if not available:
+        return None
+    op = draw(st.sampled_from(available))
+    m, k, n = (draw(st.sampled_from(sizes)) for _ in range(3))
+    if op == "linear":
+        return builder.try_add(op, builder.new_input((m, k)), {"out_features": n, "bias": draw(st.booleans())})
+    if op == "matmul":
+        return builder.try_add(op, builder.new_input((m, k)), {}, [builder.new_input((k, n))])
+    if op in ("bmm", "einsum"):
+        attrs = {"equation": "bij,bjk->bik"} if op == "einsum" else {}
+        # A batch of one: the oracle evaluates the reference several times, at ~0.1 s a 512^3 product.
+        return builder.try_add(op, builder.new_input((1, m, k)), attrs, [builder.new_input((1, k, n))])
+    spatial = (m,) if op == "conv1d" else (draw(st.sampled_from(BIG_CONV2D_SIDES)), draw(st.sampled_from(BIG_CONV2D_SIDES)))
+    shape = (1, k, *spatial)
+    # The conv's own kernel and padding, but dense (groups 1), n output channels, stride 1 (M stays large).
+    attrs = {**builder.ops[op].draw_attrs(draw, [shape]), "groups": 1, "out_channels": n, "stride": [1] * len(spatial)}
+    return builder.try_add(op, builder.new_input(shape), attrs)
+
+
+@dataclass(frozen=True)
+class Focus:
+    """A graph steered toward a region key (fuzzer/regions.py): it starts with `op`, in `regime` and
+    with its first input in `layout` where those are given and allowed, the op's attributes redrawn
+    up to FOCUS_TRIES times until they give `key`'s region; then it grows like any other graph.
+    `profile`: the value profile (fuzzer/arrays.py) of the graph inputs it reads, where given."""
+
+    op: str
+    regime: str | None = None
+    layout: str | None = None
+    key: str | None = None
+    profile: str | None = None
+
+
+FOCUS_TRIES = 8
+MAX_RANK = 5
+
+
+def focus_ranks(op: OpDef) -> list[int]:
+    """The ranks a focused start draws `op`'s first input in: those it accepts."""
+    return [r for r in range(1, MAX_RANK + 1) if op.accepts((2,) * r) or op.accepts((1,) * r)]
+
+
+def _focused_start(builder: _Builder, focus: Focus) -> str:
+    """The focus op on the regime's big contraction where it has one and the op accepts its result,
+    else on a new input of a rank it accepts (and of the focus layout): up to FOCUS_TRIES shapes and
+    attributes are drawn until they give the focus key's region, else the first are kept;
+    assume() rejects the draw where no shape was found."""
+    draw, op = builder.draw, builder.ops[focus.op]
+    region = (focus.key or "").partition(":")[2]
+    start = builder.regime.contraction_dims and _big_contraction(builder)
+    start = start if start and op.accepts(builder.shapes[start]) else None
+    ranks = focus_ranks(op)
+    chosen = None
+    for _ in range(FOCUS_TRIES if start or ranks else 0):
+        shape = builder.shapes[start] if start else builder.fit(builder.dims(draw(st.sampled_from(ranks))))
+        if not op.accepts(shape) or not (start or focus.layout is None or focus.layout in layouts_for(shape)):
+            continue
+        attrs = op.draw_attrs(draw, [shape])
+        chosen = chosen or (shape, attrs)
+        if not region or region in drawn_regions(op, attrs, shape):
+            chosen = (shape, attrs)
+            break
+    assume(chosen is not None)
+    shape, attrs = chosen
+    start = start or builder.new_input(shape, focus.layout)
+    return builder.try_add(focus.op, start, attrs) or start
+
+
 def _draw_regime(draw, regimes: tuple[Regime, ...]) -> Regime:
     """A regime drawn with the stated weights (percent), among those allowed."""
     total = sum(regime.weight for regime in regimes)
@@ -200,13 +297,23 @@ def _draw_regime(draw, regimes: tuple[Regime, ...]) -> Regime:
 
 
 @st.composite
-def graphs(draw, op_names: tuple[str, ...] | None = None, max_nodes: int = 8, regimes: tuple[Regime, ...] = REGIMES) -> Graph:
+def graphs(draw, op_names: tuple[str, ...] | None = None, max_nodes: int = 8, regimes: tuple[Regime, ...] = REGIMES,
+           focus: Callable[[], Focus | None] = lambda: None) -> Graph:
+    """`focus()`: the Focus of the graph drawn now, or None for the plain mix (CaseGenerator.case)."""
     ops = {name: get_op(name) for name in (op_names or sorted(registry()))}
-    regime = _draw_regime(draw, regimes)
+    steer = focus()
+    steer = steer if steer is not None and steer.op in ops else None
+    allowed = {regime.name: regime for regime in regimes}
+    regime = allowed[steer.regime] if steer and steer.regime in allowed else _draw_regime(draw, regimes)
     builder = _Builder(draw, ops, regime, [], [], {})
-    pattern = draw(st.sampled_from(PATTERNS))
-    last = _seed_pattern(builder, pattern)
-    # A seed pattern may already hold more than max_nodes nodes (a one-op graph drawn for a compiler).
+    if steer:
+        last = _focused_start(builder, steer)
+    else:
+        pattern = draw(st.sampled_from(PATTERNS))
+        last = (regime.contraction_dims and _big_contraction(builder)) or _seed_pattern(builder, pattern)
+        if len(builder.nodes) > max(1, max_nodes):  # --max-nodes is a hard maximum: a longer pattern keeps its start
+            last = builder.keep_first(max(1, max_nodes))
+    # A focused start may hold more than max_nodes nodes (its op on a big contraction, in a one-op graph for a compiler).
     target = draw(st.integers(min(max(1, len(builder.nodes)), max(1, max_nodes)), max(1, max_nodes)))
     attempts = 0
     while len(builder.nodes) < target and attempts < 4 * max_nodes:
@@ -233,10 +340,14 @@ def graphs(draw, op_names: tuple[str, ...] | None = None, max_nodes: int = 8, re
 
 
 @st.composite
-def cases(draw, op_names: tuple[str, ...] | None = None, max_nodes: int = 8, regimes: tuple[Regime, ...] = REGIMES) -> Case:
-    graph = draw(graphs(op_names, max_nodes, regimes))
+def cases(draw, op_names: tuple[str, ...] | None = None, max_nodes: int = 8, regimes: tuple[Regime, ...] = REGIMES,
+          focus: Callable[[], Focus | None] = lambda: None) -> Case:
+    graph = draw(graphs(op_names, max_nodes, regimes, focus))
     seed = draw(st.integers(0, 2**31 - 1))
-    return materialize(graph, seed, regime_profiles(graph, seed))
+    profiles, steer = regime_profiles(graph, seed), focus()
+    if steer is not None and steer.profile and graph.nodes[0].op == steer.op:
+        profiles.update(dict.fromkeys(set(graph.nodes[0].inputs) & set(profiles), steer.profile))
+    return materialize(graph, seed, profiles)
 
 
 class CaseGenerator:
@@ -248,22 +359,42 @@ class CaseGenerator:
         self.op_names = tuple(op_names) if op_names else None
         self.max_nodes = max_nodes
         self._drawn: list[Case] = []
+        self._focus: Focus | None = None
 
         @settings(database=None, deadline=None, suppress_health_check=list(HealthCheck))
-        @given(cases(self.op_names, max_nodes, regimes))
+        @given(cases(self.op_names, max_nodes, regimes, lambda: self._focus))
         def capture(case):
             self._drawn.append(case)
 
         self._capture = capture
 
-    def case(self, seed: int) -> Case:
+    def case(self, seed: int, focus: Focus | None = None) -> Case:
+        """The case of `seed`, steered by `focus` where given: (seed, focus) determine it. A focus
+        no draw satisfies (a region this op set or size bound cannot reach) gives the plain case."""
         rng = random.Random(seed)
-        for _ in range(20):
-            self._drawn.clear()
-            self._capture.hypothesis.fuzz_one_input(rng.randbytes(self.BUFFER_BYTES))
-            if self._drawn:
-                return self._drawn[-1]
+        for steer in dict.fromkeys((focus, None)):
+            self._focus = steer
+            for _ in range(20):
+                self._drawn.clear()
+                self._capture.hypothesis.fuzz_one_input(rng.randbytes(self.BUFFER_BYTES))
+                if self._drawn:
+                    return self._drawn[-1]
         raise InternalError(f"hypothesis could not draw a case from seed {seed}")
+
+
+def focused_graphs(focus: Focus, regimes: tuple[Regime, ...], count: int, rng: random.Random) -> list[Graph]:
+    """One-node graphs of `focus.op` drawn from `count` buffers of `rng`'s bytes (fewer where a draw
+    is rejected): the census of fuzzer/regions.py."""
+    drawn: list[Graph] = []
+
+    @settings(database=None, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(graphs((focus.op,), 1, regimes, lambda: focus))
+    def capture(graph):
+        drawn.append(graph)
+
+    for _ in range(count):
+        capture.hypothesis.fuzz_one_input(rng.randbytes(CaseGenerator.BUFFER_BYTES))
+    return drawn
 
 
 def generate_case(seed: int, op_names: list[str] | None = None, max_nodes: int = 8) -> Case:

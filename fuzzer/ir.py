@@ -136,8 +136,9 @@ class Graph:
         for name in [t.name for t in inputs] + [n.name for n in nodes]:
             check_name(name)
         regime = data.get("regime", "")
-        if not isinstance(regime, str) or (regime and not NAME_PATTERN.fullmatch(regime.replace("-", "_"))):
-            raise UserError(f"Malformed graph JSON: 'regime' must be a short name like 'large-op', not {regime!r}.")
+        if not isinstance(regime, str) or (regime and not NAME_PATTERN.fullmatch(regime.replace("-", "_").replace("+", "_"))):
+            raise UserError(f"Malformed graph JSON: 'regime' must be a short name like 'large-op' or 'large-op+layout', "
+                            f"not {regime!r}.")
         return cls(tuple(inputs), tuple(nodes), tuple(outputs), regime)
 
     @classmethod
@@ -271,6 +272,7 @@ def infer_shapes(graph: Graph) -> dict[str, tuple[int, ...]]:
                 )
         if not op.arity_ok(len(node.inputs)):
             raise UserError(f"Node '{node.name}' ({node.op}) takes {op.arity_text()}, got {len(node.inputs)}.")
+        check_attribute_names(node, op)
         operand_shapes = [shapes[r] for r in node.inputs]
         try:
             shapes[node.name] = tuple(op.infer(node.attrs, operand_shapes))
@@ -288,6 +290,21 @@ def infer_shapes(graph: Graph) -> dict[str, tuple[int, ...]]:
     if not graph.outputs:
         raise UserError("The graph has no outputs; list at least one node name in 'outputs'.")
     return shapes
+
+
+def check_attribute_names(node: Node, op) -> None:
+    """Refuse an attribute the op (an ops.OpDef) does not take, or one it needs and the node lacks: either
+    would reach its implementations as a wrong keyword, an error of ours deep inside a worker."""
+    if op.attrs is None:  # a plugin's op that does not declare them
+        return
+    taken = op.taken_attrs()
+    unknown = sorted(set(node.attrs) - taken)
+    if unknown:
+        raise UserError(f"Node '{node.name}' ({node.op}) has the attribute '{unknown[0]}', which {node.op} does not take "
+                        f"(it takes {', '.join(sorted(taken)) or 'none'}); remove it.")
+    missing = sorted(op.required_attrs() - set(node.attrs))
+    if missing:
+        raise UserError(f"Node '{node.name}' ({node.op}) lacks the attribute '{missing[0]}', which {node.op} needs; add it.")
 
 
 class _ElementBudget:

@@ -75,10 +75,20 @@ are d's smallest normal below zero; the nan makes that entry, and what is comput
 undefined. A zero the case gives (a graph input, a parameter) is exact: the IEEE answer is
 required (pow_scalar(-0.0, -1) of an input -0.0 is -inf).
 
+The same holds at the integers, where an op declares `integer_matters` (pow: a negative base to a
+non-integer power is nan): tanh(-9.2358) is -0.99999998 in float64 and -1 in float32, so pow(t, t)
+is nan in float64 and -1 in float32. The perturbed runs never land exactly on an integer, so each
+run also evaluates such an op with its computed operands within INTEGER_SLACK rounding bounds of a
+nonzero integer moved onto it; where the result's class changes, the entry is undefined in d. An
+operand within rounding of an integer but further off in float64 (2e-8 from -1) leaves the float64
+nan required; a graph input is exact.
+
 A computed zero is any result within its rounding bound of zero, the op's declared
 `forward_error` included (x - tanh(x) of a small x is 0 in float32, 1e-11 in float64), or below
 d's smallest normal. An entry the math leaves to convention (OpDef.undefined: pow(-inf, 0.5) is
-+inf by IEEE pow, nan by numpy's and torch's sqrt) is undefined the same way. Undefinedness is a
++inf by IEEE pow, nan by numpy's and torch's sqrt; a bilinear blend reading a non-finite neighbour,
+nan or not by how the kernel writes it; a product whose value depends on the order of its
+multiplications, past float64's range) is undefined the same way. Undefinedness is a
 mask beside the run's values, not the nan alone: it is carried to every result that changes when
 the undefined entries do (a select reads nan as false and would drop it; a log of a zero-signed
 zero is nan, like the log of a negative the math defines), and an undefined entry is never
@@ -214,6 +224,8 @@ class Reference:
     compute_models: Callable[[], HonestModels] | None = field(default=None, repr=False, compare=False)
     # allowed_error per (dtype, output) with the reference's own judged mask: one per case, not per backend.
     allowance: dict[tuple[str, int], float] = field(default_factory=dict, repr=False, compare=False)
+    # Every value of the float64 run by name, inputs included (the special values a node reads: fuzzer/regions.py).
+    values: dict = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def models(self) -> HonestModels:
@@ -283,7 +295,7 @@ def compute_reference(case: Case, dtypes: set[str]) -> Reference:
             scales.append(float(max(magnitudes, default=0.0)))
         sensitivities.append(1.0 + sum(get_op(n.op).sensitivity for n in graph.nodes if n.name in ancestors))
         outputs.append(np.asarray(env[out], dtype=np.float64))
-    return Reference(outputs, scales, sensitivities,
+    return Reference(outputs, scales, sensitivities, values=env,
                      compute_models=lambda: _honest_models(case, inputs, params, env, outputs, dtypes))
 
 
@@ -466,8 +478,9 @@ def _finished(noisy: np.ndarray, op, xs: list, computed: list[bool], undefined_i
     of the operands' undefined entries (`undefined_in`, None each where none).
 
     The op's declared forward error (OpDef.forward_error) is added with the run's sign, and a
-    result within that error of zero may be an exact zero of either sign, as one within its
-    rounding bound may (_noisy): x - tanh(x) of a small x is 0 in float32. An entry is undefined
+    result within that error of zero may be an exact zero, as one within its rounding bound may
+    (_noisy): x - tanh(x) of a small x is 0 in float32. One run makes it that zero, the other
+    keeps it off by the error, so the allowance spans both. An entry is undefined
     in `dtype` (nan in the run, and in the mask) where it depends on the sign of a computed zero
     (_zero_sign_dependent), on an operand entry undefined upstream (_depends_on_undefined), or
     where the op leaves it to convention (OpDef.undefined). The mask, not the nan, says so: a
@@ -475,9 +488,12 @@ def _finished(noisy: np.ndarray, op, xs: list, computed: list[bool], undefined_i
     if op.forward_error is not None:
         error = ROUNDING_SLACK * UNIT_ROUNDOFF[dtype] * np.asarray(op.forward_error(xs, ps, attrs))
         noisy = _perturb(noisy, (1.0 if run % 2 == 0 else -1.0) * error)  # systematic: one sign a run
-        noisy = np.where(np.isfinite(out) & (np.abs(out) <= error), 0.0 if run % 2 == 0 else -0.0, noisy)
-    masks = [_zero_sign_dependent(op, xs, computed, ps, attrs, out, dtype), _depends_on_undefined(op, xs, undefined_in, ps, attrs,
-                                                                                          np.shape(out))]
+        # Within its error of zero: an exact zero in one run; the other keeps the error's size, which a
+        # zero in both would hide (instance_norm of a constant row: 0, yet 0.05 off in a correct float32).
+        if run % 2 == 0:
+            noisy = np.where(np.isfinite(out) & (np.abs(out) <= error), 0.0, noisy)
+    masks = [_zero_sign_dependent(op, xs, computed, ps, attrs, out, dtype), _integer_dependent(op, xs, computed, ps, attrs, out, dtype),
+             _depends_on_undefined(op, xs, undefined_in, ps, attrs, np.shape(out))]
     if op.undefined is not None:
         masks.append(np.asarray(op.undefined(xs, ps, attrs), dtype=bool))
     masks = [np.broadcast_to(mask, np.shape(out)) for mask in masks if mask is not None and mask.any()]
@@ -503,6 +519,35 @@ def _zero_sign_dependent(op, xs: list, computed: list[bool], ps: dict, attrs: di
     classes = nonfinite_class(out)
     changed = (classes != nonfinite_class(other)) | (np.isfinite(out) & (out != other))
     return changed | (classes != nonfinite_class(np.asarray(op.reference(below, ps, attrs), dtype=np.float64)))
+
+
+# How far (in units of ROUNDING_SLACK * roundoff, relative) a computed operand of a rounding run may
+# be from an integer its dtype-d value may round onto: the producer's rounding bound, plus the
+# run's own perturbation of that result and of this op's operand.
+INTEGER_SLACK = 3.0
+
+
+def _integer_dependent(op, xs: list, computed: list[bool], ps: dict, attrs: dict, out: np.ndarray,
+                       dtype: str) -> np.ndarray | None:
+    """Where the class of `out` (`op` on the operands `xs`) changes when the computed operands
+    within rounding of a nonzero integer are that integer; None where no operand is. The perturbed
+    runs never land on an integer, while a dtype-d kernel may: tanh(-9.2358) is -0.99999998 in
+    float64 and -1 in float32, so pow(t, t) is nan in float64 and -1 in float32. Like a computed
+    zero's sign (see "Signed zeros"), such a result is undefined in `dtype`; a graph input is exact."""
+    if not op.integer_matters:
+        return None
+    slack = INTEGER_SLACK * ROUNDING_SLACK * UNIT_ROUNDOFF[dtype]
+    snapped, moved = [], False
+    for x, is_computed in zip(xs, computed):
+        if is_computed:
+            nearest = np.round(x)
+            near = (nearest != 0) & (x != nearest) & (np.abs(x - nearest) <= slack * np.abs(x))
+            if near.any():
+                x, moved = np.where(near, nearest, x), True
+        snapped.append(x)
+    if not moved:
+        return None
+    return nonfinite_class(out) != nonfinite_class(np.asarray(op.reference(snapped, ps, attrs), dtype=np.float64))
 
 
 # What an undefined operand entry is replaced by to see which results depend on it: the extremes

@@ -18,12 +18,14 @@ from typing import Callable
 
 from fuzzer.arrays import materialize, regime_profiles
 from fuzzer.backends import Backend, all_ops_supported_by, get_backend, parse_backend_list
-from fuzzer.budget import DEFAULT_SHARE, SINGLE, SMALL, SMALL_NODES, WHOLE, CompileBudget, graph_features, parse_shares
+from fuzzer.budget import (DEFAULT_SHARE, SINGLE, SMALL, SMALL_NODES, WHOLE, CompileBudget, graph_features, parse_shares,
+                           slot_shares)
 from fuzzer.check import CaseResult, Finding, NodeIsolation, check_case, still_fails_predicate
 from fuzzer.errors import DevicePoisoned, InternalError, UserError, poisons_device
 from fuzzer.execute import ERROR, OK, UNSUPPORTED, run_backend
 from fuzzer.generate import CaseGenerator
 from fuzzer.regimes import parse_regime_list
+from fuzzer.regions import focus_of, graph_regions
 from fuzzer.ir import Case
 from fuzzer import verdicts
 from fuzzer.plugins import load_plugins
@@ -47,6 +49,9 @@ class WorkerConfig:
     compile_share: str = DEFAULT_SHARE
     # Further input sets (other value regimes, same shapes) each compiler runs a graph it compiled on.
     compiled_inputs: int = 8
+    # The compilers this worker slot runs, each with its part of the compile share (compiler affinity:
+    # fuzzer/budget.py's assign_compilers; set by the campaign, never stored). None: every one at its share.
+    compilers: dict[str, float] | None = None
     # A folder the campaign's workers share for FirstCompileGate (set by the campaign, never stored).
     first_compile_dir: str | None = None
     # Intra-op threads per worker for torch and XLA's CPU client; 0 leaves the libraries' defaults.
@@ -88,15 +93,20 @@ VALUE_REGIMES = ("special-values", "magnitudes", "small")
 class CaseSource:
     """How a worker drew a case it checks, so that the parent can draw it again if the worker
     dies on it: the index's drawn graph (tier WHOLE), or the one-op (SINGLE) or small (SMALL)
-    graph a compiler took instead (fuzzer/budget.py), and which of its input sets."""
+    graph a compiler took instead (fuzzer/budget.py), and which of its input sets. The drawn graph
+    of an index is determined by the campaign's seed, the index and `focus`: the region key the
+    campaign steered it toward (fuzzer/regions.py), or None for the plain mix: never by the worker
+    that draws it. Which compilers check an index does depend on its worker (the compilers of its
+    slot, and their compile budget: fuzzer/budget.py), and so do the one-op and small graphs they take."""
 
     index: int
     tier: str = WHOLE
     op: str | None = None  # SINGLE: the op
     input_set: int = 0
+    focus: str | None = None  # WHOLE: the region key it was steered toward
 
     def to_list(self) -> list:
-        return [self.index, self.tier, self.op, self.input_set]
+        return [self.index, self.tier, self.op, self.input_set, self.focus]
 
 
 class CaseDrawer:
@@ -123,7 +133,7 @@ class CaseDrawer:
             if self._small is None:
                 self._small = CaseGenerator(self.ops, min(SMALL_NODES, self.config.max_nodes), self.regimes)
             return self._small.case(seed + 2)
-        return self.whole.case(seed)
+        return self.whole.case(seed, focus_of(source.focus) if source.focus else None)
 
     def plain_sets(self, source: CaseSource) -> int:
         """Input sets drawn from the graph's own regime: --inputs-per-graph for the drawn graph, one for
@@ -210,6 +220,8 @@ class Pipeline:
         self.shrunk_signatures: set[str] = set()
         compiling = [b for b in self.backends if b.expensive]
         shares = parse_shares(config.compile_share, [b.name for b in compiling], {b.name: b.compile_weight for b in compiling})
+        if config.compilers is not None:
+            shares = slot_shares(shares, config.compilers)
         # Nothing but compilers (jax-jit against jax-jit@old-jax): there is no cheap tier to share
         # the worker with, so every compiler takes every drawn graph (a budget would only idle it).
         self.budget = CompileBudget(shares, self.drawer.ops) if len(compiling) < len(self.backends) else None
@@ -217,6 +229,7 @@ class Pipeline:
         self.backend_seconds: dict[str, float] = {}  # every run of the current graph, reruns included
         self.first_status: dict[str, str] = {}
         self.source = CaseSource(0)  # what the worker checks now (for the heartbeat)
+        self.regions: set[str] = set()  # the region keys of the cases checked for the current index
 
     def runner(self, backend: Backend, case: Case):
         self.heartbeat(backend, self.source)
@@ -225,6 +238,7 @@ class Pipeline:
             # Every later run in this process would fail alike and be taken for findings: the request ends here.
             raise DevicePoisoned(backend.name, outcome.error, self.source.to_list())
         self.backend_seconds[backend.name] = self.backend_seconds.get(backend.name, 0.0) + outcome.seconds
+        self.gate.compiled(backend.name)  # its first run compiled: the other workers need not wait for the whole index
         self.first_status.setdefault(backend.name, outcome.status)
         return outcome
 
@@ -232,26 +246,25 @@ class Pipeline:
         """One request of the worker protocol (the process workers and the Ray actors both answer
         with this; the requests are listed in fuzzer/workers.py)."""
         kind, *arguments = request
-        if kind == "case":
-            return self.run_index(arguments[0], set(arguments[1]))
+        if kind == "case":  # ("case", index, known signatures[, focus])
+            return self.run_index(arguments[0], set(arguments[1]), *arguments[2:])
         handlers = {"check": self.check_given, "shrink": self.shrink_given, "outputs": self.outputs_given,
                     "recheck": self.recheck}
         if kind not in handlers:
             raise ValueError(f"unknown worker request {kind!r}")
         return handlers[kind](*arguments)
 
-    def compile_plan(self, index: int, case: Case) -> dict[CaseSource, tuple[Case, list[Backend]]]:
-        """Which compilers run now, and on which graph: the drawn `case`, or a one-op or small graph
-        of their novelty tier (fuzzer/budget.py). Compilers given the same graph share its runs."""
+    def compile_plan(self, whole: CaseSource, case: Case) -> dict[CaseSource, tuple[Case, list[Backend]]]:
+        """Which compilers run now, and on which graph: the drawn `case` (of `whole`), or a one-op or
+        small graph of their novelty tier (fuzzer/budget.py). Compilers given the same graph share its runs."""
         compilers = [b for b in self.backends if b.expensive]
-        whole = CaseSource(index)
         if not self.budget:
             return {whole: (case, [b for b in compilers if b.supports_graph(case.graph)])}
         plan: dict[CaseSource, tuple[Case, list[Backend]]] = {}
         for backend in compilers:
             if not self.budget.may_afford(backend.name):
                 continue
-            source = self._tier_source(backend, index)
+            source = self._tier_source(backend, whole)
             candidate = plan[source][0] if source in plan else case if source == whole else self._tier_case(source)
             if candidate is None or not backend.supports_graph(candidate.graph):
                 if source.tier == SINGLE:  # leave this op to the other tiers
@@ -262,8 +275,10 @@ class Pipeline:
                 plan.setdefault(source, (candidate, []))[1].append(backend)
         return plan
 
-    def _tier_source(self, backend: Backend, index: int) -> CaseSource:
-        tier = self.budget.tier(backend.name)
+    def _tier_source(self, backend: Backend, whole: CaseSource) -> CaseSource:
+        tier, index = self.budget.tier(backend.name), whole.index
+        if tier == WHOLE:
+            return whole
         if tier != SINGLE:
             return CaseSource(index, tier)
         uncovered = self.budget.uncovered_ops(backend.name)
@@ -275,12 +290,13 @@ class Pipeline:
         except InternalError:  # hypothesis found no valid graph of this one op (conv3d's shapes)
             return None
 
-    def run_index(self, index: int, known_signatures: set[str]) -> CaseReply:
+    def run_index(self, index: int, known_signatures: set[str], focus: str | None = None) -> CaseReply:
+        """Graph `index`, steered toward the region key `focus` where given (fuzzer/regions.py)."""
         start = time.perf_counter()
-        self.backend_seconds, self.first_status, self.overhead = {}, {}, {}
-        whole = CaseSource(index)
+        self.backend_seconds, self.first_status, self.overhead, self.regions = {}, {}, {}, set()
+        whole = CaseSource(index, focus=focus)
         case = self.drawer.graph_case(whole)
-        plan = self.compile_plan(index, case)
+        plan = self.compile_plan(whole, case)
         _, compilers_on_case = plan.pop(whole, (case, []))
         backends = [b for b in self.backends
                     if (not b.expensive and b.supports_graph(case.graph)) or b in compilers_on_case]
@@ -296,7 +312,6 @@ class Pipeline:
             for name, (source, graph_case) in ran.items():
                 self.budget.charge(name, self.backend_seconds[name] + self.overhead.get(name, 0.0),
                                    graph_features(graph_case.graph), source.tier)
-                self.gate.compiled(name)
                 if source.tier == SINGLE:
                     self.budget.cover_single(name, source.op)
             self.budget.advance(time.perf_counter() - start)
@@ -307,6 +322,7 @@ class Pipeline:
         reply.compiled_structures = [name for name in ran if self.first_status[name] == OK]
         reply.not_compiled = [name for name in ran if self.first_status[name] == UNSUPPORTED]
         reply.budget_skipped = [b.name for b in self.backends if b.expensive and b.name not in ran]
+        reply.regions = sorted(self.regions)
         return reply
 
     def _check_input_sets(self, source: CaseSource, case: Case, backends: list[Backend], reply: CaseReply,
@@ -330,7 +346,8 @@ class Pipeline:
             if current is None:
                 return  # no size of this graph can change: no variant would
             began, ran_before = time.perf_counter(), sum(self.backend_seconds.get(b.name, 0.0) for b in backends)
-            result = check_case(current, backends, self.config.reruns, self.runner)
+            result = check_case(current, backends, self.config.reruns, self.runner,
+                                on_reference=lambda reference: self.regions.update(graph_regions(current.graph, reference.values)))
             reply.count([b.name for b in backends], current.graph.op_names(), first_set=number == 0)
             if all(b.expensive for b in backends):  # judging, localizing, other backends' runs (an inherited check)
                 overhead = time.perf_counter() - began - (sum(self.backend_seconds.get(b.name, 0.0) for b in backends) - ran_before)

@@ -42,6 +42,9 @@ ENTRY_POINT_GROUP = "fuzzer.plugins"
 # How long the child that tries the plugins may take (importing torch and jax on a busy machine: ~10 s).
 PLUGIN_LOAD_TIMEOUT_S = float(os.environ.get("FUZZ_PLUGIN_LOAD_TIMEOUT", 120))
 LOADED_MARK = "fuzzer: plugins loaded"  # the child's last line on stdout when every plugin loaded
+# The child's first line on Linux: it gets SIGKILL when its parent ends (prctl(PR_SET_PDEATHSIG = 1,
+# SIGKILL = 9)), since a parent killed with SIGKILL cannot end it; it exits if the parent ended before.
+DIE_WITH_PARENT = "import ctypes, os, sys; ctypes.CDLL(None).prctl(1, 9); os.getppid() == {parent} or sys.exit(1); "
 
 
 class TransformedBackend(Backend):
@@ -244,6 +247,8 @@ def check_plugins_in_child(specs: list[str] | tuple[str, ...]) -> None:
     if not files:
         return
     program = f"import sys; from fuzzer.plugins import load_plugins; load_plugins(sys.argv[1:]); print({LOADED_MARK!r})"
+    if sys.platform.startswith("linux"):
+        program = DIE_WITH_PARENT.format(parent=os.getpid()) + program
     named = ", ".join(f"'{spec}'" for spec in files)
     try:
         done = subprocess.run([sys.executable, "-c", program, *files], capture_output=True, text=True, errors="replace",

@@ -19,6 +19,9 @@ def progress_line(progress, time_limit: float | None, last_new_bucket_at: float 
     if last_new_bucket_at is not None:
         pieces.append((", ", f"last {_duration(progress.elapsed - last_new_bucket_at)} ago"))
     pieces.append((SEPARATOR, f"{progress.graphs} graphs {progress.graphs_per_second:.1f}/s"))
+    regions = progress.region_coverage()
+    if regions["declared"]:
+        pieces.append((SEPARATOR, f"regions {regions['covered']}/{regions['declared']}"))
     compilers = compiler_counts(progress.compiled_structures)
     for position, (name, counts) in enumerate(compilers.items()):
         entry = f"{name} {'/'.join(map(str, counts))}"

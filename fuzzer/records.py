@@ -314,6 +314,7 @@ class CaseReply:
     compiled_structures: list[str] = field(default_factory=list)  # compilers that compiled a new structure
     not_compiled: list[str] = field(default_factory=list)  # ... that could not compile the graph
     budget_skipped: list[str] = field(default_factory=list)  # ... that the compile budget did not give it
+    regions: list[str] = field(default_factory=list)  # the region keys its checked cases exercised (fuzzer/regions.py)
     node: dict | None = None  # Ray: the node that answered
 
     def count(self, backends: list[str], ops: list[str], first_set: bool) -> None:
@@ -338,4 +339,4 @@ class CaseReply:
 
 _CASE_REPLY_PLAIN = ("index", "ops", "regime", "backends", "checked", "invalid", "backend_graphs", "backend_cases", "backend_ops",
                      "seconds", "worker_seconds", "peak_rss_mb",
-                     "compiled_structures", "not_compiled", "budget_skipped", "node")
+                     "compiled_structures", "not_compiled", "budget_skipped", "regions", "node")

@@ -9,13 +9,18 @@ confuse with logical order. The `small` regime (small dims, O(1) values, contigu
 most of a campaign because it is cheap and compiled code is reused; each other regime
 takes a stated share of cases (REGIMES' weights are percentages).
 
+Bugs also sit where two regions meet: a special value inside a large reduction, a tiny
+magnitude through a saturating op, a layout on a large tensor. So a share of cases is drawn
+from a composition of two regimes that set different features (`compose`), named "a+b"
+(e.g. "large-op+special-values"); COMPOSITIONS lists those drawn and their shares.
+
 A case records its regime in its graph (`Graph.regime`), so `fuzz show`, `fuzz stats`
 and the report count coverage and findings per regime, and the shrinker keeps it.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 from fuzzer.errors import UserError
 
@@ -25,11 +30,15 @@ SMALL_PROFILES = ("normal", "normal", "normal", "normal", "uniform", "small-ints
 # log-uniform magnitudes from 1e-8 to 1e4 with random signs, and narrow bands at both ends.
 MAGNITUDE_PROFILES = ("log-uniform", "log-uniform", "minuscule", "huge")
 # Exact edge values of common ops and values the math defines results for.
-SPECIAL_PROFILES = ("special", "special", "edge", "subnormal")
+# "special-rows" fills whole rows (one along each axis) with one value: an all -inf softmax row.
+SPECIAL_PROFILES = ("special", "special", "edge", "subnormal", "special-rows")
 
 # Sizes where kernels switch paths: just off powers of two (vector tails, tiles, blocks).
 LARGE_DIMS = (127, 129, 255, 257, 511, 513, 1023, 1025, 2047, 2049, 4095, 4097, 8193, 32769)
 BATCH_THRESHOLD_DIMS = (31, 33, 63, 65, 127, 129, 255, 257)
+# Every dim of a contraction (M, K, N of a matmul; channels and output positions of a conv) from
+# these: the library rewrites and kernels chosen above a work size (blocked GEMM, im2col) switch on.
+CONTRACTION_DIMS = (128, 129, 255, 257, 384, 511, 512)
 
 
 @dataclass(frozen=True)
@@ -43,34 +52,71 @@ class Regime:
     leading_dims: tuple[int, ...] = ()  # the first dim of an input is drawn from these
     size_one_share: float = 0.0  # probability that a dim is 1 (beyond DIMS's own share)
     layouts: bool = False  # inputs get non-default torch memory layouts (fuzzer/layouts.py)
+    contraction_dims: tuple[int, ...] = ()  # the graph starts with a contraction whose every dim is one of these
 
 
-REGIMES = (
-    Regime("small", 55, "small dims from a fixed set, O(1) values, contiguous inputs"),
-    Regime("large-op", 8, "one input dim just off a power of two (127 .. 32769), up to 1e6 elements a tensor",
+def compose(first: Regime, second: Regime, weight: int = 0) -> Regime:
+    """One regime with the features of both: each feature from the part that sets it (the first's
+    where both do), and the larger size bound."""
+    features = {}
+    for feature in fields(Regime)[3:]:  # after name, weight and description
+        mine = getattr(first, feature.name)
+        features[feature.name] = getattr(second, feature.name) if mine == feature.default else mine
+    features["max_elements"] = max(first.max_elements, second.max_elements)
+    return Regime(f"{first.name}+{second.name}", weight, f"{first.name} and {second.name} together", **features)
+
+
+SINGLE_REGIMES = (
+    Regime("small", 54, "small dims from a fixed set, O(1) values, contiguous inputs"),
+    Regime("large-op", 6, "one input dim just off a power of two (127 .. 32769), up to 1e6 elements a tensor",
            max_elements=1_000_000, large_dims=LARGE_DIMS),
-    Regime("batch-threshold", 7, "a leading (batch) dim above 32/64/128/256", max_elements=200_000,
+    Regime("batch-threshold", 5, "a leading (batch) dim above 32/64/128/256", max_elements=200_000,
            leading_dims=BATCH_THRESHOLD_DIMS),
-    Regime("size-1", 7, "runs of size-1 dims", size_one_share=0.6),
-    Regime("magnitudes", 8, "log-uniform magnitudes 1e-8 .. 1e4, and narrow bands at both ends",
+    Regime("size-1", 5, "runs of size-1 dims", size_one_share=0.6),
+    Regime("magnitudes", 6, "log-uniform magnitudes 1e-8 .. 1e4, and narrow bands at both ends",
            value_profiles=MAGNITUDE_PROFILES),
-    Regime("special-values", 8, "a few inf, -inf, nan, -0.0, 0, +-1, overflow edges and subnormals",
+    Regime("special-values", 6, "a few inf, -inf, nan, -0.0, 0, +-1, overflow edges, subnormals, whole rows of -inf or one value",
            value_profiles=SPECIAL_PROFILES),
-    Regime("layout", 7, "non-contiguous, transposed, expanded (stride 0) and channels_last inputs",
+    Regime("layout", 5, "non-contiguous, transposed, expanded (stride 0) and channels_last inputs",
            layouts=True),
+    # A 512 x 512 matrix at most: the float64 reference of a 512^3 product takes ~0.05 .. 0.1 s.
+    Regime("big-contraction", 3, "a matmul, linear, bmm, einsum or conv with every dim 128 .. 512",
+           max_elements=512 * 512, contraction_dims=CONTRACTION_DIMS),
 )
+_SINGLE = {regime.name: regime for regime in SINGLE_REGIMES}
+# Pairs whose features combine (sizes or layouts from the first, values or layouts from the
+# second), with their shares: 10 percent in all, taken from the single regimes but small.
+COMPOSITIONS = (
+    ("large-op", "special-values", 2),  # a special value inside a large reduction
+    ("large-op", "magnitudes", 1),
+    ("large-op", "layout", 1),  # a layout on a large tensor
+    ("batch-threshold", "special-values", 1),
+    ("batch-threshold", "magnitudes", 1),
+    ("size-1", "magnitudes", 1),  # a tiny magnitude through a broadcast saturating op
+    ("layout", "special-values", 1),
+    ("big-contraction", "special-values", 1),
+    ("big-contraction", "magnitudes", 1),
+)
+REGIMES = SINGLE_REGIMES + tuple(compose(_SINGLE[a], _SINGLE[b], weight) for a, b, weight in COMPOSITIONS)
 BY_NAME = {regime.name: regime for regime in REGIMES}
 DEFAULT = BY_NAME["small"]
 assert sum(r.weight for r in REGIMES) == 100, "regime weights are percentages"
 
 
 def get_regime(name: str) -> Regime:
-    """The regime a case names; an unknown or empty name is the small regime (older cases)."""
-    return BY_NAME.get(name, DEFAULT)
+    """The regime a case names: one of REGIMES, any composition "a+b" of two single regimes (a
+    stored case outlives a change of COMPOSITIONS), or the small regime for an unknown or empty
+    name (older cases)."""
+    if name in BY_NAME:
+        return BY_NAME[name]
+    parts = name.split("+")
+    if len(parts) == 2 and all(part in _SINGLE for part in parts):
+        return compose(_SINGLE[parts[0]], _SINGLE[parts[1]])
+    return DEFAULT
 
 
 def parse_regime_list(text: str | None) -> tuple[Regime, ...]:
-    """'small,large-op' -> those regimes; None or '' or 'all' -> every regime."""
+    """'small,large-op+layout' -> those regimes; None or '' or 'all' -> every regime (compositions too)."""
     if not text or text == "all":
         return REGIMES
     chosen = []

@@ -81,6 +81,36 @@ class Replayer:
         self.close()
 
 
+# The float64 reference as a backend: what `reference_failure` runs in a bounded worker.
+REFERENCE_BACKEND = "numpy-ref:cpu:float64"
+
+
+def reference_failure(replayer: Replayer, case: Case) -> str:
+    """Why the float64 reference of `case` cannot be computed within `replayer`'s time and memory bounds
+    ('' when it can), found by running it there once. The commands that compute it in-process (export,
+    report) ask first: a case within the element bounds can still ask for hours of work (a 100x100
+    kernel slid over a padding of 3000)."""
+    try:
+        reply = replayer.request(("outputs", case, REFERENCE_BACKEND))
+    except WorkerDied as died:
+        if died.kind == verdicts.HANG:
+            return f"its float64 reference did not finish within {replayer.timeout:g} s"
+        return f"its float64 reference ended its worker ({died.message})"
+    if reply.get("error", "").startswith("MemoryError"):
+        return f"its float64 reference needs more memory than the limit of {replayer.config.memory_limit_mb} MB"
+    return ""  # another error is the case's own: the command reports it as it would have
+
+
+def require_bounded_reference(case: Case, case_id: int, plugins: list[str], timeout: float) -> None:
+    """Raise a UserError when the float64 reference of stored case `case_id` does not finish within
+    `timeout` seconds and the replaying memory limit (see reference_failure)."""
+    with Replayer([REFERENCE_BACKEND], plugins, timeout) as replayer:
+        why = reference_failure(replayer, case)
+    if why:
+        raise UserError(f"Case {case_id} cannot be exported: {why}; raise --timeout or --memory-limit, "
+                        "or export it with --format json.")
+
+
 def replay_case(case: Case, backends: list[str], plugins: list[str], timeout: float = 120.0) -> CheckReply:
     with Replayer(backends, plugins, timeout) as replayer:
         return replayer.check(case, backends)

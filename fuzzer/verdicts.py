@@ -33,7 +33,8 @@ TABLE = (
     Verdict("mismatch", True, False, True, True, True, "values beyond the tolerance model's allowance"),
     # Judged across backends (check._accuracy_regressions), so a one-backend shrink predicate cannot keep it: not shrunk.
     Verdict("accuracy-regression", True, False, False, False, True,
-            "within tolerance, but 10x or more the error of the same backend kind in another release on the same case"),
+            "within tolerance, but 10x or more the error of the same backend kind in another release, or of eager "
+            "of a compiler's own framework and release, on the same case"),
     Verdict("precision-policy", False, True, False, False, True,
             "wrong only under a reduced-precision default (TF32); right once that is off"),
     Verdict("inherited", False, True, False, False, True,

@@ -12,7 +12,8 @@ imports alone would use most of a small address-space limit). Each worker runs o
 and answers requests over a pipe. Before every backend run it reports what it is about to run,
 so when it dies or goes silent the parent knows which backend and which case did it.
 
-Requests:  ("case", index, known_signatures)  generate case `index`, check it, shrink new findings
+Requests:  ("case", index, known_signatures, focus)  generate case `index` (steered toward the region
+                                               key `focus`, or None), check it, shrink new findings
            ("check", case, backend_names)      check one given case (replay, regress)
            ("shrink", case, finding, seconds)  shrink a given case for one of its findings
            ("outputs", case, backend_name)     one backend's outputs (export --format issue)

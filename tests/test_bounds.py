@@ -38,7 +38,7 @@ def test_attention_scores_count_against_the_tensor_bound(tmp_path):
     # q, k, v of (1, 6, 1): 18 elements in, but L x S = 36 scores (and as many weights) in the reference.
     graph = Graph(tuple(TensorSpec(n, (1, 6, 1)) for n in "qkv"),
                   (Node("a", "scaled_dot_product_attention", ("q", "k", "v"),
-                        {"causal": False, "mask": False, "scale": None, "dropout_p": 0.0}),), ("a",))
+                        {"causal": False, "mask": False, "scale": None}),), ("a",))
     path = case_file(tmp_path, graph)
     refused(fuzz("--max-tensor-elements", 30, "import", "--db", tmp_path / "c.db", path),
             "attention scores of node 'a'", "36 elements", "limit of 30")

@@ -221,3 +221,18 @@ def test_a_hypothesis_release_whose_seeded_draws_miss_values_gets_a_one_sentence
     assert "6.155.2" in sentence and "pip install 'hypothesis>=6.170'" in sentence
     for good in ("6.120.0", "6.170.17", "7.0"):
         assert weak_hypothesis_warning(good) is None
+
+
+@pytest.mark.slow
+def test_every_op_draws_exactly_the_attributes_it_declares(draw_log):
+    """A graph read from a file is held to an op's declared `attrs` (fuzzer/ir.py): every attribute an op
+    draws is declared, every declared one is drawn, and one without "?" every time."""
+    wrong = []
+    for name, op in sorted(registry().items()):
+        drawn = draw_log.attrs[name]
+        assert op.attrs is not None, f"{name} declares no attrs"
+        seen = set().union(*map(set, drawn)) if drawn else set()
+        always = set.intersection(*map(set, drawn)) if drawn else set()
+        if seen != op.taken_attrs() or not op.required_attrs() <= always:
+            wrong.append(f"{name}: declares {op.attrs}, drew {sorted(seen)} ({sorted(always)} every time)")
+    assert not wrong, "\n".join(wrong)

@@ -54,7 +54,7 @@ def test_only_the_layout_regime_marks_layouts_and_expanded_values_repeat(drawn):
     for case in drawn:
         for spec in case.graph.inputs:
             if spec.layout != "contiguous":
-                assert regime_of(case) == "layout", (spec, case.graph.regime)
+                assert "layout" in regime_of(case).split("+"), (spec, case.graph.regime)
                 layouts[spec.layout] += 1
             if spec.layout == "expanded":
                 values = case.arrays[spec.name]

@@ -80,15 +80,17 @@ class JaxEager(Backend):
     def reproducer_program(self, case: Case) -> tuple[list[str], str]:
         return jax_program(case, self, [], "graph(*args)")
 
+    def put(self, array):
+        """A case's array as a jax array of this backend's dtype on its device."""
+        jax = import_jax()
+        return jax.device_put(np.asarray(array).astype(getattr(jax.numpy, self.dtype)), jax.devices(self.device)[0])
+
     def _execute(self, graph: Graph, inputs: dict, params: dict) -> list[np.ndarray]:
         jax = import_jax()
-        device = jax.devices(self.device)[0]
-        dtype = getattr(jax.numpy, self.dtype)
-        put = lambda a: jax.device_put(np.asarray(a).astype(dtype), device)  # noqa: E731
         with self.precision_context():
             outputs = self._graph_fn(graph)(
-                {k: put(v) for k, v in inputs.items()},
-                {node: {k: put(v) for k, v in ps.items()} for node, ps in params.items()},
+                {k: self.put(v) for k, v in inputs.items()},
+                {node: {k: self.put(v) for k, v in ps.items()} for node, ps in params.items()},
             )
         return [np.asarray(jax.device_get(out)).astype(np.float64) for out in outputs]
 

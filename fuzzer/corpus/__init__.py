@@ -6,7 +6,7 @@ Tables (schema version 6):
     campaigns    one row per `fuzz run`: a global uuid, config, library versions, progress,
                  checkpoint, and the lease of the process running it (pid, host, heartbeat).
     cases        one row per stored case: graph JSON, verdict, findings, provenance. A case is
-                 stored once: `case_key` (graph + arrays + backends) is unique, so import,
+                 stored once: `case_key` (graph + arrays) is unique, so import,
                  merge, resume and shrink add nothing they find here already.
     case_arrays  the case's inputs and weights as .npy bytes (never pickled).
     buckets      one row per cause (fuzzer/buckets.py: "nan-inf | torch-eager:cpu | sinh"): its

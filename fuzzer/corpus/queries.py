@@ -238,7 +238,21 @@ class Queries(CorpusFile):
             "findings_by_regime": counts("SELECT coalesce(json_extract(graph, '$.regime'), 'small') AS key, count(*) AS n "
                                          "FROM cases WHERE signature IS NOT NULL AND shrunk_from IS NULL GROUP BY key ORDER BY key"),
             "graphs_by_regime": self.graphs_by_regime(),
+            "region_coverage": self.region_coverage(),
         }
+
+    def region_coverage(self) -> dict[str, dict]:
+        """Per campaign id (a string, as JSON keys are) whose checkpoint declares region keys: its
+        region coverage (fuzzer/regions.py's coverage)."""
+        from fuzzer.regions import coverage
+
+        found = {}
+        for row in self.campaigns():
+            checkpoint = row.get("checkpoint") if isinstance(row.get("checkpoint"), dict) else {}
+            declared, counts = checkpoint.get("regions_declared"), checkpoint.get("region_counts")
+            if isinstance(declared, list) and declared and isinstance(counts, dict):
+                found[str(row["id"])] = coverage([str(k) for k in counts], [str(k) for k in declared])
+        return found
 
     def graphs_by_regime(self) -> dict[str, int]:
         """Graphs checked per regime, summed over every campaign's checkpoint."""

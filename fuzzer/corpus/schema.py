@@ -110,8 +110,15 @@ def sorted_json(value: Any) -> str:
     return jsonform.dumps(value, sort_keys=True)
 
 
-def case_key(content_hash: str, backends: list[str]) -> str:
-    """What makes a stored case the same case: its graph and arrays (the content hash) and the backends it ran on."""
+def case_key(content_hash: str) -> str:
+    """What makes a stored case the same case: its graph and arrays (inputs and parameters), whatever
+    backends ran it (a resumed campaign's compile budget runs it on others). Rows of older releases
+    keep a key that also holds the backends; CaseStore finds a case by its content hash, so both count."""
+    return hashlib.sha256(f"{content_hash}\n".encode()).hexdigest()[:32]
+
+
+def _v3_case_key(content_hash: str, backends: list[str]) -> str:
+    """The key version 3 gave a case: its content and the backends it ran on."""
     return hashlib.sha256(f"{content_hash}\n{sorted_json(sorted(backends))}".encode()).hexdigest()[:32]
 
 
@@ -173,7 +180,7 @@ def _to_v3(db: sqlite_utils.Database) -> None:
     _add_missing_columns(db)
     seen: set[str] = set()
     for case_id, content_hash, backends in db.execute("SELECT id, content_hash, backends FROM cases ORDER BY id").fetchall():
-        key = case_key(content_hash, json.loads(backends or "[]"))
+        key = _v3_case_key(content_hash, json.loads(backends or "[]"))
         if key not in seen:  # a duplicate the old version stored keeps a NULL key; nothing is deleted
             seen.add(key)
             db.execute("UPDATE cases SET case_key = ? WHERE id = ?", [key, case_id])

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 
-from fuzzer import jsonform
+from fuzzer import jsonform, verdicts
 from fuzzer.arrays import to_npy_bytes
 from fuzzer.buckets import bucket_signatures, describing
 from fuzzer.corpus.connection import CorpusFile, stored_json, utc_now
@@ -55,8 +55,9 @@ class CaseStore(CorpusFile):
     def add_case(self, record: CaseRecord, bounded: bool = False) -> int:
         """Store the case, its arrays and its findings' buckets in one transaction; returns the case id.
 
-        A case stored already (same graph, arrays and backends: `case_key`) is not stored again and
-        counts no second time in its buckets: its existing id is returned. `bounded` (a campaign's
+        A case stored already (same graph and arrays, on any backends: `case_key`) is not stored again
+        and counts no second time in its buckets: its existing id is returned, and the backends and
+        findings new to it join its row (`_join_runs`). `bounded` (a campaign's
         findings): the cases this one displaces in its buckets are deleted once nothing needs them
         (see the module docstring), so a frequent bug grows the corpus by its counts only.
         """
@@ -69,7 +70,7 @@ class CaseStore(CorpusFile):
         shrunk_from, shrink_log = record.shrunk_from, record.shrink_log
         findings = [finding.to_dict() for finding in record.findings]  # the row's JSON form from here on
         content_hash = case.content_hash()
-        key = case_key(content_hash, backends)
+        key = case_key(content_hash)
         arrays = {name: to_npy_bytes(value) for name, value in case.arrays.items()}
         element_count = int(sum(value.size for value in case.arrays.values()))
         node_count = len(case.graph.nodes)
@@ -78,9 +79,15 @@ class CaseStore(CorpusFile):
                 raise self._no_campaign(campaign_id)
             if shrunk_from is not None and not self._exists("cases", shrunk_from):
                 raise self._no_case(shrunk_from)
-            existing = self.db.execute("SELECT id FROM cases WHERE case_key = ?", [key]).fetchone()
+            # By content hash: a row of an older release has a key that also holds its backends.
+            existing = self._one("SELECT id, campaign_id, created, node_count, element_count, shrunk_from, backends, verdict, "
+                                 "findings, verdicts FROM cases WHERE content_hash = ? AND case_key IS NOT NULL ORDER BY id",
+                                 [content_hash])
             if existing is not None:
-                return existing[0], False
+                displaced = self._join_runs(existing, record, findings, counts)
+                if bounded:
+                    self._drop_unneeded(displaced)
+                return existing["id"], False
             now = record.created or utc_now()  # `created` keeps a merged case's original time
             case_id = self.db.execute(
                 "INSERT INTO cases (campaign_id, created, content_hash, seed, graph, op_sequence, node_count, "
@@ -114,6 +121,26 @@ class CaseStore(CorpusFile):
             if bounded:
                 self._drop_unneeded(displaced)
         return case_id, True
+
+    def _join_runs(self, stored: dict, record: CaseRecord, findings: list[dict], counts: bool) -> list[int]:
+        """A stored case (its row `stored`) ran again, on backends that may differ: the backends, verdicts and
+        findings (by signature) it did not have join its row, and the new findings are filed and counted as
+        add_case files a new case's. Returns the cases displaced."""
+        backends = json.loads(stored["backends"])
+        known = {finding["signature"] for finding in json.loads(stored["findings"])}
+        new_findings = [finding for finding in findings if finding["signature"] not in known]
+        new_backends = [name for name in record.backends if name not in backends]
+        if not new_findings and not new_backends:
+            return []
+        all_findings = json.loads(stored["findings"]) + new_findings
+        verdict = verdicts.worst([stored["verdict"], record.verdict])
+        backend_verdicts = json.loads(stored["verdicts"] or "[]")
+        backend_verdicts += [v.to_dict() for v in record.verdicts if v.backend in new_backends]
+        self.db.execute("UPDATE cases SET backends = ?, verdict = ?, signature = ?, findings = ?, verdicts = ? WHERE id = ?",
+                        [json.dumps(backends + new_backends), verdict, primary_signature(verdict, all_findings),
+                         jsonform.dumps(all_findings), jsonform.dumps(backend_verdicts), stored["id"]])
+        return self._file_findings(new_findings, bucket_signatures(new_findings), stored,
+                                   counts=counts and stored["shrunk_from"] is None)
 
     def _file_findings(self, findings: list[dict], keys: list[str], case: dict, counts: bool) -> list[int]:
         """Put a stored case's findings in their buckets (`keys`, fuzzer/buckets.py): the case once

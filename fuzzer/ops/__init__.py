@@ -28,6 +28,16 @@ WRAPS = "wraps"
 AttrDrawer = Callable[[Callable, list[Shape]], dict]
 
 
+@dataclass(frozen=True)
+class Regions:
+    """The regions an op's kernels switch on that fuzzer/regions.py's generic keys miss: `of(attrs,
+    operand shapes)` gives the keys a node exercises, without the op's name ("batch=broadcast"),
+    and `declared` is every key it can give."""
+
+    declared: tuple[str, ...]
+    of: Callable[[dict, list[Shape]], set[str]]
+
+
 def _no_params(attrs: dict, shapes: list[Shape]) -> dict[str, Shape]:
     return {}
 
@@ -45,6 +55,10 @@ class OpDef:
     jax: Callable  # (inputs, params, attrs) -> jax.Array
     accepts: Callable[[Shape], bool]  # can the first operand have this shape?
     draw_attrs: AttrDrawer = _no_attrs
+    # The attribute names the op takes, as draw_attrs draws them; a name ending in "?" may be left out
+    # (pad's fill value, a reduction's `dim` or `dims`). A graph read from a file is checked against
+    # them (ir.check_attribute_names); None, a plugin's op that does not say, is not checked.
+    attrs: tuple[str, ...] | None = None
     params: Callable[[dict, list[Shape]], dict[str, Shape]] = _no_params
     # (attrs, operand shapes) -> {what: shape} of the temporaries its reference allocates beyond its
     # output (attention's L x S scores, a conv's padded input): the resource bounds count them too.
@@ -67,6 +81,10 @@ class OpDef:
     # 1 / +-0 = +-inf, sqrt is nan just below zero)? The oracle then judges the results that depend
     # on the sign of a computed zero, a rounding artifact, as undefined (oracle.py, "Signed zeros").
     zero_sign_matters: bool = False
+    # Does the class of a result change where an operand is exactly an integer (a negative base to a
+    # non-integer power is nan)? The oracle then judges the results that depend on whether a computed
+    # operand within rounding of an integer is that integer as undefined (oracle.py, "Signed zeros").
+    integer_matters: bool = False
     # (inputs, params, attrs) -> mask of the entries the math leaves to convention, where IEEE and the
     # frameworks disagree (pow(-inf, 0.5): IEEE's +inf, numpy's and torch's sqrt-shortcut nan): the
     # oracle judges them, and what is computed from them, as undefined (oracle.py, "Signed zeros").
@@ -84,6 +102,8 @@ class OpDef:
     cuda_contiguous_params: bool = False
     # False where jax cannot differentiate the op's jax implementation, so jax-grad skips it.
     jax_differentiable: bool = True
+    # Regions beyond the generic ones (attribute values, regime, layout, special values, sizes).
+    regions: Regions | None = None
     family: str = ""
     notes: str = ""
 
@@ -93,6 +113,12 @@ class OpDef:
     def arity_text(self) -> str:
         low, high = self.arity
         return f"{low} input{'s' * (low != 1)}" if low == high else f"{low} to {high} inputs"
+
+    def taken_attrs(self) -> set[str]:
+        return {name.removesuffix("?") for name in self.attrs or ()}
+
+    def required_attrs(self) -> set[str]:
+        return {name for name in self.attrs or () if not name.endswith("?")}
 
     def impl(self, family: str) -> Callable:
         return {"numpy": self.reference, "torch": self.torch, "jax": self.jax}[family]

@@ -114,6 +114,7 @@ def _jax_attention(xs, ps, attrs):
 OPS = [
     OpDef(
         name="scaled_dot_product_attention",
+        attrs=('causal', 'mask', 'scale'),
         infer=_infer_attention,
         reference=_attention_reference,
         torch=_torch_attention,

@@ -310,6 +310,7 @@ OPS = [
     *[
         OpDef(
             name=f"conv{rank}d",
+            attrs=('out_channels', 'kernel_size', 'stride', 'padding', 'dilation', 'groups', 'bias'),
             infer=_infer_conv,
             reference=_conv_reference,
             torch=_torch_conv,
@@ -326,6 +327,7 @@ OPS = [
     *[
         OpDef(
             name=f"conv_transpose{rank}d",
+            attrs=('out_channels', 'kernel_size', 'stride', 'padding', 'output_padding', 'dilation', 'groups', 'bias'),
             infer=_infer_conv_transpose,
             reference=_conv_transpose_reference,
             torch=_torch_conv_transpose,

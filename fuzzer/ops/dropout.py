@@ -47,6 +47,7 @@ def _jax_dropout(xs, ps, attrs):
 OPS = [
     OpDef(
         name="dropout",
+        attrs=('p', 'training'),
         infer=_infer,
         reference=_reference,
         torch=_torch_dropout,

@@ -78,7 +78,7 @@ def _implementation(impl, framework_function):
     return run
 
 
-def unary(name, reference, torch_impl, jax_impl, *, draw_attrs=_no_attrs, forward_error=None, exact=False,
+def unary(name, reference, torch_impl, jax_impl, *, draw_attrs=_no_attrs, attrs=(), forward_error=None, exact=False,
           zero_sign_matters=False, undefined=None, notes=""):
     """A one-input op whose output has its input's shape.
 
@@ -94,6 +94,7 @@ def unary(name, reference, torch_impl, jax_impl, *, draw_attrs=_no_attrs, forwar
         jax=_implementation(jax_impl, jax_function),
         accepts=any_rank,
         draw_attrs=draw_attrs,
+        attrs=attrs,
         forward_error=None if forward_error is None else lambda xs, ps, attrs: forward_error(xs[0], **attrs),
         exact=exact,
         zero_sign_matters=zero_sign_matters,
@@ -116,7 +117,8 @@ def _draw_broadcast_operand(draw, first, attrs):
     return [tuple(other)]
 
 
-def binary(name, reference, torch_impl, jax_impl, *, draw_attrs=_no_attrs, exact=False, zero_sign_matters=False, notes=""):
+def binary(name, reference, torch_impl, jax_impl, *, draw_attrs=_no_attrs, attrs=(), exact=False, zero_sign_matters=False,
+           integer_matters=False, notes=""):
     """A two-input op broadcasting like numpy; `reference(a, b, **attrs)`, impls as in `unary`."""
     return OpDef(
         name=name,
@@ -126,10 +128,12 @@ def binary(name, reference, torch_impl, jax_impl, *, draw_attrs=_no_attrs, exact
         jax=_implementation(jax_impl, jax_function),
         accepts=any_rank,
         draw_attrs=draw_attrs,
+        attrs=attrs,
         draw_operands=_draw_broadcast_operand,
         arity=(2, 2),
         exact=exact,
         zero_sign_matters=zero_sign_matters,
+        integer_matters=integer_matters,
         notes=notes,
     )
 
@@ -246,6 +250,7 @@ OPS = [
         "nn.functional.gelu",
         _jax_gelu,
         draw_attrs=_draw_gelu,
+        attrs=("approximate",),
         # Both forms compute x/2 (1 + erf or tanh): for x << 0 the sum cancels with an error
         # ~roundoff * |x| / 2, which the rounding model's gelu(|x|) ~ |x| magnitude already allows.
         notes="approximate drawn: 'none' (erf) or 'tanh'; the two differ by ~1e-3",
@@ -264,6 +269,7 @@ OPS = [
         "pow",
         "numpy.power",
         zero_sign_matters=True,
+        integer_matters=True,
         notes="a ** b; a negative base with a non-integer exponent is nan, 0 ** negative is inf; "
         "random float exponents make most negative bases nan",
     ),
@@ -282,6 +288,7 @@ OPS = [
         _torch_where,
         _jax_where,
         draw_attrs=_draw_compare,
+        attrs=("compare",),
         notes="where(a <compare> b, a, b), compare in gt/lt/ge/le",
     ),
     binary(
@@ -290,6 +297,7 @@ OPS = [
         _torch_where_threshold,
         _jax_where_threshold,
         draw_attrs=_draw_threshold,
+        attrs=("compare", "threshold"),
         exact=True,
         notes="where(a <compare> threshold, a, b), compare in gt/lt/ge/le, thresholds exact in float32",
     ),

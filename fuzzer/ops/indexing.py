@@ -191,6 +191,7 @@ def _jax_embedding(xs, ps, attrs):
 OPS = [
     OpDef(
         name="gather",
+        attrs=('dim', 'index'),
         infer=_infer_gather,
         reference=_gather_reference,
         torch=_torch_gather,
@@ -200,6 +201,7 @@ OPS = [
     ),
     OpDef(
         name="index_select",
+        attrs=('dim', 'index'),
         infer=_infer_index_select,
         reference=_index_select_reference,
         torch=_torch_index_select,
@@ -209,6 +211,7 @@ OPS = [
     ),
     OpDef(
         name="embedding",
+        attrs=('num_embeddings', 'indices'),
         infer=_infer_embedding,
         reference=_embedding_reference,
         torch=_torch_embedding,

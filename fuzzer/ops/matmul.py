@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from fuzzer.ops import OpDef
+from fuzzer.ops import OpDef, Regions
 from fuzzer.ops._common import DIMS, check, like, rank_between, st
 
 TILE_EDGE_SIZES = (1, 3, 7, 9, 15, 17, 31, 33)
@@ -62,6 +62,16 @@ def _draw_matmul_operands(draw, first, attrs):
     if style == "broadcast":
         return [tuple(1 if draw(st.booleans()) else b for b in batch) + (k, n)]
     return [(k, n)]
+
+
+MATMUL_BATCH_STYLES = ("none", "same", "broadcast")
+
+
+def _matmul_batch_region(attrs, shapes):
+    """torch dispatches a matmul to mm, to bmm on equal batch dims, or expands broadcast ones first."""
+    a, b = shapes
+    style = "none" if len(a) == 2 and len(b) == 2 else "same" if a[:-2] == b[:-2] else "broadcast"
+    return {f"batch={style}"}
 
 
 def _infer_matmul(attrs, shapes):
@@ -270,6 +280,7 @@ def _jax_einsum(xs, ps, attrs):
 OPS = [
     OpDef(
         name="linear",
+        attrs=('out_features', 'bias'),
         infer=_infer_linear,
         reference=_linear_reference,
         torch=_torch_linear,
@@ -281,6 +292,7 @@ OPS = [
     ),
     OpDef(
         name="matmul",
+        attrs=(),
         infer=_infer_matmul,
         reference=lambda xs, ps, attrs: np.matmul(xs[0], xs[1]),
         torch=_torch_matmul,
@@ -289,9 +301,11 @@ OPS = [
         draw_operands=_draw_matmul_operands,
         arity=(2, 2),
         sensitivity=2.0,
+        regions=Regions(tuple(f"batch={style}" for style in MATMUL_BATCH_STYLES), _matmul_batch_region),
     ),
     OpDef(
         name="bmm",
+        attrs=(),
         infer=_infer_bmm,
         reference=lambda xs, ps, attrs: np.matmul(xs[0], xs[1]),
         torch=_torch_bmm,
@@ -303,6 +317,7 @@ OPS = [
     ),
     OpDef(
         name="addmm",
+        attrs=('alpha', 'beta'),
         infer=_infer_scaled_product,
         reference=_scaled_product_reference,
         torch=_torch_scaled_product("addmm"),
@@ -316,6 +331,7 @@ OPS = [
     ),
     OpDef(
         name="baddbmm",
+        attrs=('alpha', 'beta'),
         infer=_infer_scaled_product,
         reference=_scaled_product_reference,
         torch=_torch_scaled_product("baddbmm"),
@@ -329,6 +345,7 @@ OPS = [
     ),
     OpDef(
         name="einsum",
+        attrs=('equation',),
         infer=_infer_einsum,
         reference=_einsum_reference,
         torch=_torch_einsum,

@@ -419,6 +419,7 @@ def _jax_local_response_norm(xs, ps, attrs):
 OPS = [
     OpDef(
         name="layer_norm",
+        attrs=('normalized_shape', 'eps', 'affine'),
         infer=_infer_trailing_norm,
         reference=_layer_norm_reference,
         torch=_torch_layer_norm,
@@ -432,6 +433,7 @@ OPS = [
     ),
     OpDef(
         name="batch_norm",
+        attrs=('eps', 'training'),
         infer=_infer_batch_norm,
         reference=_batch_norm_reference,
         torch=_torch_batch_norm,
@@ -445,6 +447,7 @@ OPS = [
     ),
     OpDef(
         name="group_norm",
+        attrs=('num_groups', 'eps', 'affine'),
         infer=_infer_group_norm,
         reference=_group_norm_reference,
         torch=_torch_group_norm,
@@ -457,6 +460,7 @@ OPS = [
     ),
     OpDef(
         name="instance_norm",
+        attrs=('eps', 'affine'),
         infer=_infer_instance_norm,
         reference=_instance_norm_reference,
         torch=_torch_instance_norm,
@@ -469,6 +473,7 @@ OPS = [
     ),
     OpDef(
         name="rms_norm",
+        attrs=('normalized_shape', 'eps', 'affine'),
         infer=_infer_trailing_norm,
         reference=_rms_norm_reference,
         torch=_torch_rms_norm,
@@ -481,6 +486,7 @@ OPS = [
     ),
     OpDef(
         name="local_response_norm",
+        attrs=('size', 'alpha', 'beta', 'k'),
         infer=_infer_local_response_norm,
         reference=_local_response_norm_reference,
         torch=_torch_local_response_norm,

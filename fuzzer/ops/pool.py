@@ -269,6 +269,7 @@ def _jax_adaptive(xs, ps, attrs):
 OPS = [
     OpDef(
         name="max_pool2d",
+        attrs=('kernel_size', 'stride', 'padding', 'dilation', 'ceil_mode'),
         infer=_infer_pool,
         reference=_max_pool_reference,
         torch=_torch_max_pool,
@@ -279,6 +280,7 @@ OPS = [
     ),
     OpDef(
         name="avg_pool2d",
+        attrs=('kernel_size', 'stride', 'padding', 'ceil_mode', 'count_include_pad', 'divisor_override'),
         infer=_infer_avg_pool,
         reference=_avg_pool_reference,
         torch=_torch_avg_pool,
@@ -289,6 +291,7 @@ OPS = [
     ),
     OpDef(
         name="adaptive_avg_pool2d",
+        attrs=('output_size',),
         infer=_infer_adaptive,
         reference=_adaptive_reference,
         torch=_torch_adaptive,

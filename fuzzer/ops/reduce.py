@@ -238,15 +238,70 @@ def _jax_norm(x, dims, attrs):
 
 
 def _product(x, dims, attrs):
-    """The product over dim. Where the product of the factors larger than 1 in magnitude
-    overflows this dtype, some multiplication order overflows (every partial product is at
-    most that), so the result is +-inf there even if this order's is finite: an honest
-    implementation's value then depends on its order, and the oracle skips entries whose
-    same-dtype reference is non-finite while the float64 one is finite."""
+    """The product over dim. In float64 (the reference): the product itself, even where a partial
+    product of np.prod's order leaves the range (of [1e200, 1e200, 1e-200, 1e-200] it is 1, not
+    inf); entries whose value depends on the order are undefined (_product_undefined). In a
+    narrower dtype (the same-dtype model): where the product of the factors larger than 1 in
+    magnitude overflows, some multiplication order overflows (every partial product is at most
+    that), so the result is +-inf there even if this order's is finite: an honest implementation's
+    value then depends on its order, and the oracle skips entries whose same-dtype reference is
+    non-finite while the float64 one is finite."""
     keep = attrs["keepdim"]
     out = np.prod(x, axis=dims, keepdims=keep)
+    if x.dtype == np.float64:
+        big, small, _ = _log2_factors(x, dims, keep)
+        outside = (big > FLOAT64_EXPONENTS[1]) | (small < FLOAT64_EXPONENTS[0])
+        return np.where(outside, _product_apart(x, dims, keep), out) if outside.any() else out
     growth = np.prod(np.where(np.abs(x) > 1, np.abs(x), 1), axis=dims, keepdims=keep)
     return like(x, np.where(np.isinf(growth) & np.isfinite(out), np.copysign(np.inf, out), out))
+
+
+# log2 of float64's smallest normal and of its overflow threshold.
+FLOAT64_EXPONENTS = (-1022.0, 1024.0)
+# Mantissas (np.frexp: 0.5 <= |m| < 1) multiplied at once: 2 ** -512 stays normal.
+MANTISSA_CHUNK = 512
+
+
+def _log2_factors(x, dims, keep):
+    """Per product, over its finite factors: the log2 of the product of those larger than 1 in
+    magnitude, of those smaller (a zero gives -inf), and of all of them."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        logs = np.log2(np.abs(np.where(np.isfinite(x), x, 1.0)))
+        big = np.sum(np.where(logs > 0, logs, 0.0), axis=dims, keepdims=keep)
+        small = np.sum(np.where(logs < 0, logs, 0.0), axis=dims, keepdims=keep)
+        return big, small, big + small
+
+
+def _product_apart(x, dims, keep):
+    """The product over `dims`, rounded as a float64 product is but with mantissas and exponents
+    kept apart (np.frexp) and joined once at the end, so no partial product leaves the range."""
+    kept = x.ndim - len(dims)
+    moved = np.moveaxis(x, dims, range(kept, x.ndim))
+    flat = moved.reshape(*moved.shape[:kept], -1)
+    mantissas, exponents = np.frexp(flat)
+    mantissa, exponent = np.ones(flat.shape[:-1]), np.sum(exponents, axis=-1)
+    for start in range(0, flat.shape[-1], MANTISSA_CHUNK):
+        mantissa, carry = np.frexp(mantissa * np.prod(mantissas[..., start:start + MANTISSA_CHUNK], axis=-1))
+        exponent += carry
+    out = np.ldexp(mantissa, np.clip(exponent, -4 * 1024, 4 * 1024))
+    return np.expand_dims(out, dims) if keep else out
+
+
+def _product_undefined(xs, ps, attrs):
+    """Where the product's value depends on the order of multiplication: some order's partial
+    products overflow while the product does not (inf against a finite value or 0; 0 * inf is
+    nan), or underflow to 0 while the product is normal; or an infinite factor meets factors whose
+    product underflows (inf, or 0 * inf = nan). A nan factor, or inf with a zero, is nan in any order."""
+    x = np.asarray(xs[0], dtype=np.float64)
+    dims, keep = _reduced_dims(attrs, x.ndim), attrs["keepdim"]
+    big, small, total = _log2_factors(x, dims, keep)
+    low, high = FLOAT64_EXPONENTS
+    finite = np.all(np.isfinite(x), axis=dims, keepdims=keep)
+    lone_infinite = (np.any(np.isinf(x), axis=dims, keepdims=keep) & ~np.any(np.isnan(x) | (x == 0), axis=dims, keepdims=keep))
+    with np.errstate(invalid="ignore"):
+        order_dependent = finite & (((big > high) & ((small < low) | (total <= high))) | ((small < low) & (total >= low)))
+        undefined = order_dependent | (lone_infinite & (small < low))
+    return undefined.reshape(_infer(attrs, [x.shape]))
 
 
 def _torch_dim_reduce(name):
@@ -339,7 +394,8 @@ def _jax_cumsum(xs, ps, attrs):
     return jnp.cumsum(xs[0], axis=attrs["dim"])
 
 
-def _reduction(name, reference, torch_reduce, jax_reduce, draw_attrs=_draw_dims, infer=_infer, **fields):
+def _reduction(name, reference, torch_reduce, jax_reduce, draw_attrs=_draw_dims, infer=_infer,
+               attrs=("dim?", "dims?", "keepdim"), **fields):
     return OpDef(
         name=name,
         infer=infer,
@@ -348,6 +404,7 @@ def _reduction(name, reference, torch_reduce, jax_reduce, draw_attrs=_draw_dims,
         jax=_shaped(jax_reduce, as_given=True),
         accepts=rank_between(1, 5),
         draw_attrs=draw_attrs,
+        attrs=attrs,
         sensitivity=2.0,
         **fields,
     )
@@ -358,14 +415,16 @@ OPS = [
     _reduction("mean", _numpy_reduce(np.mean), _torch_reduce("mean"), _jax_reduce("mean")),
     _reduction("amax", _numpy_reduce(np.max), _torch_reduce("amax"), _jax_reduce("max")),
     _reduction("amin", _numpy_reduce(np.min), _torch_reduce("amin"), _jax_reduce("min")),
-    _reduction("max", _numpy_reduce(np.max), _torch_dim_reduce("max"), _jax_reduce("max"), _draw_dim),
-    _reduction("min", _numpy_reduce(np.min), _torch_dim_reduce("min"), _jax_reduce("min"), _draw_dim),
+    _reduction("max", _numpy_reduce(np.max), _torch_dim_reduce("max"), _jax_reduce("max"), _draw_dim, attrs=("dim", "keepdim")),
+    _reduction("min", _numpy_reduce(np.min), _torch_dim_reduce("min"), _jax_reduce("min"), _draw_dim, attrs=("dim", "keepdim")),
     _reduction(
         "prod",
         _product,
         _torch_dim_reduce("prod"),
         _jax_reduce("prod"),
         _draw_dim,
+        attrs=("dim", "keepdim"),
+        undefined=_product_undefined,
         notes="one dim: torch.prod takes a single int dim",
     ),
     _reduction(
@@ -375,6 +434,7 @@ OPS = [
         _jax_variance("var"),
         _draw_variance,
         _infer_variance,
+        attrs=("dim?", "dims?", "keepdim", "correction"),
         forward_error=_variance_error,
     ),
     _reduction(
@@ -384,14 +444,18 @@ OPS = [
         _jax_variance("std"),
         _draw_variance,
         _infer_variance,
+        attrs=("dim?", "dims?", "keepdim", "correction"),
         forward_error=_std_error,
     ),
     _reduction("logsumexp", _logsumexp, _torch_logsumexp, _jax_logsumexp),
-    _reduction("norm", _vector_norm, _torch_norm, _jax_norm, _draw_norm, _infer_norm),
-    _reduction("argmax", _arg_reference(np.argmax), _torch_arg_reduce("argmax"), _jax_arg_reduce("argmax"), _draw_dim, exact=True),
-    _reduction("argmin", _arg_reference(np.argmin), _torch_arg_reduce("argmin"), _jax_arg_reduce("argmin"), _draw_dim, exact=True),
+    _reduction("norm", _vector_norm, _torch_norm, _jax_norm, _draw_norm, _infer_norm, attrs=("dim?", "dims?", "keepdim", "p")),
+    _reduction("argmax", _arg_reference(np.argmax), _torch_arg_reduce("argmax"), _jax_arg_reduce("argmax"), _draw_dim,
+               attrs=("dim", "keepdim"), exact=True),
+    _reduction("argmin", _arg_reference(np.argmin), _torch_arg_reduce("argmin"), _jax_arg_reduce("argmin"), _draw_dim,
+               attrs=("dim", "keepdim"), exact=True),
     OpDef(
         name="cumsum",
+        attrs=('dim',),
         infer=_infer_cumsum,
         reference=_cumsum_reference,
         torch=_torch_cumsum,

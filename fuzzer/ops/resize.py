@@ -138,6 +138,21 @@ def _interpolate_error(xs, ps, attrs):
     return 6.0 * (src_h[:, None] + src_w[None, :] + 2.0) * np.where(np.isfinite(largest), largest, 0.0)
 
 
+def _interpolate_undefined(xs, ps, attrs):
+    """Where bilinear output reads a non-finite neighbour and no neighbour of nonzero weight is nan:
+    how the kernel writes the blend decides the class there. The weighted sum gives nan for a
+    non-finite neighbour of weight 0 (0 * inf, 0 * nan), torch's CPU kernel skips that neighbour
+    (a dim it does not resize is copied), XLA drops or clamps it, and a lerp a + t (b - a) is nan
+    for any infinite neighbour (inf - inf). A nan of nonzero weight is nan in every form: required."""
+    x = xs[0]
+    if attrs["mode"] == "nearest" or np.all(np.isfinite(x)):
+        return np.zeros(_infer_interpolate(attrs, [x.shape]), dtype=bool)
+    corners = _bilinear_corners(x, attrs)
+    nonfinite = np.logical_or.reduce([~np.isfinite(values) for _, values in corners])
+    weighted_nan = np.logical_or.reduce([(weight != 0) & np.isnan(values) for weight, values in corners])
+    return nonfinite & ~weighted_nan
+
+
 def _torch_interpolate(xs, ps, attrs):
     import torch
 
@@ -255,6 +270,7 @@ def _jax_pixel_unshuffle(xs, ps, attrs):
 OPS = [
     OpDef(
         name="interpolate",
+        attrs=('size', 'scale_factor', 'mode', 'align_corners'),
         infer=_infer_interpolate,
         reference=_interpolate_reference,
         torch=_torch_interpolate,
@@ -262,10 +278,12 @@ OPS = [
         accepts=rank_between(4, 4),
         draw_attrs=_draw_interpolate,
         forward_error=_interpolate_error,
+        undefined=_interpolate_undefined,
         notes="torch's legacy nearest and bilinear; factors that keep a dim's size are not drawn (pytorch#198201)",
     ),
     OpDef(
         name="pixel_shuffle",
+        attrs=('upscale_factor',),
         infer=_infer_pixel_shuffle,
         reference=_pixel_shuffle_reference,
         torch=_torch_pixel_shuffle,
@@ -275,6 +293,7 @@ OPS = [
     ),
     OpDef(
         name="pixel_unshuffle",
+        attrs=('downscale_factor',),
         infer=_infer_pixel_unshuffle,
         reference=_pixel_unshuffle_reference,
         torch=_torch_pixel_unshuffle,

@@ -232,6 +232,7 @@ def _jax_rnn(kind):
 OPS = [
     OpDef(
         name=kind,
+        attrs=('hidden_size', 'num_layers', 'bias', 'batch_first', 'initial_state'),
         infer=_infer,
         reference=reference,
         torch=torch_impl,

@@ -35,7 +35,7 @@ def _draw_value(exclude=()):
 
 def _operator(name, expression, exclude=(), notes=""):
     """`expression(x, value)` serves as reference and as both implementations."""
-    return unary(name, expression, expression, expression, draw_attrs=_draw_value(exclude), notes=notes)
+    return unary(name, expression, expression, expression, draw_attrs=_draw_value(exclude), attrs=("value",), notes=notes)
 
 
 # Integers go to torch's and jax's integer-power paths (x * x, ...), floats to their general pow;
@@ -121,11 +121,11 @@ OPS = [
     _operator("mul_scalar", _mul_scalar, notes="value 0 is drawn: x * 0 is nan for x = inf or nan"),
     _operator("div_scalar", _div_scalar, exclude=(0.0,)),
     _operator("rsub", _rsub, notes="value - x, what `2.0 - x` calls (torch.rsub)"),
-    unary("pow_scalar", _pow_scalar_reference, _pow_scalar, _pow_scalar, draw_attrs=_draw_exponent,
+    unary("pow_scalar", _pow_scalar_reference, _pow_scalar, _pow_scalar, draw_attrs=_draw_exponent, attrs=("exponent",),
           zero_sign_matters=True, undefined=_pow_scalar_undefined, notes=(
         "x ** exponent; negative bases give nan for a non-integer exponent. torch computes x ** -0.5 "
         "as rsqrt and x ** 0.5 as sqrt, so -0 ** -0.5 is -inf in torch where IEEE pow (numpy, jax) "
         "gives +inf"
     )),
-    unary("clamp", _clamp_reference, "clamp", _jax_clamp, draw_attrs=_draw_clamp),
+    unary("clamp", _clamp_reference, "clamp", _jax_clamp, draw_attrs=_draw_clamp, attrs=("min", "max")),
 ]

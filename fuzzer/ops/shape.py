@@ -766,6 +766,7 @@ def _jax_pad(xs, ps, attrs):
 OPS = [
     OpDef(
         name="reshape",
+        attrs=('shape',),
         infer=_infer_reshape,
         reference=lambda xs, ps, attrs: np.reshape(xs[0], attrs["shape"]),
         torch=_torch_reshape,
@@ -776,6 +777,7 @@ OPS = [
     ),
     OpDef(
         name="transpose",
+        attrs=('dim0', 'dim1'),
         infer=_infer_transpose,
         reference=lambda xs, ps, attrs: np.swapaxes(xs[0], attrs["dim0"], attrs["dim1"]),
         torch=_torch_transpose,
@@ -785,6 +787,7 @@ OPS = [
     ),
     OpDef(
         name="permute",
+        attrs=('perm',),
         infer=_infer_permute,
         reference=lambda xs, ps, attrs: np.transpose(xs[0], attrs["perm"]),
         torch=_torch_permute,
@@ -794,6 +797,7 @@ OPS = [
     ),
     OpDef(
         name="flatten",
+        attrs=('start_dim', 'end_dim'),
         infer=_infer_flatten,
         reference=_reshape_reference(_infer_flatten),
         torch=_torch_flatten,
@@ -803,6 +807,7 @@ OPS = [
     ),
     OpDef(
         name="concat",
+        attrs=('dim',),
         infer=_infer_concat,
         reference=lambda xs, ps, attrs: np.concatenate(xs, axis=attrs["dim"]),
         torch=_torch_concat,
@@ -814,6 +819,7 @@ OPS = [
     ),
     OpDef(
         name="stack",
+        attrs=('dim',),
         infer=_infer_stack,
         reference=lambda xs, ps, attrs: np.stack(xs, axis=attrs["dim"]),
         torch=_torch_stack,
@@ -825,6 +831,7 @@ OPS = [
     ),
     OpDef(
         name="squeeze",
+        attrs=('dim',),
         infer=_infer_squeeze,
         reference=_reshape_reference(_infer_squeeze),
         torch=_squeeze,
@@ -834,6 +841,7 @@ OPS = [
     ),
     OpDef(
         name="unsqueeze",
+        attrs=('dim',),
         infer=_infer_unsqueeze,
         reference=_reshape_reference(_infer_unsqueeze),
         torch=_torch_unsqueeze,
@@ -843,6 +851,7 @@ OPS = [
     ),
     OpDef(
         name="expand",
+        attrs=('sizes',),
         infer=_infer_expand,
         reference=_expand_reference,
         torch=_torch_expand,
@@ -853,6 +862,7 @@ OPS = [
     ),
     OpDef(
         name="repeat",
+        attrs=('repeats',),
         infer=_infer_repeat,
         reference=_repeat_reference,
         torch=_torch_repeat,
@@ -862,6 +872,7 @@ OPS = [
     ),
     OpDef(
         name="roll",
+        attrs=('shifts', 'dims'),
         infer=_infer_roll,
         reference=_roll_reference,
         torch=_torch_roll,
@@ -871,6 +882,7 @@ OPS = [
     ),
     OpDef(
         name="flip",
+        attrs=('dims',),
         infer=_infer_flip,
         reference=_flip_reference,
         torch=_torch_flip,
@@ -880,6 +892,7 @@ OPS = [
     ),
     OpDef(
         name="slice",
+        attrs=('dim', 'start', 'stop', 'step'),
         infer=_infer_slice,
         reference=_slice_reference,
         torch=_indexed(_slice_index),
@@ -890,6 +903,7 @@ OPS = [
     ),
     OpDef(
         name="narrow",
+        attrs=('dim', 'start', 'length'),
         infer=_infer_narrow,
         reference=_narrow_reference,
         torch=_torch_narrow,
@@ -899,6 +913,7 @@ OPS = [
     ),
     OpDef(
         name="select",
+        attrs=('dim', 'index'),
         infer=_infer_select,
         reference=_select_reference,
         torch=_torch_select,
@@ -908,6 +923,7 @@ OPS = [
     ),
     OpDef(
         name="chunk",
+        attrs=('chunks', 'dim', 'index'),
         infer=_infer_piece,
         reference=_piece_reference,
         torch=_torch_chunk,
@@ -918,6 +934,7 @@ OPS = [
     ),
     OpDef(
         name="split_select",
+        attrs=('sizes', 'dim', 'index'),
         infer=_infer_piece,
         reference=_piece_reference,
         torch=_torch_split_select,
@@ -927,6 +944,7 @@ OPS = [
     ),
     OpDef(
         name="pad",
+        attrs=('pad', 'mode', 'value?'),
         infer=_infer_pad,
         reference=_pad_reference,
         torch=_torch_pad,

@@ -32,6 +32,7 @@ def _softmax_reference(xs, ps, attrs):
 OPS = [
     OpDef(
         name=name,
+        attrs=('dim',),
         infer=_infer,
         reference=reference,
         torch=torch_function(name),

@@ -160,6 +160,7 @@ OPS = [
         "nn.functional.softplus",
         _jax_softplus,
         draw_attrs=_draw_softplus,
+        attrs=("beta", "threshold"),
         notes="jax has no beta/threshold: written as where(beta x > threshold, x, softplus(beta x) / beta)",
     ),
     unary("mish", _mish_reference, "nn.functional.mish", _jax_mish),
@@ -171,8 +172,9 @@ OPS = [
         "nn.functional.leaky_relu",
         "nn.leaky_relu",
         draw_attrs=_draw_leaky_relu,
+        attrs=("negative_slope",),
     ),
-    unary("elu", _elu_reference, "nn.functional.elu", "nn.elu", draw_attrs=_draw_elu, forward_error=_elu_error),
+    unary("elu", _elu_reference, "nn.functional.elu", "nn.elu", draw_attrs=_draw_elu, attrs=("alpha",), forward_error=_elu_error),
     unary("logsigmoid", _logsigmoid_reference, "nn.functional.logsigmoid", "nn.log_sigmoid"),
     unary(
         "tanhshrink",

@@ -22,9 +22,10 @@ from fuzzer.report.render import render_html, render_markdown
 __all__ = ["write_report"]
 
 
-def write_report(corpus: Corpus, out_dir: str | Path, with_plots: bool = True) -> dict:
-    """Write report.html and summary.md into out_dir; returns {"html", "markdown", "buckets"}."""
-    data = gather(corpus)
+def write_report(corpus: Corpus, out_dir: str | Path, with_plots: bool = True, reference_timeout: float = 300.0) -> dict:
+    """Write report.html and summary.md into out_dir; returns {"html", "markdown", "buckets"}. A bucket
+    whose float64 reference runs past `reference_timeout` seconds is shown without a script."""
+    data = gather(corpus, reference_timeout)
     plots, why_no_plots = make_plots(data) if with_plots else ({}, NO_PLOTS)
     out = Path(out_dir)
     if out.exists() and not out.is_dir():

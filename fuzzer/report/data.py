@@ -7,6 +7,7 @@ corpus may hold text of any kind); render.py escapes them.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import json
 import math
@@ -16,6 +17,7 @@ from typing import Any
 from fuzzer import verdicts
 from fuzzer.corpus import Corpus
 from fuzzer.errors import UserError
+from fuzzer.regions import coverage
 
 SCRIPT_LIMIT = 60_000  # characters of one reproducer shown; the rest is `fuzz export`'s job
 
@@ -57,6 +59,8 @@ class CampaignRow:
     # recorded (their coverage credits every backend with every graph).
     backend_op_counts: dict[str, dict[str, int]] | None
     backend_seconds: dict[str, float]
+    # Region keys (fuzzer/regions.py): {"declared", "covered", "never_reached"}; None before they were recorded.
+    regions: dict | None = None
 
 
 @dataclass
@@ -153,6 +157,9 @@ def _campaign_row(row: dict) -> CampaignRow:
                              for name, ops in per_backend.items() if isinstance(ops, dict)}
     backend_seconds = checkpoint.get("backend_seconds") if isinstance(checkpoint.get("backend_seconds"), dict) else {}
     backends = config.get("backends") if isinstance(config.get("backends"), list) else []
+    declared, covered = checkpoint.get("regions_declared"), checkpoint.get("region_counts")
+    regions = (coverage([str(k) for k in covered], [str(k) for k in declared])
+               if isinstance(declared, list) and declared and isinstance(covered, dict) else None)
     return CampaignRow(
         id=row["id"],
         status=str(row.get("status")),
@@ -168,6 +175,7 @@ def _campaign_row(row: dict) -> CampaignRow:
         op_counts={str(k): int(_float(v) or 0) for k, v in op_counts.items()},
         backend_op_counts=backend_op_counts,
         backend_seconds={str(k): _float(v) or 0.0 for k, v in backend_seconds.items()},
+        regions=regions,
     )
 
 
@@ -188,15 +196,18 @@ def _bucket_row(index: int, bucket: dict) -> BucketRow:
     )
 
 
-def _add_reproducer(corpus: Corpus, row: BucketRow, representative: Any, members: set[str]) -> None:
+def _add_reproducer(corpus: Corpus, row: BucketRow, representative: Any, members: set[str], bounded) -> None:
     """Fill in the row's representative case, its finding (one of the bucket's `members`: it may be
     on another dtype than the bucket's first finding) and its reproducer (or the graph and why not).
 
     The script is what `fuzz export --format script` writes (fuzzer.reproducer.build_script), so
-    the report never shows a reproducer that the export would not give.
+    the report never shows a reproducer that the export would not give. It computes the float64
+    reference in-process, so that runs first in `bounded` (a replay.Replayer): one the bounds stop
+    gets no script.
     """
     from fuzzer.backends import get_backend
     from fuzzer.plugins import canaries_for, load_plugins
+    from fuzzer.replay import reference_failure
     from fuzzer.reproducer import build_script
 
     if representative is None:
@@ -214,10 +225,16 @@ def _add_reproducer(corpus: Corpus, row: BucketRow, representative: Any, members
     name = str(finding.get("backend") if finding else row.backend)
     try:
         load_plugins(canaries_for([name]))  # shipped canaries only: a corpus never makes us import a file
-        script = build_script(stored.case, get_backend(name), str(row.signature))
+        why_not = reference_failure(bounded, stored.case)
+        if why_not:
+            why_not += f"; `fuzz export {stored.id} --timeout SECONDS` gives it more time"
+        else:
+            script = build_script(stored.case, get_backend(name), str(row.signature))
     except Exception as exc:  # noqa: BLE001 - one bucket without a script must not cost the whole report
         message = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-        row.why_no_script = f"building a script for backend '{name}' failed: {type(exc).__name__}: {message}"[:500]
+        why_not = f"building a script for backend '{name}' failed: {type(exc).__name__}: {message}"[:500]
+    if why_not:
+        row.why_no_script = why_not
         row.fallback = json.dumps(stored.case.graph.to_dict(), indent=1, sort_keys=True)
         return
     if len(script) > SCRIPT_LIMIT:
@@ -297,18 +314,24 @@ def _coverage(campaigns: list[CampaignRow], cases: list[dict]) -> Coverage:
     return Coverage(ops, backends, graphs, findings)
 
 
-def gather(corpus: Corpus) -> ReportData:
-    """Everything the report shows; UserError when the corpus has neither campaigns nor cases."""
+def gather(corpus: Corpus, reference_timeout: float = 300.0) -> ReportData:
+    """Everything the report shows; UserError when the corpus has neither campaigns nor cases.
+    A bucket's reference that runs past `reference_timeout` seconds gets no script."""
+    from fuzzer.replay import REFERENCE_BACKEND, Replayer
+
     campaigns = [_campaign_row(row) for row in corpus.campaigns()]
     cases = corpus.list_cases(limit=10**9)
     if not campaigns and not cases:
         raise UserError(f"The corpus '{corpus.path}' has no campaigns or cases yet; run `fuzz run` first.")
     cases.sort(key=lambda c: c["id"])
     rows = []
-    for index, bucket in enumerate(corpus.buckets(), start=1):
-        row = _bucket_row(index, bucket)
-        _add_reproducer(corpus, row, bucket.get("representative"), {m["signature"] for m in bucket["members"]})
-        rows.append(row)
+    buckets = corpus.buckets()
+    with contextlib.ExitStack() as stack:
+        bounded = stack.enter_context(Replayer([REFERENCE_BACKEND], [], reference_timeout)) if buckets else None
+        for index, bucket in enumerate(buckets, start=1):
+            row = _bucket_row(index, bucket)
+            _add_reproducer(corpus, row, bucket.get("representative"), {m["signature"] for m in bucket["members"]}, bounded)
+            rows.append(row)
     return ReportData(
         db=str(corpus.path),
         generated=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),

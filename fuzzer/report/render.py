@@ -149,6 +149,22 @@ def _campaign_table(campaigns) -> str:
     return _table(head, rows)
 
 
+def _region_section(campaigns) -> str:
+    """Per campaign that recorded them: region keys covered of those declared, and those never reached."""
+    rows = []
+    for c in campaigns:
+        if c.regions is None:
+            continue
+        missing = c.regions["never_reached"]
+        listed = (f"<details><summary>{len(missing)} never reached</summary><code class=small>"
+                  f"{'<br>'.join(esc(k) for k in missing)}</code></details>") if missing else "-"
+        rows.append(f"<tr><td class=num>#{esc(c.id)}</td><td class=num>{c.regions['covered']}/{c.regions['declared']}</td>"
+                    f"<td>{listed}</td></tr>")
+    if not rows:
+        return '<p class="empty">No campaign recorded region keys.</p>'
+    return _table(("campaign", "region keys covered", "never reached"), rows)
+
+
 def _bucket_table(rows, empty: str) -> str:
     if not rows:
         return f'<p class="empty">{esc(empty)}</p>'
@@ -268,6 +284,9 @@ def render_html(data, plots: dict[str, str], why_no_plots: str | None) -> str:
         '<div class="cards">' + "".join(f"<div class=card><b>{esc(n)}</b><span>{esc(label)}</span></div>" for n, label in cards) + "</div>",
         '<h2 id="campaigns">Campaigns</h2>',
         _campaign_table(data.campaigns),
+        '<p class="small muted">Region keys (an op\'s attribute value, regime, input layout, special value or size '
+        "class that its kernels switch on): those each campaign covered, of those its op set declares.</p>",
+        _region_section(data.campaigns),
         f'<h2 id="bugs">Bugs: {len(bugs)} buckets</h2>',
         '<p class="small muted">One row per finding signature (verdict | backend | culprit op). Count: generated cases in '
         "the bucket; the reproducer is the bucket's smallest (shrunk) case.</p>",

@@ -1,0 +1,213 @@
+"""Region keys: the regions of an op's input space its kernels switch on, named as short strings.
+
+A key is "OP:REGION", e.g. `conv2d:stride=2`, `softmax:dim<0`, `sum:extent>4096`,
+`softmax:input-has:-inf`, `layer_norm:layout=channels_last`, `tanh:regime=magnitudes`. Each
+checked case exercises the keys of its nodes (`graph_regions`); a campaign counts the keys its
+cases covered against the keys its op set declares (`declared_regions`), and steers a share of
+its graphs toward the keys not covered yet (fuzzer/generate.py's Focus, chosen by the campaign).
+
+A key is declared only where it names a kernel path of its own and steering reaches it in a graph
+or two: a key that restates another, or one a campaign seldom reaches, only dilutes coverage. The
+families, and the ops that get each without declaring anything:
+  attribute  `ATTR=VALUE` for a boolean, a string, None, a float zero and a whole number up to
+             SMALL_INT, except for attributes that say how many or where (SIZE_ATTRIBUTES:
+             out_channels=3 runs out_channels=4's kernel); `ATTR<0` / `ATTR>=0` for an attribute
+             naming dims (a negative dim is normalized on a path of its own). Every op.
+  size       `elements>4096` of the first operand, for the families whose kernels tile, block or
+             thread past a size (SIZED_FAMILIES); `extent>4096`, the elements each output value
+             reads, for the reductions and softmax (REDUCING_FAMILIES). Below it: no key.
+  regime     `regime=NAME` where the regime changes the op's path and no other key names it
+             (REGIME_RULES): batch-threshold for contractions, convs, norms and attention (the
+             batch size picks the algorithm); size-1 for ops of several operands (broadcast,
+             concatenated), reductions and norms (a size-1 dim reduces to a copy); magnitudes for the ops
+             that approximate a function (the unary, elementwise and softmax families, not the
+             exact ones), whose approximations branch on |x|; big-contraction for the
+             contractions it starts with. None for small (every op), large-op (the size keys),
+             special-values (the special keys) or layout (the layout keys).
+  layout     `layout=NAME`: an input it reads in a non-contiguous layout, each layout
+             fuzzer/layouts.py gives a shape of a rank the op takes. Not for the elementwise
+             families (ELEMENTWISE_FAMILIES): they reach memory through one strided loop shared
+             by all of them (TensorIterator, XLA's elementwise fusion), so a layout is that
+             loop's region, not each op's.
+  special    `input-has:VALUE` in an operand, for the ops that compute on values (not
+             DATA_MOVING_FAMILIES): nan, inf and -inf; a float32 subnormal unless the op is
+             exact (piecewise constant); -0.0 where the sign of a zero matters
+             (OpDef.zero_sign_matters).
+An op whose kernels switch on something these miss declares it (OpDef.regions, e.g. matmul's
+batch broadcasting).
+
+The declared set follows from the ops' declarations and the campaign's regimes: a family only
+where a regime draws it (a layout regime, a special-values profile, dims past 4096, the named
+regime); tests/test_regions.py checks that steering reaches each key so declared. Attribute values
+are the exception: ops name their attributes (OpDef.attrs: both signs of a dim attribute are
+declared from it) but draw their values from hypothesis strategies, not from data, so those are
+found by a census: CENSUS_DRAWS one-op graphs of the small regime per op at a fixed seed, drawn
+by the generator itself and cached per op in the process (0.55 s of CPU for the default op set, while
+the campaign's workers start). A value the census did not draw is not
+declared: steering reaches what the census drew, and a key it cannot reach would hold coverage
+below 100% for good.
+"""
+
+from __future__ import annotations
+
+import functools
+import random
+from collections.abc import Iterable
+
+from fuzzer.generate import BIG_CONTRACTIONS, Focus, focus_ranks, focused_graphs
+from fuzzer.ir import Graph, infer_shapes
+from fuzzer.layouts import CONTIGUOUS, layouts_for
+from fuzzer.ops import OpDef, get_op
+from fuzzer.regimes import DEFAULT
+from fuzzer.region_keys import (DATA_MOVING_FAMILIES, DIM_ATTRIBUTES, ELEMENTWISE_FAMILIES, LARGE_EXTENT, LARGE_REDUCTION, LARGE_SIZE,
+                                 REDUCING_FAMILIES, SIZE_ATTRIBUTES, SIZED_FAMILIES, attribute_regions, drawn_regions, key,
+                                 special_regions)
+
+# regime -> does an op get its `regime=` key (the module docstring says why each).
+REGIME_RULES = {
+    "batch-threshold": lambda op: op.family in ("matmul", "conv", "norm", "attention"),
+    "size-1": lambda op: op.arity[1] > 1 or op.family in REDUCING_FAMILIES + ("norm",),
+    "magnitudes": lambda op: op.family in ("unary", "elementwise", "softmax") and not op.exact,
+    "big-contraction": lambda op: op.name in BIG_CONTRACTIONS,
+}
+CENSUS_DRAWS = 8  # small-regime one-op graphs per op whose attribute keys are declared
+CENSUS_SEED = 0
+
+
+@functools.lru_cache(maxsize=None)
+def op_regions(op_name: str) -> frozenset[str]:
+    """Every key but the attribute keys that `op_name` can have in some campaign, without the op's
+    name: its size, regime, layout and special keys (the rules of the module docstring) and its own."""
+    op = get_op(op_name)
+    regions = {f"regime={name}" for name, applies in REGIME_RULES.items() if applies(op)}
+    if op.family in SIZED_FAMILIES:
+        regions.add(LARGE_SIZE)
+    if op.family in REDUCING_FAMILIES:
+        regions.add(LARGE_REDUCTION)
+    if op.family not in ELEMENTWISE_FAMILIES:
+        regions.update(f"layout={layout}" for rank in focus_ranks(op) for layout in layouts_for((2,) * rank))
+    if op.family not in DATA_MOVING_FAMILIES:
+        values = ["nan", "inf", "-inf"] + ["subnormal"] * (not op.exact) + ["-0.0"] * op.zero_sign_matters
+        regions.update(f"input-has:{value}" for value in values)
+    return frozenset(regions | set(op.regions.declared if op.regions is not None else ()))
+
+
+def _kept(op_name: str, region: str) -> bool:
+    """Is `region`, exercised by a node of `op_name`, one of the op's keys? (Attribute keys always are.)"""
+    attribute = not region.startswith(("regime=", "layout=", "input-has:", "elements", "extent"))
+    return attribute or region in op_regions(op_name)
+
+
+def graph_regions(graph: Graph, values: dict | None = None) -> set[str]:
+    """The keys a case of `graph` exercises. `values`: every value of the case by name (the float64
+    reference's), for the special-value keys; without them those are left out."""
+    shapes = infer_shapes(graph)
+    layouts = {spec.name: spec.layout for spec in graph.inputs if spec.layout != CONTIGUOUS}
+    regimes = (graph.regime or "small").split("+")  # a composition exercises both regimes
+    specials: dict[str, set[str]] = {}  # per value name: computed once however many nodes read it
+    regions = set()
+    for node in graph.nodes:
+        op = get_op(node.op)
+        operand_shapes = [tuple(shapes[name]) for name in node.inputs]
+        mine = drawn_regions(op, node.attrs, operand_shapes[0])
+        if op.regions is not None:
+            mine.update(op.regions.of(node.attrs, operand_shapes))
+        mine.update(f"regime={regime}" for regime in regimes)
+        mine.update(f"layout={layouts[name]}" for name in node.inputs if name in layouts)
+        if values is not None and op.family not in DATA_MOVING_FAMILIES:
+            for name in node.inputs:
+                if name not in specials:
+                    specials[name] = special_regions(values[name]) if name in values else set()
+                mine |= specials[name]
+        regions.update(key(node.op, region) for region in mine if _kept(node.op, region))
+    return regions
+
+
+def declared_regions(op_names: Iterable[str], regimes: tuple) -> list[str]:
+    """Every key a campaign of these ops and regimes (fuzzer/regimes.py's Regime) declares (see
+    the module docstring), sorted."""
+    drawn = _drawn_families(tuple(regimes))
+    declared = set()
+    for name in op_names:
+        declared |= _census(name)
+        declared.update(key(name, region) for region in op_regions(name) if _drawn(region, drawn))
+    return sorted(declared)
+
+
+def _drawn_families(regimes: tuple) -> dict:
+    """What the campaign's regimes draw: {"regimes": the single regimes named (a composition "a+b"
+    draws both), "layouts", "special" and "large": whether any regime draws them}."""
+    return {"regimes": {part for regime in regimes for part in regime.name.split("+")},
+            "layouts": any(regime.layouts for regime in regimes),
+            "special": any("special" in regime.value_profiles for regime in regimes),
+            "large": any(d > LARGE_EXTENT for regime in regimes for d in regime.large_dims)}
+
+
+def _drawn(region: str, drawn: dict) -> bool:
+    """Does a campaign that draws `drawn` (_drawn_families) reach the non-attribute key `region`?"""
+    if region.startswith("regime="):
+        return region.removeprefix("regime=") in drawn["regimes"]
+    if region.startswith("layout="):
+        return drawn["layouts"]
+    if region.startswith("input-has:"):
+        return drawn["special"]
+    if region in (LARGE_SIZE, LARGE_REDUCTION):
+        return drawn["large"]
+    return True  # the op's own keys (OpDef.regions)
+
+
+@functools.lru_cache(maxsize=None)
+def _census(op_name: str) -> frozenset[str]:
+    """The attribute keys of `op_name`: both signs of each dim attribute it declares (OpDef.attrs;
+    tests/test_distribution.py checks that both are drawn), and those of CENSUS_DRAWS one-op graphs
+    of the small regime."""
+    declared = get_op(op_name).attrs
+    names = {name.removesuffix("?") for name in declared or ()}
+    regions = {f"{name}{sign}" for name in names & set(DIM_ATTRIBUTES) for sign in ("<0", ">=0")}
+    if declared is not None and not names - set(DIM_ATTRIBUTES) - set(SIZE_ATTRIBUTES):
+        return frozenset(key(op_name, region) for region in regions)  # no value to find (relu, softmax)
+    rng = random.Random(f"{CENSUS_SEED}:{op_name}")
+    graphs = focused_graphs(Focus(op_name, DEFAULT.name), (DEFAULT,), CENSUS_DRAWS, rng)
+    regions.update(region for graph in graphs for node in graph.nodes if node.op == op_name
+                   for region in attribute_regions(node.attrs))
+    return frozenset(key(op_name, region) for region in regions)
+
+
+# The value profile (fuzzer/arrays.py) a steered graph's first input takes to hold a special value.
+SPECIAL_PROFILES = {"subnormal": "subnormal", "nan": "special", "inf": "special", "-inf": "special", "-0.0": "special"}
+
+
+def focus_of(region_key: str):
+    """How the generator reaches `region_key`: its op placed first, in the regime, layout or value
+    profile the key needs, its attributes redrawn until they give the key (fuzzer/generate.py's Focus)."""
+    op, _, region = region_key.partition(":")
+    regime = layout = profile = None
+    if region.startswith("regime="):
+        regime = region.removeprefix("regime=")
+    elif region.startswith("layout="):
+        regime, layout = "layout", region.removeprefix("layout=")
+    elif region.startswith("input-has:"):
+        regime, profile = "special-values", SPECIAL_PROFILES[region.removeprefix("input-has:")]
+    elif region in (LARGE_SIZE, LARGE_REDUCTION):
+        regime = "large-op"
+    return Focus(op, regime, layout, region_key, profile)
+
+
+def coverage(covered: Iterable[str], declared: Iterable[str]) -> dict:
+    """{"declared", "covered", "never_reached"} of a campaign: keys declared, how many of them were
+    covered, and those never reached (sorted)."""
+    declared = sorted(set(declared))
+    missing = sorted(set(declared) - set(covered))
+    return {"declared": len(declared), "covered": len(declared) - len(missing), "never_reached": missing}
+
+
+STEER_EVERY = 4  # one graph in this many is steered toward a key not covered yet
+
+
+def steered_focus(index: int, uncovered: list[str]) -> str | None:
+    """The region key case `index` is steered toward: for one index in STEER_EVERY, the uncovered
+    keys in turn (so every key gets tries while the plain mix keeps most graphs); None otherwise,
+    and once every declared key is covered."""
+    if not uncovered or index % STEER_EVERY != STEER_EVERY - 1:
+        return None
+    return uncovered[(index // STEER_EVERY) % len(uncovered)]

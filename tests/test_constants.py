@@ -1,0 +1,102 @@
+"""Compile-time constants: jax-jit-const closes over the weights (and, in half the cases, the first
+input), so a fault that lives only in constant folding is found by it and not by jax-jit; each
+input set is compiled with its own constants; torch-compile-frozen really freezes its weights."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fuzzer.arrays import materialize
+from fuzzer.backends import get_backend
+from fuzzer.backends.jax_jit_const import constant_inputs
+from fuzzer.check import check_case
+from fuzzer.generate import CaseGenerator
+from fuzzer.plugins import load_plugins
+from fuzzer.ir import split_arrays
+from fuzzer.reference import evaluate_all
+from fuzzer.regimes import BY_NAME
+from fuzzer.reproducer import build_script
+
+PLUGIN = str(Path(__file__).parent / "plugins" / "composed_faults.py")
+
+
+def linear_cases(count: int):
+    generator = CaseGenerator(["linear", "relu", "add"], 3, (BY_NAME["small"],))
+    return [generator.case(seed) for seed in range(count)]
+
+
+@pytest.mark.slow
+def test_a_fault_in_folded_weights_is_found_with_constants_and_not_with_arguments():
+    load_plugins([PLUGIN])
+    cases = [case for case in linear_cases(6) if "linear" in case.graph.op_names()]
+    assert cases
+    for name, expected in (("fault-folded-linear", True), ("fault-folded-linear-args", False)):
+        found = [f.signature for case in cases for f in check_case(case, [get_backend(name)]).findings]
+        assert bool(found) == expected, (name, found)
+        assert all(signature == f"mismatch | {name} | linear" for signature in found)
+
+
+def test_each_input_set_is_compiled_with_its_own_constants():
+    backend = get_backend("jax-jit-const")
+    graph = next(case.graph for case in linear_cases(6) if "linear" in case.graph.op_names())
+    outputs = []
+    for seed in (10, 11):  # an even and an odd seed: the first input a constant in one of them
+        case = materialize(graph, seed)
+        outputs.append(backend.run(case)[0])
+        expected = evaluate_all(graph, *split_arrays(case))[graph.outputs[0]]
+        np.testing.assert_allclose(outputs[-1], expected, rtol=1e-4, atol=1e-5)
+    assert not np.allclose(*outputs)
+    assert constant_inputs(materialize(graph, 11)) == [graph.inputs[0].name] and not constant_inputs(materialize(graph, 10))
+
+
+@pytest.mark.slow
+def test_random_graphs_with_constants_agree_with_the_reference():
+    """Whole graphs folded by XLA (an odd seed, one small input, no weights) included."""
+    backend = get_backend("jax-jit-const")
+    generator = CaseGenerator(None, 5)
+    for seed in range(8):
+        drawn = generator.case(seed)
+        for case in (drawn, materialize(drawn.graph, drawn.seed + 1)):
+            result = check_case(case, [backend])
+            assert not result.findings, (case.graph.op_names(), case.seed, result.verdicts)
+
+
+@pytest.mark.slow
+def test_the_reproducer_closes_over_the_same_arrays(tmp_path):
+    case = next(case for case in linear_cases(6) if case.seed % 2 and len(case.graph.inputs) >= 1)
+    script = build_script(case, get_backend("jax-jit-const"), "constants")
+    free = [index for index, spec in enumerate(case.graph.inputs) if spec.name not in constant_inputs(case)]
+    assert f"FREE = {free}" in script and "jax.jit(closed_over)" in script
+    (tmp_path / "repro.py").write_text(script)
+    ran = subprocess.run([sys.executable, "repro.py"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+
+
+@pytest.mark.slow
+def test_torch_compile_frozen_folds_its_weights_as_constants():
+    """Inductor packs a linear's weight for mkldnn only when it is a frozen constant: the pass
+    fires under torch-compile-frozen and not when the same compile leaves freezing off."""
+    import torch
+    from torch._dynamo.utils import counters
+
+    from fuzzer.backends.torch_compile_frozen import TorchCompileFrozen
+
+    if not torch.backends.mkldnn.is_available():
+        pytest.skip("this torch has no mkldnn, whose weight packing shows the freezing")
+
+    class Unfrozen(TorchCompileFrozen):
+        compile_options = {"freezing": False}
+
+    case = CaseGenerator(["linear"], 1).case(0)
+    packed = {}
+    for backend in (TorchCompileFrozen(), Unfrozen()):
+        counters.clear()
+        torch._dynamo.reset()
+        # A graph an earlier test compiled comes from inductor's cache, where no pass runs to count.
+        with torch._inductor.config.patch(fx_graph_cache=False):
+            assert not check_case(case, [backend]).findings
+        packed[type(backend).__name__] = counters["inductor"]["mkldnn_linear_weight_pack_matcher_count"]
+    assert packed["TorchCompileFrozen"] >= 1 and packed["Unfrozen"] == 0, packed
