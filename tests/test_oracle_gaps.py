@@ -115,3 +115,15 @@ def test_a_normalized_constant_row_may_be_off_by_its_forward_error_but_not_by_mo
     assert np.abs(torch_output[0]).max() > 0.01
     assert judged(case, "float32", torch_output) == verdicts.AGREE
     assert judged(case, "float32", [np.full((1, 1, 1, 2), 50.0)]) == verdicts.MISMATCH
+
+
+def test_hardswish_may_overflow_where_x_times_six_does_in_its_dtype():
+    # torch-eager:cpu:float32, case 384 of the 1-hour CPU campaign: hardswish(2.03e38) multiplies
+    # x by relu6(x + 3) = 6 first, past float32's largest value: inf, as the same-dtype run now shows.
+    case = Case(chain((2,), ("hardswish", {})), {"x0": np.array([np.float32(2.029716e38), 1.0])}, seed=1)
+    torch_output = get_backend("torch-eager:cpu:float32").run(case)
+    assert np.isinf(torch_output[0][0])
+    assert judged(case, "float32", torch_output) == verdicts.AGREE
+    # Below a sixth of float32's largest value x * 6 is finite: an inf there is still a finding.
+    below = Case(chain((1,), ("hardswish", {})), {"x0": np.array([np.float32(5e37)], dtype=np.float64)}, seed=1)
+    assert judged(below, "float32", [np.array([np.inf])]) == verdicts.NAN_INF
