@@ -186,16 +186,20 @@ def _accuracy_regressions(judged: list[Backend], backend_verdicts: list[oracle.B
     return regressed, compared_with
 
 
+def _strict_verdict(backend: Backend, case: Case, reference, runner: Runner):
+    """The backend's verdict with TF32 and reduced-precision reductions off; None where it has no
+    such defaults or does not run that way."""
+    if not backend.has_precision_policy():
+        return None
+    strict = runner(backend.strict_variant(), case)
+    return _verdict_of(backend, case, strict, reference) if strict.status == OK else None
+
+
 def _precision_policy(backend: Backend, case: Case, verdict, reference, runner: Runner):
     """Re-run a wrong GPU result with TF32 and reduced-precision reductions off; if that
     fixes it, the difference is the backend's precision policy, not a bug."""
-    if not backend.has_precision_policy():
-        return verdict
-    strict = runner(backend.strict_variant(), case)
-    if strict.status != OK:
-        return verdict
-    strict_verdict = _verdict_of(backend, case, strict, reference)
-    if strict_verdict.verdict != verdicts.AGREE:
+    strict_verdict = _strict_verdict(backend, case, reference, runner)
+    if strict_verdict is None or strict_verdict.verdict != verdicts.AGREE:
         return verdict
     detail = (f"error {verdict.max_error:.3g} with default precision, {strict_verdict.max_error:.3g} with TF32 and "
               f"reduced-precision reductions off (allowed {verdict.allowed:.3g})")
@@ -206,13 +210,8 @@ def _regression_policy(backend: Backend, case: Case, verdict, peer_verdict, refe
     """An accuracy regression against `peer_verdict` that is gone once the backend's reduced-precision
     defaults are off (TF32 in a compiled attention's matmuls, where eager's kernel keeps full float32)
     is its precision policy, not a bug."""
-    if not backend.has_precision_policy():
-        return verdict
-    strict = runner(backend.strict_variant(), case)
-    if strict.status != OK:
-        return verdict
-    strict_verdict = _verdict_of(backend, case, strict, reference)
-    if _regresses_from(strict_verdict, peer_verdict):
+    strict_verdict = _strict_verdict(backend, case, reference, runner)
+    if strict_verdict is None or _regresses_from(strict_verdict, peer_verdict):
         return verdict
     detail = (f"error {verdict.max_error:.3g} with default precision, {strict_verdict.max_error:.3g} with TF32 and "
               f"reduced-precision reductions off, where {peer_verdict.backend} errs by {peer_verdict.max_error:.3g} "

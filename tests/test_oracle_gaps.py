@@ -9,23 +9,7 @@ from fuzzer import oracle, verdicts
 from fuzzer.backends import get_backend
 from fuzzer.ir import Case, Graph, Node, TensorSpec
 from fuzzer.ops import get_op
-
-
-def chain(shape, *ops, extra_inputs=()):
-    """A graph x0 -> ops[0] -> ops[1] -> ...; each op is (name, attrs), or (name, attrs, [other inputs])."""
-    nodes, previous = [], "x0"
-    for index, (op, attrs, *others) in enumerate(ops):
-        nodes.append(Node(f"n{index}", op, [previous, *(others[0] if others else [])], attrs))
-        previous = f"n{index}"
-    return Graph([TensorSpec("x0", shape), *(TensorSpec(name, s) for name, s in extra_inputs)], nodes, [previous])
-
-
-def judged(case, dtype, outputs):
-    """The verdict of a backend of `dtype` giving `outputs`, or `invalid` where nothing is defined."""
-    reference = oracle.compute_reference(case, {dtype})
-    if not reference.defines_anything:
-        return verdicts.INVALID
-    return oracle.judge_outputs("backend", dtype, [np.asarray(y, dtype=np.float64) for y in outputs], reference).verdict
+from test_oracle_undefined import chain, judged
 
 
 BILINEAR = {"align_corners": False, "mode": "bilinear", "scale_factor": None}
