@@ -76,7 +76,7 @@ undefined. A zero the case gives (a graph input, a parameter) is exact: the IEEE
 required (pow_scalar(-0.0, -1) of an input -0.0 is -inf).
 
 The same holds at the integers, where an op declares `integer_matters` (pow: a negative base to a
-non-integer power is nan): tanh(-9.2358) is -0.99999998 in float64 and -1 in float32, so pow(t, t)
+non-integer power is nan; log1p: its pole at -1): tanh(-9.2358) is -0.99999998 in float64 and -1 in float32, so pow(t, t)
 is nan in float64 and -1 in float32. The perturbed runs never land exactly on an integer, so each
 run also evaluates such an op with its computed operands within INTEGER_SLACK rounding bounds of a
 nonzero integer moved onto it; where the result's class changes, the entry is undefined in d. An

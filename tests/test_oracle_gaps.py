@@ -111,3 +111,16 @@ def test_hardswish_may_overflow_where_x_times_six_does_in_its_dtype():
     # Below a sixth of float32's largest value x * 6 is finite: an inf there is still a finding.
     below = Case(chain((1,), ("hardswish", {})), {"x0": np.array([np.float32(5e37)], dtype=np.float64)}, seed=1)
     assert judged(below, "float32", [np.array([np.inf])]) == verdicts.NAN_INF
+
+
+def test_log1p_of_a_value_a_rounding_moved_onto_its_pole_is_undefined():
+    # torch-eager:cpu:float32, case 262 of the 1-hour CPU campaign: tanh(-9.877) is -0.99999999 in
+    # float64 (log1p: -18.4) and -1 in float32 (log1p: -inf).
+    case = Case(chain((2,), ("tanh", {}), ("log1p", {})), {"x0": np.array([np.float32(-9.877435), 0.5])}, seed=1)
+    torch_output = get_backend("torch-eager:cpu:float32").run(case)
+    assert np.isneginf(torch_output[0][0])
+    assert judged(case, "float32", torch_output) == verdicts.AGREE
+    # Only that entry: the other is judged as before, and a tanh far from -1 keeps its finite log1p.
+    assert judged(case, "float32", [np.array([-np.inf, 0.0])]) == verdicts.MISMATCH
+    far = Case(chain((1,), ("tanh", {}), ("log1p", {})), {"x0": np.array([-2.0])}, seed=1)
+    assert judged(far, "float32", [np.array([-np.inf])]) == verdicts.NAN_INF

@@ -137,7 +137,8 @@ OPS = [
     unary("exp", np.exp, "exp", "numpy.exp", notes="overflows to inf above ~88.7 in float32"),
     unary("expm1", np.expm1, "expm1", "numpy.expm1", notes="e^x - 1 without cancellation near 0"),
     unary("log", np.log, "log", "numpy.log", zero_sign_matters=True, notes="log(0) = -inf, log(x < 0) = nan"),
-    unary("log1p", np.log1p, "log1p", "numpy.log1p", notes="log1p(-1) = -inf, log1p(x < -1) = nan"),
+    # A computed operand a rounding moves onto -1 (float32 tanh(-9.88) is -1) meets the pole.
+    unary("log1p", np.log1p, "log1p", "numpy.log1p", integer_matters=True, notes="log1p(-1) = -inf, log1p(x < -1) = nan"),
     unary("sqrt", np.sqrt, "sqrt", "numpy.sqrt", zero_sign_matters=True, notes="sqrt(x < 0) = nan, sqrt(-0) = -0"),
     unary("rsqrt", _rsqrt_reference, "rsqrt", "lax.rsqrt", zero_sign_matters=True),
     unary("abs", np.abs, "abs", "numpy.abs"),
