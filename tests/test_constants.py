@@ -2,6 +2,7 @@
 input), so a fault that lives only in constant folding is found by it and not by jax-jit; each
 input set is compiled with its own constants; torch-compile-frozen really freezes its weights."""
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -75,28 +76,36 @@ def test_the_reproducer_closes_over_the_same_arrays(tmp_path):
     assert ran.returncode == 0, ran.stdout + ran.stderr
 
 
+FREEZING_PROBE = """
+import json, torch
+from torch._dynamo.utils import counters
+from fuzzer.backends.torch_compile_frozen import TorchCompileFrozen
+from fuzzer.check import check_case
+from fuzzer.generate import CaseGenerator
+
+class Unfrozen(TorchCompileFrozen):
+    compile_options = {"freezing": False}
+
+case = CaseGenerator(["linear"], 1).case(0)
+packed = {"mkldnn": torch.backends.mkldnn.is_available()}
+for backend in (TorchCompileFrozen(), Unfrozen()):
+    counters.clear()
+    torch._dynamo.reset()
+    with torch._inductor.config.patch(force_disable_caches=True):  # a cached graph runs no pass to count
+        assert not check_case(case, [backend]).findings
+    packed[type(backend).__name__] = counters["inductor"]["mkldnn_linear_weight_pack_matcher_count"]
+print(json.dumps(packed))
+"""
+
+
 @pytest.mark.slow
 def test_torch_compile_frozen_folds_its_weights_as_constants():
     """Inductor packs a linear's weight for mkldnn only when it is a frozen constant: the pass
-    fires under torch-compile-frozen and not when the same compile leaves freezing off."""
-    import torch
-    from torch._dynamo.utils import counters
-
-    from fuzzer.backends.torch_compile_frozen import TorchCompileFrozen
-
-    if not torch.backends.mkldnn.is_available():
+    fires under torch-compile-frozen and not when the same compile leaves freezing off. In a fresh
+    interpreter: inductor's state after other tests' compiles (caches, patterns) hides the count."""
+    ran = subprocess.run([sys.executable, "-c", FREEZING_PROBE], capture_output=True, text=True, timeout=300)
+    assert ran.returncode == 0, ran.stderr
+    packed = json.loads(ran.stdout.strip().splitlines()[-1])
+    if not packed["mkldnn"]:
         pytest.skip("this torch has no mkldnn, whose weight packing shows the freezing")
-
-    class Unfrozen(TorchCompileFrozen):
-        compile_options = {"freezing": False}
-
-    case = CaseGenerator(["linear"], 1).case(0)
-    packed = {}
-    for backend in (TorchCompileFrozen(), Unfrozen()):
-        counters.clear()
-        torch._dynamo.reset()
-        # A graph an earlier test compiled comes from inductor's cache, where no pass runs to count.
-        with torch._inductor.config.patch(fx_graph_cache=False):
-            assert not check_case(case, [backend]).findings
-        packed[type(backend).__name__] = counters["inductor"]["mkldnn_linear_weight_pack_matcher_count"]
     assert packed["TorchCompileFrozen"] >= 1 and packed["Unfrozen"] == 0, packed
