@@ -25,6 +25,7 @@ from fuzzer.corpus import Corpus
 from fuzzer.errors import UserError
 from fuzzer.generate import generate_case
 from fuzzer.records import CaseRecord, Finding
+from test_hostile import rows
 
 FUZZ = Path(__file__).resolve().parents[1] / ".venv" / "bin" / "fuzz"
 SIG = "mismatch | torch-eager:cpu:float32 | linear"
@@ -48,14 +49,6 @@ def refused(result, *needles: str) -> str:
     for needle in needles:
         assert needle in lines[0], (needle, lines[0])
     return lines[0]
-
-
-def rows(db: Path, sql: str) -> list:
-    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
-    try:
-        return conn.execute(sql).fetchall()
-    finally:
-        conn.close()
 
 
 def store(corpus: Corpus, seed: int, campaign_id: int | None = None) -> int:
