@@ -51,7 +51,8 @@ op, as XLA does on CPU). The rounding runs also snap a result within its roundin
 zero, or below d's smallest normal, to +0 (run 0) or -0 (run 1), since an honest op may
 return an exact zero of either sign (see "Signed zeros"), and make inf an entry whose
 magnitude op(|inputs|) passes d's largest value (an honest float32 sum may overflow in its
-own order).
+own order), and run 1 also one whose float64 value is within its rounding bound of that value
+(a float16 product of 65,519.8 rounds to inf when an operand rounded up).
   * r64 finite and every model finite: the entry is judged by the tolerance above;
   * r64 non-finite, every model gives the same class (nan, +inf or -inf), and the value is
     no float64 overflow (it stays non-finite in longdouble): the math defines it (log(0) =
@@ -83,16 +84,22 @@ nonzero integer moved onto it; where the result's class changes, the entry is un
 operand within rounding of an integer but further off in float64 (2e-8 from -1) leaves the float64
 nan required; a graph input is exact.
 
-A computed zero is any result within its rounding bound of zero, the op's declared
-`forward_error` included (x - tanh(x) of a small x is 0 in float32, 1e-11 in float64), or below
-d's smallest normal. An entry the math leaves to convention (OpDef.undefined: pow(-inf, 0.5) is
-+inf by IEEE pow, nan by numpy's and torch's sqrt; a bilinear blend reading a non-finite neighbour,
-nan or not by how the kernel writes it; a product whose value depends on the order of its
-multiplications, past float64's range) is undefined the same way. Undefinedness is a
-mask beside the run's values, not the nan alone: it is carried to every result that changes when
-the undefined entries do (a select reads nan as false and would drop it; a log of a zero-signed
-zero is nan, like the log of a negative the math defines), and an undefined entry is never
-required, whatever its class.
+A computed zero is any result within its rounding bound of zero, the op's declared `forward_error`
+included (x - tanh(x) of a small x is 0 in float32, 1e-11 in float64), or below d's smallest
+normal; in run 0 also one whose float64 value is within that error of zero, or no further from
+zero than the run's rounding moved it (the std of values float32 rounds to equal is 0, 2e-10 in
+float64; instance_norm of a constant row is -1e-17 in torch's float64), since its sign is then the
+upstream rounding's, in float64 as in float32. A zero that flushed subnormals make inside an op is
+one too: the same-dtype model of such an op flushes them (prod's partial products, attention's
+softmax weights: 0 * -inf is nan where a subnormal weight gives -inf). An entry undefined in any
+one run is undefined. An entry the math leaves to convention (OpDef.undefined: pow(-inf, 0.5) is
++inf by IEEE pow, nan by numpy's and torch's sqrt; a bilinear blend reading a non-finite
+neighbour, nan or not by how the kernel writes it; a product whose value depends on the order of
+its multiplications, past float64's range) is undefined the same way. Undefinedness is a mask
+beside the run's values, not the nan alone: it is carried to every result that changes when the
+undefined entries do (a select reads nan as false and would drop it; a log of a zero-signed zero
+is nan, like the log of a negative the math defines), and an undefined entry is never required,
+whatever its class.
 
 Extra outputs (gradients)
 -------------------------
@@ -308,7 +315,7 @@ def _honest_models(case: Case, inputs: dict, params: dict, env: dict, outputs: l
     rounding = None
     if FAST:
         try:
-            rounding = _rounding_runs_shared(case, inputs, params, sorted(dtypes))
+            rounding = _rounding_runs_shared(case, inputs, params, sorted(dtypes), env)
         except _Diverged:
             rounding = None
     finite64 = [np.isfinite(r64) for r64 in outputs]
@@ -323,7 +330,7 @@ def _honest_models(case: Case, inputs: dict, params: dict, env: dict, outputs: l
         # What honest dtype-d implementations may give: numpy in that dtype, the rounding model's
         # runs, and the flush-to-zero run. An entry is judged by the tolerance where all of them
         # are finite, defined non-finite where all give r64's non-finite class, skipped otherwise.
-        runs_d = rounding[dtype] if rounding is not None else _rounding_runs(case, inputs, params, dtype)
+        runs_d = rounding[dtype] if rounding is not None else _rounding_runs(case, inputs, params, dtype, env)
         models = [honest.same_dtype[dtype], *runs_d]
         if dtype != "float64":
             models.append(_flush_to_zero_shared(graph, inputs, params, dtype, env) if FAST
@@ -419,14 +426,16 @@ def _perturb(out: np.ndarray, delta: np.ndarray) -> np.ndarray:
     return np.where(np.isfinite(out), np.where(np.isfinite(delta), out + delta, np.nan), out)
 
 
-def _rounding_runs(case: Case, inputs: dict, params: dict, dtype: str) -> list[list[np.ndarray]]:
+def _rounding_runs(case: Case, inputs: dict, params: dict, dtype: str, env: dict | None = None) -> list[list[np.ndarray]]:
     """NOISY_RUNS runs of the float64 reference with every op's inputs and result perturbed by a
-    few units of `roundoff` (a model of rounding at each op; see the module docstring).
+    few units of `roundoff` (a model of rounding at each op; see the module docstring). `env`: the
+    float64 run's values (reference.evaluate_all), computed here where not given.
 
     A result within its rounding bound of zero may come out as an exact zero in an honest
     implementation (gelu(-6) is 0 in float32 through 1 + erf cancelling), and so may one below
     the dtype's smallest normal (it underflows); the sign of such a zero is the implementation's
-    choice. Run 0 snaps those entries to +0 and run 1 to -0, and an op that declares
+    choice. Run 0 snaps those entries to +0 and run 1 to -0 (run 0 also those _near_zero finds,
+    whose sign the rounding upstream decides), and an op that declares
     `zero_sign_matters` gives nan (undefined) wherever its result depends on the sign of a
     computed zero among its operands (see "Signed zeros").
     Where the op's magnitude (the op on absolute values) passes the dtype's largest value, an
@@ -437,12 +446,15 @@ def _rounding_runs(case: Case, inputs: dict, params: dict, dtype: str) -> list[l
     """
     roundoff = UNIT_ROUNDOFF[dtype]
     largest, tiny = LARGEST[dtype], TINY[dtype]
+    if env is None:
+        with np.errstate(all="ignore"):
+            env = evaluate_all(case.graph, inputs, params)
     runs = []
     for run in range(NOISY_RUNS):
         rng = np.random.default_rng([case.seed % 2**32, run])
         zero = 0.0 if run % 2 == 0 else -0.0
 
-        def run_op(op, xs, computed, undefined_in, ps, attrs):
+        def run_op(op, xs, computed, undefined_in, ps, attrs, exact):
             # Backward error: a stable op computes the exact result of slightly perturbed
             # inputs; this is what exposes rounding *inside* an op (layer_norm's mean of
             # equal values, amplified by 1 / sqrt(var + eps)).
@@ -459,39 +471,47 @@ def _rounding_runs(case: Case, inputs: dict, params: dict, dtype: str) -> list[l
                 noisy = np.where(np.isfinite(magnitude) & (magnitude > largest), np.copysign(np.inf, out), noisy)
             # An op's own declared error (e.g. a rounded mean shared by a whole row) is systematic:
             # the same sign everywhere, so downstream sums do not cancel it (_finished).
-            return _finished(noisy, op, xs, computed, undefined_in, ps, attrs, out, dtype, run)
+            return _finished(noisy, op, xs, computed, undefined_in, ps, attrs, out, exact, dtype, run)
 
         values, undefined = dict(inputs), {}
         with np.errstate(all="ignore"):
             for node in case.graph.nodes:
                 values[node.name], undefined[node.name] = run_op(
                     get_op(node.op), [values[name] for name in node.inputs], [name not in inputs for name in node.inputs],
-                    [undefined.get(name) for name in node.inputs], params.get(node.name, {}), node.attrs)
-        runs.append(_model_outputs(values, undefined, case.graph.outputs, run))
+                    [undefined.get(name) for name in node.inputs], params.get(node.name, {}), node.attrs, env[node.name])
+        runs.append(_model_outputs(values, undefined, case.graph.outputs, env))
     return runs
 
 
 def _finished(noisy: np.ndarray, op, xs: list, computed: list[bool], undefined_in: list, ps: dict, attrs: dict,
-              out: np.ndarray, dtype: str, run: int) -> tuple[np.ndarray, np.ndarray | None]:
+              out: np.ndarray, exact: np.ndarray, dtype: str, run: int) -> tuple[np.ndarray, np.ndarray | None]:
     """A rounding run's result of `op` and the mask of its undefined entries (None: none), from
-    `noisy` (its perturbed result, _noisy), `out` (its result on the operands `xs`) and the masks
-    of the operands' undefined entries (`undefined_in`, None each where none).
+    `noisy` (its perturbed result, _noisy), `out` (its result on the operands `xs`), `exact` (the
+    float64 run's value of the node) and the masks of the operands' undefined entries
+    (`undefined_in`, None each where none).
 
-    The op's declared forward error (OpDef.forward_error) is added with the run's sign, and a
-    result within that error of zero may be an exact zero, as one within its rounding bound may
-    (_noisy): x - tanh(x) of a small x is 0 in float32. One run makes it that zero, the other
-    keeps it off by the error, so the allowance spans both. An entry is undefined
+    The op's declared forward error (OpDef.forward_error) is added with the run's sign. Run 0 makes
+    every computed zero an exact zero (_near_zero), as one within its rounding bound is (_noisy):
+    x - tanh(x) of a small x is 0 in float32; run 1 keeps it off by the error, so the allowance
+    spans both. An entry is undefined
     in `dtype` (nan in the run, and in the mask) where it depends on the sign of a computed zero
     (_zero_sign_dependent), on an operand entry undefined upstream (_depends_on_undefined), or
     where the op leaves it to convention (OpDef.undefined). The mask, not the nan, says so: a
     nan the math defines (sqrt(-1)) is required of a backend, an undefined entry never is."""
+    error = None
     if op.forward_error is not None:
         error = ROUNDING_SLACK * UNIT_ROUNDOFF[dtype] * np.asarray(op.forward_error(xs, ps, attrs))
         noisy = _perturb(noisy, (1.0 if run % 2 == 0 else -1.0) * error)  # systematic: one sign a run
-        # Within its error of zero: an exact zero in one run; the other keeps the error's size, which a
-        # zero in both would hide (instance_norm of a constant row: 0, yet 0.05 off in a correct float32).
-        if run % 2 == 0:
-            noisy = np.where(np.isfinite(out) & (np.abs(out) <= error), 0.0, noisy)
+    # A computed zero is an exact zero in one run; the other keeps the error's size, which a zero
+    # in both would hide (instance_norm of a constant row: 0, yet 0.05 off in a correct float32).
+    if run % 2 == 0:
+        near_zero = _near_zero(noisy, out, exact, error)
+        if near_zero.any():
+            noisy = np.where(near_zero, 0.0, noisy)
+    else:  # and a result within rounding of d's largest value overflows in the other
+        near_overflow = _near_overflow(noisy, exact, dtype)
+        if near_overflow.any():
+            noisy = np.where(near_overflow, np.copysign(np.inf, exact), noisy)
     masks = [_zero_sign_dependent(op, xs, computed, ps, attrs, out, dtype), _integer_dependent(op, xs, computed, ps, attrs, out, dtype),
              _depends_on_undefined(op, xs, undefined_in, ps, attrs, np.shape(out))]
     if op.undefined is not None:
@@ -501,6 +521,33 @@ def _finished(noisy: np.ndarray, op, xs: list, computed: list[bool], undefined_i
         return noisy, None
     undefined = np.logical_or.reduce(masks)
     return np.where(undefined, np.nan, noisy), undefined
+
+
+def _near_zero(noisy: np.ndarray, out: np.ndarray, exact: np.ndarray, error: np.ndarray | None) -> np.ndarray:
+    """The entries of a rounding run's result that are computed zeros beyond _noisy's (see "Signed
+    zeros"): the result on the run's operands (`out`) or the float64 value (`exact`) within the
+    op's declared forward `error` of zero (std of values a float32 run rounds to equal is 0, while
+    the perturbed operands leave it 2 errors off), or a float64 value no further from zero than the
+    run moved it (`noisy`), where the rounding of the operands decides the sign."""
+    exact = np.broadcast_to(exact, np.shape(noisy))
+    with np.errstate(invalid="ignore", over="ignore"):
+        drift = np.abs(noisy - exact)  # nan where either is nan; inf where the run overflowed
+        if error is not None:
+            drift = np.maximum(drift, error)
+        near = (np.abs(exact) <= drift) & (drift < np.inf)
+        if error is not None:
+            near |= np.isfinite(out) & (np.abs(out) <= error)
+    return near
+
+
+def _near_overflow(noisy: np.ndarray, exact: np.ndarray, dtype: str) -> np.ndarray:
+    """The entries of a rounding run's result whose float64 value (`exact`) is within its rounding
+    bound, or the run's drift from it, of `dtype`'s largest value: an honest kernel may round them
+    past it (a float16 product of 65,519.8 is inf when its operand rounded up by 3e-4)."""
+    exact = np.broadcast_to(exact, np.shape(noisy))
+    with np.errstate(invalid="ignore", over="ignore"):
+        reach = np.maximum(np.abs(noisy - exact), ROUNDING_SLACK * UNIT_ROUNDOFF[dtype] * np.abs(exact))
+        return np.isfinite(exact) & np.isfinite(reach) & (np.abs(exact) + reach > LARGEST[dtype])
 
 
 def _zero_sign_dependent(op, xs: list, computed: list[bool], ps: dict, attrs: dict, out: np.ndarray,
@@ -576,14 +623,16 @@ def _same(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return (a == b) | (np.isnan(a) & np.isnan(b))
 
 
-def _model_outputs(values: dict, undefined: dict, names: list[str], run: int) -> list[np.ndarray]:
-    """A rounding run's outputs as float64 arrays, each undefined entry nan in run 0 and inf in run
-    1: no class is then common to the runs, so the entry is neither judged nor defined non-finite."""
-    marker = np.nan if run % 2 == 0 else np.inf
+def _model_outputs(values: dict, undefined: dict, names: list[str], env: dict) -> list[np.ndarray]:
+    """A rounding run's outputs as float64 arrays, each undefined entry nan, or inf where the float64
+    run's (`env`) is nan: non-finite, and of another class than r64's, so the entry is neither
+    judged nor defined non-finite, even where only one run finds it undefined."""
     outputs = []
     for name in names:
         value = np.asarray(values[name], dtype=np.float64)
-        outputs.append(value if undefined.get(name) is None else np.where(undefined[name], marker, value))
+        if undefined.get(name) is not None:
+            value = np.where(undefined[name], np.where(np.isnan(env[name]), np.inf, np.nan), value)
+        outputs.append(value)
     return outputs
 
 
@@ -697,14 +746,18 @@ def _perturbed_operand(x, draw: np.ndarray, slack: float) -> np.ndarray:
     return x * factor
 
 
-def _rounding_runs_shared(case: Case, inputs: dict, params: dict, dtypes: list[str]) -> dict[str, list[list[np.ndarray]]]:
-    """_rounding_runs(case, inputs, params, dtype) for every dtype at once.
+def _rounding_runs_shared(case: Case, inputs: dict, params: dict, dtypes: list[str],
+                          env: dict | None = None) -> dict[str, list[list[np.ndarray]]]:
+    """_rounding_runs(case, inputs, params, dtype, env) for every dtype at once.
 
     Run r of every dtype seeds its generator alike and asks it for the same shapes in the same
     order (per node: one draw per perturbed operand, then one for the result), so it gets the
     same numbers: going node by node, each draw is made once and used by every dtype. Where the
     shapes would differ, _Diverged (the caller runs the plain function)."""
     graph = case.graph
+    if env is None:
+        with np.errstate(all="ignore"):
+            env = evaluate_all(graph, inputs, params)
     runs: dict[str, list] = {dtype: [] for dtype in dtypes}
     for run in range(NOISY_RUNS):
         rng = np.random.default_rng([case.seed % 2**32, run])
@@ -745,9 +798,9 @@ def _rounding_runs_shared(case: Case, inputs: dict, params: dict, dtypes: list[s
                     out, magnitude = results[dtype]
                     envs[dtype][node.name], undefined[dtype][node.name] = _finished(
                         _noisy(out, magnitude, draw, dtype, zero), op, operands[dtype], computed,
-                        [undefined[dtype].get(name) for name in node.inputs], ps, node.attrs, out, dtype, run)
+                        [undefined[dtype].get(name) for name in node.inputs], ps, node.attrs, out, env[node.name], dtype, run)
         for dtype in dtypes:
-            runs[dtype].append(_model_outputs(envs[dtype], undefined[dtype], graph.outputs, run))
+            runs[dtype].append(_model_outputs(envs[dtype], undefined[dtype], graph.outputs, env))
     return runs
 
 
@@ -861,7 +914,9 @@ def compare_output(y: np.ndarray, index: int, reference: Reference, dtype: str) 
     finite = reference.judged_finite(dtype, index)
     bad = ~np.isfinite(y) & finite
     if np.any(bad):
-        return NAN_INF, float("inf"), 0.0, f"{int(bad.sum())} non-finite values where the reference is finite"
+        at = tuple(int(i) for i in np.argwhere(bad)[0])
+        return NAN_INF, float("inf"), 0.0, (f"{int(bad.sum())} non-finite values where the reference is finite, "
+                                            f"e.g. at {list(at)}: {y[at]} where the reference is {r64[at]:.9g}")
     defined = reference.defined_nonfinite[dtype][index]
     wrong_class = defined if FAST and not np.any(defined) else defined & (nonfinite_class(y) != nonfinite_class(r64))
     if np.any(wrong_class):

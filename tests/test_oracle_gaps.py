@@ -124,3 +124,121 @@ def test_log1p_of_a_value_a_rounding_moved_onto_its_pole_is_undefined():
     assert judged(case, "float32", [np.array([-np.inf, 0.0])]) == verdicts.MISMATCH
     far = Case(chain((1,), ("tanh", {}), ("log1p", {})), {"x0": np.array([-2.0])}, seed=1)
     assert judged(far, "float32", [np.array([-np.inf])]) == verdicts.NAN_INF
+
+
+# Values within rounding of zero or of a pole, from the 1-hour CPU campaign of issue 31.
+
+
+def test_a_deviation_of_values_a_dtype_rounds_to_equal_is_a_computed_zero():
+    # torch-eager:cpu:float32, case 371: layer_norm of two-element rows is +-(1 - 2e-9), which float32
+    # rounds to +-1, so the std across rows is 0 there and its log -inf; float64 gives log(2e-10) = -22.
+    graph = chain((2, 2), ("layer_norm", {"affine": False, "eps": 1e-6, "normalized_shape": [2]}),
+                  ("std", {"correction": 0, "dim": 0, "keepdim": True}), ("log", {}))
+    case = Case(graph, {"x0": np.array([[15.7689666748, -18.5880966187], [70.2657699585, 39.5567512512]])}, seed=1)
+    assert np.all(np.isfinite(oracle.compute_reference(case, {"float32"}).outputs[0]))
+    assert judged(case, "float32", [np.array([[-np.inf, -np.inf]])]) in (verdicts.AGREE, verdicts.INVALID)
+    # Planted: three-element rows normalized to different values: their std is ordinary, its log required.
+    planted = Case(chain((2, 3), ("layer_norm", {"affine": False, "eps": 1e-6, "normalized_shape": [3]}),
+                         ("std", {"correction": 0, "dim": 0, "keepdim": True}), ("log", {})),
+                   {"x0": np.array([[1.0, 2.0, 4.0], [1.0, 3.0, 4.0]])}, seed=1)
+    assert judged(planted, "float32", [np.full((1, 3), -np.inf)]) == verdicts.NAN_INF
+
+
+def test_a_product_through_flushed_partial_products_is_a_zero_of_either_sign():
+    # jax-eager:cpu:float32, case 368: the product is -1.8e-36, a normal float32, but XLA's order passes
+    # through a subnormal partial product, flushed to -0: rsqrt gives -inf where the reference is nan.
+    factors = np.array([1.04112402e-07, -2.01898729e-04, 5.01873255e-05, -2.57452996e-03, 1.86812319e-02,
+                        1.34463193e-07, -3.59801538e-06, -1.10660565e-08, -6.57532959e03]).reshape(9, 1)
+    graph = chain((9, 1), ("prod", {"dim": 0, "keepdim": False}), ("rsqrt", {}))
+    case = Case(graph, {"x0": factors}, seed=1)
+    jax_output = get_backend("jax-eager:cpu:float32").run(case)
+    assert np.isneginf(jax_output[0]) and np.isnan(oracle.compute_reference(case, {"float32"}).outputs[0])
+    assert judged(case, "float32", jax_output) in (verdicts.AGREE, verdicts.INVALID)
+    assert judged(case, "float32", [np.array([np.inf])]) in (verdicts.AGREE, verdicts.INVALID)
+    # Planted: factors whose partial products stay normal in any order: the nan of a negative is required.
+    planted = Case(graph, {"x0": np.array([-2.0, 3.0, 0.5, 1e-3, 7.0, 1.0, 1.0, 1.0, 1.0]).reshape(9, 1)}, seed=1)
+    assert judged(planted, "float32", [np.array([-np.inf])]) == verdicts.NAN_INF
+
+
+def attention_case(mask_row, values):
+    """q, k of zeros (every score 0) plus the additive mask `mask_row`, over `values` (one column)."""
+    size = len(mask_row)
+    graph = chain((1, 1, 2), ("scaled_dot_product_attention", {"causal": False, "mask": True, "scale": 0.125}, ["x1", "x2", "x3"]),
+                  extra_inputs=[("x1", (1, size, 2)), ("x2", (1, size, 1)), ("x3", (1, size))])
+    arrays = {"x0": np.zeros((1, 1, 2)), "x1": np.zeros((1, size, 2)), "x2": np.array(values, dtype=np.float64).reshape(1, size, 1),
+              "x3": np.array([mask_row], dtype=np.float64)}
+    return Case(graph, arrays, seed=1)
+
+
+def test_a_subnormal_attention_weight_flushed_to_zero_may_make_an_infinite_value_nan():
+    # jax-eager:cpu:float32, case 352: the weight exp(-88.72) is subnormal in float32; XLA flushes it
+    # to 0, and 0 * -inf is nan where the reference is -inf.
+    case = attention_case([np.float32(88.72), 0.0], [0.0, -np.inf])
+    jax_output = get_backend("jax-eager:cpu:float32").run(case)
+    assert np.isnan(jax_output[0]).all() and np.isneginf(oracle.compute_reference(case, {"float32"}).outputs[0]).all()
+    assert judged(case, "float32", jax_output) in (verdicts.AGREE, verdicts.INVALID)
+    # Planted: a weight of 1/2 on the -inf: -inf is required, in float64 too.
+    planted = attention_case([0.0, 0.0], [0.0, -np.inf])
+    assert judged(planted, "float32", [np.full((1, 1, 1), np.nan)]) == verdicts.NAN_INF
+    assert judged(case, "float64", [np.full((1, 1, 1), np.nan)]) == verdicts.NAN_INF
+
+
+def test_a_normalized_constant_row_is_a_computed_zero_of_either_sign_in_float64_too():
+    # torch-eager:cpu:float64, case 343 (case 342 the same in float32 after local_response_norm):
+    # instance_norm of a constant row is 0, and -1e-17 in torch (its rounded mean): sqrt gives nan.
+    # Each entry is zero within rounding, whatever the rounding runs draw (the seed).
+    graph = chain((1, 1, 2, 6), ("instance_norm", {"affine": False, "eps": 1e-3}), ("sqrt", {}))
+    constant = {"x0": np.full((1, 1, 2, 6), 0.9149218798)}
+    for dtype in ("float64", "float32"):
+        torch_output = get_backend(f"torch-eager:cpu:{dtype}").run(Case(graph, constant, seed=1))
+        for seed in range(8):
+            case = Case(graph, constant, seed=seed)
+            assert judged(case, dtype, torch_output) in (verdicts.AGREE, verdicts.INVALID)
+            assert judged(case, dtype, [np.full((1, 1, 2, 6), np.nan)]) in (verdicts.AGREE, verdicts.INVALID)
+    # Planted: an ordinary row, whose positive normalized entries a sqrt that gives nan gets wrong.
+    planted = Case(graph, {"x0": np.arange(12.0).reshape(1, 1, 2, 6)}, seed=1)
+    for dtype in ("float64", "float32"):
+        assert judged(planted, dtype, [np.full((1, 1, 2, 6), np.nan)]) == verdicts.NAN_INF
+
+
+def test_equal_softmax_outputs_normalized_to_zero_make_a_reciprocal_undefined():
+    # torch-eager:cpu:float32, case 321: softmax of equal values is 1/7 everywhere; layer_norm of that
+    # is 9e-17 in float64 (its own rounding) and 0 in float32, whose reciprocal is inf, not 1e16.
+    graph = chain((7, 2), ("softmax", {"dim": 0}), ("layer_norm", {"affine": False, "eps": 0.1, "normalized_shape": [7, 2]}),
+                  ("reciprocal", {}))
+    case = Case(graph, {"x0": np.zeros((7, 2))}, seed=1)
+    torch_output = get_backend("torch-eager:cpu:float32").run(case)
+    assert judged(case, "float32", torch_output) in (verdicts.AGREE, verdicts.INVALID)
+    assert judged(case, "float32", [np.full((7, 2), np.inf)]) in (verdicts.AGREE, verdicts.INVALID)
+    # Planted: softmax of distinct values, normalized to ordinary numbers: an inf is wrong.
+    planted = Case(graph, {"x0": np.arange(14.0).reshape(7, 2) / 4}, seed=1)
+    assert judged(planted, "float32", [np.full((7, 2), np.inf)]) == verdicts.NAN_INF
+
+
+def test_log_softmax_near_zero_is_a_computed_zero_before_a_negative_power():
+    # torch-eager:cpu:float64, case 201: log_softmax's largest entry is log(1 + 4e-17) = -1e-16 in the
+    # reference (pow(., -0.0004) is nan) and 0 in torch (log of a sum rounded to 1): pow gives inf.
+    graph = chain((1, 5), ("log_softmax", {"dim": -1}), ("pow", {}, ["x1"]), extra_inputs=[("x1", (1,))])
+    case = Case(graph, {"x0": np.array([[0.0, 0.0, 0.0, 0.0, 38.0137901306]]), "x1": np.array([-0.0003733404])}, seed=1)
+    torch_output = get_backend("torch-eager:cpu:float64").run(case)
+    assert np.isposinf(torch_output[0][0, 4]) and np.isnan(oracle.compute_reference(case, {"float64"}).outputs[0][0, 4])
+    assert judged(case, "float64", torch_output) == verdicts.AGREE
+    # The other entries are -38, whose nan is required; and a largest entry of -0.6 is no zero.
+    assert judged(case, "float64", [np.full((1, 5), np.inf)]) == verdicts.NAN_INF
+    planted = Case(graph, {"x0": np.array([[0.0, 0.0, 0.0, 0.0, 1.0]]), "x1": np.array([-0.0003733404])}, seed=1)
+    assert judged(planted, "float64", [np.array([[np.nan] * 4 + [np.inf]])]) == verdicts.NAN_INF
+
+
+def test_a_float16_result_within_rounding_of_the_largest_value_may_overflow():
+    # torch-eager:cuda:float16, GPU case 285: a product of 65,519.8 in float64 is inf in float16 (one
+    # operand, itself computed, rounded up by 3e-4); the same-dtype run rounded it down to 65,504.
+    graph = Graph([TensorSpec("x0", (1, 2)), TensorSpec("x1", (1, 2))],
+                  [Node("n0", "mul_scalar", ["x0"], {"value": 0.265625}), Node("n1", "mul", ["n0", "x1"], {})], ["n1"])
+    # Here 482 * 0.265625 = 128.03 rounds to 128 (then 128 * 511.75 = 65,504); a kernel off by one unit, 128.125, overflows.
+    case = Case(graph, {"x0": np.array([[-482.0, 2.0]]), "x1": np.array([[-511.75, 3.0]])}, seed=3)
+    product = oracle.compute_reference(case, {"float16"}).outputs[0][0, 0]
+    assert 65504 < product < 65520
+    assert judged(case, "float16", [np.array([[np.inf, 1.59375]])]) in (verdicts.AGREE, verdicts.INVALID)
+    # Planted: inf where the product is 20% below the largest value.
+    far = Case(graph, {"x0": np.array([[-382.0, 2.0]]), "x1": np.array([[-511.75, 3.0]])}, seed=3)
+    assert judged(far, "float16", [np.array([[np.inf, 1.59375]])]) == verdicts.NAN_INF

@@ -69,9 +69,9 @@ def _scale(attrs, embed: int) -> float:
     return 1.0 / math.sqrt(embed) if attrs["scale"] is None else attrs["scale"]
 
 
-def _attention(xp, xs, attrs):
+def _attention(xp, xs, attrs, flush_below=0.0):
     """softmax(q k^T * scale + mask) v over the last two dims, batch dims shared, with `xp`
-    numpy (the reference) or jax.numpy (the jax side).
+    numpy (the reference) or jax.numpy (the jax side); softmax weights below `flush_below` are 0.
 
     scale None means 1 / sqrt(E), E = q's last dim. causal: query i attends to key j iff
     j <= i, the lower triangle aligned at the upper-left corner even when L != S (torch's
@@ -88,12 +88,18 @@ def _attention(xp, xs, attrs):
     peak = xp.max(scores, axis=-1, keepdims=True)
     masked_row = peak == -xp.inf
     weights = xp.exp(scores - xp.where(masked_row, 0, peak))  # all zeros in a masked row
+    if flush_below:
+        weights = xp.where(weights < flush_below, 0, weights)
     total = xp.sum(weights, axis=-1, keepdims=True)
     return xp.matmul(weights / xp.where(masked_row, 1, total), v)
 
 
 def _attention_reference(xs, ps, attrs):
-    return like(xs[0], _attention(np, xs, attrs))
+    """In a narrower dtype (the same-dtype model) the weights below float32's smallest normal are
+    0, as a kernel that flushes subnormals (XLA on the CPU) reads them: exp(-88.72) times a -inf
+    value is -inf in float64 and 0 * -inf = nan there, so the oracle leaves that entry undefined."""
+    q = np.asarray(xs[0])
+    return like(q, _attention(np, xs, attrs, 0.0 if q.dtype == np.float64 else np.finfo(np.float32).tiny))
 
 
 def _torch_attention(xs, ps, attrs):

@@ -245,7 +245,10 @@ def _product(x, dims, attrs):
     magnitude overflows, some multiplication order overflows (every partial product is at most
     that), so the result is +-inf there even if this order's is finite: an honest implementation's
     value then depends on its order, and the oracle skips entries whose same-dtype reference is
-    non-finite while the float64 one is finite."""
+    non-finite while the float64 one is finite. Likewise where the product of the factors smaller
+    than 1 in magnitude is below float32's smallest normal (half-precision kernels multiply in
+    float32): some order's partial product is subnormal, which a kernel that flushes subnormals
+    (XLA on the CPU) reads as 0, so the result is +-0 there (nan where some order also overflows)."""
     keep = attrs["keepdim"]
     out = np.prod(x, axis=dims, keepdims=keep)
     if x.dtype == np.float64:
@@ -253,7 +256,11 @@ def _product(x, dims, attrs):
         outside = (big > FLOAT64_EXPONENTS[1]) | (small < FLOAT64_EXPONENTS[0])
         return np.where(outside, _product_apart(x, dims, keep), out) if outside.any() else out
     growth = np.prod(np.where(np.abs(x) > 1, np.abs(x), 1), axis=dims, keepdims=keep)
-    return like(x, np.where(np.isinf(growth) & np.isfinite(out), np.copysign(np.inf, out), out))
+    magnitudes = np.abs(np.asarray(x, dtype=np.float64))  # float16 would underflow long before float32
+    shrink = np.prod(np.where(magnitudes < 1, magnitudes, 1), axis=dims, keepdims=keep)
+    overflows, flushes = np.isinf(growth) & np.isfinite(out), (shrink < np.finfo(np.float32).tiny) & np.isfinite(out)
+    out = np.where(overflows, np.copysign(np.inf, out), np.where(flushes, np.copysign(0.0, out), out))
+    return like(x, np.where(overflows & flushes, np.nan, out))
 
 
 # log2 of float64's smallest normal and of its overflow threshold.
