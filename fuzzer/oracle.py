@@ -334,7 +334,7 @@ def _honest_models(case: Case, inputs: dict, params: dict, env: dict, outputs: l
         models = [honest.same_dtype[dtype], *runs_d]
         if dtype != "float64":
             models.append(_flush_to_zero_shared(graph, inputs, params, dtype, env) if FAST
-                          else _flush_to_zero_run(graph, inputs, params, dtype))
+                          else _flush_to_zero_run(graph, inputs, params, dtype, env))
         honest.judged[dtype], honest.defined_nonfinite[dtype], honest.rounding_noise[dtype] = [], [], []
         for index, r64 in enumerate(outputs):
             runs = [np.broadcast_to(np.asarray(model[index], dtype=np.float64), r64.shape) for model in models]
@@ -398,25 +398,47 @@ def _flushed(values: np.ndarray, dtype: str) -> np.ndarray:
     return np.where(np.abs(values) < TINY[dtype], np.copysign(0.0, values), values)
 
 
-def _flush_to_zero_run(graph: Graph, inputs: dict, params: dict, dtype: str) -> list[np.ndarray]:
+def _flush_to_zero_run(graph: Graph, inputs: dict, params: dict, dtype: str, env: dict | None = None) -> list[np.ndarray]:
     """The float64 reference with subnormals of `dtype` flushed to (signed) zero at every op's
-    inputs and outputs.
+    inputs and outputs. `env`: the float64 run's values, computed here where not given.
 
     Flushing subnormals (FTZ/DAZ) is a documented platform policy, not a bug: XLA on CPU does
     it (jnp.add(1e-40, 0.0) is 0.0 in float32, x / x is nan, exp(-87.5) is 0), so do fast-math
     GPU kernels. Ops make subnormals from normal inputs too (silu(-99) is -1e-41), so the run
     is always made. The oracle counts it like rounding: its deviation joins e_same, and an
-    entry that flushing makes non-finite, or finite, is undefined in that dtype.
+    entry that flushing makes non-finite, or finite, is undefined in that dtype. A kernel may
+    flush in some reads and not others, so an op whose class flushing changes (-inf times a
+    flushed 1e-39 is nan) makes undefined what depends on it, even where a later op would hide
+    the change (pow(nan, -0.0) is 1, pow(nan, -8e-39) is nan): _flush_undefined.
     """
     flush = lambda values: _flushed(values, dtype)  # noqa: E731
-
-    def flushing(op_name):
-        reference_fn = get_op(op_name).reference
-        return lambda xs, ps, attrs: flush(reference_fn([flush(x) for x in xs], {k: flush(v) for k, v in ps.items()}, attrs))
-
     with np.errstate(all="ignore"):
-        flushed_inputs = {name: flush(value) for name, value in inputs.items()}
-        return [np.asarray(out, dtype=np.float64) for out in interpret(graph, flushed_inputs, params, flushing)]
+        if env is None:
+            env = evaluate_all(graph, inputs, params)
+        values = {name: flush(value) for name, value in inputs.items()}
+        undefined = {}
+        for node in graph.nodes:
+            op, ps = get_op(node.op), params.get(node.name, {})
+            xs = [values[name] for name in node.inputs]
+            values[node.name] = flush(op.reference([flush(x) for x in xs], {k: flush(v) for k, v in ps.items()}, node.attrs))
+            undefined[node.name] = _flush_undefined(op, xs, [env[name] for name in node.inputs],
+                                                    [undefined.get(name) for name in node.inputs], ps, node.attrs,
+                                                    values[node.name], env[node.name])
+        return _model_outputs(values, undefined, graph.outputs, env)
+
+
+def _flush_undefined(op, xs: list, exact_xs: list, undefined_in: list, ps: dict, attrs: dict, result: np.ndarray,
+                     exact: np.ndarray) -> np.ndarray | None:
+    """The entries of a flush-to-zero run's `result` of `op` (on the operands `xs`) that are
+    undefined (None: none): of another non-finite class than the float64 run's (`exact`, on
+    `exact_xs`), or dependent on an operand entry undefined upstream, with the other operands
+    flushed or not (pow(undefined, -8e-39) depends on it, pow(undefined, -0.0) does not)."""
+    shape = np.shape(result)
+    masks = [np.broadcast_to(nonfinite_class(result) != nonfinite_class(exact), shape),
+             _depends_on_undefined(op, xs, undefined_in, ps, attrs, shape),
+             _depends_on_undefined(op, exact_xs, undefined_in, ps, attrs, shape)]
+    masks = [mask for mask in masks if mask is not None and mask.any()]
+    return np.logical_or.reduce(masks) if masks else None
 
 
 def _perturb(out: np.ndarray, delta: np.ndarray) -> np.ndarray:
@@ -822,7 +844,7 @@ def _flush_to_zero_shared(graph: Graph, inputs: dict, params: dict, dtype: str, 
         small = np.abs(values) < tiny
         return not (small.any() and np.any(values[small] != 0))  # +-0 flushes to itself
 
-    values, shared = {}, {}  # the run's values; is the value the float64 run's own array?
+    values, shared, undefined = {}, {}, {}  # the run's values; is the value the float64 run's own array?
     with np.errstate(all="ignore"):
         for name, value in inputs.items():
             shared[name] = untouched(env[name])
@@ -834,15 +856,19 @@ def _flush_to_zero_shared(graph: Graph, inputs: dict, params: dict, dtype: str, 
             operands = [env[name] for name in node.inputs] + list(cast.values())
             if (all(shared[name] for name in node.inputs) and all(untouched(v) for v in cast.values())
                     and _separate(operands)):
+                # No operand flushed or undefined: the result is env's, flushed, of env's classes.
                 result = env[node.name]
                 shared[node.name] = untouched(result)
                 values[node.name] = result if shared[node.name] else flush(result)
             else:
-                reference_fn = get_op(node.op).reference
+                op = get_op(node.op)
                 shared[node.name] = False
-                values[node.name] = flush(reference_fn([flush(values[name]) for name in node.inputs],
-                                                        {k: flush(v) for k, v in ps.items()}, node.attrs))
-        return [np.asarray(values[name], dtype=np.float64) for name in graph.outputs]
+                xs = [values[name] for name in node.inputs]
+                values[node.name] = flush(op.reference([flush(x) for x in xs], {k: flush(v) for k, v in ps.items()}, node.attrs))
+                undefined[node.name] = _flush_undefined(op, xs, [env[name] for name in node.inputs],
+                                                        [undefined.get(name) for name in node.inputs], ps, node.attrs,
+                                                        values[node.name], env[node.name])
+        return _model_outputs(values, undefined, graph.outputs, env)
 
 
 def framework_reference(exact: list[np.ndarray], rounded: list[np.ndarray], models: list[list[np.ndarray]],

@@ -242,3 +242,19 @@ def test_a_float16_result_within_rounding_of_the_largest_value_may_overflow():
     # Planted: inf where the product is 20% below the largest value.
     far = Case(graph, {"x0": np.array([[-382.0, 2.0]]), "x1": np.array([[-511.75, 3.0]])}, seed=3)
     assert judged(far, "float16", [np.array([[np.inf, 1.59375]])]) == verdicts.NAN_INF
+
+
+def test_a_kernel_may_flush_one_subnormal_read_and_not_another():
+    # jax-eager:cpu:float32, GPU-machine case 323: -inf times a flushed 1.9e-39 is nan, and pow(nan, -8e-39)
+    # stays nan (XLA did not flush that exponent), while flushing both gives pow(nan, -0.0) = 1 and the
+    # float64 reference is pow(-inf, -8e-39) = 0.
+    graph = Graph([TensorSpec("x0", (1, 1, 2)), TensorSpec("x1", (1, 2, 1)), TensorSpec("x3", (1,))],
+                  [Node("n0", "matmul", ["x0", "x1"], {}), Node("n1", "pow", ["n0", "x3"], {})], ["n1"])
+    arrays = {"x0": np.array([[[-np.inf, 0.0]]]), "x1": np.array([[[1.888974e-39], [0.0]]]), "x3": np.array([-8.275535e-39])}
+    case = Case(graph, arrays, seed=5)
+    jax_output = get_backend("jax-eager:cpu:float32").run(case)
+    assert np.isnan(jax_output[0]).all()
+    assert judged(case, "float32", jax_output) in (verdicts.AGREE, verdicts.INVALID)
+    # Planted: the same nan where the weight is 1.0 and no read can be flushed into 0 * inf.
+    normal = Case(graph, {**arrays, "x1": np.array([[[1.0], [0.0]]])}, seed=5)
+    assert judged(normal, "float32", jax_output) == verdicts.NAN_INF
