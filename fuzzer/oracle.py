@@ -15,7 +15,9 @@ numpy reference and r_d the same reference evaluated in dtype d:
     agree  iff err <= allowed
 
 r_d is numpy in dtype d, with d's rounding and range (float16 overflows past 65,504, as an
-honest float16 kernel may). bfloat16 values are ml_dtypes' and every op computes in float32
+honest float16 kernel may); for float16 a second such model computes each op in float32 and rounds
+its result, as torch's opmath and cuBLAS do (a product of -1.5e6 that overflows inside a numpy
+float16 baddbmm does not there), and an entry must be the same in both to be defined. bfloat16 values are ml_dtypes' and every op computes in float32
 from them and rounds its result to bfloat16, as a bfloat16 kernel does (reference.py says why
 not ml_dtypes' own reductions): an input that rounds to -1 makes log1p -inf there too.
 
@@ -335,6 +337,10 @@ def _honest_models(case: Case, inputs: dict, params: dict, env: dict, outputs: l
         if dtype != "float64":
             models.append(_flush_to_zero_shared(graph, inputs, params, dtype, env) if FAST
                           else _flush_to_zero_run(graph, inputs, params, dtype, env))
+        if dtype == "float16":  # a float16 kernel may compute in float32 inside (torch's opmath, cuBLAS)
+            with np.errstate(all="ignore"):
+                env_wide = evaluate_all(graph, inputs, params, dtype, in_float32=True)
+            models.append([np.asarray(env_wide[o], dtype=np.float64) for o in graph.outputs])
         honest.judged[dtype], honest.defined_nonfinite[dtype], honest.rounding_noise[dtype] = [], [], []
         for index, r64 in enumerate(outputs):
             runs = [np.broadcast_to(np.asarray(model[index], dtype=np.float64), r64.shape) for model in models]

@@ -24,9 +24,10 @@ def numpy_dtype(name: str) -> np.dtype:
 
 
 def evaluate_all(graph: Graph, inputs: dict, params: dict, dtype: str = "float64",
-                 impl_for: Callable[[str], Callable] | None = None) -> dict:
+                 impl_for: Callable[[str], Callable] | None = None, in_float32: bool = False) -> dict:
     """Every value of the graph by name, computed in `dtype` by each op's reference (or by
-    `impl_for(op_name)`, a backend's overrides)."""
+    `impl_for(op_name)`, a backend's overrides); `in_float32`: each op computes in float32 from
+    its `dtype` operands and rounds its result to `dtype` (always so for bfloat16: _in_dtype)."""
     numpy_type = numpy_dtype(dtype)
     cast = lambda a: np.asarray(a, dtype=numpy_type)  # noqa: E731
     impl_for = impl_for or (lambda op_name: get_op(op_name).reference)
@@ -35,19 +36,19 @@ def evaluate_all(graph: Graph, inputs: dict, params: dict, dtype: str = "float64
             graph,
             {k: cast(v) for k, v in inputs.items()},
             {node: {k: cast(v) for k, v in ps.items()} for node, ps in params.items()},
-            lambda op_name: _in_dtype(impl_for(op_name), numpy_type),
+            lambda op_name: _in_dtype(impl_for(op_name), numpy_type, in_float32),
             keep_all=True,
         )
 
 
-def _in_dtype(fn, dtype):
+def _in_dtype(fn, dtype, in_float32: bool = False):
     """References are dtype-generic, but numpy promotes here and there; pin the result dtype.
 
     bfloat16 ops compute in float32 from their bfloat16 operands and round the result, as a
     bfloat16 kernel does (torch's float opmath, XLA's bfloat16 normalization). ml_dtypes' own
     bfloat16 arithmetic does that per ufunc, but its reductions accumulate in bfloat16 (a sum
     of 1000 ones is 256, an error no kernel makes) and einsum has no bfloat16 loop."""
-    if dtype.name == "bfloat16":
+    if in_float32 or dtype.name == "bfloat16":
         return lambda xs, ps, attrs: np.asarray(fn([_float32(x) for x in xs], {k: _float32(v) for k, v in ps.items()}, attrs),
                                                 dtype=dtype)
     return lambda xs, ps, attrs: np.asarray(fn(xs, ps, attrs), dtype=dtype)

@@ -258,3 +258,18 @@ def test_a_kernel_may_flush_one_subnormal_read_and_not_another():
     # Planted: the same nan where the weight is 1.0 and no read can be flushed into 0 * inf.
     normal = Case(graph, {**arrays, "x1": np.array([[[1.0], [0.0]]])}, seed=5)
     assert judged(normal, "float32", jax_output) == verdicts.NAN_INF
+
+
+def test_a_float16_kernel_may_compute_inside_in_float32():
+    # torch-eager:cuda:float16, GPU-machine case 78: baddbmm(pow(-3, 9534.467), x3, x4) with a product of -1.55e6.
+    # The exponent rounds to 9536 in float16, so the input is +inf; numpy's float16 bmm overflows to -inf and
+    # inf + -inf is nan, while a kernel that accumulates in float32 adds inf + -1.55e6 = inf.
+    graph = Graph([TensorSpec("x2", (1,)), TensorSpec("x3", (1, 1, 2)), TensorSpec("x4", (1, 2, 1)), TensorSpec("x5", (1, 1))],
+                  [Node("n4", "pow", ["x5", "x2"], {}), Node("n7", "baddbmm", ["n4", "x3", "x4"], {"alpha": 1.0, "beta": 1.0})], ["n7"])
+    arrays = {"x2": np.array([9534.467]), "x3": np.array([[[-4455.4116, 0.0]]]), "x4": np.array([[[347.66553], [0.0]]]),
+              "x5": np.array([[-3.0]])}
+    case = Case(graph, arrays, seed=2)
+    assert judged(case, "float16", [np.array([[[np.inf]]])]) in (verdicts.AGREE, verdicts.INVALID)
+    # Planted: an exponent that is no integer in float16 either (0.5): nan in every model, so inf is wrong.
+    genuine = Case(graph, {**arrays, "x2": np.array([0.5])}, seed=2)
+    assert judged(genuine, "float16", [np.array([[[np.inf]]])]) == verdicts.NAN_INF
