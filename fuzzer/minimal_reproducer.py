@@ -12,13 +12,15 @@ surrounds it:
   float64 result on this very case the fuzzer judged equal to its numpy reference while writing
   the script (`choose_reference`): the framework under test with its stock ops first, else the
   other one (torch's sign(nan) is 0 in float64 too, jax's float64 max drops a nan as its float32
-  one does). Where neither agrees, and for outputs only a transformation defines (gradients,
+  one does), written into one line where the graph is one expression of the inputs. Where neither agrees, and for outputs only a transformation defines (gradients,
   vmapped copies), the fuzzer's reference values are written in; a comment says which;
 * one check, `np.isclose` with the oracle's allowance (3 significant digits) as `atol`, on the
   entries the reference defines, ending in one line: `MISMATCH: ...` (exit 1) or `OK: ...`. A
   crash's script only runs the program;
 * only the part of the graph the finding is about (`failing_part`), shapes a helper computes
-  written out (fuzzer/op_source.py), and only the imports the script uses (`used_imports`).
+  written out (fuzzer/op_source.py), and only the imports the script uses (`used_imports`);
+* the order a hand-written report has: a one-line docstring, the imports, `def graph`, the
+  versions in one printed line, the inputs, the run, the check.
 
 Choosing the reference runs the stock float64 CPU backends on the case, never the backend under
 test or a plugin's code.
@@ -26,6 +28,7 @@ test or a plugin's code.
 
 from __future__ import annotations
 
+import ast
 import io
 import re
 import tokenize
@@ -46,11 +49,10 @@ from fuzzer.shrink import prune, rebuild
 
 REFERENCE_FAMILIES = ("torch", "jax")
 # How each family's reference function is called on the script's variables, in float64 on the CPU.
-REFERENCE_CALLS = {
-    "torch": "[o.numpy() for o in {function}(*[torch.as_tensor(a, dtype=torch.float64) for a in ({arguments},)])]",
-    "jax": "[np.asarray(o) for o in {function}(*[jax.device_put(np.asarray(a, np.float64), jax.devices('cpu')[0]) "
-           "for a in ({arguments},)])]",
-}
+# How each family's reference takes the script's arrays (in float64, on the CPU) and gives numpy arrays.
+REFERENCE_INPUTS = {"torch": "torch.as_tensor({}, dtype=torch.float64)",
+                    "jax": "jax.device_put(np.asarray({}, np.float64), jax.devices('cpu')[0])"}
+REFERENCE_OUTPUTS = {"torch": "{}.numpy()", "jax": "np.asarray({})"}
 REFERENCE_IMPORTS = {"torch": ["import torch"], "jax": ["import jax", JAX_X64]}
 
 
@@ -76,19 +78,50 @@ def choose_reference(case: Case, backend: Backend) -> str | None:
     return None
 
 
-def _computed_expected(case: Case, backend: Backend, family: str, program: str) -> tuple[list[str], list[str]]:
-    """(imports, lines) computing `expected` with `family`'s stock ops: the program's own `graph`
-    when it is that, else a `reference` function written here."""
-    imports, lines = list(REFERENCE_IMPORTS[family]), []
-    function = "graph"
+def _computed_expected(case: Case, backend: Backend, family: str, program: str) -> tuple[list[str], str, str] | None:
+    """(imports, definitions, line) computing `expected` with `family`'s stock ops: the program's
+    own `graph` when it is that, else the graph's calls written into the line where they fit one
+    expression, else a `reference` function (the definitions); None where a helper it needs has
+    the name of a different one of the program's."""
+    imports, definitions, function = list(REFERENCE_IMPORTS[family]), "", "graph"
+    arguments = graph_arguments(case)
     if family != backend.family or backend.overrides or not re.search(r"^def graph\(", program, re.M):
         source = Source(imports=list(imports))
         written = graph_function(case, lambda op: get_op(op).impl(family), source, name="reference")
         imports, function = source.imports, "reference"
-        helpers = [text for text in source.definitions.values() if text not in program]  # the program's are there
-        lines = ["", "", "\n\n\n".join([*helpers, written]), "", ""]
-    call = REFERENCE_CALLS[family].format(function=function, arguments=", ".join(graph_arguments(case)))
-    return imports, [*lines, f"expected = {call}  # float64 reference: {family} on the CPU"]
+        helpers = {name: text for name, text in source.definitions.items() if text not in program}  # the program's are there
+        if any(re.search(rf"^(def {re.escape(name)}\(|{re.escape(name)} = )", program, re.M) for name in helpers):
+            return None  # e.g. torch's `run_1 = _torch_reduce_run('amax')` beside jax's `run_1`
+        one_expression = not helpers and _as_one_expression(written, family)
+        if one_expression:
+            return imports, "", f"expected = {one_expression}  # float64 reference: {family} on the CPU"
+        definitions = "\n\n\n".join([*helpers.values(), written])
+    inputs = REFERENCE_INPUTS[family].format("a")
+    outputs = REFERENCE_OUTPUTS[family].format("o")
+    call = f"[{outputs} for o in {function}(*[{inputs} for a in ({', '.join(arguments)},)])]"
+    return imports, definitions, f"expected = {call}  # float64 reference: {family} on the CPU"
+
+
+def _as_one_expression(function: str, family: str) -> str | None:
+    """`def reference(x): return [torch.sinh(x)]` as the list it computes from the script's
+    arrays, `[torch.sinh(torch.as_tensor(x, dtype=torch.float64)).numpy()]`; None where the
+    function is more than its return, or uses an argument twice."""
+    (tree,) = ast.parse(function).body
+    returned = tree.body[0].value if len(tree.body) == 1 and isinstance(tree.body[0], ast.Return) else None
+    if not isinstance(returned, ast.List):
+        return None
+    uses = [node.id for node in ast.walk(returned) if isinstance(node, ast.Name)]
+    arguments = [argument.arg for argument in tree.args.args]
+    if any(uses.count(argument) > 1 for argument in arguments):
+        return None
+    inputs = {name: ast.parse(REFERENCE_INPUTS[family].format(name), mode="eval").body for name in arguments}
+
+    class PutInputs(ast.NodeTransformer):
+        def visit_Name(self, node: ast.Name):
+            return inputs.get(node.id, node)
+
+    computed = PutInputs().visit(returned)
+    return "[" + ", ".join(REFERENCE_OUTPUTS[family].format(ast.unparse(item)) for item in computed.elts) + "]"
 
 
 def _written_expected(reference: Reference) -> list[str]:
@@ -112,12 +145,16 @@ def _check_lines(reference: Reference, dtype: str) -> list[str]:
             lines += compact_array(f"defined{index}", mask, "bool", "numpy")
     if lines:
         lines[-1] += "  # the entries whose value the math defines in " + dtype
-    defined = f", [{', '.join(f'defined{index}' if not mask.all() else 'True' for index, mask in enumerate(masks))}]"
-    which = "output {i}: " if len(masks) > 1 else ""
-    why = f"the largest error a correct {dtype} implementation may make here (the fuzzer's tolerance model)"
+    columns = ["got", "want", "allowed"] + ["defined"] * bool(lines)
+    zipped = f"zip(outputs, expected, [{', '.join(allowed)}]"
+    if lines:
+        zipped += f", [{', '.join(f'defined{index}' if not mask.all() else 'True' for index, mask in enumerate(masks))}]"
+    loop = f"for {', '.join(columns)} in {zipped})"
+    which = ""
+    if len(masks) > 1:  # name the output
+        loop, which = f"for i, ({', '.join(columns)}) in enumerate({zipped}))", "output {i}: "
     return [*lines,
-            f"for i, (got, want, allowed{', defined' if lines else ''}) in enumerate(zip(outputs, expected, "
-            f"[{', '.join(allowed)}]{defined if lines else ''})):  # allowed: {why}",
+            f"{loop}:  # allowed: the largest error of a correct {dtype} implementation here (the fuzzer's tolerance model)",
             "    if got.shape != want.shape:",
             f"        raise SystemExit(f'MISMATCH: {which}shape {{got.shape}}, float64 reference {{want.shape}}')",
             f"    wrong = ~np.isclose(got, want, rtol=0, atol=allowed, equal_nan=True){' & defined' if lines else ''}"
@@ -128,6 +165,17 @@ def _check_lines(reference: Reference, dtype: str) -> list[str]:
             f"        raise SystemExit(f'MISMATCH: {which}{{wrong.sum()}} of {{wrong.size}} entries differ, worst at {{[int(k) for k in at]}}: "
             "got {float(got[at])}, float64 reference {float(want[at])} (allowed error {allowed:.3g})')",
             "print('OK: every entry within the allowed error of the float64 reference')"]
+
+
+def _printed_versions(versions_source: str) -> tuple[list[str], list[str]]:
+    """(import lines, code) printing a backend's VERSIONS (`Backend.versions_source`) in one
+    line: `print(f'torch {torch.__version__}, ...')`, its imports at the top."""
+    statements = ast.parse(versions_source).body
+    imports = [ast.unparse(s) for s in statements if isinstance(s, (ast.Import, ast.ImportFrom))]
+    rest = [s for s in statements if not isinstance(s, (ast.Import, ast.ImportFrom))]
+    if len(rest) == 1 and isinstance(rest[0], ast.Assign) and ast.unparse(rest[0].targets[0]) == "VERSIONS":
+        return imports, [f"print({ast.unparse(rest[0].value)})"]
+    return [], [versions_source, "print(VERSIONS)"]  # a plugin's own: as it is
 
 
 def _summary(case: Case, backend: Backend, finding: dict) -> str:
@@ -195,6 +243,7 @@ def build_minimal_script(case: Case, backend: Backend, title: str, finding: dict
     verdict = finding.get("verdict", "")
     case = failing_part(case, finding)
     framework, program = program_under_test(case, backend, verdict)
+    definitions, run = _split_after_graph(program)
     data = compact_arrays(case, backend.family)
     after: list[str] = []
     if verdict in (verdicts.CRASH, verdicts.HANG):
@@ -203,18 +252,34 @@ def build_minimal_script(case: Case, backend: Backend, title: str, finding: dict
         graph_reference = compute_reference(case, {backend.dtype})
         reference = reference_for(backend, case, graph_reference)
         family = choose_reference(case, backend) if len(reference.outputs) == len(graph_reference.outputs) else None
-        if family is None:
-            after = _written_expected(reference)
+        computed = family and _computed_expected(case, backend, family, program)
+        if computed:
+            more_imports, more_definitions, expected = computed
+            framework += more_imports
+            definitions = "\n\n\n".join(part for part in (definitions, more_definitions) if part)
+            after = [expected]
         else:
-            more, after = _computed_expected(case, backend, family, program)
-            framework += more
+            after = _written_expected(reference)
         after += _check_lines(reference, backend.dtype)
     fixed = "0 once fixed" + (", 2 where the device it needs is missing" if "sys.exit(2)" in program else "")
-    header = docstring(f"{_summary(case, backend, finding)}\n\nWritten by `fuzz export` ({title}): "
-                       f"exit 1 while the bug is there, {fixed}.") + environment_note(backend)
-    body = "\n".join([*data, backend.versions_source, "print(VERSIONS)", "", "", program, *after])
-    imports = [*standard_imports(body, verdict), "import sys", "from math import inf, nan", "import numpy as np", *framework]
+    header = docstring(f"{_summary(case, backend, finding)} Exit 1 while the bug is there, {fixed}.") + environment_note(backend)
+    version_imports, versions = _printed_versions(backend.versions_source)
+    body = "\n\n\n".join(part for part in (definitions, "\n".join([*versions, *data, run, *after])) if part)
+    imports = [*standard_imports(body, verdict), "import sys", "from math import inf, nan", "import numpy as np",
+               *framework, *version_imports]
     imports = used_imports([line for line in imports if line], body)
     standard = [line for line in imports if line.split()[1] in ("sys", "math", "base64", "io", "faulthandler")]
-    others = [line for line in imports if line not in standard]
-    return with_readable_names("\n".join([header, *standard, *[""] * bool(standard), *others, "", body]) + "\n")
+    others = sorted(line for line in imports if line not in standard and line.startswith(("import ", "from ")))
+    others += [line for line in imports if not line.startswith(("import ", "from "))]  # jax's x64 switch, after them
+    blank = [""] * (2 if definitions else 1)  # two before a def
+    return with_readable_names("\n".join([header, *standard, *[""] * bool(standard), *others, *blank, body]) + "\n")
+
+
+def _split_after_graph(program: str) -> tuple[str, str]:
+    """(the program up to the end of its `def graph`, the rest): the script's inputs go between,
+    where the reader meets them just before they are used."""
+    graph = [node for node in ast.parse(program).body if isinstance(node, ast.FunctionDef) and node.name == "graph"]
+    if not graph:
+        return "", program
+    lines = program.splitlines()
+    return "\n".join(lines[:graph[0].end_lineno]), "\n".join(lines[graph[0].end_lineno:]).strip("\n")

@@ -6,12 +6,14 @@ written for printing: it is the op declaration's own implementation, read back w
 
 * an implementation made by `torch_function("nn.functional.silu")` / `jax_function(...)`
   (marked with `API_PATH`) becomes a direct call: `F.silu(x)`, `jnp.exp(x)`;
-* one that wraps a plain function `(*inputs, **attrs)` (marked with `WRAPS`) brings that
-  function's `def` and calls it: `_jax_softplus(x, beta=2.0, threshold=20.0)`;
-* a module-level `def name(xs, ps, attrs)` whose body is imports and one `return EXPR` is
-  written as EXPR with this node's values put in (`inline_expression`):
-  `F.layer_norm(x, [4], n0_weight, None, 1e-05)`, `x.permute(0, 2, 1)`;
-* any other such `def` comes along and is called with literal lists and dicts:
+* any other function of ours `(xs, ps, attrs)`, or the plain function `(*inputs, **attrs)` one
+  wraps (marked with `WRAPS`: `_jax_softplus`), is run symbolically
+  on this node (`specialize`): attribute values and shapes put in, the branches the node does
+  not take left out, loops over attributes unrolled, our helpers computed now or inlined, so
+  what stays is public calls: `F.conv2d(x, w, None, [1, 1], 'same', [1, 2], 8)`,
+  `x.permute(0, 2, 1)`, `lax.conv_general_dilated(x, w, window_strides=[1, 1], ...)`;
+* one that cannot be (a loop or a branch on tensor values, a function it passes on as a
+  value) comes along as its `def` and is called with literal lists and dicts:
   `_torch_rms_norm([x], {"weight": w}, {"eps": 1e-05})`.
 
 A `def` (or a lambda, written as a `def`) brings the module-level names it uses: other
@@ -28,6 +30,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import copy
 import inspect
 import math
 import sys
@@ -280,68 +283,436 @@ def _alias(path: str, source: Source) -> str:
 
 
 def write_call(impl: Callable, inputs: list[str], params: dict[str, str], attrs: dict, source: Source,
-               shapes: list[tuple[int, ...]] | None = None) -> str:
-    """The expression that calls the op implementation `impl` (an OpDef's, or a plugin's override)
-    on the named inputs and params; what it needs goes into `source`. Attributes become literals,
-    and so do shapes computed from them and the inputs' `shapes` where these are given."""
+               shapes: dict[str, tuple[int, ...]] | None = None,
+               temporary: Callable[[str], str] = lambda name: name) -> tuple[list[str], str]:
+    """(statements, expression): the source that computes the op implementation `impl` (an
+    OpDef's, or a plugin's override) on the named inputs and params; what it needs goes into
+    `source`. `shapes` gives the script variables' shapes where they are fixed; `temporary(name)`
+    names a variable the statements assign."""
     if hasattr(impl, API_PATH):
         keywords = getattr(impl, API_KEYWORDS, {})
         renamed = {keywords.get(k, k): v for k, v in attrs.items()}
-        return f"{_alias(getattr(impl, API_PATH), source)}({', '.join(inputs + _keywords(renamed))})"
+        return [], f"{_alias(getattr(impl, API_PATH), source)}({', '.join(inputs + _keywords(renamed))})"
     if hasattr(impl, WRAPS):
-        name = source.add_function(getattr(impl, WRAPS))
-        return f"{name}({', '.join(inputs + _keywords(attrs))})"
-    inlined = inline_expression(impl, inputs, params, attrs, source, shapes)
-    if inlined is not None:
-        return inlined
+        wrapped = getattr(impl, WRAPS)
+        written = specialize(wrapped, [_name(i) for i in inputs], {k: _literal_node(v) for k, v in attrs.items()},
+                             source, shapes, temporary)
+        return written or ([], f"{source.add_function(wrapped)}({', '.join(inputs + _keywords(attrs))})")
+    arguments = [ast.List([_name(i) for i in inputs], ast.Load()),
+                 ast.Dict([ast.Constant(k) for k in params], [_name(v) for v in params.values()]), _literal_node(attrs)]
+    written = specialize(impl, arguments, {}, source, shapes, temporary)
+    if written is not None:
+        return written
     name = source.add_function(impl)
     param_dict = "{" + ", ".join(f"{key!r}: {value}" for key, value in params.items()) + "}"
-    return f"{name}([{', '.join(inputs)}], {param_dict}, {literal(attrs)})"
+    return [], f"{name}([{', '.join(inputs)}], {param_dict}, {literal(attrs)})"
 
 
-def inline_expression(impl: Callable, inputs: list[str], params: dict[str, str], attrs: dict, source: Source,
-                      shapes: list[tuple[int, ...]] | None = None) -> str | None:
-    """`impl`'s returned expression with this node's inputs, params and attribute values put in
-    for `xs[i]`, `ps["k"]`, `ps.get("k")`, `attrs["k"]` and `attrs`, and the inputs' `shapes` for
-    `xs[i].shape`; calls of our functions on values known now are computed now (`_Fold`:
-    `x.reshape(_infer_flatten(attrs, [tuple(x.shape)]))` -> `x.reshape((2, 12))`). None unless
-    `impl` is one of ours whose body is imports and a single return, and whose expression then
-    uses no other name than imported modules and builtins."""
-    if not isinstance(impl, types.FunctionType) or impl.__closure__ or not _is_ours(impl.__module__):
+# -- specializing an implementation to one node --------------------------------------------
+
+def specialize(fn: Callable, args: list[ast.expr], keywords: dict[str, ast.expr], source: Source,
+               shapes: dict[str, tuple[int, ...]] | None = None,
+               temporary: Callable[[str], str] = lambda name: name) -> tuple[list[str], str] | None:
+    """(statements, expression) computing `fn(*args, **keywords)` (script expressions) in public
+    calls only, or None where `fn` cannot be written so (then its `def` comes along).
+
+    `fn` is run symbolically: attribute values and shapes are known now, so its `if`s on them
+    take one branch and the other is left out, its loops over them are unrolled, calls of our
+    helpers on known values are computed now (a shape rule gives a shape) and calls on script
+    values are inlined, and what stays are the framework calls on the script's tensors,
+    `F.conv2d(x, w, None, [1, 1], 'same', [1, 2], 8)`. A local used once is written into its one
+    use; others become variables named by `temporary`."""
+    if not isinstance(fn, types.FunctionType) or not _is_ours(fn.__module__):
         return None
+    specializer = _Specializer(shapes or {}, temporary)
     try:
-        function = _function_node(impl)
-    except (NotWritable, ValueError):
+        result = specializer.call(fn, args, keywords)
+    except _NotSpecializable:
         return None
-    body = [statement for statement in function.body
-            if not (isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant))]  # the docstring
-    if (len(function.args.args) != 3 or not body or not isinstance(body[-1], ast.Return) or body[-1].value is None
-            or not all(isinstance(statement, (ast.Import, ast.ImportFrom)) for statement in body[:-1])):
-        return None
-    imported = {}  # name -> the import line that binds it, from the body or the module's globals
-    for statement in body[:-1]:
-        for alias in statement.names:
-            imported[alias.asname or alias.name.partition(".")[0]] = ast.unparse(ast.Module([statement], []))
-    try:
-        expression = _Substitute([a.arg for a in function.args.args], inputs, params, attrs, shapes).visit(body[-1].value)
-    except _NotInlinable:
-        return None
-    expression = _Fold(impl.__globals__).visit(expression)
-    expression = _Alias().visit(expression)
-    values = {*inputs, *params.values()}  # the script's variables put in for xs[i] and ps["k"]
-    for name in dict.fromkeys(node.id for node in ast.walk(expression) if isinstance(node, ast.Name)):
-        if name in values:
+    statements, result = _inline_single_uses(specializer.statements, result)
+    script_names = {node.id for value in args + list(keywords.values()) for node in ast.walk(value) if isinstance(node, ast.Name)}
+    written = [*(ast.Assign([ast.Name(name, ast.Store())], value) for name, value in statements), result]
+    written = [ast.fix_missing_locations(_Alias().visit(node)) for node in written]
+    nodes = [node for tree in written for node in ast.walk(tree)]
+    if any(isinstance(node, _Object) for node in nodes):
+        return None  # a function of ours passed on as a value
+    script_names |= specializer.temporaries | {node.arg for node in nodes if isinstance(node, ast.arg)}
+    script_names |= {node.id for node in nodes if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store)}
+    for name in dict.fromkeys(node.id for node in nodes if isinstance(node, ast.Name)):
+        if name in script_names:
             continue
         if name in ALIAS_NAMES:
             source.add_import(ALIAS_NAMES[name])
-        elif name in imported:
-            source.add_import(imported[name])
-        elif isinstance(impl.__globals__.get(name), types.ModuleType):
-            module = impl.__globals__[name].__name__
-            source.add_import(f"import {module}" if module == name else f"import {module} as {name}")
-        elif not (hasattr(builtins, name) and name not in impl.__globals__):
+        elif name in specializer.imports:
+            source.add_import(specializer.imports[name])
+        elif not hasattr(builtins, name):  # the script's names shadow no builtin (program_source.with_readable_names)
             return None
-    return ast.unparse(expression)
+    return [ast.unparse(statement) for statement in written[:-1]], ast.unparse(written[-1])
+
+
+class _NotSpecializable(Exception):
+    pass
+
+
+class _Object(ast.expr):
+    """A function of ours met while specializing: it has no script source, and is inlined where called."""
+
+    _fields = ()
+
+    def __init__(self, value):
+        super().__init__()
+        self.value = value
+
+
+# Builtins computed while specializing, on known values only.
+SAFE_BUILTINS = {name: getattr(builtins, name) for name in (
+    "abs", "all", "any", "bool", "dict", "divmod", "enumerate", "float", "int", "len", "list", "max", "min", "range",
+    "reversed", "round", "set", "sorted", "str", "sum", "tuple", "zip")}
+_UNKNOWN = object()
+_INLINING_DEPTH = 12
+
+
+def _name(variable: str) -> ast.Name:
+    return ast.Name(variable, ast.Load())
+
+
+def _literal_node(value) -> ast.expr:
+    if not _is_literal(value):
+        raise _NotSpecializable(f"{type(value).__name__} is no literal")
+    return ast.parse(literal(value), mode="eval").body
+
+
+def _known(node: ast.expr):
+    """The value of `node` where it is computed from literals and safe builtins alone, else _UNKNOWN."""
+    if isinstance(node, ast.Constant):
+        return node.value
+    bound = {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    bound |= {a.arg for n in ast.walk(node) if isinstance(n, ast.Lambda) for a in n.args.args}
+    for part in ast.walk(node):
+        if isinstance(part, _Object) or (isinstance(part, ast.Name) and part.id not in SAFE_BUILTINS and part.id not in bound):
+            return _UNKNOWN
+    try:
+        value = eval(compile(ast.fix_missing_locations(ast.Expression(copy.deepcopy(node))), "<known>", "eval"),
+                     {"__builtins__": SAFE_BUILTINS})  # noqa: S307 - literals and safe builtins only, checked above
+    except Exception:  # noqa: BLE001 - an expression that fails now stays in the script (it fails there too)
+        return _UNKNOWN
+    return value
+
+
+def _folded(node: ast.expr) -> ast.expr:
+    value = _known(node)
+    return _literal_node(value) if value is not _UNKNOWN and _is_literal(value) else node
+
+
+def _is_simple(node: ast.expr) -> bool:
+    """Cheap to repeat: a literal, a variable, a dotted name or a display of such; a local bound
+    to one is put in wherever it is used."""
+    if isinstance(node, (ast.Name, _Object, ast.Constant)) or _known(node) is not _UNKNOWN:
+        return True
+    if isinstance(node, ast.Attribute):
+        return _is_simple(node.value)
+    if isinstance(node, (ast.List, ast.Tuple)):
+        return all(_is_simple(item) for item in node.elts)
+    if isinstance(node, ast.Dict):
+        return all(key is not None and _is_simple(key) and _is_simple(value) for key, value in zip(node.keys, node.values))
+    return False
+
+
+@dataclass
+class _Scope:
+    function: types.FunctionType
+    local: dict[str, ast.expr]
+
+    def free(self) -> dict:
+        code = self.function.__code__
+        return {name: cell.cell_contents for name, cell in zip(code.co_freevars, self.function.__closure__ or ())}
+
+
+class _Specializer:
+    """Runs our functions on script expressions: see `specialize`."""
+
+    def __init__(self, shapes: dict[str, tuple[int, ...]], temporary: Callable[[str], str]):
+        self.shapes, self.temporary = shapes, temporary
+        self.statements: list[tuple[str, ast.expr]] = []
+        self.temporaries: set[str] = set()
+        self.imports: dict[str, str] = {}  # name -> the import line that binds it
+        self.depth = 0
+
+    def call(self, fn: types.FunctionType, args: list[ast.expr], keywords: dict[str, ast.expr]) -> ast.expr:
+        if self.depth >= _INLINING_DEPTH:
+            raise _NotSpecializable("too deep")
+        try:
+            function = _function_node(fn)
+            bound = inspect.signature(fn).bind(*args, **keywords)
+        except (NotWritable, TypeError, ValueError):
+            raise _NotSpecializable(fn.__qualname__) from None
+        bound.apply_defaults()
+        parameters = inspect.signature(fn).parameters
+        if any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in parameters.values()):
+            raise _NotSpecializable("*args")
+        scope = _Scope(fn, {name: value if isinstance(value, ast.AST) else _literal_node(value)
+                            for name, value in bound.arguments.items()})
+        self.depth += 1
+        try:
+            result = self.block(function.body, scope)
+        finally:
+            self.depth -= 1
+        return ast.Constant(None) if result is None else result
+
+    # -- statements ------------------------------------------------------------------------
+
+    def block(self, statements: list[ast.stmt], scope: _Scope) -> ast.expr | None:
+        """The returned expression, or None where the block ends without a return."""
+        for statement in statements:
+            result = self.statement(statement, scope)
+            if result is not None:
+                return result
+        return None
+
+    def statement(self, statement: ast.stmt, scope: _Scope) -> ast.expr | None:
+        if isinstance(statement, ast.Return):
+            return ast.Constant(None) if statement.value is None else self.expr(statement.value, scope)
+        if isinstance(statement, ast.Pass):
+            return None
+        if isinstance(statement, ast.Expr):  # a docstring, or a check of known values
+            if not isinstance(statement.value, ast.Constant) and _known(self.expr(statement.value, scope)) is _UNKNOWN:
+                raise _NotSpecializable("a statement with an effect")
+            return None
+        if isinstance(statement, (ast.Import, ast.ImportFrom)):
+            if isinstance(statement, ast.ImportFrom) and statement.level:
+                raise _NotSpecializable("a relative import")
+            for alias in statement.names:
+                name = alias.asname or alias.name.partition(".")[0]
+                self.imports[name] = ast.unparse(type(statement)(**{**statement.__dict__, "names": [alias]}))
+                scope.local[name] = _name(name)
+            return None
+        if isinstance(statement, ast.Assign) and len(statement.targets) == 1:
+            self.assign(statement.targets[0], self.expr(statement.value, scope), scope)
+            return None
+        if isinstance(statement, ast.AnnAssign) and statement.value is not None:
+            self.assign(statement.target, self.expr(statement.value, scope), scope)
+            return None
+        if isinstance(statement, ast.AugAssign) and isinstance(statement.target, ast.Name):
+            value = ast.BinOp(ast.Name(statement.target.id, ast.Load()), statement.op, statement.value)
+            self.assign(statement.target, self.expr(value, scope), scope)
+            return None
+        if isinstance(statement, ast.If):
+            test = _known(self.expr(statement.test, scope))
+            if test is _UNKNOWN:
+                raise _NotSpecializable("a branch on a script value")
+            return self.block(statement.body if test else statement.orelse, scope)
+        if isinstance(statement, ast.For) and not statement.orelse:
+            items = self.expr(statement.iter, scope)
+            values = _known(items)
+            if values is not _UNKNOWN:
+                items = [_literal_node(value) for value in values]
+            elif isinstance(items, (ast.List, ast.Tuple)) and not any(isinstance(i, ast.Starred) for i in items.elts):
+                items = items.elts
+            else:
+                raise _NotSpecializable("a loop over a script value")
+            for item in items:  # unrolled
+                self.assign(statement.target, item, scope)
+                result = self.block(statement.body, scope)
+                if result is not None:
+                    return result
+            return None
+        raise _NotSpecializable(type(statement).__name__)
+
+    def assign(self, target: ast.expr, value: ast.expr, scope: _Scope) -> None:
+        if isinstance(target, ast.Name):
+            if _is_simple(value):
+                scope.local[target.id] = value
+                return
+            variable, count = self.temporary(target.id), 1
+            while variable in self.temporaries:  # a local assigned again (an unrolled loop's)
+                count += 1
+                variable = self.temporary(f"{target.id}_{count}")
+            self.temporaries.add(variable)
+            self.statements.append((variable, value))
+            scope.local[target.id] = _name(variable)
+            return
+        if not isinstance(target, (ast.Tuple, ast.List)) or any(isinstance(t, ast.Starred) for t in target.elts):
+            raise _NotSpecializable("an assignment to an attribute or item")
+        values = _known(value)
+        if values is not _UNKNOWN:
+            items = [_literal_node(item) for item in values]
+        elif isinstance(value, (ast.List, ast.Tuple)) and not any(isinstance(i, ast.Starred) for i in value.elts):
+            items = value.elts
+        else:
+            self.assign(ast.Name("_unpacked", ast.Store()), value, scope)
+            items = [ast.Subscript(scope.local["_unpacked"], ast.Constant(i), ast.Load()) for i in range(len(target.elts))]
+        if len(items) != len(target.elts):
+            raise _NotSpecializable("unpacking a different number of values")
+        for element, item in zip(target.elts, items):
+            self.assign(element, item, scope)
+
+    # -- expressions -----------------------------------------------------------------------
+
+    def lookup(self, name: str, scope: _Scope) -> ast.expr:
+        if name in scope.local:
+            return copy.deepcopy(scope.local[name])
+        free = scope.free()
+        if name in free:
+            return self.object_node(free[name], name)
+        if name in scope.function.__globals__:
+            return self.object_node(scope.function.__globals__[name], name)
+        if hasattr(builtins, name):
+            return _name(name)
+        raise _NotSpecializable(f"unknown name {name}")
+
+    def object_node(self, value, name: str) -> ast.expr:
+        """A value our function uses (a global or a closure's), as a script expression."""
+        if isinstance(value, types.ModuleType):
+            self.imports[name] = f"import {value.__name__}" if value.__name__ == name else f"import {value.__name__} as {name}"
+            return _name(name)
+        if isinstance(value, types.FunctionType) and _is_ours(value.__module__):
+            return _Object(value)
+        if _is_literal(value):
+            return _literal_node(value)
+        if isinstance(value, dict) and all(_is_literal(key) for key in value):
+            return ast.Dict([_literal_node(key) for key in value], [self.object_node(item, name) for item in value.values()])
+        module = sys.modules.get(getattr(value, "__module__", None) or "")
+        if callable(value) and module is not None and getattr(module, getattr(value, "__name__", ""), None) is value:
+            home = module.__name__.lstrip("_")  # operator.gt lives in _operator
+            self.imports[home.partition(".")[0]] = f"import {home}"
+            return ast.parse(f"{home}.{value.__name__}", mode="eval").body
+        raise _NotSpecializable(f"{name} is a {type(value).__name__}")
+
+    def expr(self, node: ast.expr, scope: _Scope, bound: frozenset[str] = frozenset()) -> ast.expr:
+        """`node` with what is known put in and computed; `bound`: names a comprehension or lambda binds."""
+        if isinstance(node, ast.Name):
+            return node if node.id in bound else self.lookup(node.id, scope)
+        if isinstance(node, (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp, ast.Lambda)):
+            bound = bound | {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+            if isinstance(node, ast.Lambda):
+                bound |= {a.arg for a in node.args.args}
+                return _folded(ast.Lambda(node.args, self.expr(node.body, scope, bound)))
+        if isinstance(node, ast.BoolOp):
+            return self.bool_op(node, scope, bound)
+        if isinstance(node, ast.IfExp):
+            test = self.expr(node.test, scope, bound)
+            known = _known(test)
+            if known is not _UNKNOWN:
+                return self.expr(node.body if known else node.orelse, scope, bound)
+        if isinstance(node, ast.Call):
+            return self.call_expr(node, scope, bound)
+        node = self.children(node, scope, bound)
+        if isinstance(node, ast.Attribute) and node.attr in ("shape", "ndim") and isinstance(node.value, ast.Name):
+            shape = self.shapes.get(node.value.id)  # a script variable's shape, fixed when the script is written
+            if shape is not None:
+                return _literal_node(tuple(shape) if node.attr == "shape" else len(shape))
+        if isinstance(node, ast.Subscript):
+            return self.subscript(node)
+        if isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], (ast.In, ast.NotIn)) \
+                and isinstance(node.comparators[0], ast.Dict) and _known(node.left) is not _UNKNOWN:
+            keys = [_known(key) for key in node.comparators[0].keys]
+            if _UNKNOWN not in keys:
+                return ast.Constant((_known(node.left) in keys) == isinstance(node.ops[0], ast.In))
+        return _folded(node)
+
+    def children(self, node: ast.AST, scope: _Scope, bound: frozenset[str]) -> ast.AST:
+        """A copy of `node` with each child expression specialized."""
+        if isinstance(node, (_Object, ast.arguments)):
+            return node
+        new = copy.copy(node)
+        for field, value in ast.iter_fields(node):
+            if isinstance(value, ast.expr):
+                setattr(new, field, self.expr(value, scope, bound))
+            elif isinstance(value, ast.AST):
+                setattr(new, field, self.children(value, scope, bound))
+            elif isinstance(value, list):
+                setattr(new, field, [self.expr(item, scope, bound) if isinstance(item, ast.expr)
+                                     else self.children(item, scope, bound) if isinstance(item, ast.AST) else item
+                                     for item in value])
+        return new
+
+    def bool_op(self, node: ast.BoolOp, scope: _Scope, bound: frozenset[str]) -> ast.expr:
+        """`a and b` is b where a is known true, a where known false (so for `or`); unknown ones stay."""
+        kept = []
+        for index, operand in enumerate(node.values):
+            value = self.expr(operand, scope, bound)
+            known = _known(value)
+            last = index == len(node.values) - 1
+            if known is _UNKNOWN or (last and kept):
+                kept.append(value)
+            elif bool(known) != isinstance(node.op, ast.And) or last:
+                return value if not kept else ast.BoolOp(node.op, [*kept, value])
+        return kept[0] if len(kept) == 1 else ast.BoolOp(node.op, kept)
+
+    def subscript(self, node: ast.Subscript) -> ast.expr:
+        """xs[0] -> the input's variable, ps["weight"] -> the param's, xs[:3] -> a list of them."""
+        owner, key = node.value, _known(node.slice) if not isinstance(node.slice, ast.Slice) else _UNKNOWN
+        if isinstance(owner, (ast.List, ast.Tuple)) and not any(isinstance(i, ast.Starred) for i in owner.elts):
+            if isinstance(node.slice, ast.Slice):
+                bounds = [_known(part) if part is not None else None for part in (node.slice.lower, node.slice.upper, node.slice.step)]
+                if _UNKNOWN not in bounds:
+                    return type(owner)(owner.elts[slice(*bounds)], ast.Load())
+            elif isinstance(key, int) and -len(owner.elts) <= key < len(owner.elts):
+                return owner.elts[key]
+        if isinstance(owner, ast.Dict) and key is not _UNKNOWN:
+            keys = [_known(k) if k is not None else _UNKNOWN for k in owner.keys]
+            if _UNKNOWN not in keys and key in keys:
+                return owner.values[keys.index(key)]
+        return _folded(node)
+
+    def call_expr(self, node: ast.Call, scope: _Scope, bound: frozenset[str]) -> ast.expr:
+        function = self.expr(node.func, scope, bound)
+        args = []
+        for arg in node.args:  # f(*[a, b]) reads as f(a, b)
+            value = self.expr(arg, scope, bound)
+            inner = value.value if isinstance(value, ast.Starred) else None
+            known = _known(inner) if inner is not None else _UNKNOWN
+            if isinstance(inner, (ast.List, ast.Tuple)):
+                args.extend(inner.elts)
+            elif isinstance(known, (list, tuple)):
+                args.extend(_literal_node(item) for item in known)
+            else:
+                args.append(value)
+        keywords = [ast.keyword(k.arg, self.expr(k.value, scope, bound)) for k in node.keywords]
+        plain = not any(isinstance(a, ast.Starred) for a in args) and all(k.arg for k in keywords)
+        if isinstance(function, ast.Name) and function.id == "getattr" and "getattr" not in bound and len(args) == 2 \
+                and isinstance(_known(args[1]), str) and not keywords:
+            return ast.Attribute(args[0], _known(args[1]), ast.Load())  # getattr(F, "conv2d") -> F.conv2d
+        if isinstance(function, ast.Attribute) and function.attr == "get" and isinstance(function.value, ast.Dict) \
+                and plain and not keywords and len(args) in (1, 2) and _known(args[0]) is not _UNKNOWN:
+            keys = [_known(k) if k is not None else _UNKNOWN for k in function.value.keys]
+            if _UNKNOWN not in keys:  # ps.get("bias")
+                key = _known(args[0])
+                return function.value.values[keys.index(key)] if key in keys else (args[1] if len(args) == 2 else ast.Constant(None))
+        if isinstance(function, _Object) and plain:
+            values = [_known(a) for a in args] + [_known(k.value) for k in keywords]
+            if _UNKNOWN not in values:  # a shape rule or attribute helper on known values: its result, where a literal
+                try:
+                    result = function.value(*values[:len(args)], **{k.arg: v for k, v in zip(keywords, values[len(args):])})
+                except Exception:  # noqa: BLE001 - a rule refusing these values: inlined, so the script shows it
+                    result = _UNKNOWN
+                if result is not _UNKNOWN and _is_literal(result):
+                    return _literal_node(result)
+            return self.call(function.value, args, {k.arg: k.value for k in keywords})
+        if isinstance(function, _Object):
+            raise _NotSpecializable("our function called with *args or **kwargs")
+        return _folded(ast.Call(function, args, keywords))
+
+
+def _inline_single_uses(statements: list[tuple[str, ast.expr]], result: ast.expr) -> tuple[list[tuple[str, str]], ast.expr]:
+    """Writes each variable used once into its use, from the last one back."""
+    kept: list[tuple[str, ast.expr]] = []
+    for variable, value in reversed(statements):
+        later = [result, *(v for _, v in kept)]
+        uses = sum(isinstance(n, ast.Name) and n.id == variable for tree in later for n in ast.walk(tree))
+        if uses == 1:
+            result, kept = _replace(result, variable, value), [(name, _replace(v, variable, value)) for name, v in kept]
+        else:
+            kept.insert(0, (variable, value))
+    return kept, result
+
+
+def _replace(tree: ast.expr, variable: str, value: ast.expr) -> ast.expr:
+    class Put(ast.NodeTransformer):
+        def visit_Name(self, node: ast.Name):
+            return copy.deepcopy(value) if node.id == variable else node
+
+    return Put().visit(copy.deepcopy(tree))
 
 
 # The aliases' names ("F") and the import line that binds each.
@@ -366,85 +737,3 @@ class _Alias(ast.NodeTransformer):
             if path and path.startswith(prefix):
                 return ast.parse(alias + path[len(prefix):], mode="eval").body
         return self.generic_visit(node)
-
-
-class _NotInlinable(Exception):
-    pass
-
-
-class _Substitute(ast.NodeTransformer):
-    """Puts a node's inputs, params and attribute values into an implementation's expression."""
-
-    def __init__(self, arguments: list[str], inputs: list[str], params: dict[str, str], attrs: dict,
-                 shapes: list[tuple[int, ...]] | None):
-        self.xs, self.ps, self.attrs = arguments
-        self.inputs, self.params, self.attr_values, self.shapes = inputs, params, attrs, shapes
-
-    def visit_Attribute(self, node: ast.Attribute):
-        owner = node.value  # xs[i].shape: the input's shape, known when the script is written
-        if (node.attr == "shape" and self.shapes is not None and isinstance(owner, ast.Subscript)
-                and isinstance(owner.value, ast.Name) and owner.value.id == self.xs
-                and isinstance(owner.slice, ast.Constant) and owner.slice.value in range(len(self.shapes))):
-            return ast.parse(literal(tuple(self.shapes[owner.slice.value])), mode="eval").body
-        return self.generic_visit(node)
-
-    def visit_Subscript(self, node: ast.Subscript):
-        owner, key = node.value, node.slice
-        if isinstance(owner, ast.Name) and isinstance(key, ast.Constant):
-            if owner.id == self.xs and isinstance(key.value, int) and 0 <= key.value < len(self.inputs):
-                return ast.Name(self.inputs[key.value], ast.Load())
-            if owner.id == self.ps and key.value in self.params:
-                return ast.Name(self.params[key.value], ast.Load())
-            if owner.id == self.attrs and key.value in self.attr_values:
-                return ast.parse(literal(self.attr_values[key.value]), mode="eval").body
-        return self.generic_visit(node)
-
-    def visit_Call(self, node: ast.Call):
-        function = node.func
-        if (isinstance(function, ast.Attribute) and function.attr == "get" and isinstance(function.value, ast.Name)
-                and function.value.id == self.ps and len(node.args) == 1 and isinstance(node.args[0], ast.Constant)):
-            name = self.params.get(node.args[0].value)
-            return ast.Name(name, ast.Load()) if name else ast.Constant(None)
-        node = self.generic_visit(node)
-        args = []  # f(*[0, 2, 1]) reads as f(0, 2, 1)
-        for arg in node.args:
-            args.extend(arg.value.elts if isinstance(arg, ast.Starred) and isinstance(arg.value, (ast.List, ast.Tuple)) else [arg])
-        node.args = args
-        return node
-
-    def visit_Name(self, node: ast.Name):
-        if node.id == self.attrs and _is_literal(self.attr_values):
-            return ast.parse(literal(self.attr_values), mode="eval").body
-        if node.id in (self.xs, self.ps, self.attrs):
-            raise _NotInlinable(node.id)  # used other than as xs[i], ps["k"], ps.get("k"), attrs["k"]
-        return node
-
-
-class _Fold(ast.NodeTransformer):
-    """Computes now the calls of our functions (shape rules, attribute helpers) and of `tuple`,
-    `list` and `len` whose arguments are literals, when the result is one: the script then shows
-    the shape, not the rule."""
-
-    FOLDED_BUILTINS = {"tuple": tuple, "list": list, "len": len}
-
-    def __init__(self, names: dict):
-        self.names = names  # the implementation's module globals
-
-    def visit_Call(self, node: ast.Call):
-        node = self.generic_visit(node)
-        if not isinstance(node.func, ast.Name) or node.keywords:
-            return node
-        function = self.names.get(node.func.id)
-        if not (isinstance(function, types.FunctionType) and _is_ours(function.__module__)):
-            function = None if node.func.id in self.names else self.FOLDED_BUILTINS.get(node.func.id)
-        if function is None:
-            return node
-        try:
-            values = [ast.literal_eval(arg) for arg in node.args]
-        except (ValueError, TypeError):  # an argument is a variable of the script
-            return node
-        try:
-            result = function(*values)
-        except Exception:  # noqa: BLE001 - a rule that refuses these values stays a call (it raises in the script too)
-            return node
-        return ast.parse(literal(result), mode="eval").body if _is_literal(result) else node

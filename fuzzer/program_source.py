@@ -139,6 +139,12 @@ def _seeds(case: Case, name: str) -> list:
     return [case.seed, [case.seed, zlib.crc32(name.encode())]]
 
 
+def _numpy_float_text(value: float, dtype: str) -> str:
+    """`_float_text`, non-finite values as numpy's constants (np.nan): the script imports nothing more."""
+    text = _float_text(value, dtype)
+    return {"nan": "np.nan", "inf": "np.inf", "-inf": "-np.inf"}.get(text, text)
+
+
 def _full(shape: tuple[int, ...], value: str, dtype: str, family: str) -> str:
     if family == "torch":
         return f"torch.full({shape}, {value}{', dtype=torch.float64' if dtype == 'float64' else ''})"
@@ -148,7 +154,7 @@ def _full(shape: tuple[int, ...], value: str, dtype: str, family: str) -> str:
 def compact_array(variable: str, array: np.ndarray, dtype: str, family: str, seeds: list = ()) -> list[str]:
     """Lines setting `variable` to `array` in `dtype` ("bool" for masks): see `compact_arrays`."""
     shape = tuple(int(size) for size in array.shape)
-    texts = [str(bool(v)) if dtype == "bool" else _float_text(float(v), dtype) for v in array.reshape(-1)]
+    texts = [str(bool(v)) if dtype == "bool" else _numpy_float_text(float(v), dtype) for v in array.reshape(-1)]
     counts = Counter(texts)
     common, count = counts.most_common(1)[0] if texts else ("0.0", 0)
     if array.size - count <= SPARSE_LIMIT and (count > 1 or array.size == 1):
@@ -219,27 +225,41 @@ def graph_function(case: Case, impl_for: Callable, source: Source, name: str = "
     `fixed_shapes`: shapes an implementation computes are written as the case's (not for a
     compiler that traces them symbolically, torch.compile(dynamic=True))."""
     params = [name.split(".", 1) for name in _param_names(case)]
-    shapes = infer_shapes(case.graph) if fixed_shapes else {}
+    shapes = {}
+    if fixed_shapes:
+        shapes = {variable_name(name): shape for name, shape in infer_shapes(case.graph).items()}
+        shapes |= {variable_name(name): np.shape(case.arrays[name]) for name in _param_names(case)}
     lines = [f"def {name}({', '.join(graph_arguments(case))}):"]
     for node in case.graph.nodes:
         node_params = {p: variable_name(f"{owner}.{p}") for owner, p in params if owner == node.name}
-        call = write_call(impl_for(node.op), [variable_name(i) for i in node.inputs], node_params, node.attrs, source,
-                          [shapes[i] for i in node.inputs] if shapes else None)
-        lines.append(f"    {variable_name(node.name)} = {call}")
-    lines.append(f"    return [{', '.join(variable_name(o) for o in case.graph.outputs)}]")
+        statements, call = write_call(impl_for(node.op), [variable_name(i) for i in node.inputs], node_params, node.attrs,
+                                      source, shapes, lambda local, node=node: variable_name(f"{node.name}_{local}"))
+        lines += [f"    {statement}" for statement in statements] + [f"    {variable_name(node.name)} = {call}"]
+    returned = [variable_name(o) for o in case.graph.outputs]
+    last = variable_name(case.graph.nodes[-1].name) if case.graph.nodes else None
+    if returned.count(last) == 1:  # the last call goes into the return, as one writes it by hand
+        returned[returned.index(last)] = lines.pop().removeprefix(f"    {last} = ")
+    lines.append(f"    return [{', '.join(returned)}]")
     return "\n".join(lines)
 
 
 def torch_tensors(case: Case, device: str, dtype: str, layouts: bool = True) -> str:
     """`args = [...]`: the graph function's arguments as torch tensors on `device` in `dtype`,
     graph inputs re-stored in the layout the campaign gave them (a layout bug needs it)."""
-    lines = [f"DEVICE, DTYPE = {device!r}, torch.{dtype}",
-             f"args = [torch.as_tensor(a).to(DEVICE, DTYPE) for a in ({', '.join(graph_arguments(case))},)]"]
+    lines = [f"args = [torch.as_tensor(a).to({device!r}, torch.{dtype}) for a in ({', '.join(graph_arguments(case))},)]"]
     for index, spec in enumerate(case.graph.inputs):
         if layouts and spec.layout != CONTIGUOUS:
             restored = layout_source(spec.layout, spec.shape, f"args[{index}]")
             lines.append(f"args[{index}] = {restored}  # stored {spec.layout}, as in the campaign")
     return "\n".join(lines)
+
+
+def _arguments_in_call(arguments: list[str], transform: list[str], call: str) -> tuple[list[str], str]:
+    """(`arguments`, `call`), or where the program only calls the graph on `args` (no layouts
+    to restore, no transformation using them), no lines and the list written into the call."""
+    if len(arguments) == 1 and not transform and call.count("*args") == 1:
+        return [], call.replace("*args", "*" + arguments[0].removeprefix("args = "))
+    return arguments, call
 
 
 def torch_outputs(expression: str) -> str:
@@ -266,8 +286,9 @@ def torch_program(case: Case, backend, transform: list[str], call: str, context:
         source.add_function(helper)
     graph = graph_function(case, backend.impl_for, source, fixed_shapes=not getattr(backend, "dynamic", False))
     code = with_notes(source, "\n\n\n".join(part for part in (source.text(), graph) if part))
-    body = [torch_tensors(case, backend.device, backend.dtype, layouts), *strict_precision(backend.device), *transform,
-            f"with {context}:", "    " + torch_outputs(call)]
+    device = [f"DEVICE = {backend.device!r}"] * any("DEVICE" in line for line in transform)  # e.g. torch.load's map_location
+    tensors, call = _arguments_in_call(torch_tensors(case, backend.device, backend.dtype, layouts).split("\n"), transform, call)
+    body = [*device, *tensors, *strict_precision(backend.device), *transform, f"with {context}:", "    " + torch_outputs(call)]
     return source.imports, code + "\n\n\n" + "\n".join(body)
 
 
@@ -316,8 +337,9 @@ def jax_program(case: Case, backend, transform: list[str], call: str, helpers: t
     graph = graph_function(case, backend.impl_for, source)
     dtype = backend.dtype
     code = with_notes(source, "\n\n\n".join(part for part in (source.text(), graph) if part))
-    body = [f"DEVICE = jax.devices({backend.device!r})[0]",
-            f"args = [jax.device_put(a.astype(jax.numpy.{dtype}), DEVICE) for a in ({', '.join(graph_arguments(case))},)]",
+    arrays, call = _arguments_in_call([f"args = [jax.device_put(a.astype(jax.numpy.{dtype}), jax.devices({backend.device!r})[0]) "
+                                       f"for a in ({', '.join(graph_arguments(case))},)]"], transform, call)
+    body = [*arrays,
             *(["jax.config.update('jax_default_matmul_precision', 'highest')  # strict, as the campaign judges"]
               if backend.device == "gpu" else []),
             *transform, f"outputs = [np.asarray(o, dtype=np.float64) for o in {call}]"]

@@ -161,12 +161,12 @@ def _torch_interpolate(xs, ps, attrs):
     )
 
 
-def _jax_resize_axis(x, axis: int, out: int, factor, attrs):
-    """Resize one dim by gathering torch's source indices (jnp.take) and, for bilinear, blending
-    the two neighbours with weights computed in jax's default float precision."""
+def _jax_resize_axis(x, axis: int, size: int, out: int, factor, attrs):
+    """Resize dim `axis` (of 2, 3) from `size` to `out` by gathering torch's source indices
+    (jnp.take) and, for bilinear, blending the two neighbours with weights computed in jax's
+    default float precision. Sizes are arguments, not read from `x`, so a reproducer shows them."""
     import jax.numpy as jnp
 
-    size = x.shape[axis]
     dst = jnp.arange(out)
     if attrs["mode"] == "nearest":
         products = dst.astype(jnp.float32) * nearest_step(size, out, factor)  # float32 like torch, also under x64
@@ -179,14 +179,14 @@ def _jax_resize_axis(x, axis: int, out: int, factor, attrs):
         src = jnp.maximum((dst + 0.5) * step - 0.5, 0.0)
     low = jnp.minimum(jnp.floor(src).astype(jnp.int32), size - 1)
     high = jnp.minimum(low + 1, size - 1)
-    weight = (src - low).astype(x.dtype).reshape((out,) + (1,) * (x.ndim - 1 - axis))
+    weight = (src - low).astype(x.dtype).reshape((out,) + (1,) * (3 - axis))  # x is (N, C, H, W)
     return jnp.take(x, low, axis=axis) * (1 - weight) + jnp.take(x, high, axis=axis) * weight
 
 
 def _jax_interpolate(xs, ps, attrs):
     x = xs[0]
-    for axis, (_, out, factor) in zip((2, 3), _axis_sources(attrs, x.shape)):
-        x = _jax_resize_axis(x, axis, out, factor, attrs)
+    for axis, (size, out, factor) in zip((2, 3), _axis_sources(attrs, x.shape)):
+        x = _jax_resize_axis(x, axis, size, out, factor, attrs)
     return x
 
 
