@@ -116,10 +116,22 @@ def test_broken_environment_is_reported_by_check(env_home, tmp_path):
 
 # -- the protocol, against this very interpreter (fast, no download) ----------------------------
 
+@pytest.fixture(scope="module")
+def registered_here(tmp_path_factory):
+    """(home, environment): this interpreter registered once for the module, since registering probes
+    torch and jax in a new process (seconds); the worker is shared per process anyway (env_backend)."""
+    home = tmp_path_factory.mktemp("envs")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("FUZZ_ENV_HOME", str(home))
+        return home, envs.add("here", sys.executable)
+
+
 @pytest.fixture
-def here(env_home):
+def here(registered_here, monkeypatch):
     """This interpreter registered as an environment: its results must equal in-process ones bit for bit."""
-    return envs.add("here", sys.executable)
+    home, environment = registered_here
+    monkeypatch.setenv("FUZZ_ENV_HOME", str(home))
+    return environment
 
 
 @pytest.mark.parametrize("kind", ["torch-eager", "jax-jit:cpu:float64", "torch-module"])
@@ -171,10 +183,10 @@ def test_a_worker_past_its_time_is_killed_and_replaced(here):
 
 # Long (CI's 15 minutes): the cross-version campaign test below also checks both sides' versions.
 @pytest.mark.long
-def test_cross_environment_campaign_records_both_sides(here, env_home, tmp_path):
+def test_cross_environment_campaign_records_both_sides(here, tmp_path):
     db = tmp_path / "c.db"
     result = fuzz("run", "--db", db, "--backends", "torch-eager,torch-eager@here,jax-jit@here", "--max-cases", 6,
-                  "--workers", 1, "--seed", 3, "--json", env_home=env_home)
+                  "--workers", 1, "--seed", 3, "--json", env_home=envs.home())
     summary = json.loads(result.stdout)
     assert summary["graphs"] == 6 and summary["internal_errors"] == 0 and summary["finding_cases"] == 0
     from fuzzer.corpus import Corpus

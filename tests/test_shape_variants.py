@@ -59,9 +59,10 @@ def test_a_campaign_finds_a_fault_that_lives_only_where_one_dynamic_compile_meet
     planted = "planted-dynamic-stale-size"
 
     def buckets(compiled_inputs, name):
+        # A short shrink (each candidate is a new compile): what is tested here is the finding.
         options = CampaignOptions(backends=["torch-eager:cpu:float32", planted], ops=["tanh", "mul", "add", "sigmoid"],
                                   regimes=["small"], max_cases=6, max_nodes=4, workers=1, plugins=[PLUGIN],
-                                  compiled_inputs=compiled_inputs, shrink_time=10, seed=3)
+                                  compiled_inputs=compiled_inputs, shrink_time=2, seed=3)
         corpus = Corpus(tmp_path / name)
         progress = run_campaign(corpus, options)
         assert progress.cases_per_structure().get(f"{planted}:cpu:float32", 0) > 1, "the planted compiler must have compiled and run"
