@@ -273,3 +273,30 @@ def test_a_float16_kernel_may_compute_inside_in_float32():
     # Planted: an exponent that is no integer in float16 either (0.5): nan in every model, so inf is wrong.
     genuine = Case(graph, {**arrays, "x2": np.array([0.5])}, seed=2)
     assert judged(genuine, "float16", [np.array([[[np.inf]]])]) == verdicts.NAN_INF
+
+
+def test_a_source_coordinate_rounded_below_an_integer_reads_the_row_before():
+    # jax-jit:cpu:float32 and torch-eager:cuda:float64, GPU-machine cases 380 and 381: [nan, 0] resized x3 by
+    # height. Output row 4 has src = 4.5 / 3 - 0.5 = 1 exactly (row 1 alone: 0), but a float32 step 1/3 gives
+    # 0.99999994, which reads the nan of row 0 with weight 6e-8.
+    attrs = {**BILINEAR, "size": None, "scale_factor": [3.0, 2.0]}
+    case = Case(chain((1, 2, 2, 1), ("interpolate", attrs)), {"x0": np.array([0.0, 0.0, np.nan, 0.0]).reshape(1, 2, 2, 1)}, seed=1)
+    jit_output = get_backend("jax-jit:cpu:float32").run(case)
+    assert np.isnan(jit_output[0][0, 1, 4]).all()
+    assert judged(case, "float32", jit_output) == verdicts.AGREE
+    # Planted: row 5 (src 1.33, far from any integer) reads row 1 alone; a nan there is wrong.
+    wrong = np.array(jit_output[0], dtype=np.float64)
+    wrong[0, 1, 5] = np.nan
+    assert judged(case, "float32", [wrong]) == verdicts.NAN_INF
+
+
+def test_an_infinite_factor_times_a_flushed_partial_product_is_nan_in_some_order():
+    # jax-eager:cpu:float32, GPU-machine case 250: -inf among 65 factors of magnitude 0.02..0.7, whose
+    # product is far below float32's smallest normal: XLA's order flushed it to 0 first (0 * -inf = nan)
+    # where numpy's float32 order multiplies -inf in first and stays -inf.
+    graph = Graph([TensorSpec("x0", (65,))], [Node("n0", "prod", ["x0"], {"dim": 0, "keepdim": False})], ["n0"])
+    case = Case(graph, {"x0": np.array([-np.inf] + [0.1] * 64)}, seed=4)
+    assert judged(case, "float32", [np.array([np.nan])]) in (verdicts.AGREE, verdicts.INVALID)
+    # Planted: three factors whose product stays normal: -inf is the only answer.
+    short = Case(Graph([TensorSpec("x0", (3,))], graph.nodes, ["n0"]), {"x0": np.array([-np.inf, 0.5, 0.5])}, seed=4)
+    assert judged(short, "float32", [np.array([np.nan])]) == verdicts.NAN_INF

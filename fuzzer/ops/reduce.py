@@ -248,7 +248,8 @@ def _product(x, dims, attrs):
     non-finite while the float64 one is finite. Likewise where the product of the factors smaller
     than 1 in magnitude is below float32's smallest normal (half-precision kernels multiply in
     float32): some order's partial product is subnormal, which a kernel that flushes subnormals
-    (XLA on the CPU) reads as 0, so the result is +-0 there (nan where some order also overflows)."""
+    (XLA on the CPU) reads as 0, so the result is +-0 there (nan where some order also overflows,
+    or a factor is infinite: the flushed partial product times inf)."""
     keep = attrs["keepdim"]
     out = np.prod(x, axis=dims, keepdims=keep)
     if x.dtype == np.float64:
@@ -260,7 +261,7 @@ def _product(x, dims, attrs):
     shrink = np.prod(np.where(magnitudes < 1, magnitudes, 1), axis=dims, keepdims=keep)
     overflows, flushes = np.isinf(growth) & np.isfinite(out), (shrink < np.finfo(np.float32).tiny) & np.isfinite(out)
     out = np.where(overflows, np.copysign(np.inf, out), np.where(flushes, np.copysign(0.0, out), out))
-    return like(x, np.where(overflows & flushes, np.nan, out))
+    return like(x, np.where(np.isinf(growth) & (shrink < np.finfo(np.float32).tiny), np.nan, out))
 
 
 # log2 of float64's smallest normal and of its overflow threshold.

@@ -78,18 +78,25 @@ def nearest_sources(size: int, out: int, factor: float | None) -> np.ndarray:
     return np.minimum(np.floor(products).astype(np.int64), size - 1)
 
 
-def linear_sources(size: int, out: int, factor: float | None, align_corners: bool):
+# How far a kernel's source coordinate may fall below the exact one, relative to (src + 1): a few
+# float32 roundoffs of the step and of the product (_interpolate_undefined).
+COORDINATE_ROUNDING = 8 * 2.0**-24
+
+
+def linear_sources(size: int, out: int, factor: float | None, align_corners: bool, nudge: float = 0.0):
     """(i0, i1, weight of i1, source coordinate) per output index along one dim, torch's rule:
     align_corners=True maps the corner pixel centres onto each other: src = i * (size - 1) / (out - 1)
     (0 when out == 1; the factor is then unused); align_corners=False maps pixel edges:
     src = (i + 0.5) * step - 0.5 clamped below at 0, step = 1 / scale_factor or size / out.
-    i0 = floor(src), i1 = i0 + 1 except at the last row (then i0), weight = src - i0."""
+    i0 = floor(src), i1 = i0 + 1 except at the last row (then i0), weight = src - i0.
+    `nudge`: src moved down by that many times (src + 1), as a kernel's rounded step may move it."""
     dst = np.arange(out, dtype=np.float64)
     if align_corners:
         src = dst * ((size - 1) / (out - 1)) if out > 1 else np.zeros(out)
     else:
         step = 1.0 / factor if factor is not None else size / out
         src = np.maximum((dst + 0.5) * step - 0.5, 0.0)
+    src = np.maximum(src - nudge * (src + 1.0), 0.0)
     i0 = np.minimum(np.floor(src).astype(np.int64), size - 1)
     return i0, np.minimum(i0 + 1, size - 1), src - i0, src
 
@@ -100,9 +107,9 @@ def _axis_sources(attrs, shape):
     return list(zip(shape[2:], _output_sizes(attrs, shape), factors))
 
 
-def _bilinear_corners(x, attrs):
+def _bilinear_corners(x, attrs, nudge: float = 0.0):
     """The four corner values and their weights for every output element: [(weight, values)]."""
-    (h0, h1, a, _), (w0, w1, b, _) = (linear_sources(*dim, attrs["align_corners"]) for dim in _axis_sources(attrs, x.shape))
+    (h0, h1, a, _), (w0, w1, b, _) = (linear_sources(*dim, attrs["align_corners"], nudge) for dim in _axis_sources(attrs, x.shape))
     a, b = a[:, None], b[None, :]
     rows, cols = (h0[:, None], h1[:, None]), (w0[None, :], w1[None, :])
     return [
@@ -143,12 +150,16 @@ def _interpolate_undefined(xs, ps, attrs):
     how the kernel writes the blend decides the class there. The weighted sum gives nan for a
     non-finite neighbour of weight 0 (0 * inf, 0 * nan), torch's CPU kernel skips that neighbour
     (a dim it does not resize is copied), XLA drops or clamps it, and a lerp a + t (b - a) is nan
-    for any infinite neighbour (inf - inf). A nan of nonzero weight is nan in every form: required."""
+    for any infinite neighbour (inf - inf). A nan of nonzero weight is nan in every form: required.
+    A source coordinate that is an integer k in exact arithmetic may come out just below it from a
+    float32 step (4.5 * float32(1/3) - 0.5 < 1), so the kernel reads row k - 1 with weight ~1e-7:
+    a non-finite value there is read too (CUDA's float64 kernel gives nan, the exact blend 0)."""
     x = xs[0]
     if attrs["mode"] == "nearest" or np.all(np.isfinite(x)):
         return np.zeros(_infer_interpolate(attrs, [x.shape]), dtype=bool)
     corners = _bilinear_corners(x, attrs)
-    nonfinite = np.logical_or.reduce([~np.isfinite(values) for _, values in corners])
+    nonfinite = np.logical_or.reduce([~np.isfinite(values) for _, values in _bilinear_corners(x, attrs, COORDINATE_ROUNDING)]
+                                     + [~np.isfinite(values) for _, values in corners])
     weighted_nan = np.logical_or.reduce([(weight != 0) & np.isnan(values) for weight, values in corners])
     return nonfinite & ~weighted_nan
 
