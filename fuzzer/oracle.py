@@ -62,6 +62,11 @@ own order), and run 1 also one whose float64 value is within its rounding bound 
     must give exactly that class;
   * anything else (a float32-only overflow, a class that depends on rounding: a log of a
     difference that cancels to +-0): undefined in dtype d, skipped.
+Two more rounding runs, `directed`, decide only which entries are judged or defined (they add
+nothing to e_same): every op's result moves up in one and down in the other, so a class that a
+chain of monotone ops draws from one rounding (exp of a sum that cancels to -2e14 among terms of
+4e17, sinh near the overflow, cumsum -> sigmoid -> a negative power) does not hang on the luck of
+the random draws.
 A case is `invalid` only when no entry of any output is defined.
 
 Signed zeros
@@ -341,9 +346,12 @@ def _honest_models(case: Case, inputs: dict, params: dict, env: dict, outputs: l
             with np.errstate(all="ignore"):
                 env_wide = evaluate_all(graph, inputs, params, dtype, in_float32=True)
             models.append([np.asarray(env_wide[o], dtype=np.float64) for o in graph.outputs])
+        # The directed runs say which entries are judged or defined, and add nothing to the noise:
+        # their coherent drift would widen the tolerance of every long reduction.
+        classifiers = models + _rounding_runs(case, inputs, params, dtype, env, directed=True)
         honest.judged[dtype], honest.defined_nonfinite[dtype], honest.rounding_noise[dtype] = [], [], []
         for index, r64 in enumerate(outputs):
-            runs = [np.broadcast_to(np.asarray(model[index], dtype=np.float64), r64.shape) for model in models]
+            runs = [np.broadcast_to(np.asarray(model[index], dtype=np.float64), r64.shape) for model in classifiers]
             if not FAST:
                 judged = np.isfinite(r64) & np.logical_and.reduce([np.isfinite(y) for y in runs])
                 honest.judged[dtype].append(judged)
@@ -352,7 +360,7 @@ def _honest_models(case: Case, inputs: dict, params: dict, env: dict, outputs: l
                     & np.logical_and.reduce([nonfinite_class(y) == nonfinite_class(r64) for y in runs]))
                 with np.errstate(invalid="ignore"):
                     honest.rounding_noise[dtype].append(
-                        max((float(np.max(np.abs(y - r64)[judged], initial=0.0)) for y in runs[1:]), default=0.0))
+                        max((float(np.max(np.abs(y - r64)[judged], initial=0.0)) for y in runs[1:len(models)]), default=0.0))
                 continue
             judged = finite64[index].copy()
             for y in runs:
@@ -368,7 +376,7 @@ def _honest_models(case: Case, inputs: dict, params: dict, env: dict, outputs: l
             # The same maxima as above, without copying the judged entries out (no nan among them).
             with np.errstate(invalid="ignore", over="ignore"):
                 honest.rounding_noise[dtype].append(
-                    max((float(np.max(np.abs(y - r64), where=judged, initial=0.0)) for y in runs[1:]), default=0.0))
+                    max((float(np.max(np.abs(y - r64), where=judged, initial=0.0)) for y in runs[1:len(models)]), default=0.0))
     return honest
 
 
@@ -454,10 +462,14 @@ def _perturb(out: np.ndarray, delta: np.ndarray) -> np.ndarray:
     return np.where(np.isfinite(out), np.where(np.isfinite(delta), out + delta, np.nan), out)
 
 
-def _rounding_runs(case: Case, inputs: dict, params: dict, dtype: str, env: dict | None = None) -> list[list[np.ndarray]]:
+def _rounding_runs(case: Case, inputs: dict, params: dict, dtype: str, env: dict | None = None,
+                   directed: bool = False) -> list[list[np.ndarray]]:
     """NOISY_RUNS runs of the float64 reference with every op's inputs and result perturbed by a
     few units of `roundoff` (a model of rounding at each op; see the module docstring). `env`: the
-    float64 run's values (reference.evaluate_all), computed here where not given.
+    float64 run's values (reference.evaluate_all), computed here where not given. `directed`: every
+    result is moved up in run 0 and down in run 1 (other draws), so a class that a monotone chain
+    of ops decides from one rounding (exp of a sum that cancels to -2e14 beside terms of 4e17) is
+    reached in one of them, not by the luck of the draw (see "Non-finite values").
 
     A result within its rounding bound of zero may come out as an exact zero in an honest
     implementation (gelu(-6) is 0 in float32 through 1 + erf cancelling), and so may one below
@@ -479,8 +491,9 @@ def _rounding_runs(case: Case, inputs: dict, params: dict, dtype: str, env: dict
             env = evaluate_all(case.graph, inputs, params)
     runs = []
     for run in range(NOISY_RUNS):
-        rng = np.random.default_rng([case.seed % 2**32, run])
+        rng = np.random.default_rng([case.seed % 2**32, run, 1] if directed else [case.seed % 2**32, run])
         zero = 0.0 if run % 2 == 0 else -0.0
+        sign = (1.0 if run % 2 == 0 else -1.0) if directed else None
 
         def run_op(op, xs, computed, undefined_in, ps, attrs, exact):
             # Backward error: a stable op computes the exact result of slightly perturbed
@@ -493,13 +506,16 @@ def _rounding_runs(case: Case, inputs: dict, params: dict, dtype: str, env: dict
             # the op on absolute values gives that (sum |x_i| for sum, sum |x_i w_i| for matmul).
             magnitude = np.abs(np.asarray(op.reference([np.abs(x) for x in xs], {k: np.abs(v) for k, v in ps.items()}, attrs)))
             bound = ROUNDING_SLACK * roundoff * np.maximum(np.abs(out), np.where(np.isfinite(magnitude), magnitude, 0.0))
-            noisy = _perturb(out, bound * rng.uniform(-1.0, 1.0, out.shape))
+            draw = rng.uniform(-1.0, 1.0, out.shape)
+            noisy = _perturb(out, bound * (draw if sign is None else sign * np.abs(draw)))
             with np.errstate(invalid="ignore"):
-                noisy = np.where(np.isfinite(out) & ((np.abs(out) <= bound) | (np.abs(out) < tiny)), zero, noisy)
+                # A directed run keeps a computed zero on its side of 0 (exp of it is then 0 or inf).
+                snap = (np.abs(out) < tiny) if directed else (np.abs(out) <= bound) | (np.abs(out) < tiny)
+                noisy = np.where(np.isfinite(out) & snap, zero, noisy)
                 noisy = np.where(np.isfinite(magnitude) & (magnitude > largest), np.copysign(np.inf, out), noisy)
             # An op's own declared error (e.g. a rounded mean shared by a whole row) is systematic:
             # the same sign everywhere, so downstream sums do not cancel it (_finished).
-            return _finished(noisy, op, xs, computed, undefined_in, ps, attrs, out, exact, dtype, run)
+            return _finished(noisy, op, xs, computed, undefined_in, ps, attrs, out, exact, dtype, run, directed)
 
         values, undefined = dict(inputs), {}
         with np.errstate(all="ignore"):
@@ -512,14 +528,16 @@ def _rounding_runs(case: Case, inputs: dict, params: dict, dtype: str, env: dict
 
 
 def _finished(noisy: np.ndarray, op, xs: list, computed: list[bool], undefined_in: list, ps: dict, attrs: dict,
-              out: np.ndarray, exact: np.ndarray, dtype: str, run: int) -> tuple[np.ndarray, np.ndarray | None]:
+              out: np.ndarray, exact: np.ndarray, dtype: str, run: int,
+              directed: bool = False) -> tuple[np.ndarray, np.ndarray | None]:
     """A rounding run's result of `op` and the mask of its undefined entries (None: none), from
     `noisy` (its perturbed result, _noisy), `out` (its result on the operands `xs`), `exact` (the
     float64 run's value of the node) and the masks of the operands' undefined entries
     (`undefined_in`, None each where none).
 
     The op's declared forward error (OpDef.forward_error) is added with the run's sign. Run 0 makes
-    every computed zero an exact zero (_near_zero), as one within its rounding bound is (_noisy):
+    every computed zero an exact zero (_near_zero; not in a `directed` run, which keeps it on the
+    side of 0 its direction puts it), as one within its rounding bound is (_noisy):
     x - tanh(x) of a small x is 0 in float32; run 1 keeps it off by the error, so the allowance
     spans both. An entry is undefined
     in `dtype` (nan in the run, and in the mask) where it depends on the sign of a computed zero
@@ -532,7 +550,7 @@ def _finished(noisy: np.ndarray, op, xs: list, computed: list[bool], undefined_i
         noisy = _perturb(noisy, (1.0 if run % 2 == 0 else -1.0) * error)  # systematic: one sign a run
     # A computed zero is an exact zero in one run; the other keeps the error's size, which a zero
     # in both would hide (instance_norm of a constant row: 0, yet 0.05 off in a correct float32).
-    if run % 2 == 0:
+    if run % 2 == 0 and not directed:
         near_zero = _near_zero(noisy, out, exact, error)
         if near_zero.any():
             noisy = np.where(near_zero, 0.0, noisy)

@@ -300,3 +300,23 @@ def test_an_infinite_factor_times_a_flushed_partial_product_is_nan_in_some_order
     # Planted: three factors whose product stays normal: -inf is the only answer.
     short = Case(Graph([TensorSpec("x0", (3,))], graph.nodes, ["n0"]), {"x0": np.array([-np.inf, 0.5, 0.5])}, seed=4)
     assert judged(short, "float32", [np.array([np.nan])]) == verdicts.NAN_INF
+
+
+def test_a_class_decided_by_one_rounding_is_reached_whatever_the_draws():
+    # torch-eager:cuda:bfloat16, GPU-machine case 172: exp(linear) where the linear's terms are +-4.1e17 and
+    # cancel to -2e14: bfloat16 inputs cancel them exactly and leave 65,504, so exp is inf; the float64 exp is 0.
+    # numpy's order loses the 65,504 (exp 1), and the random runs snapped the sum to 0 (exp 1): all finite.
+    graph = Graph([TensorSpec("x0", (2, 504))], [Node("n0", "linear", ["x0"], {"bias": False, "out_features": 78}),
+                                                 Node("n1", "exp", ["n0"], {})], ["n1"])
+    x, w = np.zeros((2, 504)), np.zeros((78, 504))
+    x[1, [159, 418, 502]] = [9.999999980506448e18, 9.999999980506448e18, 65504.0]
+
+    def case_with(weights):
+        w[77, [159, 418, 502]] = weights
+        return Case(graph, {"x0": x, "n0.weight": w.copy()}, seed=1757)
+
+    cuda = np.ones((2, 78))
+    cuda[1, 77] = np.inf
+    assert judged(case_with([0.04105877876281738, -0.041078463196754456, 1.0]), "bfloat16", [cuda]) in (verdicts.AGREE, verdicts.INVALID)
+    # Planted: a sum far beyond its rounding bound's reach (-9e16 against 1.4e16): exp is 0, inf is wrong.
+    assert judged(case_with([0.04105877876281738, -0.05, 1.0]), "bfloat16", [cuda]) == verdicts.NAN_INF
