@@ -416,6 +416,10 @@ def _flush_to_zero_run(graph: Graph, inputs: dict, params: dict, dtype: str, env
     """The float64 reference with subnormals of `dtype` flushed to (signed) zero at every op's
     inputs and outputs. `env`: the float64 run's values, computed here where not given.
 
+    The run starts from the case's values rounded to `dtype`, as the backend gets them (an exponent
+    of 19.055 is 19 in bfloat16, so pow of a negative base is a tiny negative, flushed to -0, and
+    its log -inf, where the float64 reference is nan).
+
     Flushing subnormals (FTZ/DAZ) is a documented platform policy, not a bug: XLA on CPU does
     it (jnp.add(1e-40, 0.0) is 0.0 in float32, x / x is nan, exp(-87.5) is 0), so do fast-math
     GPU kernels. Ops make subnormals from normal inputs too (silu(-99) is -1e-41), so the run
@@ -429,12 +433,13 @@ def _flush_to_zero_run(graph: Graph, inputs: dict, params: dict, dtype: str, env
     with np.errstate(all="ignore"):
         if env is None:
             env = evaluate_all(graph, inputs, params)
-        values = {name: flush(value) for name, value in inputs.items()}
+        values = {name: flush(round_to_dtype(value, dtype)) for name, value in inputs.items()}
         undefined = {}
         for node in graph.nodes:
             op, ps = get_op(node.op), params.get(node.name, {})
             xs = [values[name] for name in node.inputs]
-            values[node.name] = flush(op.reference([flush(x) for x in xs], {k: flush(v) for k, v in ps.items()}, node.attrs))
+            values[node.name] = flush(op.reference([flush(x) for x in xs], {k: flush(round_to_dtype(v, dtype)) for k, v in ps.items()},
+                                                   node.attrs))
             undefined[node.name] = _flush_undefined(op, xs, [env[name] for name in node.inputs],
                                                     [undefined.get(name) for name in node.inputs], ps, node.attrs,
                                                     values[node.name], env[node.name])
@@ -862,6 +867,9 @@ def _flush_to_zero_shared(graph: Graph, inputs: dict, params: dict, dtype: str, 
     tiny = TINY[dtype]
     flush = lambda values: _flushed(values, dtype)  # noqa: E731
 
+    def exact_in(rounded, values) -> bool:  # does rounding to dtype leave the values as they are?
+        return np.array_equal(rounded, values, equal_nan=True)
+
     def untouched(values) -> bool:
         if not _standard(values):
             return False
@@ -871,14 +879,16 @@ def _flush_to_zero_shared(graph: Graph, inputs: dict, params: dict, dtype: str, 
     values, shared, undefined = {}, {}, {}  # the run's values; is the value the float64 run's own array?
     with np.errstate(all="ignore"):
         for name, value in inputs.items():
-            shared[name] = untouched(env[name])
-            values[name] = env[name] if shared[name] else flush(value)
+            rounded = round_to_dtype(value, dtype)
+            shared[name] = untouched(env[name]) and exact_in(rounded, env[name])
+            values[name] = env[name] if shared[name] else flush(rounded)
         for node in graph.nodes:
             ps = params.get(node.name, {})
             # The float64 run's operands: env's values, and each parameter as np.asarray(float64) gave it.
             cast = {k: np.asarray(v, dtype=np.float64) for k, v in ps.items()}
             operands = [env[name] for name in node.inputs] + list(cast.values())
-            if (all(shared[name] for name in node.inputs) and all(untouched(v) for v in cast.values())
+            if (all(shared[name] for name in node.inputs)
+                    and all(untouched(v) and exact_in(round_to_dtype(v, dtype), v) for v in cast.values())
                     and _separate(operands)):
                 # No operand flushed or undefined: the result is env's, flushed, of env's classes.
                 result = env[node.name]
@@ -888,7 +898,8 @@ def _flush_to_zero_shared(graph: Graph, inputs: dict, params: dict, dtype: str, 
                 op = get_op(node.op)
                 shared[node.name] = False
                 xs = [values[name] for name in node.inputs]
-                values[node.name] = flush(op.reference([flush(x) for x in xs], {k: flush(v) for k, v in ps.items()}, node.attrs))
+                values[node.name] = flush(op.reference([flush(x) for x in xs], {k: flush(round_to_dtype(v, dtype)) for k, v in ps.items()},
+                                                       node.attrs))
                 undefined[node.name] = _flush_undefined(op, xs, [env[name] for name in node.inputs],
                                                         [undefined.get(name) for name in node.inputs], ps, node.attrs,
                                                         values[node.name], env[node.name])

@@ -320,3 +320,15 @@ def test_a_class_decided_by_one_rounding_is_reached_whatever_the_draws():
     assert judged(case_with([0.04105877876281738, -0.041078463196754456, 1.0]), "bfloat16", [cuda]) in (verdicts.AGREE, verdicts.INVALID)
     # Planted: a sum far beyond its rounding bound's reach (-9e16 against 1.4e16): exp is 0, inf is wrong.
     assert judged(case_with([0.04105877876281738, -0.05, 1.0]), "bfloat16", [cuda]) == verdicts.NAN_INF
+
+
+def test_the_flush_to_zero_run_starts_from_the_values_the_backend_gets():
+    # torch-eager:cuda:bfloat16, GPU-machine case 589: an exponent of 19.055 is 19 in bfloat16, so
+    # pow(-0.00757, 19) is -5e-41, a subnormal CUDA flushes to -0, and log gives -inf; in float64 pow is nan.
+    graph = Graph([TensorSpec("x0", (1, 1)), TensorSpec("x1", (1, 1))],
+                  [Node("n0", "pow", ["x0", "x1"], {}), Node("n1", "log", ["n0"], {})], ["n1"])
+    case = Case(graph, {"x0": np.array([[-0.007581591577048607]]), "x1": np.array([[19.05507088]])}, seed=3)
+    assert judged(case, "bfloat16", [np.array([[-np.inf]])]) in (verdicts.AGREE, verdicts.INVALID)
+    # Planted: an exponent bfloat16 keeps (19.5): pow of a negative base is nan in every model.
+    kept = Case(graph, {"x0": np.array([[-0.007581591577048607]]), "x1": np.array([[19.5]])}, seed=3)
+    assert judged(kept, "bfloat16", [np.array([[-np.inf]])]) == verdicts.NAN_INF
