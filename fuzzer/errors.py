@@ -70,8 +70,18 @@ class DevicePoisoned(Exception):
 
 def error_headline(text: str) -> str:
     """The first line of an error ("Type: message"): later lines are context, such as the
-    "Set TORCH_LOGS=..." advice that ends every dynamo error."""
-    return text.strip().splitlines()[0] if text and text.strip() else ""
+    "Set TORCH_LOGS=..." advice that ends every dynamo error. Where dynamo wraps the op's own
+    error ("RuntimeError when making fake tensor call", then "...: got ValueError('Cannot view
+    a tensor ...')" on a later line), the wrapped error joins the headline: the wrapper alone names
+    no cause, and every op's failure would share it."""
+    if not text or not text.strip():
+        return ""
+    lines = text.strip().splitlines()
+    wrapped = _DYNAMO_WRAPPED.search(text) if "making fake tensor call" in lines[0] else None
+    return f"{lines[0]}: {wrapped.group(1)}" if wrapped else lines[0]
+
+
+_DYNAMO_WRAPPED = re.compile(r"\): got (\w+\(.*?\))$", re.MULTILINE)
 
 
 _ADDRESS = re.compile(r"0x[0-9a-fA-F]+")

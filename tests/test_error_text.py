@@ -8,7 +8,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from fuzzer.errors import normalize_error, poisons_device
+from fuzzer.errors import error_headline, normalize_error, poisons_device
 
 
 def raised(call) -> str:
@@ -70,3 +70,16 @@ def test_addresses_paths_and_numbers_are_dropped_and_calls_kept():
 ])
 def test_errors_that_leave_the_device_unusable_are_told_apart(text, sticky):
     assert poisons_device(text) is sticky
+
+
+def test_a_dynamo_fake_tensor_failure_is_named_by_the_error_it_wraps():
+    # The wrapper's headline is the same for every op that fails under fake tensors; the wrapped
+    # error names the cause (torch-compile:cpu case 196 of the 2026-11-25 1-hour campaign).
+    def wrapped(inner: str) -> str:
+        return ("torch._dynamo.exc.TorchRuntimeError: RuntimeError when making fake tensor call\n"
+                "  Explanation: Dynamo failed to run FX node with fake tensors: call_function <function f at 0x7f4a>"
+                f"(*(FakeTensor(..., size=(1, 2)),), **{{}}): got {inner}\n  Hint: Your code may result in an error")
+    view = normalize_error(wrapped("ValueError('Cannot view a tensor with shape torch.Size([1, 2]) and strides (2, 1)!')"))
+    index = normalize_error(wrapped("IndexError('Dimension out of range (expected to be in range of [-2, 1], but got 3)')"))
+    assert "Cannot view a tensor" in view and "Dimension out of range" in index and view != index
+    assert error_headline("RuntimeError: plain\n  context") == "RuntimeError: plain"
