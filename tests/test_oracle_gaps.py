@@ -332,3 +332,18 @@ def test_the_flush_to_zero_run_starts_from_the_values_the_backend_gets():
     # Planted: an exponent bfloat16 keeps (19.5): pow of a negative base is nan in every model.
     kept = Case(graph, {"x0": np.array([[-0.007581591577048607]]), "x1": np.array([[19.5]])}, seed=3)
     assert judged(kept, "bfloat16", [np.array([[-np.inf]])]) == verdicts.NAN_INF
+
+
+def test_a_gru_step_whose_update_gate_rounds_to_one_loses_a_small_hidden_state():
+    # torch-eager:cpu:float32, 1-hour campaign case 233: h = n + z * (h_prev - n) with z = sigmoid(690) = 1 and
+    # h_prev = 1.4e-8: h_prev - n rounds to -1 in float32, so h is 0 and rsqrt(h) inf (float64: 8,497).
+    gru = {"batch_first": False, "bias": False, "hidden_size": 1, "initial_state": False, "num_layers": 1}
+    graph = Graph([TensorSpec("x0", (2, 1, 1))], [Node("n0", "gru", ["x0"], gru), Node("n1", "rsqrt", ["n0"], {})], ["n1"])
+    weights = {"n0.weight_ih_l0": np.array([[0.0], [1.0], [1.0]]), "n0.weight_hh_l0": np.zeros((3, 1))}
+    case = Case(graph, {"x0": np.array([2.770327789392013e-08, 690.783935546875]).reshape(2, 1, 1), **weights}, seed=2)
+    torch_output = get_backend("torch-eager:cpu:float32").run(case)
+    assert np.isinf(torch_output[0][1]).all()
+    assert judged(case, "float32", torch_output) in (verdicts.AGREE, verdicts.INVALID)
+    # Planted: a hidden state of 0.23 that no rounding loses: inf is wrong there.
+    kept = Case(graph, {"x0": np.array([0.5, 690.783935546875]).reshape(2, 1, 1), **weights}, seed=2)
+    assert judged(kept, "float32", [np.full((2, 1, 1), np.inf)]) == verdicts.NAN_INF

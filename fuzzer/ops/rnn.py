@@ -111,6 +111,18 @@ def _gru_reference(xs, ps, attrs):
     return out.astype(x.dtype)
 
 
+def _gru_error(xs, ps, attrs):
+    """torch's and cuDNN's GRU write the last line as h = n + z * (h_prev - n): where z rounds to 1
+    and h_prev is small, h_prev - n rounds h_prev away (1.4e-8 - 1 is -1 in float32), so h is
+    off by a roundoff of |n| (at most 1) or |h_prev|, not of |h|. Each step and layer adds its own."""
+    x = xs[0]
+    out_shape = _infer(attrs, [np.shape(x)])
+    seq_axis = 1 if attrs["batch_first"] else 0
+    scale = max(1.0, float(np.max(np.abs(ps["h0"]), initial=0.0))) if attrs["initial_state"] else 1.0
+    steps = np.arange(1, out_shape[seq_axis] + 1, dtype=np.float64) * attrs["num_layers"] * scale
+    return np.broadcast_to(np.expand_dims(steps, [a for a in range(3) if a != seq_axis]), out_shape)
+
+
 def _lstm_reference(xs, ps, attrs):
     """PyTorch LSTM; gate rows ordered i, f, g, o:
         i, f, o = sigmoid(W_i* x + b_i* + W_h* h + b_h*);  g = tanh(W_ig x + b_ig + W_hg h + b_hg)
@@ -241,6 +253,7 @@ OPS = [
         draw_attrs=_draw,
         params=_params(kind),
         sensitivity=4.0,
+        forward_error=_gru_error if kind == "gru" else None,
         buffers=frozenset({"h0", "c0"} if kind == "lstm" else {"h0"}),
         # cuDNN's RNN (torch 2.11, cuDNN 9.19) refuses a non-contiguous hx by an explicit check
         # ("rnn: hx is not contiguous") and fails on non-contiguous weights inside its path ("view
