@@ -347,3 +347,19 @@ def test_a_gru_step_whose_update_gate_rounds_to_one_loses_a_small_hidden_state()
     # Planted: a hidden state of 0.23 that no rounding loses: inf is wrong there.
     kept = Case(graph, {"x0": np.array([0.5, 690.783935546875]).reshape(2, 1, 1), **weights}, seed=2)
     assert judged(kept, "float32", [np.full((2, 1, 1), np.inf)]) == verdicts.NAN_INF
+
+
+def test_group_norm_of_a_constant_row_is_its_bias_plus_rounding_noise_of_either_sign():
+    # torch-eager:cpu:float32, 1-hour campaign case 73: a row of one value (-17.7) normalized with eps 1e-12
+    # is 0 in float64 (the output is the bias, -0.873, and rsqrt nan) but the rounded mean's noise over
+    # sqrt(eps) in float32: torch gave 0.011, rsqrt 9.5.
+    attrs = {"affine": True, "eps": 1e-12, "num_groups": 1}
+    graph = Graph([TensorSpec("x0", (1, 2920))], [Node("n0", "group_norm", ["x0"], attrs), Node("n1", "rsqrt", ["n0"], {})], ["n1"])
+    affine = {"n0.weight": np.full(2920, 0.9773693680763245), "n0.bias": np.full(2920, -0.8731250166893005)}
+    constant = Case(graph, {"x0": np.full((1, 2920), -17.702173233032227), **affine}, seed=1)
+    torch_output = get_backend("torch-eager:cpu:float32").run(constant)
+    assert np.isfinite(torch_output[0]).any()
+    assert judged(constant, "float32", torch_output) in (verdicts.AGREE, verdicts.INVALID)
+    # Planted: rows of +-1 normalize exactly; where x is -1 the output is -1.85 and rsqrt's nan is required.
+    spread = Case(graph, {"x0": np.array([[-1.0, 1.0] * 1460]), **affine}, seed=1)
+    assert judged(spread, "float32", [np.full((1, 2920), 9.496045112609863)]) == verdicts.NAN_INF
