@@ -650,15 +650,18 @@ def _integer_dependent(op, xs: list, computed: list[bool], ps: dict, attrs: dict
     return nonfinite_class(out) != nonfinite_class(np.asarray(op.reference(snapped, ps, attrs), dtype=np.float64))
 
 
-# What an undefined operand entry is replaced by to see which results depend on it: the extremes
-# and a plain number (0 * inf is nan while 0 * 0 is 0; where(a <= b, a, b) takes a at -inf only).
-UNDEFINED_PROBES = (np.inf, -np.inf, 0.0)
+# What an undefined operand entry is replaced by to see which results depend on it: the extremes,
+# a plain number (0 * inf is nan while 0 * 0 is 0; where(a <= b, a, b) takes a at -inf only) and
+# nan, which an undefined entry may be (pow(-inf, 0.5)) and which alone gets through a clamp whose
+# min is above its max (every number becomes max).
+UNDEFINED_PROBES = (np.inf, -np.inf, 0.0, np.nan)
 
 
 def _depends_on_undefined(op, xs: list, undefined_in: list, ps: dict, attrs: dict, shape: tuple) -> np.ndarray | None:
     """Where `op`'s result depends on an operand entry marked in `undefined_in`: the entries that
-    change when those operand entries take each of UNDEFINED_PROBES. A nan would not do: a select
-    (where, a comparison) reads nan as false and drops it. None where no operand entry is marked."""
+    change when those operand entries take each of UNDEFINED_PROBES. A nan alone would not do: a
+    select (where, a comparison) reads nan as false and drops it. None where no operand entry is
+    marked."""
     if not any(mask is not None for mask in undefined_in):
         return None
     results = []

@@ -363,3 +363,30 @@ def test_group_norm_of_a_constant_row_is_its_bias_plus_rounding_noise_of_either_
     # Planted: rows of +-1 normalize exactly; where x is -1 the output is -1.85 and rsqrt's nan is required.
     spread = Case(graph, {"x0": np.array([[-1.0, 1.0] * 1460]), **affine}, seed=1)
     assert judged(spread, "float32", [np.full((1, 2920), 9.496045112609863)]) == verdicts.NAN_INF
+
+
+def test_a_sequential_mean_over_many_equal_values_is_off_by_the_count_of_roundoffs():
+    # torch-eager:cpu:float64, 1-hour campaign case 326: batch_norm (training, eps 1e-12) of a channel of
+    # 2,036 equal values: torch's mean is 150 roundoffs off, amplified by 1 / sqrt(eps) to an error of 8e-8.
+    graph = Graph([TensorSpec("x0", (1, 2, 509, 4))], [Node("n0", "batch_norm", ["x0"], {"eps": 1e-12, "training": True})], ["n0"])
+    x = np.empty((1, 2, 509, 4))
+    x[:, 0], x[:, 1] = 1.7413593864896035, -0.43266239581860355
+    case = Case(graph, {"x0": x, "n0.weight": np.array([1.37524867, 1.01452148]), "n0.bias": np.array([0.16167492, -0.03141262]),
+                        "n0.running_mean": np.zeros(2), "n0.running_var": np.ones(2)}, seed=5)
+    torch_output = get_backend("torch-eager:cpu:float64").run(case)
+    assert judged(case, "float64", torch_output) == verdicts.AGREE
+    # Planted: the same output off by 1e-4 (a mean 1e-10 off: a million roundoffs).
+    assert judged(case, "float64", [torch_output[0] + 1e-4]) == verdicts.MISMATCH
+
+
+def test_an_undefined_entry_may_be_nan_which_alone_gets_through_a_clamp_above_its_max():
+    # jax-eager:cpu:float32, 1-hour campaign case 307: pow_scalar(-inf, 0.5) is +inf in jax (IEEE pow) and
+    # nan in numpy's sqrt; clamp(min=1.88, max=0) makes every number 0 and keeps nan: jax 0 and float64 nan.
+    graph = Graph([TensorSpec("x0", (1, 2))], [Node("n0", "pow_scalar", ["x0"], {"exponent": 0.5}),
+                                               Node("n1", "clamp", ["n0"], {"min": 1.884765625, "max": 0.0})], ["n1"])
+    case = Case(graph, {"x0": np.array([[-np.inf, -0.25]])}, seed=6)
+    jax_output = get_backend("jax-eager:cpu:float32").run(case)
+    assert jax_output[0][0, 0] == 0.0
+    assert judged(case, "float32", jax_output) in (verdicts.AGREE, verdicts.INVALID)
+    # Planted: the second entry, (-0.25) ** 0.5, is nan in every convention: 0 there is wrong.
+    assert judged(case, "float32", [np.zeros((1, 2))]) == verdicts.NAN_INF
