@@ -390,3 +390,19 @@ def test_an_undefined_entry_may_be_nan_which_alone_gets_through_a_clamp_above_it
     assert judged(case, "float32", jax_output) in (verdicts.AGREE, verdicts.INVALID)
     # Planted: the second entry, (-0.25) ** 0.5, is nan in every convention: 0 there is wrong.
     assert judged(case, "float32", [np.zeros((1, 2))]) == verdicts.NAN_INF
+
+
+def test_the_sign_of_sin_of_a_sum_near_1e18_is_its_rounding():
+    # torch-eager:cpu:float32, 1-hour campaign case 154: a sum of values near 1e18 is off by 3e10 in float32,
+    # ten billion periods of sin: sin is 0.92 in torch and -0.96 in float64, so log is finite or nan.
+    graph = Graph([TensorSpec("x0", (1, 1, 18))], [Node("n0", "sum", ["x0"], {"dim": 2, "keepdim": False}),
+                                                   Node("n1", "sin", ["n0"], {}), Node("n2", "log", ["n1"], {})], ["n2"])
+    x = np.zeros((1, 1, 18))
+    x[0, 0, [4, 6, 15, 16, 17]] = [-1.5782648290329231e18, -1.39592458664149e17, 2.8323383024287744e16,
+                                   -1.0104451729719296e17, 2.864852493349683e16]
+    case = Case(graph, {"x0": x}, seed=331114499)
+    torch_output = get_backend("torch-eager:cpu:float32").run(case)
+    assert judged(case, "float32", torch_output) in (verdicts.AGREE, verdicts.INVALID)
+    # Planted: a sum of 3 whose sin is 0.14 in every rounding: nan is wrong there.
+    small = Case(graph, {"x0": np.array([1.0, 1.0, 1.0] + [0.0] * 15).reshape(1, 1, 18)}, seed=2)
+    assert judged(small, "float32", [np.full((1, 1), np.nan)]) == verdicts.NAN_INF
