@@ -44,8 +44,8 @@ PHASES = ("float64", "overflow", "same_dtype", "rounding", "flush", "rest")
 
 
 class PhaseTimer:
-    """Wraps oracle's module functions (and NumpyReference.execute_all) to sum their wall time,
-    per path (`path`: the one being timed)."""
+    """Wraps oracle's module functions (evaluate_all, the rounding and flush runs) to sum their wall
+    time, per path (`path`: the one being timed)."""
 
     def __init__(self):
         self.seconds = collections.Counter()
@@ -110,8 +110,8 @@ def main():
     cases = list(draw(args.graphs, args.seed, args.inputs_per_graph, args.backends.split(",")))
 
     timer = PhaseTimer()
-    execute_all = oracle.NumpyReference.execute_all
-    timer.wrap(oracle.NumpyReference, "execute_all", lambda self, *rest: "float64" if self.dtype == "float64" else "same_dtype")
+    evaluate_all = oracle.evaluate_all
+    timer.wrap(oracle, "evaluate_all", lambda graph, inputs, params, dtype="float64", *rest: "float64" if dtype == "float64" else "same_dtype")
     timer.wrap(oracle, "_float64_overflow", "overflow")
     timer.wrap(oracle, "_rounding_runs", "rounding")
     timer.wrap(oracle, "_flush_to_zero_run", "flush")
@@ -140,7 +140,7 @@ def main():
         differing += verdicts["full"] != verdicts["lazy"]
     if profiler:
         profiler.disable()
-    oracle.NumpyReference.execute_all = execute_all
+    oracle.evaluate_all = evaluate_all
 
     per_graph, per_case = 1000.0 / args.graphs, 1000.0 / len(cases)
     report = {}
