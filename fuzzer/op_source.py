@@ -376,6 +376,17 @@ def _name(variable: str) -> ast.Name:
     return ast.Name(variable, ast.Load())
 
 
+def _elements(node: ast.expr) -> list | None:
+    """The element nodes of a sequence: a known value's, or a list or tuple display's without
+    starred items; None where the elements are not known here."""
+    values = _known(node)
+    if values is not _UNKNOWN:
+        return [_literal_node(value) for value in values]
+    if isinstance(node, (ast.List, ast.Tuple)) and not any(isinstance(i, ast.Starred) for i in node.elts):
+        return list(node.elts)
+    return None
+
+
 def _literal_node(value) -> ast.expr:
     if not _is_literal(value):
         raise _NotSpecializable(f"{type(value).__name__} is no literal")
@@ -502,13 +513,8 @@ class _Specializer:
                 raise _NotSpecializable("a branch on a script value")
             return self.block(statement.body if test else statement.orelse, scope)
         if isinstance(statement, ast.For) and not statement.orelse:
-            items = self.expr(statement.iter, scope)
-            values = _known(items)
-            if values is not _UNKNOWN:
-                items = [_literal_node(value) for value in values]
-            elif isinstance(items, (ast.List, ast.Tuple)) and not any(isinstance(i, ast.Starred) for i in items.elts):
-                items = items.elts
-            else:
+            items = _elements(self.expr(statement.iter, scope))
+            if items is None:
                 raise _NotSpecializable("a loop over a script value")
             for item in items:  # unrolled
                 self.assign(statement.target, item, scope)
@@ -533,12 +539,8 @@ class _Specializer:
             return
         if not isinstance(target, (ast.Tuple, ast.List)) or any(isinstance(t, ast.Starred) for t in target.elts):
             raise _NotSpecializable("an assignment to an attribute or item")
-        values = _known(value)
-        if values is not _UNKNOWN:
-            items = [_literal_node(item) for item in values]
-        elif isinstance(value, (ast.List, ast.Tuple)) and not any(isinstance(i, ast.Starred) for i in value.elts):
-            items = value.elts
-        else:
+        items = _elements(value)
+        if items is None:
             self.assign(ast.Name("_unpacked", ast.Store()), value, scope)
             items = [ast.Subscript(scope.local["_unpacked"], ast.Constant(i), ast.Load()) for i in range(len(target.elts))]
         if len(items) != len(target.elts):

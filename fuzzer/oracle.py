@@ -437,14 +437,19 @@ def _flush_to_zero_run(graph: Graph, inputs: dict, params: dict, dtype: str, env
         values = {name: flush(round_to_dtype(value, dtype)) for name, value in inputs.items()}
         undefined = {}
         for node in graph.nodes:
-            op, ps = get_op(node.op), params.get(node.name, {})
-            xs = [values[name] for name in node.inputs]
-            values[node.name] = flush(op.reference([flush(x) for x in xs], {k: flush(round_to_dtype(v, dtype)) for k, v in ps.items()},
-                                                   node.attrs))
-            undefined[node.name] = _flush_undefined(op, xs, [env[name] for name in node.inputs],
-                                                    [undefined.get(name) for name in node.inputs], ps, node.attrs,
-                                                    values[node.name], env[node.name])
+            values[node.name], undefined[node.name] = _flushed_node(node, values, undefined, params, env, dtype)
         return _model_outputs(values, undefined, graph.outputs, env)
+
+
+def _flushed_node(node, values: dict, undefined: dict, params: dict, env: dict, dtype: str):
+    """One node of the flush-to-zero run: its result from the run's `values` (operands and
+    parameters rounded to `dtype` and flushed, the result flushed) and its undefined entries."""
+    flush = lambda values: _flushed(values, dtype)  # noqa: E731
+    op, ps = get_op(node.op), params.get(node.name, {})
+    xs = [values[name] for name in node.inputs]
+    result = flush(op.reference([flush(x) for x in xs], {k: flush(round_to_dtype(v, dtype)) for k, v in ps.items()}, node.attrs))
+    return result, _flush_undefined(op, xs, [env[name] for name in node.inputs], [undefined.get(name) for name in node.inputs],
+                                    ps, node.attrs, result, env[node.name])
 
 
 def _flush_undefined(op, xs: list, exact_xs: list, undefined_in: list, ps: dict, attrs: dict, result: np.ndarray,
@@ -900,14 +905,8 @@ def _flush_to_zero_shared(graph: Graph, inputs: dict, params: dict, dtype: str, 
                 shared[node.name] = untouched(result)
                 values[node.name] = result if shared[node.name] else flush(result)
             else:
-                op = get_op(node.op)
                 shared[node.name] = False
-                xs = [values[name] for name in node.inputs]
-                values[node.name] = flush(op.reference([flush(x) for x in xs], {k: flush(round_to_dtype(v, dtype)) for k, v in ps.items()},
-                                                       node.attrs))
-                undefined[node.name] = _flush_undefined(op, xs, [env[name] for name in node.inputs],
-                                                        [undefined.get(name) for name in node.inputs], ps, node.attrs,
-                                                        values[node.name], env[node.name])
+                values[node.name], undefined[node.name] = _flushed_node(node, values, undefined, params, env, dtype)
         return _model_outputs(values, undefined, graph.outputs, env)
 
 
