@@ -7,8 +7,12 @@ the ONNX spec's equations agree). Exits 1 while ORT's output is finite there, 0 
 import sys
 
 import numpy as np
-import onnxruntime
-from onnx import TensorProto, helper, numpy_helper
+try:
+    import onnxruntime
+    from onnx import TensorProto, helper, numpy_helper
+except ImportError:
+    print("This reproducer needs onnx and onnxruntime (pip install onnx onnxruntime).", file=sys.stderr)
+    sys.exit(2)
 
 rng = np.random.default_rng(0)
 steps, batch, features, hidden = 3, 1, 2, 3

@@ -10,8 +10,12 @@ import io
 import sys
 
 import numpy as np
-import onnxruntime
-import onnxscript
+try:
+    import onnxruntime
+    import onnxscript
+except ImportError:
+    print("This reproducer needs onnxruntime and onnxscript (pip install onnxruntime onnxscript).", file=sys.stderr)
+    sys.exit(2)
 import torch
 
 
