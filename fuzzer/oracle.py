@@ -17,9 +17,10 @@ numpy reference and r_d the same reference evaluated in dtype d:
 r_d is numpy in dtype d, with d's rounding and range (float16 overflows past 65,504, as an
 honest float16 kernel may); for float16 a second such model computes each op in float32 and rounds
 its result, as torch's opmath and cuBLAS do (a product of -1.5e6 that overflows inside a numpy
-float16 baddbmm does not there), and an entry must be the same in both to be defined. bfloat16 values are ml_dtypes' and every op computes in float32
-from them and rounds its result to bfloat16, as a bfloat16 kernel does (reference.py says why
-not ml_dtypes' own reductions): an input that rounds to -1 makes log1p -inf there too.
+float16 baddbmm does not there), and an entry must be the same in both to be defined.
+bfloat16 values are ml_dtypes' and every op computes in float32 from them and rounds its result
+to bfloat16, as a bfloat16 kernel does (reference.py says why not ml_dtypes' own reductions): an
+input that rounds to -1 makes log1p -inf there too.
 
 Why each term: `e_same` is the PyTorch-minifier idea (judge error relative to
 what a trusted implementation of the same dtype achieves), which absorbs
