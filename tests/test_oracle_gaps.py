@@ -406,3 +406,22 @@ def test_the_sign_of_sin_of_a_sum_near_1e18_is_its_rounding():
     # Planted: a sum of 3 whose sin is 0.14 in every rounding: nan is wrong there.
     small = Case(graph, {"x0": np.array([1.0, 1.0, 1.0] + [0.0] * 15).reshape(1, 1, 18)}, seed=2)
     assert judged(small, "float32", [np.full((1, 1), np.nan)]) == verdicts.NAN_INF
+
+
+def test_a_normalization_over_one_element_keeps_its_rounding_error_in_both_runs():
+    # torch-eager:cpu:float32, 40-minute campaign case 71: group_norm with a group per channel of [2, 33] (one
+    # element each, eps 1e-12) is its bias exactly, but torch's fused x * scale + shift is off by
+    # u |x| / sqrt(eps) = 0.03; the run that snapped the float64 zero back to 0 erased that error, and the
+    # max over the batch hid the other run's negative one.
+    attrs = {"affine": True, "eps": 1e-12, "num_groups": 33}
+    graph = Graph([TensorSpec("x0", (2, 33))], [Node("n0", "group_norm", ["x0"], attrs),
+                                                Node("n1", "max", ["n0"], {"dim": 0, "keepdim": False})], ["n1"])
+    x = np.zeros((2, 33))
+    x[1, 32] = 0.86767578125
+    case = Case(graph, {"x0": x, "n0.weight": np.ones(33), "n0.bias": np.zeros(33)}, seed=3)
+    torch_output = get_backend("torch-eager:cpu:float32").run(case)
+    assert judged(case, "float32", torch_output) == verdicts.AGREE
+    # Planted: 30 off, a hundred times what the fused form can do here (0.2 a run).
+    wrong = np.array(torch_output[0], dtype=np.float64)
+    wrong[32] += 30.0
+    assert judged(case, "float32", [wrong]) == verdicts.MISMATCH

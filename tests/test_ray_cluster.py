@@ -35,7 +35,7 @@ def two_node_cluster():
 
 def run_fuzz_removing_node(cluster, worker_node, db: Path) -> tuple[dict, list[dict]]:
     """`fuzz run --ray auto --json` against the cluster; the worker node is removed once the campaign
-    has checked a few cases. Returns its summary (stdout, which must be JSON alone) and its events."""
+    has checked its first graph. Returns its summary (stdout, which must be JSON alone) and its events."""
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}  # the README's head-node form
     fuzz = Path(sys.executable).with_name("fuzz")
     command = [str(fuzz), "run", "--db", str(db), "--ray", "auto", "--workers", "2", "--time", str(TIME_LIMIT),
@@ -48,7 +48,7 @@ def run_fuzz_removing_node(cluster, worker_node, db: Path) -> tuple[dict, list[d
             other_lines.append(line)
             continue
         events.append(json.loads(line))
-        if events[-1].get("graphs", 0) >= 2 and removal.ident is None:
+        if events[-1].get("graphs", 0) >= 1 and removal.ident is None:  # mid-campaign, even on a loaded machine
             removal.start()
     stdout, _ = process.communicate(timeout=120)
     assert process.returncode == 0 and removal.ident is not None, (stdout, "".join(other_lines)[-3000:])
