@@ -259,9 +259,11 @@ def _product(x, dims, attrs):
     growth = np.prod(np.where(np.abs(x) > 1, np.abs(x), 1), axis=dims, keepdims=keep)
     magnitudes = np.abs(np.asarray(x, dtype=np.float64))  # float16 would underflow long before float32
     shrink = np.prod(np.where(magnitudes < 1, magnitudes, 1), axis=dims, keepdims=keep)
-    overflows, flushes = np.isinf(growth) & np.isfinite(out), (shrink < np.finfo(np.float32).tiny) & np.isfinite(out)
-    out = np.where(overflows, np.copysign(np.inf, out), np.where(flushes, np.copysign(0.0, out), out))
-    return like(x, np.where(np.isinf(growth) & (shrink < np.finfo(np.float32).tiny), np.nan, out))
+    some_order_overflows, some_order_flushes = np.isinf(growth), shrink < np.finfo(np.float32).tiny
+    finite = np.isfinite(out)
+    out = np.where(some_order_overflows & finite, np.copysign(np.inf, out),
+                   np.where(some_order_flushes & finite, np.copysign(0.0, out), out))
+    return like(x, np.where(some_order_overflows & some_order_flushes, np.nan, out))
 
 
 # log2 of float64's smallest normal and of its overflow threshold.
