@@ -402,6 +402,10 @@ def _known(node: ast.expr):
     for part in ast.walk(node):
         if isinstance(part, _Object) or (isinstance(part, ast.Name) and part.id not in SAFE_BUILTINS and part.id not in bound):
             return _UNKNOWN
+        # A case's attribute values arrive as literals; no dunder attribute of one is ever computed
+        # here (the way out of a restricted eval: "".__class__.__mro__...).
+        if isinstance(part, ast.Attribute) and part.attr.startswith("__"):
+            return _UNKNOWN
     try:
         value = eval(compile(ast.fix_missing_locations(ast.Expression(copy.deepcopy(node))), "<known>", "eval"),
                      {"__builtins__": SAFE_BUILTINS})  # noqa: S307 - literals and safe builtins only, checked above

@@ -92,3 +92,15 @@ def test_negative_and_single_int_dims_agree_with_the_reference_in_both_framework
 def test_literal_writes_non_finite_floats_and_tuples_as_source():
     assert literal({"a": [1.5, float("inf")], "b": (2,), "c": float("nan")}) == \
         "{'a': [1.5, float('inf')], 'b': (2,), 'c': float('nan')}"
+
+
+def test_specializing_computes_literal_methods_but_no_dunder_attribute():
+    # Attribute values from a case file reach op_source as literals; the restricted eval that folds
+    # them must never follow a dunder attribute (the usual way out of such an eval).
+    import ast
+
+    from fuzzer.op_source import _UNKNOWN, _known
+
+    assert _known(ast.parse("'same'.upper()", mode="eval").body) == "SAME"
+    assert _known(ast.parse("().__class__.__base__.__subclasses__()", mode="eval").body) is _UNKNOWN
+    assert _known(ast.parse("'x'.__class__", mode="eval").body) is _UNKNOWN
