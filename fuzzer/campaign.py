@@ -520,7 +520,7 @@ class Campaign:
             self.known_signatures.add(finding.signature)
             if not verdicts.is_bug(finding.verdict):
                 continue  # inherited (listed with its base's bucket), precision-policy: recorded, never a new bucket
-            bug = self.known_bugs.match(finding)
+            bug = self.known_bugs.match(finding, record.case.graph)
             if bug is not None and bucket not in self.marked_known:
                 self.marked_known.add(bucket)
                 self.corpus.mark_known(bucket, bug.id)

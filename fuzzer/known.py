@@ -7,7 +7,8 @@ The registry is a strict JSON list (no NaN or Infinity tokens) of one object per
     title     one line saying what is wrong
     match     which findings are this bug; every key given must hold:
                 verdicts    the finding's verdict, or the verdict it is bucketed under (required)
-                ops         its culprit op ("softmax@fused" counts as softmax)
+                ops         its culprit op ("softmax@fused" counts as softmax, and so does every op
+                            that fused output depends on: see culprit_ops)
                 kinds       its backend's kind ("torch-eager" of "torch-eager:cpu:float32";
                             a plugin backend's kind is its whole name)
                 frameworks  the framework of its backend's kind ("torch", "jax", "onnxruntime");
@@ -35,7 +36,7 @@ from typing import Any
 
 from fuzzer import verdicts
 from fuzzer.errors import UserError, normalize_error
-from fuzzer.ir import check_json_depth
+from fuzzer.ir import Graph, check_json_depth
 from fuzzer.records import Finding, signature_error
 
 REGISTRY_ENV = "FUZZ_KNOWN_BUGS"
@@ -67,10 +68,11 @@ class Rule:
     dtypes: tuple[str, ...] = ()
     error: str | None = None
 
-    def matches(self, verdict: str, backend: str, culprit: str, error_text: str) -> bool:
+    def matches(self, verdict: str, backend: str, ops: set[str], error_text: str) -> bool:
+        """`ops`: the ops the finding may be charged to (culprit_ops)."""
         kind, device, dtype = backend_parts(backend)
         return ((verdict in self.verdicts or verdicts.bucket_verdict(verdict) in self.verdicts)
-                and (not self.ops or culprit.partition("@")[0] in self.ops)
+                and (not self.ops or not ops.isdisjoint(self.ops))
                 and (not self.kinds or kind in self.kinds)
                 and (not self.frameworks or framework_of(backend) in self.frameworks)
                 and (not self.devices or device in self.devices)
@@ -90,9 +92,9 @@ class KnownBug:
     def fixed(self) -> bool:
         return self.status.startswith("fixed-in")
 
-    def matches(self, finding: Finding) -> bool:
-        """Whether a finding is this bug by its match rule, whatever its status."""
-        return self.rule.matches(finding.verdict, finding.backend, finding.culprit, error_text(finding))
+    def matches(self, finding: Finding, graph: Graph | None = None) -> bool:
+        """Whether a finding on a case of `graph` is this bug by its match rule, whatever its status."""
+        return self.rule.matches(finding.verdict, finding.backend, culprit_ops(finding.culprit, graph), error_text(finding))
 
 
 @dataclass(frozen=True)
@@ -100,9 +102,22 @@ class Registry:
     path: Path | None  # None: no registry file (an installation without the repository)
     bugs: tuple[KnownBug, ...]
 
-    def match(self, finding: Finding) -> KnownBug | None:
-        """The first entry the finding is, or None; a fixed bug is never matched."""
-        return next((bug for bug in self.bugs if not bug.fixed and bug.matches(finding)), None)
+    def match(self, finding: Finding, graph: Graph | None = None) -> KnownBug | None:
+        """The first entry a finding on a case of `graph` is, or None; a fixed bug is never matched."""
+        return next((bug for bug in self.bugs if not bug.fixed and bug.matches(finding, graph)), None)
+
+
+def culprit_ops(culprit: str, graph: Graph | None) -> set[str]:
+    """The ops a finding is charged to: its culprit's op ("sin@grad" is sin) and, for a fusion's
+    culprit ("layer_norm@fused": no op was wrong alone, fuzzer/check.py), every op that the fused
+    output depends on in `graph`. A known bug of an op that the compiler fused into its consumer
+    (a minimum fused into a sum under jax.jit) is found only as the consumer's fusion."""
+    op, _, how = culprit.partition("@")
+    if how != "fused" or graph is None:
+        return {op}
+    fused = [node.name for node in graph.nodes if node.op == op]
+    needed = graph.ancestors(fused)
+    return {op} | {node.op for node in graph.nodes if node.name in needed}
 
 
 def backend_parts(backend: str) -> tuple[str, str | None, str | None]:

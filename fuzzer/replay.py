@@ -274,7 +274,7 @@ def check_known_bugs(registry: Registry, plugins: list[str], timeout: float = 12
                 continue
             reply = replayer.check(item.case, item.backends)
             signatures = ", ".join(f.signature for f in reply.findings if verdicts.is_bug(f.verdict))
-            if any(bug.matches(f) for f in reply.findings):
+            if any(bug.matches(f, item.case.graph) for f in reply.findings):
                 results.append(KnownCheck(bug.id, case, "reproduces", signatures))
             elif verdicts.passes(reply.verdict):
                 results.append(KnownCheck(bug.id, case, "fixed here", f"every backend agrees now ({', '.join(item.backends)})"))

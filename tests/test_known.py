@@ -7,12 +7,15 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
-from fuzzer.check import Finding
+from fuzzer.backends import get_backend
+from fuzzer.check import Finding, check_case
 from fuzzer.corpus import Corpus
 from fuzzer.errors import UserError
 from fuzzer.generate import generate_case
+from fuzzer.ir import Case, Graph, Node, TensorSpec
 from fuzzer.known import SHIPPED_REGISTRY, load_registry
 from fuzzer.oracle import signature
 from fuzzer.records import CaseRecord
@@ -197,3 +200,32 @@ def test_add_turns_a_triaged_bucket_into_an_entry_with_its_case(tmp_path):
         assert (bucket["status"], bucket["known_bug"]) == ("known", "torch-relu-crash")
     assert_user_error(fuzz("known", "add", "--db", db, case_id, "--id", "torch-relu-crash", "--link", link,
                            "--known-bugs", path), "has an entry 'torch-relu-crash' already")
+
+
+def fused_minimum_case(nan_at: tuple[int, ...] | None) -> Case:
+    """The README set-up campaign's case: a minimum that jax.jit fuses into the sum after it, then a
+    layer_norm. With a nan in 4,284 elements the jit drops it (jax-cpu-max-nan-4096), and since no op is
+    wrong alone the finding is the fusion's, `layer_norm@fused`."""
+    graph = Graph(inputs=[TensorSpec("x1", (1, 1, 1)), TensorSpec("x2", (2, 2, 7, 9, 17))],
+                  nodes=[Node("n1", "minimum", ("x2", "x1")), Node("n2", "sum", ("n1",), {"dims": [-3], "keepdim": True}),
+                         Node("n3", "layer_norm", ("n2",), {"affine": False, "eps": 1e-3, "normalized_shape": [9, 17]})],
+                  outputs=["n3"])
+    x2 = np.random.default_rng(0).standard_normal((2, 2, 7, 9, 17))
+    if nan_at is not None:
+        x2[nan_at] = np.nan
+    return Case(graph, {"x1": np.zeros((1, 1, 1)), "x2": x2})
+
+
+def test_a_known_bug_of_an_op_fused_into_its_consumer_matches_the_fusion_finding():
+    registry = load_registry(SHIPPED_REGISTRY)
+    case = fused_minimum_case(nan_at=(1, 1, 3, 0, 0))
+    findings = check_case(case, [get_backend("jax-jit:cpu:float32")]).findings
+    assert [f.culprit for f in findings] == ["layer_norm@fused"], "the finding this test is about"
+    assert registry.match(findings[0], case.graph).id == "jax-cpu-max-nan-4096"
+    assert registry.match(findings[0]) is None, "without its graph a fusion is only its last op"
+    # A fusion of ops no entry names is not made known by the graph: here the same finding on a graph
+    # whose fused ancestors are only sum and layer_norm.
+    alone = Graph(inputs=[TensorSpec("x2", (2, 2, 7, 9, 17))], outputs=["n3"],
+                  nodes=[Node("n2", "sum", ("x2",), {"dims": [-3], "keepdim": True}), case.graph.nodes[2]])
+    assert registry.match(findings[0], alone) is None
+    assert check_case(fused_minimum_case(nan_at=None), [get_backend("jax-jit:cpu:float32")]).findings == []
