@@ -425,3 +425,22 @@ def test_a_normalization_over_one_element_keeps_its_rounding_error_in_both_runs(
     wrong = np.array(torch_output[0], dtype=np.float64)
     wrong[32] += 30.0
     assert judged(case, "float32", [wrong]) == verdicts.MISMATCH
+
+
+def test_nearest_may_read_either_source_where_float32_rounds_an_integer_coordinate_below():
+    # torch-eager:cpu:float64, GPU-machine case 738: [nan, 0] resized to 214 rows. Output row 107 has the
+    # source coordinate 107 * 2 / 214 = 1 exactly: torch's float32 kernels read row 0 (107 * float32(2/214)
+    # is 0.99999994), its float64 CPU kernel reads row 1.
+    attrs = {"align_corners": None, "mode": "nearest", "scale_factor": None, "size": [214, 4]}
+    for values in ([np.nan, 0.0], [1.5, -2.0]):
+        case = Case(chain((1, 1, 2, 1), ("interpolate", attrs)), {"x0": np.array(values).reshape(1, 1, 2, 1)}, seed=1)
+        for dtype in ("float64", "float32"):
+            output = get_backend(f"torch-eager:cpu:{dtype}").run(case)[0]
+            assert judged(case, dtype, [output]) == verdicts.AGREE, (values, dtype)
+        float64_output = get_backend("torch-eager:cpu:float64").run(case)[0]
+        assert float64_output[0, 0, 107, 0] == values[1], "the float64 kernel reads row 1 there"
+        # Planted: row 106 (coordinate 0.99) reads row 1; and row 108 (1.01) reads row 0.
+        for row, source in ((106, 1), (108, 0)):
+            wrong = np.array(float64_output)
+            wrong[0, 0, row] = values[source]
+            assert judged(case, "float64", [wrong]) in (verdicts.MISMATCH, verdicts.NAN_INF), (values, row)

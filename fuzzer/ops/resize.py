@@ -71,11 +71,28 @@ def nearest_step(size: int, out: int, factor: float | None) -> np.float32:
 def nearest_sources(size: int, out: int, factor: float | None) -> np.ndarray:
     """torch's legacy "nearest": output index i reads min(floor(float32(i) * step), size - 1),
     the product rounded to float32 (`nearest_step`). The float32 rounding is part of torch's
-    definition, in eager and torch.compile alike: for about 7% of (size, out) pairs up to 4097
-    it reads one index lower than floor(i * size / out) (2 -> 3920: output 1960 reads 0).
+    float32 kernels, in eager and torch.compile alike: for about 7% of (size, out) pairs up to 4097
+    it reads one index lower than floor(i * size / out) (2 -> 3920: output 1960 reads 0). torch's
+    CPU float64 kernel computes in float64 (nearest_sources_exact): either is correct there.
     Not pixel centres ("nearest-exact" is that)."""
     products = np.arange(out, dtype=np.float32) * nearest_step(size, out, factor)
     return np.minimum(np.floor(products).astype(np.int64), size - 1)
+
+
+def nearest_sources_exact(size: int, out: int, factor: float | None) -> np.ndarray:
+    """The other rule a correct kernel follows: the exact floor(i * size / out) (torch's CPU kernel
+    for float64 tensors reads that), or floor(i / factor) in float64 when a factor is given."""
+    dst = np.arange(out, dtype=np.int64)
+    exact = np.floor(dst / factor).astype(np.int64) if factor is not None else dst * size // out
+    return np.minimum(exact, size - 1)
+
+
+def _nearest_alternative(x, attrs):
+    """(what nearest gives, what it gives by the other rule): they differ only at the outputs whose
+    exact source coordinate is an integer that float32 rounds just below."""
+    dims = _axis_sources(attrs, x.shape)
+    (rows, cols), (rows_exact, cols_exact) = ([rule(*dim) for dim in dims] for rule in (nearest_sources, nearest_sources_exact))
+    return x[:, :, rows[:, None], cols[None, :]], x[:, :, rows_exact[:, None], cols_exact[None, :]]
 
 
 # How far a kernel's source coordinate may fall below the exact one, relative to (src + 1): a few
@@ -126,8 +143,7 @@ def _interpolate_reference(xs, ps, attrs):
     (1-a)(1-b) x[h0, w0] + (1-a) b x[h0, w1] + a (1-b) x[h1, w0] + a b x[h1, w1]."""
     x = xs[0]
     if attrs["mode"] == "nearest":
-        rows, cols = (nearest_sources(*dim) for dim in _axis_sources(attrs, x.shape))
-        return x[:, :, rows[:, None], cols[None, :]]
+        return _nearest_alternative(x, attrs)[0]
     return sum(weight * values for weight, values in _bilinear_corners(x, attrs)).astype(x.dtype)
 
 
@@ -135,7 +151,8 @@ def _interpolate_error(xs, ps, attrs):
     """A correct float kernel computes the source coordinate in working precision, off by a few
     roundoffs of (src + 1) per dim; bilinear output is continuous in it with slope at most twice
     the largest neighbour, so it errs by about 6 (src_h + src_w + 2) * max |corner| roundoffs,
-    relative to no output value (a flat region where the neighbours cancel has a tiny output)."""
+    relative to no output value (a flat region where the neighbours cancel has a tiny output).
+    nearest copies: no error (where it may read either of two values, _interpolate_undefined)."""
     x = xs[0]
     if attrs["mode"] == "nearest":
         return np.zeros(_infer_interpolate(attrs, [x.shape]))
@@ -153,9 +170,14 @@ def _interpolate_undefined(xs, ps, attrs):
     for any infinite neighbour (inf - inf). A nan of nonzero weight is nan in every form: required.
     A source coordinate that is an integer k in exact arithmetic may come out just below it from a
     float32 step (4.5 * float32(1/3) - 0.5 < 1), so the kernel reads row k - 1 with weight ~1e-7:
-    a non-finite value there is read too (CUDA's float64 kernel gives nan, the exact blend 0)."""
+    a non-finite value there is read too (CUDA's float64 kernel gives nan, the exact blend 0).
+    nearest: where its two rules read different values (nearest_sources_exact), as a bilinear
+    blend is continuous in its coordinate and nearest is not."""
     x = xs[0]
-    if attrs["mode"] == "nearest" or np.all(np.isfinite(x)):
+    if attrs["mode"] == "nearest":
+        value, other = _nearest_alternative(x, attrs)
+        return ~((value == other) | (np.isnan(value) & np.isnan(other)))
+    if np.all(np.isfinite(x)):
         return np.zeros(_infer_interpolate(attrs, [x.shape]), dtype=bool)
     corners = _bilinear_corners(x, attrs)
     nonfinite = np.logical_or.reduce([~np.isfinite(values) for _, values in _bilinear_corners(x, attrs, COORDINATE_ROUNDING)]
