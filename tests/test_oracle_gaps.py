@@ -444,3 +444,20 @@ def test_nearest_may_read_either_source_where_float32_rounds_an_integer_coordina
             wrong = np.array(float64_output)
             wrong[0, 0, row] = values[source]
             assert judged(case, "float64", [wrong]) in (verdicts.MISMATCH, verdicts.NAN_INF), (values, row)
+
+
+def test_an_attention_row_whose_scores_overflow_to_minus_inf_may_be_zero_or_nan():
+    # torch-eager:cuda:float16, GPU-machine case 196: cosh gave q = 1.1e15, inf in float16, and causal
+    # attention with one query keeps key 0 alone, whose k is -1.3e-6: the row's only score is -inf.
+    # The answer, v's row 0, is 0 in float64 and in the float16 model alike.
+    # torch's math kernel gives 0 for a row with no finite score, the fused CUDA kernel 0 / 0 = nan.
+    attention = ("scaled_dot_product_attention", {"causal": True, "mask": False, "scale": 1.0}, ["k", "v"])
+    graph = chain((1, 1, 2), ("cosh", {}), attention, extra_inputs=[("k", (1, 2, 2)), ("v", (1, 2, 1))])
+    arrays = {"x0": np.array([[[35.32, 0.0]]]), "k": np.array([[[-1.3e-6, 0.0], [1.0, 1.0]]]), "v": np.array([[[0.0], [2.0]]])}
+    case = Case(graph, arrays, seed=1)
+    for output in (np.nan, 0.0):
+        assert judged(case, "float16", [np.array([[[output]]])]) in (verdicts.AGREE, verdicts.INVALID), output
+    assert judged(case, "float32", [np.array([[[np.nan]]])]) == verdicts.NAN_INF, "finite in float32: v's row 0 is the answer"
+    # Planted: cosh(1.0), whose score is finite in float16: nan is wrong.
+    finite = Case(graph, {**arrays, "x0": np.array([[[1.0, 0.0]]])}, seed=1)
+    assert judged(finite, "float16", [np.array([[[np.nan]]])]) == verdicts.NAN_INF

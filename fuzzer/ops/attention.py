@@ -69,6 +69,17 @@ def _scale(attrs, embed: int) -> float:
     return 1.0 / math.sqrt(embed) if attrs["scale"] is None else attrs["scale"]
 
 
+def _scores(xp, xs, attrs):
+    """q k^T * scale + mask, with -inf where the causal mask hides a key."""
+    q, k = xs[:2]
+    scores = xp.matmul(q, xp.swapaxes(k, -1, -2)) * _scale(attrs, q.shape[-1])
+    if attrs["mask"]:
+        scores = scores + xs[3]
+    if attrs["causal"]:
+        scores = xp.where(xp.tril(xp.ones(scores.shape[-2:], dtype=bool)), scores, -xp.inf)
+    return scores
+
+
 def _attention(xp, xs, attrs, flush_below=0.0):
     """softmax(q k^T * scale + mask) v over the last two dims, batch dims shared, with `xp`
     numpy (the reference) or jax.numpy (the jax side); softmax weights below `flush_below` are 0.
@@ -77,14 +88,11 @@ def _attention(xp, xs, attrs, flush_below=0.0):
     j <= i, the lower triangle aligned at the upper-left corner even when L != S (torch's
     is_causal): every row keeps key 0. The softmax subtracts the row max first (never
     overflows). A row whose scores are all -inf (a mask of -inf everywhere) attends to
-    nothing and gives 0, torch's convention since 2.5 (older releases give nan).
+    nothing and gives 0, torch's convention since 2.5 (older releases give nan; the oracle
+    leaves such rows undefined, _attention_undefined).
     """
     q, k, v = xs[:3]
-    scores = xp.matmul(q, xp.swapaxes(k, -1, -2)) * _scale(attrs, q.shape[-1])
-    if attrs["mask"]:
-        scores = scores + xs[3]
-    if attrs["causal"]:
-        scores = xp.where(xp.tril(xp.ones(scores.shape[-2:], dtype=bool)), scores, -xp.inf)
+    scores = _scores(xp, xs, attrs)
     peak = xp.max(scores, axis=-1, keepdims=True)
     masked_row = peak == -xp.inf
     weights = xp.exp(scores - xp.where(masked_row, 0, peak))  # all zeros in a masked row
@@ -100,6 +108,15 @@ def _attention_reference(xs, ps, attrs):
     value is -inf in float64 and 0 * -inf = nan there, so the oracle leaves that entry undefined."""
     q = np.asarray(xs[0])
     return like(q, _attention(np, xs, attrs, 0.0 if q.dtype == np.float64 else np.finfo(np.float32).tiny))
+
+
+def _attention_undefined(xs, ps, attrs):
+    """A row whose scores are all -inf: 0 by torch's convention for a row the mask hides entirely,
+    nan by the softmax's formula (0 / 0), which fused kernels follow where a score is -inf from
+    its values (an infinite q times a negative k; CUDA's float16 kernel on the GPU machine)."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        empty = np.max(_scores(np, xs, attrs), axis=-1, keepdims=True) == -np.inf
+    return np.broadcast_to(empty, _infer_attention(attrs, [np.shape(x) for x in xs]))
 
 
 def _torch_attention(xs, ps, attrs):
@@ -130,6 +147,7 @@ OPS = [
         draw_operands=_draw_operands,
         arity=(3, 4),
         intermediates=_intermediates,
+        undefined=_attention_undefined,
         sensitivity=4.0,
     ),
 ]
