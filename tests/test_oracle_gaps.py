@@ -461,3 +461,15 @@ def test_an_attention_row_whose_scores_overflow_to_minus_inf_may_be_zero_or_nan(
     # Planted: cosh(1.0), whose score is finite in float16: nan is wrong.
     finite = Case(graph, {**arrays, "x0": np.array([[[1.0, 0.0]]])}, seed=1)
     assert judged(finite, "float16", [np.array([[[np.nan]]])]) == verdicts.NAN_INF
+
+
+def test_rms_norm_of_a_row_holding_inf_may_make_its_finite_entries_nan():
+    # torch-eager:cuda (every dtype), GPU-machine case 266: rms_norm of the row [0, inf] is [0, nan] on the
+    # CPU (0 / inf) and [nan, nan] from CUDA's kernel, probed on the H100 with torch 2.11.
+    attrs = {"affine": False, "eps": 1e-12, "normalized_shape": [2, 1]}
+    case = Case(chain((1, 2, 1), ("rms_norm", attrs)), {"x0": np.array([0.0, np.inf]).reshape(1, 2, 1)}, seed=1)
+    for first in (0.0, np.nan):
+        assert judged(case, "float32", [np.array([first, np.nan]).reshape(1, 2, 1)]) in (verdicts.AGREE, verdicts.INVALID), first
+    # Planted: a finite row, whose zero is 0 in every kernel.
+    finite = Case(case.graph, {"x0": np.array([0.0, 3.0]).reshape(1, 2, 1)}, seed=1)
+    assert judged(finite, "float32", [np.array([np.nan, 1.0]).reshape(1, 2, 1)]) == verdicts.NAN_INF
