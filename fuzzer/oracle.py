@@ -435,32 +435,41 @@ def _flush_to_zero_run(graph: Graph, inputs: dict, params: dict, dtype: str, env
     with np.errstate(all="ignore"):
         if env is None:
             env = evaluate_all(graph, inputs, params)
-        values = {name: flush(round_to_dtype(value, dtype)) for name, value in inputs.items()}
+        raw = {name: round_to_dtype(value, dtype) for name, value in inputs.items()}
+        values = {name: flush(value) for name, value in raw.items()}
         undefined = {}
         for node in graph.nodes:
-            values[node.name], undefined[node.name] = _flushed_node(node, values, undefined, params, env, dtype)
+            values[node.name], undefined[node.name], raw[node.name] = _flushed_node(node, values, raw, undefined, params, env, dtype)
         return _model_outputs(values, undefined, graph.outputs, env)
 
 
-def _flushed_node(node, values: dict, undefined: dict, params: dict, env: dict, dtype: str):
+def _flushed_node(node, values: dict, raw: dict, undefined: dict, params: dict, env: dict, dtype: str):
     """One node of the flush-to-zero run: its result from the run's `values` (operands and
-    parameters rounded to `dtype` and flushed, the result flushed) and its undefined entries."""
+    parameters rounded to `dtype` and flushed, the result flushed), its undefined entries, and
+    its result before the flush (what a kernel that does not flush reads: `raw`)."""
     flush = lambda values: _flushed(values, dtype)  # noqa: E731
     op, ps = get_op(node.op), params.get(node.name, {})
     xs = [values[name] for name in node.inputs]
-    result = flush(op.reference([flush(x) for x in xs], {k: flush(round_to_dtype(v, dtype)) for k, v in ps.items()}, node.attrs))
+    rounded = {k: round_to_dtype(v, dtype) for k, v in ps.items()}
+    unflushed = op.reference(xs, {k: flush(v) for k, v in rounded.items()}, node.attrs)
+    result = flush(unflushed)
+    # A kernel may read its operands flushed or not, whatever the ops before it did: XLA's CPU dot
+    # flushes a subnormal operand where its pow reads a subnormal exponent as it is.
+    read_raw = op.reference([raw[name] for name in node.inputs], rounded, node.attrs)
     return result, _flush_undefined(op, xs, [env[name] for name in node.inputs], [undefined.get(name) for name in node.inputs],
-                                    ps, node.attrs, result, env[node.name])
+                                    ps, node.attrs, result, env[node.name], read_raw), unflushed
 
 
 def _flush_undefined(op, xs: list, exact_xs: list, undefined_in: list, ps: dict, attrs: dict, result: np.ndarray,
-                     exact: np.ndarray) -> np.ndarray | None:
+                     exact: np.ndarray, read_raw: np.ndarray) -> np.ndarray | None:
     """The entries of a flush-to-zero run's `result` of `op` (on the operands `xs`) that are
     undefined (None: none): of another non-finite class than the float64 run's (`exact`, on
-    `exact_xs`), or dependent on an operand entry undefined upstream, with the other operands
-    flushed or not (pow(undefined, -8e-39) depends on it, pow(undefined, -0.0) does not)."""
+    `exact_xs`) or than the op gives reading its operands unflushed (`read_raw`), or dependent on
+    an operand entry undefined upstream, with the other operands flushed or not
+    (pow(undefined, -8e-39) depends on it, pow(undefined, -0.0) does not)."""
     shape = np.shape(result)
     masks = [np.broadcast_to(nonfinite_class(result) != nonfinite_class(exact), shape),
+             np.broadcast_to(nonfinite_class(result) != nonfinite_class(read_raw), shape),
              _depends_on_undefined(op, xs, undefined_in, ps, attrs, shape),
              _depends_on_undefined(op, exact_xs, undefined_in, ps, attrs, shape)]
     masks = [mask for mask in masks if mask is not None and mask.any()]
@@ -892,12 +901,14 @@ def _flush_to_zero_shared(graph: Graph, inputs: dict, params: dict, dtype: str, 
         small = np.abs(values) < tiny
         return not (small.any() and np.any(values[small] != 0))  # +-0 flushes to itself
 
-    values, shared, undefined = {}, {}, {}  # the run's values; is the value the float64 run's own array?
+    # The run's values, the same before flushing (_flushed_node), and whether a value is the float64 run's own array.
+    values, raw, shared, undefined = {}, {}, {}, {}
     with np.errstate(all="ignore"):
         for name, value in inputs.items():
             rounded = round_to_dtype(value, dtype)
             shared[name] = untouched(env[name]) and exact_in(rounded, env[name])
             values[name] = env[name] if shared[name] else flush(rounded)
+            raw[name] = env[name] if shared[name] else rounded
         for node in graph.nodes:
             ps = params.get(node.name, {})
             # The float64 run's operands: env's values, and each parameter as np.asarray(float64) gave it.
@@ -907,12 +918,12 @@ def _flush_to_zero_shared(graph: Graph, inputs: dict, params: dict, dtype: str, 
                     and all(untouched(v) and exact_in(round_to_dtype(v, dtype), v) for v in cast.values())
                     and _separate(operands)):
                 # No operand flushed or undefined: the result is env's, flushed, of env's classes.
-                result = env[node.name]
+                result = raw[node.name] = env[node.name]
                 shared[node.name] = untouched(result)
                 values[node.name] = result if shared[node.name] else flush(result)
             else:
                 shared[node.name] = False
-                values[node.name], undefined[node.name] = _flushed_node(node, values, undefined, params, env, dtype)
+                values[node.name], undefined[node.name], raw[node.name] = _flushed_node(node, values, raw, undefined, params, env, dtype)
         return _model_outputs(values, undefined, graph.outputs, env)
 
 

@@ -473,3 +473,18 @@ def test_rms_norm_of_a_row_holding_inf_may_make_its_finite_entries_nan():
     # Planted: a finite row, whose zero is 0 in every kernel.
     finite = Case(case.graph, {"x0": np.array([0.0, 3.0]).reshape(1, 2, 1)}, seed=1)
     assert judged(finite, "float32", [np.array([np.nan, 1.0]).reshape(1, 2, 1)]) == verdicts.NAN_INF
+
+
+def test_a_kernel_may_flush_one_operand_and_read_a_later_subnormal_as_it_is():
+    # jax-eager:cpu:float32 on jax 0.12.0.1, CPU campaign case 53: XLA's dot flushes the subnormal
+    # 5.1e-41, so 5.1e-41 * 1e19 is 0, and then its pow reads the subnormal exponent -7.3e-39 as it is:
+    # pow(0, -7.3e-39) is inf, where a run that flushes every read gives pow(0, -0.0) = 1.
+    graph = Graph([TensorSpec("x0", (1, 2)), TensorSpec("x1", (2, 1)), TensorSpec("x2", (1,))],
+                  [Node("n0", "matmul", ["x0", "x1"]), Node("n1", "pow", ["n0", "x2"])], ["n1"])
+    arrays = {"x0": np.array([[5.1492e-41, 0.0]]), "x1": np.array([[1e19], [0.0]]), "x2": np.array([-7.280212e-39])}
+    case = Case(graph, arrays, seed=1)
+    jax_output = get_backend("jax-eager:cpu:float32").run(case)[0]
+    assert judged(case, "float32", [jax_output]) in (verdicts.AGREE, verdicts.INVALID), jax_output
+    # Planted: beside a normal product of 2, flushing the subnormal one changes nothing: pow is 1, not inf.
+    normal = Case(graph, {**arrays, "x0": np.array([[5.1492e-41, 1.0]]), "x1": np.array([[1e19], [2.0]])}, seed=1)
+    assert judged(normal, "float32", [np.array([[np.inf]])]) == verdicts.NAN_INF
