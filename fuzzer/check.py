@@ -262,7 +262,10 @@ def _finding(backend: Backend, case: Case, verdict: oracle.BackendVerdict, outco
         culprit = localize_regression(backend, peer, case, runner, verdict.output or 0)
         sig = oracle.signature(verdicts.bucket_verdict(verdict.verdict), backend.name, culprit)
     else:
-        culprit, at_culprit = localize(backend, case, runner, verdict.output or 0)
+        # A wrong value that TF32 and reduced-precision defaults do not explain is localized without
+        # them: an upstream matmul or conv off by TF32 alone would otherwise take the blame.
+        strict = backend.has_precision_policy() and verdict.verdict != verdicts.PRECISION_POLICY
+        culprit, at_culprit = localize(backend.strict_variant() if strict else backend, case, runner, verdict.output or 0)
         if (verdict.output or 0) >= len(case.graph.outputs):  # an extra output: a gradient, a vmapped copy
             culprit = f"{culprit}@{getattr(backend, 'transformation', 'extra')}"
         # Bucketed by what is wrong at the culprit: a layer_norm off by 0.3 that a later sqrt
