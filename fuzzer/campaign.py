@@ -79,6 +79,7 @@ class Progress:
     triaged_findings: int = 0  # bug findings in a bucket triaged `wontfix`
     unknown_finding_cases: int = 0  # cases with a bug finding that is neither: `fuzz run --fail-on new` exits 1
     crashes: int = 0
+    unrepeated_hangs: int = 0  # hangs a fresh worker did not repeat (a slow case on a loaded machine): not findings
     poisoned_restarts: int = 0  # workers replaced after a backend's error left their device unusable
     internal_errors: int = 0
     last_internal_error: str = ""
@@ -540,13 +541,19 @@ class Campaign:
 
     def _store_death(self, index: int, died: WorkerDied, worker=None) -> None:
         """A worker died or hung on case `index`: that is a finding about the backend it was running,
-        named after its culprit and shrunk in `worker`, the fresh replacement (_shrink_death)."""
-        self.progress.crashes += 1
+        named after its culprit and shrunk in `worker`, the fresh replacement (_shrink_death). A hang
+        the fresh worker does not repeat is counted, not stored: a hang is a judgment of time, and a
+        case that took 60 s among 14 workers sharing a GPU may take 0.3 s alone. A crash is stored
+        either way (a fault that strikes once in two runs is still a fault: heap corruption)."""
         # The case it said it was checking (a compiler's one-op graph, a further input set), else the index's graph.
         source = CaseSource(*died.source) if died.source else CaseSource(index, focus=self._focus.get(index))
         case = self.drawer.draw(source)
         node = getattr(died, "node", None)  # Ray workers: the node it died on
         death = self._shrink_death(worker, case, died) if worker is not None else None
+        if death is not None and not death.repeated and died.kind == verdicts.HANG:
+            self.progress.unrepeated_hangs += 1
+            return
+        self.progress.crashes += 1
         finding = replace(death.finding if death else died.finding(), node=node)
         case_id = self._store_record(CaseRecord(case, campaign_id=self.progress.campaign_id, verdict=died.kind,
                                                 backends=list(self.options.backends), findings=[finding]))

@@ -90,14 +90,15 @@ def hang_timeout(probe: DeathProbe, case: Case) -> float:
 class DeathShrink:
     finding: Finding  # the death, named after its culprit ("-" where no node dies alone)
     shrunk: ShrinkReply | None  # None: not shrunk, its signature being known already or the time spent
+    repeated: bool = True  # False: a fresh worker ran the case without dying or going silent
 
 
 def shrink_death(worker, case: Case, died: WorkerDied, seconds: float, timeout: float,
                  compile_timeout: float | None = None, known: set[str] = frozenset()) -> DeathShrink | None:
     """`died`'s finding on `case` named after the node that does it alone, and the smallest case found
     within `seconds` that kills or silences a fresh worker the same way (not searched where the named
-    finding's signature is in `known`). None when `case` does not do it to a fresh worker, or no
-    backend was running (the worker died outside any backend). `worker` has run no backend yet; the
+    finding's signature is in `known`); `repeated` False, and no culprit, when `case` does not do it
+    to a fresh worker. None when no backend was running (the worker died outside any backend). `worker` has run no backend yet; the
     backend's plugin is loaded here too (the parent cuts nodes out for the backend's dtype)."""
     if not died.backend or isinstance(died, WorkerPoisoned):
         return None
@@ -105,7 +106,7 @@ def shrink_death(worker, case: Case, died: WorkerDied, seconds: float, timeout: 
     probe = DeathProbe(worker, died, timeout, compile_timeout)
     probe.timeout = hang_timeout(probe, case)
     if not probe.dies(case):
-        return None
+        return DeathShrink(died.finding(), None, repeated=False)
     culprit, smallest = _culprit(probe, case, deadline)
     finding = died.finding(culprit)
     if finding.signature in known or time.monotonic() >= deadline:

@@ -14,6 +14,7 @@ import multiprocessing
 import os
 import re
 import resource
+import runpy
 import signal
 import sqlite3
 import subprocess
@@ -123,6 +124,21 @@ def test_sleeping_backend_is_a_hang_finding(tmp_path):
         assert progress.crashes == 2
         # The campaign's timeout; a shrunk case was asked with a shorter one (fuzzer/death_shrink.py).
         assert all("5 s" in f["detail"] for row, f in found if row["shrunk_from"] is None)
+
+
+def test_a_hang_a_fresh_worker_does_not_repeat_is_counted_not_stored(tmp_path):
+    # GPU-machine case 189: 60 s without an answer among 14 workers sharing the GPU, 0.25 s alone.
+    marker = runpy.run_path(str(PLUGINS / "sleep_once_relu.py"))["MARKER"]
+    marker.unlink(missing_ok=True)
+    try:
+        corpus, progress = plugin_campaign(tmp_path, "sleep_once_relu.py", "plugin-sleep-once-relu", max_cases=2)
+        assert marker.exists(), "the first case did hang"
+    finally:
+        marker.unlink(missing_ok=True)
+    with corpus:
+        assert_campaign_survived(tmp_path, corpus, progress, 2)
+        assert (progress.unrepeated_hangs, progress.crashes) == (1, 0)
+        assert findings_of(corpus, "hang") == findings_of(corpus, "crash") == []
 
 
 @pytest.mark.slow
