@@ -518,7 +518,7 @@ def _rounding_runs(case: Case, inputs: dict, params: dict, dtype: str, env: dict
         zero = 0.0 if run % 2 == 0 else -0.0
         sign = (1.0 if run % 2 == 0 else -1.0) if directed else None
 
-        def run_op(op, xs, computed, undefined_in, ps, attrs, exact):
+        def run_op(op, xs, computed, undefined_in, ps, attrs, exact, exact_xs):
             # Backward error: a stable op computes the exact result of slightly perturbed
             # inputs; this is what exposes rounding *inside* an op (layer_norm's mean of
             # equal values, amplified by 1 / sqrt(var + eps)).
@@ -537,21 +537,22 @@ def _rounding_runs(case: Case, inputs: dict, params: dict, dtype: str, env: dict
                 noisy = np.where(np.isfinite(magnitude) & (magnitude > largest), np.copysign(np.inf, out), noisy)
             # An op's own declared error (e.g. a rounded mean shared by a whole row) is systematic:
             # the same sign everywhere, so downstream sums do not cancel it (_finished).
-            return _finished(noisy, op, xs, computed, undefined_in, ps, attrs, out, exact, dtype, run, directed)
+            return _finished(noisy, op, xs, computed, undefined_in, ps, attrs, out, exact, dtype, run, directed, exact_xs)
 
         values, undefined = dict(inputs), {}
         with np.errstate(all="ignore"):
             for node in case.graph.nodes:
                 values[node.name], undefined[node.name] = run_op(
                     get_op(node.op), [values[name] for name in node.inputs], [name not in inputs for name in node.inputs],
-                    [undefined.get(name) for name in node.inputs], params.get(node.name, {}), node.attrs, env[node.name])
+                    [undefined.get(name) for name in node.inputs], params.get(node.name, {}), node.attrs, env[node.name],
+                    [env[name] for name in node.inputs])
         runs.append(_model_outputs(values, undefined, case.graph.outputs, env))
     return runs
 
 
 def _finished(noisy: np.ndarray, op, xs: list, computed: list[bool], undefined_in: list, ps: dict, attrs: dict,
               out: np.ndarray, exact: np.ndarray, dtype: str, run: int,
-              directed: bool = False) -> tuple[np.ndarray, np.ndarray | None]:
+              directed: bool = False, exact_xs: list | None = None) -> tuple[np.ndarray, np.ndarray | None]:
     """A rounding run's result of `op` and the mask of its undefined entries (None: none), from
     `noisy` (its perturbed result, _noisy), `out` (its result on the operands `xs`), `exact` (the
     float64 run's value of the node) and the masks of the operands' undefined entries
@@ -563,8 +564,9 @@ def _finished(noisy: np.ndarray, op, xs: list, computed: list[bool], undefined_i
     x - tanh(x) of a small x is 0 in float32; run 1 keeps it off by the error, so the allowance
     spans both. An entry is undefined
     in `dtype` (nan in the run, and in the mask) where it depends on the sign of a computed zero
-    (_zero_sign_dependent), on an operand entry undefined upstream (_depends_on_undefined), or
-    where the op leaves it to convention (OpDef.undefined). The mask, not the nan, says so: a
+    (_zero_sign_dependent), on an operand entry undefined upstream (_depends_on_undefined), on an
+    operand the run moved a quarter of the op's period from its float64 value (`exact_xs`:
+    _moved_a_quarter_period), or where the op leaves it to convention (OpDef.undefined). The mask, not the nan, says so: a
     nan the math defines (sqrt(-1)) is required of a backend, an undefined entry never is."""
     error = None
     if op.forward_error is not None:
@@ -581,7 +583,8 @@ def _finished(noisy: np.ndarray, op, xs: list, computed: list[bool], undefined_i
         if near_overflow.any():
             noisy = np.where(near_overflow, np.copysign(np.inf, exact), noisy)
     masks = [_zero_sign_dependent(op, xs, computed, ps, attrs, out, dtype), _integer_dependent(op, xs, computed, ps, attrs, out, dtype),
-             _depends_on_undefined(op, xs, undefined_in, ps, attrs, np.shape(out))]
+             _depends_on_undefined(op, xs, undefined_in, ps, attrs, np.shape(out)),
+             _moved_a_quarter_period(op, xs, exact_xs)]
     if op.undefined is not None:
         masks.append(np.asarray(op.undefined(xs, ps, attrs), dtype=bool))
     masks = [np.broadcast_to(mask, np.shape(out)) for mask in masks if mask is not None and mask.any()]
@@ -589,6 +592,16 @@ def _finished(noisy: np.ndarray, op, xs: list, computed: list[bool], undefined_i
         return noisy, None
     undefined = np.logical_or.reduce(masks)
     return np.where(undefined, np.nan, noisy), undefined
+
+
+def _moved_a_quarter_period(op, xs: list, exact_xs: list | None) -> np.ndarray | None:
+    """Where a periodic op's (OpDef.period) operand in a rounding run is a quarter period or more
+    from its float64 value: cos of a float32 dot product of 2e6 that rounding moves by 25 may be
+    any value in [-1, 1], of either sign, and a handful of runs would sample only a few of them."""
+    if op.period is None or exact_xs is None:
+        return None
+    with np.errstate(invalid="ignore"):
+        return np.abs(xs[0] - exact_xs[0]) >= op.period / 4
 
 
 def _near_zero(noisy: np.ndarray, out: np.ndarray, exact: np.ndarray, error: np.ndarray | None) -> np.ndarray:
@@ -874,7 +887,8 @@ def _rounding_runs_shared(case: Case, inputs: dict, params: dict, dtypes: list[s
                     out, magnitude = results[dtype]
                     envs[dtype][node.name], undefined[dtype][node.name] = _finished(
                         _noisy(out, magnitude, draw, dtype, zero), op, operands[dtype], computed,
-                        [undefined[dtype].get(name) for name in node.inputs], ps, node.attrs, out, env[node.name], dtype, run)
+                        [undefined[dtype].get(name) for name in node.inputs], ps, node.attrs, out, env[node.name], dtype, run,
+                        exact_xs=[env[name] for name in node.inputs])
         for dtype in dtypes:
             runs[dtype].append(_model_outputs(envs[dtype], undefined[dtype], graph.outputs, env))
     return runs

@@ -488,3 +488,19 @@ def test_a_kernel_may_flush_one_operand_and_read_a_later_subnormal_as_it_is():
     # Planted: beside a normal product of 2, flushing the subnormal one changes nothing: pow is 1, not inf.
     normal = Case(graph, {**arrays, "x0": np.array([[5.1492e-41, 1.0]]), "x1": np.array([[1e19], [2.0]])}, seed=1)
     assert judged(normal, "float32", [np.array([[np.inf]])]) == verdicts.NAN_INF
+
+
+def test_cos_of_a_dot_product_that_rounding_moves_by_radians_may_have_either_sign():
+    # jax-eager:cpu:float32 on jax 0.12.0.1, CPU campaign case 135: a float32 dot product of 129 terms
+    # up to 4.5e7 cancels to -2.1e6, 1.9 off in jax, so cos of it is any value of either sign, and sqrt
+    # of it nan or not; the rounding runs happened to sample only negative cosines. Here two terms near
+    # 4.1e7 cancel to -3.3e5, and the runs of seed 1 sample cosines of one sign.
+    graph = Graph([TensorSpec("x0", (1, 2)), TensorSpec("x1", (2, 1))],
+                  [Node("n0", "matmul", ["x0", "x1"]), Node("n1", "cos", ["n0"]), Node("n2", "sqrt", ["n1"])], ["n2"])
+    large = {"x0": np.array([[5341.494140625, 7965.67529296875]]), "x1": np.array([[-7642.60595703125], [5083.90283203125]])}
+    case = Case(graph, large, seed=1)
+    for output in (np.nan, 0.648):
+        assert judged(case, "float32", [np.array([[output]])]) in (verdicts.AGREE, verdicts.INVALID), output
+    # Planted: a dot product of 1.25, whose cos is 0.315 in every correct float32 kernel: nan is wrong.
+    small = Case(graph, {"x0": np.array([[1.5, 2.0]]), "x1": np.array([[0.5], [0.25]])}, seed=1)
+    assert judged(small, "float32", [np.array([[np.nan]])]) == verdicts.NAN_INF

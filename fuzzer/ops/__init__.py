@@ -89,6 +89,10 @@ class OpDef:
     # frameworks disagree (pow(-inf, 0.5): IEEE's +inf, numpy's and torch's sqrt-shortcut nan): the
     # oracle judges them, and what is computed from them, as undefined (oracle.py, "Signed zeros").
     undefined: Callable | None = None
+    # A periodic op's period (sin, cos: 2 pi): where upstream rounding may move its operand by a
+    # quarter period, its result may be anything in its range, which a few rounding runs cannot
+    # sample; the oracle judges it as undefined there (oracle.py, _moved_a_quarter_period).
+    period: float | None = None
     # (attrs, input shapes) -> attrs: re-derives the attributes that restate an input's shape
     # (layer_norm's normalized_shape, reshape's target) after the shrinker changed that shape;
     # never mutates `attrs` (the shrinker's candidates share it). None: no attribute does.
