@@ -147,16 +147,6 @@ def _rms_norm_reference(xs, ps, attrs):
     return like(x, out * ps["weight"] if attrs["affine"] else out)
 
 
-def _rms_norm_undefined(xs, ps, attrs):
-    """A finite entry of a row whose mean square is infinite (the row holds an inf, or its squares
-    overflow): 0 by the formula, x / inf, as torch's CPU kernel gives; nan from CUDA's kernel,
-    whose row statistics go through inf - inf. Either is a kernel's choice."""
-    x = xs[0]
-    with np.errstate(over="ignore", invalid="ignore"):
-        mean_square = np.mean(x * x, axis=_trailing_axes(x, attrs), keepdims=True)
-    return np.isfinite(x) & ~np.isfinite(mean_square)
-
-
 def _torch_rms_norm(xs, ps, attrs):
     import torch
 
@@ -495,7 +485,6 @@ OPS = [
         accepts=rank_between(1, 5),
         draw_attrs=_draw_trailing_norm,
         params=_rms_norm_params,
-        undefined=_rms_norm_undefined,
         sensitivity=4.0,
         repair_attrs=_repair_normalized_shape,
     ),
