@@ -98,8 +98,9 @@ def shrink_death(worker, case: Case, died: WorkerDied, seconds: float, timeout: 
     """`died`'s finding on `case` named after the node that does it alone, and the smallest case found
     within `seconds` that kills or silences a fresh worker the same way (not searched where the named
     finding's signature is in `known`); `repeated` False, and no culprit, when `case` does not do it
-    to a fresh worker. None when no backend was running (the worker died outside any backend). `worker` has run no backend yet; the
-    backend's plugin is loaded here too (the parent cuts nodes out for the backend's dtype)."""
+    to a fresh worker. None when no backend was running (the worker died outside any backend).
+    `worker` has run no backend yet; the backend's plugin is loaded here too (the parent cuts nodes
+    out for the backend's dtype)."""
     if not died.backend or isinstance(died, WorkerPoisoned):
         return None
     deadline = time.monotonic() + seconds
