@@ -50,10 +50,15 @@ class Environment:
     created: bool = False  # made by `fuzz env create`: `fuzz env remove` deletes its folder
     registered_at: str = ""
 
-    def describe(self) -> str:
+    def versions_text(self) -> str:
+        """'Python 3.11.7, numpy 2.4.6, jax 0.4.28, jaxlib 0.4.28': what it has, not where it is (text
+        that may reach a bug report)."""
         v = self.versions
         frameworks = ", ".join(f"{pkg} {v[pkg]}" for pkg in ("torch", "jax", "jaxlib") if v.get(pkg)) or "no framework"
-        return f"{self.name}: Python {v.get('python', '?')}, numpy {v.get('numpy', '?')}, {frameworks} ({self.python})"
+        return f"Python {v.get('python', '?')}, numpy {v.get('numpy', '?')}, {frameworks}"
+
+    def describe(self) -> str:
+        return f"{self.name}: {self.versions_text()} ({self.python})"
 
 
 def home() -> Path:

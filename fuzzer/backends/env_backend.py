@@ -86,6 +86,12 @@ class EnvWorker:
         self.log.seek(0, 2)
         return " / ".join(lines[-3:]) or "(nothing)"
 
+    def versions_now(self) -> dict:
+        """The versions the interpreter has now, as its worker reported them on starting (started here if need be)."""
+        if self.process is None or self.process.poll() is not None:
+            self.start()
+        return dict(self.env.versions)
+
     def close(self) -> None:
         if self.process is not None:
             self.process.kill()
@@ -103,7 +109,7 @@ def _exit_text(status: int) -> str:
 _WORKERS: dict[tuple[str, str], EnvWorker] = {}
 
 
-def _worker_for(env: envs.Environment) -> EnvWorker:
+def worker_for(env: envs.Environment) -> EnvWorker:
     key = (env.name, env.python)
     if key not in _WORKERS:
         _WORKERS[key] = EnvWorker(env)
@@ -116,7 +122,7 @@ class EnvBackend(Backend):
     def __init__(self, base: Backend, env: envs.Environment):
         super().__init__(base.device, base.dtype, name=f"{base.name}@{env.name}")
         self.base = base
-        self.worker = _worker_for(env)
+        self.worker = worker_for(env)
         self.env = self.worker.env  # shared, so versions learnt when the worker starts reach every backend
         self.kind, self.family, self.expensive = f"{base.kind}@{env.name}", base.family, base.expensive
         self.description = f"{base.description}, in environment {env.name}"
@@ -173,10 +179,12 @@ class EnvBackend(Backend):
             answer = self.worker.ask({"backend": self.base.name, "case": folder, "strict": self.strict})
             if "unsupported" in answer:
                 op = answer["unsupported"]
+                # The environment's versions, not its path: the text is stored and reaches bug reports.
+                where = f"environment '{self.env.name}' ({self.env.versions_text()})"
                 if op is None:  # this case, not the op everywhere (an argument form, a graph break)
-                    raise OpUnsupported(f"this case is unsupported by {self.env.describe()}: {answer['reason']}")
+                    raise OpUnsupported(f"this case is unsupported by {where}: {answer['reason']}")
                 self.unsupported_ops.add(op)
-                raise OpUnsupported(f"op '{op}' is unsupported by {self.env.describe()}: {answer['reason']}")
+                raise OpUnsupported(f"op '{op}' is unsupported by {where}: {answer['reason']}")
             if "error" in answer:
                 raise EnvWorkerError(answer["error"])
             return case_folder.read_outputs(root, len(case.graph.outputs), f"backend '{self.name}'")
