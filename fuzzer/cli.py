@@ -1052,7 +1052,7 @@ def import_cases(db_path, files, as_json):
 @click.argument("others", nargs=-1, required=True, type=click.Path(dir_okay=False, exists=True, path_type=Path))
 @json_option
 def merge(db_path, others, as_json):
-    """Merge corpora from other campaigns or machines into --db (cases, shrink links, triage).
+    """Merge corpora from other campaigns or machines into --db (cases, shrink links, triage, release checks).
 
     Campaigns are matched by uuid and cases by content, so merging again, merging a renamed
     copy or merging a corpus into itself adds nothing. All files merge in one transaction:

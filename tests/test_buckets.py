@@ -167,7 +167,7 @@ def test_a_schema_5_corpus_opens_with_its_buckets_grouped_keeping_cases_triage_a
     cases_before = conn.execute("SELECT id, signature, findings FROM cases ORDER BY id").fetchall()
     conn.close()
     with Corpus(db) as corpus:
-        assert corpus.schema_version() == SCHEMA_VERSION == 6
+        assert corpus.schema_version() == SCHEMA_VERSION == 7
         buckets = {b["signature"]: b for b in corpus.buckets()}
         sdpa, sigmoid = buckets.pop("nan-inf | torch-eager:cpu | scaled_dot_product_attention"), buckets.pop(
             "nan-inf | jax-eager:cpu | sigmoid")

@@ -1,6 +1,6 @@
 """The corpus: one sqlite file holding campaigns, cases (with their arrays) and finding buckets.
 
-Tables (schema version 6):
+Tables (schema version 7):
 
     meta         key -> value; `schema_version` says which layout the file has.
     campaigns    one row per `fuzz run`: a global uuid, config, library versions, progress,
@@ -16,6 +16,9 @@ Tables (schema version 6):
     members      one row per finding signature a bucket holds ("nan-inf |
                  torch-eager:cpu:float16 | sinh", an `inherited` copy on torch-module): its
                  verdict, backend and culprit, and how many findings it has (count, campaigns).
+    release_checks  one row per bucket, environment and versions (`fuzz replay ID --on ENV`): the
+                 outcome there (present, fixed, differs, cannot-run), when, and the case replayed (an
+                 id, not a reference: a bounded corpus may drop that case later).
 
 The package's parts, one job a module. The Corpus class is made of one class of methods per
 part, each over the one open file (CorpusFile, connection.py); a part calls another's methods
@@ -28,6 +31,7 @@ through `self` (a merge stores cases, the upgrade to schema 6 regroups buckets):
     queries.py     Queries: a stored case, cases and buckets listed and counted, `fuzz stats`
     triage.py      Triage: a bucket's status, note and known bug; regrouping (`fuzz rebucket`)
     merge.py       Merge: merging another corpus, exporting and importing cases with their triage
+    releases.py    ReleaseChecks: what a bucket's case did in other releases, recorded and carried
 
 and below them:
 
@@ -48,6 +52,7 @@ from fuzzer.corpus.campaigns import Campaigns
 from fuzzer.corpus.case_forms import StoredCase, case_from_export, file_kind, is_finding, load_case_file
 from fuzzer.corpus.merge import Merge
 from fuzzer.corpus.queries import Queries
+from fuzzer.corpus.releases import ReleaseChecks
 from fuzzer.corpus.schema import SCHEMA_VERSION, case_key
 from fuzzer.corpus.store import CaseStore
 from fuzzer.corpus.triage import Triage
@@ -57,5 +62,5 @@ __all__ = ["SCHEMA_VERSION", "STATUSES", "Corpus", "StoredCase", "case_from_expo
            "is_finding", "load_case_file"]
 
 
-class Corpus(Campaigns, CaseStore, Queries, Triage, Merge):
+class Corpus(Campaigns, CaseStore, Queries, Triage, Merge, ReleaseChecks):
     """A corpus file. Open with `Corpus(path)`; use as a context manager or call close()."""

@@ -59,14 +59,16 @@ class Merge(CorpusFile):
                 raise UserError(f"Nothing merged: campaign {row['id']} of '{self.path}' is refused: {exc}.") from None
 
     def merge_from(self, other: "Corpus") -> dict:
-        """Copy another corpus's campaigns, cases (with arrays and shrink links) and triage into this one.
+        """Copy another corpus's campaigns, cases (with arrays and shrink links), triage and release
+        checks into this one.
 
         One transaction: a case refused half-way (a hostile or broken file) leaves this corpus as it
         was. Campaigns are matched by uuid and cases by content (`case_key`), so merging a file again,
         a renamed copy of it, or a corpus into itself adds nothing. A bucket still 'new' here takes
-        the other's triage. Findings of the other's campaigns are counted from its buckets' counts per
-        campaign (_merge_counts), which hold the findings it did not keep too; the cases it kept are
-        all copied.
+        the other's triage; every bucket takes its release checks, the newer of two checks of the
+        same release winning. Findings of the other's campaigns are counted from its buckets' counts
+        per campaign (_merge_counts), which hold the findings it did not keep too; the cases it kept
+        are all copied.
         """
         other.check_campaign_rows()
         with self._write():
@@ -99,6 +101,9 @@ class Merge(CorpusFile):
             for bucket in other.buckets():
                 self._merge_counts(bucket, campaigns, other.path)
                 triaged += self._take_triage(bucket["signature"], bucket)
+                ours = self.bucket(bucket["signature"])
+                if ours is not None:  # its cases came here: so do its release checks
+                    self._take_release_checks(ours["signature"], bucket["release_checks"], cases, other.path)
         return {"campaigns_added": new_campaigns, "cases_added": added, "cases_already_here": len(cases) - added,
                 "buckets_triaged": triaged}
 

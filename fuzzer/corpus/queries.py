@@ -208,17 +208,19 @@ class Queries(CorpusFile):
 
     def _bucket_rows(self, sql: str, params: list | None = None) -> list[dict]:
         """Bucket rows, `campaigns` as a dict (campaign id, a string as JSON keys are -> its findings
-        there), and `members`: a list of {signature, verdict, backend, culprit, count, campaigns},
-        its own findings first, then most found first."""
+        there), `members`: a list of {signature, verdict, backend, culprit, count, campaigns},
+        its own findings first, then most found first, and `release_checks`, newest first (releases.py)."""
         rows = self._rows(sql, params)
         members: dict[str, list[dict]] = {row["signature"]: [] for row in rows}
         if rows:
             for member in self._rows("SELECT * FROM members WHERE bucket IN (SELECT value FROM json_each(?)) "
                                      "ORDER BY verdict = 'inherited', count DESC, rowid", [json.dumps(list(members))]):
                 members[member.pop("bucket")].append({**member, "campaigns": stored_json(member["campaigns"])})
+        checks = self._release_checks_of(list(members)) if rows else {}
         for row in rows:
             row["campaigns"] = stored_json(row["campaigns"])
             row["members"] = members[row["signature"]]
+            row["release_checks"] = checks[row["signature"]]
         return rows
 
     # ---- figures

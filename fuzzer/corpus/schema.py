@@ -1,4 +1,4 @@
-"""The corpus file's layout (schema version 6) and the migrations that bring an older file up to it.
+"""The corpus file's layout (schema version 7) and the migrations that bring an older file up to it.
 
 Each migration is one ordered step that produces the next version (MIGRATIONS); `Corpus.migrate`
 runs the steps a file still needs, under the write lock. Append new steps; never edit old ones.
@@ -16,7 +16,7 @@ import sqlite_utils
 from fuzzer import jsonform
 from fuzzer.arrays import from_npy_bytes
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 # Merged campaigns are recognized by uuid; older files get one derived from the row's content
 # (with its original id), so a file and a copy of it migrated separately agree.
 UUID_NAMESPACE = uuid.UUID("5d3c1a8e-6b0f-4d2a-9a57-3f0e2f4c8b11")
@@ -89,6 +89,16 @@ SCHEMA_SQL = {
         count INTEGER NOT NULL DEFAULT 0,
         campaigns TEXT NOT NULL DEFAULT '{}',
         PRIMARY KEY (bucket, signature))""",
+    # One row per bucket, environment and set of versions: a check of the same release again replaces it.
+    "release_checks": """CREATE TABLE IF NOT EXISTS release_checks (
+        bucket TEXT NOT NULL,
+        environment TEXT NOT NULL,
+        versions TEXT NOT NULL,
+        case_id INTEGER,
+        outcome TEXT NOT NULL,
+        detail TEXT NOT NULL DEFAULT '',
+        checked_at TEXT NOT NULL,
+        PRIMARY KEY (bucket, environment, versions))""",
 }
 _INDEXES_SQL = (
     "CREATE INDEX IF NOT EXISTS idx_cases_signature ON cases (signature)",
@@ -233,6 +243,11 @@ def _to_v6(db: sqlite_utils.Database) -> None:
                "SELECT signature, signature, verdict, backend, culprit, count, campaigns FROM buckets")
 
 
+def _to_v7(db: sqlite_utils.Database) -> None:
+    """Version 7 adds release_checks: a bucket's case replayed in other releases (`fuzz replay --on`)."""
+    db.execute(SCHEMA_SQL["release_checks"])
+
+
 MIGRATIONS: list[tuple[int, Callable[[sqlite_utils.Database], None]]] = [
     (1, _to_v1),
     (2, _to_v2),
@@ -240,5 +255,6 @@ MIGRATIONS: list[tuple[int, Callable[[sqlite_utils.Database], None]]] = [
     (4, _to_v4),
     (5, _to_v5),
     (6, _to_v6),
+    (7, _to_v7),
 ]
 GROUPED_BY_CAUSE = 6  # the version from which buckets group findings by cause (see _to_v6)

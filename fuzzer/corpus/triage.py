@@ -43,8 +43,8 @@ class Triage(CorpusFile):
     def resign_findings(self, resign: Callable[[dict], str], dry_run: bool = False, merged_by: str = "`fuzz rebucket`") -> dict:
         """Give every stored finding the signature `resign(finding)` and regroup the buckets under this
         release's rules (fuzzer/buckets.py, plan_regroup): buckets whose findings now share one merge,
-        keeping their triage and counts; the cases each keeps are chosen again from the stored cases,
-        in the order they were stored, as add_case chose them. One transaction; with `dry_run`
+        keeping their triage, counts and release checks; the cases each keeps are chosen again from the
+        stored cases, in the order they were stored, as add_case chose them. One transaction; with `dry_run`
         nothing is written."""
         with self._write():
             cases = self._rows("SELECT id, campaign_id, verdict, findings, node_count, element_count, created, shrunk_from "
@@ -83,4 +83,5 @@ class Triage(CorpusFile):
                     self._bump_member(signature, member["described"])
                 self.db.execute("UPDATE members SET count = ?, campaigns = ? WHERE bucket = ? AND signature = ?",
                                 [member["tally"].count, sorted_json(member["tally"].campaigns), signature, finding_signature])
+            self._move_release_checks(plan.sources)
         return summary
