@@ -540,8 +540,9 @@ def _reproduce_hints(case_id: int, db_path: str, plugins: list[str]) -> list[str
 @memory_limit_option
 @json_option
 def show(db_path, case_id, rerun, plugins, as_json):
-    """Show one case: its bucket's triage, graph, shapes, how it was shrunk, each backend's verdict
-    and error vs the reference, versions, and the commands that reproduce it.
+    """Show one case: its bucket's triage and the releases it was checked on (`fuzz replay --on`),
+    graph, shapes, how it was shrunk, each backend's verdict and error vs the reference, versions,
+    and the commands that reproduce it.
 
     \b
     Example:
@@ -576,6 +577,7 @@ def show(db_path, case_id, rerun, plugins, as_json):
         "rerun": rerun_reply.to_dict() if rerun_reply else None,
         "graph": stored.case.graph.to_dict(), "shapes": {k: list(v) for k, v in shapes.items()},
         "versions": campaign["versions"] if campaign else None, "seed": stored.case.seed, "reproduce": reproduce,
+        "release_checks": bucket["release_checks"] if bucket else [],
     }
     lines = [f"Case {stored.id}: {stored.verdict}  {stored.signature or ''}"]
     if bucket:
@@ -583,6 +585,7 @@ def show(db_path, case_id, rerun, plugins, as_json):
                      + (f", note: {bucket['note']}" if bucket["note"] else "") +
                      f" (bucket '{bucket['signature']}' of {bucket['count']} cases, smallest case {bucket['representative']})")
         lines.append(f"Bucket members (findings): {_members_text(bucket['members'])}")
+        lines += _release_check_lines(bucket["release_checks"])
     if history:
         lines.append(history[0].upper() + history[1:] + ".")
     lines.append(f"Graph (regime {stored.case.graph.regime or 'small'}):")
@@ -612,6 +615,15 @@ def show(db_path, case_id, rerun, plugins, as_json):
                          f"numpy {other.get('numpy')}, python {other.get('python')}")
     lines.append(f"Reproduce: {reproduce[0]}   |   {reproduce[1]}")
     emit(as_json, data, "\n".join(lines))
+
+
+def _release_check_lines(checks: list[dict]) -> list[str]:
+    """'Checked on releases:' and one line per recorded check (`fuzz replay --on`), newest first."""
+    from fuzzer.release_checks import check_phrase
+
+    return ["Checked on releases:"] * bool(checks) + [
+        f"  {check_phrase(c)} (env {c['environment']}), checked {_short_time(c['checked_at'])} UTC on case {c['case_id'] or '-'}"
+        for c in checks]
 
 
 REGION_KEYS_SHOWN = 40  # never-reached region keys listed in text; --json lists them all
@@ -861,27 +873,59 @@ def _replay_text(reply: dict) -> str:
     return "\n".join([f"Verdict: {reply['verdict']}", *_verdict_lines(reply["verdicts"])])
 
 
+def _release_check_text(report) -> str:
+    from fuzzer.release_checks import releases_text
+
+    lines = [f"Case {report.case_id}, bucket '{report.bucket}', checked on releases (recorded on the bucket):"]
+    for check in report.checks:
+        lines.append(f"  {check.environment:<16} {check.outcome:<10} {releases_text(check.versions, python=True)}: {check.detail}")
+    return "\n".join(lines)
+
+
 @main.command()
 @db_option
 @click.argument("case_id", type=int)
 @click.option("--backends", help="Comma-separated backends to run instead of the stored ones.")
+@click.option("--on", "environments", metavar="ENV[,ENV...]",
+              help="Run the case's finding backends in these registered environments (`fuzz env list`; `here` is this "
+                   "interpreter) instead, and record on its bucket whether the bug is present, fixed, differs or "
+                   "cannot run there.")
 @plugin_option
 @memory_limit_option
 @click.option("--timeout", type=float, default=120.0, show_default=True)
 @json_option
-def replay(db_path, case_id, backends, plugins, timeout, as_json):
+def replay(db_path, case_id, backends, environments, plugins, timeout, as_json):
     """Re-run a stored case. Exit 0 if every backend now agrees (or differs only by a GPU precision
     policy such as TF32), 1 if the discrepancy reproduces.
+
+    With --on, the backends of the case's findings run as KIND@ENV in each environment named,
+    and each environment's outcome, with the torch, jax and python versions it reports, is
+    printed and recorded on the case's bucket (`fuzz show`, `fuzz export --format issue`):
+    present (the same finding again), fixed (every such backend agrees), differs (it fails
+    another way) or cannot-run (the release lacks the framework, device, op or API). Exit 1 if
+    it is present or differs anywhere, else 0.
 
     \b
     Example:
       fuzz replay 3 --backends torch-eager:cpu:float32,jax-jit
+      fuzz replay 3 --on here,latest,jax-0.4.28    # still in the latest release? since when?
     """
     from fuzzer import envs, verdicts
     from fuzzer.replay import replay_case
     from fuzzer.triage import require_backends
 
     corpus = open_corpus(db_path)
+    if environments is not None:
+        from fuzzer.release_checks import check_on_releases
+
+        if backends:
+            raise UserError("Pass --backends or --on, not both: --on runs the case's finding backends in each environment.")
+        names = [name.strip() for name in environments.split(",") if name.strip()]
+        if not names:
+            raise UserError("--on needs environment names, e.g. --on here,latest (`fuzz env list` shows them).")
+        report = check_on_releases(corpus, case_id, names, list(plugins), timeout)
+        emit(as_json, report.to_dict(), _release_check_text(report))
+        sys.exit(1 if report.reproduces else 0)
     stored = corpus.get_case(case_id)
     if backends:
         names = [b.strip() for b in backends.split(",")]

@@ -261,7 +261,7 @@ def check_known_bugs(registry: Registry, plugins: list[str], timeout: float = 12
             planned.append((bug, None, None, "the entry stores no case"))
         for path in bug.cases:
             item = load_regression_case(path)
-            backends, why = _with_bases(item.backends, plugins)
+            backends, why = with_bases(item.backends, plugins)
             planned.append((bug, path, replace(item, backends=backends), why))
     runnable = sorted({b for _, _, item, why in planned if item is not None and not why for b in item.backends})
     results = []
@@ -283,7 +283,7 @@ def check_known_bugs(registry: Registry, plugins: list[str], timeout: float = 12
     return results
 
 
-def _with_bases(backends: list[str], plugins: list[str]) -> tuple[list[str], str]:
+def with_bases(backends: list[str], plugins: list[str]) -> tuple[list[str], str]:
     """(`backends` and the backends they derive from, why one of them cannot run here or '')."""
     from fuzzer.backends import get_backend
     from fuzzer.plugins import load_plugins
