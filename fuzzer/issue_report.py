@@ -4,9 +4,12 @@ issue templates ask for (the bug, a minimal snippet, expected vs actual, version
 `gather_issue` reads the corpus and re-runs the case once, the float64 reference and the backend
 under test, for the expected-vs-actual table (the entries beyond the allowance only);
 `render_issue` turns that data into Markdown and does nothing else. The snippet is the minimal
-reproducer (fuzzer/minimal_reproducer.py); nothing of this machine (a corpus path) is shown. Every value read from the corpus is data: inline text goes through `inline`
-(no Markdown, no HTML, no line breaks), blocks sit in a fence longer than any backtick run they
-hold, and nothing from the corpus becomes a link or is run.
+reproducer (fuzzer/minimal_reproducer.py). Nothing of this machine is shown: `export_issue` puts
+LOCAL_PATH for every path of it that the report could meet (`local_paths`: the corpus's, the
+environments', the home directory), which an error text can hold (an ImportError names its file,
+a dying worker its runner's). Every value read from the corpus is data: inline text goes through
+`inline` (no Markdown, no HTML, no line breaks), blocks sit in a fence longer than any backtick run
+they hold, and nothing from the corpus becomes a link or is run.
 """
 
 from __future__ import annotations
@@ -14,20 +17,24 @@ from __future__ import annotations
 import contextlib
 import json
 import re
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from fuzzer import verdicts
+import fuzzer
+from fuzzer import envs, verdicts
 from fuzzer.backends import Backend
 from fuzzer.corpus import Corpus, StoredCase
+from fuzzer.corpus.releases import OUTCOMES
 from fuzzer.errors import UserError, error_headline
 from fuzzer.ir import infer_shapes
 from fuzzer.minimal_reproducer import build_minimal_script
 from fuzzer.reproducer import ENVIRONMENT_KEYS
 from fuzzer.oracle import allowed_error, compute_reference, nonfinite_class
 from fuzzer.report.render import md_cell
+from fuzzer.release_checks import releases_text
 from fuzzer.replay import Replayer
 
 WORST_ENTRIES = 5
@@ -52,7 +59,7 @@ class IssueData:
     script_note: str = ""  # why there is no inline script, or where it is
     entries: list[dict] = field(default_factory=list)  # worst entries: output, index, expected, actual
     rerun_error: str = ""  # the backend raised when re-run for the table
-    triage: dict | None = None  # the bucket's status and note
+    triage: dict | None = None  # the bucket: its status and note, its release checks
     shrink: str = ""  # "shrunk from case N, 6 nodes to 2"
 
 
@@ -243,6 +250,16 @@ def _versions(data: IssueData) -> list[str]:
     return ["As recorded with the campaign that found it:", "", fenced("\n".join(text))]
 
 
+def _checked_on(data: IssueData) -> list[str]:
+    """'Checked on: present in torch 2.13.0 / jax 0.10.2 on Python 3.11.7 (2026-03-01); fixed in jax 0.4.28 on
+    Python 3.10.14 (2026-03-01).': the recorded release checks (`fuzz replay --on`), without the environments'
+    local names."""
+    checks = sorted((data.triage or {}).get("release_checks") or [], key=lambda check: OUTCOMES.index(check["outcome"]))
+    phrases = dict.fromkeys(f"{check['outcome']} in {releases_text(check['versions'], python=True)} "
+                            f"({str(check['checked_at'])[:10]})" for check in checks)
+    return [f"Checked on: {inline('; '.join(phrases))}.", ""] if phrases else []
+
+
 def _how_found(data: IssueData) -> list[str]:
     lines = ["## How it was found", ""]
     campaign = data.campaign
@@ -265,7 +282,7 @@ def render_issue(data: IssueData) -> str:
     headings = _template(data.family)
     lines = [_title(data), "", f"## {headings['bug']}", "", _description(data), ""]
     lines += _snippet(data) + _expected_vs_actual(data)
-    lines += [f"## {headings['versions']}", "", *_versions(data), ""]
+    lines += [f"## {headings['versions']}", "", *_versions(data), "", *_checked_on(data)]
     lines += _how_found(data)
     return "\n".join(lines)
 
@@ -284,4 +301,25 @@ def export_issue(corpus: Corpus, case_id: int, backend: Backend, output: Path | 
         else:
             data.script_note = (f"The reproducer is {len(data.script)} characters long (its inputs are embedded); write it "
                                 f"with: fuzz export {case_id} -o repro.py")
-    return render_issue(data)
+    return without_local_paths(render_issue(data), local_paths(corpus.path))
+
+
+LOCAL_PATH = "[local path]"  # no angle brackets: Markdown would take <local path> for an HTML tag and hide it
+
+
+def local_paths(corpus_path: Path) -> list[str]:
+    """The paths of this machine a report could meet, longest first: the corpus and its folder, each
+    registered environment's interpreter and venv, the environments' home, this Python and this
+    package, and the home directory."""
+    places = [Path(corpus_path).absolute(), Path(corpus_path).absolute().parent, envs.home(), Path(sys.prefix),
+              Path(sys.executable), Path(fuzzer.__file__).parent.parent, Path.home()]
+    for environment in envs.load_all().values():
+        places += [Path(environment.python), Path(environment.python).parent.parent]
+    return sorted({str(place) for place in places if len(place.parts) > 1}, key=len, reverse=True)
+
+
+def without_local_paths(text: str, paths: list[str]) -> str:
+    """`text` with each of `paths`, and whatever path goes on below it, as LOCAL_PATH."""
+    for path in paths:
+        text = re.sub(r"(?<![\w.-])" + re.escape(path) + r"(?![\w.-])(?:/[\w.+@-]+)*", LOCAL_PATH, text)
+    return text
