@@ -73,6 +73,17 @@ def test_malformed_backend_names(env_home, spec, needle):
     assert needle in str(caught.value)
 
 
+@pytest.mark.slow
+def test_an_interpreter_path_from_the_command_line_runs_in_the_campaigns_workers(env_home, tmp_path, monkeypatch):
+    """`fuzz run` accepts the path after its fork server has started: the workers forked from it are told."""
+    monkeypatch.delenv(envs.TRUSTED_PATHS_VARIABLE, raising=False)
+    db = tmp_path / "c.db"
+    result = fuzz("run", "--db", db, "--backends", f"torch-eager,torch-eager@{sys.executable}", "--ops", "relu,add",
+                  "--inputs-per-graph", 1, "--max-cases", 2, "--workers", 1, "--json", env_home=env_home)
+    summary = json.loads(result.stdout)
+    assert summary["graphs"] == 2 and summary["internal_errors"] == 0 and summary["finding_cases"] == 0
+
+
 def test_plugin_backends_cannot_move_to_another_environment_and_shipped_kinds_of_any_framework_can(env_home, canaries):
     envs.add("here", sys.executable)
     with pytest.raises(UserError, match="only the backends shipped with fuzzer can"):
