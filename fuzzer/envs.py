@@ -149,6 +149,8 @@ def add(name: str, python: str) -> Environment:
     envs = load_all()
     if name in envs:
         raise UserError(f"Environment '{name}' exists already ({envs[name].python}); remove it first or pick another name.")
+    if "/" in python:  # the caller's folder, before anything else: the probe starts it from the shipped copy's
+        python = str(Path(python).expanduser().absolute())
     interpreter = shutil.which(python) if "/" not in python else python
     if not interpreter or not Path(interpreter).exists():
         raise UserError(f"Python interpreter '{python}' does not exist.")

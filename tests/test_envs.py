@@ -108,6 +108,13 @@ def test_missing_interpreter_and_corrupt_registry(env_home):
     one_error_line(fuzz("env", "list", env_home=env_home, expect=None), "registry", "unreadable")
 
 
+def test_a_relative_interpreter_path_is_the_callers(env_home, monkeypatch):
+    """The probe starts the interpreter from another folder: the path must be made absolute first."""
+    venv = Path(sys.executable).parent.parent
+    monkeypatch.chdir(venv)
+    assert envs.add("relative", "bin/python").python == str(venv / "bin" / "python")
+
+
 def test_broken_environment_is_reported_by_check(env_home, tmp_path):
     venv = tmp_path / "gone"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", "--system-site-packages", str(venv)], check=True)
