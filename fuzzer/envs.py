@@ -126,6 +126,18 @@ def trust_command_line(backend_names: list[str]) -> None:
     os.environ[TRUSTED_PATHS_VARIABLE] = os.pathsep.join(p for p in dict.fromkeys(paths) if p)
 
 
+def trusted_paths() -> str:
+    """The environment paths this process accepts, for a worker it starts to take on (`adopt_trusted_paths`):
+    a worker forked from the fork server, or a Ray actor, has that process's variables, which predate the
+    command line's."""
+    return os.environ.get(TRUSTED_PATHS_VARIABLE, "")
+
+
+def adopt_trusted_paths(paths: str) -> None:
+    """In a worker: accept exactly the paths its parent accepts (`trusted_paths`), no stale ones."""
+    os.environ[TRUSTED_PATHS_VARIABLE] = paths
+
+
 def _check_name(name: str) -> None:
     if not NAME_PATTERN.fullmatch(name):
         raise UserError(f"Environment name '{name}' must be letters, digits and . _ + - (it becomes part of backend names).")
@@ -137,6 +149,8 @@ def add(name: str, python: str) -> Environment:
     envs = load_all()
     if name in envs:
         raise UserError(f"Environment '{name}' exists already ({envs[name].python}); remove it first or pick another name.")
+    if "/" in python:  # the caller's folder, before anything else: the probe starts it from the shipped copy's
+        python = str(Path(python).expanduser().absolute())
     interpreter = shutil.which(python) if "/" not in python else python
     if not interpreter or not Path(interpreter).exists():
         raise UserError(f"Python interpreter '{python}' does not exist.")

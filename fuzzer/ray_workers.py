@@ -37,7 +37,7 @@ import time
 import uuid
 from dataclasses import replace
 
-from fuzzer import DISTRIBUTION
+from fuzzer import DISTRIBUTION, envs
 from fuzzer.errors import DevicePoisoned, InternalError, UserError
 from fuzzer.pipeline import WorkerConfig
 from fuzzer.records import CaseReply
@@ -171,10 +171,13 @@ def _pipeline_actor():
 
     @ray.remote(max_restarts=0, max_task_retries=0)
     class PipelineActor:
-        def __init__(self, config: WorkerConfig, key: str):
+        def __init__(self, config: WorkerConfig, key: str, trusted_paths: str):
             from ray.experimental import internal_kv
 
+            from fuzzer import envs
             from fuzzer.pipeline import Pipeline
+
+            envs.adopt_trusted_paths(trusted_paths)  # Ray's workers have the variables of Ray's start, not the driver's now
 
             def heartbeat(backend, source):
                 try:
@@ -216,7 +219,7 @@ class RayWorker:
     def _start(self) -> None:
         """Create the actor; it starts when the cluster has a CPU for it (see `starting`)."""
         self._key = f"fuzzer:{uuid.uuid4().hex}"
-        self.actor = _pipeline_actor().options(num_cpus=1).remote(self.config, self._key)
+        self.actor = _pipeline_actor().options(num_cpus=1).remote(self.config, self._key, envs.trusted_paths())
         self._ready = self.actor.ready.remote()
         self._started_at: float | None = None
         self.node: dict | None = None

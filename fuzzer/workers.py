@@ -44,6 +44,7 @@ import traceback
 import warnings
 from typing import TYPE_CHECKING
 
+from fuzzer import envs
 from fuzzer.errors import DevicePoisoned, InternalError, UserError
 
 if TYPE_CHECKING:  # annotations only: importing the pipeline at once would hold up `warm_template`
@@ -136,9 +137,10 @@ def limit_threads(threads: int) -> None:
             torch.set_num_interop_threads(threads)
 
 
-def _worker_main(conn, config: WorkerConfig) -> None:
+def _worker_main(conn, config: WorkerConfig, trusted_paths: str) -> None:
     """Entry point of the worker process."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+    envs.adopt_trusted_paths(trusted_paths)
     os.dup2(2, 1)  # the parent's stdout is its summary (`--json`): a plugin's print or a library's C write goes to stderr
     if config.memory_limit_mb:
         limit = config.memory_limit_mb * 1024 * 1024
@@ -257,7 +259,8 @@ class Worker:
         small_limit = self.config.memory_limit_mb and self.config.memory_limit_mb < FORK_MIN_LIMIT_MB
         context = SPAWN if small_limit else FORKSERVER
         self.conn, child = context.Pipe()
-        self.process = context.Process(target=_worker_main, args=(child, self.config), daemon=True)
+        # The environment paths the command line named go explicitly: the fork server predates them.
+        self.process = context.Process(target=_worker_main, args=(child, self.config, envs.trusted_paths()), daemon=True)
         self.process.start()
         child.close()
 

@@ -73,6 +73,17 @@ def test_malformed_backend_names(env_home, spec, needle):
     assert needle in str(caught.value)
 
 
+@pytest.mark.slow
+def test_an_interpreter_path_from_the_command_line_runs_in_the_campaigns_workers(env_home, tmp_path, monkeypatch):
+    """`fuzz run` accepts the path after its fork server has started: the workers forked from it are told."""
+    monkeypatch.delenv(envs.TRUSTED_PATHS_VARIABLE, raising=False)
+    db = tmp_path / "c.db"
+    result = fuzz("run", "--db", db, "--backends", f"torch-eager,torch-eager@{sys.executable}", "--ops", "relu,add",
+                  "--inputs-per-graph", 1, "--max-cases", 2, "--workers", 1, "--json", env_home=env_home)
+    summary = json.loads(result.stdout)
+    assert summary["graphs"] == 2 and summary["internal_errors"] == 0 and summary["finding_cases"] == 0
+
+
 def test_plugin_backends_cannot_move_to_another_environment_and_shipped_kinds_of_any_framework_can(env_home, canaries):
     envs.add("here", sys.executable)
     with pytest.raises(UserError, match="only the backends shipped with fuzzer can"):
@@ -95,6 +106,13 @@ def test_missing_interpreter_and_corrupt_registry(env_home):
     envs.add("here", sys.executable)
     (env_home / envs.REGISTRY_FILE).write_text("{ not json")
     one_error_line(fuzz("env", "list", env_home=env_home, expect=None), "registry", "unreadable")
+
+
+def test_a_relative_interpreter_path_is_the_callers(env_home, monkeypatch):
+    """The probe starts the interpreter from another folder: the path must be made absolute first."""
+    venv = Path(sys.executable).parent.parent
+    monkeypatch.chdir(venv)
+    assert envs.add("relative", "bin/python").python == str(venv / "bin" / "python")
 
 
 def test_broken_environment_is_reported_by_check(env_home, tmp_path):
