@@ -8,6 +8,7 @@ finding of our campaigns (exp > sub > flatten > permute)."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -128,6 +129,10 @@ SPECIALIZED = [
     ("amax", "torch", {"dims": [-1, 0], "keepdim": False}, (2, 3, 4), "torch.amax("),
     ("amax", "jax", {"dims": [-1, 0], "keepdim": False}, (2, 3, 4), "jnp.max("),
     ("select", "jax", {"dim": 1, "index": -1}, (2, 3, 4), "x"),
+    # A check that the release has the API (raise OpUnsupported) is left out: 100 lines before.
+    ("norm", "jax", {"dims": [0, -1], "keepdim": True, "p": 2}, (2, 3, 4), "jnp.linalg.vector_norm(x, ord=2.0, axis=(0, -1)"),
+    ("rms_norm", "torch", {"normalized_shape": [4], "eps": 1e-05, "affine": False}, (2, 3, 4), "F.rms_norm("),
+    ("mish", "jax", {}, (2, 3, 4), "jax.nn.mish("),
 ]
 
 
@@ -142,3 +147,28 @@ def test_a_one_op_script_of_an_op_with_helpers_is_public_calls_only_and_runs(op,
     assert len(script.splitlines()) <= 32, script  # 60 to 90 lines before
     code, output, errors = _run(script, tmp_path)
     assert code == 0 and output.splitlines()[-1].startswith("OK: ") and not errors, output + errors
+
+
+def _exported(file_name: str, tmp_path) -> tuple[str, str]:
+    """(the minimal script `fuzz export` writes for the finding of a corpus/regression file, the file's `expect`)."""
+    data = load_case_file(ROOT / "corpus" / "regression" / file_name)
+    corpus = Corpus(tmp_path / "cases.db")
+    stored = corpus.get_case(corpus.import_case(data))
+    (finding,) = stored.findings
+    return build_minimal_script(stored.case, get_backend(finding["backend"]), stored.signature, finding), data["expect"]
+
+
+def _defs(script: str) -> list[str]:
+    return re.findall(r"^\s*def (\w+)\(", script, re.M)
+
+
+@pytest.mark.slow
+def test_a_jax_norm_finding_is_its_public_call_in_under_30_lines(tmp_path):
+    """jax on the CPU drops the nans from a 4,096-element max norm. Its implementation checks that
+    this jax has vector_norm (and takes several axes): the script leaves the check out, where it
+    brought the whole implementation and its helpers (103 lines)."""
+    script, expect = _exported("jax-cpu-max-nan-4096.json", tmp_path)
+    assert len(script.splitlines()) <= 30 and _defs(script) == ["graph"], script
+    assert "return [jnp.linalg.vector_norm(x2_n4, ord=float('inf'), axis=(0,), keepdims=False).reshape((1,))]" in script, script
+    code, _, errors = _run(script, tmp_path)
+    assert expect == "disagree" and code == 1 and errors.startswith("MISMATCH: 1 of 1 entries differ"), errors
