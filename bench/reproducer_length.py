@@ -2,7 +2,7 @@
 
 Exports, as `fuzz export` does, every finding of corpus/regression and corpus/known (the canaries
 loaded) and `--cases` generated cases of one or two ops, each on the next backend of the default
-CPU set that supports its ops, plus `--norm-cases` one-op `norm` cases on jax-eager and jax-jit
+CPU set that supports its ops, plus `--norm-cases` cases of `norm` alone on jax-eager and jax-jit
 (the mix holds too few for a median of their own). A generated case has no finding: it is
 exported as a mismatch of its backend.
 
@@ -10,8 +10,8 @@ exported as a mismatch of its backend.
 
 Prints one JSON object: the median and largest line count of the scripts of one or two ops
 (after `failing_part`), over the findings and the mix together (`overall`) and apart
-(`findings`, `mix`), their torch-layout scripts (`torch_layout`) and the jax `norm` scripts of
-every group (`jax_norm`); the cases whose backend has no standalone script (`refused`, as
+(`framework_findings`, `canary_findings`, `mix`), their torch-layout scripts (`torch_layout`)
+and the jax `norm` scripts of every group (`jax_norm`); the cases whose backend has no standalone script (`refused`, as
 `fuzz export` refuses them); and each finding's line count by file name (`finding_lines`).
 """
 
@@ -22,6 +22,7 @@ import collections
 import json
 import statistics
 import sys
+import tempfile
 from pathlib import Path
 
 from fuzzer.backends import default_backends, get_backend
@@ -46,14 +47,16 @@ def _record(group: str, name: str, case, backend, finding: dict) -> dict:
 
 
 def findings(corpus_path: Path) -> list[dict]:
-    """One record per case file with a finding, as `fuzz export ID` writes it."""
+    """One record per case file with a finding, as `fuzz export ID` writes it: a framework's
+    finding, or a canary's (our planted bug: its script carries the canary's code)."""
     load_plugins(canary_names())
     corpus, records = Corpus(corpus_path), []
     for path in CASE_FILES:
         stored = corpus.get_case(corpus.import_case(load_case_file(path)))
         finding = next((f for f in stored.findings if f.get("verdict") != "agree"), None)
         if finding:
-            records.append(_record("finding", path.name, stored.case, get_backend(finding["backend"]), finding))
+            group = "canary" if finding["backend"].startswith("canary-") else "finding"
+            records.append(_record(group, path.name, stored.case, get_backend(finding["backend"]), finding))
     return records
 
 
@@ -83,24 +86,24 @@ def _summary(records: list[dict]) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--cases", type=int, default=300, help="generated cases of one or two ops, on the default CPU set")
-    parser.add_argument("--norm-cases", type=int, default=40, help="generated one-op norm cases, on jax")
+    parser.add_argument("--norm-cases", type=int, default=40, help="generated cases of norm alone, on jax")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--db", type=Path, default=Path("/tmp/reproducer_length.db"), help="a scratch corpus (replaced)")
     args = parser.parse_args()
-    args.db.unlink(missing_ok=True)
-    records = findings(args.db)
+    with tempfile.TemporaryDirectory() as folder:
+        records = findings(Path(folder) / "cases.db")
     records += generated(args.cases, args.seed, None, default_backends())
     records += generated(args.norm_cases, args.seed, ["norm"], NORM_BACKENDS)
     overall = [r for r in records if r["group"] != "norm"]
     refused = collections.Counter(r["backend"] for r in records if r.get("refused"))
     print(json.dumps({
         "overall": _summary(overall),
-        "findings": _summary([r for r in records if r["group"] == "finding"]),
+        "framework_findings": _summary([r for r in records if r["group"] == "finding"]),
+        "canary_findings": _summary([r for r in records if r["group"] == "canary"]),
         "mix": _summary([r for r in records if r["group"] == "mix"]),
         "torch_layout": _summary([r for r in overall if r["backend"] == "torch-layout"]),
         "jax_norm": _summary([r for r in records if r.get("family") == "jax" and "norm" in r["ops"]]),
         "refused": dict(refused),
-        "finding_lines": {r["name"]: r.get("lines") for r in records if r["group"] == "finding"},
+        "finding_lines": {r["name"]: r.get("lines") for r in records if r["group"] in ("finding", "canary")},
     }, indent=1))
 
 
