@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from fuzzer.errors import UserError
+from fuzzer.errors import OpUnsupported, UserError
 from fuzzer.ops import API_KEYWORDS, API_PATH, WRAPS
 
 ALIASES = {"torch.nn.functional.": "F.", "jax.numpy.": "jnp."}
@@ -317,7 +317,8 @@ def specialize(fn: Callable, args: list[ast.expr], keywords: dict[str, ast.expr]
     calls only, or None where `fn` cannot be written so (then its `def` comes along).
 
     `fn` is run symbolically: attribute values and shapes are known now, so its `if`s on them
-    take one branch and the other is left out, its loops over them are unrolled, calls of our
+    take one branch and the other is left out (and checks that the release has the API, which
+    raise OpUnsupported, altogether), its loops over them are unrolled, calls of our
     helpers on known values are computed now (a shape rule gives a shape) and calls on script
     values are inlined, and what stays are the framework calls on the script's tensors,
     `F.conv2d(x, w, None, [1, 1], 'same', [1, 2], 8)`. A local used once is written into its one
@@ -443,6 +444,18 @@ class _Scope:
         return {name: cell.cell_contents for name, cell in zip(code.co_freevars, self.function.__closure__ or ())}
 
 
+def _is_release_check(statement: ast.If, scope: _Scope) -> bool:
+    """`if not hasattr(jnp.linalg, "vector_norm"): raise OpUnsupported(...)`: a check that the
+    framework release has the API, which the campaign's release passed (else the backend gives
+    no verdict, so there is no finding). Left out of a specialized call: on an older release the
+    call itself fails or differs, and the script prints the versions."""
+    if statement.orelse or len(statement.body) != 1 or not isinstance(statement.body[0], ast.Raise):
+        return False
+    raised = statement.body[0].exc
+    raised = raised.func if isinstance(raised, ast.Call) else raised
+    return isinstance(raised, ast.Name) and scope.function.__globals__.get(raised.id) is OpUnsupported
+
+
 class _Specializer:
     """Runs our functions on script expressions: see `specialize`."""
 
@@ -512,6 +525,8 @@ class _Specializer:
             self.assign(statement.target, self.expr(value, scope), scope)
             return None
         if isinstance(statement, ast.If):
+            if _is_release_check(statement, scope):
+                return None
             test = _known(self.expr(statement.test, scope))
             if test is _UNKNOWN:
                 raise _NotSpecializable("a branch on a script value")

@@ -23,7 +23,7 @@ import numpy as np
 
 from fuzzer.arrays import to_npy_bytes
 from fuzzer.ir import Case, infer_shapes
-from fuzzer.layouts import CONTIGUOUS, layout_source
+from fuzzer.layouts import layout_source
 from fuzzer.op_source import Source, write_call
 
 # What each framework's reproducer prints first (maintainers ask for it); `Backend.versions_source`.
@@ -243,14 +243,20 @@ def graph_function(case: Case, impl_for: Callable, source: Source, name: str = "
     return "\n".join(lines)
 
 
-def torch_tensors(case: Case, device: str, dtype: str, layouts: bool = True) -> str:
-    """`args = [...]`: the graph function's arguments as torch tensors on `device` in `dtype`,
-    graph inputs re-stored in the layout the campaign gave them (a layout bug needs it)."""
+def torch_tensors(case: Case, device: str, dtype: str, layouts: dict[int, str] | None = None) -> str:
+    """`args = [...]`: the graph function's arguments as torch tensors on `device` in `dtype`, then
+    re-stored in the memory layout the campaign ran them in (a layout bug needs it), each as the
+    torch expression that makes it: `layouts` {argument index: layout}, by default the layouts
+    stored with the graph inputs. Re-stored after the conversion, which keeps no strided view,
+    and in `args` only: the script's float64 reference takes the contiguous variables."""
+    if layouts is None:
+        layouts = {index: spec.layout for index, spec in enumerate(case.graph.inputs)}
+    names = argument_names(case)
     lines = [f"args = [torch.as_tensor(a).to({device!r}, torch.{dtype}) for a in ({', '.join(graph_arguments(case))},)]"]
-    for index, spec in enumerate(case.graph.inputs):
-        if layouts and spec.layout != CONTIGUOUS:
-            restored = layout_source(spec.layout, spec.shape, f"args[{index}]")
-            lines.append(f"args[{index}] = {restored}  # stored {spec.layout}, as in the campaign")
+    for index, layout in layouts.items():
+        restored = layout_source(layout, np.shape(case.arrays[names[index]]), f"args[{index}]")
+        if restored != f"args[{index}]":  # contiguous, or a layout the (shrunk) shape no longer allows
+            lines.append(f"args[{index}] = {restored}  # {layout} layout, as the campaign ran it")
     return "\n".join(lines)
 
 
@@ -276,14 +282,12 @@ def strict_precision(device: str) -> list[str]:
 
 
 def torch_program(case: Case, backend, transform: list[str], call: str, context: str = "torch.no_grad()",
-                  helpers: tuple[Callable, ...] = (), layouts: bool = True, source: Source | None = None) -> tuple[list[str], str]:
-    """(imports, code) of a reproducer for a torch `backend`: the graph function (and `helpers`,
-    functions of ours the transformation calls, and what a writer put in `source` already), the
-    tensors `args`, then `transform` lines that build a program from `graph`, and `call` (an
-    expression giving the outputs) run in `context`."""
+                  layouts: dict[int, str] | None = None, source: Source | None = None) -> tuple[list[str], str]:
+    """(imports, code) of a reproducer for a torch `backend`: the graph function (and what a writer
+    put in `source` already), the tensors `args` (in `layouts`: see `torch_tensors`), then
+    `transform` lines that build a program from `graph`, and `call` (an expression giving the
+    outputs) run in `context`."""
     source = source or Source(imports=["import torch"])
-    for helper in helpers:
-        source.add_function(helper)
     graph = graph_function(case, backend.impl_for, source, fixed_shapes=not getattr(backend, "dynamic", False))
     code = with_notes(source, "\n\n\n".join(part for part in (source.text(), graph) if part))
     device = [f"DEVICE = {backend.device!r}"] * any("DEVICE" in line for line in transform)  # e.g. torch.load's map_location

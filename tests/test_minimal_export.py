@@ -8,12 +8,14 @@ finding of our campaigns (exp > sub > flatten > permute)."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 from click.testing import CliRunner
 
 from fuzzer.arrays import materialize
@@ -22,6 +24,8 @@ from fuzzer.cli import main
 from fuzzer.corpus import Corpus, load_case_file
 from fuzzer.ir import Case, Graph, Node, TensorSpec
 from fuzzer.minimal_reproducer import build_minimal_script
+from fuzzer.ops import get_op
+from fuzzer.program_source import argument_names, variable_name
 
 ROOT = Path(__file__).resolve().parents[1]
 JAX_JIT = "jax-jit:cpu:float32"
@@ -128,6 +132,10 @@ SPECIALIZED = [
     ("amax", "torch", {"dims": [-1, 0], "keepdim": False}, (2, 3, 4), "torch.amax("),
     ("amax", "jax", {"dims": [-1, 0], "keepdim": False}, (2, 3, 4), "jnp.max("),
     ("select", "jax", {"dim": 1, "index": -1}, (2, 3, 4), "x"),
+    # A check that the release has the API (raise OpUnsupported) is left out: 100 lines before.
+    ("norm", "jax", {"dims": [0, -1], "keepdim": True, "p": 2}, (2, 3, 4), "jnp.linalg.vector_norm(x, ord=2.0, axis=(0, -1)"),
+    ("rms_norm", "torch", {"normalized_shape": [4], "eps": 1e-05, "affine": False}, (2, 3, 4), "F.rms_norm("),
+    ("mish", "jax", {}, (2, 3, 4), "jax.nn.mish("),
 ]
 
 
@@ -142,3 +150,107 @@ def test_a_one_op_script_of_an_op_with_helpers_is_public_calls_only_and_runs(op,
     assert len(script.splitlines()) <= 32, script  # 60 to 90 lines before
     code, output, errors = _run(script, tmp_path)
     assert code == 0 and output.splitlines()[-1].startswith("OK: ") and not errors, output + errors
+
+
+def _exported(file_name: str, tmp_path) -> tuple[str, str]:
+    """(the minimal script `fuzz export` writes for the finding of a corpus/regression file, the file's `expect`)."""
+    data = load_case_file(ROOT / "corpus" / "regression" / file_name)
+    corpus = Corpus(tmp_path / "cases.db")
+    stored = corpus.get_case(corpus.import_case(data))
+    (finding,) = stored.findings
+    return build_minimal_script(stored.case, get_backend(finding["backend"]), stored.signature, finding), data["expect"]
+
+
+def _defs(script: str) -> list[str]:
+    return re.findall(r"^\s*def (\w+)\(", script, re.M)
+
+
+@pytest.mark.slow
+def test_a_jax_norm_finding_is_its_public_call_in_under_30_lines(tmp_path):
+    """jax on the CPU drops the nans from a 4,096-element max norm. Its implementation checks that
+    this jax has vector_norm (and takes several axes): the script leaves the check out, where it
+    brought the whole implementation and its helpers (103 lines)."""
+    script, expect = _exported("jax-cpu-max-nan-4096.json", tmp_path)
+    assert len(script.splitlines()) <= 30 and _defs(script) == ["graph"], script
+    assert "return [jnp.linalg.vector_norm(x2_n4, ord=float('inf'), axis=(0,), keepdims=False).reshape((1,))]" in script, script
+    code, _, errors = _run(script, tmp_path)
+    assert expect == "disagree" and code == 1 and errors.startswith("MISMATCH: 1 of 1 entries differ"), errors
+
+
+LAYOUT_CASES = sorted(path.name for path in (ROOT / "corpus" / "regression").glob("*.json")
+                      if any(f["backend"].startswith("torch-layout:") for f in load_case_file(path).get("findings", [])))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("file_name", LAYOUT_CASES)
+def test_a_torch_layout_finding_writes_each_layout_as_one_torch_expression_and_runs_standalone(file_name, tmp_path):
+    """torch-layout re-stores inputs and weights in another memory layout, decided from each one's
+    shape when the script is written; the script holds no helper (75 to 89 lines when it carried
+    fuzzer/layouts.py's)."""
+    script, expect = _exported(file_name, tmp_path)
+    assert _defs(script) == ["graph"] and "relayout" not in script and len(script.splitlines()) <= 30, script
+    assert re.search(r"^args\[0\] = args\[0\]\..+  # (channels_last|transposed|strided) layout, as the campaign ran it$", script, re.M), script
+    code, output, errors = _run(script, tmp_path)
+    assert code == (1 if expect == "disagree" else 0), output + errors
+    assert errors.startswith("MISMATCH: ") if code else output.splitlines()[-1].startswith("OK: "), output + errors
+
+
+def _strides_the_backend_runs(backend, case: Case) -> dict[str, tuple[int, ...]]:
+    """The strides of each argument of the case's one node as `backend` hands it to the op."""
+    (node,) = case.graph.nodes
+    implementation, seen = get_op(node.op).impl("torch"), {}
+
+    def recording(xs, ps, attrs):
+        names = [*node.inputs, *(f"{node.name}.{name}" for name in ps)]
+        seen.update(zip(names, (tensor.stride() for tensor in [*xs, *ps.values()])))
+        return implementation(xs, ps, attrs)
+
+    backend.derive("recording-strides", {node.op: recording}).run(case)
+    return seen
+
+
+def _tensors_the_script_runs(backend, case: Case) -> dict:
+    """The tensors `backend`'s reproducer program calls `graph` on, by argument name."""
+    _, program = backend.reproducer_program(case)
+    run = program[program.index("\n\n\n", program.index("def graph(")):]  # the lines after `def graph`
+    called = []
+    scope = {"torch": torch, "graph": lambda *tensors: called.extend(tensors) or called,
+             **{variable_name(name): case.arrays[name] for name in argument_names(case)}}
+    exec(run, scope)  # noqa: S102 - our own lines
+    return dict(zip(argument_names(case), called))
+
+
+CONV = {"out_channels": 4, "kernel_size": [3, 3], "stride": [1, 1], "padding": [1, 1], "dilation": [1, 1], "groups": 1, "bias": True}
+# (backend, op, attributes, input shape, its stored layout, the layouts the backend gives the input and each weight)
+STRIDES = [
+    ("torch-layout", "relu", {}, (2, 3, 4, 5), "contiguous", ["channels_last"]),
+    ("torch-layout", "relu", {}, (2, 1, 3, 4), "contiguous", ["transposed"]),
+    ("torch-layout", "relu", {}, (3, 1, 4), "expanded", ["transposed"]),  # torch-layout ignores the stored layout
+    ("torch-layout", "relu", {}, (5,), "contiguous", ["strided"]),
+    ("torch-layout", "relu", {}, (1, 1), "contiguous", ["contiguous"]),
+    ("torch-layout", "linear", {"out_features": 4, "bias": True}, (6,), "contiguous", ["strided", "transposed", "contiguous"]),
+    ("torch-layout", "conv2d", CONV, (1, 2, 3, 3), "contiguous", ["channels_last", "channels_last", "contiguous"]),
+    ("torch-eager", "relu", {}, (2, 3, 4), "transposed", ["transposed"]),
+    ("torch-eager", "relu", {}, (6,), "strided", ["strided"]),
+    ("torch-eager", "relu", {}, (2, 3, 2, 2), "channels_last", ["channels_last"]),
+    ("torch-eager", "relu", {}, (3, 2), "expanded", ["expanded"]),
+    ("torch-eager", "conv2d", CONV, (1, 2, 3, 3), "channels_last", ["channels_last", "contiguous", "contiguous"]),
+]
+
+
+@pytest.mark.parametrize("kind, op, attrs, shape, stored, layouts", STRIDES,
+                         ids=[f"{kind}-{op}-{shape}-{stored}" for kind, op, _, shape, stored, _ in STRIDES])
+def test_the_script_re_stores_each_argument_with_the_strides_the_backend_runs(kind, op, attrs, shape, stored, layouts):
+    """Each argument's layout is decided when the script is written (torch-layout's rule, or the
+    layout stored with a graph input) and written as one torch expression: it gives the strides
+    fuzzer/layouts.py gives the tensor the backend runs, and the same values."""
+    case = materialize(Graph([TensorSpec("x", shape, stored)], [Node("n0", op, ["x"], attrs)], ["n0"]), seed=0)
+    backend = get_backend(f"{kind}:cpu:float32")
+    tensors = _tensors_the_script_runs(backend, case)
+    _, program = backend.reproducer_program(case)
+    written = re.findall(r"# (\w+) layout, as the campaign ran it", program)
+    assert written == [layout for layout in layouts if layout != "contiguous"], program
+    assert {name: tensor.stride() for name, tensor in tensors.items()} == _strides_the_backend_runs(backend, case)
+    assert [tensor.is_contiguous() for tensor in tensors.values()] == [layout == "contiguous" for layout in layouts]
+    for name, tensor in tensors.items():
+        assert np.array_equal(tensor.numpy(), case.arrays[name].astype(np.float32)), name

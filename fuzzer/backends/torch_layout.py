@@ -4,30 +4,40 @@ Layout invariance: the same logical values stored channels_last, transposed or s
 stride-2 view whose gaps hold NaN, so a kernel that reads the gaps shows it) must give the
 same outputs as contiguous ones. Every graph input and every weight of rank >= 2 is
 relayouted (see `relayout` and fuzzer/layouts.py); the outputs are judged against the float64
-reference like any backend's. Reproducers inline `relayout` by name (fuzzer/op_source.py).
+reference like any backend's. Reproducers write each argument's layout, decided from its shape
+when the script is written, as the torch expression that makes it (program_source.torch_tensors).
 
 torch is imported lazily so that listing backends works without it.
 """
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from fuzzer.backends.torch_eager import TorchEager
 from fuzzer.ir import Case, Graph, interpret
-from fuzzer.layouts import apply_layout, layouts_for
+from fuzzer.layouts import CONTIGUOUS, apply_layout, layouts_for
 from fuzzer.ops import get_op
 from fuzzer.program_source import argument_names, torch_program
 
+RELAYOUTS = ("channels_last", "transposed", "strided")  # in order of preference
+
+
+def relayout_of(shape: tuple[int, ...]) -> str:
+    """The layout `relayout` gives a tensor of `shape` (deterministic): the first of channels_last
+    (rank 4), transposed (the last two dims > 1) and strided (a stride-2 view whose gaps hold NaN)
+    that the shape allows; contiguous for a tensor of one element or none."""
+    if math.prod(shape) <= 1:
+        return CONTIGUOUS
+    allowed = layouts_for(tuple(shape))
+    return next(layout for layout in RELAYOUTS if layout in allowed)
+
 
 def relayout(x):
-    """The same logical values in another memory layout (deterministic): the first of
-    channels_last (rank 4), transposed (the last two dims > 1) and strided (a stride-2 view
-    whose gaps hold NaN) that the shape allows; see fuzzer/layouts.py."""
-    if x.numel() <= 1:
-        return x
-    allowed = layouts_for(tuple(x.shape))
-    return apply_layout(x, next(layout for layout in ("channels_last", "transposed", "strided") if layout in allowed))
+    """The same logical values in another memory layout: `relayout_of` its shape (fuzzer/layouts.py)."""
+    return apply_layout(x, relayout_of(tuple(x.shape)))
 
 
 class TorchLayout(TorchEager):
@@ -52,11 +62,12 @@ class TorchLayout(TorchEager):
     def reproducer_program(self, case: Case) -> tuple[list[str], str]:
         # As _execute: every input relayouted (not in its stored layout), and weights of rank >= 2.
         ops, inputs = {node.name: node.op for node in case.graph.nodes}, len(case.graph.inputs)
-        kept = [i for i, name in enumerate(argument_names(case))
-                if i >= inputs and self._keeps_params_contiguous(ops[name.split(".", 1)[0]])]
-        relayout_line = (f"args = [relayout(a) if i < {inputs} or (a.dim() >= 2 and i not in {kept!r}) else a "
-                         "for i, a in enumerate(args)]  # inputs and weights in another memory layout")
-        return torch_program(case, self, [relayout_line], "graph(*args)", helpers=(relayout,), layouts=False)
+        layouts = {}
+        for index, name in enumerate(argument_names(case)):
+            shape = np.shape(case.arrays[name])
+            if index < inputs or (len(shape) >= 2 and not self._keeps_params_contiguous(ops[name.split(".", 1)[0]])):
+                layouts[index] = relayout_of(shape)
+        return torch_program(case, self, [], "graph(*args)", layouts=layouts)
 
     def _execute(self, graph: Graph, inputs: dict, params: dict) -> list[np.ndarray]:
         import torch
