@@ -34,7 +34,7 @@ from fuzzer.minimal_reproducer import build_minimal_script
 from fuzzer.reproducer import ENVIRONMENT_KEYS
 from fuzzer.oracle import allowed_error, compute_reference, nonfinite_class
 from fuzzer.report.render import md_cell
-from fuzzer.release_checks import releases_text
+from fuzzer.release_checks import check_phrase
 from fuzzer.replay import Replayer
 
 WORST_ENTRIES = 5
@@ -251,12 +251,11 @@ def _versions(data: IssueData) -> list[str]:
 
 
 def _checked_on(data: IssueData) -> list[str]:
-    """'Checked on: present in torch 2.13.0 / jax 0.10.2 on Python 3.11.7 (2026-03-01); fixed in jax 0.4.28 on
+    """'Checked on: present in torch 2.13.0 / jax 0.10.2 on Python 3.11.7 (2026-03-01); not reproduced in jax 0.4.28 on
     Python 3.10.14 (2026-03-01).': the recorded release checks (`fuzz replay --on`), without the environments'
     local names."""
     checks = sorted((data.triage or {}).get("release_checks") or [], key=lambda check: OUTCOMES.index(check["outcome"]))
-    phrases = dict.fromkeys(f"{check['outcome']} in {releases_text(check['versions'], python=True)} "
-                            f"({str(check['checked_at'])[:10]})" for check in checks)
+    phrases = dict.fromkeys(f"{check_phrase(check, python=True)} ({str(check['checked_at'])[:10]})" for check in checks)
     return [f"Checked on: {inline('; '.join(phrases))}.", ""] if phrases else []
 
 

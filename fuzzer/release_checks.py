@@ -183,7 +183,13 @@ def releases_text(versions: dict, python: bool = False) -> str:
     return f"{frameworks} on {python_release}" if python else frameworks
 
 
-def check_phrase(check: dict) -> str:
+# A release where the case agrees may be older than the bug or newer than its fix: the words say
+# only what was seen ("fixed in jax 0.4.28" read as a fix in a release that predates the bug).
+OUTCOME_WORDS = {PRESENT: "present in", FIXED: "not reproduced in", DIFFERS: "fails another way in",
+                 CANNOT_RUN: "cannot run in"}
+
+
+def check_phrase(check: dict, python: bool = False) -> str:
     """'present in torch 2.13.0 / jax 0.10.2': a recorded check's outcome and releases."""
-    return f"{check['outcome']} in {releases_text(check['versions'])}"
+    return f"{OUTCOME_WORDS[check['outcome']]} {releases_text(check['versions'], python)}"
 

@@ -169,10 +169,10 @@ def test_show_and_list_show_the_checks(checked, env_home):
     shown = [line.split(", checked ")[0].strip() for line in lines[start + 1:start + 4]]
     assert sorted(shown) == sorted([f"present in torch {torch.__version__} / jax {jax.__version__} (env cur)",
                                     f"present in torch {torch.__version__} / jax {jax.__version__} (env here)",
-                                    f"cannot-run in Python {PYTHON} without torch or jax (env bare)"])
+                                    f"cannot run in Python {PYTHON} without torch or jax (env bare)"])
     assert lines[start + 1].endswith(f" UTC on case {SDPA}")
     fixed = fuzz("show", SOFTMAX, "--db", db, env_home=env_home).stdout
-    assert f"  fixed in torch {torch.__version__} / jax {jax.__version__} (env cur), checked " in fixed
+    assert f"  not reproduced in torch {torch.__version__} / jax {jax.__version__} (env cur), checked " in fixed
     shown_json = json.loads(fuzz("show", SDPA, "--db", db, "--json", env_home=env_home).stdout)
     assert {c["environment"]: c["outcome"] for c in shown_json["release_checks"]} == {"here": "present", "cur": "present",
                                                                                      "bare": "cannot-run"}
@@ -189,7 +189,7 @@ def test_the_issue_report_says_where_it_was_checked_and_names_no_path_of_this_ma
     text = fuzz("export", SDPA, "--db", db, "--format", "issue", env_home=env_home).stdout
     checked_on = next(line for line in text.splitlines() if line.startswith("Checked on: "))
     assert checked_on.startswith(f"Checked on: present in torch {torch.__version__} / jax {jax.__version__} on Python {PYTHON} (")
-    assert f"; cannot-run in Python {PYTHON} without torch or jax (" in checked_on
+    assert f"; cannot run in Python {PYTHON} without torch or jax (" in checked_on
     assert checked_on.count("present in") == 1, "two environments of the same releases are one release"
     bare_python = json.loads(fuzz("env", "list", "--json", env_home=env_home).stdout)[0]["python"]
     for local in (str(db), str(home), sys.executable, bare_python, str(env_home)):
