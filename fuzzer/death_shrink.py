@@ -119,6 +119,18 @@ def shrink_death(worker, case: Case, died: WorkerDied, seconds: float, timeout: 
     return DeathShrink(finding, ShrinkReply(finding.signature, result.case, log, died.kind, [shrunk], [shrunk], [died.backend]))
 
 
+def name_death(worker, case: Case, died: WorkerDied, timeout: float, compile_timeout: float | None = None) -> Finding:
+    """`died`'s finding on `case` named after the node that does it alone, as a campaign names it
+    (shrink_death), without repeating or shrinking it: a replay or regress of a stored death must give
+    the signature the campaign stored. At most `timeout` seconds go to the search; "-" after that."""
+    if not died.backend or isinstance(died, WorkerPoisoned):
+        return died.finding()
+    probe = DeathProbe(worker, died, timeout, compile_timeout)
+    probe.timeout = hang_timeout(probe, case)
+    culprit, _ = _culprit(probe, case, time.monotonic() + timeout)
+    return died.finding(culprit)
+
+
 def _culprit(probe: DeathProbe, case: Case, deadline: float) -> tuple[str, Case]:
     """(the op of the first node that dies alone, that node's one-node case), or ("-", case)."""
     if len(case.graph.nodes) == 1:

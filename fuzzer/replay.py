@@ -15,7 +15,7 @@ from xml.etree import ElementTree
 from fuzzer.backends import parse_backend_list
 from fuzzer.check import Finding
 from fuzzer.corpus import Corpus, case_from_export, file_kind, is_finding, load_case_file
-from fuzzer.death_shrink import shrink_death
+from fuzzer.death_shrink import name_death, shrink_death
 from fuzzer.errors import UserError
 from fuzzer.ir import Case
 from fuzzer.known import KnownBug, Registry
@@ -51,10 +51,11 @@ class Replayer:
             return self.worker.request(message, self.timeout, compile_timeout=600.0)
 
     def check(self, case: Case, backends: list[str]) -> CheckReply:
+        """A crash or hang is named after the node that does it alone, as the campaign named it."""
         try:
             return self.request(("check", case, list(backends)))
         except WorkerDied as died:
-            return CheckReply.died(died.finding())
+            return CheckReply.died(name_death(self.worker, case, died, self.timeout, compile_timeout=600.0))
 
     def outputs(self, case: Case, backend: str) -> dict:
         """{"outputs": arrays} or {"error": text}: a crash or hang is the error, never ours."""

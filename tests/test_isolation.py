@@ -235,6 +235,23 @@ def test_replay_asks_a_fresh_worker_again_when_its_worker_was_poisoned():
     assert {reply.verdict for reply in replies} == {"agree"}
 
 
+@pytest.mark.slow
+def test_replay_names_a_death_after_the_node_that_dies_alone():
+    """`fuzz replay` and `regress` of a stored crash must give the signature the campaign stored, whose
+    culprit the campaign found by running each node alone (death_shrink): a case of several nodes whose
+    relu aborts its worker is a crash of relu, not of the whole graph ("-")."""
+    from fuzzer.arrays import materialize
+    from fuzzer.ir import Graph, Node, TensorSpec
+    from fuzzer.replay import Replayer
+
+    graph = Graph([TensorSpec("x0", (2, 3))], [Node("n0", "tanh", ["x0"], {}), Node("n1", "relu", ["n0"], {}),
+                                               Node("n2", "sigmoid", ["n1"], {})], ["n2"])
+    with Replayer(["plugin-abort-relu"], [str(PLUGINS / "abort_relu.py")], timeout=60) as replayer:
+        reply = replayer.check(materialize(graph, seed=1), ["plugin-abort-relu"])
+    assert reply.verdict == "crash"
+    assert [f.signature for f in reply.findings] == ["crash | plugin-abort-relu | relu | worker process killed by signal SIGABRT"]
+
+
 # -- kill -9 of a running `fuzz run`, then --resume ---------------------------------------------
 
 def child_pids(pid: int) -> list[int]:
