@@ -87,6 +87,9 @@ class TransformedBackend(Backend):
     def has_precision_policy(self) -> bool:
         return self.base.has_precision_policy()
 
+    def precision_policy_limit(self, graph) -> float:
+        return self.base.precision_policy_limit(graph)
+
     def strict_variant(self) -> "TransformedBackend":
         return TransformedBackend(f"{self.name}+strict", self.base.strict_variant(), self.transform)
 

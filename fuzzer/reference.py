@@ -36,19 +36,20 @@ def evaluate_all(graph: Graph, inputs: dict, params: dict, dtype: str = "float64
             graph,
             {k: cast(v) for k, v in inputs.items()},
             {node: {k: cast(v) for k, v in ps.items()} for node, ps in params.items()},
-            lambda op_name: _in_dtype(impl_for(op_name), numpy_type, in_float32),
+            lambda op_name: _in_dtype(impl_for(op_name), numpy_type, in_float32, get_op(op_name).scans_in_dtype),
             keep_all=True,
         )
 
 
-def _in_dtype(fn, dtype, in_float32: bool = False):
+def _in_dtype(fn, dtype, in_float32: bool = False, scans_in_dtype: bool = False):
     """References are dtype-generic, but numpy promotes here and there; pin the result dtype.
 
     bfloat16 ops compute in float32 from their bfloat16 operands and round the result, as a
     bfloat16 kernel does (torch's float opmath, XLA's bfloat16 normalization). ml_dtypes' own
     bfloat16 arithmetic does that per ufunc, but its reductions accumulate in bfloat16 (a sum
-    of 1000 ones is 256, an error no kernel makes) and einsum has no bfloat16 loop."""
-    if in_float32 or dtype.name == "bfloat16":
+    of 1000 ones is 256), an error no reduction kernel makes; einsum has no bfloat16 loop.
+    A scan some kernels do carry in bfloat16 (OpDef.scans_in_dtype) runs in bfloat16 itself."""
+    if not scans_in_dtype and (in_float32 or dtype.name == "bfloat16"):
         return lambda xs, ps, attrs: np.asarray(fn([_float32(x) for x in xs], {k: _float32(v) for k, v in ps.items()}, attrs),
                                                 dtype=dtype)
     return lambda xs, ps, attrs: np.asarray(fn(xs, ps, attrs), dtype=dtype)

@@ -133,3 +133,22 @@ def test_a_real_cuda_sticky_error_is_one_crash_of_the_case_that_caused_it(tmp_pa
         assert len(buckets) == 1 and buckets[0].startswith("crash | plugin-cuda-assert-tanh | tanh | "), buckets
         assert "device-side assert triggered" in buckets[0]
         assert progress.poisoned_restarts == 3 * progress.crashes > 0
+
+
+def test_the_strict_rerun_of_a_graph_with_an_rnn_uses_torchs_own_rnn_kernels():
+    import torch
+
+    backend = available(["torch-eager:cuda:float32"])
+    if not backend:
+        pytest.skip("no CUDA")
+    attrs = {"hidden_size": 8, "num_layers": 1, "bias": True, "batch_first": False, "initial_state": True}
+    graph = Graph([TensorSpec("x0", (5, 2, 4))], [Node("n0", "gru", ["x0"], attrs)], ["n0"])
+    case = materialize(graph, 3)
+    strict = backend[0].strict_variant().run(case)[0]
+    with torch.backends.cudnn.flags(enabled=False):
+        native = backend[0].run(case)[0]
+    assert np.array_equal(strict, native)
+    assert torch.backends.cudnn.enabled  # the strict run restored it
+    # A cuDNN RNN error past the limit stays a finding; a graph without an RNN has no limit.
+    assert backend[0].precision_policy_limit(graph) < float("inf")
+    assert backend[0].precision_policy_limit(Graph([TensorSpec("x0", (2, 2))], [Node("n0", "tanh", ["x0"], {})], ["n0"])) == float("inf")

@@ -527,3 +527,27 @@ def test_a_cancelling_sum_rounded_onto_an_integer_makes_a_negative_power_undefin
     genuine = _conv_then_power(-0.2659613013267517)
     assert np.isnan(oracle.compute_reference(genuine, {"float32"}).outputs[0].ravel()[0])
     assert judged(genuine, "float32", [np.zeros((1, 1, 1))]) == verdicts.NAN_INF
+
+
+def test_a_bfloat16_running_sum_may_stall_as_a_kernel_scanning_in_bfloat16_does():
+    # torch-eager:cuda:bfloat16, GPU campaign case 162: 576 terms near 0.73; the CUDA kernel carries
+    # the running sum in bfloat16 (expected upstream: pytorch#180150, #180155), which stops growing
+    # at 256 where adding 0.73 no longer moves it; the float64 sum is ~422.
+    import ml_dtypes
+
+    x = np.random.default_rng(5).uniform(0.6, 0.86, size=(1, 576))
+    x = x.astype(ml_dtypes.bfloat16).astype(np.float64)
+    case = Case(chain((1, 576), ("cumsum", {"dim": 1})), {"x0": x}, seed=1)
+    stalled = np.cumsum(x.astype(ml_dtypes.bfloat16), axis=1).astype(np.float64)
+    assert stalled[0, -1] == 256.0 and np.cumsum(x)[-1] > 400
+    assert judged(case, "bfloat16", [stalled]) == verdicts.AGREE
+    # The float32-accumulating kernels (torch on the CPU) agree as well.
+    assert judged(case, "bfloat16", get_backend("torch-eager:cpu:bfloat16").run(case)) == verdicts.AGREE
+    # float32 keeps its tight allowance: a stall of the same kind is a mismatch there.
+    float32_stalled = np.minimum(np.cumsum(x, axis=1), 256.0)
+    assert judged(case, "float32", [float32_stalled]) == verdicts.MISMATCH
+    # Planted, on a scan short enough that bfloat16 carries it to within a few roundoffs: a kernel
+    # that returns its input, not its running sum, is a mismatch in bfloat16 too.
+    short = Case(chain((1, 32), ("cumsum", {"dim": 1})), {"x0": x[:, :32]}, seed=1)
+    assert judged(short, "bfloat16", [np.cumsum(x[:, :32].astype(ml_dtypes.bfloat16), axis=1).astype(np.float64)]) == verdicts.AGREE
+    assert judged(short, "bfloat16", [x[:, :32]]) == verdicts.MISMATCH

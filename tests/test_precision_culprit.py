@@ -37,7 +37,7 @@ class TF32StandIn(TorchEager):
         return True
 
     @contextlib.contextmanager
-    def precision_context(self):
+    def precision_context(self, graph):
         STRICT["on"] = self.strict
         try:
             yield

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import importlib
+import math
 import pkgutil
 from dataclasses import dataclass
 from typing import Callable, ClassVar
@@ -127,9 +128,14 @@ class Backend:
         """Does this backend run with a reduced-precision default (TF32, fast reductions) it can turn off?"""
         return False
 
-    def precision_context(self):
-        """The context `_execute` runs in; strict variants turn reduced-precision defaults off."""
+    def precision_context(self, graph: Graph):
+        """The context `graph` runs in; strict variants turn reduced-precision defaults off."""
         return contextlib.nullcontext()
+
+    def precision_policy_limit(self, graph: Graph) -> float:
+        """How many times its allowance an error that the strict variant removes may be and still be
+        the backend's precision policy rather than a bug (check.py)."""
+        return math.inf
 
     def strict_variant(self) -> "Backend":
         """The same backend with every reduced-precision default off, for the oracle's precision re-run."""

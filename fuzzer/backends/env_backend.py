@@ -155,6 +155,9 @@ class EnvBackend(Backend):
     def has_precision_policy(self) -> bool:
         return self.base.has_precision_policy()
 
+    def precision_policy_limit(self, graph) -> float:
+        return self.base.precision_policy_limit(graph)
+
     def derive(self, name: str, overrides: dict) -> Backend:
         raise UserError(f"Backend '{self.name}' cannot be derived: its ops run in another interpreter.")
 

@@ -68,7 +68,7 @@ class JaxEager(Backend):
     def has_precision_policy(self) -> bool:
         return self.device == "gpu"
 
-    def precision_context(self):
+    def precision_context(self, graph: Graph):
         """Strict: float32 matmuls/convs at full precision (jax's GPU default is TF32-like)."""
         if not self.strict:
             return contextlib.nullcontext()
@@ -87,7 +87,7 @@ class JaxEager(Backend):
 
     def _execute(self, graph: Graph, inputs: dict, params: dict) -> list[np.ndarray]:
         jax = import_jax()
-        with self.precision_context():
+        with self.precision_context(graph):
             outputs = self._graph_fn(graph)(
                 {k: self.put(v) for k, v in inputs.items()},
                 {node: {k: self.put(v) for k, v in ps.items()} for node, ps in params.items()},

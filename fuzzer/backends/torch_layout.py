@@ -80,7 +80,7 @@ class TorchLayout(TorchEager):
                 return tensor
             return relayout(tensor)
 
-        with torch.no_grad(), self.precision_context():
+        with torch.no_grad(), self.precision_context(graph):
             outputs = interpret(
                 graph,
                 {k: relayout(self._to_torch(v)) for k, v in inputs.items()},

@@ -76,7 +76,7 @@ class ModuleBackend(TorchEager):
 
         module = self.build(graph, params, nesting_seed)
         args = list(self._input_tensors(graph, inputs).values())
-        with self.precision_context():
+        with self.precision_context(graph):
             program = self.transform(module, args, lambda: self.build(graph, None, nesting_seed))
             with self.run_context():
                 out = program(*args)

@@ -104,6 +104,11 @@ class OpDef:
     # The op's torch implementation on CUDA (cuDNN) refuses non-contiguous parameters, so a
     # backend that relayouts weights (torch-layout) keeps this op's parameters contiguous there.
     cuda_contiguous_params: bool = False
+    # A scan (cumsum) whose reduced-precision kernels may carry the running value in the tensor's
+    # own dtype: torch's CUDA cumsum/cumprod in float16/bfloat16 do, and its maintainers call that
+    # expected (pytorch#180150, #180155), so a bfloat16 running sum of 0.73s stalls at 256. The
+    # bfloat16 model then scans in bfloat16 too (reference.py), and the allowance spans both kinds.
+    scans_in_dtype: bool = False
     # False where jax cannot differentiate the op's jax implementation, so jax-grad skips it.
     jax_differentiable: bool = True
     # Regions beyond the generic ones (attribute values, regime, layout, special values, sizes).

@@ -468,6 +468,7 @@ OPS = [
         attrs=('dim',),
         infer=_infer_cumsum,
         reference=_cumsum_reference,
+        scans_in_dtype=True,
         torch=_torch_cumsum,
         jax=_jax_cumsum,
         accepts=rank_between(1, 5),
