@@ -456,8 +456,28 @@ def _flushed_node(node, values: dict, raw: dict, undefined: dict, params: dict, 
     # A kernel may read its operands flushed or not, whatever the ops before it did: XLA's CPU dot
     # flushes a subnormal operand where its pow reads a subnormal exponent as it is.
     read_raw = op.reference([raw[name] for name in node.inputs], rounded, node.attrs)
+    result = _farther_where_jumped(result, read_raw, env[node.name], dtype)
     return result, _flush_undefined(op, xs, [env[name] for name in node.inputs], [undefined.get(name) for name in node.inputs],
                                     ps, node.attrs, result, env[node.name], read_raw), unflushed
+
+
+# A change of a result that no subnormal operand makes in a continuous op: half its size, and more
+# than sqrt(TINY) (a subnormal times 1e19; 1e-19 in float32).
+_JUMP = 0.5
+
+
+def _farther_where_jumped(result: np.ndarray, read_raw: np.ndarray, exact: np.ndarray, dtype: str) -> np.ndarray:
+    """The flush-to-zero run's `result` of an op, or where reading the operands unflushed (`read_raw`)
+    moves it by more than any continuous op would (_JUMP), whichever of the two is farther from the
+    float64 value `exact`: an op that jumps where an operand is zero (pow(0, 0) is 1, pow(0, 3e-41)
+    is 0), read by a kernel that flushes one operand and not another, may give either."""
+    with np.errstate(all="ignore"):
+        change = np.abs(result - read_raw)
+        jumped = ((change > _JUMP * np.maximum(np.abs(result), np.abs(read_raw))) & (change > np.sqrt(TINY[dtype]))
+                  & np.isfinite(result) & np.isfinite(read_raw))
+        if not jumped.any():
+            return result
+        return np.where(jumped & (np.abs(read_raw - exact) > np.abs(result - exact)), read_raw, result)
 
 
 def _flush_undefined(op, xs: list, exact_xs: list, undefined_in: list, ps: dict, attrs: dict, result: np.ndarray,

@@ -551,3 +551,19 @@ def test_a_bfloat16_running_sum_may_stall_as_a_kernel_scanning_in_bfloat16_does(
     short = Case(chain((1, 32), ("cumsum", {"dim": 1})), {"x0": x[:, :32]}, seed=1)
     assert judged(short, "bfloat16", [np.cumsum(x[:, :32].astype(ml_dtypes.bfloat16), axis=1).astype(np.float64)]) == verdicts.AGREE
     assert judged(short, "bfloat16", [x[:, :32]]) == verdicts.MISMATCH
+
+
+def test_a_kernel_that_flushes_one_operand_and_not_another_may_jump_at_zero_to_the_power_zero():
+    # jax-eager:cpu:float32 (README campaign, jax 0.10.2): argmin of [0, -1.6e-41] is 0 where XLA
+    # flushes the subnormal (0 == -0) and 1 in float64; pow(0, 3e-41) is then 0 with the exponent read
+    # unflushed, 1 with it flushed (pow(0, 0)) and in float64 (pow(1, 3e-41)). Row 1 is all normal.
+    graph = Graph([TensorSpec("x0", (2, 2)), TensorSpec("x1", (2,))],
+                  [Node("n0", "argmin", ["x0"], {"dim": 1, "keepdim": False}), Node("n1", "pow", ["n0", "x1"], {})], ["n1"])
+    case = Case(graph, {"x0": np.array([[0.0, -1.6279e-41], [3.0, 2.0]]), "x1": np.array([3.0026e-41, 2.5])}, seed=1)
+    jax_output = get_backend("jax-eager:cpu:float32").run(case)
+    assert jax_output[0][1] == 1.0 and jax_output[0][0] in (0.0, 1.0)
+    assert judged(case, "float32", [np.array([0.0, 1.0])]) == verdicts.AGREE
+    # Either value, not any: a nan there is wrong; and the jump widens this output's allowance to
+    # what the rounding runs allow for a change of 1 (K_SAME), not beyond (row 1, pow(1, 2.5) = 1).
+    assert judged(case, "float32", [np.array([np.nan, 1.0])]) == verdicts.NAN_INF
+    assert judged(case, "float32", [np.array([0.0, 40.0])]) == verdicts.MISMATCH
