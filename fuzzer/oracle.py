@@ -591,6 +591,10 @@ def _finished(noisy: np.ndarray, op, xs: list, computed: list[bool], undefined_i
     error = None
     if op.forward_error is not None:
         error = ROUNDING_SLACK * UNIT_ROUNDOFF[dtype] * np.asarray(op.forward_error(xs, ps, attrs))
+    if op.intermediate_error is not None:
+        rounded = np.asarray(op.intermediate_error(xs, ps, attrs, UNIT_ROUNDOFF[dtype]))
+        error = rounded if error is None else error + rounded
+    if error is not None:
         noisy = _perturb(noisy, (1.0 if run % 2 == 0 else -1.0) * error)  # systematic: one sign a run
     # A computed zero is an exact zero in one run; the other keeps the error's size, which a zero
     # in both would hide (instance_norm of a constant row: 0, yet 0.05 off in a correct float32).

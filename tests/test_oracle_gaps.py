@@ -567,3 +567,23 @@ def test_a_kernel_that_flushes_one_operand_and_not_another_may_jump_at_zero_to_t
     # what the rounding runs allow for a change of 1 (K_SAME), not beyond (row 1, pow(1, 2.5) = 1).
     assert judged(case, "float32", [np.array([np.nan, 1.0])]) == verdicts.NAN_INF
     assert judged(case, "float32", [np.array([0.0, 40.0])]) == verdicts.MISMATCH
+
+
+def test_scores_a_dtype_rounds_to_a_tie_make_attention_the_mean_of_their_values():
+    # jax-jit:gpu:bfloat16, GPU campaign case 283 (and jax-jit:cpu:bfloat16 alike): scores -9703.5 and
+    # -9723.1 are both -9728 in bfloat16 (here -9704 and -9724), so the row's output is the mean of two values of opposite
+    # sign (1.5e-7) where float64 gives the first (-1.1e-7), and log of it is finite, not nan.
+    sdpa = {"causal": False, "mask": True, "scale": 1.0}
+    graph = Graph([TensorSpec("q", (2, 1)), TensorSpec("k", (2, 1)), TensorSpec("v", (2, 1)), TensorSpec("m", (2, 1))],
+                  [Node("n0", "scaled_dot_product_attention", ["q", "k", "v", "m"], sdpa), Node("n1", "log", ["n0"], {})], ["n1"])
+    # Every input is exact in bfloat16; the scores q k + m are computed: -9704 and -9724 in row 0.
+    arrays = {"q": np.array([[1.0], [1.0]]), "k": np.array([[152.0], [132.0]]), "v": np.array([[-1.14e-7], [4.18e-7]]),
+              "m": np.array([[-9856.0], [-10.0]])}  # one bias a row, as in the case: rounding it moves no key past another
+    case = Case(graph, arrays, seed=1)
+    jax_output = get_backend("jax-jit:cpu:bfloat16").run(case)
+    assert np.isfinite(jax_output[0][0, 0]) and np.isnan(jax_output[0][1, 0])
+    assert judged(case, "bfloat16", jax_output) == verdicts.AGREE
+    # Row 1's scores (142, 122) are 20 apart, far beyond rounding: its nan is required in bfloat16 too.
+    assert judged(case, "bfloat16", [np.array([[-15.7], [-15.7]])]) == verdicts.NAN_INF
+    # float32 rounds neither score onto the other: the finite row 0 is wrong there.
+    assert judged(case, "float32", [np.array([[-15.7], [np.nan]])]) == verdicts.NAN_INF

@@ -72,6 +72,11 @@ class OpDef:
     # in units of roundoff, where it exceeds |output| (e.g. normalizing near-constant data);
     # the oracle's rounding model adds it as a systematic error (see oracle.py).
     forward_error: Callable | None = None
+    # (inputs, params, attrs, unit roundoff) -> per-element bound of how far a correct kernel's
+    # rounding of the op's own intermediates to the dtype moves its result, where that is not
+    # linear in the roundoff (sdpa's scores: one rounding can turn a row's winning key into a tie);
+    # the oracle's rounding model adds it like forward_error.
+    intermediate_error: Callable | None = None
     # Piecewise-constant ops (floor, round, sign, argmax, comparison masks): a rounding error in
     # an input can move the output by a whole step, so the generator applies them only to graph
     # inputs (the same float32 numbers in every backend) and bfloat16 backends skip them (numpy

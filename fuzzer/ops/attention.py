@@ -119,6 +119,37 @@ def _attention_undefined(xs, ps, attrs):
     return np.broadcast_to(empty, _infer_attention(attrs, [np.shape(x) for x in xs]))
 
 
+# Past this many (query, key, value column) triples the spread of the values around the output is
+# bounded by magnitudes (|v| + |out|) rather than summed exactly.
+EXACT_SPREAD_SIZE = 4_000_000
+
+
+def _scores_rounding_error(xs, ps, attrs, roundoff):
+    """How far a kernel's rounding of the scores moves the output. A score is rounded twice
+    (q k^T * scale, then + mask): by delta = roundoff (|q k^T scale| + |score|). That moves each
+    weight by a factor within exp(+-2 delta_max) of its row, so the output by at most
+    expm1(2 delta_max) sum_j w_j |v_j - out|, and never past the farthest value (the output stays
+    a convex combination of the v_j). In bfloat16 the scores -9703.5 and -9723.1 both round to
+    -9728: the row's winning key becomes a tie, and the output the mean of two values."""
+    q, k, v = (np.asarray(x, dtype=np.float64) for x in xs[:3])
+    with np.errstate(all="ignore"):
+        product = np.matmul(q, np.swapaxes(k, -1, -2)) * _scale(attrs, q.shape[-1])
+        scores = _scores(np, [q, k, v, *xs[3:]], attrs)
+        finite = np.isfinite(scores)
+        delta = np.where(finite, roundoff * (np.abs(product) + np.abs(scores)), 0.0)
+        peak = np.max(np.where(finite, scores, -np.inf), axis=-1, keepdims=True)
+        weights = np.where(finite, np.exp(scores - np.where(np.isfinite(peak), peak, 0.0)), 0.0)
+        weights = weights / np.maximum(np.sum(weights, axis=-1, keepdims=True), np.finfo(np.float64).tiny)
+        out = np.matmul(weights, v)
+        if weights.size * v.shape[-1] <= EXACT_SPREAD_SIZE:
+            spread = np.sum(weights[..., None] * np.abs(v[..., None, :, :] - out[..., :, None, :]), axis=-2)
+        else:
+            spread = np.matmul(weights, np.abs(v)) + np.abs(out)
+        farthest = np.max(np.abs(v), axis=-2, keepdims=True) + np.abs(out)
+        error = np.minimum(np.expm1(2.0 * np.max(delta, axis=-1, keepdims=True)) * spread, farthest)
+    return np.where(np.isfinite(error), error, 0.0)
+
+
 def _torch_attention(xs, ps, attrs):
     import torch
 
@@ -148,6 +179,7 @@ OPS = [
         arity=(3, 4),
         intermediates=_intermediates,
         undefined=_attention_undefined,
+        intermediate_error=_scores_rounding_error,
         sensitivity=4.0,
     ),
 ]
