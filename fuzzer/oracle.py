@@ -20,7 +20,8 @@ its result, as torch's opmath and cuBLAS do (a product of -1.5e6 that overflows 
 float16 baddbmm does not there), and an entry must be the same in both to be defined.
 bfloat16 values are ml_dtypes' and every op computes in float32 from them and rounds its result
 to bfloat16, as a bfloat16 kernel does (reference.py says why not ml_dtypes' own reductions): an
-input that rounds to -1 makes log1p -inf there too.
+input that rounds to -1 makes log1p -inf there too. A scan that kernels may carry in bfloat16
+(OpDef.scans_in_dtype: cumsum) runs in bfloat16 in the model as well.
 
 Why each term: `e_same` is the PyTorch-minifier idea (judge error relative to
 what a trusted implementation of the same dtype achieves), which absorbs
@@ -35,7 +36,8 @@ u uniform in [-1, 1], seeded, NOISY_RUNS times. The op evaluated on absolute val
 the classic error-bound magnitude (sum |x_i| for a sum that cancels, sum |x_i w_i| for a
 matmul). An op may also declare `forward_error` (OpDef): an error it makes that no input
 perturbation explains (layer_norm's rounded mean of near-equal values, amplified by
-1 / sqrt(var + eps)); it is added with one sign per run. The spread of r_noisy is what
+1 / sqrt(var + eps)); it is added with one sign per run, and so is `intermediate_error`, where rounding
+an op's own intermediates moves its result non-linearly (attention scores rounded to a tie). The spread of r_noisy is what
 rounding at each op may legitimately do to this graph on these values. `scale` uses the largest magnitude along the way, not
 the output's own, because rounding errors are made relative to intermediate
 values (a sum that cancels to ~0 still carries eps * sum|x|). `sens` grows the
