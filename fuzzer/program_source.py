@@ -30,8 +30,7 @@ from fuzzer.op_source import Source, write_call
 TORCH_VERSIONS = ("VERSIONS = (f'torch {torch.__version__}, CUDA {torch.version.cuda}, cuDNN {torch.backends.cudnn.version()}, '\n"
                   "            f'GPU {torch.cuda.get_device_name() if torch.cuda.is_available() else None}')")
 JAX_X64 = 'jax.config.update("jax_enable_x64", True)  # float64 stays float64, as in the campaign'
-JAX_VERSIONS = ("import jaxlib\n"
-                "VERSIONS = f'jax {jax.__version__}, jaxlib {jaxlib.__version__}, device {jax.devices()[0].device_kind}'")
+JAX_VERSIONS = "VERSIONS = f'jax {jax.__version__}, jaxlib {jax.lib.__version__}, device {jax.devices()[0].device_kind}'"  # jax.lib's is jaxlib's (0.4.28 to 0.12)
 
 LITERAL_LIMIT = 256  # elements; larger arrays are embedded as base64 .npy
 
@@ -281,18 +280,20 @@ def strict_precision(device: str) -> list[str]:
             "torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = False"]
 
 
-def torch_program(case: Case, backend, transform: list[str], call: str, context: str = "torch.no_grad()",
+def torch_program(case: Case, backend, transform: list[str], call: str, context: str | None = None,
                   layouts: dict[int, str] | None = None, source: Source | None = None) -> tuple[list[str], str]:
     """(imports, code) of a reproducer for a torch `backend`: the graph function (and what a writer
     put in `source` already), the tensors `args` (in `layouts`: see `torch_tensors`), then
     `transform` lines that build a program from `graph`, and `call` (an expression giving the
-    outputs) run in `context`."""
+    outputs) run in `context`. None: no context, for eager calls on tensors that require no grad,
+    which compute the same inside torch.no_grad() (where the campaign runs them) and outside."""
     source = source or Source(imports=["import torch"])
     graph = graph_function(case, backend.impl_for, source, fixed_shapes=not getattr(backend, "dynamic", False))
     code = with_notes(source, "\n\n\n".join(part for part in (source.text(), graph) if part))
     device = [f"DEVICE = {backend.device!r}"] * any("DEVICE" in line for line in transform)  # e.g. torch.load's map_location
     tensors, call = _arguments_in_call(torch_tensors(case, backend.device, backend.dtype, layouts).split("\n"), transform, call)
-    body = [*device, *tensors, *strict_precision(backend.device), *transform, f"with {context}:", "    " + torch_outputs(call)]
+    run = [f"with {context}:", "    " + torch_outputs(call)] if context else [torch_outputs(call)]
+    body = [*device, *tensors, *strict_precision(backend.device), *transform, *run]
     return source.imports, code + "\n\n\n" + "\n".join(body)
 
 

@@ -91,7 +91,7 @@ def test_a_one_op_bug_reads_like_a_hand_written_report_in_25_lines(tmp_path):
     lines = script.splitlines()
     assert len(lines) <= 26, script  # 42 before
     assert [line for line in lines if line.startswith("print(f'jax ")] == [lines[lines.index("print(f'jax {jax.__version__}, "
-                                                                                             "jaxlib {jaxlib.__version__}, device "
+                                                                                             "jaxlib {jax.lib.__version__}, device "
                                                                                              "{jax.devices()[0].device_kind}')")]]
     assert "x = np.full((4096,), 1.0, np.float32)" in lines and "x[2048] = np.nan" in lines, "the inputs, compactly"
     assert "expected = [torch.amax(torch.as_tensor(x, dtype=torch.float64), dim=(0,), keepdim=True)" in script, script
