@@ -1048,14 +1048,17 @@ def export_case(db_path, case_id, fmt, backend, expect, plugins, timeout, output
             raise UserError(f"Case {case_id} has no finding; pass --backend with {choices} to choose what the script runs.")
         name = backend or stored.findings[0]["backend"]
         load_plugins(list(plugins) + canaries_for([name]))
-        require_bounded_reference(stored.case, case_id, list(plugins), timeout)  # the scripts compute it in-process
+        finding = next((f for f in stored.findings if f.get("backend") == name), None)
+        # The scripts compute the reference in-process; a minimal script of a crash or hang needs none
+        # of the backend's own (its gradients' float64 run may abort on the case that found the abort).
+        crashed = (finding or {}).get("verdict") in (verdicts.CRASH, verdicts.HANG) and fmt in ("minimal", "issue")
+        require_bounded_reference(stored.case, case_id, list(plugins), timeout, extra_of=None if crashed else name)
         if fmt == "issue":
             from fuzzer.issue_report import export_issue
 
             text = export_issue(corpus, case_id, get_backend(name), output, plugins=list(plugins))
         else:
             title = stored.signature or f"case {case_id}"
-            finding = next((f for f in stored.findings if f.get("backend") == name), None)
             if fmt == "minimal":
                 text = build_minimal_script(stored.case, get_backend(name), title, finding)
             else:

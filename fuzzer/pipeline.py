@@ -249,7 +249,7 @@ class Pipeline:
         if kind == "case":  # ("case", index, known signatures[, focus])
             return self.run_index(arguments[0], set(arguments[1]), *arguments[2:])
         handlers = {"check": self.check_given, "shrink": self.shrink_given, "outputs": self.outputs_given,
-                    "recheck": self.recheck}
+                    "extra-reference": self.extra_reference_given, "recheck": self.recheck}
         if kind not in handlers:
             raise ValueError(f"unknown worker request {kind!r}")
         return handlers[kind](*arguments)
@@ -387,6 +387,14 @@ class Pipeline:
         try:
             return {"outputs": get_backend(backend_name).run(case)}
         except Exception as exc:  # noqa: BLE001 - the framework raised on the case: that is the result
+            return {"error": f"{type(exc).__name__}: {exc}"}
+
+    def extra_reference_given(self, case: Case, backend_name: str) -> dict:
+        """{} once `backend_name`'s reference of its extra outputs is computed on `case`, or the error it raised."""
+        try:
+            get_backend(backend_name).extra_reference(case)
+            return {}
+        except Exception as exc:  # noqa: BLE001 - the framework raised on the case: the export reports it
             return {"error": f"{type(exc).__name__}: {exc}"}
 
     def shrink_given(self, case: Case, finding: Finding, seconds: float) -> ShrinkReply:

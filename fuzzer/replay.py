@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Callable
 from xml.etree import ElementTree
 
-from fuzzer.backends import parse_backend_list
+from fuzzer.backends import get_backend, parse_backend_list
 from fuzzer.check import Finding
 from fuzzer.corpus import Corpus, case_from_export, file_kind, is_finding, load_case_file
 from fuzzer.death_shrink import name_death, shrink_death
@@ -86,30 +86,40 @@ class Replayer:
 REFERENCE_BACKEND = "numpy-ref:cpu:float64"
 
 
-def reference_failure(replayer: Replayer, case: Case) -> str:
-    """Why the float64 reference of `case` cannot be computed within `replayer`'s time and memory bounds
-    ('' when it can), found by running it there once. The commands that compute it in-process (export,
+def reference_failure(replayer: Replayer, case: Case, extra_of: str | None = None) -> tuple[str, bool]:
+    """(why the float64 reference of `case` cannot be computed within `replayer`'s time and memory bounds,
+    whether those bounds are the cause rather than the framework's own death) or ('', False) when it
+    can, found by running it there once; with `extra_of`, that backend's reference of
+    its extra outputs too (a gradient's is the framework's own float64 run, which may abort on the
+    very case it found: XLA's CHECK failures). The commands that compute it in-process (export,
     report) ask first: a case within the element bounds can still ask for hours of work (a 100x100
     kernel slid over a padding of 3000)."""
-    try:
-        reply = replayer.request(("outputs", case, REFERENCE_BACKEND))
-    except WorkerDied as died:
-        if died.kind == verdicts.HANG:
-            return f"its float64 reference did not finish within {replayer.timeout:g} s"
-        return f"its float64 reference ended its worker ({died.message})"
-    if reply.get("error", "").startswith("MemoryError"):
-        return f"its float64 reference needs more memory than the limit of {replayer.config.memory_limit_mb} MB"
-    return ""  # another error is the case's own: the command reports it as it would have
+    requests = [("its float64 reference", ("outputs", case, REFERENCE_BACKEND))]
+    if extra_of is not None and hasattr(get_backend(extra_of), "extra_reference"):
+        requests.append((f"the float64 reference of {extra_of}'s extra outputs", ("extra-reference", case, extra_of)))
+    for what, request in requests:
+        try:
+            reply = replayer.request(request)
+        except WorkerDied as died:
+            if died.kind == verdicts.HANG:
+                return f"{what} did not finish within {replayer.timeout:g} s", True
+            return f"{what} ended its worker ({died.message})", False
+        if reply.get("error", "").startswith("MemoryError"):
+            return f"{what} needs more memory than the limit of {replayer.config.memory_limit_mb} MB", True
+    return "", False  # another error is the case's own: the command reports it as it would have
 
 
-def require_bounded_reference(case: Case, case_id: int, plugins: list[str], timeout: float) -> None:
-    """Raise a UserError when the float64 reference of stored case `case_id` does not finish within
-    `timeout` seconds and the replaying memory limit (see reference_failure)."""
-    with Replayer([REFERENCE_BACKEND], plugins, timeout) as replayer:
-        why = reference_failure(replayer, case)
+def require_bounded_reference(case: Case, case_id: int, plugins: list[str], timeout: float,
+                              extra_of: str | None = None) -> None:
+    """Raise a UserError when the float64 reference of stored case `case_id` (and `extra_of`'s reference
+    of its extra outputs) does not finish within `timeout` seconds and the replaying memory limit
+    (see reference_failure)."""
+    backends = [REFERENCE_BACKEND] + ([extra_of] if extra_of else [])
+    with Replayer(backends, plugins, timeout) as replayer:
+        why, by_limits = reference_failure(replayer, case, extra_of)
     if why:
-        raise UserError(f"Case {case_id} cannot be exported: {why}; raise --timeout or --memory-limit, "
-                        "or export it with --format json.")
+        advice = "raise --timeout or --memory-limit, or" if by_limits else "the minimal script (the default format) needs none for a crash;"
+        raise UserError(f"Case {case_id} cannot be exported: {why}; {advice} export it with --format json.")
 
 
 def replay_case(case: Case, backends: list[str], plugins: list[str], timeout: float = 120.0) -> CheckReply:

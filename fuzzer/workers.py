@@ -17,6 +17,9 @@ Requests:  ("case", index, known_signatures, focus)  generate case `index` (stee
            ("check", case, backend_names)      check one given case (replay, regress)
            ("shrink", case, finding, seconds)  shrink a given case for one of its findings
            ("outputs", case, backend_name)     one backend's outputs (export --format issue)
+           ("extra-reference", case, backend_name)  compute that backend's reference of its extra
+                                               outputs (gradients: a framework's own float64 run) once,
+                                               so that export knows it ends before computing it itself
            ("recheck", source, backend_name)   re-run a case that poisoned another worker (Pipeline.recheck)
            ("stop",)
 Replies:   ("running", backend_name, compiles, source)  heartbeat before each backend run (compiles:

@@ -414,3 +414,23 @@ def test_resume_applies_new_max_cases(tmp_path):
         assert resumed.campaign_id == progress.campaign_id
         assert resumed.graphs == 4
         assert corpus.campaign(progress.campaign_id)["cases_run"] == 4
+
+
+def test_an_export_whose_gradient_reference_aborts_refuses_in_one_sentence_and_the_minimal_script_still_exports(tmp_path):
+    # XLA:CPU aborts (a CHECK failure) compiling jax.grad of this stride-2 conv2d, in float64 too, so
+    # the full harness, whose expected gradients are jax.grad's float64 run, cannot be written: the
+    # export finds that out in a bounded worker instead of dying with it. A crash's minimal script
+    # needs no reference. (reports/bugs/xla-cpu-conv-lhs-dilation-abort)
+    db = tmp_path / "corpus.db"
+    subprocess.run([str(FUZZ), "import", str(Path(__file__).parent / "data" / "xla-cpu-conv-lhs-dilation-abort.json"),
+                    "--db", str(db)], check=True, capture_output=True)
+    harness = subprocess.run([str(FUZZ), "export", "1", "--db", str(db), "--format", "script"], capture_output=True, text=True)
+    assert harness.returncode == 2 and not harness.stdout
+    assert harness.stderr.strip().splitlines()[-1] == (
+        "Error: Case 1 cannot be exported: the float64 reference of jax-grad:cpu:float32's extra outputs ended its "
+        "worker (worker process killed by signal SIGABRT); the minimal script (the default format) needs none for a "
+        "crash; export it with --format json.")
+    minimal = subprocess.run([str(FUZZ), "export", "1", "--db", str(db), "-o", str(tmp_path / "repro.py")], capture_output=True, text=True)
+    assert minimal.returncode == 0, minimal.stderr
+    assert "jax.vjp" in (tmp_path / "repro.py").read_text()
+    assert Corpus(db).get_case(1).findings  # nothing lost

@@ -225,8 +225,8 @@ def _add_reproducer(corpus: Corpus, row: BucketRow, representative: Any, members
     name = str(finding.get("backend") if finding else row.backend)
     try:
         load_plugins(canaries_for([name]))  # shipped canaries only: a corpus never makes us import a file
-        why_not = reference_failure(bounded, stored.case)
-        if why_not:
+        why_not, by_limits = reference_failure(bounded, stored.case, extra_of=name)
+        if by_limits:
             why_not += f"; `fuzz export {stored.id} --timeout SECONDS` gives it more time"
         else:
             script = build_script(stored.case, get_backend(name), str(row.signature))
