@@ -1034,7 +1034,7 @@ def export_case(db_path, case_id, fmt, backend, expect, plugins, timeout, output
     from fuzzer.plugins import canaries_for, load_plugins
     from fuzzer.minimal_reproducer import build_minimal_script
     from fuzzer.replay import require_bounded_reference
-    from fuzzer.reproducer import build_script
+    from fuzzer.reproducer import build_script, killed_its_process
 
     envs.trust_command_line([backend or ""])
     corpus = open_corpus(db_path)
@@ -1063,7 +1063,8 @@ def export_case(db_path, case_id, fmt, backend, expect, plugins, timeout, output
                 text = build_minimal_script(stored.case, get_backend(name), title, finding)
             else:
                 text = build_script(stored.case, get_backend(name), title, pytest_style=fmt == "pytest",
-                                    verdict=(finding or {}).get("verdict", ""))
+                                    verdict=(finding or {}).get("verdict", ""),
+                                    in_child=fmt == "script" and killed_its_process(finding))
     if output:
         output.write_text(text + ("" if text.endswith("\n") else "\n"))
         click.echo(f"Wrote {output}", err=True)

@@ -44,7 +44,7 @@ from fuzzer.op_source import Source
 from fuzzer.oracle import Reference, allowed_error, compute_reference, judge_outputs
 from fuzzer.ops import get_op
 from fuzzer.program_source import JAX_X64, compact_array, compact_arrays, graph_arguments, graph_function, with_readable_names
-from fuzzer.reproducer import docstring, environment_note, program_under_test, standard_imports
+from fuzzer.reproducer import docstring, environment_note, killed_its_process, program_under_test, standard_imports
 from fuzzer.shrink import prune, rebuild
 
 REFERENCE_FAMILIES = ("torch", "jax")
@@ -242,7 +242,7 @@ def build_minimal_script(case: Case, backend: Backend, title: str, finding: dict
     finding = finding or {}
     verdict = finding.get("verdict", "")
     case = failing_part(case, finding)
-    framework, program = program_under_test(case, backend, verdict)
+    framework, program = program_under_test(case, backend, verdict, killed_its_process(finding))
     definitions, run = _split_after_graph(program)
     data = compact_arrays(case, backend.family)
     after: list[str] = []
@@ -268,7 +268,7 @@ def build_minimal_script(case: Case, backend: Backend, title: str, finding: dict
     imports = [*standard_imports(body, verdict), "import sys", "from math import inf, nan", "import numpy as np",
                *framework, *version_imports]
     imports = used_imports([line for line in imports if line], body)
-    standard = [line for line in imports if line.split()[1] in ("sys", "math", "base64", "io", "faulthandler")]
+    standard = [line for line in imports if line.split()[1] in ("sys", "math", "base64", "io", "faulthandler", "subprocess")]
     others = sorted(line for line in imports if line not in standard and line.startswith(("import ", "from ")))
     others += [line for line in imports if not line.startswith(("import ", "from "))]  # jax's x64 switch, after them
     blank = [""] * (2 if definitions else 1)  # two before a def

@@ -35,6 +35,7 @@ from fuzzer.check import reference_for
 from fuzzer.ir import Case
 from fuzzer.oracle import allowed_error, compute_reference
 from fuzzer.program_source import argument_names, array_literal, device_guard, variable_name, with_readable_names
+from fuzzer.workers import DIED_MESSAGE
 
 HANG_SECONDS = 60  # a hang reproducer gives up (exit 1) after this long
 WORST_SHOWN = 5
@@ -106,10 +107,25 @@ def _expected_lines(case: Case, backend: Backend) -> list[str]:
     ]
 
 
-def program_under_test(case: Case, backend: Backend, verdict: str) -> tuple[list[str], str]:
+# A program that killed its worker (an abort, a segfault) would kill the script too, which then exits
+# with the signal's code, not 1: the script runs itself again as a child and says what the child did.
+IN_CHILD = ("if sys.argv[1:] != ['--in-child']:  # it killed its process in the campaign: run it in a child\n"
+            "    code = subprocess.run([sys.executable, __file__, '--in-child']).returncode\n"
+            "    sys.exit(code if code in (0, 2) else 1)  # 2: the device it needs is missing")
+
+
+def killed_its_process(finding: dict | None) -> bool:
+    """Is `finding` (as stored) a crash that ended its worker process, by a signal or an exit?"""
+    return bool(finding) and finding.get("verdict") == verdicts.CRASH and str(finding.get("error", "")).startswith(DIED_MESSAGE)
+
+
+def program_under_test(case: Case, backend: Backend, verdict: str, in_child: bool = False) -> tuple[list[str], str]:
     """(framework imports, code leaving `outputs`): the backend's program, a hang's under
-    faulthandler's timer, after the lines that exit 2 where its device is missing."""
+    faulthandler's timer, after the lines that exit 2 where its device is missing; `in_child`: run
+    in a child process (IN_CHILD)."""
     imports, program = backend.reproducer_program(case)
+    if in_child:
+        program = f"{IN_CHILD}\n\n\n{program}"
     if verdict == verdicts.HANG:
         program = (f"faulthandler.dump_traceback_later({HANG_SECONDS}, exit=True)  # a hang: exit 1 after {HANG_SECONDS} s\n"
                    f"{program}\nfaulthandler.cancel_dump_traceback_later()")
@@ -130,14 +146,16 @@ def environment_note(backend: Backend) -> str:
 
 def standard_imports(text: str, verdict: str) -> list[str]:
     """The standard-library imports a script's `text` uses (besides sys and math)."""
-    return ["import faulthandler"] * (verdict == verdicts.HANG) + (["import base64", "import io"] if "base64.b64decode" in text else [])
+    return (["import faulthandler"] * (verdict == verdicts.HANG) + (["import base64", "import io"] if "base64.b64decode" in text else [])
+            + ["import subprocess"] * ("subprocess.run(" in text))
 
 
-def build_script(case: Case, backend: Backend, title: str, pytest_style: bool = False, verdict: str = "") -> str:
+def build_script(case: Case, backend: Backend, title: str, pytest_style: bool = False, verdict: str = "",
+                 in_child: bool = False) -> str:
     """The full harness for `backend` on `case` (normally the shrunk case of a finding with
     `verdict`; a hang runs under a timeout): inputs and expected values as stored, every output
     judged entry by entry as the campaign judged it."""
-    framework, program = program_under_test(case, backend, verdict)
+    framework, program = program_under_test(case, backend, verdict, in_child)
     data = _data_lines(case)
     expected = _expected_lines(case, backend)
     header = docstring(

@@ -434,3 +434,6 @@ def test_an_export_whose_gradient_reference_aborts_refuses_in_one_sentence_and_t
     assert minimal.returncode == 0, minimal.stderr
     assert "jax.vjp" in (tmp_path / "repro.py").read_text()
     assert Corpus(db).get_case(1).findings  # nothing lost
+    # XLA's abort kills the script's process too: the script runs the program in a child and exits 1.
+    run = subprocess.run([sys.executable, "repro.py"], cwd=tmp_path, capture_output=True, text=True)
+    assert run.returncode == 1 and "Check failed" in run.stderr
