@@ -437,3 +437,7 @@ def test_an_export_whose_gradient_reference_aborts_refuses_in_one_sentence_and_t
     # XLA's abort kills the script's process too: the script runs the program in a child and exits 1.
     run = subprocess.run([sys.executable, "repro.py"], cwd=tmp_path, capture_output=True, text=True)
     assert run.returncode == 1 and "Check failed" in run.stderr
+    # The report, which writes the full harness of each bucket, says why this one has none.
+    report = subprocess.run([str(FUZZ), "report", "--db", str(db), "-o", str(tmp_path / "report")], capture_output=True, text=True)
+    assert report.returncode == 0, report.stderr
+    assert "extra outputs ended its worker (worker process killed by signal SIGABRT)" in (tmp_path / "report" / "report.html").read_text()

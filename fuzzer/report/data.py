@@ -208,7 +208,7 @@ def _add_reproducer(corpus: Corpus, row: BucketRow, representative: Any, members
     from fuzzer.backends import get_backend
     from fuzzer.plugins import canaries_for, load_plugins
     from fuzzer.replay import reference_failure
-    from fuzzer.reproducer import build_script
+    from fuzzer.reproducer import build_script, killed_its_process
 
     if representative is None:
         row.why_no_script = "the bucket has no representative case stored."
@@ -228,8 +228,8 @@ def _add_reproducer(corpus: Corpus, row: BucketRow, representative: Any, members
         why_not, by_limits = reference_failure(bounded, stored.case, extra_of=name)
         if by_limits:
             why_not += f"; `fuzz export {stored.id} --timeout SECONDS` gives it more time"
-        else:
-            script = build_script(stored.case, get_backend(name), str(row.signature))
+        if not why_not:
+            script = build_script(stored.case, get_backend(name), str(row.signature), in_child=killed_its_process(finding))
     except Exception as exc:  # noqa: BLE001 - one bucket without a script must not cost the whole report
         message = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
         why_not = f"building a script for backend '{name}' failed: {type(exc).__name__}: {message}"[:500]
