@@ -91,15 +91,19 @@ def _attention(xp, xs, attrs, flush_below=0.0):
     nothing and gives 0, torch's convention since 2.5 (older releases give nan; the oracle
     leaves such rows undefined, _attention_undefined).
     """
-    q, k, v = xs[:3]
-    scores = _scores(xp, xs, attrs)
+    return xp.matmul(_weights(xp, _scores(xp, xs, attrs), flush_below), xs[2])
+
+
+def _weights(xp, scores, flush_below=0.0):
+    """softmax of `scores` over the last dim, the row max subtracted first; a row of -inf scores
+    gets zero weights; weights below `flush_below` are 0."""
     peak = xp.max(scores, axis=-1, keepdims=True)
     masked_row = peak == -xp.inf
     weights = xp.exp(scores - xp.where(masked_row, 0, peak))  # all zeros in a masked row
     if flush_below:
         weights = xp.where(weights < flush_below, 0, weights)
     total = xp.sum(weights, axis=-1, keepdims=True)
-    return xp.matmul(weights / xp.where(masked_row, 1, total), v)
+    return weights / xp.where(masked_row, 1, total)
 
 
 def _attention_reference(xs, ps, attrs):
@@ -137,9 +141,7 @@ def _scores_rounding_error(xs, ps, attrs, roundoff):
         scores = _scores(np, [q, k, v, *xs[3:]], attrs)
         finite = np.isfinite(scores)
         delta = np.where(finite, roundoff * (np.abs(product) + np.abs(scores)), 0.0)
-        peak = np.max(np.where(finite, scores, -np.inf), axis=-1, keepdims=True)
-        weights = np.where(finite, np.exp(scores - np.where(np.isfinite(peak), peak, 0.0)), 0.0)
-        weights = weights / np.maximum(np.sum(weights, axis=-1, keepdims=True), np.finfo(np.float64).tiny)
+        weights = _weights(np, np.where(finite, scores, -np.inf))  # the keys with a finite score
         out = np.matmul(weights, v)
         if weights.size * v.shape[-1] <= EXACT_SPREAD_SIZE:
             spread = np.sum(weights[..., None] * np.abs(v[..., None, :, :] - out[..., :, None, :]), axis=-2)
