@@ -1,0 +1,95 @@
+"""Inductor's CPU vector-ISA probes, run once per machine instead of once per process.
+
+Before its first CPU compile, inductor checks every vector ISA the CPU lists (avx2, avx512 and its
+vnni, bf16, amx and amx-fp16 variants) by compiling a small probe and loading it in a child Python.
+Before torch 2.13 that child imports torch: measured on the GPU machine (Sapphire Rapids, torch
+2.11), about a dozen probes of ~4 s each, most of a 55-68 s first compile, and each campaign worker
+that compiles pays it again (2.5 minutes with 14 busy workers). The answers depend only on the
+machine, the compiler and the torch build, so they are kept in a JSON file keyed by those, and
+computed under a file lock: one process probes, the others wait for it and read its answers.
+
+`FUZZ_INDUCTOR_ISA_CACHE` names the file ("" switches this off). Only the probe's answer (does
+code built with these flags load) is remembered: the code inductor generates is unchanged.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import functools
+import hashlib
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+
+_INSTALLED = False
+
+
+def cache_path() -> Path | None:
+    text = os.environ.get("FUZZ_INDUCTOR_ISA_CACHE", str(Path.home() / ".cache" / "fuzzer" / "inductor-isa.json"))
+    return Path(text) if text else None
+
+
+def _machine_key() -> str:
+    """What a probe's answer depends on: the CPU's flags, the compiler, the torch build, the Python."""
+    import torch
+    import torch._inductor.config as config
+
+    flags = ""
+    with contextlib.suppress(OSError), open("/proc/cpuinfo") as cpuinfo:
+        flags = next((line for line in cpuinfo if line.startswith("flags")), "")
+    compiler = [os.environ.get("CXX", ""), repr(getattr(config.cpp, "cxx", "")), shutil.which("g++") or "",
+                shutil.which("clang++") or ""]
+    parts = [flags, *compiler, torch.__version__, torch.__file__, sys.executable]
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:24]
+
+
+def _read(path: Path) -> dict:
+    try:
+        memo = json.loads(path.read_text())
+    except (OSError, ValueError):  # none yet, or not ours: probe again
+        return {}
+    return memo if isinstance(memo, dict) else {}
+
+
+def _remembered(check_build, path: Path, machine: str):
+    """`check_build` (VecISA.check_build) answered from `path`, probing under its lock when it has no answer."""
+
+    @functools.wraps(check_build)
+    def remembered_check_build(self, code: str) -> bool:
+        flags = f"{getattr(self, '_arch_flags', '')}|{self.build_arch_flags() if hasattr(self, 'build_arch_flags') else ''}"
+        probe = hashlib.sha256(f"{type(self).__name__}\n{flags}\n{code}".encode()).hexdigest()[:24]
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path.with_name(path.name + ".lock"), "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+            memo = _read(path)
+            answers = memo.get(machine) if isinstance(memo.get(machine), dict) else {}
+            if isinstance(answers.get(probe), bool):
+                return answers[probe]
+            answer = bool(check_build(self, code))
+            memo[machine] = {**answers, probe: answer}
+            spare = path.with_name(f"{path.name}.{os.getpid()}")
+            spare.write_text(json.dumps(memo))
+            spare.replace(path)  # whole or not at all: a reader never sees half a file
+            return answer
+
+    return remembered_check_build
+
+
+def remember_isa_probes() -> None:
+    """Answer inductor's ISA probes from the machine's cache from now on in this process (once;
+    nothing to do on a torch whose inductor has no such probe, or with the cache switched off)."""
+    global _INSTALLED
+    if _INSTALLED:
+        return
+    _INSTALLED = True
+    path = cache_path()
+    try:
+        from torch._inductor.cpu_vec_isa import VecISA
+    except ImportError:  # an older torch keeps its probe elsewhere (codecache): left as it is
+        return
+    if path is None or not hasattr(VecISA, "check_build"):
+        return
+    VecISA.check_build = _remembered(VecISA.check_build, path, _machine_key())
