@@ -15,7 +15,7 @@ import types
 from typing import ClassVar
 
 from fuzzer.backends import CompiledCache
-from fuzzer.backends.inductor_isa import remember_isa_probes
+from fuzzer.backends.inductor_setup import prepare_inductor
 from fuzzer.backends.torch_eager import TorchEager
 from fuzzer.errors import OpUnsupported
 from fuzzer.ir import Case, Graph, interpret
@@ -47,8 +47,8 @@ def _own_code_object(fn, name: str):
 
 def inductor_config(options: dict):
     """The context inductor compiles and runs in: its config patched by `options` (nothing to patch
-    when there are none), and its CPU ISA probes answered from the machine's cache (inductor_isa)."""
-    remember_isa_probes()
+    when there are none), in a process set up for it once (inductor_setup)."""
+    prepare_inductor()
     if not options:
         return contextlib.nullcontext()
     import torch._inductor.config

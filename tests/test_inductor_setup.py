@@ -1,4 +1,4 @@
-"""Inductor's CPU ISA probes run once per machine (fuzzer/backends/inductor_isa.py): a second
+"""Inductor's CPU ISA probes run once per machine (fuzzer/backends/inductor_setup.py): a second
 process that compiles answers them from the cache file, without a probe child."""
 
 import json
@@ -50,3 +50,33 @@ def test_a_second_process_answers_the_isa_probes_from_the_cache(tmp_path):
     second_probes, second_total = _compile_in_child(env)
     assert second_probes == 0
     assert second_total == first_total
+
+
+
+
+# Inductor reports a failure twice in one child: before the set-up (written: the test can fail) and after.
+QUIET_CHILD = textwrap.dedent("""
+    import sys, warnings
+    import torch._inductor.lowering, torch._inductor.scheduler
+    from fuzzer.backends.inductor_setup import prepare_inductor
+    def report_a_failure(line):
+        torch._inductor.scheduler.log.fatal("Error in codegen for %s", "buf6")
+        warnings.warn_explicit("Online softmax is disabled on the fly", UserWarning, "lowering.py", line,
+                               module="torch._inductor.lowering")
+    report_a_failure(1)
+    print("PREPARED", file=sys.stderr, flush=True)
+    prepare_inductor()
+    report_a_failure(2)
+""")
+
+
+def test_inductor_reports_of_a_failure_stay_off_the_campaign_stderr(tmp_path):
+    """A worker's stderr is the progress line: inductor's CRITICAL dump of a node whose codegen failed
+    (the failure is the case's outcome) and its performance warnings are not written there."""
+    env = {key: value for key, value in os.environ.items() if key != "TORCH_LOGS"}
+    env["FUZZ_INDUCTOR_ISA_CACHE"] = str(tmp_path / "isa.json")
+    done = subprocess.run([sys.executable, "-c", QUIET_CHILD], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    bare, prepared = done.stderr.split("PREPARED")
+    assert "Error in codegen" in bare and "Online softmax" in bare
+    assert "Error in codegen" not in prepared and "Online softmax" not in prepared

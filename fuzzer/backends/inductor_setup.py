@@ -1,4 +1,5 @@
-"""Inductor's CPU vector-ISA probes, run once per machine instead of once per process.
+"""Inductor set up once per process for a campaign: its CPU vector-ISA probes run once per machine
+instead of once per process, and its own reports of a failure stay off the campaign's stderr.
 
 Before its first CPU compile, inductor checks every vector ISA the CPU lists (avx2, avx512 and its
 vnni, bf16, amx and amx-fp16 variants) by compiling a small probe and loading it in a child Python.
@@ -10,6 +11,11 @@ computed under a file lock: one process probes, the others wait for it and read 
 
 `FUZZ_INDUCTOR_ISA_CACHE` names the file ("" switches this off). Only the probe's answer (does
 code built with these flags load) is remembered: the code inductor generates is unchanged.
+
+A worker's stderr is the campaign's progress line (or its --json stream). Inductor logs the whole IR
+of a node at CRITICAL level when its codegen fails (740 lines in a 9-minute GPU campaign) and warns
+about its own performance choices; the failure itself is the case's outcome, stored with the
+finding, and its reproducer shows the rest. With TORCH_LOGS set, torch's logging is left as asked.
 """
 
 from __future__ import annotations
@@ -19,12 +25,14 @@ import fcntl
 import functools
 import hashlib
 import json
+import logging
 import os
 import shutil
 import sys
+import warnings
 from pathlib import Path
 
-_INSTALLED = False
+_PREPARED = False
 
 
 def cache_path() -> Path | None:
@@ -78,13 +86,21 @@ def _remembered(check_build, path: Path, machine: str):
     return remembered_check_build
 
 
-def remember_isa_probes() -> None:
-    """Answer inductor's ISA probes from the machine's cache from now on in this process (once;
-    nothing to do on a torch whose inductor has no such probe, or with the cache switched off)."""
-    global _INSTALLED
-    if _INSTALLED:
+def prepare_inductor() -> None:
+    """Set inductor up for this process (once): quiet, and its ISA probes answered from the cache."""
+    global _PREPARED
+    if _PREPARED:
         return
-    _INSTALLED = True
+    _PREPARED = True
+    if not os.environ.get("TORCH_LOGS"):
+        logging.getLogger("torch._inductor").setLevel(logging.CRITICAL + 1)
+    warnings.filterwarnings("ignore", category=UserWarning, module=r"torch\._inductor")
+    _remember_isa_probes()
+
+
+def _remember_isa_probes() -> None:
+    """Answer inductor's ISA probes from the machine's cache from now on (nothing to do on a torch
+    whose inductor has no such probe, or with the cache switched off)."""
     path = cache_path()
     try:
         from torch._inductor.cpu_vec_isa import VecISA
