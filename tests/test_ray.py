@@ -16,7 +16,7 @@ from fuzzer.campaign import CampaignOptions, run_campaign  # noqa: E402
 from fuzzer.corpus import Corpus  # noqa: E402
 from fuzzer.ray_workers import start_ray  # noqa: E402
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("ray")]  # one ray at a time: under `-n 2` both modules share a worker
 
 PLUGINS = Path(__file__).resolve().parent / "plugins"
 REFERENCE = "torch-eager:cpu:float32"

@@ -19,7 +19,7 @@ ray = pytest.importorskip("ray")
 
 from ray.cluster_utils import Cluster  # noqa: E402
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("ray")]  # one ray at a time: under `-n 2` both modules share a worker
 
 TIME_LIMIT = 20  # seconds: the campaign's --time
 
