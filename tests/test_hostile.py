@@ -404,8 +404,15 @@ def wait_for_campaign(db: Path, proc: subprocess.Popen, ready, what: str, second
     raise AssertionError(f"timed out waiting for {what}; `fuzz run` exit code {proc.poll()}")
 
 
+def _as_from_a_terminal() -> None:
+    """Ctrl-C reaches a command started from a terminal. A pytest-xdist worker ignores SIGINT, and a
+    child inherits an ignored signal, for which Python installs no KeyboardInterrupt handler."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def start_run(args: list, cwd: Path) -> subprocess.Popen:
-    return subprocess.Popen([FUZZ, "run", *map(str, args)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=cwd)
+    return subprocess.Popen([FUZZ, "run", *map(str, args)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=cwd,
+                            preexec_fn=_as_from_a_terminal)
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "Ctrl-C"])
