@@ -48,9 +48,11 @@ def _machine_key() -> str:
     flags = ""
     with contextlib.suppress(OSError), open("/proc/cpuinfo") as cpuinfo:
         flags = next((line for line in cpuinfo if line.startswith("flags")), "")
-    compiler = [os.environ.get("CXX", ""), repr(getattr(config.cpp, "cxx", "")), shutil.which("g++") or "",
-                shutil.which("clang++") or ""]
-    parts = [flags, *compiler, torch.__version__, torch.__file__, sys.executable]
+    compilers = [os.environ.get("CXX", ""), repr(getattr(config.cpp, "cxx", ""))]
+    for name in ("g++", "clang++"):  # where it is, and which build: an upgraded compiler probes again
+        path = shutil.which(name)
+        compilers.append(f"{path}:{os.stat(path).st_mtime_ns}" if path else "")
+    parts = [flags, *compilers, torch.__version__, torch.__file__, sys.executable]
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:24]
 
 
