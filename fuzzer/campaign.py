@@ -28,7 +28,7 @@ from fuzzer.budget import assign_compilers, parse_shares
 from fuzzer.campaign_config import resumed_options
 from fuzzer.check import Finding
 from fuzzer.corpus import Corpus
-from fuzzer.death_shrink import shrink_death
+from fuzzer.death_shrink import dies_again, shrink_death
 from fuzzer.environment import versions
 from fuzzer.errors import InternalError, UserError
 from fuzzer.known import Registry, load_registry
@@ -80,6 +80,7 @@ class Progress:
     unknown_finding_cases: int = 0  # cases with a bug finding that is neither: `fuzz run --fail-on new` exits 1
     crashes: int = 0
     unrepeated_hangs: int = 0  # hangs a fresh worker did not repeat (a slow case on a loaded machine): not findings
+    unrepeated_deaths: int = 0  # kills from outside a fresh worker did not repeat (WorkerDied.from_outside): not findings
     poisoned_restarts: int = 0  # workers replaced after a backend's error left their device unusable
     internal_errors: int = 0
     last_internal_error: str = ""
@@ -541,17 +542,22 @@ class Campaign:
 
     def _store_death(self, index: int, died: WorkerDied, worker=None) -> None:
         """A worker died or hung on case `index`: that is a finding about the backend it was running,
-        named after its culprit and shrunk in `worker`, the fresh replacement (_shrink_death). A hang
-        the fresh worker does not repeat is counted, not stored: a hang is a judgment of time, and a
-        case that took 60 s among 14 workers sharing a GPU may take 0.3 s alone. A crash is stored
-        either way (a fault that strikes once in two runs is still a fault: heap corruption)."""
+        named after its culprit and shrunk in `worker`, the fresh replacement (_shrink_death). What the
+        fresh worker does not repeat is counted, not stored, where it says nothing of the backend: a
+        hang (a judgment of time: a case that took 60 s among 14 workers sharing a GPU may take 0.3 s
+        alone) and a kill from outside (WorkerDied.from_outside: the OOM killer, a scheduler, a user's
+        kill). Any other crash is stored either way (a fault that strikes once in two runs is still a
+        fault: heap corruption)."""
         # The case it said it was checking (a compiler's one-op graph, a further input set), else the index's graph.
         source = CaseSource(*died.source) if died.source else CaseSource(index, focus=self._focus.get(index))
         case = self.drawer.draw(source)
         node = getattr(died, "node", None)  # Ray workers: the node it died on
         death = self._shrink_death(worker, case, died) if worker is not None else None
-        if death is not None and not death.repeated and died.kind == verdicts.HANG:
-            self.progress.unrepeated_hangs += 1
+        if worker is not None and (died.kind == verdicts.HANG or died.from_outside()) and not self._repeats(worker, case, died, death):
+            if died.kind == verdicts.HANG:
+                self.progress.unrepeated_hangs += 1
+            else:
+                self.progress.unrepeated_deaths += 1
             return
         self.progress.crashes += 1
         finding = replace(death.finding if death else died.finding(), node=node)
@@ -560,6 +566,16 @@ class Campaign:
         if death and death.shrunk:
             self.corpus.add_case(death.shrunk.record(campaign_id=self.progress.campaign_id, shrunk_from=case_id, node=node),
                                  bounded=True)
+
+    def _repeats(self, worker, case, died: WorkerDied, death) -> bool:
+        """Does a fresh worker die on `case` as well? shrink_death asked that of a death in a backend;
+        a death outside any backend is asked here, of the whole case. Not asked (no time left to shrink
+        in): yes."""
+        if death is not None:
+            return death.repeated
+        if died.backend:
+            return True
+        return dies_again(worker, case, self.options.backends, self.options.timeout, self.options.compile_timeout)
 
     def _shrink_death(self, worker, case, died: WorkerDied):
         """fuzzer/death_shrink.py, within --shrink-time and the campaign's time left; a signature the

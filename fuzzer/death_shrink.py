@@ -38,7 +38,7 @@ MIN_HANG_SECONDS = 2.0
 class DeathProbe:
     """Asks a worker (workers.Worker or ray_workers.RayWorker) whether a case kills it as `died` did."""
 
-    def __init__(self, worker, died: WorkerDied, timeout: float, compile_timeout: float | None):
+    def __init__(self, worker, died: WorkerDied | None, timeout: float, compile_timeout: float | None):
         """`worker` has run no backend yet (just started, or the replacement of the one that died)."""
         self.worker, self.died = worker, died
         self.timeout, self.compile_timeout = timeout, compile_timeout
@@ -117,6 +117,12 @@ def shrink_death(worker, case: Case, died: WorkerDied, seconds: float, timeout: 
            "hang_timeout": round(probe.timeout, 2)}
     shrunk = WorkerDied(died.kind, died.backend, probe.last.message).finding(culprit)
     return DeathShrink(finding, ShrinkReply(finding.signature, result.case, log, died.kind, [shrunk], [shrunk], [died.backend]))
+
+
+def dies_again(worker, case: Case, backends: list[str], timeout: float, compile_timeout: float | None = None) -> bool:
+    """Does `case`, run whole on `backends`, kill or silence `worker` (fresh: it replaced the one that
+    died) in any way? Asked of a death outside any backend, which no backend's probe can repeat."""
+    return DeathProbe(worker, None, timeout, compile_timeout).run(case, backends) is not None
 
 
 def name_death(worker, case: Case, died: WorkerDied, timeout: float, compile_timeout: float | None = None) -> Finding:

@@ -209,6 +209,13 @@ class WorkerDied(Exception):
                        signature=signature(self.kind, backend, culprit, self.message), detail=self.message, error=self.message)
 
 
+    def from_outside(self) -> bool:
+        """Did something outside the backend end the worker? SIGKILL, which no library sends itself (the
+        OOM killer, a scheduler, a user), or a death while no backend was running (its fork server
+        killed with it)."""
+        return self.kind == "crash" and (not self.backend or "SIGKILL" in self.message)
+
+
 def died_in_worker(finding) -> bool:
     """Is this finding (check.Finding) a worker's death, as WorkerDied.finding writes it: a hang, or a
     crash whose error is the process's end ("worker process killed by signal SIGABRT")?"""

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from fuzzer.arrays import materialize
-from fuzzer.death_shrink import shrink_death
+from fuzzer.death_shrink import dies_again, shrink_death
 from fuzzer.ir import Graph, Node, TensorSpec, param_shapes
 from fuzzer.pipeline import WorkerConfig
 from fuzzer.plugins import load_plugins
@@ -144,5 +144,19 @@ def test_a_case_that_no_longer_kills_a_fresh_worker_is_not_shrunk():
         died = WorkerDied("crash", TORCH, "worker process killed by signal SIGSEGV")
         death = shrink_death(worker, relu_case(), died, seconds=10, timeout=60)
         assert (death.repeated, death.shrunk, death.finding.culprit) == (False, None, "-")
+    finally:
+        worker.stop()
+
+
+def test_a_death_outside_any_backend_is_asked_of_the_whole_case_in_a_fresh_worker():
+    # A worker whose fork server was killed with it dies "with status 255", running no backend.
+    assert WorkerDied("crash", None, "worker process exited with status 255").from_outside()
+    assert WorkerDied("crash", TORCH, "worker process killed by signal SIGKILL").from_outside()
+    assert not WorkerDied("crash", TORCH, "worker process killed by signal SIGSEGV").from_outside()
+    plugin = str(PLUGINS / "abort_relu.py")
+    worker = Worker(WorkerConfig(backends=[TORCH, "plugin-abort-relu"], plugins=[plugin]))
+    try:
+        assert not dies_again(worker, relu_case(), [TORCH], timeout=60)
+        assert dies_again(worker, relu_case(), [TORCH, "plugin-abort-relu"], timeout=60)
     finally:
         worker.stop()

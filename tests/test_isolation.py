@@ -142,6 +142,22 @@ def test_a_hang_a_fresh_worker_does_not_repeat_is_counted_not_stored(tmp_path):
         assert findings_of(corpus, "hang") == findings_of(corpus, "crash") == []
 
 
+def test_a_kill_from_outside_a_fresh_worker_does_not_repeat_is_counted_not_stored(tmp_path):
+    # SIGKILL ends a worker from outside (the OOM killer, a scheduler, a user's kill -9): once, it says
+    # nothing of the backend. A device runner's kill turned into `crash | unknown` buckets before.
+    marker = runpy.run_path(str(PLUGINS / "sigkill_once_relu.py"))["MARKER"]
+    marker.unlink(missing_ok=True)
+    try:
+        corpus, progress = plugin_campaign(tmp_path, "sigkill_once_relu.py", "plugin-sigkill-once-relu", max_cases=2)
+        assert marker.exists(), "the first case did kill its worker"
+    finally:
+        marker.unlink(missing_ok=True)
+    with corpus:
+        assert_campaign_survived(tmp_path, corpus, progress, 2)
+        assert (progress.unrepeated_deaths, progress.crashes) == (1, 0)
+        assert findings_of(corpus, "crash") == []
+
+
 @pytest.mark.slow
 def test_memory_hog_under_limit_is_a_crash_finding(tmp_path):
     parent_limit = resource.getrlimit(resource.RLIMIT_AS)
