@@ -390,7 +390,7 @@ def run(db_path, time_text, max_cases, backends, ops, max_nodes, regimes, seed, 
         text += (f"\n{progress.poisoned_restarts} poisoned worker restart(s): a backend's error left a worker's device "
                  "unusable (a CUDA sticky error); its cases ran again in a fresh worker.")
     if progress.unrepeated_deaths:
-        text += (f"\n{progress.unrepeated_deaths} worker death(s) from outside (SIGKILL, or outside any backend) "
+        text += (f"\n{progress.unrepeated_deaths} worker death(s) from outside (SIGKILL, a dead fork server, or none in a backend) "
                  "that a fresh worker did not repeat: not findings; the OOM killer or a scheduler makes them.")
     if progress.unrepeated_hangs:
         text += (f"\n{progress.unrepeated_hangs} hang(s) a fresh worker did not repeat (the case ran within its "

@@ -211,9 +211,10 @@ class WorkerDied(Exception):
 
     def from_outside(self) -> bool:
         """Did something outside the backend end the worker? SIGKILL, which no library sends itself (the
-        OOM killer, a scheduler, a user), or a death while no backend was running (its fork server
+        OOM killer, a scheduler, a user); a death while no backend was running; or status 255, which
+        multiprocessing gives a fork-server child whose end the fork server could not report (it was
         killed with it)."""
-        return self.kind == "crash" and (not self.backend or "SIGKILL" in self.message)
+        return self.kind == "crash" and (not self.backend or self.message.endswith(("SIGKILL", "with status 255")))
 
 
 def died_in_worker(finding) -> bool:

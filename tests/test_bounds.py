@@ -152,6 +152,7 @@ def test_a_death_outside_any_backend_is_asked_of_the_whole_case_in_a_fresh_worke
     # A worker whose fork server was killed with it dies "with status 255", running no backend.
     assert WorkerDied("crash", None, "worker process exited with status 255").from_outside()
     assert WorkerDied("crash", TORCH, "worker process killed by signal SIGKILL").from_outside()
+    assert WorkerDied("crash", TORCH, "worker process exited with status 255").from_outside()
     assert not WorkerDied("crash", TORCH, "worker process killed by signal SIGSEGV").from_outside()
     plugin = str(PLUGINS / "abort_relu.py")
     worker = Worker(WorkerConfig(backends=[TORCH, "plugin-abort-relu"], plugins=[plugin]))
