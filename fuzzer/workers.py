@@ -208,7 +208,6 @@ class WorkerDied(Exception):
         return Finding(backend=backend, verdict=self.kind, culprit=culprit,
                        signature=signature(self.kind, backend, culprit, self.message), detail=self.message, error=self.message)
 
-
     def from_outside(self) -> bool:
         """Did something outside the backend end the worker? SIGKILL, which no library sends itself (the
         OOM killer, a scheduler, a user); a death while no backend was running; or status 255, which
