@@ -117,7 +117,7 @@ def test_aborting_backend_is_a_crash_finding(tmp_path):
 @pytest.mark.slow
 def test_sleeping_backend_is_a_hang_finding(tmp_path):
     # Each hang costs the 5 s timeout plus a worker restart and a shrink; that a restarted worker
-    # carries on after a hang is shown by test_a_hang_a_fresh_worker_does_not_repeat_is_counted_not_stored.
+    # carries on after a hang is shown by test_a_death_a_fresh_worker_does_not_repeat_is_counted_not_stored.
     corpus, progress = plugin_campaign(tmp_path, "sleep_relu.py", "plugin-sleep-relu", max_cases=1)
     with corpus:
         assert_campaign_survived(tmp_path, corpus, progress, 1)
@@ -127,35 +127,25 @@ def test_sleeping_backend_is_a_hang_finding(tmp_path):
         assert all("5 s" in f["detail"] for row, f in found if row["shrunk_from"] is None)
 
 
-def test_a_hang_a_fresh_worker_does_not_repeat_is_counted_not_stored(tmp_path):
+@pytest.mark.parametrize("plugin, backend, counted", [
     # GPU-machine case 189: 60 s without an answer among 14 workers sharing the GPU, 0.25 s alone.
-    marker = runpy.run_path(str(PLUGINS / "sleep_once_relu.py"))["MARKER"]
+    ("sleep_once_relu.py", "plugin-sleep-once-relu", "unrepeated_hangs"),
+    # SIGKILL ends a worker from outside (the OOM killer, a scheduler, kill -9): once, it says nothing
+    # of the backend. Killing a campaign's workers and fork server made a `crash | unknown` bucket.
+    ("sigkill_once_relu.py", "plugin-sigkill-once-relu", "unrepeated_deaths"),
+], ids=["hang", "kill-from-outside"])
+def test_a_death_a_fresh_worker_does_not_repeat_is_counted_not_stored(tmp_path, plugin, backend, counted):
+    marker = runpy.run_path(str(PLUGINS / plugin))["MARKER"]
     marker.unlink(missing_ok=True)
     try:
-        corpus, progress = plugin_campaign(tmp_path, "sleep_once_relu.py", "plugin-sleep-once-relu", max_cases=2)
-        assert marker.exists(), "the first case did hang"
+        corpus, progress = plugin_campaign(tmp_path, plugin, backend, max_cases=2)
+        assert marker.exists(), "the first case did end its worker"
     finally:
         marker.unlink(missing_ok=True)
     with corpus:
         assert_campaign_survived(tmp_path, corpus, progress, 2)
-        assert (progress.unrepeated_hangs, progress.crashes) == (1, 0)
+        assert (getattr(progress, counted), progress.crashes) == (1, 0)
         assert findings_of(corpus, "hang") == findings_of(corpus, "crash") == []
-
-
-def test_a_kill_from_outside_a_fresh_worker_does_not_repeat_is_counted_not_stored(tmp_path):
-    # SIGKILL ends a worker from outside (the OOM killer, a scheduler, a user's kill -9): once, it says
-    # nothing of the backend. A device runner's kill turned into `crash | unknown` buckets before.
-    marker = runpy.run_path(str(PLUGINS / "sigkill_once_relu.py"))["MARKER"]
-    marker.unlink(missing_ok=True)
-    try:
-        corpus, progress = plugin_campaign(tmp_path, "sigkill_once_relu.py", "plugin-sigkill-once-relu", max_cases=2)
-        assert marker.exists(), "the first case did kill its worker"
-    finally:
-        marker.unlink(missing_ok=True)
-    with corpus:
-        assert_campaign_survived(tmp_path, corpus, progress, 2)
-        assert (progress.unrepeated_deaths, progress.crashes) == (1, 0)
-        assert findings_of(corpus, "crash") == []
 
 
 @pytest.mark.slow
