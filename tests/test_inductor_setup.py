@@ -50,6 +50,10 @@ def test_a_second_process_answers_the_isa_probes_from_the_cache(tmp_path):
     second_probes, second_total = _compile_in_child(env)
     assert second_probes == 0
     assert second_total == first_total
+    # A cache it may not write (its folder is a file) costs the probes again, never the compile.
+    unwritable = {**env, "FUZZ_INDUCTOR_ISA_CACHE": str(memo / "isa.json")}
+    third_probes, third_total = _compile_in_child(unwritable)
+    assert third_probes == first_probes and third_total == first_total
 
 
 

@@ -71,8 +71,12 @@ def _remembered(check_build, path: Path, machine: str):
     def remembered_check_build(self, code: str) -> bool:
         flags = f"{getattr(self, '_arch_flags', '')}|{self.build_arch_flags() if hasattr(self, 'build_arch_flags') else ''}"
         probe = hashlib.sha256(f"{type(self).__name__}\n{flags}\n{code}".encode()).hexdigest()[:24]
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with open(path.with_name(path.name + ".lock"), "a") as lock:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            lock = open(path.with_name(path.name + ".lock"), "a")
+        except OSError:  # a cache we may not write (a read-only home): probe as inductor does, never fail the compile
+            return check_build(self, code)
+        with lock:
             fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
             memo = _read(path)
             answers = memo.get(machine) if isinstance(memo.get(machine), dict) else {}
@@ -81,8 +85,9 @@ def _remembered(check_build, path: Path, machine: str):
             answer = bool(check_build(self, code))
             memo[machine] = {**answers, probe: answer}
             spare = path.with_name(f"{path.name}.{os.getpid()}")
-            spare.write_text(json.dumps(memo))
-            spare.replace(path)  # whole or not at all: a reader never sees half a file
+            with contextlib.suppress(OSError):  # a full disk: the answer holds, only not remembered
+                spare.write_text(json.dumps(memo))
+                spare.replace(path)  # whole or not at all: a reader never sees half a file
             return answer
 
     return remembered_check_build
