@@ -489,7 +489,7 @@ def _case_lines(rows: list[dict]) -> list[str]:
 @click.option("--verdict", help=f"One of: {', '.join(VERDICT_NAMES)}.")
 @click.option("--backend", help="A backend's full name or its kind (jax-jit finds jax-jit:cpu:float32).")
 @click.option("--op", help="Cases whose graph contains this op (buckets: with such a case).")
-@click.option("--limit", type=click.IntRange(min=1), default=50, show_default=True)
+@click.option("--limit", type=click.IntRange(min=1), help="Show at most this many.  [default: 50; with --json, all]")
 @click.option("--all", "show_all", is_flag=True,
               help="Also the buckets that are not bugs (precision-policy, ...), which the bucket view leaves out.")
 @json_option
@@ -509,6 +509,8 @@ def list_cases(db_path, per_case, status, verdict, backend, op, limit, show_all,
       fuzz list --cases --status new --limit 200
     """
     corpus = open_corpus(db_path)
+    if limit is None:  # a script reading --json must not lose rows to a limit it did not ask for
+        limit = sys.maxsize if as_json else 50
     filters = {"status": status, "verdict": verdict, "backend": backend, "op": op}
     bugs_only = not (per_case or show_all or verdict)
     if per_case:

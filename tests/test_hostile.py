@@ -459,6 +459,20 @@ def campaign_corpus(path: Path) -> Path:
     return path
 
 
+def test_list_json_gives_every_row_and_the_text_view_its_first_50(tmp_path):
+    # A script reading `fuzz list --json` took 50 of 62 buckets for all of them (GPU campaign of 2026-11-28).
+    db = tmp_path / "fuzz.db"
+    with Corpus(db) as corpus:
+        for seed in range(53):
+            corpus.add_case(CaseRecord(relu_case(seed), verdict="mismatch", backends=[TORCH],
+                                       findings=[Finding.from_dict(finding(TORCH, f"mismatch | {TORCH} | relu {seed}"))]))
+    listed = fuzz("list", "--db", db, "--json")
+    assert len(json.loads(listed.stdout)) == 53 and "showing" not in listed.stderr
+    shown = fuzz("list", "--db", db)
+    assert len(shown.stdout.splitlines()) == 1 + 50 and "showing 50 of 53 buckets" in shown.stderr
+    assert len(json.loads(fuzz("list", "--db", db, "--json", "--limit", "7").stdout)) == 7
+
+
 def test_merging_a_corpus_into_itself_or_a_renamed_copy_changes_nothing(tmp_path):
     db = campaign_corpus(tmp_path / "team.db")
     copy = tmp_path / "renamed-copy.db"
