@@ -62,13 +62,14 @@ def main():
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--regimes", help="as `fuzz run --regimes` (default: all, at their shares); 'small' is last round's region")
     parser.add_argument("--cold", action="store_true",
-                        help="Empty jax and inductor compilation caches (a first campaign on a new machine); "
+                        help="Empty jax and inductor compilation caches and inductor's ISA answers (a first campaign on a new machine); "
                              "without it, re-running a seed measures warm disk caches.")
     args = parser.parse_args()
     if args.cold:
         cache = tempfile.mkdtemp(prefix="fuzz-bench-cache-")
         os.environ["FUZZ_JAX_CACHE"] = os.path.join(cache, "jax")
         os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(cache, "inductor")
+        os.environ["FUZZ_INDUCTOR_ISA_CACHE"] = os.path.join(cache, "inductor-isa.json")
     loadavg_at_start = [round(x, 2) for x in os.getloadavg()]
     result = measure(args.backends.split(","), args.time, args.workers, args.inputs_per_graph, args.compile_share,
                      seed=args.seed, threads=args.threads, regimes=args.regimes.split(",") if args.regimes else None)
