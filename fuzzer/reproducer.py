@@ -35,7 +35,7 @@ from fuzzer.check import reference_for
 from fuzzer.ir import Case
 from fuzzer.oracle import allowed_error, compute_reference
 from fuzzer.program_source import argument_names, array_literal, device_guard, variable_name, with_readable_names
-from fuzzer.workers import DIED_MESSAGE
+from fuzzer.workers import ended_its_process
 
 HANG_SECONDS = 60  # a hang reproducer gives up (exit 1) after this long
 WORST_SHOWN = 5
@@ -116,7 +116,7 @@ IN_CHILD = ("if sys.argv[1:] != ['--in-child']:  # it killed its process in the 
 
 def killed_its_process(finding: dict | None) -> bool:
     """Is `finding` (as stored) a crash that ended its worker process, by a signal or an exit?"""
-    return bool(finding) and finding.get("verdict") == verdicts.CRASH and str(finding.get("error", "")).startswith(DIED_MESSAGE)
+    return bool(finding) and ended_its_process(str(finding.get("verdict", "")), str(finding.get("error", "")))
 
 
 def program_under_test(case: Case, backend: Backend, verdict: str, in_child: bool = False) -> tuple[list[str], str]:

@@ -184,6 +184,9 @@ def _worker_main(conn, config: WorkerConfig, trusted_paths: str) -> None:
 
 
 DIED_MESSAGE = "worker process "  # then how it ended: "killed by signal SIGSEGV", "exited with status 1"
+# The status multiprocessing gives a fork-server child whose end its fork server could not report:
+# the fork server was killed too (CPython's popen_forkserver).
+FORK_SERVER_LOST = 255
 
 
 class WorkerDied(Exception):
@@ -191,12 +194,14 @@ class WorkerDied(Exception):
 
     culprit = "-"  # the worker died on the whole case: no op is named
 
-    def __init__(self, kind: str, backend: str | None, message: str, source: list | None = None):
+    def __init__(self, kind: str, backend: str | None, message: str, source: list | None = None,
+                 exit_code: int | None = None):
         super().__init__(message)
         self.kind = kind  # "crash" or "hang"
         self.backend = backend
         self.message = message
         self.source = source  # the CaseSource (as a list) of the case it was checking, when it said
+        self.exit_code = exit_code  # the process's, where it is known (multiprocessing: -N for signal N)
 
     def finding(self, culprit: str | None = None):
         """The finding this is: the backend the worker was running crashed or hung (check.Finding),
@@ -210,16 +215,20 @@ class WorkerDied(Exception):
 
     def from_outside(self) -> bool:
         """Did something outside the backend end the worker? SIGKILL, which no library sends itself (the
-        OOM killer, a scheduler, a user); a death while no backend was running; or status 255, which
-        multiprocessing gives a fork-server child whose end the fork server could not report (it was
-        killed with it)."""
-        return self.kind == "crash" and (not self.backend or self.message.endswith(("SIGKILL", "with status 255")))
+        OOM killer, a scheduler, a user); a death while no backend was running; or FORK_SERVER_LOST."""
+        return self.kind == "crash" and (not self.backend or self.exit_code in (-signal.SIGKILL, FORK_SERVER_LOST))
+
+
+def ended_its_process(verdict: str, error: str) -> bool:
+    """Is a finding with this verdict and error a crash that ended its worker process, by a signal or an
+    exit, as WorkerDied.finding writes it ("worker process killed by signal SIGABRT")?"""
+    return verdict == "crash" and error.startswith(DIED_MESSAGE)
 
 
 def died_in_worker(finding) -> bool:
     """Is this finding (check.Finding) a worker's death, as WorkerDied.finding writes it: a hang, or a
-    crash whose error is the process's end ("worker process killed by signal SIGABRT")?"""
-    return finding.verdict == "hang" or (finding.verdict == "crash" and finding.error.startswith(DIED_MESSAGE))
+    crash that ended its process (ended_its_process)?"""
+    return finding.verdict == "hang" or ended_its_process(finding.verdict, finding.error)
 
 
 class WorkerPoisoned(WorkerDied):
@@ -323,10 +332,10 @@ class Worker:
                 continue
             if reply[0] == "died":
                 self.process.join(5)
-                reason = describe_exit(self.process.exitcode)
+                code = self.process.exitcode
                 backend, source = self.backend, self.source
                 self._restart()
-                raise WorkerDied("crash", backend, f"{DIED_MESSAGE}{reason}", source)
+                raise WorkerDied("crash", backend, f"{DIED_MESSAGE}{describe_exit(code)}", source, code)
             if reply[0] == "poisoned":
                 self._restart()
                 raise WorkerPoisoned(*reply[1:])

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 import resource
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -149,11 +150,11 @@ def test_a_case_that_no_longer_kills_a_fresh_worker_is_not_shrunk():
 
 
 def test_a_death_outside_any_backend_is_asked_of_the_whole_case_in_a_fresh_worker():
-    # A worker whose fork server was killed with it dies "with status 255", running no backend.
-    assert WorkerDied("crash", None, "worker process exited with status 255").from_outside()
-    assert WorkerDied("crash", TORCH, "worker process killed by signal SIGKILL").from_outside()
-    assert WorkerDied("crash", TORCH, "worker process exited with status 255").from_outside()
-    assert not WorkerDied("crash", TORCH, "worker process killed by signal SIGSEGV").from_outside()
+    # A worker whose fork server was killed with it dies "with status 255", here running no backend.
+    assert WorkerDied("crash", None, "worker process exited with status 255", exit_code=255).from_outside()
+    assert WorkerDied("crash", TORCH, "worker process killed by signal SIGKILL", exit_code=-signal.SIGKILL).from_outside()
+    assert WorkerDied("crash", TORCH, "worker process exited with status 255", exit_code=255).from_outside()
+    assert not WorkerDied("crash", TORCH, "worker process killed by signal SIGSEGV", exit_code=-signal.SIGSEGV).from_outside()
     plugin = str(PLUGINS / "abort_relu.py")
     worker = Worker(WorkerConfig(backends=[TORCH, "plugin-abort-relu"], plugins=[plugin]))
     try:
