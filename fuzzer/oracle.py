@@ -89,9 +89,12 @@ required (pow_scalar(-0.0, -1) of an input -0.0 is -inf).
 
 The same holds at the integers, where an op declares `integer_matters` (pow: a negative base to a
 non-integer power is nan; log1p: its pole at -1): tanh(-9.2358) is -0.99999998 in float64 and -1 in float32, so pow(t, t)
-is nan in float64 and -1 in float32. The perturbed runs never land exactly on an integer, so each
+is nan in float64 and -1 in float32. The perturbed runs rarely land exactly on an integer, so each
 run also evaluates such an op with its computed operands within INTEGER_SLACK rounding bounds of a
-nonzero integer moved onto it; where the result's class changes, the entry is undefined in d. An
+nonzero integer moved onto it, and those exactly on one moved to d's next value off it where that
+is no integer and within those bounds (a float64 sum near 4e15, spaced 0.5, lands on an integer in
+one summation order and half off it in another); where the result's class changes, the entry is
+undefined in d. An
 operand within rounding of an integer but further off in float64 (2e-8 from -1) leaves the float64
 nan required; a graph input is exact.
 
@@ -689,10 +692,14 @@ INTEGER_SLACK = 3.0
 def _integer_dependent(op, xs: list, computed: list[bool], ps: dict, attrs: dict, out: np.ndarray,
                        dtype: str, exact_xs: list | None = None) -> np.ndarray | None:
     """Where the class of `out` (`op` on the operands `xs`) changes when the computed operands
-    within rounding of a nonzero integer are that integer; None where no operand is. The perturbed
-    runs never land on an integer, while a dtype-d kernel may: tanh(-9.2358) is -0.99999998 in
-    float64 and -1 in float32, so pow(t, t) is nan in float64 and -1 in float32. Like a computed
-    zero's sign (see "Signed zeros"), such a result is undefined in `dtype`; a graph input is exact.
+    within rounding of a nonzero integer are that integer, or those on one are the next value of
+    `dtype` off it; None where no operand is either. The perturbed runs rarely land on an integer,
+    while a dtype-d kernel may: tanh(-9.2358) is -0.99999998 in float64 and -1 in float32, so
+    pow(t, t) is nan in float64 and -1 in float32. The other way round, a run that lands on one
+    (a float64 conv output of -3851989742310140, whose spacing there is 0.5) stands for kernels that
+    sum in another order and come out half off it, where pow(t, t) is nan (GPU campaign case 439).
+    Like a computed zero's sign (see "Signed zeros"), such a result is undefined in `dtype`; a graph
+    input is exact.
     Rounding is measured on the operand itself and, where the float64 values are given
     (`exact_xs`), as the run's drift from the float64 value, which carries the producer's bound: a
     float32 conv1d output that cancels from terms of 1,739 to 369.0000146 comes out as 369.0, and
@@ -703,6 +710,7 @@ def _integer_dependent(op, xs: list, computed: list[bool], ps: dict, attrs: dict
     snapped, moved = [], False
     for i, (x, is_computed) in enumerate(zip(xs, computed)):
         if is_computed:
+            step = _step_off_integer(x, slack, dtype)  # before snapping: what lands on one moves off it
             nearest = np.round(x)
             near = (nearest != 0) & (x != nearest) & (np.abs(x - nearest) <= slack * np.abs(x))
             if exact_xs is not None:
@@ -714,10 +722,25 @@ def _integer_dependent(op, xs: list, computed: list[bool], ps: dict, attrs: dict
                 near = near | near_exact
             if near.any():
                 x, moved = np.where(near, nearest, x), True
+            if step is not None:
+                x, moved = np.where(step > 0, xs[i] + step, x), True
         snapped.append(x)
     if not moved:
         return None
     return nonfinite_class(out) != nonfinite_class(np.asarray(op.reference(snapped, ps, attrs), dtype=np.float64))
+
+
+def _step_off_integer(x: np.ndarray, slack: float, dtype: str) -> np.ndarray | None:
+    """Per entry of `x`: the step up to `dtype`'s next value where the entry is a nonzero integer
+    and that value is none but within `slack` (relative) of it, i.e. where `dtype`'s spacing there
+    is below 1 and within rounding; 0 elsewhere. None where no entry has one."""
+    on = (x == np.round(x)) & (x != 0) & np.isfinite(x)
+    if not on.any():
+        return None
+    magnitude = np.where(on, np.abs(x), 1.0)
+    spacing = np.exp2(np.floor(np.log2(magnitude))) * 2.0 * UNIT_ROUNDOFF[dtype]
+    step = np.where(on & (spacing < 1.0) & (spacing <= slack * magnitude), spacing, 0.0)
+    return step if step.any() else None
 
 
 # What an undefined operand entry is replaced by to see which results depend on it: the extremes,

@@ -587,3 +587,29 @@ def test_scores_a_dtype_rounds_to_a_tie_make_attention_the_mean_of_their_values(
     assert judged(case, "bfloat16", [np.array([[-15.7], [-15.7]])]) == verdicts.NAN_INF
     # float32 rounds neither score onto the other: the finite row 0 is wrong there.
     assert judged(case, "float32", [np.array([[-15.7], [np.nan]])]) == verdicts.NAN_INF
+
+
+def _conv_then_self_power(big):
+    """GPU campaign case 439, shrunk: one conv2d output of terms 1e19 x -0.000385, 88.72 x 0.049 and
+    -2.24 x 0.099, minus a zero, to the power of itself."""
+    conv = {"bias": False, "dilation": [1, 2], "groups": 1, "kernel_size": [1, 2], "out_channels": 1, "padding": [0, 0], "stride": [1, 1]}
+    graph = Graph([TensorSpec("x0", (1, 2, 1, 3)), TensorSpec("x1", (1, 1))],
+                  [Node("n0", "conv2d", ["x0"], conv), Node("n1", "sub", ["n0", "x1"], {}), Node("n2", "pow", ["n1", "n1"], {})], ["n2"])
+    x0 = np.zeros((1, 2, 1, 3))
+    x0[0, 0, 0, 0], x0[0, 0, 0, 2], x0[0, 1, 0, 2] = big, 88.72000122070312, -2.240701198577881
+    weight = np.array([-0.00038519897498190403, 0.049294453114271164, -0.07848014682531357, 0.09946310520172119]).reshape(1, 2, 1, 2)
+    return Case(graph, {"x0": x0, "x1": np.zeros((1, 1)), "n0.weight": weight}, seed=1)
+
+
+def test_a_float64_sum_that_lands_on_an_integer_may_land_half_off_it_under_a_negative_power():
+    # The conv output is -3851989742310140 in the reference's summation order and -...139.5 in
+    # torch's (float64 is spaced 0.5 there): pow(t, t) is 0 in one and nan in the other. Seeds 1, 10,
+    # 12, 18, 19 and 20 kept every run on the integer (a false nan-inf on CPU and CUDA alike).
+    case = _conv_then_self_power(9.999999980506448e+18)
+    torch_output = get_backend("torch-eager:cpu:float64").run(case)
+    assert np.isnan(torch_output[0]).all() and (oracle.compute_reference(case, {"float64"}).outputs[0] == 0.0).all()
+    for seed in range(1, 25):
+        assert judged(replace(case, seed=seed), "float64", torch_output) in (verdicts.AGREE, verdicts.INVALID)
+    # Planted: the same sum 100 times larger, near 4e17, where float64 holds integers only: 0 is required.
+    planted = _conv_then_self_power(1e21)
+    assert judged(planted, "float64", [np.full((1, 1, 1, 1), np.nan)]) == verdicts.NAN_INF
