@@ -6,6 +6,7 @@ the same op that must still fail.
 from dataclasses import replace
 
 import numpy as np
+import torch
 
 from fuzzer import oracle, verdicts
 from fuzzer.backends import get_backend
@@ -613,3 +614,47 @@ def test_a_float64_sum_that_lands_on_an_integer_may_land_half_off_it_under_a_neg
     # Planted: the same sum 100 times larger, near 4e17, where float64 holds integers only: 0 is required.
     planted = _conv_then_self_power(1e21)
     assert judged(planted, "float64", [np.full((1, 1, 1, 1), np.nan)]) == verdicts.NAN_INF
+
+
+def _norm_then_cos(x, shift):
+    """sqrt(cos(norm_1(x) - shift)): GPU campaign case 362's norm > addmm > cos > sqrt, the addmm a shift."""
+    graph = Graph([TensorSpec("x0", x.shape)],
+                  [Node("n0", "norm", ["x0"], {"dims": [0, 1], "keepdim": False, "p": 1}), Node("n1", "sub_scalar", ["n0"], {"value": float(shift)}),
+                   Node("n2", "cos", ["n1"], {}), Node("n3", "sqrt", ["n2"], {})], ["n3"])
+    return Case(graph, {"x0": x}, seed=1)
+
+
+def test_a_float32_norm_summed_term_after_term_may_move_a_cosine_across_its_zero():
+    # torch's CPU vector_norm(ord=1) adds float32 terms one after the other (its sum does not): over
+    # 16,236 terms near 4,072 it is 40 roundoffs off (344 over 4,161 terms in the campaign's case). With the cosine's
+    # zero between that and the float64 norm, sqrt(cos) is nan in one and finite in the other.
+    x = np.random.default_rng(0).uniform(0.0, 0.5, (1, 16236)).astype(np.float32).astype(np.float64)
+    torch_norm = float(torch.linalg.vector_norm(torch.tensor(x, dtype=torch.float32), ord=1.0))
+    assert abs(torch_norm - x.sum()) > 20 * 2.0**-24 * x.sum()
+    case = _norm_then_cos(x, x.sum() - np.pi / 2 + (torch_norm - x.sum()) / 2)
+    torch_output = get_backend("torch-eager:cpu:float32").run(case)
+    assert np.isnan(torch_output[0]).all() and np.isfinite(oracle.compute_reference(case, {"float32"}).outputs[0]).all()
+    for seed in range(1, 6):
+        assert judged(replace(case, seed=seed), "float32", torch_output) in (verdicts.AGREE, verdicts.INVALID)
+    # Planted: the first 4,000 terms (sum 1,000, so the 3,999 roundoffs of summing one after the
+    # other are 0.24) with the cosine's zero 0.8 away: it is positive in any order, and a nan is wrong.
+    few = x[:, :4000]
+    planted = _norm_then_cos(few, few.sum() - np.pi / 2 + 0.8)
+    assert judged(planted, "float32", [np.full(1, np.nan)]) == verdicts.NAN_INF
+
+
+def test_a_nan_that_weighs_only_the_reference_coordinates_rounding_is_a_convention_of_bilinear():
+    # torch-compile:cuda:float32, GPU campaign case 694 (torch eager on the CPU alike): align_corners
+    # maps output column 11 of 12 onto 11 * (15 / 11), which is 15 in float32 and 14.999999999999998
+    # in float64, so the reference reads a nan in column 14 with weight 2e-15 and torch does not.
+    attrs = {"align_corners": True, "mode": "bilinear", "scale_factor": [0.5, 0.75], "size": None}
+    x = np.zeros((1, 1, 2, 16))
+    x[..., 14] = np.nan
+    case = Case(chain((1, 1, 2, 16), ("interpolate", attrs)), {"x0": x}, seed=1)
+    torch_output = get_backend("torch-eager:cpu:float32").run(case)
+    assert torch_output[0][..., 11] == 0.0 and np.isnan(oracle.compute_reference(case, {"float32"}).outputs[0][..., 11])
+    assert judged(case, "float32", torch_output) == verdicts.AGREE
+    # Planted: column 10 reads column 14 at 13.64, with weight 0.64: its nan is required.
+    dropped = torch_output[0].copy()
+    dropped[..., 10] = 0.0
+    assert judged(case, "float32", [dropped]) == verdicts.NAN_INF

@@ -95,7 +95,7 @@ def _nearest_alternative(x, attrs):
     return x[:, :, rows[:, None], cols[None, :]], x[:, :, rows_exact[:, None], cols_exact[None, :]]
 
 
-# How far a kernel's source coordinate may fall below the exact one, relative to (src + 1): a few
+# How far a kernel's source coordinate may fall below (or rise above) the exact one, relative to (src + 1): a few
 # float32 roundoffs of the step and of the product (_interpolate_undefined).
 COORDINATE_ROUNDING = 8 * 2.0**-24
 
@@ -170,7 +170,10 @@ def _interpolate_undefined(xs, ps, attrs):
     for any infinite neighbour (inf - inf). A nan of nonzero weight is nan in every form: required.
     A source coordinate that is an integer k in exact arithmetic may come out just below it from a
     float32 step (4.5 * float32(1/3) - 0.5 < 1), so the kernel reads row k - 1 with weight ~1e-7:
-    a non-finite value there is read too (CUDA's float64 kernel gives nan, the exact blend 0).
+    a non-finite value there is read too (CUDA's float64 kernel gives nan, the exact blend 0). And
+    the other way: float64's 11 * (15 / 11) is 14.999999999999998, float32's 15, so a nan in column
+    14 weighs 2e-15 in the reference and nothing in torch (GPU campaign case 694): a nan is required
+    only where it weighs something whether the coordinate moves down or up by its rounding.
     nearest: where its two rules read different values (nearest_sources_exact), as a bilinear
     blend is continuous in its coordinate and nearest is not."""
     x = xs[0]
@@ -179,10 +182,11 @@ def _interpolate_undefined(xs, ps, attrs):
         return ~((value == other) | (np.isnan(value) & np.isnan(other)))
     if np.all(np.isfinite(x)):
         return np.zeros(_infer_interpolate(attrs, [x.shape]), dtype=bool)
-    corners = _bilinear_corners(x, attrs)
-    nonfinite = np.logical_or.reduce([~np.isfinite(values) for _, values in _bilinear_corners(x, attrs, COORDINATE_ROUNDING)]
-                                     + [~np.isfinite(values) for _, values in corners])
-    weighted_nan = np.logical_or.reduce([(weight != 0) & np.isnan(values) for weight, values in corners])
+    # The exact coordinate, and one moved down and one up by a kernel's rounding of it.
+    variants = [_bilinear_corners(x, attrs, nudge) for nudge in (0.0, COORDINATE_ROUNDING, -COORDINATE_ROUNDING)]
+    nonfinite = np.logical_or.reduce([~np.isfinite(values) for corners in variants for _, values in corners])
+    weighted_nan = np.logical_and.reduce([np.logical_or.reduce([(weight != 0) & np.isnan(values) for weight, values in corners])
+                                          for corners in variants])
     return nonfinite & ~weighted_nan
 
 
