@@ -517,7 +517,8 @@ def _rounding_runs(case: Case, inputs: dict, params: dict, dtype: str, env: dict
     bound (and forward error), up in run 0 and down in run 1, so a class that a monotone chain of
     ops decides from one rounding (exp of a sum that cancels to -2e14 beside terms of 4e17; rsqrt
     of group_norm's bias plus its rounding noise over a constant row) is reached in one of them,
-    not by the luck of the draws (see "Non-finite values").
+    not by the luck of the draws (see "Non-finite values"). A directed run moves a sum of n terms
+    further, by the n - 1 roundoffs of summing them one after the other (_accumulation_reach).
 
     A result within its rounding bound of zero may come out as an exact zero in an honest
     implementation (gelu(-6) is 0 in float32 through 1 + erf cancelling), and so may one below
@@ -553,7 +554,10 @@ def _rounding_runs(case: Case, inputs: dict, params: dict, dtype: str, env: dict
             # Rounding is relative to the magnitudes summed, not to a result that cancelled:
             # the op on absolute values gives that (sum |x_i| for sum, sum |x_i w_i| for matmul).
             magnitude = np.abs(np.asarray(op.reference([np.abs(x) for x in xs], {k: np.abs(v) for k, v in ps.items()}, attrs)))
-            bound = ROUNDING_SLACK * roundoff * np.maximum(np.abs(out), np.where(np.isfinite(magnitude), magnitude, 0.0))
+            scale = np.maximum(np.abs(out), np.where(np.isfinite(magnitude), magnitude, 0.0))
+            bound = ROUNDING_SLACK * roundoff * scale
+            if directed:  # a sum of many terms, added in any order (_accumulation_reach)
+                bound = bound + min(roundoff, UNIT_ROUNDOFF["float32"]) * _accumulation_reach(op, xs, ps, attrs) * scale
             noisy = _perturb(out, bound * (rng.uniform(-1.0, 1.0, out.shape) if sign is None else sign))
             with np.errstate(invalid="ignore"):
                 # A directed run keeps a computed zero on its side of 0 (exp of it is then 0 or inf).
@@ -573,6 +577,31 @@ def _rounding_runs(case: Case, inputs: dict, params: dict, dtype: str, env: dict
                     [env[name] for name in node.inputs])
         runs.append(_model_outputs(values, undefined, case.graph.outputs, env))
     return runs
+
+
+# Ops whose result accumulates many terms, each adding its rounding: a kernel may sum in any order,
+# one term after the other too (torch's CPU vector_norm(ord=1) of float32 adds 4,161 nonzero terms
+# so: 344 roundoffs off, where torch.sum is within 1; GPU campaign case 362).
+ACCUMULATING_FAMILIES = ("reduce", "matmul", "conv")
+
+
+def _accumulation_reach(op, xs: list, ps: dict, attrs: dict) -> np.ndarray | float:
+    """How many more roundoffs (of float32, where the dtype is narrower: half-precision kernels
+    accumulate in float32) of its magnitude a directed run moves `op`'s result: n - 1 for an entry
+    that adds n nonzero terms, the worst case of adding them one after the other (Higham, Accuracy
+    and Stability of Numerical Algorithms, 4.2); n is the op on the operands' nonzero patterns (the
+    count for a sum, the nonzero products of a matmul or conv row; 1 for a max, which adds nothing).
+    The random runs keep a few roundoffs: they set the tolerance, which this would widen for every
+    long reduction; the directed ones only decide which entries are defined (cos of a float32 norm
+    near 4000 may have either sign)."""
+    if op.family not in ACCUMULATING_FAMILIES:
+        return 0.0
+    try:
+        terms = np.abs(np.asarray(op.reference([(np.asarray(x) != 0).astype(np.float64) for x in xs],
+                                                {k: (np.asarray(v) != 0).astype(np.float64) for k, v in ps.items()}, attrs), dtype=np.float64))
+    except (ValueError, ArithmeticError):
+        return 0.0
+    return np.maximum(np.where(np.isfinite(terms), terms, 1.0), 1.0) - 1.0
 
 
 def _finished(noisy: np.ndarray, op, xs: list, computed: list[bool], undefined_in: list, ps: dict, attrs: dict,
