@@ -37,7 +37,7 @@ from fuzzer.plugins import load_plugins
 from fuzzer.ray_workers import NodeLost, RayWorker, start_ray
 from fuzzer.records import CaseRecord, CaseReply, CheckReply, FoundCase
 from fuzzer.regions import coverage, declared_regions, steered_focus
-from fuzzer.workers import Worker, WorkerDied, WorkerPoisoned, within_hard_limit
+from fuzzer.workers import SlowCheck, Worker, WorkerDied, WorkerPoisoned, within_hard_limit
 
 CHECKPOINT_EVERY = 2.0  # seconds
 # Past --time, a worker still checking a case gets this long before it is killed and its case
@@ -548,6 +548,9 @@ class Campaign:
         alone) and a kill from outside (WorkerDied.from_outside: the OOM killer, a scheduler, a user's
         kill). Any other crash is stored either way (a fault that strikes once in two runs is still a
         fault: heap corruption)."""
+        if isinstance(died, SlowCheck):
+            self._count_internal_error(index, InternalError(str(died)))
+            return
         # The case it said it was checking (a compiler's one-op graph, a further input set), else the index's graph.
         source = CaseSource(*died.source) if died.source else CaseSource(index, focus=self._focus.get(index))
         case = self.drawer.draw(source)

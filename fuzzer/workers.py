@@ -219,6 +219,11 @@ class WorkerDied(Exception):
         return self.kind == "crash" and (not self.backend or self.exit_code in (-signal.SIGKILL, FORK_SERVER_LOST))
 
 
+class SlowCheck(WorkerDied):
+    """The worker stopped answering before any backend ran: in the fuzzer's own drawing, reference
+    or oracle, which says nothing of a backend (a campaign counts it as an internal error)."""
+
+
 def ended_its_process(verdict: str, error: str) -> bool:
     """Is a finding with this verdict and error a crash that ended its worker process, by a signal or an
     exit, as WorkerDied.finding writes it ("worker process killed by signal SIGABRT")?"""
@@ -316,6 +321,7 @@ class Worker:
     def submit(self, message: tuple) -> None:
         self.in_flight = message
         self.backend = self.source = None
+        self.backend_compiles = False
         self.last_heartbeat = time.monotonic()
         self.conn.send(message)
 
@@ -352,10 +358,17 @@ class Worker:
         """Kill and restart a worker silent for too long during one backend run: `timeout`
         seconds, or `compile_timeout` for a compiling backend (torch.compile's first graph
         takes tens of seconds, more when several workers compile at once)."""
-        limit = max(timeout, compile_timeout or 0.0) if self.backend_compiles else timeout
+        # Before its first backend the worker draws the case and computes its reference and honest
+        # models: our own work, which a big case on a loaded machine stretches (a float16 model of a
+        # 512-channel conv, about a minute among 14 workers): the longer limit, and no finding.
+        outside = self.backend is None
+        limit = max(timeout, compile_timeout or 0.0) if self.backend_compiles or outside else timeout
         if self.in_flight is not None and time.monotonic() - self.last_heartbeat > limit:
             backend, source = self.backend, self.source
             self._restart()
+            if outside:
+                raise SlowCheck("hang", None, f"no answer within {limit:g} s before any backend ran (the fuzzer's own "
+                                              f"reference and oracle)", source)
             raise WorkerDied("hang", backend, f"no answer within {limit:g} s", source)
 
     def request(self, message: tuple, timeout: float, compile_timeout: float | None = None):

@@ -13,14 +13,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from fuzzer.arrays import materialize
 from fuzzer.death_shrink import dies_again, shrink_death
-from fuzzer.ir import Graph, Node, TensorSpec, param_shapes
+from fuzzer.ir import Case, Graph, Node, TensorSpec, param_shapes
 from fuzzer.pipeline import WorkerConfig
 from fuzzer.plugins import load_plugins
-from fuzzer.workers import Worker, WorkerDied
+from fuzzer.workers import SlowCheck, Worker, WorkerDied
 from test_hostile import corpus_with, exported, fuzz, refused, relu_case, write_json
 
 PLUGINS = Path(__file__).resolve().parent / "plugins"
@@ -160,5 +161,28 @@ def test_a_death_outside_any_backend_is_asked_of_the_whole_case_in_a_fresh_worke
     try:
         assert not dies_again(worker, relu_case(), [TORCH], timeout=60)
         assert dies_again(worker, relu_case(), [TORCH, "plugin-abort-relu"], timeout=60)
+    finally:
+        worker.stop()
+
+
+def test_a_worker_silent_before_any_backend_is_the_fuzzers_own_slowness_not_a_hang_finding():
+    # GPU campaign case 790: a 512-channel conv1d with nans took a fresh worker past the 60 s timeout
+    # before any backend ran (the float16 model's conv, among 14 workers), stored as `hang | unknown`.
+    conv = {"bias": False, "dilation": [2], "groups": 1, "kernel_size": [3], "out_channels": 512, "padding": [0], "stride": [1]}
+    graph = Graph([TensorSpec("x0", (1, 512, 384))], [Node("n0", "conv1d", ["x0"], conv)], ["n0"])
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((1, 512, 384))
+    x[0, :, ::7] = np.nan
+    case = Case(graph, {"x0": x, "n0.weight": rng.standard_normal((512, 512, 3)) * 0.03}, seed=1)
+    worker = Worker(WorkerConfig(backends=["torch-eager:cpu:float16", TORCH, "plugin-sleep-relu"],
+                                 plugins=[str(PLUGINS / "sleep_relu.py")]))
+    try:
+        with pytest.raises(SlowCheck, match="before any backend ran") as raised:
+            worker.request(("check", case, ["torch-eager:cpu:float16"]), timeout=0.2, compile_timeout=0.5)
+        assert raised.value.backend is None
+        # A backend silent as long is a hang finding that names it (the compile timeout is not its).
+        with pytest.raises(WorkerDied, match="no answer within 0.2 s") as raised:
+            worker.request(("check", relu_case(), [TORCH, "plugin-sleep-relu"]), timeout=0.2, compile_timeout=5.0)
+        assert not isinstance(raised.value, SlowCheck) and raised.value.backend == "plugin-sleep-relu"
     finally:
         worker.stop()
