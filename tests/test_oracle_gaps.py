@@ -658,3 +658,22 @@ def test_a_nan_that_weighs_only_the_reference_coordinates_rounding_is_a_conventi
     dropped = torch_output[0].copy()
     dropped[..., 10] = 0.0
     assert judged(case, "float32", [dropped]) == verdicts.NAN_INF
+
+
+def test_a_key_whose_float32_score_rounding_may_sink_it_below_the_smallest_weight_may_weigh_nothing():
+    # jax-eager:cpu:float32, GPU campaign case 186: scores near 3.4e7, rounded by units in float32,
+    # with key 1 83.7 below key 0 in float64 (weight 4e-37): XLA's scores put it past float32's
+    # smallest normal, flushed to 0, and 0 * -inf is nan where the reference is -inf.
+    graph = chain((1, 1, 3), ("scaled_dot_product_attention", {"causal": False, "mask": False, "scale": 2.0}, ["x1", "x2"]),
+                  extra_inputs=[("x1", (1, 2, 3)), ("x2", (1, 2, 1))])
+    query = np.array([4497.82177734375, -107.57593536376953, 2135.8154296875]).reshape(1, 1, 3)
+    keys = np.array([3879.98681640625, -4144.25830078125, -318.04241943359375, -4346.85693359375, 601.0011596679688,
+                     17245.88671875]).reshape(1, 2, 3)
+    case = Case(graph, {"x0": query, "x1": keys, "x2": np.array([0.0, -np.inf]).reshape(1, 2, 1)}, seed=1)
+    jax_output = get_backend("jax-eager:cpu:float32").run(case)
+    assert np.isnan(jax_output[0]).all() and np.isneginf(oracle.compute_reference(case, {"float32"}).outputs[0]).all()
+    assert judged(case, "float32", jax_output) in (verdicts.AGREE, verdicts.INVALID)
+    # Planted: a key 80 below the other by its mask, with scores a float32 kernel rounds by 5e-6:
+    # its weight 1.8e-35 is a normal float32 number in any order, and the -inf it brings is required.
+    planted = attention_case([0.0, -80.0], [0.0, -np.inf])
+    assert judged(planted, "float32", [np.full((1, 1, 1), np.nan)]) == verdicts.NAN_INF

@@ -80,7 +80,7 @@ def _scores(xp, xs, attrs):
     return scores
 
 
-def _attention(xp, xs, attrs, flush_below=0.0):
+def _attention(xp, xs, attrs, flush_below=None):
     """softmax(q k^T * scale + mask) v over the last two dims, batch dims shared, with `xp`
     numpy (the reference) or jax.numpy (the jax side); softmax weights below `flush_below` are 0.
 
@@ -94,13 +94,13 @@ def _attention(xp, xs, attrs, flush_below=0.0):
     return xp.matmul(_weights(xp, _scores(xp, xs, attrs), flush_below), xs[2])
 
 
-def _weights(xp, scores, flush_below=0.0):
+def _weights(xp, scores, flush_below=None):
     """softmax of `scores` over the last dim, the row max subtracted first; a row of -inf scores
-    gets zero weights; weights below `flush_below` are 0."""
+    gets zero weights; weights below `flush_below` (a number, or one per score) are 0."""
     peak = xp.max(scores, axis=-1, keepdims=True)
     masked_row = peak == -xp.inf
     weights = xp.exp(scores - xp.where(masked_row, 0, peak))  # all zeros in a masked row
-    if flush_below:
+    if flush_below is not None:
         weights = xp.where(weights < flush_below, 0, weights)
     total = xp.sum(weights, axis=-1, keepdims=True)
     return weights / xp.where(masked_row, 1, total)
@@ -109,9 +109,24 @@ def _weights(xp, scores, flush_below=0.0):
 def _attention_reference(xs, ps, attrs):
     """In a narrower dtype (the same-dtype model) the weights below float32's smallest normal are
     0, as a kernel that flushes subnormals (XLA on the CPU) reads them: exp(-88.72) times a -inf
-    value is -inf in float64 and 0 * -inf = nan there, so the oracle leaves that entry undefined."""
+    value is -inf in float64 and 0 * -inf = nan there, so the oracle leaves that entry undefined.
+    A key whose weight the kernel's rounding of the row's scores may take below it is 0 too:
+    scores near 1e9 are rounded by hundreds in float32, so a key 100 below the row's best in float64
+    may tie it or weigh nothing (jax-eager:cpu, GPU campaign case 186). That is a weight under the
+    smallest normal times exp(2 delta) (_scores_delta), from the float64 scores; never the row's
+    best key's."""
     q = np.asarray(xs[0])
-    return like(q, _attention(np, xs, attrs, 0.0 if q.dtype == np.float64 else np.finfo(np.float32).tiny))
+    if q.dtype == np.float64:
+        return like(q, _attention(np, xs, attrs))
+    tiny = np.finfo(np.float32).tiny
+    with np.errstate(all="ignore"):
+        exact = [np.asarray(x, dtype=np.float64) for x in xs]
+        delta = np.max(_scores_delta(exact, attrs, float(np.finfo(np.float32).eps) / 2), axis=-1, keepdims=True)
+        scores = _scores(np, exact, attrs)
+        weights = np.exp(scores - np.max(scores, axis=-1, keepdims=True))
+        may_vanish = (weights < tiny * np.exp(2.0 * delta)) & (weights < 1.0)
+        flush_below = np.where(may_vanish, np.inf, tiny)
+    return like(q, _attention(np, xs, attrs, flush_below))
 
 
 def _attention_undefined(xs, ps, attrs):
@@ -128,6 +143,15 @@ def _attention_undefined(xs, ps, attrs):
 EXACT_SPREAD_SIZE = 4_000_000
 
 
+def _scores_delta(xs, attrs, roundoff):
+    """Per score, how far a kernel's rounding moves it: rounded twice (q k^T * scale, then + mask),
+    by roundoff (|q k^T scale| + |score|); 0 where the score is not finite. Float64 operands."""
+    q, k = xs[:2]
+    product = np.matmul(q, np.swapaxes(k, -1, -2)) * _scale(attrs, q.shape[-1])
+    scores = _scores(np, xs, attrs)
+    return np.where(np.isfinite(scores), roundoff * (np.abs(product) + np.abs(scores)), 0.0)
+
+
 def _scores_rounding_error(xs, ps, attrs, roundoff):
     """How far a kernel's rounding of the scores moves the output. A score is rounded twice
     (q k^T * scale, then + mask): by delta = roundoff (|q k^T scale| + |score|). That moves each
@@ -137,10 +161,9 @@ def _scores_rounding_error(xs, ps, attrs, roundoff):
     -9728: the row's winning key becomes a tie, and the output the mean of two values."""
     q, k, v = (np.asarray(x, dtype=np.float64) for x in xs[:3])
     with np.errstate(all="ignore"):
-        product = np.matmul(q, np.swapaxes(k, -1, -2)) * _scale(attrs, q.shape[-1])
         scores = _scores(np, [q, k, v, *xs[3:]], attrs)
         finite = np.isfinite(scores)
-        delta = np.where(finite, roundoff * (np.abs(product) + np.abs(scores)), 0.0)
+        delta = _scores_delta([q, k, v, *xs[3:]], attrs, roundoff)
         weights = _weights(np, np.where(finite, scores, -np.inf))  # the keys with a finite score
         out = np.matmul(weights, v)
         if weights.size * v.shape[-1] <= EXACT_SPREAD_SIZE:
