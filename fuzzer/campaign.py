@@ -37,7 +37,7 @@ from fuzzer.plugins import load_plugins
 from fuzzer.ray_workers import NodeLost, RayWorker, start_ray
 from fuzzer.records import CaseRecord, CaseReply, CheckReply, FoundCase
 from fuzzer.regions import coverage, declared_regions, steered_focus
-from fuzzer.workers import SlowCheck, Worker, WorkerDied, WorkerPoisoned, within_hard_limit
+from fuzzer.workers import SlowCheck, Worker, WorkerDied, WorkerPoisoned, stop_all, within_hard_limit
 
 CHECKPOINT_EVERY = 2.0  # seconds
 # Past --time, a worker still checking a case gets this long before it is killed and its case
@@ -237,8 +237,7 @@ class Campaign:
             stopped_because = str(exc)[:500] or type(exc).__name__
             raise
         finally:
-            for worker in workers:
-                worker.stop()
+            stop_all(workers)
             progress.elapsed = time.monotonic() - self._started
             progress.status = status
             try:

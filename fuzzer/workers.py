@@ -189,6 +189,10 @@ DIED_MESSAGE = "worker process "  # then how it ended: "killed by signal SIGSEGV
 FORK_SERVER_LOST = 255
 
 
+# How long a stopping worker may take to finish its request before it is killed.
+STOP_GRACE_S = 5.0
+
+
 class WorkerDied(Exception):
     """The worker process ended (crash) or stopped answering (hang) during a request."""
 
@@ -387,9 +391,29 @@ class Worker:
         self.process.join(10)
 
     def stop(self) -> None:
+        self.ask_to_stop()
+        self.process.join(STOP_GRACE_S)
+        self.kill()
+
+    def ask_to_stop(self) -> None:
+        """Ask the worker to end once its request is done (stop_all waits for it)."""
         try:
             self.conn.send(("stop",))
         except (BrokenPipeError, OSError):
             pass
-        self.process.join(5)
-        self.kill()
+
+
+def stop_all(workers: list) -> None:
+    """Stop a campaign's workers side by side: each is asked to, and those still busy after
+    STOP_GRACE_S in all (a compile, a shrink) are killed; their cases stay unchecked, for a resume.
+    One after the other, 14 busy workers took over a minute to end an interrupted campaign."""
+    pipes = [worker for worker in workers if isinstance(worker, Worker)]
+    for worker in pipes:
+        worker.ask_to_stop()
+    deadline = time.monotonic() + STOP_GRACE_S
+    for worker in pipes:
+        worker.process.join(max(0.0, deadline - time.monotonic()))
+        worker.kill()
+    for worker in workers:
+        if not isinstance(worker, Worker):  # a Ray actor: killed at once
+            worker.stop()
