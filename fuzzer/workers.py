@@ -189,6 +189,8 @@ DIED_MESSAGE = "worker process "  # then how it ended: "killed by signal SIGSEGV
 FORK_SERVER_LOST = 255
 
 
+# The requests that check a case: the reference and oracle first, then the backends.
+CHECKS = ("case", "check", "recheck")
 # How long a stopping worker may take to finish its request before it is killed.
 STOP_GRACE_S = 5.0
 
@@ -362,10 +364,11 @@ class Worker:
         """Kill and restart a worker silent for too long during one backend run: `timeout`
         seconds, or `compile_timeout` for a compiling backend (torch.compile's first graph
         takes tens of seconds, more when several workers compile at once)."""
-        # Before its first backend the worker draws the case and computes its reference and honest
+        # Before its first backend a check draws the case and computes its reference and honest
         # models: our own work, which a big case on a loaded machine stretches (a float16 model of a
-        # 512-channel conv, about a minute among 14 workers): the longer limit, and no finding.
-        outside = self.backend is None
+        # 512-channel conv, about a minute among 14 workers): the longer limit, and no finding. (A
+        # request for a reference alone, `outputs`, is held to `timeout`: export's bound on it.)
+        outside = self.backend is None and self.in_flight is not None and self.in_flight[0] in CHECKS
         limit = max(timeout, compile_timeout or 0.0) if self.backend_compiles or outside else timeout
         if self.in_flight is not None and time.monotonic() - self.last_heartbeat > limit:
             backend, source = self.backend, self.source
