@@ -29,7 +29,7 @@ from fuzzer.ir import Case
 from fuzzer.oracle import signature
 from fuzzer.records import Finding, ShrinkReply
 from fuzzer.shrink import shrink_case
-from fuzzer.workers import WorkerDied, WorkerPoisoned
+from fuzzer.workers import SlowCheck, WorkerDied, WorkerPoisoned
 
 HANG_FACTOR = 20.0
 MIN_HANG_SECONDS = 2.0
@@ -49,7 +49,7 @@ class DeathProbe:
         """The death `case` caused on `backends` (the worker is then a fresh one), or None."""
         try:
             self.worker.request(("check", case, backends), self.timeout, self.compile_timeout)
-        except WorkerPoisoned:  # a device error, not this death: the fresh worker goes on
+        except (WorkerPoisoned, SlowCheck):  # a device error, or our own slow oracle: not this death
             self.fresh = True
             return None
         except WorkerDied as died:
