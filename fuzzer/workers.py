@@ -363,7 +363,8 @@ class Worker:
     def check_timeout(self, timeout: float, compile_timeout: float | None = None) -> None:
         """Kill and restart a worker silent for too long during one backend run: `timeout`
         seconds, or `compile_timeout` for a compiling backend (torch.compile's first graph
-        takes tens of seconds, more when several workers compile at once)."""
+        takes tens of seconds, more when several workers compile at once) and for a check's own
+        work before its first backend (raised as SlowCheck: no backend's finding)."""
         # Before its first backend a check draws the case and computes its reference and honest
         # models: our own work, which a big case on a loaded machine stretches (a float16 model of a
         # 512-channel conv, about a minute among 14 workers): the longer limit, and no finding. (A
