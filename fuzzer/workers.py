@@ -395,9 +395,7 @@ class Worker:
         self.process.join(10)
 
     def stop(self) -> None:
-        self.ask_to_stop()
-        self.process.join(STOP_GRACE_S)
-        self.kill()
+        stop_all([self])
 
     def ask_to_stop(self) -> None:
         """Ask the worker to end once its request is done (stop_all waits for it)."""

@@ -121,8 +121,8 @@ def _attention_reference(xs, ps, attrs):
     tiny = np.finfo(np.float32).tiny
     with np.errstate(all="ignore"):
         exact = [np.asarray(x, dtype=np.float64) for x in xs]
-        delta = np.max(_scores_delta(exact, attrs, float(np.finfo(np.float32).eps) / 2), axis=-1, keepdims=True)
         scores = _scores(np, exact, attrs)
+        delta = np.max(_scores_delta(exact[0], exact[1], scores, attrs, float(np.finfo(np.float32).eps) / 2), axis=-1, keepdims=True)
         weights = np.exp(scores - np.max(scores, axis=-1, keepdims=True))
         may_vanish = (weights < tiny * np.exp(2.0 * delta)) & (weights < 1.0)
         flush_below = np.where(may_vanish, np.inf, tiny)
@@ -143,12 +143,11 @@ def _attention_undefined(xs, ps, attrs):
 EXACT_SPREAD_SIZE = 4_000_000
 
 
-def _scores_delta(xs, attrs, roundoff):
-    """Per score, how far a kernel's rounding moves it: rounded twice (q k^T * scale, then + mask),
-    by roundoff (|q k^T scale| + |score|); 0 where the score is not finite. Float64 operands."""
-    q, k = xs[:2]
+def _scores_delta(q, k, scores, attrs, roundoff):
+    """Per score (`scores`, _scores of float64 operands q, k, ...), how far a kernel's rounding moves
+    it: rounded twice (q k^T * scale, then + mask), by roundoff (|q k^T scale| + |score|); 0 where
+    the score is not finite."""
     product = np.matmul(q, np.swapaxes(k, -1, -2)) * _scale(attrs, q.shape[-1])
-    scores = _scores(np, xs, attrs)
     return np.where(np.isfinite(scores), roundoff * (np.abs(product) + np.abs(scores)), 0.0)
 
 
@@ -163,7 +162,7 @@ def _scores_rounding_error(xs, ps, attrs, roundoff):
     with np.errstate(all="ignore"):
         scores = _scores(np, [q, k, v, *xs[3:]], attrs)
         finite = np.isfinite(scores)
-        delta = _scores_delta([q, k, v, *xs[3:]], attrs, roundoff)
+        delta = _scores_delta(q, k, scores, attrs, roundoff)
         weights = _weights(np, np.where(finite, scores, -np.inf))  # the keys with a finite score
         out = np.matmul(weights, v)
         if weights.size * v.shape[-1] <= EXACT_SPREAD_SIZE:
