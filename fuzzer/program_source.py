@@ -345,6 +345,7 @@ def jax_program(case: Case, backend, transform: list[str], call: str, helpers: t
     arrays, call = _arguments_in_call([f"args = [jax.device_put(a.astype(jax.numpy.{dtype}), jax.devices({backend.device!r})[0]) "
                                        f"for a in ({', '.join(graph_arguments(case))},)]"], transform, call)
     body = [*arrays,
+            f"jax.config.update('jax_default_device', jax.devices({backend.device!r})[0])  # where the campaign ran it, arguments or none",
             *(["jax.config.update('jax_default_matmul_precision', 'highest')  # strict, as the campaign judges"]
               if backend.device == "gpu" else []),
             *transform, f"outputs = [np.asarray(o, dtype=np.float64) for o in {call}]"]

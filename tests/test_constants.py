@@ -3,6 +3,7 @@ input), so a fault that lives only in constant folding is found by it and not by
 input set is compiled with its own constants; torch-compile-frozen really freezes its weights."""
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -109,3 +110,31 @@ def test_torch_compile_frozen_folds_its_weights_as_constants():
     if not packed["mkldnn"]:
         pytest.skip("this torch has no mkldnn, whose weight packing shows the freezing")
     assert packed["TorchCompileFrozen"] >= 1 and packed["Unfrozen"] == 0, packed
+
+
+PLACEMENT_PROBE = """
+import json, jax, jax.numpy as jnp
+from fuzzer.backends import get_backend
+from fuzzer.ir import Graph, Node, TensorSpec
+jax.config.update("jax_default_device", jax.devices("cpu")[1])  # stands in for a GPU as jax's default
+graph = Graph([TensorSpec("x0", (2,))], [Node("n0", "relu", ["x0"], {})], ["n0"])
+def no_argument():
+    return jax.jit(lambda: jnp.ones(2) * 2)()
+seen = {"default": str(no_argument().devices())}
+with get_backend("jax-jit-const:cpu:float32").running_context(graph):
+    seen["backend"] = str(no_argument().devices())
+seen["first"] = str({jax.devices("cpu")[0]})
+print(json.dumps(seen))
+"""
+
+
+def test_a_jitted_function_without_arguments_runs_on_the_backends_own_device():
+    """jax runs a jitted function that takes no argument (jax-jit-const closing over every input) on
+    its default device: the GPU on a GPU machine, where jax-jit-const:cpu's case 277 of the GPU
+    campaign was really TF32 on the GPU. A second host device stands in for the GPU here."""
+    env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=2"}
+    ran = subprocess.run([sys.executable, "-c", PLACEMENT_PROBE], capture_output=True, text=True, timeout=300, env=env)
+    assert ran.returncode == 0, ran.stderr
+    seen = json.loads(ran.stdout.strip().splitlines()[-1])
+    assert seen["default"] != seen["first"], seen  # the probe can see a wrong placement
+    assert seen["backend"] == seen["first"], seen

@@ -3,6 +3,7 @@
 Marked `gpu`: skipped without CUDA. Run on a GPU machine with `pytest -m gpu`.
 """
 
+import subprocess
 import sys
 
 import numpy as np
@@ -152,3 +153,26 @@ def test_the_strict_rerun_of_a_graph_with_an_rnn_uses_torchs_own_rnn_kernels():
     # A cuDNN RNN error past the limit stays a finding; a graph without an RNN has no limit.
     assert backend[0].precision_policy_limit(graph) < float("inf")
     assert backend[0].precision_policy_limit(Graph([TensorSpec("x0", (2, 2))], [Node("n0", "tanh", ["x0"], {})], ["n0"])) == float("inf")
+
+
+def test_jax_jit_const_on_cpu_runs_on_the_cpu_when_every_input_is_a_constant(tmp_path):
+    """GPU campaign case 277: a gru whose only input is closed over (odd seed) takes no argument, and
+    jax ran it on the GPU, where TF32 rounds -1.7785486 + 1.8559638 to 0.078: a false mismatch of
+    jax-jit-const:cpu. On the CPU it agrees; its reproducer runs there too."""
+    from fuzzer.backends.jax_jit_const import constant_inputs
+    from fuzzer.reproducer import build_script
+
+    attrs = {"batch_first": True, "bias": False, "hidden_size": 1, "initial_state": True, "num_layers": 1}
+    graph = Graph([TensorSpec("x0", (9, 2, 9))], [Node("n0", "gru", ["x0"], attrs)], ["n0"])
+    case = materialize(graph, 1)
+    for name, value in case.arrays.items():
+        case.arrays[name] = np.zeros_like(value)
+    case.arrays["x0"][4, 1, 4], case.arrays["x0"][4, 1, 7] = -1.7785486, 1.8559638
+    case.arrays["n0.weight_ih_l0"][2, 3:8] = 1.0
+    backend = get_backend("jax-jit-const:cpu:float32")
+    assert constant_inputs(case) == ["x0"]
+    result = check_case(case, [backend])
+    assert not result.findings, result.verdicts
+    (tmp_path / "repro.py").write_text(build_script(case, backend, "placement"))
+    ran = subprocess.run([sys.executable, "repro.py"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert ran.returncode == 0, ran.stdout + ran.stderr

@@ -74,6 +74,16 @@ class JaxEager(Backend):
             return contextlib.nullcontext()
         return import_jax().default_matmul_precision("highest")
 
+    def running_context(self, graph: Graph):
+        """This backend's device as jax's default, and its precision: a jitted function that takes no
+        argument (jax-jit-const closing over every input) would otherwise run on jax's default
+        device, the GPU where there is one, and be judged as this CPU backend."""
+        jax = import_jax()
+        stack = contextlib.ExitStack()
+        stack.enter_context(jax.default_device(jax.devices(self.device)[0]))
+        stack.enter_context(self.precision_context(graph))
+        return stack
+
     def _graph_fn(self, graph: Graph):
         return lambda inputs, params: interpret(graph, inputs, params, self.impl_for)
 
@@ -87,7 +97,7 @@ class JaxEager(Backend):
 
     def _execute(self, graph: Graph, inputs: dict, params: dict) -> list[np.ndarray]:
         jax = import_jax()
-        with self.precision_context(graph):
+        with self.running_context(graph):
             outputs = self._graph_fn(graph)(
                 {k: self.put(v) for k, v in inputs.items()},
                 {node: {k: self.put(v) for k, v in ps.items()} for node, ps in params.items()},

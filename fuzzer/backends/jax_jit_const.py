@@ -50,7 +50,7 @@ class JaxJitConst(JaxJit):
         weights = {node: {k: self.put(v) for k, v in ps.items()} for node, ps in params.items()}
         graph = case.graph
         jitted = jax.jit(lambda free: interpret(graph, {**free, **closed}, weights, self.impl_for))
-        with self.precision_context(graph):
+        with self.running_context(graph):
             outputs = jitted({name: self.put(value) for name, value in inputs.items() if name not in constant})
         return [np.asarray(jax.device_get(out)).astype(np.float64) for out in outputs]
 
