@@ -12,48 +12,56 @@ import pytest
 pytest.importorskip("torch._inductor.cpu_vec_isa")
 
 # A child that compiles one graph on the CPU through our torch-compile backend and prints how many
-# probe children inductor started (the probe loads the built library with ctypes' LoadLibrary).
+# probe children inductor started (the probe loads the built library with ctypes' LoadLibrary), how
+# many of them imported torch, and the ISA inductor picked. Its inductor probes with torch 2.11's
+# child, which imports torch (torch 2.13's Linux child no longer does).
 CHILD = textwrap.dedent("""
     import subprocess, sys
+    from torch._inductor.cpu_vec_isa import VecISA, pick_vec_isa
+    VecISA._avx_py_load = 'import torch\\nfrom ctypes import cdll\\ncdll.LoadLibrary("__lib_path__")\\n'
     probes = []
-    original_run = subprocess.run
-    def counting_run(args, *rest, **options):
-        if any("LoadLibrary" in str(part) for part in args):
-            probes.append(args)
-        return original_run(args, *rest, **options)
-    subprocess.run = counting_run
+    original_run, original_call = subprocess.run, subprocess.check_call
+    def counting(original):
+        def run(args, *rest, **options):
+            if any("LoadLibrary" in str(part) for part in args):
+                probes.append(args[-1])
+            return original(args, *rest, **options)
+        return run
+    subprocess.run, subprocess.check_call = counting(original_run), counting(original_call)
     import numpy as np
     from fuzzer.backends import get_backend
     from fuzzer.ir import Case, Graph, Node, TensorSpec
     graph = Graph([TensorSpec("x0", (3, 5))], [Node("n0", "gelu", ["x0"], {})], ["n0"])
     case = Case(graph, {"x0": np.linspace(-2, 2, 15).reshape(3, 5)}, seed=1)
     outputs = get_backend("torch-compile:cpu:float32").run(case)
-    print(len(probes), float(np.sum(outputs[0])))
+    importing = sum("import torch" in probe.splitlines() for probe in probes)
+    print(len(probes), importing, str(pick_vec_isa()).replace(" ", "+"), float(np.sum(outputs[0])))
 """)
 
 
-def _compile_in_child(env) -> tuple[int, float]:
+def _compile_in_child(env) -> tuple[int, int, str, float]:
     done = subprocess.run([sys.executable, "-c", CHILD], env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
-    probes, total = done.stdout.split()
-    return int(probes), float(total)
+    probes, importing, isa, total = done.stdout.split()
+    return int(probes), int(importing), isa, float(total)
 
 
-def test_a_second_process_answers_the_isa_probes_from_the_cache(tmp_path):
+def test_a_second_process_answers_the_isa_probes_from_the_cache_and_the_first_probes_without_importing_torch(tmp_path):
     memo = tmp_path / "isa.json"
     memo.write_text("not json: a cache file from elsewhere is probed again, not trusted")
     env = {**os.environ, "FUZZ_INDUCTOR_ISA_CACHE": str(memo), "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor")}
-    first_probes, first_total = _compile_in_child(env)
+    first_probes, first_importing, first_isa, first_total = _compile_in_child(env)
     answers = json.loads(memo.read_text())
-    assert first_probes > 0
+    assert first_probes > 0 and first_importing == 0
     assert sum(len(probes) for probes in answers.values()) == first_probes
-    second_probes, second_total = _compile_in_child(env)
+    second_probes, _, second_isa, second_total = _compile_in_child(env)
     assert second_probes == 0
-    assert second_total == first_total
-    # A cache it may not write (its folder is a file) costs the probes again, never the compile.
-    unwritable = {**env, "FUZZ_INDUCTOR_ISA_CACHE": str(memo / "isa.json")}
-    third_probes, third_total = _compile_in_child(unwritable)
-    assert third_probes == first_probes and third_total == first_total
+    assert (second_isa, second_total) == (first_isa, first_total)
+    # With the cache switched off inductor probes as it does alone, importing torch in every child:
+    # the torch-free children gave the same answers (the same ISA), and the same compiled results.
+    own_probes, own_importing, own_isa, own_total = _compile_in_child({**env, "FUZZ_INDUCTOR_ISA_CACHE": ""})
+    assert own_importing == own_probes == first_probes
+    assert (own_isa, own_total) == (first_isa, first_total)
 
 
 
@@ -84,3 +92,26 @@ def test_inductor_reports_of_a_failure_stay_off_the_campaign_stderr(tmp_path):
     bare, prepared = done.stderr.split("PREPARED")
     assert "Error in codegen" in bare and "Online softmax" in bare
     assert "Error in codegen" not in prepared and "Online softmax" not in prepared
+
+
+def test_a_cache_it_may_not_write_costs_the_probe_again_never_the_answer(tmp_path):
+    from fuzzer.backends.inductor_setup import _remembered
+
+    (tmp_path / "file").write_text("a file where the cache's folder would be")
+    asked = []
+    remembered = _remembered(lambda isa, code: asked.append(code) or True, tmp_path / "file" / "isa.json", "machine")
+    assert remembered(object(), "probe") is True and remembered(object(), "probe") is True
+    assert asked == ["probe", "probe"]
+
+
+def test_a_probe_the_torch_free_child_cannot_load_is_asked_again_as_inductor_asks_it():
+    from fuzzer.backends.inductor_setup import _torch_free_first
+
+    class Probe:  # stands in for VecISA: its check_build loads only through `import torch`
+        _avx_py_load = "import torch\nfrom ctypes import cdll\n"
+
+    loaders = []
+    check = _torch_free_first(lambda isa, code: loaders.append(Probe._avx_py_load) or "import torch" in Probe._avx_py_load, Probe)
+    assert check(Probe(), "code") is True
+    assert [("import torch" in loader) for loader in loaders] == [False, True]
+    assert Probe._avx_py_load.startswith("import torch")  # inductor's own loader is back
