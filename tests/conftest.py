@@ -29,6 +29,16 @@ def _cuda_available() -> bool:
         return False
 
 
+def _module_fixture_users(item) -> str | None:
+    """The name of the module of `item` when it uses a module-scoped fixture of that module, else None."""
+    definitions = getattr(getattr(item, "_fixtureinfo", None), "name2fixturedefs", {})  # pytest's own record
+    module = item.nodeid.split("::")[0]
+    for name in item.fixturenames:
+        if any(d.scope == "module" and d.baseid == module for d in definitions.get(name, ())):
+            return Path(module).stem
+    return None
+
+
 def pytest_collection_modifyitems(config, items):
     """Tests marked `gpu` skip cleanly on machines without CUDA (CI has none)."""
     if _cuda_available():
@@ -37,6 +47,15 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+def pytest_itemcollected(item):
+    """Tests that share a module-scoped fixture run on one xdist worker (--dist loadgroup), which
+    builds it once: under `-n 2` both workers built release_checks' environments (35 s and 32 s),
+    distribution's and regimes' draws, the end-to-end campaigns."""
+    module = _module_fixture_users(item)
+    if module is not None:
+        item.add_marker(pytest.mark.xdist_group(module))
 
 
 @contextlib.contextmanager
@@ -62,3 +81,4 @@ def _read_only(path: Path):
 def read_only():
     """`with read_only(path):` makes `path` unwritable for the block."""
     return _read_only
+

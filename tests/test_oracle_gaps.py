@@ -677,3 +677,26 @@ def test_a_key_whose_float32_score_rounding_may_sink_it_below_the_smallest_weigh
     # its weight 1.8e-35 is a normal float32 number in any order, and the -inf it brings is required.
     planted = attention_case([0.0, -80.0], [0.0, -np.inf])
     assert judged(planted, "float32", [np.full((1, 1, 1), np.nan)]) == verdicts.NAN_INF
+
+
+def test_a_constant_row_keeps_its_normalization_error_though_the_rounding_runs_perturb_it():
+    # torch-eager:cpu:float32, GPU campaign case 560 (reproduced on torch 2.13 and 2.15): instance_norm
+    # (eps 1e-12) of [207417, 207417] is 0, yet torch's x * scale + shift with scale ~1.3e6 gives
+    # -2625.75. The rounding runs perturbed the row, whose variance of 1.5e-4 then shrank the error
+    # bound 1e4-fold: the bound is now also taken at the float64 operands, where the variance is 0.
+    from fuzzer.arrays import materialize
+
+    case = materialize(chain((1, 1, 2), ("instance_norm", {"affine": True, "eps": 1e-12})), 1)
+    weight = next(name for name in case.arrays if name.endswith(".weight"))
+    bias = next(name for name in case.arrays if name.endswith(".bias"))
+    case.arrays.update({"x0": np.full((1, 1, 2), 207417.0), weight: np.array([1.3283043]), bias: np.array([0.0])})
+    torch_output = get_backend("torch-eager:cpu:float32").run(case)
+    assert np.abs(torch_output[0]).max() > 1000
+    assert judged(case, "float32", torch_output) == verdicts.AGREE
+    # Planted: far past what rounding a float32 row of 207417 through 1 / sqrt(1e-12) can give.
+    assert judged(case, "float32", [np.full((1, 1, 2), 1e8)]) == verdicts.MISMATCH
+    # A row that varies keeps its bound (set by the floor, RTOL * 207417 * sens: 32 before and after).
+    case.arrays["x0"] = np.array([207417.0, 207419.0]).reshape(1, 1, 2)
+    right = get_backend("torch-eager:cpu:float64").run(case)[0]
+    assert oracle.allowed_error(oracle.compute_reference(case, {"float32"}), 0, "float32") < 100
+    assert judged(case, "float32", [right + 200.0]) == verdicts.MISMATCH
