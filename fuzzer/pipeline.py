@@ -211,7 +211,7 @@ class FirstCompileGate:
 
 
 class Pipeline:
-    def __init__(self, config: WorkerConfig, heartbeat: Callable[[Backend, CaseSource], None] | None = None):
+    def __init__(self, config: WorkerConfig, heartbeat: Callable[[Backend | None, CaseSource], None] | None = None):
         self.config = config
         load_plugins(config.plugins)
         self.backends = parse_backend_list(",".join(config.backends))
@@ -234,6 +234,9 @@ class Pipeline:
     def runner(self, backend: Backend, case: Case):
         self.heartbeat(backend, self.source)
         outcome = run_backend(backend, case)
+        # Back in our own work (the oracle's honest models, which the lazy oracle computes after the
+        # backend, take a minute for a float16 conv among 14 workers): its silence is not the backend's.
+        self.heartbeat(None, self.source)
         if outcome.status == ERROR and poisons_device(outcome.error):
             # Every later run in this process would fail alike and be taken for findings: the request ends here.
             raise DevicePoisoned(backend.name, outcome.error, self.source.to_list())

@@ -21,7 +21,8 @@ Differences from the pipe workers:
 - Ray gives no per-backend heartbeat. A request is a hang only when the whole request
   (generate, check, shrink) has run longer than max(timeout, compile_timeout).
 - Which backend was running when an actor died is read from a key the actor writes to
-  Ray's GCS key-value store before every backend run (best effort: None if unreadable).
+  Ray's GCS key-value store before every backend run, and with no backend after it (best effort: None
+  if unreadable). A check past its limit outside any backend run is our own slowness (SlowCheck).
 - `memory_limit_mb` (RLIMIT_AS) is not applied to actors: Ray's own memory monitor kills
   an actor that exhausts the node's memory, which becomes a crash finding.
 - Every node needs this package (and any --plugin file, at the same path) installed.
@@ -41,7 +42,7 @@ from fuzzer import DISTRIBUTION, envs
 from fuzzer.errors import DevicePoisoned, InternalError, UserError
 from fuzzer.pipeline import WorkerConfig
 from fuzzer.records import CaseReply
-from fuzzer.workers import WorkerDied, WorkerPoisoned
+from fuzzer.workers import CHECKS, SlowCheck, WorkerDied, WorkerPoisoned
 
 _HEARTBEAT_NAMESPACE = b"fuzzer-heartbeat"
 _actor_class = None
@@ -181,7 +182,7 @@ def _pipeline_actor():
 
             def heartbeat(backend, source):
                 try:
-                    internal_kv._internal_kv_put(key, json.dumps([backend.name, backend.expensive, source.to_list()]), overwrite=True,
+                    internal_kv._internal_kv_put(key, json.dumps([backend and backend.name, backend is not None and backend.expensive, source.to_list()]), overwrite=True,
                                                  namespace=_HEARTBEAT_NAMESPACE)
                 except Exception:  # noqa: BLE001 - attribution is best effort, the run is not
                     pass
@@ -328,6 +329,9 @@ class RayWorker:
             return
         limit = max(timeout, compile_timeout or 0.0)
         if time.monotonic() - max(self._submitted, self._started_at) > limit:
+            backend, source = self._last_heartbeat()
+            if backend is None and self.in_flight[0] in CHECKS:  # outside any backend run: our own work
+                raise self._replaced(SlowCheck(limit, source))
             raise self._died("hang", f"no answer within {limit:g} s")
 
     def request(self, message: tuple, timeout: float, compile_timeout: float | None = None):

@@ -24,7 +24,8 @@ Requests:  ("case", index, known_signatures, focus)  generate case `index` (stee
            ("stop",)
 Replies:   ("running", backend_name, compiles, source)  heartbeat before each backend run (compiles:
                                                the backend compiles graphs, so it gets the compile timeout;
-                                               source: the pipeline.CaseSource of the case, as a list)
+                                               source: the pipeline.CaseSource of the case, as a list), and
+                                               after it with backend_name None: the worker's own work again
            ("result", payload)                 the request's record (fuzzer/records.py: CaseReply,
                                                CheckReply, ShrinkReply); for "outputs" a dict
            ("user-error", message)             bad input (an unknown backend, a missing environment):
@@ -157,7 +158,7 @@ def _worker_main(conn, config: WorkerConfig, trusted_paths: str) -> None:
 
     try:
         pipeline = Pipeline(config, heartbeat=lambda backend, source: conn.send(
-            ("running", backend.name, backend.expensive, source.to_list())))
+            ("running", backend and backend.name, backend is not None and backend.expensive, source.to_list())))
         conn.send(("ready", os.getpid()))
     except UserError as exc:
         conn.send(("user-error", str(exc)))
@@ -226,8 +227,12 @@ class WorkerDied(Exception):
 
 
 class SlowCheck(WorkerDied):
-    """The worker stopped answering before any backend ran: in the fuzzer's own drawing, reference
+    """The worker stopped answering outside any backend run: in the fuzzer's own drawing, reference
     or oracle, which says nothing of a backend (a campaign counts it as an internal error)."""
+
+    def __init__(self, limit: float, source):
+        super().__init__("hang", None, f"no answer within {limit:g} s outside any backend (the fuzzer's own "
+                                       f"reference and oracle)", source)
 
 
 def ended_its_process(verdict: str, error: str) -> bool:
@@ -364,19 +369,19 @@ class Worker:
         """Kill and restart a worker silent for too long during one backend run: `timeout`
         seconds, or `compile_timeout` for a compiling backend (torch.compile's first graph
         takes tens of seconds, more when several workers compile at once) and for a check's own
-        work before its first backend (raised as SlowCheck: no backend's finding)."""
-        # Before its first backend a check draws the case and computes its reference and honest
-        # models: our own work, which a big case on a loaded machine stretches (a float16 model of a
-        # 512-channel conv, about a minute among 14 workers): the longer limit, and no finding. (A
-        # request for a reference alone, `outputs`, is held to `timeout`: export's bound on it.)
+        work outside its backends (raised as SlowCheck: no backend's finding)."""
+        # Before its first backend and between backends a check draws the case and computes its
+        # reference and honest models: our own work, which a big case on a loaded machine stretches
+        # (a float16 model of a 512-channel conv, about a minute among 14 workers): the longer limit,
+        # and no finding. (A request for a reference alone, `outputs`, is held to `timeout`: export's
+        # bound on it.)
         outside = self.backend is None and self.in_flight is not None and self.in_flight[0] in CHECKS
         limit = max(timeout, compile_timeout or 0.0) if self.backend_compiles or outside else timeout
         if self.in_flight is not None and time.monotonic() - self.last_heartbeat > limit:
             backend, source = self.backend, self.source
             self._restart()
             if outside:
-                raise SlowCheck("hang", None, f"no answer within {limit:g} s before any backend ran (the fuzzer's own "
-                                              f"reference and oracle)", source)
+                raise SlowCheck(limit, source)
             raise WorkerDied("hang", backend, f"no answer within {limit:g} s", source)
 
     def request(self, message: tuple, timeout: float, compile_timeout: float | None = None):
