@@ -62,3 +62,45 @@ def test_tf32s_own_error_is_its_precision_policy_and_stays_on_the_matmul():
     backend = TF32StandIn("cpu", "float32", {"matmul": matmul_in_tf32_unless_strict}, name="tf32-standin")
     [finding] = check_case(matmul_then_sin(), [backend]).findings
     assert (finding.verdict, finding.culprit) == (verdicts.PRECISION_POLICY, "matmul")
+
+
+OFFSET = {"value": 1e-4}
+
+
+def tanh_off_unless_strict(xs, ps, attrs):
+    """Stands in for cuDNN's RNN: its approximate activations are off by OFFSET, torch's own are not."""
+    import torch
+
+    return torch.tanh(xs[0]) + (0.0 if STRICT["on"] else OFFSET["value"])
+
+
+class CappedPolicyStandIn(TF32StandIn):
+    def precision_policy_limit(self, graph) -> float:
+        return 100.0  # as for a graph with cuDNN's RNN (fuzzer/backends/torch_eager.py)
+
+
+def tanh_then_sqrt(x0) -> Case:
+    graph = Graph([TensorSpec("x0", (4,))], [Node("n0", "tanh", ["x0"]), Node("n1", "sqrt", ["n0"])], ["n1"])
+    return Case(graph, {"x0": np.array(x0)}, seed=3)
+
+
+def verdict_with_offset(offset: float, x0) -> str:
+    OFFSET["value"] = offset
+    try:
+        backend = CappedPolicyStandIn("cpu", "float32", {"tanh": tanh_off_unless_strict}, name="capped-standin")
+        result = check_case(tanh_then_sqrt(x0), [backend])
+    finally:
+        OFFSET["value"] = 1e-4
+    return result.verdicts[0].verdict
+
+
+def test_a_number_where_the_math_has_none_is_the_capped_policys_when_the_strict_run_agrees():
+    # GPU campaign case 117: cuDNN's GRU put an output of -4.4e-5 at +4.4e-5, and sqrt gave 0.0066
+    # against nan; a nan-inf on an RNN graph was never precision-policy (the cap measured nothing).
+    assert verdict_with_offset(1e-4, [-5e-5, 0.5, 1.0, 2.0]) == verdicts.PRECISION_POLICY
+    # The other way, nan where the math has a number, stays a finding, though the strict run agrees.
+    assert verdict_with_offset(-1e-4, [5e-5, 0.5, 1.0, 2.0]) == verdicts.NAN_INF
+    # So does an error past the cap on the entries both runs compute.
+    assert verdict_with_offset(0.5, [-5e-5, 0.5, 1.0, 2.0]) == verdicts.NAN_INF
+    # And any class change where an input is not finite (cuDNN's conv drops a -inf input: a bug).
+    assert verdict_with_offset(1e-4, [-5e-5, 0.5, 1.0, np.inf]) == verdicts.NAN_INF
