@@ -54,7 +54,7 @@ def pytest_itemcollected(item):
     builds it once: under `-n 2` both workers built release_checks' environments (35 s and 32 s),
     distribution's and regimes' draws, the end-to-end campaigns."""
     module = _module_fixture_users(item)
-    if module is not None:
+    if module is not None and item.get_closest_marker("xdist_group") is None:  # a group of its own wins (ray's)
         item.add_marker(pytest.mark.xdist_group(module))
 
 
