@@ -57,10 +57,16 @@ def test_a_second_process_answers_the_isa_probes_from_the_cache_and_the_first_pr
     second_probes, _, second_isa, second_total = _compile_in_child(env)
     assert second_probes == 0
     assert (second_isa, second_total) == (first_isa, first_total)
-    # With the cache switched off inductor probes as it does alone, importing torch in every child:
-    # the torch-free children gave the same answers (the same ISA), and the same compiled results.
+
+
+@pytest.mark.long  # CI's 15 minutes: inductor's own probing imports torch in every child
+def test_the_torch_free_probes_give_inductors_own_answers(tmp_path):
+    """With the cache switched off inductor probes as it does alone, importing torch in every child:
+    the torch-free children give the same answers (the same ISA), and the same compiled results."""
+    env = {**os.environ, "FUZZ_INDUCTOR_ISA_CACHE": str(tmp_path / "isa.json"), "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor")}
+    first_probes, first_importing, first_isa, first_total = _compile_in_child(env)
     own_probes, own_importing, own_isa, own_total = _compile_in_child({**env, "FUZZ_INDUCTOR_ISA_CACHE": ""})
-    assert own_importing == own_probes == first_probes
+    assert first_importing == 0 and own_importing == own_probes == first_probes
     assert (own_isa, own_total) == (first_isa, first_total)
 
 

@@ -114,7 +114,7 @@ def test_aborting_backend_is_a_crash_finding(tmp_path):
     assert "relu_abort" in (tmp_path / "report" / "report.html").read_text()
 
 
-@pytest.mark.slow
+@pytest.mark.long  # CI's 15 minutes: test_bounds' hanging backend is found and shrunk in CI
 def test_sleeping_backend_is_a_hang_finding(tmp_path):
     # Each hang costs the 5 s timeout plus a worker restart and a shrink; that a restarted worker
     # carries on after a hang is shown by test_a_death_a_fresh_worker_does_not_repeat_is_counted_not_stored.
