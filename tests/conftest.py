@@ -84,4 +84,3 @@ def _read_only(path: Path):
 def read_only():
     """`with read_only(path):` makes `path` unwritable for the block."""
     return _read_only
-
