@@ -10,6 +10,7 @@ import contextlib
 import numpy as np
 
 from fuzzer import verdicts
+from fuzzer.backends import get_backend
 from fuzzer.backends.torch_eager import TorchEager
 from fuzzer.check import check_case
 from fuzzer.ir import Case, Graph, Node, TensorSpec
@@ -104,3 +105,45 @@ def test_a_number_where_the_math_has_none_is_the_capped_policys_when_the_strict_
     assert verdict_with_offset(0.5, [-5e-5, 0.5, 1.0, 2.0]) == verdicts.NAN_INF
     # And any class change where an input is not finite (cuDNN's conv drops a -inf input: a bug).
     assert verdict_with_offset(1e-4, [-5e-5, 0.5, 1.0, np.inf]) == verdicts.NAN_INF
+
+
+def group_norm_with_eps_in_half(xs, ps, attrs):
+    """Stands in for torch's CUDA float16 group_norm (pytorch#151110): eps added in float16, so
+    1e-12 is 0 and a constant group is 0 / 0."""
+    import torch
+
+    x = xs[0]
+    grouped = x.reshape(x.shape[0], attrs["num_groups"], -1)
+    centred = grouped - grouped.mean(-1, keepdim=True)
+    var = (centred * centred).mean(-1, keepdim=True)
+    return (centred / torch.sqrt(var + torch.tensor(attrs["eps"], dtype=x.dtype))).reshape(x.shape)
+
+
+def layer_norm_abs_group_norm(eps: float) -> Case:
+    graph = Graph([TensorSpec("x0", (1, 1, 1, 2))],
+                  [Node("n0", "layer_norm", ["x0"], {"affine": False, "eps": 1e-05, "normalized_shape": [2]}),
+                   Node("n1", "abs", ["n0"]),
+                   Node("n2", "group_norm", ["n1"], {"affine": False, "eps": eps, "num_groups": 1})], ["n2"])
+    return Case(graph, {"x0": np.array([1.0, 0.55206]).reshape(1, 1, 1, 2)}, seed=1)
+
+
+def test_a_float16_group_norm_that_rounds_eps_to_zero_is_blamed_not_the_layer_norm_before_it():
+    # GPU campaign case 473: the nan was bucketed under layer_norm, so the registry entry of
+    # pytorch#151110 missed it. Alone on the equal pair [1, 1], the group_norm was judged by a
+    # float16 model that added eps in float16 too: the bug itself, taken for honest.
+    backend = TorchEager("cpu", "float16", {"group_norm": group_norm_with_eps_in_half}, name="eps-in-half")
+    [finding] = check_case(layer_norm_abs_group_norm(1e-12), [backend]).findings
+    assert (finding.verdict, finding.culprit) == (verdicts.NAN_INF, "group_norm")
+    # An eps that float16 holds is added right: no finding.
+    assert check_case(layer_norm_abs_group_norm(1e-3), [backend]).findings == []
+
+
+def test_torch_and_our_jax_forms_keep_a_tiny_eps_in_float16():
+    # The jax form computes the root in float32, as flax's LayerNorm does; in float16 it made a
+    # constant row 0 / 0, a false finding of ours.
+    backends = [get_backend(name) for name in ("torch-eager:cpu:float16", "jax-eager:cpu:float16", "jax-jit:cpu:bfloat16")]
+    for op, attrs in (("group_norm", {"num_groups": 1}), ("layer_norm", {"normalized_shape": [2]}), ("rms_norm", {"normalized_shape": [2]})):
+        graph = Graph([TensorSpec("x0", (1, 1, 1, 2))], [Node("n0", op, ["x0"], {"affine": False, "eps": 1e-12, **attrs})], ["n0"])
+        for row in ([1.0, 1.0], [0.0, 0.0]):
+            result = check_case(Case(graph, {"x0": np.array(row).reshape(1, 1, 1, 2)}, seed=1), backends)
+            assert result.findings == [], (op, row, result.findings)

@@ -33,11 +33,28 @@ def _channel_view(values, rank):
     return values.reshape((1, -1) + (1,) * (rank - 2))
 
 
+def _over_root(top, var, eps):
+    """top / sqrt(var + eps), the root and the division in float32 or wider, the result in top's
+    dtype: kernels hold their statistics in float32 for the half types (torch's opmath, flax's
+    LayerNorm), where eps = 1e-12 is not 0. Added in float16 it is, and a constant row is 0 / 0
+    (pytorch#151110, a bug, not an honest model)."""
+    wide = np.promote_types(var.dtype, np.float32)
+    return (top / np.sqrt(var.astype(wide) + eps)).astype(top.dtype)
+
+
+def _jax_over_root(top, var, eps):
+    """_over_root in jax."""
+    import jax.numpy as jnp
+
+    wide = jnp.promote_types(var.dtype, jnp.float32)
+    return (top / jnp.sqrt(var.astype(wide) + eps)).astype(top.dtype)
+
+
 def _normalize(x, axes, eps):
     """(x - mean) / sqrt(var + eps) over `axes` (logical dims), biased variance (divide by n)."""
     mean = np.mean(x, axis=axes, keepdims=True)
     var = np.mean((x - mean) ** 2, axis=axes, keepdims=True)
-    return (x - mean) / np.sqrt(var + eps)
+    return _over_root(x - mean, var, eps)
 
 
 def _jax_normalize(x, axes, eps):
@@ -45,7 +62,7 @@ def _jax_normalize(x, axes, eps):
 
     mean = jnp.mean(x, axis=axes, keepdims=True)
     var = jnp.mean(jnp.square(x - mean), axis=axes, keepdims=True)
-    return (x - mean) / jnp.sqrt(var + eps)
+    return _jax_over_root(x - mean, var, eps)
 
 
 def _normalization_error(x, axes, eps, scale=None):
@@ -143,7 +160,7 @@ def _rms_norm_reference(xs, ps, attrs):
     would be the dtype's machine epsilon."""
     x = xs[0]
     mean_square = np.mean(x * x, axis=_trailing_axes(x, attrs), keepdims=True)
-    out = x / np.sqrt(mean_square + attrs["eps"])
+    out = _over_root(x, mean_square, attrs["eps"])
     return like(x, out * ps["weight"] if attrs["affine"] else out)
 
 
@@ -159,7 +176,7 @@ def _jax_rms_norm(xs, ps, attrs):
     import jax.numpy as jnp
 
     x = xs[0]
-    out = x / jnp.sqrt(jnp.mean(jnp.square(x), axis=_trailing_axes(x, attrs), keepdims=True) + attrs["eps"])
+    out = _jax_over_root(x, jnp.mean(jnp.square(x), axis=_trailing_axes(x, attrs), keepdims=True), attrs["eps"])
     return out * ps["weight"] if attrs["affine"] else out
 
 
@@ -199,7 +216,7 @@ def _batch_norm_reference(xs, ps, attrs):
         out = _normalize(x, _all_but_channels(x), attrs["eps"])
     else:
         mean, var = _channel_view(ps["running_mean"], x.ndim), _channel_view(ps["running_var"], x.ndim)
-        out = (x - mean) / np.sqrt(var + attrs["eps"])
+        out = _over_root(x - mean, var, attrs["eps"])
     return (out * _channel_view(ps["weight"], x.ndim) + _channel_view(ps["bias"], x.ndim)).astype(x.dtype)
 
 
@@ -239,7 +256,7 @@ def _jax_batch_norm(xs, ps, attrs):
         out = _jax_normalize(x, _all_but_channels(x), attrs["eps"])
     else:
         mean, var = _channel_view(ps["running_mean"], x.ndim), _channel_view(ps["running_var"], x.ndim)
-        out = (x - mean) / jnp.sqrt(var + attrs["eps"])
+        out = _jax_over_root(x - mean, var, attrs["eps"])
     return out * _channel_view(ps["weight"], x.ndim) + _channel_view(ps["bias"], x.ndim)
 
 
