@@ -1,7 +1,7 @@
 """cuDNN float32 conv2d: with a -inf in the input, outputs whose window never reads it come out nan.
-A (1, 512, 11, 11) input with 1% of its entries -inf, a (80, 512, 3, 2) weight, padding 'same':
-thousands of outputs the float64 reference computes as finite numbers are nan on CUDA, and none is
-with torch.backends.cudnn.enabled = False. Exit 1 while the bug is there, 0 once fixed, 2 without a
+A (1, 512, 11, 11) input whose pixel (0, 0) is -inf in every channel, an (80, 512, 3, 3) weight,
+padding 1: every output is nan on CUDA, where the float64 reference is a finite number at all
+outputs but the 4 whose window holds that pixel, and so is torch.backends.cudnn.enabled = False. Exit 1 while the bug is there, 0 once fixed, 2 without a
 CUDA GPU."""
 import sys
 
@@ -15,13 +15,13 @@ if not torch.cuda.is_available():
 torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
 rng = np.random.default_rng(0)
 x = rng.standard_normal((1, 512, 11, 11))
-x[rng.random(x.shape) < 0.01] = -np.inf
-w = 0.03 * rng.standard_normal((80, 512, 3, 2))
-want = F.conv2d(torch.tensor(x), torch.tensor(w), padding="same").numpy()  # float64 on the CPU
+x[0, :, 0, 0] = -np.inf
+w = 0.03 * rng.standard_normal((80, 512, 3, 3))
+want = F.conv2d(torch.tensor(x), torch.tensor(w), padding=1).numpy()  # float64 on the CPU
 
 
 def nan_where_finite() -> int:
-    got = F.conv2d(torch.tensor(x, dtype=torch.float32, device="cuda"), torch.tensor(w, dtype=torch.float32, device="cuda"), padding="same")
+    got = F.conv2d(torch.tensor(x, dtype=torch.float32, device="cuda"), torch.tensor(w, dtype=torch.float32, device="cuda"), padding=1)
     return int(np.count_nonzero(np.isfinite(want) & ~np.isfinite(got.double().cpu().numpy())))
 
 
