@@ -337,7 +337,11 @@ def localize(backend: Backend, case: Case, runner: Runner = run_backend, failing
        then the suspect. The first node wrong alone is the culprit, even when a later op makes
        the error larger: a slightly wrong hardsigmoid seen through an amplifying sinh is the
        hardsigmoid's bug.
-    3. Nobody wrong alone: the suspect may be where an error made upstream *crosses* a
+    3. Nobody wrong alone, but the suspect is wrong on the backend's own values of its operands,
+       judged against the math on those values: the culprit. An honest float16 expm1 overflows
+       to inf where the float64 value is 65,517; an rms_norm that makes 0 / inf nan is wrong,
+       though isolation fed it 65,504.
+    4. Nobody wrong alone: the suspect may be where an error made upstream *crosses* a
        tolerance (a saturating op's allowance scales with its large inputs, so a tanh 1% off on
        outputs near 1 is within it; a later mul by 1e3 is not). If the suspect alone, fed the
        backend's own values of its operands, is still wrong, the error came in with them: grow
@@ -345,7 +349,7 @@ def localize(backend: Backend, case: Case, runner: Runner = run_backend, failing
        and blame the ancestor whose inclusion brings the error back. Otherwise the suspect's
        wrong value needs its context (an input layout an upstream permute made, which isolation
        feeds contiguous): the suspect.
-    4. Nothing wrong when exposed and nothing wrong alone: a bug of the fusion of several ops:
+    5. Nothing wrong when exposed and nothing wrong alone: a bug of the fusion of several ops:
        the failing output's op + '@fused'.
     """
     probe = probe_case(case)
@@ -372,7 +376,10 @@ def localize(backend: Backend, case: Case, runner: Runner = run_backend, failing
     if suspect is None:
         ops = {n.name: n.op for n in nodes}
         return f"{ops.get(failing, failing)}@fused", None
-    carried = NodeIsolation(backend, case, runner, outcome.outputs[:len(nodes)]).outcome(suspect)
+    own_operands = NodeIsolation(backend, case, runner, outcome.outputs[:len(nodes)])
+    if own_operands.judge([suspect])[0] != verdicts.AGREE:
+        return nodes[suspect].op, suspect_verdict  # wrong on what it was given (an honest overflow's inf): its own bug
+    carried = own_operands.outcome(suspect)
     if carried.status == OK and oracle.compare_output(carried.outputs[0], suspect, reference, backend.dtype)[0] != verdicts.AGREE:
         ancestors = candidates[:-1]
         for step in range(len(ancestors) - 1, -1, -1):

@@ -147,3 +147,24 @@ def test_torch_and_our_jax_forms_keep_a_tiny_eps_in_float16():
         for row in ([1.0, 1.0], [0.0, 0.0]):
             result = check_case(Case(graph, {"x0": np.array(row).reshape(1, 1, 1, 2)}, seed=1), backends)
             assert result.findings == [], (op, row, result.findings)
+
+
+def rms_norm_nan_row_on_inf(xs, ps, attrs):
+    """Stands in for torch's CUDA rms_norm (registry torch-cuda-rms-norm-inf-row): a row that
+    holds an inf is nan in every entry, where 0 / inf is 0 for the finite ones."""
+    import torch
+
+    x = xs[0]
+    out = torch.nn.functional.rms_norm(x, attrs["normalized_shape"], None, attrs["eps"])
+    return torch.where(torch.isinf(x).any(), torch.full_like(out, float("nan")), out)
+
+
+def test_an_op_wrong_on_an_honest_overflow_of_its_operand_is_blamed_not_the_overflowing_op():
+    # GPU campaign case 961: float16 expm1(11.09) overflows to inf, honestly (the float64 value
+    # 65,517 rounds past float16's largest), and CUDA's rms_norm made 0 / inf nan. Isolation fed
+    # rms_norm the rounded 65,504, which it gets right, and the blame went back to expm1.
+    graph = Graph([TensorSpec("x0", (1, 2))], [Node("n0", "expm1", ["x0"]),
+                                               Node("n1", "rms_norm", ["n0"], {"affine": False, "eps": 0.001, "normalized_shape": [1, 2]})], ["n1"])
+    backend = TorchEager("cpu", "float16", {"rms_norm": rms_norm_nan_row_on_inf}, name="rms-norm-inf-row")
+    [finding] = check_case(Case(graph, {"x0": np.array([[0.0, 11.09]])}, seed=1), [backend]).findings
+    assert (finding.verdict, finding.culprit) == (verdicts.NAN_INF, "rms_norm")
