@@ -950,20 +950,28 @@ def replay(db_path, case_id, backends, environments, plugins, timeout, as_json):
 @click.option("--shrink-time", type=float, default=60.0, show_default=True)
 @plugin_option
 @memory_limit_option
+@known_bugs_option
 @json_option
-def shrink(db_path, case_id, shrink_time, plugins, as_json):
+def shrink(db_path, case_id, shrink_time, plugins, known_bugs, as_json):
     """Shrink a stored case again (e.g. after a shrinker change); stores the result linked to it.
+    A result that is a known bug (the registry, as a campaign applies it) lands in a bucket marked
+    known.
 
     \b
     Example:
       fuzz shrink 12 --shrink-time 120
     """
+    from fuzzer.known import load_registry, mark_known_cases
     from fuzzer.replay import reshrink_stored
 
-    result = reshrink_stored(open_corpus(db_path), case_id, list(plugins), shrink_time)
+    registry = load_registry(known_bugs)
+    corpus = open_corpus(db_path)
+    result = reshrink_stored(corpus, case_id, list(plugins), shrink_time)
+    result["known_bugs"] = sorted(set(mark_known_cases(corpus, registry, [result["id"]]).values()))
     log = result["log"]
+    known = f" It is the known bug {', '.join(result['known_bugs'])}." if result["known_bugs"] else ""
     emit(as_json, result, f"Case {case_id} shrunk to case {result['id']}: {log['original_nodes']} -> {log['final_nodes']} nodes, "
-         f"{log['final_elements']} elements, {log['calls']} checks in {log['seconds']} s.")
+         f"{log['final_elements']} elements, {log['calls']} checks in {log['seconds']} s.{known}")
 
 
 @main.command()
@@ -1080,21 +1088,29 @@ def export_case(db_path, case_id, fmt, backend, expect, plugins, timeout, output
 @main.command(name="import")
 @db_option
 @click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False, path_type=Path))
+@known_bugs_option
 @json_option
-def import_cases(db_path, files, as_json):
-    """Import exported JSON cases. Every file is validated before anything is written.
+def import_cases(db_path, files, known_bugs, as_json):
+    """Import exported JSON cases. Every file is validated before anything is written. A case
+    of a known bug (the registry, as a campaign applies it) lands in a bucket marked known.
 
     \b
     Example:
       fuzz import --db team.db findings/*.json
     """
     from fuzzer.corpus import case_from_export, load_case_file
+    from fuzzer.known import load_registry, mark_known_cases
 
+    registry = load_registry(known_bugs)
     loaded = [load_case_file(path) for path in files]
     for data in loaded:
         case_from_export(data)  # validate all before creating a corpus
-    result = open_corpus(db_path, create=True).import_cases(loaded)
+    corpus = open_corpus(db_path, create=True)
+    result = corpus.import_cases(loaded)
+    result["known_bugs"] = sorted(set(mark_known_cases(corpus, registry, result["imported"]).values()))
     text = f"Imported {len(result['imported'])} case(s): {', '.join(map(str, result['imported'])) or '-'}"
+    if result["known_bugs"]:
+        text += f"; known bugs: {', '.join(result['known_bugs'])}"
     if result["already_here"]:
         text += f"; already here, not stored again: {', '.join(map(str, result['already_here']))}"
     emit(as_json, result, text)

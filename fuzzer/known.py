@@ -107,6 +107,24 @@ class Registry:
         return next((bug for bug in self.bugs if not bug.fixed and bug.matches(finding, graph)), None)
 
 
+def mark_known_cases(corpus, registry: Registry, case_ids) -> dict[str, str]:
+    """Mark the buckets of stored cases' findings that are registry bugs as known, as a campaign
+    does when it stores them: a case re-shrunk (`fuzz shrink`, whose localization may name another
+    culprit now) or imported lands in its bug's bucket. Returns {bucket: bug id}."""
+    from fuzzer.buckets import bucket_signatures
+
+    marked = {}
+    for case_id in case_ids:
+        stored = corpus.get_case(case_id)
+        for data, bucket in zip(stored.findings, bucket_signatures(stored.findings)):
+            finding = Finding.from_dict(data)
+            bug = registry.match(finding, stored.case.graph) if verdicts.is_bug(finding.verdict) else None
+            if bug is not None and bucket not in marked:
+                corpus.mark_known(bucket, bug.id)
+                marked[bucket] = bug.id
+    return marked
+
+
 def culprit_ops(culprit: str, graph: Graph | None) -> set[str]:
     """The ops a finding is charged to: its culprit's op ("sin@grad" is sin) and, for a fusion's
     culprit ("layer_norm@fused": no op was wrong alone, fuzzer/check.py), every op that the fused

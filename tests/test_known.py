@@ -229,3 +229,17 @@ def test_a_known_bug_of_an_op_fused_into_its_consumer_matches_the_fusion_finding
                   nodes=[Node("n2", "sum", ("x2",), {"dims": [-3], "keepdim": True}), case.graph.nodes[2]])
     assert registry.match(findings[0], alone) is None
     assert check_case(fused_minimum_case(nan_at=None), [get_backend("jax-jit:cpu:float32")]).findings == []
+
+
+def test_an_imported_or_reshrunk_case_of_a_known_bug_lands_in_its_known_bucket(tmp_path):
+    # GPU campaign cases 961 and 324, re-shrunk after a localization fix, named the known bugs'
+    # culprits (rms_norm, conv_transpose2d) but stayed `new`: only a campaign applied the registry.
+    db, sign = tmp_path / "c.db", REGRESSION.parent / "known" / "torch-sign-nan.json"
+    imported = fuzz("import", sign, "--db", db, "--known-bugs", write_registry(tmp_path, []))
+    assert imported.exit_code == 0 and "known bugs" not in imported.stdout, imported.output
+    assert [b["status"] for b in json.loads(fuzz("list", "--all", "--db", db, "--json").stdout)] == ["new"]
+    shrunk = fuzz("shrink", 1, "--db", db, "--shrink-time", 10)
+    assert shrunk.exit_code == 0 and shrunk.stdout.rstrip().endswith("It is the known bug torch-sign-nan."), shrunk.output
+    assert [(b["status"], b["known_bug"]) for b in json.loads(fuzz("list", "--all", "--db", db, "--json").stdout)] == [("known", "torch-sign-nan")]
+    again = fuzz("import", sign, "--db", tmp_path / "other.db")
+    assert again.exit_code == 0 and again.stdout.rstrip().endswith("known bugs: torch-sign-nan"), again.output
