@@ -92,6 +92,7 @@ class Progress:
     backend_graphs: dict = field(default_factory=dict)  # per backend: graphs it ran (compilers: their one-op and small ones too)
     backend_cases: dict = field(default_factory=dict)  # ... input sets it was judged on
     backend_op_counts: dict = field(default_factory=dict)  # ... op -> graphs with that op it ran (the report's coverage)
+    alone_op_counts: dict = field(default_factory=dict)  # ... op -> one-op graphs of it that it ran (a compiler's single-op tier)
     compiled_structures: dict = field(default_factory=dict)  # per compiling backend: new graphs compiled
     compiled_by_slot: dict = field(default_factory=dict)  # ... per worker slot ("0", "1", ...): compiler affinity
     not_compiled: dict = field(default_factory=dict)  # ... given a graph it could not compile (a graph break)
@@ -493,6 +494,8 @@ class Campaign:
             _tally(getattr(progress, key), getattr(reply, key))
         for name, ops in reply.backend_ops.items():
             _tally(progress.backend_op_counts.setdefault(name, {}), ops)
+        for name, ops in reply.alone_ops.items():
+            _tally(progress.alone_op_counts.setdefault(name, {}), ops)
         for found in reply.found:
             self._store_found(found, reply.node)
 

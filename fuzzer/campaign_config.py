@@ -151,7 +151,7 @@ CHECKPOINT_FIELDS: dict[str, Any] = {
     **dict.fromkeys(["last_internal_error", "status"], TEXT),
     **dict.fromkeys(["op_counts", "regime_counts", "compiled_structures", "not_compiled", "budget_skipped",
                      "backend_graphs", "backend_cases"], MapOf(COUNT)),
-    **dict.fromkeys(["backend_op_counts", "compiled_by_slot"], MapOf(MapOf(COUNT))),
+    **dict.fromkeys(["backend_op_counts", "alone_op_counts", "compiled_by_slot"], MapOf(MapOf(COUNT))),
     "backend_seconds": MapOf(Number(whole=False, low=0, high=1e12)),
     "done_above": ListOf(COUNT),
     "lost_nodes": ListOf(TEXT),

@@ -307,6 +307,7 @@ class CaseReply:
     backend_graphs: dict[str, int] = field(default_factory=dict)  # per backend: graphs it ran
     backend_cases: dict[str, int] = field(default_factory=dict)  # ... input sets it was judged on
     backend_ops: dict[str, dict[str, int]] = field(default_factory=dict)  # per backend: op -> graphs with it that it ran
+    alone_ops: dict[str, dict[str, int]] = field(default_factory=dict)  # ... op -> one-op graphs of it that it ran
     found: list[FoundCase] = field(default_factory=list)
     seconds: dict[str, float] = field(default_factory=dict)  # per backend, every run of the graph (reruns included)
     worker_seconds: float = 0.0
@@ -327,6 +328,9 @@ class CaseReply:
                 counts = self.backend_ops.setdefault(name, {})
                 for op in set(ops):
                     counts[op] = counts.get(op, 0) + 1
+                if len(ops) == 1:
+                    alone = self.alone_ops.setdefault(name, {})
+                    alone[ops[0]] = alone.get(ops[0], 0) + 1
 
     def to_dict(self) -> dict:
         return {**{name: getattr(self, name) for name in _CASE_REPLY_PLAIN}, "found": [f.to_dict() for f in self.found]}
@@ -337,6 +341,6 @@ class CaseReply:
                    found=[FoundCase.from_dict(f) for f in data.get("found", [])])
 
 
-_CASE_REPLY_PLAIN = ("index", "ops", "regime", "backends", "checked", "invalid", "backend_graphs", "backend_cases", "backend_ops",
+_CASE_REPLY_PLAIN = ("index", "ops", "regime", "backends", "checked", "invalid", "backend_graphs", "backend_cases", "backend_ops", "alone_ops",
                      "seconds", "worker_seconds", "peak_rss_mb",
                      "compiled_structures", "not_compiled", "budget_skipped", "regions", "node")
