@@ -700,3 +700,18 @@ def test_a_constant_row_keeps_its_normalization_error_though_the_rounding_runs_p
     right = get_backend("torch-eager:cpu:float64").run(case)[0]
     assert oracle.allowed_error(oracle.compute_reference(case, {"float32"}), 0, "float32") < 100
     assert judged(case, "float32", [right + 200.0]) == verdicts.MISMATCH
+
+
+def test_gelu_far_below_zero_is_a_tiny_negative_not_a_zero_from_a_cancelling_sum():
+    # GPU campaign case 52: jax's gelu(-8.86) is -3.5e-18 (erfc), times inf -inf; our reference summed
+    # 1 + erf to -0.0, whose product with inf (nan) it required. torch's -0.0 (nan) is honest too.
+    graph = chain((1, 2), ("gelu", {"approximate": "none"}), ("mul", {}, ["x1"]), extra_inputs=[("x1", (1, 2))])
+    case = Case(graph, {"x0": np.array([[-8.86311, 1.0]]), "x1": np.array([[np.inf, 2.0]])}, seed=1)
+    assert judged(case, "float32", get_backend("jax-eager:cpu:float32").run(case)) == verdicts.AGREE
+    assert judged(case, "float32", get_backend("torch-eager:cpu:float32").run(case)) == verdicts.AGREE
+    # Without the inf, a gelu far off is still wrong; so is either form's value where nothing cancels.
+    for approximate in ("none", "tanh"):
+        alone = Case(chain((1, 2), ("gelu", {"approximate": approximate})), {"x0": np.array([[-8.86311, -3.0]])}, seed=1)
+        assert judged(alone, "float32", get_backend("jax-eager:cpu:float32").run(alone)) == verdicts.AGREE
+        assert judged(alone, "float32", [np.array([[0.5, -0.004]])]) == verdicts.MISMATCH
+        assert judged(alone, "float32", [np.array([[0.0, -0.1]])]) == verdicts.MISMATCH
