@@ -715,3 +715,18 @@ def test_gelu_far_below_zero_is_a_tiny_negative_not_a_zero_from_a_cancelling_sum
         assert judged(alone, "float32", get_backend("jax-eager:cpu:float32").run(alone)) == verdicts.AGREE
         assert judged(alone, "float32", [np.array([[0.5, -0.004]])]) == verdicts.MISMATCH
         assert judged(alone, "float32", [np.array([[0.0, -0.1]])]) == verdicts.MISMATCH
+
+
+def test_a_bilinear_copy_of_a_negative_zero_keeps_its_sign():
+    # Cross-version campaign case 53: align_corners bilinear from 2 rows to 1 copies row 0, -0.0, and
+    # torch's pow(-0.0, -1) is -inf, then where(<= 0) keeps it; our reference summed the four weighted
+    # corners from Python's int 0, and 0 + -0.0 is +0.0, so it required 0 there.
+    attrs = {**BILINEAR, "align_corners": True, "size": None, "scale_factor": [0.5, 1.25]}
+    x = np.array([-0.0, -1.0]).reshape(1, 1, 2, 1)
+    assert np.signbit(get_op("interpolate").reference([x], {}, attrs)).all()
+    graph = chain((1, 1, 2, 1), ("interpolate", attrs), ("pow", {}, ["x1"]), ("where", {"compare": "le"}, ["x2"]),
+                  extra_inputs=[("x1", (1,)), ("x2", (1, 1, 1))])
+    case = Case(graph, {"x0": x, "x1": np.array([-1.0]), "x2": np.zeros((1, 1, 1))}, seed=1)
+    torch_output = get_backend("torch-eager:cpu:float32").run(case)
+    assert torch_output[0].ravel().tolist() == [-np.inf]
+    assert judged(case, "float32", torch_output) != verdicts.NAN_INF

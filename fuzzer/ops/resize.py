@@ -144,7 +144,8 @@ def _interpolate_reference(xs, ps, attrs):
     x = xs[0]
     if attrs["mode"] == "nearest":
         return _nearest_alternative(x, attrs)[0]
-    return sum(weight * values for weight, values in _bilinear_corners(x, attrs)).astype(x.dtype)
+    first, *others = (weight * values for weight, values in _bilinear_corners(x, attrs))
+    return sum(others, first).astype(x.dtype)  # from the first term, not 0: 0 + -0.0 is +0.0
 
 
 def _interpolate_error(xs, ps, attrs):
