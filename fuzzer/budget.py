@@ -144,14 +144,13 @@ def assign_compilers(shares: dict[str, float], workers: int) -> list[dict[str, f
     return slots
 
 
-def single_op_starts(slots: list[dict[str, float] | None], compilers: list[str]) -> list[dict[str, float]]:
-    """Where each worker slot's compilers begin their single-op tier, as a fraction of the campaign's
-    op list: the m slots that run a compiler (assign_compilers; None runs every one) start at 0,
-    1/m, ..., so they compile different ops alone first and then go on round the list. Walking it
-    from the top, two slots compiled the same ops twice: 77 of 114 ops alone in a 10-minute
-    cross-version campaign of 137 compiles."""
+def single_op_parts(slots: list[dict[str, float] | None], compilers: list[str]) -> list[dict[str, list[int]]]:
+    """Each worker slot's part of its compilers' single-op tier, [j, m]: the j-th of the m slots that
+    run a compiler (assign_compilers; None runs every one) compiles the ops at positions j, j + m, ...
+    of the op list alone first, then the others. Each drawing from the whole list, two slots compiled
+    the same ops twice: 62 of 114 ops alone in 107 compiles of a cross-version campaign."""
     runs = {name: [slot for slot, parts in enumerate(slots) if parts is None or name in parts] for name in compilers}
-    return [{name: runs[name].index(slot) / len(runs[name]) for name in compilers if slot in runs[name]}
+    return [{name: [runs[name].index(slot), len(runs[name])] for name in compilers if slot in runs[name]}
             for slot in range(len(slots))]
 
 
@@ -163,12 +162,12 @@ def slot_shares(shares: dict[str, float], parts: dict[str, float]) -> dict[str, 
 
 
 class CompileBudget:
-    def __init__(self, shares: dict[str, float], ops: list[str] = (), starts: dict[str, float] | None = None):
-        """`ops`: the campaign's ops, each compiled alone first (the SINGLE tier), by each compiler
-        from its place in that list (`starts`, single_op_starts; 0 where not given) round to it."""
+    def __init__(self, shares: dict[str, float], ops: list[str] = (), parts: dict[str, list[int]] | None = None):
+        """`ops`: the campaign's ops, each compiled alone first (the SINGLE tier), each compiler's
+        part of them (`parts`, single_op_parts; all where not given) before the others."""
         self.shares = dict(shares)
         self.ops = list(ops)
-        self.starts = dict(starts or {})
+        self.parts = dict(parts or {})
         self.worker_seconds = 0.0
         self.graphs_checked = 0
         self.charged = {name: 0.0 for name in shares}
@@ -216,9 +215,12 @@ class CompileBudget:
         return SMALL if self.small_compiled[backend] < len(self.ops) else WHOLE
 
     def uncovered_ops(self, backend: str) -> list[str]:
-        """The campaign's ops `backend` has not compiled alone yet, in campaign order from its start."""
-        start = int(self.starts.get(backend, 0.0) * len(self.ops))
-        return [op for op in self.ops[start:] + self.ops[:start] if op not in self.singles_done[backend]]
+        """The ops of its part that `backend` has not compiled alone yet, in campaign order; once
+        they are done, every op it has not."""
+        position, count = self.parts.get(backend, (0, 1))
+        done = self.singles_done[backend]
+        mine = [op for k, op in enumerate(self.ops) if k % count == position and op not in done]
+        return mine or [op for op in self.ops if op not in done]
 
     def cover_single(self, backend: str, op: str) -> None:
         """`op` needs no more one-op compiles by `backend`: it compiled one, or none can be drawn or run."""

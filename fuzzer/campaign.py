@@ -24,7 +24,7 @@ from typing import Callable
 from fuzzer import verdicts
 from fuzzer.backends import parse_backend_list
 from fuzzer.buckets import bucket_signatures
-from fuzzer.budget import assign_compilers, parse_shares, single_op_starts
+from fuzzer.budget import assign_compilers, parse_shares, single_op_parts
 from fuzzer.campaign_config import resumed_options
 from fuzzer.check import Finding
 from fuzzer.corpus import Corpus
@@ -456,9 +456,9 @@ class Campaign:
         if len(compiling) < len(self.backends):
             slots = assign_compilers(parse_shares(self.options.compile_share, [b.name for b in compiling],
                                                   {b.name: b.compile_weight for b in compiling}), count)
-        starts = single_op_starts(slots, [b.name for b in compiling])
-        return [replace(self.options.worker_config(), compilers=compilers, single_op_starts=start)
-                for compilers, start in zip(slots, starts)]
+        parts = single_op_parts(slots, [b.name for b in compiling])
+        return [replace(self.options.worker_config(), compilers=compilers, single_op_parts=part)
+                for compilers, part in zip(slots, parts)]
 
     def _declare_regions(self) -> None:
         """The region keys the campaign's ops and regimes declare, once (a resumed campaign keeps its own)."""

@@ -52,9 +52,9 @@ class WorkerConfig:
     # The compilers this worker slot runs, each with its part of the compile share (compiler affinity:
     # fuzzer/budget.py's assign_compilers; set by the campaign, never stored). None: every one at its share.
     compilers: dict[str, float] | None = None
-    # Where each of its compilers begins the single-op tier in the op list (budget.single_op_starts;
-    # set by the campaign, never stored). None: at the top.
-    single_op_starts: dict[str, float] | None = None
+    # Each of its compilers' part of the single-op tier, [j, m] (budget.single_op_parts; set by the
+    # campaign, never stored). None: every op.
+    single_op_parts: dict[str, list[int]] | None = None
     # A folder the campaign's workers share for FirstCompileGate (set by the campaign, never stored).
     first_compile_dir: str | None = None
     # Intra-op threads per worker for torch and XLA's CPU client; 0 leaves the libraries' defaults.
@@ -227,7 +227,7 @@ class Pipeline:
             shares = slot_shares(shares, config.compilers)
         # Nothing but compilers (jax-jit against jax-jit@old-jax): there is no cheap tier to share
         # the worker with, so every compiler takes every drawn graph (a budget would only idle it).
-        self.budget = CompileBudget(shares, self.drawer.ops, config.single_op_starts) if len(compiling) < len(self.backends) else None
+        self.budget = CompileBudget(shares, self.drawer.ops, config.single_op_parts) if len(compiling) < len(self.backends) else None
         self.gate = FirstCompileGate(config.first_compile_dir)
         self.backend_seconds: dict[str, float] = {}  # every run of the current graph, reruns included
         self.first_status: dict[str, str] = {}
