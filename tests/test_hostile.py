@@ -444,7 +444,7 @@ def test_importing_the_same_file_twice_stores_it_once(tmp_path, db):
     with unchanged(db):
         second = fuzz("import", "--db", db, case, case, "--json")
         assert second.exit_code == 0
-        assert json.loads(second.output) == {"imported": [], "already_here": first["imported"] * 2}
+        assert json.loads(second.output) == {"imported": [], "already_here": first["imported"] * 2, "known_bugs": []}
     assert rows(db, "SELECT count FROM buckets WHERE signature = 'mismatch | x | relu'") == [(1,)]
 
 
