@@ -377,9 +377,9 @@ def localize(backend: Backend, case: Case, runner: Runner = run_backend, failing
         ops = {n.name: n.op for n in nodes}
         return f"{ops.get(failing, failing)}@fused", None
     own_operands = NodeIsolation(backend, case, runner, outcome.outputs[:len(nodes)])
-    if own_operands.judge([suspect])[0] != verdicts.AGREE:
-        return nodes[suspect].op, suspect_verdict  # wrong on what it was given (an honest overflow's inf): its own bug
     carried = own_operands.outcome(suspect)
+    if own_operands.judge([suspect], carried)[0] != verdicts.AGREE:
+        return nodes[suspect].op, suspect_verdict  # wrong on what it was given (an honest overflow's inf): its own bug
     if carried.status == OK and oracle.compare_output(carried.outputs[0], suspect, reference, backend.dtype)[0] != verdicts.AGREE:
         ancestors = candidates[:-1]
         for step in range(len(ancestors) - 1, -1, -1):
@@ -466,11 +466,12 @@ class NodeIsolation:
     def outcome(self, index: int) -> Outcome:
         return self.runner(self.backend, self.case_for([index]))
 
-    def judge(self, indices: list[int]) -> tuple[str, float]:
-        """(verdict, error / allowed) of the nodes at `indices` alone; nodes that fail to run
-        alone are not blamed for a wrong value (their verdict there is agree, ratio 0)."""
+    def judge(self, indices: list[int], outcome: Outcome | None = None) -> tuple[str, float]:
+        """(verdict, error / allowed) of the nodes at `indices` alone (`outcome`: their run, where the
+        caller has it); nodes that fail to run alone are not blamed for a wrong value (their verdict
+        there is agree, ratio 0)."""
         single = self.case_for(indices)
-        outcome = self.runner(self.backend, single)
+        outcome = outcome if outcome is not None else self.runner(self.backend, single)
         reference = oracle.compute_reference(single, {self.backend.dtype})
         if outcome.status != OK or not reference.defines_anything:
             return verdicts.AGREE, 0.0
