@@ -332,7 +332,7 @@ class RayWorker:
             backend, source = self._last_heartbeat()
             if backend is None and self.in_flight[0] in CHECKS:  # outside any backend run: our own work
                 raise self._replaced(SlowCheck(limit, source))
-            raise self._died("hang", f"no answer within {limit:g} s")
+            raise self._replaced(WorkerDied("hang", backend, f"no answer within {limit:g} s", source))
 
     def request(self, message: tuple, timeout: float, compile_timeout: float | None = None):
         self.submit(message)
