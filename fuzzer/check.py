@@ -31,10 +31,10 @@ def check_case(case: Case, backends: list[Backend], reruns: int = 2, runner: Run
     reference = oracle.compute_reference(case, {b.dtype for b in backends})
     if on_reference is not None:
         on_reference(reference)
-    # A verdict may agree at the floor, without the honest models, only where r64 is finite
-    # everywhere (oracle.py, "Cost"); elsewhere every verdict needs them, and so does knowing
-    # whether the case is invalid: asked now, before any backend runs.
-    at_floor = oracle.LAZY and reference.finite_everywhere
+    # A verdict may agree at the floor, without the honest models (oracle.py, "Cost"); without the
+    # lazy path every verdict needs them, and so does knowing whether the case is invalid: asked
+    # now, before any backend runs.
+    at_floor = oracle.LAZY
     if not at_floor and not reference.defines_anything:
         return CaseResult(verdicts.INVALID)
     result = CaseResult(verdicts.AGREE, judged=[b.name for b in backends])

@@ -149,21 +149,22 @@ gives the plain path's arrays, values and memory layout alike (see "equivalent" 
 the two paths bit for bit on generated cases of every regime.
 
 Most cases need no honest model at all (`LAZY`, on): `allowed` is K_SAME * e_same plus the floor
-sens * (RTOL[d] * scale + TINY[d]), and e_same >= 0, so a backend whose every output entry is finite, where r64
-is finite everywhere, and within the floor of r64, agrees whatever the models say (the full
-comparison judges a subset of those entries against an allowance no smaller). check.check_case
-judges each backend that way first (judge_outputs' `at_floor`); such a verdict records the floor as
-its `allowed`, with `at_floor` set. The Reference computes its honest models (r_d, the rounding
-and flush-to-zero runs, the longdouble overflow run) the first time anything asks for them: a
-non-finite entry, an error above the floor, localization, reproducers, and a floor verdict that
+sens * (RTOL[d] * scale + TINY[d]), and e_same >= 0, so a backend finite wherever r64 is finite,
+within the floor of r64 there, and of r64's non-finite class (nan, +inf, -inf) everywhere else,
+agrees whatever the models say: the full comparison judges a subset of r64's finite entries
+against an allowance no smaller, skips the non-finite entries the models leave undefined, and
+asks the others to have r64's class. check.check_case judges each backend that way first
+(judge_outputs' `at_floor`); such a verdict records the floor as its `allowed`, with `at_floor`
+set. The Reference computes its honest models (r_d, the rounding and flush-to-zero runs, the
+longdouble overflow run) the first time anything asks for them: a non-finite entry of another
+class than r64's, an error above the floor, localization, reproducers, and a floor verdict that
 accuracy-regression compares across releases (check_case judges it again in full). One verdict
-differs from computing every model: a case whose r64 is finite everywhere but whose every entry
-some honest model leaves undefined (a computed zero into atan2 or a negative power, float16
-overflow) is `invalid` with the models, and `agree` at the floor when every backend gives
-finite values within the floor of r64 (knowing it would take the very models the floor spares;
-check_case asks once some verdict is not at the floor, and is exact then). That is about 0.3% of
-a campaign's cases, each a pass either way. tests/test_oracle_lazy.py compares the two paths on
-generated cases.
+differs from computing every model: a case whose every entry some honest model leaves undefined
+(a computed zero into atan2 or a negative power, float16 overflow, a nan whose class an honest
+model does not share) is `invalid` with the models, and `agree` at the floor when every backend
+agrees at the floor (knowing it would take the very models the floor spares; check_case asks once
+some verdict is not at the floor, and is exact then). Each such case is a pass either way;
+tests/test_oracle_lazy.py compares the two paths on generated cases and counts them.
 
 Verdicts (per backend): agree, mismatch, nan-inf (non-finite where the reference
 is finite in that dtype, or a non-finite class the reference defines but the backend
@@ -276,7 +277,7 @@ class Reference:
 
     @cached_property
     def finite_everywhere(self) -> bool:
-        """Is every entry of every output finite? Only then may a verdict agree at the floor."""
+        """Is every entry of every output finite? (compare_at_floor's quick path)"""
         return all(bool(np.all(np.isfinite(r64))) for r64 in self.outputs)
 
     @property
@@ -1136,14 +1137,24 @@ def compare_output(y: np.ndarray, index: int, reference: Reference, dtype: str) 
 
 def compare_at_floor(y: np.ndarray, index: int, reference: Reference, dtype: str) -> tuple[str, float, float, str] | None:
     """compare_output's answer for one output without the honest models, where the floor settles
-    it: every entry finite in r64 and in `y`, and the error within floor_allowance. Then the full
-    comparison agrees too: it judges a subset of these entries, against an allowance no smaller.
-    None where the honest models are needed."""
+    it: `y` finite wherever r64 is, and within floor_allowance of it there; `y` of r64's non-finite
+    class wherever r64 is not finite. Then the full comparison agrees too: it judges a subset of
+    r64's finite entries, against an allowance no smaller, and every entry it says the math
+    defines as non-finite has r64's class in `y`. None where the honest models are needed."""
     r64 = reference.outputs[index]
-    if tuple(y.shape) != tuple(r64.shape) or not reference.finite_everywhere or not np.all(np.isfinite(y)):
+    if tuple(y.shape) != tuple(r64.shape):
         return None
-    with np.errstate(over="ignore"):
-        err = float(np.max(np.abs(y - r64), initial=0.0))
+    if reference.finite_everywhere:
+        if not np.all(np.isfinite(y)):
+            return None
+        with np.errstate(over="ignore"):
+            err = float(np.max(np.abs(y - r64), initial=0.0))
+    else:
+        finite64 = np.isfinite(r64)
+        if not np.array_equal(nonfinite_class(y), nonfinite_class(r64)):
+            return None
+        with np.errstate(over="ignore", invalid="ignore"):  # inf - inf where both are the same infinity
+            err = float(np.max(np.abs(y - r64), where=finite64, initial=0.0))
     floor = floor_allowance(reference, index, dtype)
     return (AGREE, err, floor, "") if err <= floor else None
 
