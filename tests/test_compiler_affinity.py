@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from fuzzer.budget import assign_compilers, parse_shares, slot_shares
+from fuzzer.budget import MAX_SLOT_SHARE, assign_compilers, parse_shares, slot_shares
 from fuzzer.pipeline import Pipeline, WorkerConfig
 
 
@@ -33,28 +33,44 @@ def test_each_slot_gets_the_expected_compilers_and_parts(workers, compilers, exp
 
 @pytest.mark.parametrize("workers", range(1, 20))
 @pytest.mark.parametrize("weights", [[1, 1], [1, 1, 1], [3, 3, 1, 1, 1, 1, 1, 1, 1], [3, 1, 1, 1, 1]])
-def test_every_compiler_keeps_its_campaign_wide_share_and_each_worker_the_whole_compile_share(workers, weights):
+def test_every_compiler_keeps_its_campaign_wide_share_and_the_workers_the_whole_compile_share(workers, weights):
     names = [f"c{j}" for j in range(len(weights))]
     shares = parse_shares("0.6", names, dict(zip(names, weights)))
     slots = assign_compilers(shares, workers)
     assert len(slots) == workers
     if workers == 1:
         return
-    for slot in slots:  # each worker's compilers split the whole compile share, as without affinity
-        assert slot and sum(slot_shares(shares, slot).values()) == pytest.approx(0.6)
+    # The workers' compilers split the whole compile share of all of them, as without affinity;
+    # a slot that took a sliver of another's (budget._join_slivers) spends more of its own on it.
+    assert sum(sum(slot_shares(shares, slot).values()) for slot in slots) == pytest.approx(workers * 0.6)
+    assert all(slot and sum(slot_shares(shares, slot).values()) <= MAX_SLOT_SHARE + 1e-9 for slot in slots)
     for name in names:  # worker-equivalents of compile time: `workers` x its share, as without affinity
         assert sum(slot_shares(shares, slot)[name] for slot in slots) == pytest.approx(workers * shares[name])
     assert sum(len(slot) for slot in slots) <= len(names) + workers - 1  # cold starts, against C x W
 
 
-def test_the_gpu_set_on_14_workers_pays_22_cold_starts_instead_of_126():
-    """torch.compile on CPU and CUDA (weight 3) and seven compilers of weight 1: torch.compile gets
-    about three workers of its own each, and no worker runs more than two compilers."""
+def test_the_gpu_set_on_14_workers_pays_20_cold_starts_instead_of_126():
+    """torch.compile on the CPU (weight 6) and on CUDA (3) and seven compilers of weight 1:
+    torch.compile gets five workers of its own on the CPU and two on CUDA, and no worker runs more
+    than two compilers (jax's slivers joined their larger pieces: 22 cold starts without)."""
     names = ["torch-compile:cpu:float32", "torch-compile:cuda:float32"] + [f"jax-{j}" for j in range(7)]
-    shares = parse_shares("0.6", names, {names[0]: 3.0, names[1]: 3.0})
+    shares = parse_shares("0.6", names, {names[0]: 6.0, names[1]: 3.0})
     slots = assign_compilers(shares, 14)
-    assert slots[:3] == [{names[0]: pytest.approx(1.0)}] * 3 and max(len(slot) for slot in slots) == 2
-    assert sum(len(slot) for slot in slots) == 22
+    assert slots[:5] == [{names[0]: pytest.approx(1.0)}] * 5 and slots[6] == {names[1]: pytest.approx(1.0)}
+    assert max(len(slot) for slot in slots) == 2
+    assert sum(len(slot) for slot in slots) == 20
+
+
+def test_a_sliver_of_a_slot_joins_the_compilers_larger_piece():
+    """The README campaign: torch.compile (weight 6 on the CPU) and four jax compilers on 2 workers.
+    Laid end to end, torch.compile covers slot 0 and a fifth of slot 1, which would pay its cold
+    start for a tenth of a worker; it runs on slot 0 alone, at 0.72 of its time."""
+    names = ["torch-compile:cpu:float32"] + [f"jax-{j}" for j in range(4)]
+    shares = parse_shares("0.6", names, {names[0]: 6.0})
+    slots = assign_compilers(shares, 2)
+    assert slots[0] == {names[0]: pytest.approx(1.2)} and set(slots[1]) == set(names[1:])
+    assert slot_shares(shares, slots[0])[names[0]] == pytest.approx(0.72)
+    assert sum(slot_shares(shares, slots[1]).values()) == pytest.approx(0.48)
 
 
 def test_a_compiler_without_a_share_gets_no_slot_and_a_slot_shares_by_its_parts():

@@ -70,8 +70,17 @@ class TorchCompile(TorchEager):
     in_sets = {"cpu": {20: "cpu:float32"}, "gpu": {50: "cuda:float32"}}
     description = "torch.compile (inductor), whole graph, fullgraph=True, dynamic=False"
     expensive = True
-    # ~1-2 s per new structure on the CPU against jax.jit's ~0.1-0.3 s: three times the default slice.
+    # Its slice of the compile share against jax.jit's (~0.1-0.3 s a new structure; budget.py): on
+    # CUDA a triton build, ~1-2 s, three slices; on the CPU a g++ build per kernel, twice that (H200
+    # machine, 14 workers, 3 slots each, 5 minutes: 152 CPU structures against 338 CUDA; 2.8 s a
+    # CPU structure with a cold cache on 2 cores), six.
     compile_weight = 3.0
+    cpu_compile_weight: ClassVar[float] = 6.0
+
+    def __init__(self, device="cpu", dtype=None, overrides=None, name=None):
+        super().__init__(device, dtype, overrides, name)
+        if self.device == "cpu":
+            self.compile_weight = self.cpu_compile_weight
     compile_mode: ClassVar[str | None] = None
     compile_options: ClassVar[dict] = {}
 
