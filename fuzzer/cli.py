@@ -247,7 +247,7 @@ def main():
 @click.option("--compile-share", default=DEFAULT_SHARE, show_default=True, metavar="SHARES",
               help="Worker time for the backends that compile per new graph (jax-jit, torch.compile, torch.export, "
                    "jax eager), spent on each op alone first, then small and drawn graphs: a total split by "
-                   "each kind's weight (torch.compile's structures cost most: 3 slices), and/or NAME=SHARE per "
+                   "each kind's weight (torch.compile's structures cost most: 3 slices on CUDA, 6 on the CPU), and/or NAME=SHARE per "
                    "backend, kind or KIND@ENV (jax-jit=0.2,torch-compile@torch-2.3.1=0.3).")
 @click.option("--threads", type=bounded("threads"), default=1, show_default=True, envvar="FUZZ_WORKER_THREADS",
               help="Intra-op threads per worker for torch and XLA's CPU client (env FUZZ_WORKER_THREADS); "

@@ -10,6 +10,8 @@ import torch
 
 from fuzzer import oracle, verdicts
 from fuzzer.backends import get_backend
+from fuzzer.check import check_case
+from fuzzer.execute import run_backend
 from fuzzer.ir import Case, Graph, Node, TensorSpec
 from fuzzer.ops import get_op
 from fuzzer.reference import evaluate_all
@@ -730,3 +732,19 @@ def test_a_bilinear_copy_of_a_negative_zero_keeps_its_sign():
     torch_output = get_backend("torch-eager:cpu:float32").run(case)
     assert torch_output[0].ravel().tolist() == [-np.inf]
     assert judged(case, "float32", torch_output) != verdicts.NAN_INF
+
+
+def test_a_bfloat16_scalar_is_rounded_to_bfloat16_before_it_is_added():
+    """GPU campaign (seed 341), jax-jit:gpu:bfloat16: x + -1.1591796875 -> sqrt -> reciprocal at
+    x = 1.154081. Both operands round to 1.15625 in bfloat16 (jax's weak type; torch's bfloat16
+    too), so the sum is 0 and the result inf, where the exact scalar gives sqrt(-0.0029), nan.
+    Real torch and jax eager in bfloat16 agree; the planted backend's sqrt(|x|) is caught where no
+    rounding of the scalar explains it (x = 0.5, the sum -0.66)."""
+    graph = chain((1, 2), ("add_scalar", {"value": -1.1591796875}), ("sqrt", {}), ("reciprocal", {}))
+    case = Case(graph, {"x0": np.array([[1.154081, 0.5]])}, seed=1)
+    backends = [get_backend(name) for name in ("torch-eager:cpu:bfloat16", "jax-eager:cpu:bfloat16")]
+    sqrt_of_abs = backends[0].derive("sqrt-of-abs", {"sqrt": lambda xs, ps, attrs: torch.sqrt(torch.abs(xs[0]))})
+    result = check_case(case, [*backends, sqrt_of_abs])
+    assert [v.verdict for v in result.verdicts] == [verdicts.AGREE, verdicts.AGREE, verdicts.NAN_INF]
+    assert np.isinf(run_backend(backends[1], case).outputs[0][0, 0])  # the real inf, judged right
+    assert check_case(case, [get_backend("torch-eager:cpu:float32")]).verdict == verdicts.AGREE  # float32: the exact scalar

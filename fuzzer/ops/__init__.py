@@ -114,6 +114,11 @@ class OpDef:
     # expected (pytorch#180150, #180155), so a bfloat16 running sum of 0.73s stalls at 256. The
     # bfloat16 model then scans in bfloat16 too (reference.py), and the allowance spans both kinds.
     scans_in_dtype: bool = False
+    # Attributes a framework turns into a constant of the tensor's dtype before computing (a Python
+    # scalar is a weak type in jax, and torch does the same for bfloat16: x + 1.1591796875 adds
+    # 1.15625). The bfloat16 model rounds them too (reference.py): the exact-scalar rounding runs
+    # beside it then leave the entries whose class hangs on that rounding undefined.
+    weak_scalars: tuple[str, ...] = ()
     # False where jax cannot differentiate the op's jax implementation, so jax-grad skips it.
     jax_differentiable: bool = True
     # Regions beyond the generic ones (attribute values, regime, layout, special values, sizes).

@@ -9,6 +9,7 @@ write, and the same expression on numpy (the reference), torch and jax arrays.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 
@@ -34,8 +35,10 @@ def _draw_value(exclude=()):
 
 
 def _operator(name, expression, exclude=(), notes=""):
-    """`expression(x, value)` serves as reference and as both implementations."""
-    return unary(name, expression, expression, expression, draw_attrs=_draw_value(exclude), attrs=("value",), notes=notes)
+    """`expression(x, value)` serves as reference and as both implementations; `value` is a weak
+    scalar (OpDef.weak_scalars): grid values are exact in float32, not in bfloat16."""
+    return replace(unary(name, expression, expression, expression, draw_attrs=_draw_value(exclude), attrs=("value",),
+                         notes=notes), weak_scalars=("value",))
 
 
 # Integers go to torch's and jax's integer-power paths (x * x, ...), floats to their general pow;
@@ -127,5 +130,6 @@ OPS = [
         "as rsqrt and x ** 0.5 as sqrt, so -0 ** -0.5 is -inf in torch where IEEE pow (numpy, jax) "
         "gives +inf"
     )),
-    unary("clamp", _clamp_reference, "clamp", _jax_clamp, draw_attrs=_draw_clamp, attrs=("min", "max")),
+    replace(unary("clamp", _clamp_reference, "clamp", _jax_clamp, draw_attrs=_draw_clamp, attrs=("min", "max")),
+            weak_scalars=("min", "max")),
 ]
