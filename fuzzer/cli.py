@@ -21,7 +21,7 @@ from pathlib import Path
 
 import click
 
-from fuzzer.budget import DEFAULT_SHARE, parse_shares
+from fuzzer.budget import CROSS_RELEASE_SHARE, DEFAULT_SHARE, default_share, parse_shares
 from fuzzer.campaign_config import CONFIG_FIELDS
 from fuzzer.errors import InternalError, UserError
 from fuzzer import DISTRIBUTION, jsonform, verdicts
@@ -244,9 +244,11 @@ def main():
                    "many shape variants of the graph (size 1, sizes off powers of two, past block sizes) on its one compile.")
 @click.option("--inputs-per-graph", type=bounded("inputs_per_graph"), default=2, show_default=True,
               help="Input/weight sets per graph (compiled code is reused across them).")
-@click.option("--compile-share", default=DEFAULT_SHARE, show_default=True, metavar="SHARES",
-              help="Worker time for the backends that compile per new graph (jax-jit, torch.compile, torch.export, "
-                   "jax eager), spent on each op alone first, then small and drawn graphs: a total split by "
+@click.option("--compile-share", metavar="SHARES",
+              help=f"Worker time for the backends that compile per new graph (jax-jit, torch.compile, torch.export, "
+                   f"jax eager), spent on each op alone first, then small and drawn graphs [default: {DEFAULT_SHARE}; "
+                   f"{CROSS_RELEASE_SHARE} where the other backends are only this release's eager peers of other "
+                   f"releases' compilers, as in torch-eager,torch-compile@torch-2.3.1]: a total split by "
                    "each kind's weight (torch.compile's structures cost most: 3 slices on CUDA, 6 on the CPU), and/or NAME=SHARE per "
                    "backend, kind or KIND@ENV (jax-jit=0.2,torch-compile@torch-2.3.1=0.3).")
 @click.option("--threads", type=bounded("threads"), default=1, show_default=True, envvar="FUZZ_WORKER_THREADS",
@@ -297,6 +299,7 @@ def run(db_path, time_text, max_cases, backends, ops, max_nodes, regimes, seed, 
     from fuzzer.generate import weak_hypothesis_warning
     from fuzzer.known import load_registry
     from fuzzer.ops import parse_op_list
+    from fuzzer.check import eager_peer
     from fuzzer.plugins import load_plugins
     from fuzzer.progress_line import progress_line
     from fuzzer.regimes import parse_regime_list
@@ -316,6 +319,8 @@ def run(db_path, time_text, max_cases, backends, ops, max_nodes, regimes, seed, 
     envs.trust_command_line([b.strip() for b in (backends or "").split(",")])
     parsed = parse_backend_list(backends)
     backend_list = [b.name for b in parsed]
+    if compile_share is None:
+        compile_share = default_share([b.name for b in parsed if not b.expensive], [eager_peer(b) for b in parsed if b.expensive])
     if memory_limit is None:
         memory_limit = default_memory_limit_mb(workers, parsed)
     else:

@@ -43,6 +43,19 @@ def test_the_default_total_is_split_by_each_kinds_declared_weight():
     assert get_backend("torch-compile:cuda:float32").compile_weight == 3.0
 
 
+def test_compilers_of_another_release_beside_only_their_eager_peer_get_most_of_the_worker():
+    """torch-eager beside torch-compile@torch-2.3.1: the cheap tier only checks this release's eager
+    against numpy, so the old inductor gets 0.9 of the worker; another cheap backend beside it, or
+    a compiler of this release, keeps the default."""
+    from fuzzer.budget import CROSS_RELEASE_SHARE, default_share
+
+    old_peer = "torch-eager:cpu:float32@torch-2.3.1"
+    assert default_share(["torch-eager:cpu:float32"], [old_peer]) == CROSS_RELEASE_SHARE == "0.9"
+    assert default_share(["torch-eager:cpu:float32", "torch-module:cpu:float32"], [old_peer]) == DEFAULT_SHARE
+    assert default_share(["torch-eager:cpu:float32"], ["torch-eager:cpu:float32"]) == DEFAULT_SHARE
+    assert default_share([], [old_peer]) == DEFAULT_SHARE
+
+
 def test_a_named_share_covers_every_dtype_of_a_kind_and_the_rest_split_the_total():
     shares = parse_shares("jax-jit=0.2,0.3", COMPILING)
     assert shares["jax-jit:cpu:float32"] == shares["jax-jit:cpu:float64"] == 0.2
