@@ -296,10 +296,10 @@ def run(db_path, time_text, max_cases, backends, ops, max_nodes, regimes, seed, 
     from fuzzer import envs
     from fuzzer.backends import parse_backend_list
     from fuzzer.campaign import CampaignOptions, run_campaign
+    from fuzzer.check import eager_peer
     from fuzzer.generate import weak_hypothesis_warning
     from fuzzer.known import load_registry
     from fuzzer.ops import parse_op_list
-    from fuzzer.check import eager_peer
     from fuzzer.plugins import load_plugins
     from fuzzer.progress_line import progress_line
     from fuzzer.regimes import parse_regime_list
