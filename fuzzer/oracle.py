@@ -280,6 +280,11 @@ class Reference:
         """Is every entry of every output finite? (compare_at_floor's quick path)"""
         return all(bool(np.all(np.isfinite(r64))) for r64 in self.outputs)
 
+    @cached_property
+    def output_classes(self) -> list[np.ndarray]:
+        """nonfinite_class of each output: every backend's comparison asks for it."""
+        return [nonfinite_class(r64) for r64 in self.outputs]
+
     @property
     def defines_anything(self) -> bool:
         """Is at least one entry of one output defined in some dtype? If not, the case is invalid."""
@@ -1111,7 +1116,7 @@ def compare_output(y: np.ndarray, index: int, reference: Reference, dtype: str) 
         return NAN_INF, float("inf"), 0.0, (f"{int(bad.sum())} non-finite values where the reference is finite, "
                                             f"e.g. at {list(at)}: {y[at]} where the reference is {r64[at]:.9g}")
     defined = reference.defined_nonfinite[dtype][index]
-    wrong_class = defined if FAST and not np.any(defined) else defined & (nonfinite_class(y) != nonfinite_class(r64))
+    wrong_class = defined if FAST and not np.any(defined) else defined & (nonfinite_class(y) != reference.output_classes[index])
     if np.any(wrong_class):
         at = tuple(int(i) for i in np.argwhere(wrong_class)[0])
         return NAN_INF, float("inf"), 0.0, (f"{int(wrong_class.sum())} entries differ from a non-finite reference, "
@@ -1150,11 +1155,11 @@ def compare_at_floor(y: np.ndarray, index: int, reference: Reference, dtype: str
         with np.errstate(over="ignore"):
             err = float(np.max(np.abs(y - r64), initial=0.0))
     else:
-        finite64 = np.isfinite(r64)
-        if not np.array_equal(nonfinite_class(y), nonfinite_class(r64)):
+        classes = reference.output_classes[index]
+        if not np.array_equal(nonfinite_class(y), classes):
             return None
         with np.errstate(over="ignore", invalid="ignore"):  # inf - inf where both are the same infinity
-            err = float(np.max(np.abs(y - r64), where=finite64, initial=0.0))
+            err = float(np.max(np.abs(y - r64), where=classes == 0, initial=0.0))
     floor = floor_allowance(reference, index, dtype)
     return (AGREE, err, floor, "") if err <= floor else None
 

@@ -294,8 +294,9 @@ class Pipeline:
         return CaseSource(index, SINGLE, uncovered[index % len(uncovered)])  # workers spread over the op table
 
     def _gave_up_drawing(self, op: str) -> bool:
-        """Has the one-op graph of `op` failed to draw SINGLE_DRAWS times (other seeds may draw it:
-        hypothesis found conv3d's shapes for 2 of 3 seeds, and one failure cost it its turn alone)?"""
+        """Counts one more failed draw of `op`'s one-op graph; True once there are SINGLE_DRAWS (other
+        seeds may draw it: hypothesis found conv3d's shapes for 2 of 3 seeds, and one failure cost
+        it its turn alone)."""
         self.single_draw_failures[op] += 1
         return self.single_draw_failures[op] >= SINGLE_DRAWS
 

@@ -36,26 +36,25 @@ def evaluate_all(graph: Graph, inputs: dict, params: dict, dtype: str = "float64
             graph,
             {k: cast(v) for k, v in inputs.items()},
             {node: {k: cast(v) for k, v in ps.items()} for node, ps in params.items()},
-            lambda op_name: _in_dtype(impl_for(op_name), numpy_type, in_float32, get_op(op_name).scans_in_dtype,
-                                      get_op(op_name).weak_scalars),
+            lambda op_name: _in_dtype(impl_for(op_name), numpy_type, get_op(op_name), in_float32),
             keep_all=True,
         )
 
 
-def _in_dtype(fn, dtype, in_float32: bool = False, scans_in_dtype: bool = False, weak_scalars: tuple[str, ...] = ()):
+def _in_dtype(fn, dtype, op, in_float32: bool = False):
     """References are dtype-generic, but numpy promotes here and there; pin the result dtype.
 
     bfloat16 ops compute in float32 from their bfloat16 operands and round the result, as a
     bfloat16 kernel does (torch's float opmath, XLA's bfloat16 normalization). ml_dtypes' own
     bfloat16 arithmetic does that per ufunc, but its reductions accumulate in bfloat16 (a sum
     of 1000 ones is 256), an error no reduction kernel makes; einsum has no bfloat16 loop.
-    A scan some kernels do carry in bfloat16 (OpDef.scans_in_dtype) runs in bfloat16 itself.
-    Its weak scalars (OpDef.weak_scalars) are bfloat16 constants first, as in torch and jax (numpy
+    A scan some kernels do carry in bfloat16 (`op`'s scans_in_dtype) runs in bfloat16 itself.
+    `op`'s weak scalars (OpDef.weak_scalars) are bfloat16 constants first, as in torch and jax (numpy
     rounds them to float16 itself; `in_float32`, the float16 model of opmath kernels, keeps them)."""
-    if not scans_in_dtype and (in_float32 or dtype.name == "bfloat16"):
-        if dtype.name == "bfloat16" and weak_scalars:
+    if not op.scans_in_dtype and (in_float32 or dtype.name == "bfloat16"):
+        if dtype.name == "bfloat16" and op.weak_scalars:
             unrounded = fn
-            fn = lambda xs, ps, attrs: unrounded(xs, ps, _rounded_scalars(attrs, weak_scalars, dtype))  # noqa: E731
+            fn = lambda xs, ps, attrs: unrounded(xs, ps, _rounded_scalars(attrs, op.weak_scalars, dtype))  # noqa: E731
         return lambda xs, ps, attrs: np.asarray(fn([_float32(x) for x in xs], {k: _float32(v) for k, v in ps.items()}, attrs),
                                                 dtype=dtype)
     return lambda xs, ps, attrs: np.asarray(fn(xs, ps, attrs), dtype=dtype)

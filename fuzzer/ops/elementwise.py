@@ -79,7 +79,7 @@ def _implementation(impl, framework_function):
 
 
 def unary(name, reference, torch_impl, jax_impl, *, draw_attrs=_no_attrs, attrs=(), forward_error=None, exact=False,
-          zero_sign_matters=False, integer_matters=False, undefined=None, period=None, notes=""):
+          zero_sign_matters=False, integer_matters=False, undefined=None, period=None, weak_scalars=(), notes=""):
     """A one-input op whose output has its input's shape.
 
     `reference(x, **attrs)` is numpy from the math (its result is cast back to x's dtype);
@@ -101,6 +101,7 @@ def unary(name, reference, torch_impl, jax_impl, *, draw_attrs=_no_attrs, attrs=
         integer_matters=integer_matters,
         undefined=None if undefined is None else lambda xs, ps, attrs: undefined(xs[0], **attrs),
         period=period,
+        weak_scalars=weak_scalars,
         notes=notes,
     )
 

@@ -9,7 +9,6 @@ write, and the same expression on numpy (the reference), torch and jax arrays.
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 
 import numpy as np
 
@@ -37,8 +36,8 @@ def _draw_value(exclude=()):
 def _operator(name, expression, exclude=(), notes=""):
     """`expression(x, value)` serves as reference and as both implementations; `value` is a weak
     scalar (OpDef.weak_scalars): grid values are exact in float32, not in bfloat16."""
-    return replace(unary(name, expression, expression, expression, draw_attrs=_draw_value(exclude), attrs=("value",),
-                         notes=notes), weak_scalars=("value",))
+    return unary(name, expression, expression, expression, draw_attrs=_draw_value(exclude), attrs=("value",),
+                 weak_scalars=("value",), notes=notes)
 
 
 # Integers go to torch's and jax's integer-power paths (x * x, ...), floats to their general pow;
@@ -130,6 +129,6 @@ OPS = [
         "as rsqrt and x ** 0.5 as sqrt, so -0 ** -0.5 is -inf in torch where IEEE pow (numpy, jax) "
         "gives +inf"
     )),
-    replace(unary("clamp", _clamp_reference, "clamp", _jax_clamp, draw_attrs=_draw_clamp, attrs=("min", "max")),
-            weak_scalars=("min", "max")),
+    unary("clamp", _clamp_reference, "clamp", _jax_clamp, draw_attrs=_draw_clamp, attrs=("min", "max"),
+          weak_scalars=("min", "max")),
 ]
