@@ -405,3 +405,44 @@ def test_clean_torch_agrees_on_cuda(kind, generated):
             continue
         verdict = check_case(case, [backend]).verdict
         assert verdict in (verdicts.AGREE, verdicts.INVALID, verdicts.PRECISION_POLICY), (kind, case.seed)
+
+
+def test_jit_trace_reuses_one_trace_per_structure_with_the_same_outputs(generated):
+    """A structure is traced once; its later cases load their weights into that trace and get
+    exactly what a trace of their own gives (the reproducer traces each case itself)."""
+    from fuzzer.backends.torch_module import TRACED
+
+    backend = get_backend("torch-jit-trace")
+    reused = 0
+    for case in generated:
+        if not backend.supports_graph(case.graph):
+            continue
+        backend.run(case)  # traced here, or already by an earlier test
+        other_values = materialize(case.graph, case.seed + 1)
+        hits = TRACED.hits
+        outputs = backend.run(other_values)
+        reused += TRACED.hits - hits
+        program, args = backend.prepared(other_values)
+        with torch.no_grad():
+            own_trace = to_numpy(list(program(*args)))
+        for got, want in zip(outputs, own_trace):
+            np.testing.assert_array_equal(got, want, err_msg=str(case.graph.op_names()))
+    assert reused >= 25, f"only {reused} cases reused their structure's trace"
+
+
+def relu_of_the_sign_of_the_sum(xs, ps, attrs):
+    """relu, or -relu(-x) where the input sums below zero: a Python branch on the data, which a trace bakes in."""
+    x = xs[0]
+    return torch.relu(x) if bool(x.sum() > 0) else -torch.relu(-x)
+
+
+def test_jit_trace_of_a_value_dependent_op_is_not_reused():
+    """A trace that turned a tensor into a Python value serves only the values it was traced on:
+    each case is traced again (reusing the first trace would give relu where -relu(-x) is right)."""
+    graph = Graph([TensorSpec("x", (3, 4))], [Node("r", "relu", ["x"], {})], ["r"])
+    backend = get_backend("torch-jit-trace").derive("trace-branching-relu", {"relu": relu_of_the_sign_of_the_sum})
+    positive, negative = materialize(graph, 0), materialize(graph, 0)
+    positive.arrays["x"] = np.abs(positive.arrays["x"]) + 0.5
+    negative.arrays["x"] = -np.abs(negative.arrays["x"]) - 0.5
+    np.testing.assert_array_equal(backend.run(positive)[0], np.maximum(positive.arrays["x"].astype(np.float32), 0))
+    np.testing.assert_array_equal(backend.run(negative)[0], negative.arrays["x"].astype(np.float32))

@@ -34,14 +34,23 @@ class CompiledCache:
         self.misses = 0
 
     def get(self, key, build: Callable):
-        if key in self.entries:
+        found = self.find(key)
+        return found if found is not None else self.add(key, build())
+
+    def find(self, key):
+        """The entry for `key`, or None (a miss)."""
+        found = self.entries.get(key)
+        if found is None:
+            self.misses += 1
+        else:
             self.hits += 1
-            return self.entries[key]
-        self.misses += 1
+        return found
+
+    def add(self, key, value):
         if len(self.entries) >= self.limit:
             self.entries.pop(next(iter(self.entries)))
-        self.entries[key] = build()
-        return self.entries[key]
+        self.entries[key] = value
+        return value
 
 
 class Backend:

@@ -37,6 +37,7 @@ from typing import Callable
 
 import numpy as np
 
+from fuzzer.backends import CompiledCache
 from fuzzer.backends.gradients import GradientOutputs, torch_eager_gradients, torch_outputs_and_gradients
 from fuzzer.backends.torch_eager import TorchEager
 from fuzzer.ir import Case, Graph, split_arrays
@@ -242,29 +243,75 @@ class TorchJitTrace(ModuleBackend):
     """torch.jit.trace (deprecated in torch 2.x but still what many deployment paths use) of the
     graph as one flat module: tracing builds a ScriptModule for every submodule, most of a trace's
     time with the nested tree, and no bug it looks for lives in the nesting. The DeprecationWarning
-    and TracerWarnings are silenced locally."""
+    and TracerWarnings are silenced locally.
+
+    Traced once per graph structure, as a deployment traces once and runs many inputs: a case of a
+    structure already traced loads its weights into that trace (a trace reads its parameters and
+    buffers at run time). Only a value-independent trace is reused (see `_value_independent`), so a
+    reused trace computes what a trace of the case itself would, and verdicts and reproducers are
+    the same as tracing every case (a third of this tier's time per graph, bench/vs_nnsmith.py)."""
 
     kind = "torch-jit-trace"
     in_sets = {"model": {60: "cpu:float32"}}
-    description = "torch.jit.trace of the graph as one flat module"
+    description = "torch.jit.trace of the graph as one flat module, traced once per structure"
     flat = True
     transform_source = ("with torch.no_grad():", "    program = torch.jit.trace(model, tuple(inputs), check_trace=False)")
     context_source = "torch.no_grad()"
 
+    def _execute(self, graph: Graph, inputs: dict, params: dict, nesting_seed: int = 0) -> list[np.ndarray]:
+        from fuzzer import model
+
+        module = self.build(graph, params, nesting_seed)
+        args = list(self._input_tensors(graph, inputs).values())
+        key = (self.name, graph.structure_key())
+        with self.precision_context(graph):
+            traced = TRACED.find(key)
+            if traced is None:
+                traced, reusable = self._trace(module, args)
+                if reusable:
+                    TRACED.add(key, traced)
+            else:
+                traced.load_state_dict(module.state_dict())
+            with self.run_context():
+                out = traced(*args)
+        return model.to_numpy(list(out))
+
     def transform(self, module, args, fresh):
+        return self._trace(module, args)[0]
+
+    @staticmethod
+    def _trace(module, args) -> tuple:
+        """(the trace of `module` on `args`, whether it may serve other values of the same structure)."""
         import torch
 
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", torch.jit.TracerWarning)
             warnings.simplefilter("ignore", DeprecationWarning)
             warnings.simplefilter("ignore", FutureWarning)
-            warnings.simplefilter("ignore", torch.jit.TracerWarning)
             with torch.no_grad():
-                return torch.jit.trace(module, tuple(args), check_trace=False)
+                traced = torch.jit.trace(module, tuple(args), check_trace=False)
+        return traced, all(_value_independent(w) for w in caught if issubclass(w.category, torch.jit.TracerWarning))
 
     def run_context(self):
         import torch
 
         return torch.no_grad()
+
+
+# Traces by (backend name, graph structure), for the life of the process, oldest evicted first.
+TRACED = CompiledCache(limit=64)
+
+
+def _value_independent(warning: warnings.WarningMessage) -> bool:
+    """Whether a TracerWarning leaves the trace valid for other values of the inputs and weights: a
+    torch.tensor constant (our ops build them from attributes only, e.g. index lists) or a Python
+    bool in torch.nn.functional (its norms' checks that a channel has more than one value: shapes).
+    Any other conversion of a tensor to a Python value (an .item() on data) is baked into the trace."""
+    message = str(warning.message)
+    if message.startswith("torch.tensor results are registered as constants"):
+        return True
+    return message.startswith("Converting a tensor to a Python boolean") and warning.filename.endswith(
+        ("torch/nn/functional.py", "torch\\nn\\functional.py"))
 
 
 BACKENDS = [TorchModule, TorchModuleGrad, TorchSaveLoad, TorchExport, TorchJitTrace]
