@@ -12,6 +12,7 @@ seeded bytes to hypothesis (`fuzz_one_input`), so `--seed` reproduces a campaign
 
 from __future__ import annotations
 
+import functools
 import random
 from dataclasses import dataclass, replace
 from typing import Callable
@@ -296,6 +297,13 @@ def _draw_regime(draw, regimes: tuple[Regime, ...]) -> Regime:
     raise InternalError("regime weights do not add up")
 
 
+@functools.lru_cache(maxsize=4096)
+def _accepting(op_names: tuple[str, ...], shape: tuple[int, ...]) -> tuple[str, ...]:
+    """The ops (sorted) whose first operand may have `shape`: asked of every op at every step of every
+    graph drawn (7% of drawing), and a function of the shape alone."""
+    return tuple(sorted(name for name in op_names if get_op(name).accepts(shape)))
+
+
 @st.composite
 def graphs(draw, op_names: tuple[str, ...] | None = None, max_nodes: int = 8, regimes: tuple[Regime, ...] = REGIMES,
            focus: Callable[[], Focus | None] = lambda: None) -> Graph:
@@ -321,7 +329,7 @@ def graphs(draw, op_names: tuple[str, ...] | None = None, max_nodes: int = 8, re
         values = list(builder.shapes)
         # Mostly extend the newest value (chains), sometimes branch from an older one.
         value = last if draw(st.integers(0, 3)) else draw(st.sampled_from(values))
-        candidates = sorted(name for name, op in ops.items() if op.accepts(builder.shapes[value]))
+        candidates = _accepting(tuple(ops), builder.shapes[value])
         if not candidates:
             continue
         added = builder.try_add(draw(st.sampled_from(candidates)), value)
