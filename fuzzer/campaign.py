@@ -164,6 +164,8 @@ class Campaign:
         self.known_signatures = set() if options.shrink_known else corpus.member_signatures()
         self.known_buckets = {b["signature"] for b in buckets}
         self.known_bugs = known_bugs if known_bugs is not None else load_registry()
+        # The workers shrink no finding of a registry bug, but for selftest, which shrinks everything.
+        self._unshrunk_bugs = None if options.shrink_known else self.known_bugs
         # Triage as the campaign starts: findings in a bucket a person settled do not fail the run.
         self.settled = {b["signature"]: b["status"] for b in buckets if b["status"] in ("known", "wontfix")}
         self.marked_known: set[str] = set()  # buckets this campaign recorded as known bugs
@@ -436,14 +438,15 @@ class Campaign:
         configs = self._slot_configs(max(1, self.options.workers))
         if self.options.ray is None:
             self._first_compiles = tempfile.TemporaryDirectory(prefix="fuzz-first-compile-")
-            workers = [Worker(replace(config, first_compile_dir=self._first_compiles.name), wait=False) for config in configs]
+            workers = [Worker(replace(config, first_compile_dir=self._first_compiles.name), wait=False, known_bugs=self._unshrunk_bugs)
+                       for config in configs]
             self._declare_regions()  # while the workers start
             for worker in workers:  # launched side by side, then waited for
                 worker.wait_ready()
         else:
             start_ray(self.options.ray)
             self._declare_regions()
-            workers = [RayWorker(config) for config in configs]
+            workers = [RayWorker(config, self._unshrunk_bugs) for config in configs]
         self._slots = {id(worker): slot for slot, worker in enumerate(workers)}
         return workers
 

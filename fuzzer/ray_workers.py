@@ -40,6 +40,7 @@ from dataclasses import replace
 
 from fuzzer import DISTRIBUTION, envs
 from fuzzer.errors import DevicePoisoned, InternalError, UserError
+from fuzzer.known import Registry
 from fuzzer.pipeline import WorkerConfig
 from fuzzer.records import CaseReply
 from fuzzer.workers import CHECKS, SlowCheck, WorkerDied, WorkerPoisoned
@@ -172,7 +173,7 @@ def _pipeline_actor():
 
     @ray.remote(max_restarts=0, max_task_retries=0)
     class PipelineActor:
-        def __init__(self, config: WorkerConfig, key: str, trusted_paths: str):
+        def __init__(self, config: WorkerConfig, key: str, trusted_paths: str, known_bugs):
             from ray.experimental import internal_kv
 
             from fuzzer import envs
@@ -187,7 +188,7 @@ def _pipeline_actor():
                 except Exception:  # noqa: BLE001 - attribution is best effort, the run is not
                     pass
 
-            self.pipeline = Pipeline(config, heartbeat=heartbeat)
+            self.pipeline = Pipeline(config, heartbeat=heartbeat, known_bugs=known_bugs)
             self.node = _node()
 
         def ready(self) -> dict:
@@ -209,8 +210,9 @@ class RayWorker:
 
     conn = None  # no pipe to wait on: the campaign polls (see campaign._wait_for)
 
-    def __init__(self, config: WorkerConfig):
+    def __init__(self, config: WorkerConfig, known_bugs: Registry | None = None):
         self.config = config
+        self.known_bugs = known_bugs
         self.in_flight: tuple | None = None
         self.backend: str | None = None
         self._ref = None
@@ -220,7 +222,7 @@ class RayWorker:
     def _start(self) -> None:
         """Create the actor; it starts when the cluster has a CPU for it (see `starting`)."""
         self._key = f"fuzzer:{uuid.uuid4().hex}"
-        self.actor = _pipeline_actor().options(num_cpus=1).remote(self.config, self._key, envs.trusted_paths())
+        self.actor = _pipeline_actor().options(num_cpus=1).remote(self.config, self._key, envs.trusted_paths(), self.known_bugs)
         self._ready = self.actor.ready.remote()
         self._started_at: float | None = None
         self.node: dict | None = None

@@ -52,6 +52,7 @@ from fuzzer import envs
 from fuzzer.errors import DevicePoisoned, InternalError, UserError
 
 if TYPE_CHECKING:  # annotations only: importing the pipeline at once would hold up `warm_template`
+    from fuzzer.known import Registry
     from fuzzer.pipeline import WorkerConfig
 
 SPAWN = multiprocessing.get_context("spawn")
@@ -141,7 +142,7 @@ def limit_threads(threads: int) -> None:
             torch.set_num_interop_threads(threads)
 
 
-def _worker_main(conn, config: WorkerConfig, trusted_paths: str) -> None:
+def _worker_main(conn, config: WorkerConfig, trusted_paths: str, known_bugs: Registry | None) -> None:
     """Entry point of the worker process."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
     envs.adopt_trusted_paths(trusted_paths)
@@ -158,7 +159,8 @@ def _worker_main(conn, config: WorkerConfig, trusted_paths: str) -> None:
 
     try:
         pipeline = Pipeline(config, heartbeat=lambda backend, source: conn.send(
-            ("running", backend and backend.name, backend is not None and backend.expensive, source.to_list())))
+            ("running", backend and backend.name, backend is not None and backend.expensive, source.to_list())),
+            known_bugs=known_bugs)
         conn.send(("ready", os.getpid()))
     except UserError as exc:
         conn.send(("user-error", str(exc)))
@@ -272,10 +274,12 @@ class Worker:
     """Parent-side handle of one worker process; requests are asynchronous so a campaign
     can keep several workers busy (`submit`, then `collect` when its pipe is readable)."""
 
-    def __init__(self, config: WorkerConfig, start_timeout: float = 300.0, wait: bool = True):
+    def __init__(self, config: WorkerConfig, start_timeout: float = 300.0, wait: bool = True,
+                 known_bugs: Registry | None = None):
         """With wait=False the process is launched but not waited for: call `wait_ready`
         (a campaign launches all its workers first, so they start side by side)."""
         self.config = config
+        self.known_bugs = known_bugs  # the campaign's registry: its bugs are never shrunk (Pipeline)
         self.start_timeout = start_timeout
         self.in_flight: tuple | None = None
         self.backend: str | None = None
@@ -295,7 +299,7 @@ class Worker:
         context = SPAWN if small_limit else FORKSERVER
         self.conn, child = context.Pipe()
         # The environment paths the command line named go explicitly: the fork server predates them.
-        self.process = context.Process(target=_worker_main, args=(child, self.config, envs.trusted_paths()), daemon=True)
+        self.process = context.Process(target=_worker_main, args=(child, self.config, envs.trusted_paths(), self.known_bugs), daemon=True)
         self.process.start()
         child.close()
 

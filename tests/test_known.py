@@ -5,6 +5,7 @@ still gets both, triage settles a bucket, and `fuzz known list / check / add` wo
 from __future__ import annotations
 
 import json
+import sqlite3
 from pathlib import Path
 
 import numpy as np
@@ -243,3 +244,22 @@ def test_an_imported_or_reshrunk_case_of_a_known_bug_lands_in_its_known_bucket(t
     assert [(b["status"], b["known_bug"]) for b in json.loads(fuzz("list", "--all", "--db", db, "--json").stdout)] == [("known", "torch-sign-nan")]
     again = fuzz("import", sign, "--db", tmp_path / "other.db")
     assert again.exit_code == 0 and again.stdout.rstrip().endswith("known bugs: torch-sign-nan"), again.output
+
+
+def _shrunk_signatures(db: Path) -> set[str]:
+    with sqlite3.connect(db) as connection:
+        return {row[0] for row in connection.execute("SELECT signature FROM cases WHERE shrunk_from IS NOT NULL")}
+
+
+def test_a_registry_bug_is_stored_but_never_shrunk(tmp_path, monkeypatch):
+    """A registry entry has its case on file: a campaign spends no shrink on its findings (the first
+    shrink of each known bug was 8% of a 10-minute CPU campaign), and shrinks the same finding when
+    the registry does not list it."""
+    code, summary, _ = campaign(tmp_path / "known.db", *SIGN_RUN, graphs=2)
+    assert summary["known_findings"] >= 1 and _shrunk_signatures(tmp_path / "known.db") == set()
+
+    empty = tmp_path / "no-bugs.json"
+    empty.write_text("[]")
+    monkeypatch.setenv("FUZZ_KNOWN_BUGS", str(empty))
+    code, summary, new = campaign(tmp_path / "unlisted.db", *SIGN_RUN, graphs=2)
+    assert SIGN in new and SIGN in _shrunk_signatures(tmp_path / "unlisted.db")
