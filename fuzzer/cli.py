@@ -310,7 +310,7 @@ def run(db_path, time_text, max_cases, backends, ops, max_nodes, regimes, seed, 
     if ray_address is None and memory_limit is None:  # those workers do not fork from the template
         from fuzzer.workers import warm_template
 
-        warm_template()
+        warm_template(threads)
     load_plugins(list(plugins))  # fail fast, in this process, on a bad plugin, backend or op
     if ray_address is not None:  # joined before the campaign starts: a cluster it cannot join is a UserError
         from fuzzer.ray_workers import start_ray

@@ -208,3 +208,18 @@ def test_a_worker_silent_before_any_backend_is_the_fuzzers_own_slowness_not_a_ha
         assert not isinstance(raised.value, SlowCheck) and raised.value.backend == "plugin-sleep-relu"
     finally:
         worker.stop()
+
+
+@pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="reads a worker's environment from /proc")
+@pytest.mark.parametrize("memory_limit_mb", [None, 3000], ids=["forked-from-template", "spawned"])
+def test_a_worker_loads_numpy_with_its_blas_pool_at_its_thread_count(memory_limit_mb, monkeypatch):
+    """numpy's OpenBLAS sizes its pool as numpy loads (in the template, or a spawned worker's unpickling),
+    before the worker limits its threads: unbounded, 14 workers on 16 cores ran at load 53."""
+    monkeypatch.delenv("OPENBLAS_NUM_THREADS", raising=False)
+    worker = Worker(WorkerConfig(backends=[TORCH], memory_limit_mb=memory_limit_mb))
+    try:
+        # A fork server started by an earlier test keeps that test's count: any count is a bounded pool.
+        started_with = Path(f"/proc/{worker.process.pid}/environ").read_bytes().split(b"\0")
+        assert any(re.fullmatch(rb"OPENBLAS_NUM_THREADS=[0-9]+", line) for line in started_with)
+    finally:
+        worker.stop()
