@@ -189,6 +189,19 @@ def test_a_subnormal_attention_weight_flushed_to_zero_may_make_an_infinite_value
     assert judged(case, "float64", [np.full((1, 1, 1), np.nan)]) == verdicts.NAN_INF
 
 
+def test_an_attention_weight_the_normalization_makes_subnormal_may_be_flushed_too():
+    # jax-eager:cpu:float32, clean CPU campaign case 42: exp(1.4514 - 88.72) = 1.26e-38 is normal, but
+    # divided by the row's total (2) it is subnormal; XLA flushes it to 0, and 0 * inf is nan where the
+    # reference is inf.
+    case = attention_case([np.float32(88.72), np.float32(1.4514377), np.float32(88.72)], [0.0, np.inf, 0.0])
+    jax_output = get_backend("jax-eager:cpu:float32").run(case)
+    assert np.isnan(jax_output[0]).all() and np.isposinf(oracle.compute_reference(case, {"float32"}).outputs[0]).all()
+    assert judged(case, "float32", jax_output) in (verdicts.AGREE, verdicts.INVALID)
+    # Planted: with one key at 88.72 the weight stays normal (1.26e-38): inf is required.
+    planted = attention_case([np.float32(88.72), np.float32(1.4514377)], [0.0, np.inf])
+    assert judged(planted, "float32", [np.full((1, 1, 1), np.nan)]) == verdicts.NAN_INF
+
+
 def test_a_normalized_constant_row_is_a_computed_zero_of_either_sign_in_float64_too():
     # torch-eager:cpu:float64, case 343 (case 342 the same in float32 after local_response_norm):
     # instance_norm of a constant row is 0, and -1e-17 in torch (its rounded mean): sqrt gives nan.

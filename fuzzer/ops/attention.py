@@ -96,14 +96,15 @@ def _attention(xp, xs, attrs, flush_below=None):
 
 def _weights(xp, scores, flush_below=None):
     """softmax of `scores` over the last dim, the row max subtracted first; a row of -inf scores
-    gets zero weights; weights below `flush_below` (a number, or one per score) are 0."""
+    gets zero weights; weights below `flush_below` (a number, or one per score) are 0, before the
+    division by the row's total and after it (a normal exp(-87.3) halved is subnormal)."""
     peak = xp.max(scores, axis=-1, keepdims=True)
     masked_row = peak == -xp.inf
     weights = xp.exp(scores - xp.where(masked_row, 0, peak))  # all zeros in a masked row
     if flush_below is not None:
         weights = xp.where(weights < flush_below, 0, weights)
-    total = xp.sum(weights, axis=-1, keepdims=True)
-    return weights / xp.where(masked_row, 1, total)
+    weights = weights / xp.where(masked_row, 1, xp.sum(weights, axis=-1, keepdims=True))
+    return weights if flush_below is None else xp.where(weights < flush_below, 0, weights)
 
 
 def _attention_reference(xs, ps, attrs):
