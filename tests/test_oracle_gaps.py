@@ -761,3 +761,17 @@ def test_a_bfloat16_scalar_is_rounded_to_bfloat16_before_it_is_added():
     assert [v.verdict for v in result.verdicts] == [verdicts.AGREE, verdicts.AGREE, verdicts.NAN_INF]
     assert np.isinf(run_backend(backends[1], case).outputs[0][0, 0])  # the real inf, judged right
     assert check_case(case, [get_backend("torch-eager:cpu:float32")]).verdict == verdicts.AGREE  # float32: the exact scalar
+
+
+def test_a_variance_whose_range_squared_overflows_its_dtype_may_be_infinite():
+    # torch-eager:cuda:float32, H200 campaign (seed 349): var of 0 and 1.97e19 is 1.94e38, finite in
+    # float32, but CUDA's Welford combine squares the means' difference (3.9e38): inf. Row 1 is plain.
+    graph = chain((1, 2, 2, 1, 1), ("var", {"correction": 1, "dims": [2], "keepdim": True}))
+    case = Case(graph, {"x0": np.array([0.0, 1.9689011893189476e19, 1.0, 3.0]).reshape(1, 2, 2, 1, 1)}, seed=1)
+    for first in (np.inf, 1.9382859e38):
+        assert judged(case, "float32", [np.array([first, 2.0]).reshape(1, 2, 1, 1, 1)]) == verdicts.AGREE
+    assert judged(case, "float32", [np.array([np.inf, np.inf]).reshape(1, 2, 1, 1, 1)]) == verdicts.NAN_INF
+    assert judged(case, "float64", [np.array([np.inf, 2.0]).reshape(1, 2, 1, 1, 1)]) == verdicts.NAN_INF
+    # A range whose square is within float32: the finite variance is required.
+    below = Case(graph, {"x0": np.array([0.0, 1.8e19, 1.0, 3.0]).reshape(1, 2, 2, 1, 1)}, seed=1)
+    assert judged(below, "float32", [np.array([np.inf, 2.0]).reshape(1, 2, 1, 1, 1)]) == verdicts.NAN_INF

@@ -104,7 +104,7 @@ def _variance(x, dims, attrs):
         return np.sum((values - mean) ** 2, axis=dims, keepdims=attrs["keepdim"])
 
     if x.dtype != np.float64 or not x.size:
-        return like(x, two_pass(x) / (count - attrs["correction"]))
+        return like(x, _where_a_combine_overflows(x, dims, attrs, two_pass(x)) / (count - attrs["correction"]))
     first = x[tuple(slice(0, 1) if d in dims else slice(None) for d in range(x.ndim))]
     with np.errstate(over="ignore", invalid="ignore"):
         total = two_pass(x - first)
@@ -112,6 +112,19 @@ def _variance(x, dims, attrs):
     if not finite.all():  # the plain pass only where the shifted one is not finite
         total = np.where(finite, total, two_pass(x))
     return like(x, total / (count - attrs["correction"]))
+
+
+def _where_a_combine_overflows(x, dims, attrs, total):
+    """`total` (the sum of squared deviations in x's dtype), inf where a Welford kernel's combine of
+    two partial results may overflow though the sum does not: it multiplies the difference of their
+    means by itself, and that difference may be the row's whole range (torch.var on CUDA: inf for
+    0 and 1.97e19, whose variance is 1.94e38, H200 campaign). The oracle then accepts either."""
+    if not x.size:
+        return total
+    with np.errstate(over="ignore", invalid="ignore"):
+        spread = np.ptp(np.asarray(x, dtype=np.float64), axis=dims, keepdims=attrs["keepdim"])
+        overflows = np.isfinite(total) & (spread * spread > float(np.finfo(x.dtype).max))
+    return np.where(overflows, np.inf, total)
 
 
 def _standard_deviation(x, dims, attrs):
