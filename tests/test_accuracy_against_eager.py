@@ -72,3 +72,20 @@ def test_a_campaign_finds_the_sloppy_compiled_sum_and_no_regression_without_it(t
     assert run.returncode == 1 and buckets == ["mismatch | plugin-jit-sloppy-sum | sum"], run.stdout + run.stderr
     run, buckets = campaign(tmp_path / "honest.db", "jax-eager:cpu:float32,jax-jit:cpu:float32")
     assert run.returncode == 0 and buckets == [], run.stdout + run.stderr
+
+
+def test_an_error_below_the_smallest_normal_is_a_flush_never_an_accuracy_regression():
+    # torch-compile:cuda:float32, H200 campaign (seed 353): inductor's tanh flushes subnormals, so
+    # tanhshrink of 9.84e-39 is 9.84e-39 there and 0 in eager: within the allowance of 3.53e-38, and
+    # below float32's smallest normal: a flush, not a regression to report.
+    from fuzzer.check import _accuracy_regressions
+    from fuzzer.records import BackendVerdict
+
+    backends = [get_backend("torch-eager:cpu:float32"), get_backend("torch-compile:cpu:float32")]
+    eager = BackendVerdict("torch-eager:cpu:float32", verdicts.AGREE, 0.0, 3.53e-38)
+    flushed = BackendVerdict("torch-compile:cpu:float32", verdicts.AGREE, 9.84e-39, 3.53e-38)
+    assert [v.verdict for v in _accuracy_regressions(backends, [eager, flushed])[0]] == [verdicts.AGREE] * 2
+    # The same shares at normal magnitudes: ten times eager's share of the allowance is a regression.
+    eager = BackendVerdict("torch-eager:cpu:float32", verdicts.AGREE, 0.0, 3.53e-8)
+    sloppy = BackendVerdict("torch-compile:cpu:float32", verdicts.AGREE, 9.84e-9, 3.53e-8)
+    assert _accuracy_regressions(backends, [eager, sloppy])[0][1].verdict == verdicts.ACCURACY_REGRESSION
