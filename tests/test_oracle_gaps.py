@@ -775,3 +775,28 @@ def test_a_variance_whose_range_squared_overflows_its_dtype_may_be_infinite():
     # A range whose square is within float32: the finite variance is required.
     below = Case(graph, {"x0": np.array([0.0, 1.8e19, 1.0, 3.0]).reshape(1, 2, 2, 1, 1)}, seed=1)
     assert judged(below, "float32", [np.array([np.inf, 2.0]).reshape(1, 2, 1, 1, 1)]) == verdicts.NAN_INF
+
+
+def test_a_square_within_rounding_of_the_largest_value_may_overflow_in_local_response_norm():
+    # torch-eager:cuda:float16, H200 campaign (seed 353), batch row 103 of case 186: cuBLAS's einsum
+    # accumulates in float32 and rounds 256.01 to 256.0, whose square LRN takes in float16: inf, so
+    # the output is 0 where the reference (59 -> neg -> ** 2.375) is nan. numpy's float16 einsum
+    # gives 255.875, whose square is finite.
+    x0 = [[[0.97412109375, -1.9248046875, -1.9892578125, 1.7021484375, 0.0, 0.8876953125, 1.2099609375, -0.146728515625,
+            -1.61328125, 0.0784912109375, -0.12060546875, -1.8955078125, -0.337158203125, 0.9091796875, -1.6337890625,
+            -1.6767578125]]]
+    x1 = [[[0.0, 151.625], [0.0, -43.71875], [0.0, -65.0625], [0.0, 42.40625], [0.0, 0.0], [0.0, -59.34375], [0.0, -102.1875],
+           [0.0, 17.34375], [0.0, -45.5625], [0.0, -85.75], [0.0, -185.875], [0.0, 0.8837890625], [0.0, -66.6875],
+           [0.0, 41.65625], [0.0, 104.875], [0.0, -14.84375]]]
+    graph = Graph([TensorSpec("x0", (1, 1, 16)), TensorSpec("x1", (1, 16, 2))],
+                  [Node("n0", "einsum", ["x0", "x1"], {"equation": "bij,bjk->bik"}),
+                   Node("n1", "local_response_norm", ["n0"], {"alpha": 0.0001, "beta": 0.75, "k": 0.5, "size": 1}),
+                   Node("n2", "neg", ["n1"], {}), Node("n3", "pow_scalar", ["n2"], {"exponent": 2.375})], ["n3"])
+    values = np.array(x1)
+    values[0, :, 0] = -0.125 * np.array(x0)[0, 0]  # column 0: a negative einsum, a finite output
+    case = Case(graph, {"x0": np.array(x0), "x1": values}, seed=1)
+    reference = oracle.compute_reference(case, {"float16"}).outputs[0]
+    assert np.isnan(reference[0, 0, 1]) and np.isfinite(reference[0, 0, 0])
+    assert judged(case, "float16", [np.array([[[reference[0, 0, 0], 0.0]]])]) == verdicts.AGREE
+    # The other entry is still judged: twice its value is a finding.
+    assert judged(case, "float16", [np.array([[[2 * reference[0, 0, 0], 0.0]]])]) == verdicts.MISMATCH

@@ -407,12 +407,23 @@ def _window_offsets(size):
     return range(-(size // 2), (size - 1) // 2 + 1)
 
 
+def _squares(x):
+    """x * x; in a narrower dtype inf where |x| is within two epsilons of the square root of the dtype's
+    largest value: an upstream kernel's rounding may put x past it (cuBLAS's float16 einsum gives
+    256.0 where numpy's gives 255.875; 256 squared overflows float16), and LRN then gives 0."""
+    if x.dtype == np.float64:
+        return x * x
+    info = np.finfo(x.dtype)
+    with np.errstate(over="ignore"):
+        return np.where(np.abs(x) * (1 + 2 * info.eps) >= np.sqrt(info.max), np.inf, x * x)
+
+
 def _local_response_norm_reference(xs, ps, attrs):
     """b_c = a_c / (k + alpha / size * sum of a_j^2 over the channel window of c)^beta, channels
     along dim 1; window channels outside [0, C) count as zeros and the average always divides
     by `size` (torch pads, then average-pools with the padding counted)."""
     x, size = xs[0], attrs["size"]
-    squares, channels = x * x, x.shape[1]
+    squares, channels = _squares(x), x.shape[1]
     window = np.zeros_like(x)
     for offset in _window_offsets(size):
         low, high = max(0, -offset), min(channels, channels - offset)  # channels c whose c + offset exists
