@@ -800,3 +800,18 @@ def test_a_square_within_rounding_of_the_largest_value_may_overflow_in_local_res
     assert judged(case, "float16", [np.array([[[reference[0, 0, 0], 0.0]]])]) == verdicts.AGREE
     # The other entry is still judged: twice its value is a finding.
     assert judged(case, "float16", [np.array([[[2 * reference[0, 0, 0], 0.0]]])]) == verdicts.MISMATCH
+
+
+def test_cos_of_a_large_cosh_may_take_either_sign_through_the_shifted_exponential():
+    # jax-eager:cpu:float64, H200 campaign (seed 359): cosh(33.143150329589844) is 123838962628855.03,
+    # jax's 123838962628854.81 (exp(|x| + log(1/2)) rounds the shifted argument); cos of that is
+    # 0.16 or negative, and sqrt of it 0.40 or nan. Case seed 6: rounding runs that, without the
+    # shifted exponential's error, all keep the cos positive.
+    graph = chain((2,), ("cosh", {}), ("cos", {}), ("sqrt", {}))
+    case = Case(graph, {"x0": np.array([33.143150329589844, 0.5])}, seed=6)
+    jax_output = get_backend("jax-eager:cpu:float64").run(case)
+    assert np.isnan(jax_output[0][0]) and np.isfinite(oracle.compute_reference(case, {"float64"}).outputs[0][0])
+    assert judged(case, "float64", jax_output) == verdicts.AGREE
+    # A small argument is judged as before: a wrong value there is a finding.
+    small = Case(chain((1,), ("cosh", {}), ("cos", {}), ("sqrt", {})), {"x0": np.array([0.5])}, seed=6)
+    assert judged(small, "float64", [np.array([0.5])]) == verdicts.MISMATCH
