@@ -219,8 +219,8 @@ class FirstCompileGate:
 class Pipeline:
     def __init__(self, config: WorkerConfig, heartbeat: Callable[[Backend | None, CaseSource], None] | None = None,
                  known_bugs: Registry | None = None):
-        """`known_bugs`: the registry of the campaign, whose bugs are stored as found but never shrunk
-        (each has its case on file; a first shrink of each cost 8% of a 10-minute CPU campaign)."""
+        """`known_bugs`: the campaign's registry, whose bugs are stored as found but never shrunk: each
+        has its case on file (their first shrinks were 8% of a 10-minute CPU campaign's worker time)."""
         self.config = config
         self.known_bugs = known_bugs
         load_plugins(config.plugins)
