@@ -81,7 +81,9 @@ out as +0, -0 or a tiny value of either sign in an honest implementation. A resu
 depends on that sign (atan2 at the branch cut, +-pi; 1 / +-0 = +-inf; a negative odd power of
 +-0; sqrt or log of a value just below zero, nan) is undefined in dtype d, not a mismatch. In
 each rounding run, every computed zero is such a zero (the run snaps results within rounding
-of zero to it), and an op that declares `zero_sign_matters` (OpDef) gives nan wherever its
+of zero to it), and so is a float64 zero the run carries an error on (instance_norm of equal
+values: 0 in float64, +-1e-16 in a kernel whose conv rounds them an ulp apart), and an op that
+declares `zero_sign_matters` (OpDef) gives nan wherever its
 result changes, beyond a zero's sign, when those zeros flip sign, or changes class when they
 are d's smallest normal below zero; the nan makes that entry, and what is computed from it,
 undefined. A zero the case gives (a graph input, a parameter) is exact: the IEEE answer is
@@ -653,7 +655,7 @@ def _finished(noisy: np.ndarray, op, xs: list, computed: list[bool], undefined_i
         near_overflow = _near_overflow(noisy, exact, dtype)
         if near_overflow.any():
             noisy = np.where(near_overflow, np.copysign(np.inf, exact), noisy)
-    masks = [_zero_sign_dependent(op, xs, computed, ps, attrs, out, dtype), _integer_dependent(op, xs, computed, ps, attrs, out, dtype, exact_xs),
+    masks = [_zero_sign_dependent(op, xs, computed, ps, attrs, dtype, exact_xs), _integer_dependent(op, xs, computed, ps, attrs, out, dtype, exact_xs),
              _depends_on_undefined(op, xs, undefined_in, ps, attrs, np.shape(out)),
              _moved_a_quarter_period(op, xs, exact_xs)]
     if op.undefined is not None:
@@ -707,22 +709,31 @@ def _near_overflow(noisy: np.ndarray, exact: np.ndarray, dtype: str) -> np.ndarr
         return np.isfinite(exact) & np.isfinite(reach) & (np.abs(exact) + reach > LARGEST[dtype])
 
 
-def _zero_sign_dependent(op, xs: list, computed: list[bool], ps: dict, attrs: dict, out: np.ndarray,
-                         dtype: str) -> np.ndarray | None:
-    """Where `out` (`op` on the operands `xs`) depends on the sign of a zero among the computed
+def _zero_sign_dependent(op, xs: list, computed: list[bool], ps: dict, attrs: dict, dtype: str,
+                         exact_xs: list | None = None) -> np.ndarray | None:
+    """Where the result of `op` on the operands `xs` depends on the sign of a zero among the computed
     operands (`computed`: not graph inputs); None where no operand has such a zero. Such a zero
-    stands for a result within rounding of zero, of either sign: the entry is undefined in
-    `dtype` where flipping the zeros' sign changes `out` by more than a zero's sign (atan2's +-pi,
-    1 / +-0), or making them d's smallest normal below zero changes its class (sqrt and log are
-    nan there). See "Signed zeros"."""
-    if not op.zero_sign_matters or not any(is_computed and np.any(x == 0) for x, is_computed in zip(xs, computed)):
+    stands for a result within rounding of zero, of either sign: a zero of the run, or a float64
+    zero (`exact_xs`) the run carries an error on (instance_norm of two equal values is 0 in float64
+    and +-1e-16 in torch's: 1 / that is 1e16 of either sign, no value a run's allowance bounds). The
+    entry is undefined in `dtype` where the result at +0 and at -0 differ by more than a zero's sign
+    (atan2's +-pi, 1 / +-0), or at d's smallest normal below zero is of another class (sqrt and log
+    are nan there). See "Signed zeros"."""
+    if not op.zero_sign_matters:
         return None
-    flipped = [np.where(x == 0, -x, x) if is_computed else x for x, is_computed in zip(xs, computed)]
-    below = [np.where(x == 0, -TINY[dtype], x) if is_computed else x for x, is_computed in zip(xs, computed)]
-    other = np.asarray(op.reference(flipped, ps, attrs), dtype=np.float64)
-    classes = nonfinite_class(out)
-    changed = (classes != nonfinite_class(other)) | (np.isfinite(out) & (out != other))
-    return changed | (classes != nonfinite_class(np.asarray(op.reference(below, ps, attrs), dtype=np.float64)))
+    exact_xs = xs if exact_xs is None else exact_xs
+    zeros = [np.logical_and(is_computed, (x == 0) | (np.broadcast_to(exact, np.shape(x)) == 0))
+             for x, exact, is_computed in zip(xs, exact_xs, computed)]
+    if not any(np.any(zero) for zero in zeros):
+        return None
+
+    def at(value: float) -> np.ndarray:
+        return np.asarray(op.reference([np.where(zero, value, x) for x, zero in zip(xs, zeros)], ps, attrs), dtype=np.float64)
+
+    plus, minus = at(0.0), at(-0.0)
+    classes = nonfinite_class(plus)
+    changed = (classes != nonfinite_class(minus)) | (np.isfinite(plus) & (plus != minus))
+    return changed | (classes != nonfinite_class(at(-TINY[dtype])))
 
 
 # How far (in units of ROUNDING_SLACK * roundoff, relative) a computed operand of a rounding run may

@@ -815,3 +815,26 @@ def test_cos_of_a_large_cosh_may_take_either_sign_through_the_shifted_exponentia
     # A small argument is judged as before: a wrong value there is a finding.
     small = Case(chain((1,), ("cosh", {}), ("cos", {}), ("sqrt", {})), {"x0": np.array([0.5])}, seed=6)
     assert judged(small, "float64", [np.array([0.5])]) == verdicts.MISMATCH
+
+
+def test_the_reciprocal_of_a_float64_zero_a_kernel_computes_off_by_an_ulp_is_undefined():
+    # torch-eager:cpu:float64 (and :cuda:float16), H200 campaign (seed 359), case 218: conv2d gives two
+    # equal values in float64 (-1.1303305923938751) and two an ulp apart in torch, so instance_norm
+    # is 0 in float64 and +-3e-16 in torch: its reciprocal is +-1e16 and the `where` after it picks
+    # either branch. Such an entry is undefined, as a run's own computed zero is.
+    conv = {"bias": False, "dilation": [2, 1], "groups": 1, "kernel_size": [3, 3], "out_channels": 1, "padding": [0, 0],
+            "stride": [2, 2]}
+    graph = Graph([TensorSpec("x0", (1, 1, 7, 4)), TensorSpec("x1", (1, 1))],
+                  [Node("n0", "conv2d", ["x0"], conv), Node("n1", "instance_norm", ["n0"], {"affine": False, "eps": 0.1}),
+                   Node("n2", "reciprocal", ["n1"], {}), Node("n3", "where", ["n2", "x1"], {"compare": "le"})], ["n3"])
+    x0 = np.zeros((1, 1, 7, 4))
+    x0[0, 0, 4, 1:3] = x0[0, 0, 6, 1:3] = -1.0
+    weight = np.zeros((1, 1, 3, 3))
+    weight[0, 0, 2, 1:] = [0.13033059239387512, 1.0]
+    case = Case(graph, {"x0": x0, "x1": np.zeros((1, 1)), "n0.weight": weight}, seed=1)
+    torch_output = get_backend("torch-eager:cpu:float64").run(case)
+    assert np.abs(torch_output[0]).max() > 1e15  # torch's conv: two values an ulp apart
+    assert judged(case, "float64", torch_output) in (verdicts.AGREE, verdicts.INVALID)
+    # A reciprocal of a float64 zero a graph input gives is exact: 1 / 0 is inf.
+    exact = Case(chain((2,), ("reciprocal", {})), {"x0": np.array([0.0, 2.0])}, seed=1)
+    assert judged(exact, "float64", [np.array([-1e16, 0.5])]) == verdicts.NAN_INF
