@@ -323,13 +323,13 @@ def graphs(draw, op_names: tuple[str, ...] | None = None, max_nodes: int = 8, re
             last = builder.keep_first(max(1, max_nodes))
     # A focused start may hold more than max_nodes nodes (its op on a big contraction, in a one-op graph for a compiler).
     target = draw(st.integers(min(max(1, len(builder.nodes)), max(1, max_nodes)), max(1, max_nodes)))
-    attempts = 0
+    attempts, op_names = 0, tuple(ops)
     while len(builder.nodes) < target and attempts < 4 * max_nodes:
         attempts += 1
         values = list(builder.shapes)
         # Mostly extend the newest value (chains), sometimes branch from an older one.
         value = last if draw(st.integers(0, 3)) else draw(st.sampled_from(values))
-        candidates = _accepting(tuple(ops), builder.shapes[value])
+        candidates = _accepting(op_names, builder.shapes[value])
         if not candidates:
             continue
         added = builder.try_add(draw(st.sampled_from(candidates)), value)

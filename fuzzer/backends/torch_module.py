@@ -78,7 +78,7 @@ class ModuleBackend(TorchEager):
         module = self.build(graph, params, nesting_seed)
         args = list(self._input_tensors(graph, inputs).values())
         with self.precision_context(graph):
-            program = self.transform(module, args, lambda: self.build(graph, None, nesting_seed))
+            program = self.program(graph, module, args, lambda: self.build(graph, None, nesting_seed))
             with self.run_context():
                 out = program(*args)
         return model.to_numpy(list(out) if isinstance(out, (tuple, list)) else [out])
@@ -90,6 +90,11 @@ class ModuleBackend(TorchEager):
         module = self.build(case.graph, params, case.seed)
         args = list(self._input_tensors(case.graph, inputs).values())
         return self.transform(module, args, lambda: self.build(case.graph, None, case.seed)), args
+
+    def program(self, graph: Graph, module, args: list, fresh: Callable):
+        """What a run of `graph` calls: `transform`'s program (a kind that reuses one per graph
+        structure, torch-jit-trace, overrides this)."""
+        return self.transform(module, args, fresh)
 
     def transform(self, module, args: list, fresh: Callable):
         """The transformed model, called as program(*args) -> tuple of outputs; `fresh()`
@@ -258,23 +263,16 @@ class TorchJitTrace(ModuleBackend):
     transform_source = ("with torch.no_grad():", "    program = torch.jit.trace(model, tuple(inputs), check_trace=False)")
     context_source = "torch.no_grad()"
 
-    def _execute(self, graph: Graph, inputs: dict, params: dict, nesting_seed: int = 0) -> list[np.ndarray]:
-        from fuzzer import model
-
-        module = self.build(graph, params, nesting_seed)
-        args = list(self._input_tensors(graph, inputs).values())
+    def program(self, graph, module, args, fresh):
         key = (self.name, graph.structure_key())
-        with self.precision_context(graph):
-            traced = TRACED.find(key)
-            if traced is None:
-                traced, reusable = self._trace(module, args)
-                if reusable:
-                    TRACED.add(key, traced)
-            else:
-                traced.load_state_dict(module.state_dict())
-            with self.run_context():
-                out = traced(*args)
-        return model.to_numpy(list(out))
+        traced = TRACED.find(key)
+        if traced is None:
+            traced, reusable = self._trace(module, args)
+            if reusable:
+                TRACED.add(key, traced)
+        else:
+            traced.load_state_dict(module.state_dict())
+        return traced
 
     def transform(self, module, args, fresh):
         return self._trace(module, args)[0]
