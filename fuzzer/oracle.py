@@ -157,10 +157,14 @@ agrees whatever the models say: the full comparison judges a subset of r64's fin
 against an allowance no smaller, skips the non-finite entries the models leave undefined, and
 asks the others to have r64's class. check.check_case judges each backend that way first
 (judge_outputs' `at_floor`); such a verdict records the floor as its `allowed`, with `at_floor`
-set. The Reference computes its honest models (r_d, the rounding and flush-to-zero runs, the
-longdouble overflow run) the first time anything asks for them: a non-finite entry of another
-class than r64's, an error above the floor, localization, reproducers, and a floor verdict that
-accuracy-regression compares across releases (check_case judges it again in full). One verdict
+set. The Reference computes its honest models (r_d, the rounding and flush-to-zero runs) the
+first time anything asks for them: a non-finite entry of another class than r64's, an error above
+the floor, localization, reproducers, and a floor verdict that accuracy-regression compares across
+releases (check_case judges it again in full). The longdouble overflow run waits longer: it only
+removes entries from the defined non-finite ones, so it runs when a backend gives another class at
+one of them (HonestModels.nonfinite_candidates), or when the mask itself is asked for (reproducers,
+and `defines_anything` for a case with no judged entry); in the cheap tier it ran on 4% of cases
+and took 6% of the time. One verdict
 differs from computing every model: a case whose every entry some honest model leaves undefined
 (a computed zero into atan2 or a negative power, float16 overflow, a nan whose class an honest
 model does not share) is `invalid` with the models, and `agree` at the floor when every backend
@@ -233,7 +237,25 @@ class HonestModels:
     same_dtype: dict[str, list[np.ndarray]] = field(default_factory=dict)
     rounding_noise: dict[str, list[float]] = field(default_factory=dict)
     judged: dict[str, list[np.ndarray]] = field(default_factory=dict)
-    defined_nonfinite: dict[str, list[np.ndarray]] = field(default_factory=dict)
+    # The entries non-finite in r64 that every honest model gives r64's class: defined unless
+    # float64 overflowed there, which only the longdouble run tells (`overflow`, see "Cost").
+    nonfinite_candidates: dict[str, list[np.ndarray]] = field(default_factory=dict)
+    # Per output, the entries where float64 overflowed (_float64_overflow); None: nowhere.
+    overflow: Callable[[], list[np.ndarray]] | None = field(default=None, repr=False, compare=False)
+
+    @cached_property
+    def overflowed(self) -> list[np.ndarray]:
+        if self.overflow is not None:
+            return self.overflow()
+        return [np.zeros(np.shape(mask), dtype=bool) for mask in next(iter(self.nonfinite_candidates.values()), [])]
+
+    @cached_property
+    def defined_nonfinite(self) -> dict[str, list[np.ndarray]]:
+        """The non-finite entries the math defines, per dtype and output."""
+        if self.overflow is None:
+            return self.nonfinite_candidates
+        return {dtype: [mask & ~overflowed for mask, overflowed in zip(masks, self.overflowed, strict=True)]
+                for dtype, masks in self.nonfinite_candidates.items()}
 
 
 @dataclass
@@ -274,6 +296,10 @@ class Reference:
     def defined_nonfinite(self) -> dict[str, list[np.ndarray]]:
         return self.models.defined_nonfinite
 
+    @property
+    def nonfinite_candidates(self) -> dict[str, list[np.ndarray]]:
+        return self.models.nonfinite_candidates
+
     def judged_finite(self, dtype: str, index: int) -> np.ndarray:
         return self.judged[dtype][index]
 
@@ -290,11 +316,10 @@ class Reference:
     @property
     def defines_anything(self) -> bool:
         """Is at least one entry of one output defined in some dtype? If not, the case is invalid."""
-        return any(
-            np.any(self.judged_finite(dtype, index) | self.defined_nonfinite[dtype][index])
-            for dtype in self.same_dtype
-            for index in range(len(self.outputs))
-        )
+        indices = [(dtype, index) for dtype in self.same_dtype for index in range(len(self.outputs))]
+        # Judged entries first: the defined non-finite ones may need the longdouble run.
+        return (any(np.any(self.judged_finite(dtype, index)) for dtype, index in indices)
+                or any(np.any(self.defined_nonfinite[dtype][index]) for dtype, index in indices))
 
 
 def compute_reference(case: Case, dtypes: set[str]) -> Reference:
@@ -332,8 +357,7 @@ def _honest_models(case: Case, inputs: dict, params: dict, env: dict, outputs: l
                    dtypes: set[str]) -> HonestModels:
     """The honest models of each dtype, from the float64 run's values `env` and `outputs`."""
     graph = case.graph
-    honest = HonestModels()
-    overflowed = _float64_overflow(graph, inputs, params, outputs)
+    honest = HonestModels(overflow=lambda: _float64_overflow(graph, inputs, params, outputs))
     rounding = None
     if FAST:
         try:
@@ -364,15 +388,14 @@ def _honest_models(case: Case, inputs: dict, params: dict, env: dict, outputs: l
         # The directed runs say which entries are judged or defined, and add nothing to the noise:
         # their coherent drift would widen the tolerance of every long reduction.
         classifiers = models + _rounding_runs(case, inputs, params, dtype, env, directed=True)
-        honest.judged[dtype], honest.defined_nonfinite[dtype], honest.rounding_noise[dtype] = [], [], []
+        honest.judged[dtype], honest.nonfinite_candidates[dtype], honest.rounding_noise[dtype] = [], [], []
         for index, r64 in enumerate(outputs):
             runs = [np.broadcast_to(np.asarray(model[index], dtype=np.float64), r64.shape) for model in classifiers]
             if not FAST:
                 judged = np.isfinite(r64) & np.logical_and.reduce([np.isfinite(y) for y in runs])
                 honest.judged[dtype].append(judged)
-                honest.defined_nonfinite[dtype].append(
-                    ~np.isfinite(r64) & ~overflowed[index]
-                    & np.logical_and.reduce([nonfinite_class(y) == nonfinite_class(r64) for y in runs]))
+                honest.nonfinite_candidates[dtype].append(
+                    ~np.isfinite(r64) & np.logical_and.reduce([nonfinite_class(y) == nonfinite_class(r64) for y in runs]))
                 with np.errstate(invalid="ignore"):
                     honest.rounding_noise[dtype].append(
                         max((float(np.max(np.abs(y - r64)[judged], initial=0.0)) for y in runs[1:len(models)]), default=0.0))
@@ -382,12 +405,11 @@ def _honest_models(case: Case, inputs: dict, params: dict, env: dict, outputs: l
                 judged &= np.isfinite(y)
             honest.judged[dtype].append(judged)
             if all_finite64[index]:  # ~isfinite(r64) is all False: nothing non-finite to define
-                honest.defined_nonfinite[dtype].append(np.zeros(r64.shape, dtype=bool))
+                honest.nonfinite_candidates[dtype].append(np.zeros(r64.shape, dtype=bool))
             else:
                 classes = nonfinite_class(r64)
-                honest.defined_nonfinite[dtype].append(
-                    ~finite64[index] & ~overflowed[index]
-                    & np.logical_and.reduce([nonfinite_class(y) == classes for y in runs]))
+                honest.nonfinite_candidates[dtype].append(
+                    ~finite64[index] & np.logical_and.reduce([nonfinite_class(y) == classes for y in runs]))
             # The same maxima as above, without copying the judged entries out (no nan among them).
             with np.errstate(invalid="ignore", over="ignore"):
                 honest.rounding_noise[dtype].append(
@@ -1069,7 +1091,7 @@ def framework_reference(exact: list[np.ndarray], rounded: list[np.ndarray], mode
         honest.judged[dtype].append(judged)
         # No non-finite gradient is "defined": autograd's nan is often a chain-rule artifact (0 * inf
         # through a masked branch) that a compiler may rightly simplify away.
-        honest.defined_nonfinite[dtype].append(np.zeros(np.shape(r64), dtype=bool))
+        honest.nonfinite_candidates[dtype].append(np.zeros(np.shape(r64), dtype=bool))
         with np.errstate(invalid="ignore"):
             honest.rounding_noise[dtype].append(max((float(np.max(np.abs(y - r64)[judged], initial=0.0)) for y in runs[1:]), default=0.0))
     return Reference(exact, [scale] * len(exact), [sensitivity] * len(exact), models_computed=honest)
@@ -1083,7 +1105,8 @@ def extended(reference: Reference, extra: Reference) -> Reference:
         dtypes = reference.same_dtype.keys() & extra.same_dtype.keys()
         return HonestModels(*({d: table[d] + extra_table[d] for d in dtypes} for table, extra_table in (
             (reference.same_dtype, extra.same_dtype), (reference.rounding_noise, extra.rounding_noise),
-            (reference.judged, extra.judged), (reference.defined_nonfinite, extra.defined_nonfinite))))
+            (reference.judged, extra.judged), (reference.nonfinite_candidates, extra.nonfinite_candidates))),
+            overflow=lambda: reference.models.overflowed + extra.models.overflowed)
 
     return Reference(reference.outputs + extra.outputs, reference.scales + extra.scales,
                      reference.sensitivities + extra.sensitivities, compute_models=joined)
@@ -1126,8 +1149,12 @@ def compare_output(y: np.ndarray, index: int, reference: Reference, dtype: str) 
         at = tuple(int(i) for i in np.argwhere(bad)[0])
         return NAN_INF, float("inf"), 0.0, (f"{int(bad.sum())} non-finite values where the reference is finite, "
                                             f"e.g. at {list(at)}: {y[at]} where the reference is {r64[at]:.9g}")
-    defined = reference.defined_nonfinite[dtype][index]
+    # Lazily, the candidates first: the longdouble run only where it can change the verdict
+    # (defined = candidates minus float64's overflows).
+    defined = reference.nonfinite_candidates[dtype][index] if LAZY else reference.defined_nonfinite[dtype][index]
     wrong_class = defined if FAST and not np.any(defined) else defined & (nonfinite_class(y) != reference.output_classes[index])
+    if LAZY and np.any(wrong_class):
+        wrong_class &= reference.defined_nonfinite[dtype][index]
     if np.any(wrong_class):
         at = tuple(int(i) for i in np.argwhere(wrong_class)[0])
         return NAN_INF, float("inf"), 0.0, (f"{int(wrong_class.sum())} entries differ from a non-finite reference, "

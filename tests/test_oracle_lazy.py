@@ -175,3 +175,27 @@ def test_a_non_finite_reference_agrees_at_the_floor_only_where_every_class_match
     assert agreed.verdict == verdicts.AGREE and agreed.verdicts[0].at_floor
     caught = check_case(case, [eager, nan_for_inf])
     assert [(v.verdict, v.at_floor) for v in caught.verdicts] == [(verdicts.AGREE, True), (verdicts.NAN_INF, False)]
+
+
+def test_the_longdouble_run_waits_for_a_backend_that_contradicts_a_non_finite_entry(monkeypatch):
+    """log(exp(1000)) is inf in float64 but 1000 in longdouble: an overflow, which the math does not
+    define, so XLA's folding to 1000 agrees. The longdouble run decides only that: a backend of
+    r64's classes is judged without it; one that contradicts a non-finite entry computes it."""
+    runs = []
+    overflow = oracle._float64_overflow
+    monkeypatch.setattr(oracle, "_float64_overflow", lambda *args: runs.append(1) or overflow(*args))
+    graph = Graph([TensorSpec("x0", (1, 2))], [Node("n0", "exp", ["x0"]), Node("n1", "log", ["n0"])], ["n1"])
+    case = materialize(graph, 0)
+    case.arrays["x0"] = np.array([[1000.0, 0.5]])
+
+    def verdict(case, outputs) -> str:
+        reference = oracle.compute_reference(case, {"float32"})
+        return oracle.judge_outputs("b", "float32", outputs, reference).verdict
+
+    assert verdict(case, [np.array([[np.inf, 0.5]])]) == verdicts.AGREE and runs == []
+    assert verdict(case, [np.array([[np.inf, 0.7]])]) == verdicts.MISMATCH and runs == []  # judged in full, no contradiction
+    assert verdict(case, [np.array([[1000.0, 0.5]])]) == verdicts.AGREE and runs == [1]
+    # Planted: a pole (log(0) = -inf in every range) given finite is still caught.
+    pole = materialize(Graph([TensorSpec("x0", (1, 2))], [Node("n0", "log", ["x0"])], ["n0"]), 0)
+    pole.arrays["x0"] = np.array([[0.0, 0.5]])
+    assert verdict(pole, [np.array([[-1000.0, np.log(0.5)]])]) == verdicts.NAN_INF and runs == [1, 1]
