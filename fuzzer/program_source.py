@@ -271,19 +271,13 @@ def torch_outputs(expression: str) -> str:
     return f"outputs = [o.detach().to('cpu', torch.float64).numpy() for o in {expression}]"
 
 
-def strict_precision(device: str, graph) -> list[str]:
-    """On CUDA the campaign judges with TF32 and reduced-precision reductions off, and runs a graph
-    with an RNN on torch's own kernels (TorchEager.precision_context); so does the script."""
-    from fuzzer.backends.torch_eager import CUDNN_RNN_OPS  # a local import: torch_eager imports this module
-
+def strict_precision(device: str) -> list[str]:
+    """On CUDA the campaign judges with TF32 and reduced-precision reductions off; so does the script."""
     if device != "cuda":
         return []
-    lines = ["torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False",
-             "torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = False",
-             "torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = False"]
-    if any(node.op in CUDNN_RNN_OPS for node in graph.nodes):
-        lines.append("torch.backends.cudnn.enabled = False  # torch's own RNN kernels, as the fuzzer judged them")
-    return lines
+    return ["torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False",
+            "torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = False",
+            "torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = False"]
 
 
 def torch_program(case: Case, backend, transform: list[str], call: str, context: str | None = None,
@@ -299,7 +293,7 @@ def torch_program(case: Case, backend, transform: list[str], call: str, context:
     device = [f"DEVICE = {backend.device!r}"] * any("DEVICE" in line for line in transform)  # e.g. torch.load's map_location
     tensors, call = _arguments_in_call(torch_tensors(case, backend.device, backend.dtype, layouts).split("\n"), transform, call)
     run = [f"with {context}:", "    " + torch_outputs(call)] if context else [torch_outputs(call)]
-    body = [*device, *tensors, *strict_precision(backend.device, case.graph), *transform, *run]
+    body = [*device, *tensors, *strict_precision(backend.device), *transform, *run]
     return source.imports, code + "\n\n\n" + "\n".join(body)
 
 

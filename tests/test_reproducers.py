@@ -294,18 +294,3 @@ def test_a_plugin_pass_brings_the_library_objects_it_uses_or_its_whole_file(tmp_
     assert ("# own_object_pass.py, whole: its pass_using_its_own_object cannot stand alone ('THRESHOLDS' (a Thresholds) "
             "is not a module") in script and "THRESHOLDS = Thresholds()" in script
     assert "# Needs the fuzzer: the code of own_object_pass.py comes along whole" in script
-
-
-def test_a_cuda_script_of_an_rnn_graph_runs_torch_s_own_rnn_kernels_as_the_campaign_judged_them():
-    """The strict CUDA run takes a graph with a GRU or LSTM off cuDNN (TorchEager.precision_context);
-    the scripts say so, or a maintainer would run cuDNN's kernel (with TF32 by default) instead of the
-    one found wrong. Written here without a GPU: the text is the same on any machine."""
-    from fuzzer.arrays import materialize
-
-    rnn = materialize(Graph([TensorSpec("x0", (2, 3, 4))], [Node("n0", "gru", ["x0"], {"hidden_size": 3, "num_layers": 1, "batch_first": False, "initial_state": True, "bias": True})], ["n0"]), 0)
-    backend = get_backend("torch-eager:cuda:float32")
-    for script in (build_script(rnn, backend, "rnn"), build_minimal_script(rnn, backend, "rnn", {"verdict": "mismatch"})):
-        assert "torch.backends.cudnn.enabled = False" in script
-        compile(script, "rnn.py", "exec")
-    for script in (build_script(CASE, backend, "plain"), build_script(rnn, get_backend("torch-eager:cpu:float32"), "cpu")):
-        assert "cudnn.enabled" not in script
