@@ -211,7 +211,7 @@ def _precision_policy(backend: Backend, case: Case, verdict, outcome: Outcome, r
     limit = backend.precision_policy_limit(case.graph)
     if verdict.verdict == verdicts.NAN_INF and np.isfinite(limit):
         return _nonfinite_precision_policy(backend, case, verdict, outcome, reference, runner, limit)
-    if verdict.max_error > limit * verdict.allowed:
+    if verdict.max_error > limit * verdict.allowed and not _within_limit_on_same_kernels(backend, case, reference, runner, limit):
         return verdict
     strict_verdict = _strict_verdict(backend, case, reference, runner)
     if strict_verdict is None or strict_verdict.verdict != verdicts.AGREE:
@@ -219,6 +219,22 @@ def _precision_policy(backend: Backend, case: Case, verdict, outcome: Outcome, r
     detail = (f"error {verdict.max_error:.3g} with default precision, {strict_verdict.max_error:.3g} with TF32 and "
               f"reduced-precision reductions off, and cuDNN's RNN kernels where the graph has an RNN (allowed {verdict.allowed:.3g})")
     return replace(verdict, verdict=verdicts.PRECISION_POLICY, detail=detail)
+
+
+def _within_limit_on_same_kernels(backend: Backend, case: Case, reference, runner: Runner, limit: float) -> bool:
+    """Whether the default run's own kernels err by at most `limit` allowances with TF32 and
+    reduced-precision reductions off: then what the default run erred past the limit is TF32's (the
+    strict run decides the rest). cuDNN's GRU with TF32 took 0.79 - 0.73 - 0.04 = 0.022 from 10-bit
+    inputs, 3.6% off and 115 allowances past 1 / x (GPU campaign case 449); a kernel that drops its
+    hidden state errs as much without TF32, and stays a finding."""
+    variant = backend.same_kernels_strict_variant(case.graph)
+    if variant is None:
+        return False
+    outcome = runner(variant, case)
+    if outcome.status != OK:
+        return False
+    verdict = _verdict_of(variant, case, outcome, reference)
+    return verdict.verdict == verdicts.AGREE or verdict.max_error <= limit * verdict.allowed  # a nan-inf's error is inf
 
 
 def _nonfinite_precision_policy(backend: Backend, case: Case, verdict, outcome: Outcome, reference, runner: Runner,

@@ -15,6 +15,7 @@ from fuzzer.backends import backend_sets, get_backend
 from fuzzer.check import check_case
 from fuzzer.generate import CaseGenerator
 from fuzzer.ir import Graph, Node, TensorSpec
+from fuzzer.ops import get_op
 
 pytestmark = pytest.mark.gpu
 GPU_BACKENDS = backend_sets()["gpu"]
@@ -176,3 +177,45 @@ def test_jax_jit_const_on_cpu_runs_on_the_cpu_when_every_input_is_a_constant(tmp
     (tmp_path / "repro.py").write_text(build_script(case, backend, "placement"))
     ran = subprocess.run([sys.executable, "repro.py"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert ran.returncode == 0, ran.stdout + ran.stderr
+
+
+def gru_cancelling_case():
+    """GPU campaign case 449: gru -> rsqrt -> square. Output 4's candidate state is
+    tanh(0.7916 - 0.7307 - 0.0385) = tanh(0.022): with TF32's 10-bit inputs cuDNN's GRU is 3.6% off
+    there, 115 allowances past 1 / h."""
+    attrs = {"batch_first": False, "bias": True, "hidden_size": 5, "initial_state": True, "num_layers": 1}
+    graph = Graph([TensorSpec("x0", (1, 2, 3))], [Node("n0", "gru", ["x0"], attrs), Node("n1", "rsqrt", ["n0"], {}),
+                                                  Node("n2", "square", ["n1"], {})], ["n2"])
+    case = materialize(graph, 0)
+    arrays = {name: np.zeros(np.shape(value)) for name, value in case.arrays.items()}
+    arrays["x0"][0, 0] = [1.5678622722625732, -1.9858516454696655, -0.2685451805591583]
+    arrays["n0.weight_ih_l0"][4, :2] = [-0.853863537311554, 0.7021497488021851]
+    arrays["n0.weight_ih_l0"][9, 1] = 1.0
+    arrays["n0.weight_ih_l0"][14] = [0.640857994556427, 0.1328810751438141, -0.18863511085510254]
+    arrays["n0.weight_hh_l0"][14, 1] = 0.6296730637550354
+    arrays["n0.bias_ih_l0"][[4, 14]] = [1.0, -0.7306899428367615]
+    arrays["n0.bias_hh_l0"][4] = -1.0
+    arrays["n0.h0"][0, 0, 1] = -1.0
+    case.arrays.update(arrays)
+    return case
+
+
+def test_a_cudnn_rnn_error_that_tf32_makes_past_the_limit_is_precision_policy_and_a_kernel_s_own_is_not():
+    import torch
+
+    backend = available(["torch-eager:cuda:float32"])
+    if not backend:
+        pytest.skip("no CUDA")
+    eager, case = backend[0], gru_cancelling_case()
+    assert eager.same_kernels_strict_variant(case.graph).run(case)  # runs, with cuDNN on and TF32 off
+    assert check_case(case, [eager]).verdicts[0].verdict in (verdicts.AGREE, verdicts.PRECISION_POLICY)
+    gru = get_op("gru").torch
+
+    def halves_state_on_cudnn(xs, ps, attrs):  # a cuDNN-only bug: half the hidden state read
+        if torch.backends.cudnn.enabled:
+            ps = {**ps, "h0": ps["h0"] / 2}
+        return gru(xs, ps, attrs)
+
+    planted = eager.derive("torch-eager:cuda:float32@cudnn-halves-state", {"gru": halves_state_on_cudnn})
+    verdict = check_case(case, [planted]).verdicts[0]
+    assert verdict.verdict == verdicts.MISMATCH, verdict

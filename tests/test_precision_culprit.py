@@ -168,3 +168,46 @@ def test_an_op_wrong_on_an_honest_overflow_of_its_operand_is_blamed_not_the_over
     backend = TorchEager("cpu", "float16", {"rms_norm": rms_norm_nan_row_on_inf}, name="rms-norm-inf-row")
     [finding] = check_case(Case(graph, {"x0": np.array([[0.0, 11.09]])}, seed=1), [backend]).findings
     assert (finding.verdict, finding.culprit) == (verdicts.NAN_INF, "rms_norm")
+
+
+class KernelStandIn(TF32StandIn):
+    """Stands in for torch on CUDA with an RNN: a capped policy, a strict run on other kernels (off
+    cuDNN) and a strict variant on the default run's own kernels (same_kernels_strict_variant)."""
+    keeps_kernels = False
+
+    def precision_policy_limit(self, graph) -> float:
+        return 100.0
+
+    def same_kernels_strict_variant(self, graph):
+        variant = self.strict_variant()
+        variant.keeps_kernels, variant.name = True, f"{self.name}+strict-same-kernels"
+        return variant
+
+    @contextlib.contextmanager
+    def precision_context(self, graph):
+        STRICT["on"], STRICT["default_kernels"] = self.strict, not self.strict or self.keeps_kernels
+        try:
+            yield
+        finally:
+            STRICT["on"], STRICT["default_kernels"] = False, True
+
+
+def tanh_with_errors(tf32: float, kernel: float):
+    def tanh(xs, ps, attrs):  # TF32's error unless strict; the default kernel's own wherever it runs
+        import torch
+
+        return torch.tanh(xs[0]) + (0.0 if STRICT["on"] else tf32) + (kernel if STRICT.get("default_kernels", True) else 0.0)
+    return tanh
+
+
+def test_an_error_past_the_cap_that_tf32_makes_is_policy_and_one_the_default_kernels_make_without_it_is_not():
+    # GPU campaign case 449: cuDNN's GRU with TF32, 115 allowances off where its output cancels; with
+    # TF32 off cuDNN's kernel is within the cap, and torch's own agrees: the precision's.
+    case = tanh_then_sqrt([0.5, 1.0, 2.0, 3.0])
+    verdict = check_case(case, [KernelStandIn("cpu", "float32", {"tanh": tanh_with_errors(0.1, 0.0)}, name="k")]).verdicts[0]
+    assert verdict.verdict == verdicts.PRECISION_POLICY, verdict
+    assert "error" in verdict.detail and float(verdict.detail.split()[1]) > 100 * verdict.allowed  # past the cap
+    # A kernel that errs as much with TF32 off (a GRU that drops its state): a finding, though the
+    # strict run on other kernels agrees.
+    verdict = check_case(case, [KernelStandIn("cpu", "float32", {"tanh": tanh_with_errors(0.0, 0.1)}, name="k")]).verdicts[0]
+    assert verdict.verdict == verdicts.MISMATCH, verdict

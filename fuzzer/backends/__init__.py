@@ -153,6 +153,12 @@ class Backend:
         strict.name = f"{self.name}+strict"
         return strict
 
+    def same_kernels_strict_variant(self, graph: Graph) -> "Backend | None":
+        """Where the strict variant runs `graph` on other kernels (torch on CUDA: an RNN off cuDNN),
+        the strict variant on the default run's own kernels; None where it runs the same ones. It
+        tells how much of an error past `precision_policy_limit` the precision makes (check.py)."""
+        return None
+
     def derive(self, name: str, overrides: dict[str, Callable]) -> "Backend":
         """A backend like this one with some ops replaced (a plugin's kernel, a canary's bug)."""
         for op_name in overrides:

@@ -59,6 +59,16 @@ class TorchEager(Backend):
     def _runs_cudnn_rnn(self, graph: Graph) -> bool:
         return self.device == "cuda" and any(node.op in CUDNN_RNN_OPS for node in graph.nodes)
 
+    # The strict run of a graph with an RNN turns cuDNN off, unless this is set (same_kernels_strict_variant).
+    keeps_cudnn = False
+
+    def same_kernels_strict_variant(self, graph: Graph):
+        if not self._runs_cudnn_rnn(graph):
+            return None
+        variant = self.strict_variant()
+        variant.keeps_cudnn, variant.name = True, f"{self.name}+strict-cudnn"
+        return variant
+
     @contextlib.contextmanager
     def precision_context(self, graph: Graph):
         """Strict: no TF32 in matmul or cuDNN conv/RNN, no reduced-precision fp16/bf16 reductions,
@@ -74,7 +84,7 @@ class TorchEager(Backend):
                  matmul.allow_bf16_reduced_precision_reduction, cudnn.enabled, torch.get_float32_matmul_precision())
         matmul.allow_tf32 = cudnn.allow_tf32 = False
         matmul.allow_fp16_reduced_precision_reduction = matmul.allow_bf16_reduced_precision_reduction = False
-        cudnn.enabled = not self._runs_cudnn_rnn(graph)
+        cudnn.enabled = self.keeps_cudnn or not self._runs_cudnn_rnn(graph)
         torch.set_float32_matmul_precision("highest")
         try:
             yield
