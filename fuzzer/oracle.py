@@ -388,6 +388,8 @@ def _honest_models(case: Case, inputs: dict, params: dict, env: dict, outputs: l
         # The directed runs say which entries are judged or defined, and add nothing to the noise:
         # their coherent drift would widen the tolerance of every long reduction.
         classifiers = models + _rounding_runs(case, inputs, params, dtype, env, directed=True)
+        if dtype != "float64":
+            classifiers.append(_flush_in_range_run(graph, inputs, params, dtype))
         honest.judged[dtype], honest.nonfinite_candidates[dtype], honest.rounding_noise[dtype] = [], [], []
         for index, r64 in enumerate(outputs):
             runs = [np.broadcast_to(np.asarray(model[index], dtype=np.float64), r64.shape) for model in classifiers]
@@ -476,6 +478,24 @@ def _flush_to_zero_run(graph: Graph, inputs: dict, params: dict, dtype: str, env
         for node in graph.nodes:
             values[node.name], undefined[node.name], raw[node.name] = _flushed_node(node, values, raw, undefined, params, env, dtype)
         return _model_outputs(values, undefined, graph.outputs, env)
+
+
+def _flush_in_range_run(graph: Graph, inputs: dict, params: dict, dtype: str) -> list[np.ndarray]:
+    """The flush-to-zero run in `dtype`'s range as well: every value rounded to `dtype`, flushed, and
+    past its largest value +-inf. A classifier only (which entries are judged or defined), like the
+    directed runs: a float32 kernel both overflows and flushes, and neither the flush run (float64's
+    range) nor numpy in float32 (no flush) sees the two together: XLA's CPU cosh(103) is inf (honest),
+    and its dot reads x1 = -2.1e-42 as 0, so inf * 0 is nan where both models say -inf or a number."""
+    def honest(values):
+        values = _flushed(round_to_dtype(values, dtype), dtype)
+        return np.where(np.abs(values) > LARGEST[dtype], np.copysign(np.inf, values), values)
+
+    with np.errstate(all="ignore"):
+        values = {name: honest(value) for name, value in inputs.items()}
+        for node in graph.nodes:
+            ps = {k: honest(v) for k, v in params.get(node.name, {}).items()}
+            values[node.name] = honest(get_op(node.op).reference([values[name] for name in node.inputs], ps, node.attrs))
+    return [values[name] for name in graph.outputs]
 
 
 def _flushed_node(node, values: dict, raw: dict, undefined: dict, params: dict, env: dict, dtype: str):

@@ -838,3 +838,18 @@ def test_the_reciprocal_of_a_float64_zero_a_kernel_computes_off_by_an_ulp_is_und
     # A reciprocal of a float64 zero a graph input gives is exact: 1 / 0 is inf.
     exact = Case(chain((2,), ("reciprocal", {})), {"x0": np.array([0.0, 2.0])}, seed=1)
     assert judged(exact, "float64", [np.array([-1e16, 0.5])]) == verdicts.NAN_INF
+
+
+def test_an_overflow_times_a_flushed_subnormal_is_undefined_but_not_an_overflow_alone():
+    # GPU campaign seed 363 (jax-eager on the CPU): cosh(103) is inf in float32 (honest), and XLA's
+    # CPU dot reads x1 = -2.1e-42 as 0: inf * 0 = nan, then tanh(nan). The flush run (float64's
+    # range: 3.7e44 * 0 = 0) and numpy in float32 (no flush: -inf) each had a number.
+    graph = Graph([TensorSpec("x0", (1, 3)), TensorSpec("x1", (3, 1))],
+                  [Node("n0", "cosh", ["x0"]), Node("n1", "matmul", ["n0", "x1"]), Node("n2", "tanh", ["n1"])], ["n2"])
+    case = Case(graph, {"x0": np.array([[0.0, 103.0, 0.0]]), "x1": np.array([[0.0], [-2.141e-42], [0.0]])}, seed=1)
+    assert judged(case, "float32", [np.array([[np.nan]])]) in (verdicts.AGREE, verdicts.INVALID)
+    # Planted: the same nan where x1 is normal (inf * -2e-3 = -inf, tanh -1 in every model).
+    normal = Case(graph, {"x0": case.arrays["x0"], "x1": np.array([[0.0], [-2.141e-3], [0.0]])}, seed=1)
+    assert judged(normal, "float32", [np.array([[np.nan]])]) == verdicts.NAN_INF
+    # And an overflow alone is judged: tanh of inf is -1 or 1, never nan.
+    assert judged(normal, "float32", [np.array([[-1.0]])]) == verdicts.AGREE
