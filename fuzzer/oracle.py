@@ -163,8 +163,8 @@ the floor, localization, reproducers, and a floor verdict that accuracy-regressi
 releases (check_case judges it again in full). The longdouble overflow run waits longer: it only
 removes entries from the defined non-finite ones, so it runs when a backend gives another class at
 one of them (HonestModels.nonfinite_candidates), or when the mask itself is asked for (reproducers,
-and `defines_anything` for a case with no judged entry); in the cheap tier it ran on 4% of cases
-and took 6% of the time. One verdict
+and `defines_anything` for a case with no judged entry); in the torch-jit-trace tier it ran on 4%
+of cases and took 6% of a graph's time. One verdict
 differs from computing every model: a case whose every entry some honest model leaves undefined
 (a computed zero into atan2 or a negative power, float16 overflow, a nan whose class an honest
 model does not share) is `invalid` with the models, and `agree` at the floor when every backend
