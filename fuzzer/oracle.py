@@ -490,12 +490,12 @@ def _flush_in_range_run(graph: Graph, inputs: dict, params: dict, dtype: str) ->
         values = _flushed(round_to_dtype(values, dtype), dtype)
         return np.where(np.abs(values) > LARGEST[dtype], np.copysign(np.inf, values), values)
 
+    def in_range(op_name):
+        reference_fn = get_op(op_name).reference
+        return lambda xs, ps, attrs: honest(reference_fn(xs, {k: honest(v) for k, v in ps.items()}, attrs))
+
     with np.errstate(all="ignore"):
-        values = {name: honest(value) for name, value in inputs.items()}
-        for node in graph.nodes:
-            ps = {k: honest(v) for k, v in params.get(node.name, {}).items()}
-            values[node.name] = honest(get_op(node.op).reference([values[name] for name in node.inputs], ps, node.attrs))
-    return [values[name] for name in graph.outputs]
+        return interpret(graph, {name: honest(value) for name, value in inputs.items()}, params, in_range)
 
 
 def _flushed_node(node, values: dict, raw: dict, undefined: dict, params: dict, env: dict, dtype: str):
