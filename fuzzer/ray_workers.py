@@ -56,6 +56,9 @@ _HEARTBEAT_NAMESPACE = b"fuzzer-heartbeat"
 # Seconds an unreachable actor may stay so, neither back nor declared dead, before its node counts as
 # lost: several times Ray's default node-death detection (5 missed health checks, 3 s apart).
 UNREACHABLE_LIMIT = 60.0
+# Seconds a request the driver waits on (a death shrink, a recheck) lets a fresh actor wait for a node
+# to take it before giving up: no node has a free CPU for it (one lost, Ray not saying so yet).
+PLACEMENT_WAIT = 20.0
 _actor_class = None
 
 
@@ -233,6 +236,7 @@ class RayWorker:
         """Create the actor; it starts when the cluster has a CPU for it (see `starting`)."""
         self._key = f"fuzzer:{uuid.uuid4().hex}"
         self.actor = _pipeline_actor().options(num_cpus=1).remote(self.config, self._key, envs.trusted_paths(), self.known_bugs)
+        self._created_at = time.monotonic()
         self._ready = self.actor.ready.remote()
         self._started_at: float | None = None
         self.node: dict | None = None
@@ -385,13 +389,29 @@ class RayWorker:
             raise self._replaced(WorkerDied("hang", backend, f"no answer within {limit:g} s", source))
 
     def request(self, message: tuple, timeout: float, compile_timeout: float | None = None):
+        """The reply, waited for; NodeLost where the actor finds no node to start on within PLACEMENT_WAIT
+        (the campaign loop waits for nothing else meanwhile)."""
         self.submit(message)
         while True:
             result = self.collect()
             if result is not None:
                 return result
             self.check_timeout(timeout, compile_timeout)
+            if time.monotonic() - self._created_at > PLACEMENT_WAIT and self._unplaced():
+                raise self._replaced(NodeLost(None))
             time.sleep(0.05)
+
+    def _unplaced(self) -> bool:
+        """Whether the actor is still waiting for a node with a free CPU (GCS's actor table: no worker
+        process yet). False once it started, or where the table cannot say."""
+        if not self.starting:
+            return False
+        try:
+            from ray._private import state
+
+            return state.actors(self.actor._actor_id.hex()).get("Pid") == 0
+        except Exception:  # noqa: BLE001 - Ray's private table: without it, wait as before
+            return False
 
     def kill(self) -> None:
         try:
