@@ -8,7 +8,8 @@ a CaseReply tagged with their node (Ray's node id, hostname, ip).
 
 Nothing here waits on the cluster: an actor is created without waiting for it to start (a
 replacement may wait for a free CPU for good, if its node's CPUs are gone), a request sent to
-it queues in Ray, and its time limit runs from when the actor started.
+it queues in Ray, and its time limit runs from when the actor started. Only `request` waits for
+a reply (a death shrink, a recheck): it gives up on an actor that no node takes (PLACEMENT_WAIT).
 
 Isolation: an actor process that dies (segfault, abort, OOM kill) surfaces as
 `RayActorError`/`WorkerCrashedError`; the RayWorker then raises WorkerDied("crash") and creates
