@@ -8,7 +8,8 @@ a CaseReply tagged with their node (Ray's node id, hostname, ip).
 
 Nothing here waits on the cluster: an actor is created without waiting for it to start (a
 replacement may wait for a free CPU for good, if its node's CPUs are gone), a request sent to
-it queues in Ray, and its time limit runs from when the actor started.
+it queues in Ray, and its time limit runs from when the actor started. Only `request` waits for
+a reply (a death shrink, a recheck): it gives up on an actor that no node takes (PLACEMENT_WAIT).
 
 Isolation: an actor process that dies (segfault, abort, OOM kill) surfaces as
 `RayActorError`/`WorkerCrashedError`; the RayWorker then raises WorkerDied("crash") and creates
@@ -16,6 +17,13 @@ a fresh actor itself (`max_restarts=0`: Ray never replays a request that crashed
 whose node left the cluster is not a finding about a backend: the RayWorker raises NodeLost
 and the campaign runs that case again elsewhere. An actor whose device a backend's error left
 unusable is replaced alike (WorkerPoisoned).
+
+A node that dies abruptly (power lost, its raylet killed) first makes its actors unreachable
+(`ActorUnavailableError`, within a second or two), while Ray's GCS still lists the node alive until
+its health checks give up (~15 s by default). Unreachable is not dead: the RayWorker keeps the
+request in flight, asks the actor for a sign of life once a second, and settles it with the first
+answer: the node declared dead (NodeLost), the actor declared dead (a death, as above), or the actor
+back (the request is sent again: Ray cannot say whether it ran). UNREACHABLE_LIMIT bounds the wait.
 
 Differences from the pipe workers:
 - Ray gives no per-backend heartbeat. A request is a hang only when the whole request
@@ -46,6 +54,12 @@ from fuzzer.records import CaseReply
 from fuzzer.workers import CHECKS, SlowCheck, WorkerDied, WorkerPoisoned
 
 _HEARTBEAT_NAMESPACE = b"fuzzer-heartbeat"
+# Seconds an unreachable actor may stay so, neither back nor declared dead, before its node counts as
+# lost: several times Ray's default node-death detection (5 missed health checks, 3 s apart).
+UNREACHABLE_LIMIT = 60.0
+# Seconds a request the driver waits on (a death shrink, a recheck) lets a fresh actor wait for a node
+# to take it before giving up: no node has a free CPU for it (one lost, Ray not saying so yet).
+PLACEMENT_WAIT = 20.0
 _actor_class = None
 
 
@@ -223,9 +237,13 @@ class RayWorker:
         """Create the actor; it starts when the cluster has a CPU for it (see `starting`)."""
         self._key = f"fuzzer:{uuid.uuid4().hex}"
         self.actor = _pipeline_actor().options(num_cpus=1).remote(self.config, self._key, envs.trusted_paths(), self.known_bugs)
+        self._created_at = time.monotonic()
         self._ready = self.actor.ready.remote()
         self._started_at: float | None = None
         self.node: dict | None = None
+        self._unreachable_since: float | None = None  # when the actor stopped answering (_settle_unreachable)
+        self._sign_of_life = None  # a `ready` call asking the unreachable actor whether it is back
+        self._next_look = 0.0
 
     @property
     def starting(self) -> bool:
@@ -284,6 +302,8 @@ class RayWorker:
         node left the cluster, WorkerDied if the actor died, InternalError if it could not start."""
         if self._ref is None:
             return None
+        if self._unreachable_since is not None:
+            return self._settle_unreachable()
         ray = _ray()
         ready, _ = ray.wait([self._ref], timeout=0)
         if not ready:
@@ -291,13 +311,11 @@ class RayWorker:
         request = self.in_flight
         try:
             reply = ray.get(self._ref)
+        except ray.exceptions.ActorUnavailableError:
+            self._unreachable_since = time.monotonic()
+            return None
         except (ray.exceptions.RayActorError, ray.exceptions.WorkerCrashedError, ray.exceptions.ObjectLostError) as exc:
-            if getattr(exc, "actor_init_failed", False):
-                self._restart()
-                raise InternalError(f"a Ray worker actor failed to start:\n{exc}") from None
-            if not self._poll_start() or self.node is None or not self._node_alive():
-                raise self._replaced(NodeLost(self.node)) from None  # it never ran the request, or its node is gone
-            raise self._died("crash", f"ray actor died: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
+            raise self._death(exc) from None
         except ray.exceptions.RayTaskError as exc:
             self.in_flight = None
             self._ref = None
@@ -308,9 +326,44 @@ class RayWorker:
             raise self._replaced(WorkerPoisoned(*reply[1:])) from None
         return reply
 
+    def _death(self, exc: Exception) -> Exception:
+        """What the actor's death `exc` is, once a fresh actor has replaced it: InternalError if it could
+        not start, NodeLost if its node left the cluster or it never ran the request, else WorkerDied."""
+        if getattr(exc, "actor_init_failed", False):
+            self._restart()
+            return InternalError(f"a Ray worker actor failed to start:\n{exc}")
+        if not self._poll_start() or self.node is None or not self._node_alive():
+            return self._replaced(NodeLost(self.node))
+        return self._died("crash", f"ray actor died: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}")
+
+    def _settle_unreachable(self) -> None:
+        """None while the unreachable actor's fate is open; raises NodeLost or the death once Ray settles
+        it (NodeLost after UNREACHABLE_LIMIT too); sends the request again if the actor is back."""
+        if time.monotonic() < self._next_look:
+            return None
+        self._next_look = time.monotonic() + 1.0  # the node list is the GCS's to serve: once a second
+        if self.node is None or not self._node_alive() or time.monotonic() - self._unreachable_since > UNREACHABLE_LIMIT:
+            raise self._replaced(NodeLost(self.node))
+        ray = _ray()
+        if self._sign_of_life is not None and ray.wait([self._sign_of_life], timeout=0)[0]:
+            try:
+                ray.get(self._sign_of_life)
+            except ray.exceptions.ActorUnavailableError:
+                self._sign_of_life = None  # still unreachable: asked again below
+            except (ray.exceptions.RayActorError, ray.exceptions.WorkerCrashedError) as exc:
+                raise self._death(exc) from None
+            else:
+                self._unreachable_since = self._sign_of_life = None
+                self.submit(self.in_flight)
+                return None
+        if self._sign_of_life is None:
+            self._sign_of_life = self.actor.ready.remote()
+        return None
+
     def _node_alive(self) -> bool:
-        """Whether the node the actor ran on is still in the cluster (Ray's GCS knows of a lost node
-        before it fails the actor's requests)."""
+        """Whether the node the actor ran on is still in the cluster (Ray's GCS knows of a node that
+        left gracefully before it fails the actor's requests; of one that died, only after its health
+        checks give up: _settle_unreachable)."""
         return any(n["NodeID"] == self.node["node_id"] and n["Alive"] for n in _ray().nodes())
 
     def _died(self, kind: str, message: str) -> WorkerDied:
@@ -327,8 +380,8 @@ class RayWorker:
         """Kill and re-create an actor whose whole request ran past max(timeout, compile_timeout),
         counted from when both the request was sent and the actor had started: Ray gives no
         per-backend heartbeat, so the limit is per request, not per backend run."""
-        if self.in_flight is None or self.starting:
-            return
+        if self.in_flight is None or self.starting or self._unreachable_since is not None:
+            return  # an unreachable actor's request is bounded by UNREACHABLE_LIMIT instead
         limit = max(timeout, compile_timeout or 0.0)
         if time.monotonic() - max(self._submitted, self._started_at) > limit:
             backend, source = self._last_heartbeat()
@@ -337,13 +390,29 @@ class RayWorker:
             raise self._replaced(WorkerDied("hang", backend, f"no answer within {limit:g} s", source))
 
     def request(self, message: tuple, timeout: float, compile_timeout: float | None = None):
+        """The reply, waited for; NodeLost where the actor finds no node to start on within PLACEMENT_WAIT
+        (the campaign loop waits for nothing else meanwhile)."""
         self.submit(message)
         while True:
             result = self.collect()
             if result is not None:
                 return result
             self.check_timeout(timeout, compile_timeout)
+            if time.monotonic() - self._created_at > PLACEMENT_WAIT and self._unplaced():
+                raise self._replaced(NodeLost(None))
             time.sleep(0.05)
+
+    def _unplaced(self) -> bool:
+        """Whether the actor is still waiting for a node with a free CPU (GCS's actor table: no worker
+        process yet). False once it started, or where the table cannot say."""
+        if not self.starting:
+            return False
+        try:
+            from ray._private import state
+
+            return state.actors(self.actor._actor_id.hex()).get("Pid") == 0
+        except Exception:  # noqa: BLE001 - Ray's private table: without it, wait as before
+            return False
 
     def kill(self) -> None:
         try:

@@ -6,6 +6,7 @@ One machine, one node: tests/test_ray_cluster.py runs a multi-node cluster and l
 from __future__ import annotations
 
 import sqlite3
+import threading
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,8 @@ ray = pytest.importorskip("ray")
 
 from fuzzer.campaign import CampaignOptions, run_campaign  # noqa: E402
 from fuzzer.corpus import Corpus  # noqa: E402
-from fuzzer.ray_workers import start_ray  # noqa: E402
+from fuzzer import ray_workers  # noqa: E402
+from fuzzer.ray_workers import NodeLost, RayWorker, start_ray  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("ray")]  # one ray at a time: under `-n 2` both modules share a worker
 
@@ -79,3 +81,34 @@ def test_an_aborting_actor_is_a_crash_finding_and_the_campaign_finishes(tmp_path
         assert all("ray actor died" in f["detail"] for _, f in crashes)
     finally:
         corpus.close()
+
+
+def test_a_request_gives_up_on_an_actor_no_node_can_start(monkeypatch):
+    """A death shrink or a recheck waits on a fresh actor's reply, the campaign loop with it. Where no
+    node has a CPU for that actor (its node lost, Ray not saying so yet), the request raises NodeLost
+    (the campaign requeues the case) instead of waiting for good."""
+    monkeypatch.setattr(ray_workers, "PLACEMENT_WAIT", 1.0)
+
+    @ray.remote(num_cpus=1)
+    class CpuHolder:
+        def ready(self) -> bool:
+            return True
+
+    holders = [CpuHolder.remote() for _ in range(int(ray.cluster_resources()["CPU"]))]
+    ray.get([holder.ready.remote() for holder in holders])
+    worker = RayWorker(CampaignOptions(backends=[REFERENCE]).worker_config())
+    raised = []
+
+    def request():
+        try:
+            worker.request(("case", 0, [], None), timeout=60)
+        except NodeLost as lost:
+            raised.append(lost)
+
+    asking = threading.Thread(target=request, daemon=True)  # without the bound it never returns
+    asking.start()
+    asking.join(timeout=60)
+    worker.stop()
+    for holder in holders:
+        ray.kill(holder)
+    assert not asking.is_alive() and len(raised) == 1 and raised[0].node is None
