@@ -513,6 +513,16 @@ def test_a_merge_refused_for_one_bad_case_adds_nothing(tmp_path):
         refused(fuzz("merge", "--db", team, good, bad), "Nothing merged: case 3 of", "bad.db", "above the limit")
 
 
+def test_an_sql_trigger_stored_in_a_corpus_is_refused_before_it_can_run(tmp_path, db):
+    """Issue 51: a trigger planted in the file rewrote every bucket's triage status at each write."""
+    with contextlib.closing(sqlite3.connect(db)) as conn, conn:
+        conn.execute("CREATE TRIGGER wontfix_all AFTER UPDATE ON buckets BEGIN UPDATE buckets SET status = 'wontfix'; END")
+    with unchanged(db):
+        for command in (("triage", 1, "--status", "reported", "--db", db), ("list", "--db", db), ("merge", "--db", tmp_path / "team.db", db)):
+            refused(fuzz(*command), f"The corpus '{db}' holds the SQL trigger 'wontfix_all', which the fuzzer never writes")
+    assert not (tmp_path / "team.db").exists()
+
+
 @pytest.fixture(scope="module")
 def canary_db(tmp_path_factory) -> Path:
     """A corpus from a short canary campaign: findings, shrunk and not."""
