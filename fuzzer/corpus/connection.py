@@ -241,6 +241,20 @@ class CorpusFile:
             finally:
                 self._write_depth = 0
 
+    @contextlib.contextmanager
+    def snapshot(self) -> Iterator[None]:
+        """Reads that see one state of the file, whatever other processes write meanwhile (a merge of a
+        live corpus: its cases and its buckets' counts from the same moment). Joins a write transaction."""
+        conn = self.db.conn
+        if conn.in_transaction:
+            yield
+            return
+        conn.execute("BEGIN DEFERRED")
+        try:
+            yield
+        finally:
+            conn.execute("ROLLBACK")
+
     def transaction(self) -> contextlib.AbstractContextManager[None]:
         """One write transaction around several writes: all or none reach the file (a campaign stores a
         case index's findings and the checkpoint that marks it done in one, so a kill -9 loses or repeats nothing)."""
