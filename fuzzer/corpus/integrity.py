@@ -105,9 +105,8 @@ class OpenedFile:
     def error(self) -> UserError:
         if self.overwritten:
             return UserError(f"The corpus '{self.path}' was overwritten with another corpus (a copy over it) while this "
-                             "process had it open, so nothing more was written and its write-ahead log (writes to the file that was "
-                             "there) was dropped; "
-                             "put the corpus back or pass --db with another path.")
+                             "process had it open, so nothing more was written and its write-ahead log (writes to the file "
+                             "that was there) was dropped; put the corpus back or pass --db with another path.")
         now = "is gone" if _identity(self.path) is None else "is another file now"
         return UserError(f"The corpus '{self.path}' {now}: it was removed or replaced (rm, git checkout, a copy) while "
                          "this process had it open, so nothing more was written; put the corpus back or pass --db with "
