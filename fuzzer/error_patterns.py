@@ -11,8 +11,9 @@ data a pull request can change. The subset is what error texts need:
     ^ at the start, $ at the end of an alternative: anchored there
     |                    alternatives, at the top level only
 
-It means what `re.search` means for the same pattern. Anything else (groups, classes, other
-quantifiers, "\\d") is refused when the registry is read, in one sentence naming the entry.
+It means what `re.search` means for the same pattern on one line (a normalized error is one).
+Anything else (groups, classes, other quantifiers, "\\d") is refused when the registry is read,
+in one sentence naming the entry.
 
 Matching: an alternative is pieces of fixed length (with single-character wildcards) separated by
 `.*`; taking each piece at its leftmost place after the previous one finds a match whenever one

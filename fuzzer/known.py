@@ -18,7 +18,6 @@ The registry is a strict JSON list (no NaN or Infinity tokens) of one object per
                             numbers are N, shapes "(...)"); the part of regular-expression syntax
                             that cannot backtrack (fuzzer/error_patterns.py): literal text,
                             backslash-escaped punctuation, '.', '.*', '|', '^' and '$'
-
     status    "open"; "convention", a result the framework documents (not a bug to report);
               or "fixed-in RELEASE", which matches nothing: a finding of a fixed bug is a
               regression or an old release, worth a look either way

@@ -84,6 +84,7 @@ class OpenedFile:
         """Remember the corpus id (through `conn`: the log's newest header)."""
         self.corpus_id = conn.execute("PRAGMA application_id").fetchone()[0] or None
         self.id_on_disk = self.corpus_id is not None and header_id(self.path) == self.corpus_id
+
     def note_log(self) -> None:
         """Remember the write-ahead log sqlite opened beside the file (once the file is in WAL mode)."""
         self.log = _identity(_wal(self.path))

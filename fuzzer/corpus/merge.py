@@ -40,6 +40,12 @@ def _raised(ours: dict[str, int], theirs: dict[str, int], campaigns: dict[int, i
     return added, raised
 
 
+def _how_far(campaign: dict) -> tuple[int, bool]:
+    """(cases run, finished) of a campaign row: a merged copy takes a row further along than itself."""
+    cases_run = campaign["cases_run"]
+    return cases_run if isinstance(cases_run, int) else 0, campaign["status"] == "finished"
+
+
 class Merge(CorpusFile):
     """Another corpus merged in, and cases exported and imported, in one transaction each."""
 
@@ -133,10 +139,9 @@ class Merge(CorpusFile):
 
     def _advance_copy(self, our_id: int, theirs: dict) -> None:
         """A campaign merged before, further along there now (it was running then): its copy here, unless
-        a process here runs it, takes its progress. Merging a live corpus no longer freezes its campaign."""
+        a process here runs it, takes its progress: merging a live corpus must not freeze its campaign here."""
         ours = self.campaign(our_id)
-        ahead = (theirs["cases_run"] or 0, theirs["status"] == "finished") > (ours["cases_run"] or 0, ours["status"] == "finished")
-        if ahead and ours["lease_pid"] is None:
+        if _how_far(theirs) > _how_far(ours) and ours["lease_pid"] is None:
             self._take_progress(our_id, theirs)
 
     def _merge_counts(self, theirs: dict, campaigns: dict[int, int], path: Path) -> None:
