@@ -55,6 +55,7 @@ class CorpusFile:
         self.path = Path(path)
         self._closed = False
         self._write_depth = 0
+        self.pages_checked = False  # sqlite's quick_check passed (merge.py)
         if self.path.is_dir():
             raise UserError(f"'{self.path}' is a directory, not a corpus file; pass --db with a file path.")
         new_file = not self.path.exists()

@@ -64,7 +64,10 @@ class Merge(CorpusFile):
 
     def check_pages(self) -> None:
         """Refuse a file with a damaged page (a zeroed one reads back as no rows, or breaks the pointer map):
-        a merge reads or writes all of it, so sqlite's quick_check is worth its one pass over the file."""
+        a merge reads or writes all of it, so sqlite's quick_check is worth its one pass over the file (once:
+        `fuzz merge` checks every file before it creates --db, then merges)."""
+        if self.pages_checked:
+            return
         try:
             problem = self.db.execute("PRAGMA quick_check(1)").fetchone()[0]
         except sqlite3.DatabaseError as exc:
@@ -72,6 +75,7 @@ class Merge(CorpusFile):
         if problem != "ok":
             raise UserError(f"Nothing merged: '{self.path}' is damaged (sqlite's quick_check: {problem.splitlines()[-1]}); "
                             f"restore it from a copy, or salvage what it holds with `sqlite3 {self.path} .recover`.")
+        self.pages_checked = True
 
     def check_campaign_rows(self) -> None:
         """Refuse, in one sentence, a campaign row whose config or checkpoint is not of the shape and bounds
