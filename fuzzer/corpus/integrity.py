@@ -61,7 +61,7 @@ def header_id(path: Path) -> int | None:
             header = file.read(_ID_BYTES.stop)
     except OSError:
         return None
-    return int.from_bytes(header[_ID_BYTES], "big") if len(header) == _ID_BYTES.stop else None
+    return int.from_bytes(header[_ID_BYTES], "big", signed=True) if len(header) == _ID_BYTES.stop else None
 
 
 def new_corpus_id() -> int:
