@@ -12,6 +12,7 @@ from the checkpoint without repeating or skipping a case.
 from __future__ import annotations
 
 import contextlib
+import copy
 import multiprocessing.connection
 import signal
 import tempfile
@@ -343,10 +344,15 @@ class Campaign:
             yield
             self._mark_done(index)
             return
-        with self.corpus.transaction():
-            yield
-            self._mark_done(index)
-            self._checkpoint()
+        counted = copy.deepcopy(self.progress)
+        try:
+            with self.corpus.transaction():
+                yield
+                self._mark_done(index)
+                self._checkpoint()
+        except BaseException:  # rolled back (a full disk): the final checkpoint counts only what was stored
+            vars(self.progress).update(vars(counted))
+            raise
 
     def _count_internal_error(self, index: int, exc: InternalError) -> None:
         """A bug of ours on one case must not end a week-long campaign: count it, keep the last one

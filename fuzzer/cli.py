@@ -1140,7 +1140,7 @@ def merge(db_path, others, as_json):
 
     others = [Corpus(path, create=False) for path in others]  # refuse a bad file before writing anything
     for other in others:
-        other.check_campaign_rows()
+        other.check_mergeable()
     corpus = open_corpus(db_path, create=True)
     results = corpus.merge_all(others)
     lines = [f"{path}: {r['cases_added']} cases added, {r['cases_already_here']} already here, {r['campaigns_added']} campaigns added, "

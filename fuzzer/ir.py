@@ -25,6 +25,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from fuzzer import jsonform
 from fuzzer.errors import ShapeError, UserError
 
 SCHEMA_VERSION = 1
@@ -156,9 +157,11 @@ def check_name(name: str) -> None:
 def parse_json(text: str | bytes, what: str) -> Any:
     """json.loads for text from outside, nesting bounded; UserError naming `what` on any problem."""
     try:
-        data = json.loads(text)
+        data = json.loads(text, object_pairs_hook=jsonform.unique_keys)
     except json.JSONDecodeError as exc:
         raise UserError(f"Malformed {what}: {exc.msg} at line {exc.lineno} column {exc.colno}.") from None
+    except jsonform.DuplicateKey as exc:
+        raise UserError(f"Ambiguous {what}: {exc}; write each key once.") from None
     except RecursionError:
         raise UserError(f"The {what} nests deeper than {MAX_JSON_DEPTH} levels; refusing to load it.") from None
     except ValueError:  # Python's json refuses an integer of more than 4300 digits

@@ -6,6 +6,7 @@ not know; the corpus stores imported and merged findings as they came. So a reco
 `from_dict(data)` remembers `data`, and `to_dict()` gives it back key for key, in its order:
 a key it lacked stays absent while its field holds the default, an unknown key is kept, and a
 field changed since (or a record made anew, e.g. by `dataclasses.replace`) is written as it is now.
+Text from outside is read with `unique_keys`: an object giving a key twice is refused, not read as its last.
 This module imports nothing of the fuzzer, so every record type can use it.
 
 Non-finite numbers. Strict JSON parsers (JavaScript's JSON.parse, Go's encoding/json) refuse the
@@ -30,6 +31,21 @@ _READ_FROM = "_read_from"  # an instance attribute, not a field: equality, repr 
 T = TypeVar("T")
 
 NON_FINITE = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}  # the JSON form of each non-finite float
+
+
+class DuplicateKey(ValueError):
+    """A JSON object that gives one key twice: Python's json keeps the last silently, another parser
+    the first, so the text means different things to different readers."""
+
+
+def unique_keys(pairs: list[tuple[str, Any]]) -> dict:
+    """json.loads's object_pairs_hook that refuses a key given twice in one object (DuplicateKey)."""
+    data = dict(pairs)
+    if len(data) != len(pairs):
+        seen: set[str] = set()
+        repeated = next(key for key, _ in pairs if key in seen or seen.add(key))
+        raise DuplicateKey(f"an object gives the key {repeated!r} twice")
+    return data
 
 
 def dumps(value: Any, **options: Any) -> str:

@@ -14,8 +14,10 @@ The registry is a strict JSON list (no NaN or Infinity tokens) of one object per
                 frameworks  the framework of its backend's kind ("torch", "jax", "onnxruntime");
                             never a plugin's backend, whose findings differ from its base's
                 devices, dtypes
-                error       a regular expression searched in the normalized error text
-                            (errors.normalize_error: numbers are N, shapes "(...)")
+                error       a pattern searched in the normalized error text (errors.normalize_error:
+                            numbers are N, shapes "(...)"); the part of regular-expression syntax
+                            that cannot backtrack (fuzzer/error_patterns.py): literal text,
+                            backslash-escaped punctuation, '.', '.*', '|', '^' and '$'
     status    "open"; "convention", a result the framework documents (not a bug to report);
               or "fixed-in RELEASE", which matches nothing: a finding of a fixed bug is a
               regression or an old release, worth a look either way
@@ -23,6 +25,11 @@ The registry is a strict JSON list (no NaN or Infinity tokens) of one object per
     affected  the releases seen affected, as text, or null
     cases     stored cases (`fuzz export --format json`), relative to the registry's folder
     report    our write-up, relative to the registry's folder, or null
+              (both inside the folder that holds the registry's folder: the repository of
+              corpus/known-bugs.json, whose write-ups are in reports/bugs/)
+
+A key given twice in one object is refused, as are paths leading out of those folders: the registry
+is data a pull request can change, so no entry can make the fuzzer read elsewhere or stall it.
 """
 
 from __future__ import annotations
@@ -34,7 +41,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fuzzer import verdicts
+from fuzzer import jsonform, verdicts
+from fuzzer.error_patterns import ErrorPattern, UnsafePattern, compile_pattern
 from fuzzer.errors import UserError, normalize_error
 from fuzzer.ir import Graph, check_json_depth
 from fuzzer.records import Finding, signature_error
@@ -66,7 +74,7 @@ class Rule:
     frameworks: tuple[str, ...] = ()
     devices: tuple[str, ...] = ()
     dtypes: tuple[str, ...] = ()
-    error: str | None = None
+    error: ErrorPattern | None = None
 
     def matches(self, verdict: str, backend: str, ops: set[str], error_text: str) -> bool:
         """`ops`: the ops the finding may be charged to (culprit_ops)."""
@@ -77,7 +85,7 @@ class Rule:
                 and (not self.frameworks or framework_of(backend) in self.frameworks)
                 and (not self.devices or device in self.devices)
                 and (not self.dtypes or dtype in self.dtypes)
-                and (self.error is None or re.search(self.error, normalize_error(error_text)) is not None))
+                and (self.error is None or self.error.search(normalize_error(error_text))))
 
 
 @dataclass(frozen=True)
@@ -194,9 +202,11 @@ def _read_list(path: Path) -> list:
         raise UserError(f"Cannot read the known-bug registry '{path}' ({getattr(exc, 'strerror', None) or exc}); "
                         "check the path.") from None
     try:
-        data = json.loads(text, parse_constant=_refuse_constant)
+        data = json.loads(text, parse_constant=_refuse_constant, object_pairs_hook=jsonform.unique_keys)
     except json.JSONDecodeError as exc:
         raise _refusal(path, f"it is not JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
+    except jsonform.DuplicateKey as exc:
+        raise _refusal(path, str(exc)) from None
     except (ValueError, RecursionError) as exc:
         raise _refusal(path, f"it is not strict JSON ({exc})") from None
     if not isinstance(data, list):
@@ -207,21 +217,36 @@ def _read_list(path: Path) -> list:
 
 def _parse_entries(path: Path, entries: list) -> list[KnownBug]:
     bugs: list[KnownBug] = []
+    ids: set[str] = set()
+    allowed = allowed_names()
     for index, data in enumerate(entries, start=1):
         name = data.get("id") if isinstance(data, dict) else None
         where = f"entry {index}" + (f" ('{name}')" if isinstance(name, str) else "")
         try:
-            bug = parse_entry(data, path.parent)
+            bug = parse_entry(data, path.parent, allowed)
         except _Malformed as exc:
             raise _refusal(path, f"{where} {exc}") from None
-        if any(other.id == bug.id for other in bugs):
+        if bug.id in ids:
             raise _refusal(path, f"{where} repeats the id of an earlier entry")
+        ids.add(bug.id)
         bugs.append(bug)
     return bugs
 
 
-def parse_entry(data: Any, folder: Path) -> KnownBug:
-    """One entry, checked; _Malformed saying what is wrong ("has ...")."""
+def _inside(folder: Path, name: str, what: str) -> Path:
+    """`folder / name`, a file inside the folder that holds `folder` (links resolved: the repository of
+    corpus/known-bugs.json); _Malformed if it leads elsewhere."""
+    path, within = folder / name, folder.parent
+    if Path(name).is_absolute() or not path.resolve().is_relative_to(within.resolve()):
+        raise _Malformed(f"names {what} '{name}', which leads out of '{within}'")
+    if not path.is_file():
+        raise _Malformed(f"names {what} '{name}', which is not a file beside the registry")
+    return path
+
+
+def parse_entry(data: Any, folder: Path, allowed: dict[str, dict[str, None]] | None = None) -> KnownBug:
+    """One entry, checked (its match's names against `allowed`, default allowed_names()); _Malformed
+    saying what is wrong ("has ...")."""
     if not isinstance(data, dict):
         raise _Malformed(f"is a JSON {type(data).__name__}, not an object")
     unknown = sorted(set(data) - set(ENTRY_KEYS))
@@ -242,21 +267,16 @@ def parse_entry(data: Any, folder: Path) -> KnownBug:
     for key in ("affected", "report"):
         if data.get(key) is not None and not isinstance(data[key], str):
             raise _Malformed(f"has a '{key}' that is not text or null")
-    if data.get("report") is not None and not (folder / data["report"]).is_file():
-        raise _Malformed(f"names report '{data['report']}', which is not a file beside the registry")
+    if data.get("report") is not None:
+        _inside(folder, data["report"], "report")
     cases = data.get("cases", [])
     if not isinstance(cases, list) or not all(isinstance(c, str) for c in cases):
         raise _Malformed("has 'cases' that is not a list of file names")
-    for case in cases:
-        if not (folder / case).is_file():
-            raise _Malformed(f"names case file '{case}', which is not a file beside the registry")
-    return KnownBug(data["id"], _parse_rule(data["match"]), data["status"], tuple(folder / c for c in cases), data)
+    paths = tuple(_inside(folder, case, "case file") for case in cases)
+    return KnownBug(data["id"], _parse_rule(data["match"], allowed or allowed_names()), data["status"], paths, data)
 
 
-def _parse_rule(match: Any) -> Rule:
-    from fuzzer.backends import table
-    from fuzzer.ops import registry as op_registry
-
+def _parse_rule(match: Any, allowed: dict[str, dict[str, None]]) -> Rule:
     if not isinstance(match, dict):
         raise _Malformed("has a 'match' that is not an object")
     unknown = sorted(set(match) - set(MATCH_LISTS) - {"error"})
@@ -264,13 +284,6 @@ def _parse_rule(match: Any) -> Rule:
         raise _Malformed(f"has unknown match key '{unknown[0]}' (use {', '.join(MATCH_LISTS)}, error)")
     if not match.get("verdicts"):
         raise _Malformed("matches no verdict (its match needs a non-empty 'verdicts')")
-    allowed = {
-        "verdicts": [v.name for v in verdicts.TABLE if v.is_bug],
-        "ops": sorted(op_registry()),
-        "frameworks": sorted({cls.family for cls in table().classes.values()}),
-        "devices": list(DEVICES),
-        "dtypes": list(DTYPES),
-    }
     lists = {}
     for key in MATCH_LISTS:
         values = match.get(key, [])
@@ -282,12 +295,30 @@ def _parse_rule(match: Any) -> Rule:
             raise _Malformed(f"has unknown {key[:-1]} '{wrong[0]}' in its match ({shown})")
         lists[key] = tuple(values)
     error = match.get("error")
-    if error is not None:
-        try:
-            re.compile(error)
-        except (re.error, TypeError) as exc:
-            raise _Malformed(f"has match 'error' {error!r}, which is not a regular expression ({exc})") from None
-    return Rule(error=error, **lists)
+    if error is not None and not isinstance(error, str):
+        raise _Malformed(f"has match 'error' {error!r}, which is not text")
+    try:
+        pattern = None if error is None else compile_pattern(error)
+    except UnsafePattern as exc:
+        raise _Malformed(f"has match 'error' {error!r}, which uses {exc}: outside what a pattern may use (literal text, "
+                         "backslash-escaped punctuation, '.', '.*', '|', and '^' and '$' at an alternative's ends)") from None
+    return Rule(error=pattern, **lists)
+
+
+def allowed_names() -> dict[str, dict[str, None]]:
+    """The names each match list may hold now (plugins add backends), in the order a refusal lists them;
+    dicts, quick to look up. Taken once per registry read, not per entry."""
+    from fuzzer.backends import table
+    from fuzzer.ops import registry as op_registry
+
+    names = {
+        "verdicts": [v.name for v in verdicts.TABLE if v.is_bug],
+        "ops": sorted(op_registry()),
+        "frameworks": sorted({cls.family for cls in table().classes.values()}),
+        "devices": list(DEVICES),
+        "dtypes": list(DTYPES),
+    }
+    return {key: dict.fromkeys(values) for key, values in names.items()}
 
 
 # -- writing ------------------------------------------------------------------------------------

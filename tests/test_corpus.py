@@ -322,8 +322,9 @@ def test_a_campaign_with_a_frequent_bug_stores_a_few_cases_and_counts_every_find
 
 
 def test_export_import_into_second_db(tmp_path, corpus):
-    case = generate_case(3)
-    case_id = add(corpus, case, [finding()])
+    case = generate_case(3)  # an import takes registered backends only
+    real = "mismatch | torch-eager:cpu:float32 | linear"
+    case_id = add(corpus, case, [finding(real, backend="torch-eager:cpu:float32")], backends=["torch-eager:cpu:float32"])
     data = corpus.export_case(case_id, expect="agree")
     path = tmp_path / "case.json"
     path.write_text(json.dumps(data))
@@ -337,8 +338,8 @@ def test_export_import_into_second_db(tmp_path, corpus):
         assert stored.campaign_id is None
         assert stored.case.graph.to_json() == case.graph.to_json()
         assert all(stored.case.arrays[n].tobytes() == case.arrays[n].tobytes() for n in case.arrays)
-        assert stored.verdict == "mismatch" and stored.findings == [finding()]
-        assert other.bucket(SIG)["representative"] == new_id
+        assert stored.verdict == "mismatch" and stored.findings == [finding(real, backend="torch-eager:cpu:float32")]
+        assert other.bucket(real)["representative"] == new_id
 
 
 def _export_with_array(corpus: Corpus, name: str, payload: bytes) -> dict:

@@ -115,6 +115,29 @@ def test_a_corpus_replaced_under_its_writer_is_left_as_it_is_and_the_writer_stop
     assert rows(db, "SELECT count(*) FROM cases") == [(1,)] and rows(db, "SELECT count(*) FROM campaigns") == [(0,)]
 
 
+def test_a_corpus_copied_over_its_writer_is_left_as_it_is_and_the_writer_stops(tmp_path):
+    """Issue 51: `cp other.db fuzz.db` under a campaign keeps the inode, so the identity check missed it:
+    the campaign died with "No campaign with id 2", integrity_check failed, `fuzz list` mixed both files."""
+    db, other = tmp_path / "fuzz.db", tmp_path / "other.db"
+    with Corpus(other) as corpus:
+        store(corpus, 3)
+    before = other.read_bytes()
+    writer = Corpus(db)
+    campaign_id = writer.start_campaign({}, 0, {})
+    store(writer, 1, campaign_id)  # in the write-ahead log, not yet in the file
+    shutil.copyfile(other, db)  # in place: the same inode
+    refused(fuzz("list", "--db", db), f"The corpus '{db}' was overwritten (a copy over it?) while a process had it open")
+    with pytest.raises(UserError, match="was overwritten with another corpus .* nothing more was written"):
+        writer.checkpoint(campaign_id, {}, 1, 1)
+    with pytest.raises(UserError, match="was overwritten with another corpus"):
+        store(writer, 2, campaign_id)
+    writer.close()
+    assert db.read_bytes() == before, "the writer's log was dropped, not copied into the new content"
+    assert rows(db, "PRAGMA integrity_check") == [("ok",)]
+    assert rows(db, "SELECT count(*) FROM cases") == [(1,)] and rows(db, "SELECT count(*) FROM campaigns") == [(0,)]
+    assert fuzz("list", "--db", db).exit_code == 0
+
+
 # -- a flipped byte -------------------------------------------------------------------------------------
 
 @pytest.fixture
@@ -172,6 +195,31 @@ def test_a_full_disk_ends_the_campaign_interrupted_with_its_reason(tmp_path):
     assert "its disk is full" in json.loads(checkpoint)["stopped_because"]
     summary = json.loads(fuzz("campaigns", "--db", db, "--json").stdout)[0]
     assert "its disk is full" in summary["stopped_because"]
+
+
+def campaign_counts(db: Path) -> tuple[int, int]:
+    """(the campaign row's findings, the findings its buckets count for it)."""
+    [(findings,)] = rows(db, "SELECT findings FROM campaigns")
+    tallies = [json.loads(text).get("1", 0) for (text,) in rows(db, "SELECT campaigns FROM buckets")]
+    return findings, sum(tallies)
+
+
+@pytest.mark.slow
+def test_a_write_failure_leaves_the_campaign_counting_only_what_was_stored(tmp_path):
+    """Issue 51: after a full disk, a campaign's `findings` stayed 2 above its buckets' counts through a
+    successful resume (274 vs 272): the rolled-back transaction's findings had been counted anyway."""
+    db = tmp_path / "fuzz.db"
+    with Corpus(db) as corpus:
+        pages = corpus.db.conn.execute("PRAGMA page_count").fetchone()[0]
+        corpus.db.conn.execute(f"PRAGMA max_page_count = {pages + 24}")  # sqlite's disk full, on this connection
+        with pytest.raises(UserError, match="its disk is full"):
+            run_campaign(corpus, CampaignOptions(max_cases=300, **CANARY))
+    findings, counted = campaign_counts(db)
+    assert findings == counted > 0, "the findings the failed transaction would have stored are not counted"
+    with Corpus(db) as corpus:
+        run_campaign(corpus, CampaignOptions(max_cases=findings + 3, **CANARY), resume=1)
+    findings, counted = campaign_counts(db)
+    assert findings == counted, "nor after a resume that ran those cases again"
 
 
 def test_a_lock_held_past_the_busy_timeout_is_one_sentence(tmp_path):

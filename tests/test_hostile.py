@@ -32,6 +32,7 @@ from fuzzer.check import Finding
 from fuzzer.cli import main
 from fuzzer.corpus import Corpus
 from fuzzer.generate import generate_case
+from fuzzer.errors import UserError
 from fuzzer.ir import Graph, Node, TensorSpec
 from fuzzer.records import CaseRecord
 from test_cli_errors import dump
@@ -511,6 +512,39 @@ def test_a_merge_refused_for_one_bad_case_adds_nothing(tmp_path):
         corpus.add_case(CaseRecord(relu_case(6), verdict="agree", backends=[TORCH]))
     with unchanged(team):
         refused(fuzz("merge", "--db", team, good, bad), "Nothing merged: case 3 of", "bad.db", "above the limit")
+
+
+def test_an_unregistered_backend_name_is_refused_on_import(tmp_path, db):
+    cases = {"torch-eagr:cpu:float32": exported(relu_case(3), backends=[TORCH, "torch-eagr:cpu:float32"]),
+             "torch-eager:tpu:float32": exported(relu_case(3), backends=[TORCH, "torch-eager:tpu:float32"]),
+             "my-plugin-backend": {**exported(relu_case(3)), "findings": [finding("my-plugin-backend", "sig")]},
+             "canary-no-such-canary": {**exported(relu_case(3)), "findings": [finding("canary-no-such-canary", "sig")]}}
+    with unchanged(db):
+        for backend, data in cases.items():
+            refused(fuzz("import", "--db", db, write_json(tmp_path / "case.json", data)),
+                    f"The case file names backend '{backend}', which is not registered here; run `fuzz backends`")
+    canary = exported(relu_case(3), backends=["canary-tiled-matmul-zeros", "jax-jit:cpu:float64@jax-0.4.30"])
+    assert fuzz("import", "--db", db, write_json(tmp_path / "canary.json", canary)).exit_code == 0
+
+
+def test_a_key_given_twice_is_refused_in_a_case_file_and_a_graph(tmp_path, db):
+    text = json.dumps(exported(relu_case(3)))
+    with unchanged(db):
+        refused(fuzz("import", "--db", db, write_json(tmp_path / "case.json", text.replace('"verdict": "agree"',
+                                                                                         '"verdict": "agree", "verdict": "crash"'))),
+                "case.json' is ambiguous: an object gives the key 'verdict' twice")
+    with pytest.raises(UserError, match="Ambiguous graph JSON: an object gives the key 'op' twice"):
+        Graph.from_json('{"inputs": [], "nodes": [{"name": "n0", "op": "relu", "op": "sin", "inputs": []}], "outputs": []}')
+
+
+def test_an_sql_trigger_stored_in_a_corpus_is_refused_before_it_can_run(tmp_path, db):
+    """Issue 51: a trigger planted in the file rewrote every bucket's triage status at each write."""
+    with contextlib.closing(sqlite3.connect(db)) as conn, conn:
+        conn.execute("CREATE TRIGGER wontfix_all AFTER UPDATE ON buckets BEGIN UPDATE buckets SET status = 'wontfix'; END")
+    with unchanged(db):
+        for command in (("triage", 1, "--status", "reported", "--db", db), ("list", "--db", db), ("merge", "--db", tmp_path / "team.db", db)):
+            refused(fuzz(*command), f"The corpus '{db}' holds the SQL trigger 'wontfix_all', which the fuzzer never writes")
+    assert not (tmp_path / "team.db").exists()
 
 
 @pytest.fixture(scope="module")

@@ -5,6 +5,8 @@ still gets both, triage settles a bucket, and `fuzz known list / check / add` wo
 from __future__ import annotations
 
 import json
+import random
+import re
 import sqlite3
 from pathlib import Path
 
@@ -14,6 +16,7 @@ import pytest
 from fuzzer.backends import get_backend
 from fuzzer.check import Finding, check_case
 from fuzzer.corpus import Corpus
+from fuzzer.error_patterns import UnsafePattern, compile_pattern
 from fuzzer.errors import UserError
 from fuzzer.generate import generate_case
 from fuzzer.ir import Case, Graph, Node, TensorSpec
@@ -91,7 +94,13 @@ def entry(**changes) -> dict:
     ([entry(match={"verdicts": ["nan-inf"], "op": ["sign"]})], "entry 1 ('torch-sign-nan') has unknown match key 'op'"),
     ([entry(match={"verdicts": ["nan"]})], "has unknown verdict 'nan' in its match (crash, hang,"),
     ([entry(match={"verdicts": ["crash"], "ops": ["sgn"]})], "has unknown op 'sgn' in its match (`fuzz ops` lists them)"),
-    ([entry(match={"verdicts": ["crash"], "error": "("})], "is not a regular expression"),
+    ([entry(match={"verdicts": ["crash"], "error": "("})], "has match 'error' '(', which uses '(' at character 0"),
+    ([entry(match={"verdicts": ["crash"], "error": "(a+)+$"})], "which uses '(' at character 0: outside what a pattern"),
+    ([entry(match={"verdicts": ["crash"], "error": "a|"})], "which uses an alternative that matches every error"),
+    ('[{"id": "torch-sign-nan", "id": "x", "title": "t", "status": "open", "match": {"verdicts": ["crash"]}}]',
+     "an object gives the key 'id' twice"),
+    ([entry(cases=["../../../etc/hostname"])], "names case file '../../../etc/hostname', which leads out of"),
+    ([entry(report="/etc/hostname")], "names report '/etc/hostname', which leads out of"),
     ([entry(match={"ops": ["sign"]})], "matches no verdict"),
     ([entry(status="closed")], "has status 'closed' (use open, convention or 'fixed-in RELEASE')"),
     ([entry(link="pytorch#1")], "which is not an http(s) address or null"),
@@ -109,6 +118,51 @@ def test_a_malformed_registry_is_refused_in_one_sentence(tmp_path, content, need
     assert_user_error(fuzz("known", "list", "--known-bugs", path), needle)
     assert_user_error(fuzz("run", "--db", tmp_path / "new.db", "--max-cases", 1, "--known-bugs", path), needle)
     assert not (tmp_path / "new.db").exists(), "refused before the corpus is created"
+
+
+def test_an_error_pattern_means_what_re_search_means_and_cannot_backtrack():
+    """The subset (fuzzer/error_patterns.py) against `re` on random patterns and texts; and the
+    pattern that stalled `fuzz import` for minutes either refused or, written in the subset, instant."""
+    rng = random.Random(0)
+    tokens = ["a", "b", ".", ".*", "\\.", "\\(", " "]
+    compared = 0
+    for _ in range(3000):
+        alternatives = ["^" * (rng.random() < .3) + "".join(rng.choices(tokens, k=rng.randint(1, 4))) + "$" * (rng.random() < .3)
+                        for _ in range(rng.randint(1, 2))]
+        pattern = "|".join(alternatives)
+        try:
+            compiled = compile_pattern(pattern)
+        except UnsafePattern:
+            assert any(set(a) <= set("^$.*") for a in alternatives), f"only an alternative matching everything: {pattern}"
+            continue
+        for text in ("".join(rng.choices("ab.( ", k=rng.randint(0, 6))) for _ in range(5)):
+            assert compiled.search(text) == (re.search(pattern, text) is not None), (pattern, text)
+            compared += 1
+    assert compared > 10000
+    for pattern in ("(a+)+$", "a+", "[ab]", "\\d", "a{2}", "a?", "x^", "a$b", ".*", ""):
+        with pytest.raises(UnsafePattern):
+            compile_pattern(pattern)
+    assert compile_pattern("^a.*a.*a.*b$").search("a" * 100_000) is False
+    shipped = [bug.entry["match"]["error"] for bug in load_registry(SHIPPED_REGISTRY).bugs if "error" in bug.entry["match"]]
+    assert len(shipped) >= 6, "every shipped pattern is in the subset (load_registry above read them all)"
+
+
+def test_a_registry_entry_cannot_stall_an_import(tmp_path):
+    """Issue 51: an entry `(a+)+$` with a crash text of 60 a's kept `fuzz import` busy past 90 s. It is
+    refused when the registry is read, before the corpus is touched; the same intent in the subset matches."""
+    error = "a" * 60 + "!"
+    case = json.loads((REGRESSION.parent / "known" / "torch-sign-nan.json").read_text())
+    case.pop("expect")
+    case.update(verdict="crash", findings=[{**case["findings"][0], "verdict": "crash", "error": error, "max_error": 0.0,
+                                           "signature": f"crash | torch-eager:cpu:float32 | sign | {error}"}])
+    (tmp_path / "crash.json").write_text(json.dumps(case))
+    stalling = write_registry(tmp_path, [entry(match={"verdicts": ["crash"], "error": "(a+)+$"})])
+    assert_user_error(fuzz("import", tmp_path / "crash.json", "--db", tmp_path / "c.db", "--known-bugs", stalling),
+                      "which uses '(' at character 0")
+    assert not (tmp_path / "c.db").exists()
+    linear = write_registry(tmp_path, [entry(match={"verdicts": ["crash"], "error": "^a.*a!$"})], name="linear.json")
+    imported = fuzz("import", tmp_path / "crash.json", "--db", tmp_path / "c.db", "--known-bugs", linear)
+    assert imported.exit_code == 0 and imported.stdout.rstrip().endswith("known bugs: torch-sign-nan"), imported.output
 
 
 def test_list_shows_each_entry_and_its_rule(tmp_path):

@@ -60,3 +60,35 @@ def test_merging_a_file_that_is_not_a_corpus_writes_nothing(tmp_path):
     result = CliRunner().invoke(main, ["merge", "--db", str(tmp_path / "team.db"), str(junk)])
     assert result.exit_code == 2 and "not a fuzzer corpus" in result.output
     assert not (tmp_path / "team.db").exists()
+
+
+def test_merging_a_corpus_with_a_zeroed_page_is_refused_and_writes_nothing(tmp_path):
+    """Issue 51: a zeroed page (here the pointer map, page 2) went unnoticed by `fuzz list` and `fuzz merge`."""
+    source, _ = machine_corpus(tmp_path / "node1.db", 1, "mismatch | b | layer_norm")
+    source.close()
+    damaged = bytearray((tmp_path / "node1.db").read_bytes())
+    damaged[4096:8192] = bytes(4096)
+    (tmp_path / "node1.db").write_bytes(bytes(damaged))
+    result = CliRunner().invoke(main, ["merge", "--db", str(tmp_path / "team.db"), str(tmp_path / "node1.db")])
+    assert result.exit_code == 2 and result.stderr.startswith(f"Error: Nothing merged: '{tmp_path / 'node1.db'}' is damaged "
+                                                              "(sqlite's quick_check: "), result.output
+    assert "`sqlite3" in result.stderr and len(result.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "team.db").exists()
+
+
+def test_a_campaign_merged_while_it_ran_is_brought_up_to_date_by_the_next_merge(tmp_path):
+    """Issue 51: merging a live corpus froze its campaign's copy as `interrupted`, for good."""
+    node = Corpus(tmp_path / "node.db")
+    campaign = node.start_campaign({"backends": ["torch-eager:cpu:float32"]}, 1, {})  # leased: running
+    node.add_case(CaseRecord(generate_case(1), campaign_id=campaign, verdict="mismatch", backends=["b"],
+                             findings=[finding("mismatch | b | gru")]))
+    node.checkpoint(campaign, {"next_index": 1}, 1, 1)
+    team = Corpus(tmp_path / "team.db")
+    team.merge_all([node])
+    assert [(c["status"], c["cases_run"]) for c in team.campaigns()] == [("interrupted", 1)]
+    node.checkpoint(campaign, {"next_index": 5}, 5, 1)
+    node.finish_campaign(campaign)
+    team.merge_all([node])
+    assert [(c["status"], c["cases_run"], c["checkpoint"]["next_index"]) for c in team.campaigns()] == [("finished", 5, 5)]
+    team.merge_all([Corpus(tmp_path / "node.db")])
+    assert [(c["status"], c["cases_run"]) for c in team.campaigns()] == [("finished", 5)], "a merge again changes nothing"

@@ -20,6 +20,9 @@ Tables (schema version 7):
                  outcome there (present, fixed, differs, cannot-run), when, and the case replayed (an
                  id, not a reference: a bounded corpus may drop that case later).
 
+The sqlite header's application_id is the corpus id: random per corpus, so that a copy of another
+corpus over an open one is seen before the next write (integrity.py).
+
 The package's parts, one job a module. The Corpus class is made of one class of methods per
 part, each over the one open file (CorpusFile, connection.py); a part calls another's methods
 through `self` (a merge stores cases, the upgrade to schema 6 regroups buckets):

@@ -111,12 +111,14 @@ def load_case_file(path: str | Path) -> dict:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         raise UserError(f"Cannot read case file '{path}' ({reason}); check the path.") from None
     try:
-        data = json.loads(text)
+        data = json.loads(text, object_pairs_hook=jsonform.unique_keys)
     except json.JSONDecodeError as exc:
         raise UserError(
             f"Case file '{path}' is not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno}); "
             "pass a file written by `fuzz export`."
         ) from None
+    except jsonform.DuplicateKey as exc:
+        raise UserError(f"Case file '{path}' is ambiguous: {exc}; pass a file written by `fuzz export`.") from None
     except RecursionError:
         raise UserError(f"Case file '{path}' nests deeper than {MAX_JSON_DEPTH} levels; refusing to load it.") from None
     except ValueError:  # Python's json refuses an integer of more than 4300 digits
@@ -151,6 +153,20 @@ def case_from_export(data: Any) -> Case:
     return case
 
 
+def is_registered(backend: str) -> bool:
+    """Whether `backend` names a backend this installation knows: "KIND:DEVICE:DTYPE" of a built-in
+    kind on a device and dtype it supports (with "@ENV", whose environment replay checks), a canary's
+    or a loaded plugin's."""
+    from fuzzer.backends import table
+    from fuzzer.plugins import canary_names
+
+    parts = backend.partition("@")[0].split(":")
+    cls = table().classes.get(parts[0]) if len(parts) == 3 else None
+    if cls is not None:
+        return parts[1] in cls.devices and parts[2] in cls.dtypes
+    return backend in table().derived or backend.startswith("canary-") and backend[len("canary-"):] in canary_names()
+
+
 def imported_case(data: dict) -> tuple[CaseRecord, list[dict]]:
     """The record an exported case stores, and its triage entries; UserError if anything is malformed."""
     case = case_from_export(data)
@@ -166,6 +182,10 @@ def imported_case(data: dict) -> tuple[CaseRecord, list[dict]]:
             "The case file's 'findings' must be a list of objects with string 'signature', 'verdict', 'backend' "
             "and 'culprit', and numbers 'max_error' and 'allowed'."
         )
+    unregistered = next((name for name in [*backends, *(f["backend"] for f in findings)] if not is_registered(name)), None)
+    if unregistered is not None:
+        raise UserError(f"The case file names backend '{unregistered}', which is not registered here; run `fuzz backends` "
+                        "to list them (a plugin's findings stay in the corpus its campaign wrote: `fuzz merge` it).")
     triage = data.get("triage", [])
     if not isinstance(triage, list) or not all(is_triage(entry) for entry in triage):
         raise UserError(f"The case file's 'triage' must be a list of objects with a string 'bucket', a 'status' "

@@ -23,7 +23,8 @@ from typing import Any, Iterator
 import sqlite_utils
 
 from fuzzer import jsonform
-from fuzzer.corpus.integrity import OpenedFile, open_read_only, storage_errors_explained, unwritable
+from fuzzer.corpus.integrity import (OpenedFile, new_corpus_id, open_read_only, refuse_a_log_not_its_own,
+                                     storage_errors_explained, unwritable)
 from fuzzer.corpus.locking import BUSY_TIMEOUT_S, retry_while_locked
 from fuzzer.corpus.schema import GROUPED_BY_CAUSE, MIGRATIONS, SCHEMA_SQL, SCHEMA_VERSION, SQLITE_HEADER
 from fuzzer.errors import UserError
@@ -54,6 +55,7 @@ class CorpusFile:
         self.path = Path(path)
         self._closed = False
         self._write_depth = 0
+        self.pages_checked = False  # sqlite's quick_check passed (merge.py)
         if self.path.is_dir():
             raise UserError(f"'{self.path}' is a directory, not a corpus file; pass --db with a file path.")
         new_file = not self.path.exists()
@@ -80,6 +82,9 @@ class CorpusFile:
             if not self.read_only:
                 retry_while_locked(self._enable_wal)
             retry_while_locked(self.migrate)
+            if not self.read_only:
+                retry_while_locked(self._stamp_id)
+            self.opened.note_id(conn)
             self.opened.note_log()
         except BaseException:
             self.close()
@@ -91,6 +96,17 @@ class CorpusFile:
         mode = self.db.conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
         if str(mode).lower() != "wal":
             raise sqlite3.OperationalError(f"database is locked (journal_mode stayed {mode})")
+
+    def _stamp_id(self) -> None:
+        """Give a corpus without one (new, or of an older release) its random id (integrity.py), and
+        put it in the file itself at once, where a copy over the file is seen to change it."""
+        if self.db.conn.execute("PRAGMA application_id").fetchone()[0]:
+            return
+        with self._write():
+            if not self.db.conn.execute("PRAGMA application_id").fetchone()[0]:  # again, under the lock
+                self.db.conn.execute(f"PRAGMA application_id = {new_corpus_id()}")
+        with storage_errors_explained(self.path):
+            self.db.conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
 
     def _refuse(self, why: str) -> UserError:
         return UserError(f"'{self.path}' is not a fuzzer corpus ({why}); pass --db with a corpus file or a new path.")
@@ -112,6 +128,7 @@ class CorpusFile:
             raise UserError(f"Cannot open '{self.path}' ({exc}); check the path and its permissions.") from None
         try:
             self._check_layout(sqlite_utils.Database(conn, execute_plugins=False, recursive_triggers=False))
+            refuse_a_log_not_its_own(conn, self.path)
         except sqlite3.DatabaseError as exc:
             raise self._refuse(f"unreadable as sqlite: {exc}") from None
         finally:
@@ -124,6 +141,10 @@ class CorpusFile:
             return None
         if "meta" not in tables:
             raise self._refuse("no meta table")
+        trigger = db.execute("SELECT name FROM sqlite_master WHERE type = 'trigger' ORDER BY name").fetchone()
+        if trigger is not None:  # it would run at our writes: data in the file, acting as code
+            raise UserError(f"The corpus '{self.path}' holds the SQL trigger '{trigger[0]}', which the fuzzer never writes "
+                            "(it would change stored data at every write); drop it or pass --db with another corpus.")
         try:
             row = db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
         except sqlite3.OperationalError:
@@ -207,6 +228,8 @@ class CorpusFile:
                 conn.execute("ROLLBACK")
                 self.close()  # at once: our log at the path would be replayed over the new file
                 raise self.opened.error()
+            if self.opened.corpus_id is not None:  # the header page in every commit: a reader through our log after
+                conn.execute(f"PRAGMA application_id = {self.opened.corpus_id}")  # a copy over the file sees its id
             self._write_depth = 1
             try:
                 yield
@@ -218,6 +241,20 @@ class CorpusFile:
                 conn.execute("COMMIT")
             finally:
                 self._write_depth = 0
+
+    @contextlib.contextmanager
+    def snapshot(self) -> Iterator[None]:
+        """Reads that see one state of the file, whatever other processes write meanwhile (a merge of a
+        live corpus: its cases and its buckets' counts from the same moment). Joins a write transaction."""
+        conn = self.db.conn
+        if conn.in_transaction:
+            yield
+            return
+        conn.execute("BEGIN DEFERRED")
+        try:
+            yield
+        finally:
+            conn.execute("ROLLBACK")
 
     def transaction(self) -> contextlib.AbstractContextManager[None]:
         """One write transaction around several writes: all or none reach the file (a campaign stores a

@@ -6,6 +6,12 @@ be written.
   tracked corpus) stops the writer with a UserError; it never writes into a file it did not
   open, and on close it empties its write-ahead log only while that log is still its own, so
   sqlite does not replay its old writes over the new file.
+- The corpus id: a random number each corpus carries in its sqlite header (application_id, bytes
+  68-71), read from the file itself before every write transaction. `cp` of another corpus over an
+  open one keeps the inode but brings another id: the writer stops with a UserError and drops its
+  write-ahead log (its pages are the old content's; sqlite would copy them into the new one on
+  close), and an opener that finds a log belonging to an overwritten file refuses to read through
+  it. A copy of the same corpus (an old backup of it) carries the same id and is not caught.
 - verify_content: a case read back must have the content hash it was stored under (a flipped
   byte in an array is refused, not replayed or merged as a new case).
 - Opening read-only where the file or its folder cannot be written (reading commands work;
@@ -17,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 import sqlite3
 from pathlib import Path
 from typing import Iterator
@@ -42,6 +49,25 @@ def _wal(path: Path) -> Path:
     return Path(f"{path}-wal")
 
 
+_ID_BYTES = slice(68, 72)  # the sqlite header's application_id: the corpus id
+_WAL_INDEX_HEADER = 136  # the -shm file's two header copies and checkpoint info: zeroed, sqlite rebuilds them
+
+
+def header_id(path: Path) -> int | None:
+    """The corpus id in the file at `path` itself, as its header has it (not through the write-ahead
+    log); None if the file is gone or too short to hold one."""
+    try:
+        with open(path, "rb") as file:
+            header = file.read(_ID_BYTES.stop)
+    except OSError:
+        return None
+    return int.from_bytes(header[_ID_BYTES], "big", signed=True) if len(header) == _ID_BYTES.stop else None
+
+
+def new_corpus_id() -> int:
+    return secrets.randbelow(2**31 - 1) + 1  # application_id is a signed 32-bit number; 0 means none
+
+
 class OpenedFile:
     """A corpus file as opened: is its path still naming it?"""
 
@@ -50,17 +76,38 @@ class OpenedFile:
         self.file = _identity(path)
         self.log: tuple[int, int] | None = None
         self.lost = False  # the path was found naming another file, or none
+        self.corpus_id: int | None = None  # None: a file without one (read-only, of an older release)
+        self.id_on_disk = False  # seen in the file itself (a new id reaches it at a checkpoint)
+        self.overwritten = False  # other content was written over the file (cp): our log is not its
+
+    def note_id(self, conn: sqlite3.Connection) -> None:
+        """Remember the corpus id (through `conn`: the log's newest header)."""
+        self.corpus_id = conn.execute("PRAGMA application_id").fetchone()[0] or None
+        self.id_on_disk = self.corpus_id is not None and header_id(self.path) == self.corpus_id
 
     def note_log(self) -> None:
         """Remember the write-ahead log sqlite opened beside the file (once the file is in WAL mode)."""
         self.log = _identity(_wal(self.path))
 
     def replaced(self) -> bool:
-        """Whether the path no longer names the file that was opened (removed, or another file there)."""
-        self.lost = self.lost or _identity(self.path) != self.file
+        """Whether the path no longer names the file that was opened (removed, or another file there,
+        or the same file with another corpus's content: header_id)."""
+        self.lost = self.lost or _identity(self.path) != self.file or self._overwritten()
         return self.lost
 
+    def _overwritten(self) -> bool:
+        if self.corpus_id is None:
+            return False
+        on_disk = header_id(self.path)
+        self.id_on_disk = self.id_on_disk or on_disk == self.corpus_id
+        self.overwritten = on_disk != self.corpus_id and (self.id_on_disk or on_disk != 0)
+        return self.overwritten
+
     def error(self) -> UserError:
+        if self.overwritten:
+            return UserError(f"The corpus '{self.path}' was overwritten with another corpus (a copy over it) while this "
+                             "process had it open, so nothing more was written and its write-ahead log (writes to the file "
+                             "that was there) was dropped; put the corpus back or pass --db with another path.")
         now = "is gone" if _identity(self.path) is None else "is another file now"
         return UserError(f"The corpus '{self.path}' {now}: it was removed or replaced (rm, git checkout, a copy) while "
                          "this process had it open, so nothing more was written; put the corpus back or pass --db with "
@@ -75,9 +122,31 @@ class OpenedFile:
             if _identity(_wal(self.path)) != self.log:
                 _NEVER_CLOSED.append(conn)
                 return
-            with contextlib.suppress(sqlite3.Error):
-                conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            if self.overwritten:
+                self._drop_log()
+            else:
+                with contextlib.suppress(sqlite3.Error):
+                    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         conn.close()
+
+    def _drop_log(self) -> None:
+        """Empty the write-ahead log of a file overwritten in place, and zero the header of its shared
+        index so that sqlite rebuilds it from the empty log: the log's pages belong to the content that
+        was overwritten, and closing would copy them into the new one."""
+        with contextlib.suppress(OSError):
+            os.truncate(_wal(self.path), 0)
+            with open(f"{self.path}-shm", "r+b") as index:
+                index.write(bytes(_WAL_INDEX_HEADER))
+
+
+def refuse_a_log_not_its_own(conn: sqlite3.Connection, path: Path) -> None:
+    """UserError if the file's own header has another corpus id than `conn` (a read-only connection)
+    sees through the write-ahead log: the log is a live process's writes to a file that was overwritten."""
+    seen, on_disk = conn.execute("PRAGMA application_id").fetchone()[0], header_id(path)
+    if seen and on_disk not in (0, seen):
+        raise UserError(f"The corpus '{path}' was overwritten (a copy over it?) while a process had it open: its "
+                        f"write-ahead log '{_wal(path)}' holds that process's writes to the file that was there before; "
+                        "stop that process (it then drops the log) and run the command again.")
 
 
 def verify_content(case_id: int, stored_hash: str, graph_json: str, case: Case, path: Path) -> None:

@@ -5,6 +5,7 @@ its buckets (Merge)."""
 from __future__ import annotations
 
 import json
+import sqlite3
 from dataclasses import replace
 from pathlib import Path
 
@@ -39,6 +40,12 @@ def _raised(ours: dict[str, int], theirs: dict[str, int], campaigns: dict[int, i
     return added, raised
 
 
+def _how_far(campaign: dict) -> tuple[int, bool]:
+    """(cases run, finished) of a campaign row: a merged copy takes a row further along than itself."""
+    cases_run = campaign["cases_run"]
+    return cases_run if isinstance(cases_run, int) else 0, campaign["status"] == "finished"
+
+
 class Merge(CorpusFile):
     """Another corpus merged in, and cases exported and imported, in one transaction each."""
 
@@ -46,8 +53,29 @@ class Merge(CorpusFile):
 
     def merge_all(self, others: list["Corpus"]) -> dict[str, dict]:
         """merge_from for each corpus, all in one transaction: one refused file leaves this corpus as it was."""
+        self.check_pages()
         with self._write():
             return {str(other.path): self.merge_from(other) for other in others}
+
+    def check_mergeable(self) -> None:
+        """Refuse, in one sentence, a corpus to merge that is damaged or has a malformed campaign row."""
+        self.check_pages()
+        self.check_campaign_rows()
+
+    def check_pages(self) -> None:
+        """Refuse a file with a damaged page (a zeroed one reads back as no rows, or breaks the pointer map):
+        a merge reads or writes all of it, so sqlite's quick_check is worth its one pass over the file (once:
+        `fuzz merge` checks every file before it creates --db, then merges)."""
+        if self.pages_checked:
+            return
+        try:
+            problem = self.db.execute("PRAGMA quick_check(1)").fetchone()[0]
+        except sqlite3.DatabaseError as exc:
+            problem = str(exc)
+        if problem != "ok":
+            raise UserError(f"Nothing merged: '{self.path}' is damaged (sqlite's quick_check: {problem.splitlines()[-1]}); "
+                            f"restore it from a copy, or salvage what it holds with `sqlite3 {self.path} .recover`.")
+        self.pages_checked = True
 
     def check_campaign_rows(self) -> None:
         """Refuse, in one sentence, a campaign row whose config or checkpoint is not of the shape and bounds
@@ -70,19 +98,19 @@ class Merge(CorpusFile):
         per campaign (_merge_counts), which hold the findings it did not keep too; the cases it kept
         are all copied.
         """
-        other.check_campaign_rows()
-        with self._write():
+        other.check_mergeable()
+        with self._write(), other.snapshot():
             have = {row["uuid"]: row["id"] for row in self._rows("SELECT id, uuid FROM campaigns WHERE uuid IS NOT NULL")}
             campaigns, new_campaigns = {}, 0
             for row in other.campaigns():
                 if row["uuid"] in have:
                     campaigns[row["id"]] = have[row["uuid"]]
+                    self._advance_copy(have[row["uuid"]], row)
                     continue
                 new_id = self.start_campaign(row["config"], row["seed"], row["versions"], lease=False)
                 self.db.execute("UPDATE campaigns SET uuid = coalesce(?, uuid), started = ? WHERE id = ?",
                                 [row["uuid"], row["started"], new_id])
-                self.checkpoint(new_id, row.get("checkpoint") or {}, row["cases_run"], row["findings"])
-                self.finish_campaign(new_id, "finished" if row["status"] == "finished" else "interrupted")
+                self._take_progress(new_id, row)
                 campaigns[row["id"]] = have[row["uuid"]] = new_id
                 new_campaigns += 1
             cases, added = {}, 0
@@ -106,6 +134,19 @@ class Merge(CorpusFile):
                     self._take_release_checks(ours["signature"], bucket["release_checks"], cases, other.path)
         return {"campaigns_added": new_campaigns, "cases_added": added, "cases_already_here": len(cases) - added,
                 "buckets_triaged": triaged}
+
+    def _take_progress(self, our_id: int, theirs: dict) -> None:
+        """Campaign `our_id` (a merged copy) takes another corpus's row's progress and how it ended; one
+        still running there is `interrupted` here until a later merge brings it further (_advance_copy)."""
+        self.checkpoint(our_id, theirs.get("checkpoint") or {}, theirs["cases_run"], theirs["findings"])
+        self.finish_campaign(our_id, "finished" if theirs["status"] == "finished" else "interrupted")
+
+    def _advance_copy(self, our_id: int, theirs: dict) -> None:
+        """A campaign merged before, further along there now (it was running then): its copy here, unless
+        a process here runs it, takes its progress: merging a live corpus must not freeze its campaign here."""
+        ours = self.campaign(our_id)
+        if _how_far(theirs) > _how_far(ours) and ours["lease_pid"] is None:
+            self._take_progress(our_id, theirs)
 
     def _merge_counts(self, theirs: dict, campaigns: dict[int, int], path: Path) -> None:
         """Take another corpus's findings per campaign of one of its buckets and of each of its members
