@@ -154,6 +154,9 @@ def limit_threads(threads: int) -> None:
 
 def _worker_main(conn, config: WorkerConfig, trusted_paths: str, known_bugs: Registry | None) -> None:
     """Entry point of the worker process."""
+    # Its own session, whose id is its pid: every process its backends start (a plugin's helper, an
+    # environment's interpreter) and their children join it, and end with the worker (end_session).
+    os.setsid()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
     envs.adopt_trusted_paths(trusted_paths)
     os.dup2(2, 1)  # the parent's stdout is its summary (`--json`): a plugin's print or a library's C write goes to stderr
@@ -181,8 +184,8 @@ def _worker_main(conn, config: WorkerConfig, trusted_paths: str, known_bugs: Reg
     while True:
         try:
             request = conn.recv()
-        except (EOFError, OSError):  # the parent is gone
-            return
+        except (EOFError, OSError):  # the parent is gone (kill -9): no one else will end this session
+            os.killpg(0, signal.SIGKILL)
         if request[0] == "stop":
             return
         try:
@@ -413,6 +416,7 @@ class Worker:
         if self.process.is_alive():
             self.process.kill()
         self.process.join(10)
+        end_session(self.process.pid)
 
     def stop(self) -> None:
         stop_all([self])
@@ -423,6 +427,16 @@ class Worker:
             self.conn.send(("stop",))
         except (BrokenPipeError, OSError):
             pass
+
+
+def end_session(pid: int | None) -> None:
+    """SIGKILL what is left of the session of the worker whose pid was `pid` (_worker_main starts one):
+    the processes its backends started, which would otherwise outlive the campaign and hold its
+    stderr open (a plugin's 26 sleeping helpers kept a caller waiting 170 s for end of output)."""
+    if pid is None:
+        return
+    with contextlib.suppress(ProcessLookupError, PermissionError):  # none left (or the worker never started one)
+        os.killpg(pid, signal.SIGKILL)
 
 
 def stop_all(workers: list) -> None:

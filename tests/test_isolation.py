@@ -176,6 +176,52 @@ def test_raising_backend_is_a_crash_finding(tmp_path):
         assert all(row["node_count"] <= originals[row["shrunk_from"]]["node_count"] for row in shrunk)
 
 
+# A relu kernel that starts helpers which sleep (a child, and a child of that child) and writes their pids
+# to a file, then answers: the campaign itself finishes fine.
+SPAWNING_PLUGIN = """
+import subprocess
+
+import torch
+
+
+def relu_spawning(xs, ps, attrs):
+    helper = subprocess.Popen(["sh", "-c", "sleep 300 & echo $! >> {pids}; exec sleep 300"])
+    with open("{pids}", "a") as pids:
+        pids.write(f"{{helper.pid}}\\n")
+    return torch.relu(xs[0])
+
+
+def register(api):
+    api.derive_backend("plugin-spawn-relu", base="torch-eager:cpu:float32", overrides={{"relu": relu_spawning}})
+"""
+
+
+def ended(pid: int) -> bool:
+    """Has process `pid` ended (gone, or a zombie no one has reaped yet)?"""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except (FileNotFoundError, ProcessLookupError):
+        return True
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads the helpers' state from /proc")
+def test_every_process_a_backend_starts_ends_with_its_worker(tmp_path):
+    # Issue 51: a plugin's 26 sleeping helpers outlived a 6 s campaign and held its stderr open for 170 s.
+    pids = tmp_path / "helpers.txt"
+    plugin = tmp_path / "spawn_relu.py"
+    plugin.write_text(SPAWNING_PLUGIN.format(pids=pids))
+    corpus, progress = plugin_campaign(tmp_path, str(plugin), "plugin-spawn-relu", max_cases=1)
+    with corpus:
+        assert_campaign_survived(tmp_path, corpus, progress, 1)
+    helpers = [int(line) for line in pids.read_text().split()]
+    assert len(helpers) >= 4, "the kernel ran and started its helpers and theirs"
+    deadline = time.monotonic() + 10
+    while not all(ended(pid) for pid in helpers) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert [pid for pid in helpers if not ended(pid)] == []
+
+
 # -- a backend's error that leaves the device unusable (a CUDA sticky error) ---------------------
 
 STICKY = "sticky_device_error.py"
