@@ -400,6 +400,9 @@ def run(db_path, time_text, max_cases, backends, ops, max_nodes, regimes, seed, 
     if progress.unrepeated_hangs:
         text += (f"\n{progress.unrepeated_hangs} hang(s) a fresh worker did not repeat (the case ran within its "
                  "time there): not findings; a loaded machine makes them.")
+    if progress.slow_checks:
+        text += (f"\n{progress.slow_checks} case(s) not checked: the fuzzer's own work on them (a float64 reference, the "
+                 f"oracle's models or a localization) ran past the campaign's --timeout; not findings, raise --timeout to check such cases.")
     if progress.lost_nodes:
         text += (f"\n{len(progress.lost_nodes)} Ray node(s) lost ({', '.join(progress.lost_nodes)}): not findings; "
                  "the cases they were checking went back to the queue.")

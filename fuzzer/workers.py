@@ -205,8 +205,8 @@ DIED_MESSAGE = "worker process "  # then how it ended: "killed by signal SIGSEGV
 FORK_SERVER_LOST = 255
 
 
-# The requests that check a case: the reference and oracle first, then the backends.
-CHECKS = ("case", "check", "recheck")
+# The requests that check a case (the reference and oracle first, then the backends), or shrink one.
+CHECKS = ("case", "check", "recheck", "shrink")
 # How long a stopping worker may take to finish its request before it is killed.
 STOP_GRACE_S = 5.0
 
@@ -242,12 +242,13 @@ class WorkerDied(Exception):
 
 
 class SlowCheck(WorkerDied):
-    """The worker stopped answering outside any backend run: in the fuzzer's own drawing, reference
-    or oracle, which says nothing of a backend (a campaign counts it as an internal error)."""
+    """The worker stopped answering outside any backend run: in the fuzzer's own drawing, reference,
+    oracle or localization, which says nothing of a backend (a campaign counts the case as not checked)."""
 
     def __init__(self, limit: float, source):
-        super().__init__("hang", None, f"no answer within {limit:g} s outside any backend (the fuzzer's own "
-                                       f"reference and oracle)", source)
+        super().__init__("hang", None, f"the fuzzer's own work on the case (its float64 reference, the oracle's models or "
+                                       f"a finding's localization; no backend was running) did not finish within {limit:g} s",
+                         source)
 
 
 def ended_its_process(verdict: str, error: str) -> bool:
@@ -384,17 +385,15 @@ class Worker:
         return None
 
     def check_timeout(self, timeout: float, compile_timeout: float | None = None) -> None:
-        """Kill and restart a worker silent for too long during one backend run: `timeout`
-        seconds, or `compile_timeout` for a compiling backend (torch.compile's first graph
-        takes tens of seconds, more when several workers compile at once) and for a check's own
-        work outside its backends (raised as SlowCheck: no backend's finding)."""
-        # Before its first backend and between backends a check draws the case and computes its
-        # reference and honest models: our own work, which a big case on a loaded machine stretches
-        # (a float16 model of a 512-channel conv, about a minute among 14 workers): the longer limit,
-        # and no finding. (A request for a reference alone, `outputs`, is held to `timeout`: export's
-        # bound on it.)
+        """Kill and restart a worker silent for too long: `timeout` seconds, or `compile_timeout` during
+        a compiling backend's run (torch.compile's first graph takes tens of seconds, more when several
+        workers compile at once). Silent outside any backend run, in a check's own work, it is raised
+        as SlowCheck: no backend's finding."""
+        # Before its first backend, between backends and after them a check draws the case, computes its
+        # references and honest models and localizes findings: our own work, also held to `timeout` (under
+        # the compile timeout a jax-vmap campaign's one worker spent 9 of its 10 minutes in a reference).
         outside = self.backend is None and self.in_flight is not None and self.in_flight[0] in CHECKS
-        limit = max(timeout, compile_timeout or 0.0) if self.backend_compiles or outside else timeout
+        limit = max(timeout, compile_timeout or 0.0) if self.backend_compiles else timeout
         if self.in_flight is not None and time.monotonic() - self.last_heartbeat > limit:
             backend, source = self.backend, self.source
             self._restart()

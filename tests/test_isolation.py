@@ -176,6 +176,19 @@ def test_raising_backend_is_a_crash_finding(tmp_path):
         assert all(row["node_count"] <= originals[row["shrunk_from"]]["node_count"] for row in shrunk)
 
 
+@pytest.mark.slow
+def test_a_reference_slower_than_the_timeout_leaves_the_case_unchecked_and_the_campaign_goes_on(tmp_path):
+    # Issue 51: under the compile timeout a jax-vmap campaign's one worker spent 9 of its 10 minutes in
+    # the float64 reference of a backend's extra outputs, with no finding. Each case here reaches the
+    # reference within `timeout`; a compile timeout of 300 s would have held each for 300 s.
+    corpus, progress = plugin_campaign(tmp_path, "slow_extra_reference.py", "plugin-slow-extra-reference", max_cases=2,
+                                       compile_timeout=300)
+    with corpus:
+        assert_campaign_survived(tmp_path, corpus, progress, 2)
+        assert (progress.slow_checks, progress.internal_errors, progress.crashes) == (2, 0, 0)
+        assert corpus.list_cases(limit=10) == [] and corpus.buckets() == []  # not the backend's hang, nor anyone's
+
+
 # A relu kernel that starts helpers which sleep (a child, and a child of that child) and writes their pids
 # to a file, then answers: the campaign itself finishes fine.
 SPAWNING_PLUGIN = """
