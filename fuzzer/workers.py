@@ -46,6 +46,7 @@ import signal
 import time
 import traceback
 import warnings
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fuzzer import envs
@@ -200,6 +201,11 @@ def _worker_main(conn, config: WorkerConfig, trusted_paths: str, known_bugs: Reg
 
 
 DIED_MESSAGE = "worker process "  # then how it ended: "killed by signal SIGSEGV", "exited with status 1"
+# A worker silent at its address-space limit ran out of memory, not time (a hog filling 3,000 MB page by
+# page was filed as a `hang`): WorkerDied.message then starts with this, after DIED_MESSAGE.
+AT_MEMORY_LIMIT = DIED_MESSAGE + "stopped answering at its memory limit"
+# How near the limit its peak address space must come: a refused allocation is at most this far below it.
+AT_LIMIT_SHARE = 0.9
 # The status multiprocessing gives a fork-server child whose end its fork server could not report:
 # the fork server was killed too (CPython's popen_forkserver).
 FORK_SERVER_LOST = 255
@@ -249,6 +255,17 @@ class SlowCheck(WorkerDied):
         super().__init__("hang", None, f"the fuzzer's own work on the case (its float64 reference, the oracle's models or "
                                        f"a finding's localization; no backend was running) did not finish within {limit:g} s",
                          source)
+
+
+def peak_address_space_mb(pid: int) -> int | None:
+    """The most address space process `pid` has held, in MB (Linux's VmPeak); None where /proc does not say."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmPeak:"):
+                return int(line.split()[1]) // 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
 
 
 def ended_its_process(verdict: str, error: str) -> bool:
@@ -396,9 +413,12 @@ class Worker:
         limit = max(timeout, compile_timeout or 0.0) if self.backend_compiles else timeout
         if self.in_flight is not None and time.monotonic() - self.last_heartbeat > limit:
             backend, source = self.backend, self.source
+            peak, memory_limit = peak_address_space_mb(self.process.pid), self.config.memory_limit_mb
             self._restart()
             if outside:
                 raise SlowCheck(limit, source)
+            if peak is not None and memory_limit and peak >= AT_LIMIT_SHARE * memory_limit:
+                raise WorkerDied("crash", backend, f"{AT_MEMORY_LIMIT} ({peak} of {memory_limit} MB) for {limit:g} s", source)
             raise WorkerDied("hang", backend, f"no answer within {limit:g} s", source)
 
     def request(self, message: tuple, timeout: float, compile_timeout: float | None = None):

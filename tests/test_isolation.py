@@ -163,6 +163,19 @@ def test_memory_hog_under_limit_is_a_crash_finding(tmp_path):
     assert resource.getrlimit(resource.RLIMIT_AS) == parent_limit  # the limit is the worker's alone
 
 
+@pytest.mark.slow
+def test_a_worker_silent_at_its_memory_limit_is_a_crash_finding_not_a_hang(tmp_path):
+    # Issue 51: a memory hog under --memory-limit 3000 was filed as `hang`.
+    corpus, progress = plugin_campaign(tmp_path, "hog_wait_relu.py", "plugin-hog-wait-relu", max_cases=1,
+                                       memory_limit_mb=HOG_MEMORY_LIMIT_MB)
+    with corpus:
+        assert_campaign_survived(tmp_path, corpus, progress, 1)
+        found = assert_only_blamed(corpus, "plugin-hog-wait-relu", "crash")
+        for _, f in found:
+            got = re.fullmatch(r"worker process stopped answering at its memory limit \((\d+) of 2048 MB\) for 5 s", f["error"])
+            assert got and int(got.group(1)) >= 1800, f["error"]
+
+
 def test_raising_backend_is_a_crash_finding(tmp_path):
     corpus, progress = plugin_campaign(tmp_path, "raise_relu.py", "plugin-raise-relu")
     with corpus:
