@@ -296,6 +296,7 @@ def run(db_path, time_text, max_cases, backends, ops, max_nodes, regimes, seed, 
     from fuzzer import envs
     from fuzzer.backends import parse_backend_list
     from fuzzer.campaign import CampaignOptions, run_campaign
+    from fuzzer.campaign_config import resumed_options
     from fuzzer.check import eager_peer
     from fuzzer.generate import weak_hypothesis_warning
     from fuzzer.known import load_registry
@@ -378,9 +379,11 @@ def run(db_path, time_text, max_cases, backends, ops, max_nodes, regimes, seed, 
         click.echo("", err=True)
     summary = {**progress.event_dict(), "region_coverage": progress.region_coverage(), "db": db_path}
     shares = ", ".join(f"{name} {share:.0%}" for name, share in progress.backend_time_share().items())
-    compiling = [b for b in parsed if b.expensive]  # a resumed campaign's are its stored ones: no shares to hold it to
-    compile_shares = {} if resume is not None else parse_shares(
-        options.compile_share, [b.name for b in compiling], {b.name: b.compile_weight for b in compiling})
+    if resume is not None:  # the resumed campaign's own backends and shares, not this command line's defaults
+        options = CampaignOptions(**resumed_options(corpus.campaign(resume), list(plugins))[0], plugins=list(plugins))
+        parsed = parse_backend_list(",".join(options.backends))
+    compiling = [b for b in parsed if b.expensive]
+    compile_shares = parse_shares(options.compile_share, [b.name for b in compiling], {b.name: b.compile_weight for b in compiling})
     text = (
         f"Campaign {progress.campaign_id} {progress.status}: {progress.graphs} graphs ({progress.checked} cases) in "
         f"{progress.elapsed:.0f}s, {progress.graphs_per_second:.1f} graphs/s; {progress.finding_cases} cases with "

@@ -519,3 +519,17 @@ def test_an_export_whose_gradient_reference_aborts_refuses_in_one_sentence_and_t
     report = subprocess.run([str(FUZZ), "report", "--db", str(db), "-o", str(tmp_path / "report")], capture_output=True, text=True)
     assert report.returncode == 0, report.stderr
     assert "extra outputs ended its worker (worker process killed by signal SIGABRT)" in (tmp_path / "report" / "report.html").read_text()
+
+
+@pytest.mark.slow
+def test_a_resumed_summary_is_of_the_campaigns_own_backends(tmp_path):
+    # Issue 51: `fuzz run --resume ID` summed up (and warned about) the default backends, which it never ran.
+    from test_hostile import fuzz
+
+    common = ["--db", tmp_path / "fuzz.db", "--workers", 1]
+    assert fuzz("run", *common, "--backends", REFERENCE, "--ops", "relu", "--max-cases", 1).exit_code == 0
+    resumed = fuzz("run", *common, "--resume", 1, "--max-cases", 2)
+    assert resumed.exit_code == 0, resumed.output
+    what_ran = resumed.stdout.split("What ran", 1)[1].split("Share of worker time", 1)[0]
+    assert re.findall(r"\n  (\S+): ", what_ran) == [REFERENCE] and "Warning" not in resumed.stdout
+
