@@ -23,7 +23,7 @@ import click
 
 from fuzzer.budget import CROSS_RELEASE_SHARE, DEFAULT_SHARE, default_share, parse_shares
 from fuzzer.campaign_config import CONFIG_FIELDS
-from fuzzer.errors import InternalError, UserError
+from fuzzer.errors import FULL_DISK_ERRNOS, InternalError, UserError
 from fuzzer import DISTRIBUTION, jsonform, verdicts
 from fuzzer.verdicts import BY_NAME as VERDICT_NAMES
 from fuzzer.workers import MEMORY_LIMIT_VARIABLE, default_memory_limit_mb, require_within_hard_limit
@@ -144,6 +144,8 @@ def _finding_lines(findings: list[dict]) -> list[str]:
 
 def _os_error_sentence(exc: OSError) -> str:
     where = f" '{exc.filename}'" if exc.filename else ""
+    if exc.errno in FULL_DISK_ERRNOS:  # neither the path nor its permissions are wrong
+        return f"Cannot write{where or ' the output'}: its disk is full ({exc.strerror}); free some space and run the command again."
     return f"Cannot use{where} ({exc.strerror or exc}); check that the path exists and that you may read and write it."
 
 

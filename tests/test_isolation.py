@@ -26,6 +26,7 @@ import pytest
 
 from fuzzer.campaign import CampaignOptions, run_campaign
 from fuzzer.corpus import Corpus
+from fuzzer.errors import UserError
 
 PLUGINS = Path(__file__).resolve().parent / "plugins"
 FUZZ = Path(sys.executable).parent / "fuzz"
@@ -200,6 +201,19 @@ def test_a_reference_slower_than_the_timeout_leaves_the_case_unchecked_and_the_c
         assert_campaign_survived(tmp_path, corpus, progress, 2)
         assert (progress.slow_checks, progress.internal_errors, progress.crashes) == (2, 0, 0)
         assert corpus.list_cases(limit=10) == [] and corpus.buckets() == []  # not the backend's hang, nor anyone's
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full, a file whose every write finds the disk full")
+def test_a_backend_that_finds_its_disk_full_ends_the_campaign_with_that_sentence_not_a_finding(tmp_path):
+    # Issue 51: under a full disk some messages blamed the wrong thing (here: the backend, as a crash).
+    with pytest.raises(UserError, match=r"^plugin-full-disk-relu could not write a file: its disk is full \(OSError: \[Errno 28\]"):
+        plugin_campaign(tmp_path, "full_disk_relu.py", "plugin-full-disk-relu", max_cases=2)
+    with Corpus(tmp_path / "corpus.db") as corpus:
+        [row] = corpus.campaigns()
+        assert row["status"] == "interrupted" and "its disk is full" in row["checkpoint"]["stopped_because"]
+        assert corpus.list_cases(limit=10) == []
+    assert multiprocessing.active_children() == []
 
 
 # A relu kernel that starts helpers which sleep (a child, and a child of that child) and writes their pids
