@@ -449,9 +449,9 @@ class Worker:
 
 
 def end_session(pid: int | None) -> None:
-    """SIGKILL what is left of the session of the worker whose pid was `pid` (_worker_main starts one):
-    the processes its backends started, which would otherwise outlive the campaign and hold its
-    stderr open (a plugin's 26 sleeping helpers kept a caller waiting 170 s for end of output)."""
+    """SIGKILL what is left of the session led by process `pid` (a worker: _worker_main starts one):
+    the processes it started, which would otherwise outlive the campaign and hold its stderr
+    open (a plugin's 26 sleeping helpers kept a caller waiting 170 s for end of output)."""
     if pid is None:
         return
     with contextlib.suppress(ProcessLookupError, PermissionError):  # none left (or the worker never started one)
