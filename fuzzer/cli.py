@@ -235,7 +235,8 @@ def main():
 @click.option("--workers", type=bounded("workers"), default=lambda: os.cpu_count() or 1, show_default="CPU count",
               help="Isolated worker processes.")
 @click.option("--timeout", type=bounded("timeout"), default=60.0, show_default=True,
-              help="Seconds one backend run may take before it is a hang.")
+              help="Seconds one backend run may take before it is a hang; also the bound on the fuzzer's own work "
+                   "on a case (reference, oracle, localization), past which the case is left unchecked.")
 @click.option("--compile-timeout", type=bounded("compile_timeout"), default=600.0, show_default=True,
               help="The same for compiling backends (torch.compile), whose first graph takes tens of seconds.")
 @click.option("--shrink-time", type=bounded("shrink_time"), default=60.0, show_default=True,

@@ -12,6 +12,9 @@ imports alone would use most of a small address-space limit). Each worker runs o
 and answers requests over a pipe. Before every backend run it reports what it is about to run,
 so when it dies or goes silent the parent knows which backend and which case did it.
 
+Each worker leads its own session: what its backends start (a plugin's helper, an environment's
+interpreter) is killed with it (end_session), never left holding the campaign's stderr open.
+
 Requests:  ("case", index, known_signatures, focus)  generate case `index` (steered toward the region
                                                key `focus`, or None), check it, shrink new findings
            ("check", case, backend_names)      check one given case (replay, regress)
@@ -201,10 +204,10 @@ def _worker_main(conn, config: WorkerConfig, trusted_paths: str, known_bugs: Reg
 
 
 DIED_MESSAGE = "worker process "  # then how it ended: "killed by signal SIGSEGV", "exited with status 1"
-# A worker silent at its address-space limit ran out of memory, not time (a hog filling 3,000 MB page by
-# page was filed as a `hang`): WorkerDied.message then starts with this, after DIED_MESSAGE.
+# A worker silent while it holds its address-space limit ran out of memory, not time (issue 51: a memory
+# hog under --memory-limit 3000 was filed as a `hang`): WorkerDied.message then starts with this.
 AT_MEMORY_LIMIT = DIED_MESSAGE + "stopped answering at its memory limit"
-# How near the limit its peak address space must come: a refused allocation is at most this far below it.
+# How near the limit the address space it holds must come: a refused allocation is at most this far below it.
 AT_LIMIT_SHARE = 0.9
 # The status multiprocessing gives a fork-server child whose end its fork server could not report:
 # the fork server was killed too (CPython's popen_forkserver).
@@ -257,11 +260,12 @@ class SlowCheck(WorkerDied):
                          source)
 
 
-def peak_address_space_mb(pid: int) -> int | None:
-    """The most address space process `pid` has held, in MB (Linux's VmPeak); None where /proc does not say."""
+def address_space_mb(pid: int) -> int | None:
+    """The address space process `pid` holds now, in MB (Linux's VmSize, what RLIMIT_AS bounds); None
+    where /proc does not say."""
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmPeak:"):
+            if line.startswith("VmSize:"):
                 return int(line.split()[1]) // 1024
     except (OSError, ValueError, IndexError):
         pass
@@ -413,12 +417,12 @@ class Worker:
         limit = max(timeout, compile_timeout or 0.0) if self.backend_compiles else timeout
         if self.in_flight is not None and time.monotonic() - self.last_heartbeat > limit:
             backend, source = self.backend, self.source
-            peak, memory_limit = peak_address_space_mb(self.process.pid), self.config.memory_limit_mb
+            held, memory_limit = address_space_mb(self.process.pid), self.config.memory_limit_mb
             self._restart()
             if outside:
                 raise SlowCheck(limit, source)
-            if peak is not None and memory_limit and peak >= AT_LIMIT_SHARE * memory_limit:
-                raise WorkerDied("crash", backend, f"{AT_MEMORY_LIMIT} ({peak} of {memory_limit} MB) for {limit:g} s", source)
+            if held is not None and memory_limit and held >= AT_LIMIT_SHARE * memory_limit:
+                raise WorkerDied("crash", backend, f"{AT_MEMORY_LIMIT} ({held} of {memory_limit} MB) for {limit:g} s", source)
             raise WorkerDied("hang", backend, f"no answer within {limit:g} s", source)
 
     def request(self, message: tuple, timeout: float, compile_timeout: float | None = None):
