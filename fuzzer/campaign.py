@@ -83,6 +83,7 @@ class Progress:
     unrepeated_hangs: int = 0  # hangs a fresh worker did not repeat (a slow case on a loaded machine): not findings
     unrepeated_deaths: int = 0  # kills from outside a fresh worker did not repeat (WorkerDied.from_outside): not findings
     poisoned_restarts: int = 0  # workers replaced after a backend's error left their device unusable
+    slow_checks: int = 0  # cases not checked: the fuzzer's own work on them ran past --timeout (SlowCheck)
     internal_errors: int = 0
     last_internal_error: str = ""
     elapsed: float = 0.0
@@ -561,8 +562,8 @@ class Campaign:
         alone) and a kill from outside (WorkerDied.from_outside: the OOM killer, a scheduler, a user's
         kill). Any other crash is stored either way (a fault that strikes once in two runs is still a
         fault: heap corruption)."""
-        if isinstance(died, SlowCheck):
-            self._count_internal_error(index, InternalError(str(died)))
+        if isinstance(died, SlowCheck):  # no backend's fault, nor a bug of ours: the case is left unchecked
+            self.progress.slow_checks += 1
             return
         # The case it said it was checking (a compiler's one-op graph, a further input set), else the index's graph.
         source = CaseSource(*died.source) if died.source else CaseSource(index, focus=self._focus.get(index))

@@ -146,7 +146,7 @@ COUNT = Number(whole=True, low=0, high=INT64)
 CHECKPOINT_FIELDS: dict[str, Any] = {
     **dict.fromkeys(["graphs", "checked", "invalid", "finding_cases", "explained_cases", "new_buckets", "crashes",
                      "internal_errors", "abandoned", "next_index", "known_findings", "triaged_findings",
-                     "unknown_finding_cases", "poisoned_restarts", "unrepeated_hangs", "unrepeated_deaths"], COUNT),
+                     "unknown_finding_cases", "poisoned_restarts", "unrepeated_hangs", "unrepeated_deaths", "slow_checks"], COUNT),
     **dict.fromkeys(["elapsed", "worker_seconds"], Number(whole=False, low=0, high=1e12)),
     "first_graph_s": Nullable(Number(whole=False, low=0, high=1e12)),
     **dict.fromkeys(["last_internal_error", "status"], TEXT),

@@ -13,7 +13,7 @@ from fuzzer import oracle, verdicts
 from fuzzer.backends import Backend, get_backend
 from fuzzer.backends.numpy_ref import NumpyReference
 from fuzzer.execute import HANG, OK, UNSUPPORTED, Outcome, run_backend
-from fuzzer.errors import DevicePoisoned, UserError, error_headline, normalize_error
+from fuzzer.errors import DevicePoisoned, DiskFull, UserError, error_headline, normalize_error
 from fuzzer.ir import Case, TensorSpec, split_arrays
 from fuzzer.records import CaseResult, Finding
 
@@ -517,7 +517,7 @@ def still_fails_predicate(backend: Backend, signature: str, reruns: int = 2, run
         for _ in range(confirmations):
             try:
                 result = check_case(candidate, [backend], reruns=reruns, runner=runner)
-            except DevicePoisoned:  # no verdict of this process counts any more: the shrink ends with its worker
+            except (DevicePoisoned, DiskFull):  # no verdict of this process counts any more: the shrink ends with it
                 raise
             except Exception:  # noqa: BLE001 - a candidate the reference cannot run is simply not kept
                 return False

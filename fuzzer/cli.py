@@ -23,7 +23,7 @@ import click
 
 from fuzzer.budget import CROSS_RELEASE_SHARE, DEFAULT_SHARE, default_share, parse_shares
 from fuzzer.campaign_config import CONFIG_FIELDS
-from fuzzer.errors import InternalError, UserError
+from fuzzer.errors import FULL_DISK_ERRNOS, InternalError, UserError
 from fuzzer import DISTRIBUTION, jsonform, verdicts
 from fuzzer.verdicts import BY_NAME as VERDICT_NAMES
 from fuzzer.workers import MEMORY_LIMIT_VARIABLE, default_memory_limit_mb, require_within_hard_limit
@@ -144,6 +144,8 @@ def _finding_lines(findings: list[dict]) -> list[str]:
 
 def _os_error_sentence(exc: OSError) -> str:
     where = f" '{exc.filename}'" if exc.filename else ""
+    if exc.errno in FULL_DISK_ERRNOS:  # neither the path nor its permissions are wrong
+        return f"Cannot write{where or ' the output'}: its disk is full ({exc.strerror}); free some space and run the command again."
     return f"Cannot use{where} ({exc.strerror or exc}); check that the path exists and that you may read and write it."
 
 
@@ -233,7 +235,8 @@ def main():
 @click.option("--workers", type=bounded("workers"), default=lambda: os.cpu_count() or 1, show_default="CPU count",
               help="Isolated worker processes.")
 @click.option("--timeout", type=bounded("timeout"), default=60.0, show_default=True,
-              help="Seconds one backend run may take before it is a hang.")
+              help="Seconds one backend run may take before it is a hang; also the bound on the fuzzer's own work "
+                   "on a case (reference, oracle, localization), past which the case is left unchecked.")
 @click.option("--compile-timeout", type=bounded("compile_timeout"), default=600.0, show_default=True,
               help="The same for compiling backends (torch.compile), whose first graph takes tens of seconds.")
 @click.option("--shrink-time", type=bounded("shrink_time"), default=60.0, show_default=True,
@@ -296,6 +299,7 @@ def run(db_path, time_text, max_cases, backends, ops, max_nodes, regimes, seed, 
     from fuzzer import envs
     from fuzzer.backends import parse_backend_list
     from fuzzer.campaign import CampaignOptions, run_campaign
+    from fuzzer.campaign_config import resumed_options
     from fuzzer.check import eager_peer
     from fuzzer.generate import weak_hypothesis_warning
     from fuzzer.known import load_registry
@@ -378,9 +382,11 @@ def run(db_path, time_text, max_cases, backends, ops, max_nodes, regimes, seed, 
         click.echo("", err=True)
     summary = {**progress.event_dict(), "region_coverage": progress.region_coverage(), "db": db_path}
     shares = ", ".join(f"{name} {share:.0%}" for name, share in progress.backend_time_share().items())
-    compiling = [b for b in parsed if b.expensive]  # a resumed campaign's are its stored ones: no shares to hold it to
-    compile_shares = {} if resume is not None else parse_shares(
-        options.compile_share, [b.name for b in compiling], {b.name: b.compile_weight for b in compiling})
+    if resume is not None:  # the resumed campaign's own backends and shares, not this command line's defaults
+        options = CampaignOptions(**resumed_options(corpus.campaign(resume), list(plugins))[0], plugins=list(plugins))
+        parsed = parse_backend_list(",".join(options.backends))
+    compiling = [b for b in parsed if b.expensive]
+    compile_shares = parse_shares(options.compile_share, [b.name for b in compiling], {b.name: b.compile_weight for b in compiling})
     text = (
         f"Campaign {progress.campaign_id} {progress.status}: {progress.graphs} graphs ({progress.checked} cases) in "
         f"{progress.elapsed:.0f}s, {progress.graphs_per_second:.1f} graphs/s; {progress.finding_cases} cases with "
@@ -400,6 +406,9 @@ def run(db_path, time_text, max_cases, backends, ops, max_nodes, regimes, seed, 
     if progress.unrepeated_hangs:
         text += (f"\n{progress.unrepeated_hangs} hang(s) a fresh worker did not repeat (the case ran within its "
                  "time there): not findings; a loaded machine makes them.")
+    if progress.slow_checks:
+        text += (f"\n{progress.slow_checks} case(s) not checked: the fuzzer's own work on them (a float64 reference, the "
+                 f"oracle's models or a localization) ran past the campaign's --timeout; not findings, raise --timeout to check such cases.")
     if progress.lost_nodes:
         text += (f"\n{len(progress.lost_nodes)} Ray node(s) lost ({', '.join(progress.lost_nodes)}): not findings; "
                  "the cases they were checking went back to the queue.")

@@ -29,7 +29,7 @@ from fuzzer.ir import Case
 from fuzzer.oracle import signature
 from fuzzer.records import Finding, ShrinkReply
 from fuzzer.shrink import shrink_case
-from fuzzer.workers import SlowCheck, WorkerDied, WorkerPoisoned
+from fuzzer.workers import AT_MEMORY_LIMIT, SlowCheck, WorkerDied, WorkerPoisoned
 
 HANG_FACTOR = 20.0
 MIN_HANG_SECONDS = 2.0
@@ -80,7 +80,10 @@ class DeathProbe:
 
 def hang_timeout(probe: DeathProbe, case: Case) -> float:
     """HANG_FACTOR times the seconds a check of `case` on the reference alone takes in the worker,
-    within [MIN_HANG_SECONDS, the timeout the finding was found under]."""
+    within [MIN_HANG_SECONDS, the timeout the finding was found under]; that timeout itself for a
+    worker silent at its memory limit (filling it page by page takes what it takes)."""
+    if probe.died.message.startswith(AT_MEMORY_LIMIT):
+        return probe.timeout
     began = time.perf_counter()
     probe.run(case, [])
     return min(probe.timeout, max(MIN_HANG_SECONDS, HANG_FACTOR * (time.perf_counter() - began)))

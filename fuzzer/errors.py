@@ -1,6 +1,8 @@
 """The two kinds of failure: the user's input is wrong, or we have a bug; the text of errors, and the
 errors that leave a device unusable."""
 
+import errno
+import os
 import re
 
 
@@ -45,6 +47,24 @@ _STICKY_DEVICE_ERROR = re.compile(
     r"|InvalidPc|InvalidAddressSpace|LaunchTimeout|ECCUncorrectable)"
     r"|CUDA_ERROR_(?:ILLEGAL_ADDRESS|MISALIGNED_ADDRESS|ASSERT|LAUNCH_FAILED|ILLEGAL_INSTRUCTION|HARDWARE_STACK_ERROR"
     r"|INVALID_PC|INVALID_ADDRESS_SPACE|LAUNCH_TIMEOUT|ECC_UNCORRECTABLE)")
+
+
+# "No space left on device", "Disk quota exceeded": a write that failed for want of room, not of a bug.
+FULL_DISK_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
+
+
+def fills_disk(error_text: str) -> bool:
+    """Did this error (a backend's, as text) come from a write that found its disk full?"""
+    return any(f"[Errno {number}]" in error_text or os.strerror(number) in error_text for number in FULL_DISK_ERRNOS)
+
+
+class DiskFull(UserError):
+    """Raised in a worker when a backend's run failed on a full disk (fills_disk): no finding of the
+    backend, and every later write would fail alike, so the request ends with this one sentence."""
+
+    def __init__(self, backend: str, error: str):
+        super().__init__(f"{backend} could not write a file: its disk is full ({error_headline(error)[:200]}); free some "
+                         "space and run again (a campaign continues with `fuzz run --resume ID`).")
 
 
 def poisons_device(error_text: str) -> bool:

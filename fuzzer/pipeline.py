@@ -22,7 +22,7 @@ from fuzzer.backends import Backend, all_ops_supported_by, get_backend, parse_ba
 from fuzzer.budget import (DEFAULT_SHARE, SINGLE, SMALL, SMALL_NODES, WHOLE, CompileBudget, graph_features, parse_shares,
                            slot_shares)
 from fuzzer.check import CaseResult, Finding, NodeIsolation, check_case, still_fails_predicate
-from fuzzer.errors import DevicePoisoned, InternalError, UserError, poisons_device
+from fuzzer.errors import DevicePoisoned, DiskFull, InternalError, UserError, fills_disk, poisons_device
 from fuzzer.execute import ERROR, OK, UNSUPPORTED, run_backend
 from fuzzer.generate import CaseGenerator
 from fuzzer.regimes import parse_regime_list
@@ -251,6 +251,8 @@ class Pipeline:
         if outcome.status == ERROR and poisons_device(outcome.error):
             # Every later run in this process would fail alike and be taken for findings: the request ends here.
             raise DevicePoisoned(backend.name, outcome.error, self.source.to_list())
+        if outcome.status == ERROR and fills_disk(outcome.error):  # the disk's fault, not the backend's: no finding
+            raise DiskFull(backend.name, outcome.error)
         self.backend_seconds[backend.name] = self.backend_seconds.get(backend.name, 0.0) + outcome.seconds
         self.gate.compiled(backend.name)  # its first run compiled: the other workers need not wait for the whole index
         self.first_status.setdefault(backend.name, outcome.status)

@@ -27,6 +27,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import traceback
 from importlib import metadata
 from pathlib import Path
@@ -36,6 +37,7 @@ from fuzzer.backends import Backend, get_backend, register_class, register_deriv
 from fuzzer.errors import UserError
 from fuzzer.ir import Case
 from fuzzer.ops import get_op
+from fuzzer.workers import end_session
 
 CANARY_DIR = Path(__file__).parent / "canaries"
 ENTRY_POINT_GROUP = "fuzzer.plugins"
@@ -253,20 +255,33 @@ def check_plugins_in_child(specs: list[str] | tuple[str, ...]) -> None:
     if sys.platform.startswith("linux"):
         program = DIE_WITH_PARENT.format(parent=os.getpid()) + program
     named = ", ".join(f"'{spec}'" for spec in files)
-    try:
-        done = subprocess.run([sys.executable, "-c", program, *files], capture_output=True, text=True, errors="replace",
-                              stdin=subprocess.DEVNULL, timeout=PLUGIN_LOAD_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        raise UserError(f"Plugin {named} did not finish loading within {PLUGIN_LOAD_TIMEOUT_S:g} s (its import or "
-                        "register(api) hangs); fix the plugin, or raise $FUZZ_PLUGIN_LOAD_TIMEOUT.") from None
-    if done.returncode == 0 and done.stdout.rstrip().endswith(LOADED_MARK):
+    # Its own session, its output in files: a helper the plugin starts (a server) would hold pipes open
+    # after the child ended, and the wait for their end was taken for a plugin that hangs.
+    with tempfile.TemporaryFile() as stdout, tempfile.TemporaryFile() as stderr:
+        child = subprocess.Popen([sys.executable, "-c", program, *files], stdin=subprocess.DEVNULL, stdout=stdout,
+                                 stderr=stderr, start_new_session=True)
+        try:
+            returncode = child.wait(timeout=PLUGIN_LOAD_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            raise UserError(f"Plugin {named} did not finish loading within {PLUGIN_LOAD_TIMEOUT_S:g} s (its import or "
+                            "register(api) hangs); fix the plugin, or raise $FUZZ_PLUGIN_LOAD_TIMEOUT.") from None
+        finally:
+            end_session(child.pid)
+            child.wait()
+        output, errors = (_read_text(file) for file in (stdout, stderr))
+    if returncode == 0 and output.rstrip().endswith(LOADED_MARK):
         return
-    last = done.stderr.strip().splitlines()[-1:] or [""]
+    last = errors.strip().splitlines()[-1:] or [""]
     if last[0].startswith("fuzzer.errors.UserError: "):  # a refusal of ours, said in the child
         raise UserError(last[0].removeprefix("fuzzer.errors.UserError: "))
-    how = f"was killed by {_signal_name(-done.returncode)}" if done.returncode < 0 else f"exited with code {done.returncode}"
+    how = f"was killed by {_signal_name(-returncode)}" if returncode < 0 else f"exited with code {returncode}"
     raise UserError(f"Loading plugin {named} {how} before register(api) returned ({last[0][:200] or 'no message'}); "
                     f"fix the plugin (run `python {files[0]}` to see its own messages).")
+
+
+def _read_text(file) -> str:
+    file.seek(0)
+    return file.read().decode(errors="replace")
 
 
 def _signal_name(number: int) -> str:

@@ -24,9 +24,19 @@ from fuzzer.plugins import canaries_for, load_plugins
 from fuzzer.triage import current_signature, same_bucket
 from fuzzer.pipeline import WorkerConfig
 from fuzzer.records import CheckReply, ShrinkReply
-from fuzzer.workers import Worker, WorkerDied, WorkerPoisoned, died_in_worker, replay_memory_limit_mb
+from fuzzer.workers import SlowCheck, Worker, WorkerDied, WorkerPoisoned, died_in_worker, replay_memory_limit_mb
 
 EXPECTATIONS = ("agree", "disagree")
+NOT_CHECKED = "not-checked"  # a regression file's verdict where NotChecked: neither expectation
+
+
+class NotChecked(UserError):
+    """A case the fuzzer's own work (its reference, oracle or localization) could not check within --timeout:
+    not a finding of any backend (a regression run reports it as that file's surprise)."""
+
+    def __init__(self, slow: SlowCheck, done: str = "checked"):
+        super().__init__(f"The case was not {done}: {slow.message}; raise --timeout to wait longer.")
+        self.why = f"not {done}: {slow.message}"
 
 
 class Replayer:
@@ -51,9 +61,12 @@ class Replayer:
             return self.worker.request(message, self.timeout, compile_timeout=600.0)
 
     def check(self, case: Case, backends: list[str]) -> CheckReply:
-        """A crash or hang is named after the node that does it alone, as the campaign named it."""
+        """A crash or hang is named after the node that does it alone, as the campaign named it;
+        NotChecked where the fuzzer's own work on the case ran past the timeout."""
         try:
             return self.request(("check", case, list(backends)))
+        except SlowCheck as slow:
+            raise NotChecked(slow) from None
         except WorkerDied as died:
             return CheckReply.died(name_death(self.worker, case, died, self.timeout, compile_timeout=600.0))
 
@@ -68,6 +81,8 @@ class Replayer:
         """The shrink result for one finding of `case` (see Pipeline.shrink); the worker must not die meanwhile."""
         try:
             return self.request(("shrink", case, finding, seconds))
+        except SlowCheck as slow:
+            raise NotChecked(slow, "shrunk") from None
         except WorkerDied as died:
             verb = "crashed" if died.kind == "crash" else "hung"
             raise UserError(f"Backend {died.backend} {verb} while shrinking ({died.message}); such cases are stored unshrunk.") from None
@@ -136,6 +151,7 @@ class RegressionResult:
     signatures: list[str]
     expected_signatures: list[str]  # the recorded findings' buckets, under this release's rules
     seconds: float
+    not_checked: str = ""  # why the case could not be checked (NotChecked): a surprise of its own
 
     @property
     def lost_signatures(self) -> list[str]:
@@ -151,6 +167,8 @@ class RegressionResult:
     @property
     def why(self) -> str:
         """What the surprise is, in one sentence ('' if none)."""
+        if self.not_checked:
+            return self.not_checked
         if self.expect != self.observed:
             found = f" ({', '.join(self.signatures)})" if self.signatures else ""
             return f"expected {self.expect}, got {self.verdict}{found}"
@@ -224,7 +242,12 @@ def regress(directory: Path, plugins: list[str], timeout: float = 120.0,
     with Replayer(all_backends, plugins, timeout) as replayer:
         for path, item in loaded:
             start = time.perf_counter()
-            reply = replayer.check(item.case, item.backends)
+            try:
+                reply = replayer.check(item.case, item.backends)
+            except NotChecked as slow:  # the other files are still checked
+                results.append(RegressionResult(str(path), item.expect, NOT_CHECKED, NOT_CHECKED, [], item.expected_signatures,
+                                                round(time.perf_counter() - start, 3), slow.why))
+                continue
             observed = "agree" if verdicts.passes(reply.verdict) else "disagree"
             results.append(RegressionResult(str(path), item.expect, observed, reply.verdict,
                                             [f.signature for f in reply.findings], item.expected_signatures,
@@ -251,7 +274,7 @@ def write_junit(results: list[RegressionResult], path: Path) -> None:
 class KnownCheck:
     """One stored case of a known bug, replayed here: `outcome` is "reproduces" (the entry matches a
     finding), "fixed here" (every backend agrees), "differs" (another finding), "not run" (a backend
-    cannot run here) or "no case" (the entry stores none)."""
+    cannot run here, or the check ran past the timeout: NotChecked) or "no case" (the entry stores none)."""
 
     bug: str
     case: str | None
@@ -283,7 +306,11 @@ def check_known_bugs(registry: Registry, plugins: list[str], timeout: float = 12
             if item is None or why:
                 results.append(KnownCheck(bug.id, case, "no case" if item is None else "not run", why))
                 continue
-            reply = replayer.check(item.case, item.backends)
+            try:
+                reply = replayer.check(item.case, item.backends)
+            except NotChecked as slow:
+                results.append(KnownCheck(bug.id, case, "not run", slow.why))
+                continue
             signatures = ", ".join(f.signature for f in reply.findings if verdicts.is_bug(f.verdict))
             if any(bug.matches(f, item.case.graph) for f in reply.findings):
                 results.append(KnownCheck(bug.id, case, "reproduces", signatures))

@@ -12,6 +12,9 @@ imports alone would use most of a small address-space limit). Each worker runs o
 and answers requests over a pipe. Before every backend run it reports what it is about to run,
 so when it dies or goes silent the parent knows which backend and which case did it.
 
+Each worker leads its own session: what its backends start (a plugin's helper, an environment's
+interpreter) is killed with it (end_session), never left holding the campaign's stderr open.
+
 Requests:  ("case", index, known_signatures, focus)  generate case `index` (steered toward the region
                                                key `focus`, or None), check it, shrink new findings
            ("check", case, backend_names)      check one given case (replay, regress)
@@ -46,6 +49,7 @@ import signal
 import time
 import traceback
 import warnings
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fuzzer import envs
@@ -154,6 +158,9 @@ def limit_threads(threads: int) -> None:
 
 def _worker_main(conn, config: WorkerConfig, trusted_paths: str, known_bugs: Registry | None) -> None:
     """Entry point of the worker process."""
+    # Its own session, whose id is its pid: every process its backends start (a plugin's helper, an
+    # environment's interpreter) and their children join it, and end with the worker (end_session).
+    os.setsid()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
     envs.adopt_trusted_paths(trusted_paths)
     os.dup2(2, 1)  # the parent's stdout is its summary (`--json`): a plugin's print or a library's C write goes to stderr
@@ -181,8 +188,8 @@ def _worker_main(conn, config: WorkerConfig, trusted_paths: str, known_bugs: Reg
     while True:
         try:
             request = conn.recv()
-        except (EOFError, OSError):  # the parent is gone
-            return
+        except (EOFError, OSError):  # the parent is gone (kill -9): no one else will end this session
+            os.killpg(0, signal.SIGKILL)
         if request[0] == "stop":
             return
         try:
@@ -197,13 +204,18 @@ def _worker_main(conn, config: WorkerConfig, trusted_paths: str, known_bugs: Reg
 
 
 DIED_MESSAGE = "worker process "  # then how it ended: "killed by signal SIGSEGV", "exited with status 1"
+# A worker silent while it holds its address-space limit ran out of memory, not time (issue 51: a memory
+# hog under --memory-limit 3000 was filed as a `hang`): WorkerDied.message then starts with this.
+AT_MEMORY_LIMIT = DIED_MESSAGE + "stopped answering at its memory limit"
+# How near the limit the address space it holds must come: a refused allocation is at most this far below it.
+AT_LIMIT_SHARE = 0.9
 # The status multiprocessing gives a fork-server child whose end its fork server could not report:
 # the fork server was killed too (CPython's popen_forkserver).
 FORK_SERVER_LOST = 255
 
 
-# The requests that check a case: the reference and oracle first, then the backends.
-CHECKS = ("case", "check", "recheck")
+# The requests that check a case (the reference and oracle first, then the backends), or shrink one.
+CHECKS = ("case", "check", "recheck", "shrink")
 # How long a stopping worker may take to finish its request before it is killed.
 STOP_GRACE_S = 5.0
 
@@ -239,12 +251,25 @@ class WorkerDied(Exception):
 
 
 class SlowCheck(WorkerDied):
-    """The worker stopped answering outside any backend run: in the fuzzer's own drawing, reference
-    or oracle, which says nothing of a backend (a campaign counts it as an internal error)."""
+    """The worker stopped answering outside any backend run: in the fuzzer's own drawing, reference,
+    oracle or localization, which says nothing of a backend (a campaign counts the case as not checked)."""
 
     def __init__(self, limit: float, source):
-        super().__init__("hang", None, f"no answer within {limit:g} s outside any backend (the fuzzer's own "
-                                       f"reference and oracle)", source)
+        super().__init__("hang", None, f"the fuzzer's own work on the case (its float64 reference, the oracle's models or "
+                                       f"a finding's localization; no backend was running) did not finish within {limit:g} s",
+                         source)
+
+
+def address_space_mb(pid: int) -> int | None:
+    """The address space process `pid` holds now, in MB (Linux's VmSize, what RLIMIT_AS bounds); None
+    where /proc does not say."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmSize:"):
+                return int(line.split()[1]) // 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
 
 
 def ended_its_process(verdict: str, error: str) -> bool:
@@ -381,22 +406,23 @@ class Worker:
         return None
 
     def check_timeout(self, timeout: float, compile_timeout: float | None = None) -> None:
-        """Kill and restart a worker silent for too long during one backend run: `timeout`
-        seconds, or `compile_timeout` for a compiling backend (torch.compile's first graph
-        takes tens of seconds, more when several workers compile at once) and for a check's own
-        work outside its backends (raised as SlowCheck: no backend's finding)."""
-        # Before its first backend and between backends a check draws the case and computes its
-        # reference and honest models: our own work, which a big case on a loaded machine stretches
-        # (a float16 model of a 512-channel conv, about a minute among 14 workers): the longer limit,
-        # and no finding. (A request for a reference alone, `outputs`, is held to `timeout`: export's
-        # bound on it.)
+        """Kill and restart a worker silent for too long: `timeout` seconds, or `compile_timeout` during
+        a compiling backend's run (torch.compile's first graph takes tens of seconds, more when several
+        workers compile at once). Silent outside any backend run, in a check's own work, it is raised
+        as SlowCheck: no backend's finding."""
+        # Before its first backend, between backends and after them a check draws the case, computes its
+        # references and honest models and localizes findings: our own work, also held to `timeout` (under
+        # the compile timeout a jax-vmap campaign's one worker spent 9 of its 10 minutes in a reference).
         outside = self.backend is None and self.in_flight is not None and self.in_flight[0] in CHECKS
-        limit = max(timeout, compile_timeout or 0.0) if self.backend_compiles or outside else timeout
+        limit = max(timeout, compile_timeout or 0.0) if self.backend_compiles else timeout
         if self.in_flight is not None and time.monotonic() - self.last_heartbeat > limit:
             backend, source = self.backend, self.source
+            held, memory_limit = address_space_mb(self.process.pid), self.config.memory_limit_mb
             self._restart()
             if outside:
                 raise SlowCheck(limit, source)
+            if held is not None and memory_limit and held >= AT_LIMIT_SHARE * memory_limit:
+                raise WorkerDied("crash", backend, f"{AT_MEMORY_LIMIT} ({held} of {memory_limit} MB) for {limit:g} s", source)
             raise WorkerDied("hang", backend, f"no answer within {limit:g} s", source)
 
     def request(self, message: tuple, timeout: float, compile_timeout: float | None = None):
@@ -413,6 +439,7 @@ class Worker:
         if self.process.is_alive():
             self.process.kill()
         self.process.join(10)
+        end_session(self.process.pid)
 
     def stop(self) -> None:
         stop_all([self])
@@ -423,6 +450,16 @@ class Worker:
             self.conn.send(("stop",))
         except (BrokenPipeError, OSError):
             pass
+
+
+def end_session(pid: int | None) -> None:
+    """SIGKILL what is left of the session led by process `pid` (a worker: _worker_main starts one):
+    the processes it started, which would otherwise outlive the campaign and hold its stderr
+    open (a plugin's 26 sleeping helpers kept a caller waiting 170 s for end of output)."""
+    if pid is None:
+        return
+    with contextlib.suppress(ProcessLookupError, PermissionError):  # none left (or the worker never started one)
+        os.killpg(pid, signal.SIGKILL)
 
 
 def stop_all(workers: list) -> None:

@@ -179,11 +179,15 @@ def wide_conv1d_case(length: int = 384) -> Case:
 def test_a_worker_silent_after_its_backend_returned_is_judging_it_not_hanging():
     # The lazy oracle computes its honest models only for a verdict the cheap bound does not settle:
     # after the backend ran. For a 512-channel float16 conv1d that is the float16 model's conv, 8 s
-    # here and a minute among 14 workers; its silence was a `hang` of the backend it judged.
+    # here and a minute among 14 workers; its silence was a `hang` of the backend it judged. Past the
+    # timeout it is the fuzzer's own slowness, whatever the compile timeout.
     case = wide_conv1d_case()
     worker = Worker(WorkerConfig(backends=["plugin-zero-conv1d"], plugins=[str(PLUGINS / "zero_conv1d.py")]))
     try:
-        reply = worker.request(("check", case, ["plugin-zero-conv1d"]), timeout=1.0, compile_timeout=300.0)
+        reply = worker.request(("check", case, ["plugin-zero-conv1d"]), timeout=300.0)
+        with pytest.raises(SlowCheck, match="no backend was running") as raised:
+            worker.request(("check", case, ["plugin-zero-conv1d"]), timeout=1.0, compile_timeout=300.0)
+        assert raised.value.backend is None
     finally:
         worker.stop()
     assert [f.signature for f in reply.findings] == ["mismatch | plugin-zero-conv1d | conv1d"]
@@ -194,13 +198,14 @@ def test_a_worker_silent_before_any_backend_is_the_fuzzers_own_slowness_not_a_ha
     # GPU campaign case 790: a 512-channel conv1d with nans took a fresh worker past the 60 s timeout
     # before any backend ran (the float16 model's conv, among 14 workers), stored as `hang | unknown`.
     # The lazy oracle now models a non-finite reference after the backends too; the float64
-    # reference still comes first, and a long conv makes it slow.
+    # reference still comes first, and a long conv makes it slow. `timeout` bounds it, not the
+    # compile timeout (issue 51: `fuzz replay --timeout 30` had not returned after 240 s).
     case = wide_conv1d_case(length=16384)
     worker = Worker(WorkerConfig(backends=["torch-eager:cpu:float16", TORCH, "plugin-sleep-relu"],
                                  plugins=[str(PLUGINS / "sleep_relu.py")]))
     try:
-        with pytest.raises(SlowCheck, match="outside any backend") as raised:
-            worker.request(("check", case, ["torch-eager:cpu:float16"]), timeout=0.2, compile_timeout=0.5)
+        with pytest.raises(SlowCheck, match="did not finish within 0.2 s") as raised:
+            worker.request(("check", case, ["torch-eager:cpu:float16"]), timeout=0.2, compile_timeout=600)
         assert raised.value.backend is None
         # A backend silent as long is a hang finding that names it (the compile timeout is not its).
         with pytest.raises(WorkerDied, match="no answer within 0.2 s") as raised:
@@ -208,6 +213,26 @@ def test_a_worker_silent_before_any_backend_is_the_fuzzers_own_slowness_not_a_ha
         assert not isinstance(raised.value, SlowCheck) and raised.value.backend == "plugin-sleep-relu"
     finally:
         worker.stop()
+
+
+@pytest.mark.slow
+def test_replay_and_regress_give_up_on_a_reference_slower_than_their_timeout_in_one_sentence(tmp_path):
+    # Issue 51: a 100 x 100 kernel slid over a padding of 3000 (35 M outputs, within the element bounds)
+    # asks hours of the float64 reference; `--timeout 30` had not returned after 240 s.
+    conv = Node("c", "conv2d", ("x",), {"out_channels": 1, "kernel_size": [100, 100], "stride": [1, 1],
+                                       "padding": [3000, 3000], "dilation": [1, 1], "groups": 1, "bias": False})
+    folder = tmp_path / "regression"
+    folder.mkdir()
+    path = case_file(folder, Graph((TensorSpec("x", (1, 1, 1, 1)),), (conv,), ("c",)))
+    db = tmp_path / "c.db"
+    assert fuzz("import", "--db", db, path).exit_code == 0
+    refused(fuzz("replay", 1, "--db", db, "--timeout", 2), "The case was not checked", "float64 reference",
+            "no backend was running", "did not finish within 2 s", "raise --timeout")
+    write_json(folder / "relu.json", exported(relu_case()))
+    regressed = fuzz("regress", folder, "--timeout", 2)
+    assert regressed.exit_code == 1, regressed.output  # a surprise: the case was not checked
+    assert re.search(r"SURPRISE +case.json +expect agree +got not-checked\n.*did not finish within 2 s", regressed.stdout)
+    assert re.search(r"\nok +relu.json +expect agree +got agree", regressed.stdout), "the next file is still checked"
 
 
 @pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="reads a worker's environment from /proc")

@@ -222,6 +222,16 @@ def test_a_write_failure_leaves_the_campaign_counting_only_what_was_stored(tmp_p
     assert findings == counted, "nor after a resume that ran those cases again"
 
 
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full, a file whose every write finds the disk full")
+def test_an_output_on_a_full_disk_says_the_disk_is_full_not_that_the_path_is_wrong(tmp_path):
+    # Issue 51: "Cannot use (No space left on device); check that the path exists and that you may read and write it."
+    from test_hostile import corpus_with, refused, relu_case
+
+    corpus_with(tmp_path / "c.db", relu_case())
+    refused(fuzz("export", 1, "--format", "json", "--db", tmp_path / "c.db", "-o", "/dev/full"),
+            "Cannot write the output: its disk is full (No space left on device); free some space")
+
+
 def test_a_lock_held_past_the_busy_timeout_is_one_sentence(tmp_path):
     db = tmp_path / "fuzz.db"
     with Corpus(db) as corpus:

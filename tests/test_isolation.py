@@ -26,6 +26,7 @@ import pytest
 
 from fuzzer.campaign import CampaignOptions, run_campaign
 from fuzzer.corpus import Corpus
+from fuzzer.errors import UserError
 
 PLUGINS = Path(__file__).resolve().parent / "plugins"
 FUZZ = Path(sys.executable).parent / "fuzz"
@@ -163,6 +164,19 @@ def test_memory_hog_under_limit_is_a_crash_finding(tmp_path):
     assert resource.getrlimit(resource.RLIMIT_AS) == parent_limit  # the limit is the worker's alone
 
 
+@pytest.mark.slow
+def test_a_worker_silent_at_its_memory_limit_is_a_crash_finding_not_a_hang(tmp_path):
+    # Issue 51: a memory hog under --memory-limit 3000 was filed as `hang`.
+    corpus, progress = plugin_campaign(tmp_path, "hog_wait_relu.py", "plugin-hog-wait-relu", max_cases=1,
+                                       memory_limit_mb=HOG_MEMORY_LIMIT_MB)
+    with corpus:
+        assert_campaign_survived(tmp_path, corpus, progress, 1)
+        found = assert_only_blamed(corpus, "plugin-hog-wait-relu", "crash")
+        for _, f in found:
+            got = re.fullmatch(r"worker process stopped answering at its memory limit \((\d+) of 2048 MB\) for 5 s", f["error"])
+            assert got and int(got.group(1)) >= 1800, f["error"]
+
+
 def test_raising_backend_is_a_crash_finding(tmp_path):
     corpus, progress = plugin_campaign(tmp_path, "raise_relu.py", "plugin-raise-relu")
     with corpus:
@@ -174,6 +188,78 @@ def test_raising_backend_is_a_crash_finding(tmp_path):
         assert shrunk, "a new crash signature is shrunk and stored linked to its original"
         originals = {row["id"]: row for row, _ in found}
         assert all(row["node_count"] <= originals[row["shrunk_from"]]["node_count"] for row in shrunk)
+
+
+@pytest.mark.slow
+def test_a_reference_slower_than_the_timeout_leaves_the_case_unchecked_and_the_campaign_goes_on(tmp_path):
+    # Issue 51: under the compile timeout a jax-vmap campaign's one worker spent 9 of its 10 minutes in
+    # the float64 reference of a backend's extra outputs, with no finding. Each case here reaches the
+    # reference within `timeout`; a compile timeout of 300 s would have held each for 300 s.
+    corpus, progress = plugin_campaign(tmp_path, "slow_extra_reference.py", "plugin-slow-extra-reference", max_cases=2,
+                                       compile_timeout=300)
+    with corpus:
+        assert_campaign_survived(tmp_path, corpus, progress, 2)
+        assert (progress.slow_checks, progress.internal_errors, progress.crashes) == (2, 0, 0)
+        assert corpus.list_cases(limit=10) == [] and corpus.buckets() == []  # not the backend's hang, nor anyone's
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full, a file whose every write finds the disk full")
+def test_a_backend_that_finds_its_disk_full_ends_the_campaign_with_that_sentence_not_a_finding(tmp_path):
+    # Issue 51: under a full disk some messages blamed the wrong thing (here: the backend, as a crash).
+    with pytest.raises(UserError, match=r"^plugin-full-disk-relu could not write a file: its disk is full \(OSError: \[Errno 28\]"):
+        plugin_campaign(tmp_path, "full_disk_relu.py", "plugin-full-disk-relu", max_cases=2)
+    with Corpus(tmp_path / "corpus.db") as corpus:
+        [row] = corpus.campaigns()
+        assert row["status"] == "interrupted" and "its disk is full" in row["checkpoint"]["stopped_because"]
+        assert corpus.list_cases(limit=10) == []
+    assert multiprocessing.active_children() == []
+
+
+# A relu kernel that starts helpers which sleep (a child, and a child of that child) and writes their pids
+# to a file, then answers: the campaign itself finishes fine.
+SPAWNING_PLUGIN = """
+import subprocess
+
+import torch
+
+
+def relu_spawning(xs, ps, attrs):
+    helper = subprocess.Popen(["sh", "-c", "sleep 300 & echo $! >> {pids}; exec sleep 300"])
+    with open("{pids}", "a") as pids:
+        pids.write(f"{{helper.pid}}\\n")
+    return torch.relu(xs[0])
+
+
+def register(api):
+    api.derive_backend("plugin-spawn-relu", base="torch-eager:cpu:float32", overrides={{"relu": relu_spawning}})
+"""
+
+
+def ended(pid: int) -> bool:
+    """Has process `pid` ended (gone, or a zombie no one has reaped yet)?"""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except (FileNotFoundError, ProcessLookupError):
+        return True
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads the helpers' state from /proc")
+def test_every_process_a_backend_starts_ends_with_its_worker(tmp_path):
+    # Issue 51: a plugin's 26 sleeping helpers outlived a 6 s campaign and held its stderr open for 170 s.
+    pids = tmp_path / "helpers.txt"
+    plugin = tmp_path / "spawn_relu.py"
+    plugin.write_text(SPAWNING_PLUGIN.format(pids=pids))
+    corpus, progress = plugin_campaign(tmp_path, str(plugin), "plugin-spawn-relu", max_cases=1)
+    with corpus:
+        assert_campaign_survived(tmp_path, corpus, progress, 1)
+    helpers = [int(line) for line in pids.read_text().split()]
+    assert len(helpers) >= 4, "the kernel ran and started its helpers and theirs"
+    deadline = time.monotonic() + 10
+    while not all(ended(pid) for pid in helpers) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert [pid for pid in helpers if not ended(pid)] == []
 
 
 # -- a backend's error that leaves the device unusable (a CUDA sticky error) ---------------------
@@ -447,3 +533,17 @@ def test_an_export_whose_gradient_reference_aborts_refuses_in_one_sentence_and_t
     report = subprocess.run([str(FUZZ), "report", "--db", str(db), "-o", str(tmp_path / "report")], capture_output=True, text=True)
     assert report.returncode == 0, report.stderr
     assert "extra outputs ended its worker (worker process killed by signal SIGABRT)" in (tmp_path / "report" / "report.html").read_text()
+
+
+@pytest.mark.slow
+def test_a_resumed_summary_is_of_the_campaigns_own_backends(tmp_path):
+    # Issue 51: `fuzz run --resume ID` summed up (and warned about) the default backends, which it never ran.
+    from test_hostile import fuzz
+
+    common = ["--db", tmp_path / "fuzz.db", "--workers", 1]
+    assert fuzz("run", *common, "--backends", REFERENCE, "--ops", "relu", "--max-cases", 1).exit_code == 0
+    resumed = fuzz("run", *common, "--resume", 1, "--max-cases", 2)
+    assert resumed.exit_code == 0, resumed.output
+    what_ran = resumed.stdout.split("What ran", 1)[1].split("Share of worker time", 1)[0]
+    assert re.findall(r"\n  (\S+): ", what_ran) == [REFERENCE] and "Warning" not in resumed.stdout
+

@@ -91,3 +91,24 @@ def test_a_kind_declares_the_sets_it_joins_and_the_order_they_are_checked_in():
         table().classes.pop(Joining.kind, None)
         table().classes.pop(Clashing.kind, None)
     assert backend_sets() == sets
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads the helper's state from /proc")
+def test_a_plugin_that_starts_a_helper_as_it_loads_is_not_taken_for_one_that_hangs(tmp_path, monkeypatch):
+    # Issue 51: a helper the plugin starts (a server, here a sleep) held the trial load's pipes open, and
+    # the wait for their end was reported as a plugin that "did not finish loading".
+    import time
+
+    from fuzzer import plugins
+    from test_isolation import ended
+
+    pid_file = tmp_path / "helper.pid"
+    plugin = tmp_path / "with_helper.py"
+    plugin.write_text(f"import subprocess\n\nhelper = subprocess.Popen(['sleep', '300'])\n"
+                      f"open({str(pid_file)!r}, 'w').write(str(helper.pid))\n\n\ndef register(api):\n    pass\n")
+    monkeypatch.setattr(plugins, "PLUGIN_LOAD_TIMEOUT_S", 60.0)
+    plugins.check_plugins_in_child([str(plugin)])  # no UserError
+    helper, deadline = int(pid_file.read_text()), time.monotonic() + 10
+    while not ended(helper) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert ended(helper), "the trial load's helper ends with it"
