@@ -1034,7 +1034,10 @@ def regress(directory, plugins, timeout, junit_path, as_json):
 @memory_limit_option
 @reference_timeout_option
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="Write to this file instead of stdout.")
-def export_case(db_path, case_id, fmt, backend, expect, plugins, timeout, output):
+@known_bugs_option
+@click.option("--force", is_flag=True, help="Issue only: export a finding that is no bug to report (a precision policy, "
+                                            "a known-bug registry entry of status convention), with a warning.")
+def export_case(db_path, case_id, fmt, backend, expect, plugins, timeout, output, known_bugs, force):
     """Export a case as a standalone script, a pytest file, JSON (for import / regress) or a Markdown bug report.
 
     The scripts need only numpy and torch or jax, and exit 1 while the bug is present, 0 once it
@@ -1072,9 +1075,14 @@ def export_case(db_path, case_id, fmt, backend, expect, plugins, timeout, output
         crashed = (finding or {}).get("verdict") in (verdicts.CRASH, verdicts.HANG) and fmt in ("minimal", "issue")
         require_bounded_reference(stored.case, case_id, list(plugins), timeout, extra_of=None if crashed else name)
         if fmt == "issue":
-            from fuzzer.issue_report import export_issue
+            from fuzzer.issue_report import export_issue, not_a_bug
+            from fuzzer.known import load_registry
 
-            text = export_issue(corpus, case_id, get_backend(name), output, plugins=list(plugins))
+            registry = load_registry(known_bugs)
+            reason = force and not_a_bug(corpus, case_id, get_backend(name), registry)
+            if reason:
+                click.echo(f"Warning: {reason}; exporting it as an issue anyway (--force).", err=True)
+            text = export_issue(corpus, case_id, get_backend(name), output, list(plugins), registry=registry, force=force)
         else:
             title = stored.signature or f"case {case_id}"
             if fmt == "minimal":
