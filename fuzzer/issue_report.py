@@ -24,7 +24,6 @@ import functools
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -180,7 +179,7 @@ def _environment_report(family: str, python: str, timeout: float) -> tuple[str, 
     if process.returncode != 0 or not output.strip():
         last = (errors.strip().splitlines() or ["no output"])[-1]
         return "", f"failed ({last[:200]})"
-    return output.strip().replace(socket.gethostname(), "[hostname]"), ""  # jax prints uname's node name
+    return re.sub(r"node='[^']*'", "node='[hostname]'", output.strip()), ""  # jax prints uname's node name
 
 
 def _environment_python(backend: Backend) -> str:

@@ -79,6 +79,7 @@ def test_a_bucket_the_registry_calls_a_convention_needs_force_and_then_warns(can
 def test_the_environment_report_is_bounded_and_a_failure_falls_back_to_the_recorded_versions():
     output, why = environment_report("jax", sys.executable)
     assert output.startswith("jax:") and "jaxlib:" in output and why == ""
+    assert "node='[hostname]'" in output, "the machine's name is not for an upstream issue"
     assert environment_report("torch", sys.executable, timeout=0.01) == ("", "did not finish within 0.01 s")
     data = _data(environment_failure="did not finish within 0.01 s",
                  campaign={"id": 1, "seed": 0, "versions": {"torch": "2.13.0+cpu", "python": "3.11.7"}})

@@ -98,8 +98,8 @@ td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: now
 .coverage th.vertical { vertical-align: bottom; padding: 6px 2px; } .coverage th.vertical span { writing-mode: vertical-rl; transform: rotate(180deg); font-size: 12px; }
 .found { color: var(--bug); }
 td.nowrap { white-space: nowrap; }
-td.sig { font-family: ui-monospace, "DejaVu Sans Mono", monospace; font-size: 12px; overflow-wrap: anywhere; min-width: 170px; max-width: 260px; }
-td.note { min-width: 170px; max-width: 320px; overflow-wrap: anywhere; font-size: 13px; }
+td.sig { font-family: ui-monospace, "DejaVu Sans Mono", monospace; font-size: 12px; overflow-wrap: anywhere; min-width: 130px; max-width: 200px; }
+td.note { min-width: 110px; max-width: 320px; overflow-wrap: anywhere; font-size: 13px; }
 td.versions { font-size: 12px; white-space: nowrap; }
 .badge { display: inline-block; padding: 1px 7px; border-radius: 10px; font-size: 12px; font-weight: 600; color: #fff; background: var(--bug); white-space: nowrap; }
 .badge.precision-policy { background: var(--warn); } .badge.crash, .badge.hang { background: #6f42c1; }
