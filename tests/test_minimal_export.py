@@ -175,10 +175,11 @@ def _defs(script: str) -> list[str]:
 def test_a_jax_norm_finding_is_its_public_call_in_under_30_lines(tmp_path):
     """jax on the CPU drops the nans from a 4,096-element max norm. Its implementation checks that
     this jax has vector_norm (and takes several axes): the script leaves the check out, where it
-    brought the whole implementation and its helpers (103 lines)."""
+    brought the whole implementation and its helpers (103 lines). Its one input is `x`, not the
+    shrunk case's `x2_n4`."""
     script, expect = _exported("jax-cpu-max-nan-4096.json", tmp_path)
     assert len(script.splitlines()) <= 30 and _defs(script) == ["graph"], script
-    assert "return [jnp.linalg.vector_norm(x2_n4, ord=float('inf'), axis=(0,), keepdims=False).reshape((1,))]" in script, script
+    assert "return [jnp.linalg.vector_norm(x, ord=float('inf'), axis=(0,), keepdims=False).reshape((1,))]" in script, script
     code, _, errors = _run(script, tmp_path)
     assert expect == "disagree" and code == 1 and errors.startswith("MISMATCH: 1 of 1 entries differ"), errors
 
