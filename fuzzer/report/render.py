@@ -227,7 +227,8 @@ def _reproducer_section(row) -> str:
 
 
 CAPTIONS = {
-    "Discovery curve": "Cumulative generated cases with findings and distinct buckets, from the cases' creation times.",
+    "Discovery curve": "Cumulative generated cases with findings (their creation times) and buckets (each once, at its "
+                       "first finding), split as the tables above split them.",
     "Error magnitude per backend": "Each dot is one finding's max error divided by the error the tolerance model allows for it.",
     "Throughput": "Graphs per second per campaign, and the worker time spent in each backend.",
 }
