@@ -1070,19 +1070,21 @@ def export_case(db_path, case_id, fmt, backend, expect, plugins, timeout, output
         name = backend or stored.findings[0]["backend"]
         load_plugins(list(plugins) + canaries_for([name]))
         finding = next((f for f in stored.findings if f.get("backend") == name), None)
+        if fmt == "issue":  # refused before any work: a convention or a precision policy is no upstream bug
+            from fuzzer.issue_report import refuse_unless_forced
+            from fuzzer.known import load_registry
+
+            reason = refuse_unless_forced(corpus, case_id, get_backend(name), load_registry(known_bugs), force)
+            if reason:
+                click.echo(f"Warning: {reason}; exporting it as an issue anyway (--force).", err=True)
         # The scripts compute the reference in-process; a minimal script of a crash or hang needs none
         # of the backend's own (its gradients' float64 run may abort on the case that found the abort).
         crashed = (finding or {}).get("verdict") in (verdicts.CRASH, verdicts.HANG) and fmt in ("minimal", "issue")
         require_bounded_reference(stored.case, case_id, list(plugins), timeout, extra_of=None if crashed else name)
         if fmt == "issue":
-            from fuzzer.issue_report import export_issue, not_a_bug
-            from fuzzer.known import load_registry
+            from fuzzer.issue_report import export_issue
 
-            registry = load_registry(known_bugs)
-            reason = force and not_a_bug(corpus, case_id, get_backend(name), registry)
-            if reason:
-                click.echo(f"Warning: {reason}; exporting it as an issue anyway (--force).", err=True)
-            text = export_issue(corpus, case_id, get_backend(name), output, list(plugins), registry=registry, force=force)
+            text = export_issue(corpus, case_id, get_backend(name), output, list(plugins), not_a_bug_reason=reason)
         else:
             title = stored.signature or f"case {case_id}"
             if fmt == "minimal":

@@ -9,7 +9,7 @@ under test, for the expected-vs-actual table (the entries beyond the allowance o
 the environment tool; `render_issue` turns that data into Markdown and does nothing else. The
 snippet is the minimal reproducer (fuzzer/minimal_reproducer.py). A finding that is no bug to
 report (a precision policy, a registry entry of status `convention`) is refused unless forced
-(`not_a_bug`), and then says so at the top. Nothing of this machine is shown: `export_issue` puts
+(`refuse_unless_forced`), and then says so at the top. Nothing of this machine is shown: `export_issue` puts
 LOCAL_PATH for every path of it that the report could meet (`local_paths`: the corpus's, the
 environments', the home directory), which an error text can hold (an ImportError names its file,
 a dying worker its runner's). Every value read from the corpus is data: inline text goes through
@@ -154,16 +154,12 @@ def _script(stored: StoredCase, backend: Backend, title: str, finding: dict) -> 
         return None, str(exc)
 
 
+@functools.lru_cache(maxsize=None)
 def environment_report(family: str, python: str, timeout: float = ENVIRONMENT_TIMEOUT) -> tuple[str, str]:
     """(the output of `family`'s own environment tool run by `python`, "") or ("", why there is none:
-    "did not finish within 120 s").
-    Bounded: the tool's process group is killed after `timeout` seconds (collect_env starts pip and
-    nvidia-smi, which could hold its pipes open). Cached: several reports of one export run it once."""
-    return _environment_report(family, python, timeout)
-
-
-@functools.lru_cache(maxsize=None)
-def _environment_report(family: str, python: str, timeout: float) -> tuple[str, str]:
+    "did not finish within 120 s"). Bounded: the tool's process group is killed after `timeout`
+    seconds (collect_env starts pip and nvidia-smi, which could hold its pipes open). Cached:
+    the reports of one process (tests, several exports) run it once."""
     arguments = ENVIRONMENT_TOOLS[family][1]
     try:
         process = subprocess.Popen([python, *arguments], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -203,6 +199,14 @@ def not_a_bug(corpus: Corpus, case_id: int, backend: Backend, registry: Registry
         return (f"Case {case_id} is the known-bug registry's entry '{entry.id}' ({entry.entry.get('title')}), whose status is "
                 f"convention: a result {backend.family} documents, not a bug")
     return ""
+
+
+def refuse_unless_forced(corpus: Corpus, case_id: int, backend: Backend, registry: Registry, force: bool) -> str:
+    """`not_a_bug`'s reason where `force` exports it anyway ("" for a bug); a UserError where not."""
+    reason = not_a_bug(corpus, case_id, backend, registry)
+    if reason and not force:
+        raise UserError(f"{reason}; pass --force to export it as an issue anyway.")
+    return reason
 
 
 def gather_issue(corpus: Corpus, case_id: int, backend: Backend, plugins: list[str] = (),
@@ -414,15 +418,12 @@ def render_issue(data: IssueData) -> str:
 
 
 def export_issue(corpus: Corpus, case_id: int, backend: Backend, output: Path | None, plugins: list[str] = (),
-                 replayer: Replayer | None = None, registry: Registry | None = None, force: bool = False) -> str:
-    """The report's Markdown. A finding that is no bug to report (`not_a_bug`, by `registry`) is refused
-    with a UserError unless `force`, and then says so at the top. A script too long to show inline is
-    written beside `output` (and named there); without `output` the report says how to write it."""
-    reason = not_a_bug(corpus, case_id, backend, registry or Registry(None, ()))
-    if reason and not force:
-        raise UserError(f"{reason}; pass --force to export it as an issue anyway.")
+                 replayer: Replayer | None = None, not_a_bug_reason: str = "") -> str:
+    """The report's Markdown; `not_a_bug_reason` (`refuse_unless_forced`'s) is said at its top. A script
+    too long to show inline is written beside `output` (and named there); without `output` the report
+    says how to write it."""
     data = gather_issue(corpus, case_id, backend, plugins, replayer)
-    data.not_a_bug = reason
+    data.not_a_bug = not_a_bug_reason
     if data.script is not None and len(data.script) > INLINE_SCRIPT_LIMIT:
         if output is not None:
             script_path = output.with_name(f"case{case_id}_repro.py")
