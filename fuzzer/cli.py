@@ -1043,7 +1043,10 @@ def regress(directory, plugins, timeout, junit_path, as_json):
 @memory_limit_option
 @reference_timeout_option
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="Write to this file instead of stdout.")
-def export_case(db_path, case_id, fmt, backend, expect, plugins, timeout, output):
+@known_bugs_option
+@click.option("--force", is_flag=True, help="Issue only: export a finding that is no bug to report (a precision policy, "
+                                            "a known-bug registry entry of status convention), with a warning.")
+def export_case(db_path, case_id, fmt, backend, expect, plugins, timeout, output, known_bugs, force):
     """Export a case as a standalone script, a pytest file, JSON (for import / regress) or a Markdown bug report.
 
     The scripts need only numpy and torch or jax, and exit 1 while the bug is present, 0 once it
@@ -1076,6 +1079,13 @@ def export_case(db_path, case_id, fmt, backend, expect, plugins, timeout, output
         name = backend or stored.findings[0]["backend"]
         load_plugins(list(plugins) + canaries_for([name]))
         finding = next((f for f in stored.findings if f.get("backend") == name), None)
+        if fmt == "issue":  # refused before any work: a convention or a precision policy is no upstream bug
+            from fuzzer.issue_report import refuse_unless_forced
+            from fuzzer.known import load_registry
+
+            reason = refuse_unless_forced(corpus, case_id, get_backend(name), load_registry(known_bugs), force)
+            if reason:
+                click.echo(f"Warning: {reason}; exporting it as an issue anyway (--force).", err=True)
         # The scripts compute the reference in-process; a minimal script of a crash or hang needs none
         # of the backend's own (its gradients' float64 run may abort on the case that found the abort).
         crashed = (finding or {}).get("verdict") in (verdicts.CRASH, verdicts.HANG) and fmt in ("minimal", "issue")
@@ -1083,7 +1093,7 @@ def export_case(db_path, case_id, fmt, backend, expect, plugins, timeout, output
         if fmt == "issue":
             from fuzzer.issue_report import export_issue
 
-            text = export_issue(corpus, case_id, get_backend(name), output, plugins=list(plugins))
+            text = export_issue(corpus, case_id, get_backend(name), output, list(plugins), not_a_bug_reason=reason)
         else:
             title = stored.signature or f"case {case_id}"
             if fmt == "minimal":

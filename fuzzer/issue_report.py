@@ -1,10 +1,15 @@
 """`fuzz export --format issue`: a stored finding as a bug report in the form PyTorch's and jax's
-issue templates ask for (the bug, a minimal snippet, expected vs actual, versions, how it was found).
+issue templates ask for, in the framework's terms: a title saying what the op does wrong on which
+input, the minimal snippet, expected vs actual, the framework's own environment report
+(`python -m torch.utils.collect_env`, `jax.print_environment_info()`), and the fuzzer's own words
+(campaign, regime, case seed, `fuzz replay`) only in a collapsed "How it was found" at the end.
 
 `gather_issue` reads the corpus and re-runs the case once, the float64 reference and the backend
-under test, for the expected-vs-actual table (the entries beyond the allowance only);
-`render_issue` turns that data into Markdown and does nothing else. The snippet is the minimal
-reproducer (fuzzer/minimal_reproducer.py). Nothing of this machine is shown: `export_issue` puts
+under test, for the expected-vs-actual table (the entries beyond the allowance only), and runs
+the environment tool; `render_issue` turns that data into Markdown and does nothing else. The
+snippet is the minimal reproducer (fuzzer/minimal_reproducer.py). A finding that is no bug to
+report (a precision policy, a registry entry of status `convention`) is refused unless forced
+(`refuse_unless_forced`), and then says so at the top. Nothing of this machine is shown: `export_issue` puts
 LOCAL_PATH for every path of it that the report could meet (`local_paths`: the corpus's, the
 environments', the home directory), which an error text can hold (an ImportError names its file,
 a dying worker its runner's). Every value read from the corpus is data: inline text goes through
@@ -15,8 +20,11 @@ they hold, and nothing from the corpus becomes a link or is run.
 from __future__ import annotations
 
 import contextlib
-import json
+import functools
+import os
 import re
+import signal
+import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,7 +38,8 @@ from fuzzer.corpus import Corpus, StoredCase
 from fuzzer.corpus.releases import OUTCOMES
 from fuzzer.errors import UserError, error_headline
 from fuzzer.ir import infer_shapes
-from fuzzer.minimal_reproducer import build_minimal_script
+from fuzzer.known import Registry
+from fuzzer.minimal_reproducer import build_minimal_script, failing_part
 from fuzzer.reproducer import ENVIRONMENT_KEYS
 from fuzzer.oracle import allowed_error, compute_reference, nonfinite_class
 from fuzzer.report.render import md_cell
@@ -42,6 +51,11 @@ RERUN_TIMEOUT = 300.0  # seconds for the one re-run that fills the expected-vs-a
 INLINE_SCRIPT_LIMIT = 20_000  # characters; a longer script (large inputs as base64) goes beside the README
 # Verdicts whose backend is not re-run for the table: the stored error text is the actual result.
 NOT_RERUN = (verdicts.CRASH, verdicts.HANG)
+# The framework's own environment report, as its bug template asks for it (run by the backend's Python).
+ENVIRONMENT_TOOLS = {"torch": ("python -m torch.utils.collect_env", ["-m", "torch.utils.collect_env"]),
+                     "jax": ("jax.print_environment_info()", ["-c", "import jax; jax.print_environment_info()"])}
+ENVIRONMENT_TIMEOUT = 120.0  # seconds; past it the report shows the versions the campaign recorded
+DEVICE_WORDS = {"cpu": "CPU", "cuda": "CUDA GPU", "gpu": "GPU"}
 
 
 @dataclass
@@ -51,7 +65,9 @@ class IssueData:
     case_id: int
     finding: dict  # the reported finding: backend, verdict, culprit, max_error, allowed, detail
     family: str  # "torch" or "jax": which template's headings to use
-    graph_lines: list[str]
+    backend: dict  # the backend under test in words: description, device, dtype
+    culprit_inputs: list[list[int]]  # the shapes the culprit op was given in the minimal graph
+    ops: list[str]  # the minimal graph's ops, in order
     regime: str
     case_seed: int
     campaign: dict | None  # None for an imported case: no versions or campaign seed were recorded
@@ -61,6 +77,10 @@ class IssueData:
     rerun_error: str = ""  # the backend raised when re-run for the table
     triage: dict | None = None  # the bucket: its status and note, its release checks
     shrink: str = ""  # "shrunk from case N, 6 nodes to 2"
+    environment: str = ""  # the framework's own environment report, run when the report was written
+    environment_failure: str = ""  # why there is none ("did not finish within 120 s")
+    not_a_bug: str = ""  # exported anyway (--force): why this is no bug to report
+    script_command: str = ""  # how to write a script too long to show inline
 
 
 # ---------------------------------------------------------------- gathering
@@ -99,17 +119,13 @@ def _finding_on(stored: StoredCase, backend_name: str) -> dict:
                     "pass one of those with --backend.")
 
 
-def _graph_lines(stored: StoredCase) -> list[str]:
-    shapes = infer_shapes(stored.case.graph)
-    lines = []
-    for spec in stored.case.graph.inputs:
-        layout = f"  (stored {spec.layout} in torch)" if spec.layout != "contiguous" else ""
-        lines.append(f"{spec.name} = input {list(spec.shape)}{layout}")
-    for node in stored.case.graph.nodes:
-        lines.append(f"{node.name} = {node.op}({', '.join(node.inputs)}) -> {list(shapes[node.name])}  "
-                     f"{json.dumps(node.attrs, sort_keys=True)}")
-    lines.append(f"outputs: {', '.join(stored.case.graph.outputs)}")
-    return lines
+def _culprit_inputs(stored: StoredCase, finding: dict) -> tuple[list[list[int]], list[str]]:
+    """(the shapes the culprit op was given, the ops) in the part of the graph the finding is about."""
+    graph = failing_part(stored.case, finding).graph
+    shapes = {**{spec.name: spec.shape for spec in graph.inputs}, **infer_shapes(graph)}
+    culprit_op = str(finding.get("culprit") or "").partition("@")[0]
+    node = next((node for node in graph.nodes if node.op == culprit_op), None)
+    return [list(shapes[name]) for name in node.inputs] if node else [], graph.op_names()
 
 
 def _rerun(stored: StoredCase, backend: Backend, finding: dict, plugins: list[str],
@@ -138,11 +154,66 @@ def _script(stored: StoredCase, backend: Backend, title: str, finding: dict) -> 
         return None, str(exc)
 
 
+@functools.lru_cache(maxsize=None)
+def environment_report(family: str, python: str, timeout: float = ENVIRONMENT_TIMEOUT) -> tuple[str, str]:
+    """(the output of `family`'s own environment tool run by `python`, "") or ("", why there is none:
+    "did not finish within 120 s"). Bounded: the tool's process group is killed after `timeout`
+    seconds (collect_env starts pip and nvidia-smi, which could hold its pipes open). Cached:
+    the reports of one process (tests, several exports) run it once."""
+    arguments = ENVIRONMENT_TOOLS[family][1]
+    try:
+        process = subprocess.Popen([python, *arguments], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                   start_new_session=True)
+    except OSError as exc:
+        return "", f"could not start ({exc.strerror or exc})"
+    try:
+        output, errors = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.communicate()
+        return "", f"did not finish within {timeout:g} s"
+    if process.returncode != 0 or not output.strip():
+        last = (errors.strip().splitlines() or ["no output"])[-1]
+        return "", f"failed ({last[:200]})"
+    return re.sub(r"node='[^']*'", "node='[hostname]'", output.strip()), ""  # jax prints uname's node name
+
+
+def _environment_python(backend: Backend) -> str:
+    """The interpreter the backend runs in: another registered environment's, or ours."""
+    other = backend.other_environment()
+    return envs.resolve(other[0]).python if other else sys.executable
+
+
+def not_a_bug(corpus: Corpus, case_id: int, backend: Backend, registry: Registry) -> str:
+    """Why case `case_id`'s finding on `backend` is no bug to report upstream, in one sentence, or "":
+    a verdict that is no bug (a precision policy, a derived backend's inherited finding), or a bucket
+    that the known-bug registry lists as a `convention` (a result the framework documents)."""
+    stored = corpus.get_case(case_id)
+    finding = _finding_on(stored, backend.name)
+    verdict = str(finding.get("verdict"))
+    if not verdicts.is_bug(verdict):
+        return f"Case {case_id}'s finding on {backend.name} is {verdict} ({verdicts.get(verdict).meaning}), not a bug"
+    bucket = corpus.bucket(str(finding.get("signature") or stored.signature or ""))
+    entry = registry.entry(bucket["known_bug"]) if bucket and bucket.get("known_bug") else None
+    if entry is not None and entry.status == "convention":
+        return (f"Case {case_id} is the known-bug registry's entry '{entry.id}' ({entry.entry.get('title')}), whose status is "
+                f"convention: a result {backend.family} documents, not a bug")
+    return ""
+
+
+def refuse_unless_forced(corpus: Corpus, case_id: int, backend: Backend, registry: Registry, force: bool) -> str:
+    """`not_a_bug`'s reason where `force` exports it anyway ("" for a bug); a UserError where not."""
+    reason = not_a_bug(corpus, case_id, backend, registry)
+    if reason and not force:
+        raise UserError(f"{reason}; pass --force to export it as an issue anyway.")
+    return reason
+
+
 def gather_issue(corpus: Corpus, case_id: int, backend: Backend, plugins: list[str] = (),
                  replayer: Replayer | None = None) -> IssueData:
     """Read case `case_id` and re-run it once on `backend`, which must be the backend of one of its
     findings (`plugins` as the campaign loaded them, for the worker that re-runs it; `replayer`: a
-    worker to re-run it in, for several reports)."""
+    worker to re-run it in, for several reports), and run the framework's environment tool."""
     stored = corpus.get_case(case_id)
     finding = _finding_on(stored, backend.name)
     script, script_note = _script(stored, backend, stored.signature or f"case {case_id}", finding)
@@ -150,12 +221,17 @@ def gather_issue(corpus: Corpus, case_id: int, backend: Backend, plugins: list[s
     log = stored.shrink_log if isinstance(stored.shrink_log, dict) else {}
     shrink = (f"shrunk from case {stored.shrunk_from}, {log.get('original_nodes', '?')} nodes to {log.get('final_nodes', '?')}"
               if stored.shrunk_from else "")
+    culprit_inputs, ops = _culprit_inputs(stored, finding)
+    environment, environment_failure = (environment_report(backend.family, _environment_python(backend))
+                                        if backend.family in ENVIRONMENT_TOOLS else ("", ""))
     return IssueData(
-        case_id=case_id, finding=finding, family=backend.family, graph_lines=_graph_lines(stored),
-        regime=stored.case.graph.regime or "small", case_seed=stored.case.seed,
+        case_id=case_id, finding=finding, family=backend.family,
+        backend={"description": backend.description, "device": backend.device, "dtype": backend.dtype},
+        culprit_inputs=culprit_inputs, ops=ops, regime=stored.case.graph.regime or "small", case_seed=stored.case.seed,
         campaign=corpus.campaign(stored.campaign_id) if stored.campaign_id else None, script=script,
         script_note=script_note, entries=entries, rerun_error=rerun_error,
         triage=corpus.bucket(stored.signature) if stored.signature else None, shrink=shrink,
+        environment=environment, environment_failure=environment_failure,
     )
 
 
@@ -189,24 +265,62 @@ def _template(family: str) -> dict[str, str]:
     return {"bug": "🐛 Describe the bug", "versions": "Versions"}
 
 
-def _title(data: IssueData) -> str:
+def _op_words(culprit: str) -> str:
+    """`sin@grad` as "the gradient of sin", `layer_norm@fused` as "layer_norm (fused)"."""
+    op, _, where = culprit.partition("@")
+    if op in ("", "-"):
+        return "the graph"
+    return f"the gradient of {op}" if where == "grad" else f"{op} ({where})" if where else op
+
+
+def _what_is_wrong(data: IssueData) -> str:
+    """"returns nan where 0.3369 is expected": the worst wrong entry, or the verdict in words."""
     f = data.finding
-    return f"# {inline(f.get('verdict'))}: {inline(f.get('culprit'))} on {inline(f.get('backend'))}"
+    verdict = f.get("verdict")
+    if verdict == verdicts.CRASH:
+        return f"raises {error_headline(str(f.get('error') or f.get('detail') or ''))[:160]}".rstrip()
+    if verdict == verdicts.HANG:
+        return "hangs"
+    if verdict == verdicts.NONDETERMINISTIC:
+        return "returns different values on identical runs"
+    if data.entries:
+        worst = data.entries[0]
+        return f"returns {worst['actual']:.4g} where {worst['expected']:.4g} is expected"
+    return {verdicts.ALL_ZEROS: "returns all zeros", verdicts.CONSTANT: "returns one value everywhere"}.get(
+        str(verdict), "returns wrong values")
+
+
+def _on_what(data: IssueData) -> str:
+    """"for a float32 input of shape [4, 17, 16] on the CPU (torch eager, op by op)"."""
+    b = data.backend
+    shapes = data.culprit_inputs
+    given = (f"for a {b['dtype']} input of shape {shapes[0]}" if len(shapes) == 1
+             else f"for {b['dtype']} inputs of shapes {', '.join(map(str, shapes[:-1]))} and {shapes[-1]}" if shapes
+             else f"in {b['dtype']}")
+    return f"{given} on the {DEVICE_WORDS.get(b['device'], b['device'])} ({b['description']})"
+
+
+def _headline(data: IssueData) -> str:
+    """What the op does wrong on which input: the title, and the description's first sentence."""
+    return f"{_op_words(str(data.finding.get('culprit') or '-'))} {_what_is_wrong(data)} {_on_what(data)}"
+
+
+def _title(data: IssueData) -> str:
+    return f"# {inline(_headline(data))}"
 
 
 def _description(data: IssueData) -> str:
     f = data.finding
-    backend, culprit, verdict = inline(f.get("backend")), inline(f.get("culprit")), inline(f.get("verdict"))
-    meaning = inline(verdicts.get(str(f.get("verdict"))).meaning)
-    text = (f"On {backend}, the graph below (culprit op: {culprit}) gives a **{verdict}** result: {meaning}. "
-            "The judge is a float64 NumPy reference written from the math")
+    text = _headline(data) + "."
+    if f.get("detail") and f.get("verdict") not in NOT_RERUN:
+        text += f" Observed: {f['detail']}."
     if f.get("allowed"):
-        text += (f"; the largest error is {inline(_number(float(f['max_error'])))} where a correct "
-                 f"implementation may be off by {inline(_number(float(f['allowed'])))}")
-    text += "."
-    if f.get("detail"):
-        text += f" The fuzzer reported: {inline(f['detail'])}."
-    return text
+        text += (f" The expected values are the math computed in float64; a correct {data.backend['dtype']} "
+                 f"implementation may be off by {_number(float(f['allowed']))} here, and the largest error is "
+                 f"{_number(float(f['max_error']))}.")
+    if len(data.ops) > 1:
+        text += f" The smallest graph that shows it: {' > '.join(data.ops)}."
+    return inline(text)
 
 
 def _snippet(data: IssueData) -> list[str]:
@@ -220,34 +334,43 @@ def _snippet(data: IssueData) -> list[str]:
 
 
 def _expected_vs_actual(data: IssueData) -> list[str]:
-    lines = ["## Expected vs actual", "", "The minimal graph:", "", fenced("\n".join(data.graph_lines)), ""]
+    lines = ["## Expected vs actual", ""]
     if data.entries:
-        lines += [f"The worst wrong entries, float64 reference (expected) vs {inline(data.finding.get('backend'))} (actual):", "",
+        lines += [f"The worst wrong entries, expected (the float64 result) vs actual ({inline(data.backend['description'])}):", "",
                   "| output | index | expected | actual |", "|---|---|---|---|"]
         lines += [f"| {row['output']} | {inline(row['index'])} | {inline(_number(row['expected']))} | "
                   f"{inline(_number(row['actual']))} |" for row in data.entries]
     elif data.rerun_error or data.finding.get("verdict") in NOT_RERUN:
-        error = data.rerun_error or str(data.finding.get("detail") or "")
-        lines += ["Expected: the same values as the float64 reference. Actual: the backend raised", "", fenced(error)]
+        error = data.rerun_error or str(data.finding.get("error") or data.finding.get("detail") or "")
+        lines += ["Expected: the same values as in float64. Actual: it raised", "", fenced(error)]
     else:
-        lines.append("Re-run now, the backend agreed with the reference on every entry: the bug may be fixed in "
+        lines.append("Re-run now, every entry agreed with the float64 result: the bug may be fixed in "
                      "this release, or depend on something the re-run did not repeat.")
     return lines + [""]
 
 
-def _versions(data: IssueData) -> list[str]:
+def _recorded_versions(data: IssueData) -> list[str]:
     if data.campaign is None:
-        return ["Not recorded: the case was imported, not found by a campaign of this corpus."]
+        return ["No versions were recorded: the case was imported, not found by a campaign of this corpus."]
     v = data.campaign.get("versions") or {}
     rows = [("PyTorch version", v.get("torch")), ("CUDA used to build PyTorch", v.get("cuda")),
             ("JAX version", v.get("jax")), ("jaxlib version", v.get("jaxlib")), ("NumPy version", v.get("numpy")),
-            ("Python version", v.get("python")), ("OS", v.get("platform")), ("Device", v.get("device")),
-            ("fuzzer version", v.get("fuzzer"))]
+            ("Python version", v.get("python")), ("OS", v.get("platform")), ("Device", v.get("device"))]
     text = [f"{name}: {value}" for name, value in rows if value is not None]
     for name, other in (v.get("environments") or {}).items():
         if isinstance(other, dict):
             text.append(f"environment {name}: " + ", ".join(f"{k} {other[k]}" for k in sorted(other) if k in ENVIRONMENT_KEYS))
-    return ["As recorded with the campaign that found it:", "", fenced("\n".join(text))]
+    return ["The versions recorded with the run that found it:", "", fenced("\n".join(text))]
+
+
+def _versions(data: IssueData) -> list[str]:
+    """The framework's own environment report; the recorded versions where it could not run."""
+    if data.environment:
+        return [f"Output of `{ENVIRONMENT_TOOLS[data.family][0]}`, run when this report was written:", "",
+                fenced(data.environment)]
+    failure = ([f"`{ENVIRONMENT_TOOLS[data.family][0]}` {inline(data.environment_failure)}.", ""]
+               if data.environment_failure else [])
+    return failure + _recorded_versions(data)
 
 
 def _checked_on(data: IssueData) -> list[str]:
@@ -260,26 +383,34 @@ def _checked_on(data: IssueData) -> list[str]:
 
 
 def _how_found(data: IssueData) -> list[str]:
-    lines = ["## How it was found", ""]
+    """The fuzzer's own words, collapsed at the end: a maintainer needs none of them."""
+    f = data.finding
+    lines = ["<details><summary>How it was found</summary>", ""]
     campaign = data.campaign
     if campaign:
         backends = ", ".join((campaign.get("config") or {}).get("backends") or [])
         lines.append(f"- a differential fuzzing campaign (id {inline(campaign.get('id'))}, seed "
-                     f"{inline(campaign.get('seed'))}) on {inline(backends)}")
+                     f"{inline(campaign.get('seed'))}, fuzzer {inline((campaign.get('versions') or {}).get('fuzzer'))}) "
+                     f"on {inline(backends)}")
+    lines.append(f"- finding: {inline(f.get('verdict'))} on {inline(f.get('backend'))}, culprit op {inline(f.get('culprit'))}")
     lines.append(f"- regime {inline(data.regime)}, case seed {inline(data.case_seed)}")
     if data.shrink:
         lines.append(f"- {inline(data.shrink)}")
     if data.triage and (data.triage.get("status") != "new" or data.triage.get("note")):
         lines.append(f"- triage: {inline(data.triage.get('status'))}; {inline(data.triage.get('note'))}")
-    lines += ["", "Replay it from the corpus that holds it:", "",
-              fenced(f"fuzz replay {data.case_id} --backends {data.finding.get('backend')}", "sh"), ""]
+    commands = [f"fuzz replay {data.case_id} --backends {f.get('backend')}", data.script_command]
+    lines += ["", "From the corpus that holds it:", "",
+              fenced("\n".join(command for command in commands if command), "sh"), "", "</details>", ""]
     return lines
 
 
 def render_issue(data: IssueData) -> str:
     """The Markdown report; a pure function of `data`."""
     headings = _template(data.family)
-    lines = [_title(data), "", f"## {headings['bug']}", "", _description(data), ""]
+    lines = [_title(data), ""]
+    if data.not_a_bug:
+        lines += [f"> **Warning:** {inline(data.not_a_bug)}; exported anyway (--force). Check the documentation before filing it.", ""]
+    lines += [f"## {headings['bug']}", "", _description(data), ""]
     lines += _snippet(data) + _expected_vs_actual(data)
     lines += [f"## {headings['versions']}", "", *_versions(data), "", *_checked_on(data)]
     lines += _how_found(data)
@@ -287,10 +418,12 @@ def render_issue(data: IssueData) -> str:
 
 
 def export_issue(corpus: Corpus, case_id: int, backend: Backend, output: Path | None, plugins: list[str] = (),
-                 replayer: Replayer | None = None) -> str:
-    """The report's Markdown. A script too long to show inline is written beside `output` (and named there);
-    without `output` the report says how to write it."""
+                 replayer: Replayer | None = None, not_a_bug_reason: str = "") -> str:
+    """The report's Markdown; `not_a_bug_reason` (`refuse_unless_forced`'s) is said at its top. A script
+    too long to show inline is written beside `output` (and named there); without `output` the report
+    says how to write it."""
     data = gather_issue(corpus, case_id, backend, plugins, replayer)
+    data.not_a_bug = not_a_bug_reason
     if data.script is not None and len(data.script) > INLINE_SCRIPT_LIMIT:
         if output is not None:
             script_path = output.with_name(f"case{case_id}_repro.py")
@@ -298,8 +431,9 @@ def export_issue(corpus: Corpus, case_id: int, backend: Backend, output: Path | 
             data.script_note = (f"The reproducer is in the adjacent file {script_path.name} ({len(data.script)} characters: "
                                 "its inputs are embedded); it exits 1 while the bug is present.")
         else:
-            data.script_note = (f"The reproducer is {len(data.script)} characters long (its inputs are embedded); write it "
-                                f"with: fuzz export {case_id} -o repro.py")
+            data.script_note = (f"The reproducer is {len(data.script)} characters long (its inputs are embedded): attach it "
+                                "to the issue as a file.")
+            data.script_command = f"fuzz export {case_id} -o repro.py"
     return without_local_paths(render_issue(data), local_paths(corpus.path))
 
 

@@ -114,6 +114,10 @@ class Registry:
         """The first entry a finding on a case of `graph` is, or None; a fixed bug is never matched."""
         return next((bug for bug in self.bugs if not bug.fixed and bug.matches(finding, graph)), None)
 
+    def entry(self, bug_id: str) -> KnownBug | None:
+        """The entry with this id (a bucket's `known_bug`), or None where the registry has none."""
+        return next((bug for bug in self.bugs if bug.id == bug_id), None)
+
 
 def mark_known_cases(corpus, registry: Registry, case_ids) -> dict[str, str]:
     """Mark the buckets of stored cases' findings that are registry bugs as known, as a campaign

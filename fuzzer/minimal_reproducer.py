@@ -47,8 +47,6 @@ from fuzzer.program_source import JAX_X64, compact_array, compact_arrays, graph_
 from fuzzer.reproducer import docstring, environment_note, killed_its_process, program_under_test, standard_imports
 from fuzzer.shrink import prune, rebuild
 
-REFERENCE_FAMILIES = ("torch", "jax")
-# How each family's reference function is called on the script's variables, in float64 on the CPU.
 # How each family's reference takes the script's arrays (in float64, on the CPU) and gives numpy arrays.
 REFERENCE_INPUTS = {"torch": "torch.as_tensor({}, dtype=torch.float64)",
                     "jax": "jax.device_put(np.asarray({}, np.float64), jax.devices('cpu')[0])"}
@@ -57,25 +55,23 @@ REFERENCE_IMPORTS = {"torch": ["import torch"], "jax": ["import jax", JAX_X64]}
 
 
 def choose_reference(case: Case, backend: Backend) -> str | None:
-    """The framework ("torch" or "jax") whose stock float64 CPU ops give this case's numpy reference
-    within the float64 tolerance, trying `backend`'s own first; None if neither does."""
-    reference = compute_reference(case, {"float64"})
+    """`backend`'s framework ("torch" or "jax") when its stock float64 CPU ops give this case's numpy
+    reference within the float64 tolerance, else None (the script then holds the expected values).
+    Never the other framework: a maintainer runs a torch bug's script without jax, and the reverse."""
+    if backend.family not in REFERENCE_INPUTS:
+        return None
     same_computation = (backend.kind == f"{backend.family}-eager" and backend.device == "cpu"
                         and backend.dtype == "float64" and not backend.overrides)
-    for family in sorted(REFERENCE_FAMILIES, key=lambda name: name != backend.family):
-        if family == backend.family and same_computation:
-            continue  # the backend under test would be its own judge
-        candidate = get_backend(f"{family}-eager:cpu:float64")
-        if candidate.unavailable_reason():
-            continue
-        try:
-            with np.errstate(all="ignore"):
-                outputs = candidate.run(case)
-        except Exception:  # noqa: BLE001 - a framework that raises on the case is no reference for it
-            continue
-        if judge_outputs(candidate.name, "float64", outputs, reference).verdict == verdicts.AGREE:
-            return family
-    return None
+    candidate = get_backend(f"{backend.family}-eager:cpu:float64")
+    if same_computation or candidate.unavailable_reason():
+        return None  # the backend under test would be its own judge
+    try:
+        with np.errstate(all="ignore"):
+            outputs = candidate.run(case)
+    except Exception:  # noqa: BLE001 - a framework that raises on the case is no reference for it
+        return None
+    agrees = judge_outputs(candidate.name, "float64", outputs, compute_reference(case, {"float64"})).verdict == verdicts.AGREE
+    return backend.family if agrees else None
 
 
 def _computed_expected(case: Case, backend: Backend, family: str, program: str) -> tuple[list[str], str, str] | None:
@@ -85,7 +81,7 @@ def _computed_expected(case: Case, backend: Backend, family: str, program: str) 
     the name of a different one of the program's."""
     imports, definitions, function = list(REFERENCE_IMPORTS[family]), "", "graph"
     arguments = graph_arguments(case)
-    if family != backend.family or backend.overrides or not re.search(r"^def graph\(", program, re.M):
+    if backend.overrides or not re.search(r"^def graph\(", program, re.M):
         source = Source(imports=list(imports))
         written = graph_function(case, lambda op: get_op(op).impl(family), source, name="reference")
         imports, function = source.imports, "reference"
@@ -162,8 +158,10 @@ def _check_lines(reference: Reference, dtype: str) -> list[str]:
             "    if wrong.any():",
             "        at = np.unravel_index(np.argmax(np.nan_to_num(abs(np.subtract(got, want, where=wrong, out=np.zeros(got.shape))), "
             "nan=np.inf)), got.shape)",
-            f"        raise SystemExit(f'MISMATCH: {which}{{wrong.sum()}} of {{wrong.size}} entries differ, worst at {{[int(k) for k in at]}}: "
-            "got {float(got[at])}, float64 reference {float(want[at])} (allowed error {allowed:.3g})')",
+            # A non-finite entry has no error to allow: it is the wrong kind, said in words.
+            f"        raise SystemExit(f'MISMATCH: {which}{{wrong.sum()}} of {{wrong.size}} entries differ, worst at {{[int(k) for k in at]}}: ' + "
+            "(f'got {float(got[at])}, float64 reference {float(want[at])} (allowed error {allowed:.3g})' "
+            "if np.isfinite([got[at], want[at]]).all() else f'expected {float(want[at])}, got {float(got[at])}'))",
             "print('OK: every entry within the allowed error of the float64 reference')"]
 
 
@@ -181,14 +179,15 @@ def _printed_versions(versions_source: str) -> tuple[list[str], list[str]]:
 def _summary(case: Case, backend: Backend, finding: dict) -> str:
     """The docstring's first sentence: what is wrong, where."""
     ops = " > ".join(case.graph.op_names())
+    where = f"{backend.dtype} on {backend.device.upper()} ({backend.description})"  # the framework's words, not a backend name
     if not finding:
-        return f"{backend.name} ({backend.description}) on {ops}, checked against a float64 reference."
+        return f"{where} on {ops}, checked against a float64 reference."
     verdict, culprit = finding.get("verdict", ""), finding.get("culprit") or ops
     if finding.get("detail") and verdict not in (verdicts.CRASH, verdicts.HANG):  # a crash's detail is the title's error
         what = finding["detail"]
     else:
         what = verdicts.get(verdict).meaning if verdict in verdicts.BY_NAME else verdict
-    return f"{culprit} on {backend.name} ({backend.description}), graph {ops}: {what}."
+    return f"{culprit} in {where}, graph {ops}: {what}."
 
 
 def failing_part(case: Case, finding: dict) -> Case:
@@ -272,7 +271,10 @@ def build_minimal_script(case: Case, backend: Backend, title: str, finding: dict
     others = sorted(line for line in imports if line not in standard and line.startswith(("import ", "from ")))
     others += [line for line in imports if not line.startswith(("import ", "from "))]  # jax's x64 switch, after them
     blank = [""] * (2 if definitions else 1)  # two before a def
-    return with_readable_names("\n".join([header, *standard, *[""] * bool(standard), *others, *blank, body]) + "\n")
+    # A shrunk case's inputs carry the node they replaced in their name (x2_n0): x, or x0, x1, ... instead.
+    inputs = [spec.name for spec in case.graph.inputs]
+    preferred = {name: "x" if len(inputs) == 1 else f"x{index}" for index, name in enumerate(inputs)}
+    return with_readable_names("\n".join([header, *standard, *[""] * bool(standard), *others, *blank, body]) + "\n", preferred)
 
 
 def _split_after_graph(program: str) -> tuple[str, str]:

@@ -44,18 +44,21 @@ def variable_name(name: str) -> str:
 PLACEHOLDER = re.compile(r"\b_case_([0-9a-f]+)_\b")
 
 
-def with_readable_names(text: str) -> str:
+def with_readable_names(text: str, preferred: dict[str, str] | None = None) -> str:
     """A finished script `text` with each case name's placeholder replaced by a readable variable
-    ("n0.weight" -> "n0_weight"), unique, and shadowing nothing the script uses: an input named
-    `np`, `print` or `n0_weight` (beside node n0's weight) gets a "_" more (`np_`, `n0_weight_`).
-    Names are taken in order of first appearance, so `graph`'s arguments keep theirs first."""
+    ("n0.weight" -> "n0_weight", or the name `preferred` gives it), unique, and shadowing nothing
+    the script uses: an input named `np`, `print` or `n0_weight` (beside node n0's weight) gets a
+    "_" more (`np_`, `n0_weight_`). Names are taken in order of first appearance, so `graph`'s
+    arguments keep theirs first."""
+    preferred = preferred or {}
     tokens = tokenize.generate_tokens(io.StringIO(text).readline)
     taken = {token.string for token in tokens if token.type == tokenize.NAME}
     taken |= set(keyword.kwlist) | set(dir(builtins))
     readable = {}
     for match in PLACEHOLDER.finditer(text):
         if match.group(0) not in readable:
-            name = re.sub(r"\W", "_", bytes.fromhex(match.group(1)).decode(), flags=re.ASCII)
+            original = bytes.fromhex(match.group(1)).decode()
+            name = re.sub(r"\W", "_", preferred.get(original, original), flags=re.ASCII)
             while name in taken:
                 name += "_"
             taken.add(name)

@@ -7,7 +7,8 @@ valid graph AND `still_fails(candidate)` (same verdict and same signature: the
 shrinker may not slide into another, easier bug). Passes are not looped to a
 fixed point; the whole list is repeated while a round made progress, within a
 time budget. "Simpler" means, in this order: fewer nodes, fewer elements in
-inputs and parameters, contiguous inputs, simpler attributes (stride 1, no padding,
+inputs and parameters, fewer input dims (no leading size-1 ones: `pass_drop_leading_ones`),
+contiguous inputs, simpler attributes (stride 1, no padding,
 no bias, ...), simpler values (zeros, ones, minus ones, small integers: `value_cost`).
 Values are simplified entry by entry too, in halving blocks, so a bug that one value
 shows ends as that value among zeros (`pass_simplify_entries`), which the input-dims
@@ -30,7 +31,7 @@ import numpy as np
 from fuzzer.arrays import param_values
 from fuzzer.backends.numpy_ref import NumpyReference
 from fuzzer.errors import UserError
-from fuzzer.layouts import CONTIGUOUS, conform_values
+from fuzzer.layouts import CONTIGUOUS, conform_values, layouts_for
 from fuzzer.ir import Case, Graph, Node, TensorSpec, infer_shapes, param_shapes, split_arrays
 from fuzzer.ops import get_op, registry
 
@@ -99,9 +100,10 @@ def case_elements(case: Case) -> int:
 
 
 def complexity(case: Case) -> tuple:
-    """The documented order: nodes, then elements, then attribute size, then values."""
+    """The documented order: nodes, then elements, then input dims, then attribute size, then values."""
     attr_size = sum(len(str(node.attrs)) for node in case.graph.nodes)
-    return (len(case.graph.nodes), case_elements(case), attr_size, sum(value_cost(a) for a in case.arrays.values()))
+    dims = sum(len(spec.shape) for spec in case.graph.inputs)
+    return (len(case.graph.nodes), case_elements(case), dims, attr_size, sum(value_cost(a) for a in case.arrays.values()))
 
 
 def entry_costs(array: np.ndarray) -> np.ndarray:
@@ -255,6 +257,24 @@ def pass_shrink_input_dims(case: Case, culprit: str):
                         yield replace(candidate, arrays={**candidate.arrays, spec.name: conform_values(values, spec.layout)})
 
 
+def pass_drop_leading_ones(case: Case, culprit: str):
+    """Every graph input without its leading size-1 dims ((1, 1, 1, 1, 2) -> (2,)), then without
+    one of them, its values kept: a reader of a rank-5 shape holding two numbers looks for a reason
+    the rank matters. Where an op needs the rank (a conv's batch dim), the graph or the verdict says so."""
+    graph = case.graph
+    for i, spec in enumerate(graph.inputs):
+        leading = next((d for d, size in enumerate(spec.shape) if size != 1), len(spec.shape) - 1)
+        for drop in dict.fromkeys((leading, 1)) if leading else ():
+            shape = spec.shape[drop:]
+            layout = spec.layout if spec.layout in layouts_for(shape) else CONTIGUOUS
+            inputs = graph.inputs[:i] + (replace(spec, shape=shape, layout=layout),) + graph.inputs[i + 1 :]
+            candidate = rebuild(case, _repair_attrs(replace(graph, inputs=inputs)))
+            if candidate is not None and spec.name in case.arrays:
+                values = conform_values(case.arrays[spec.name].reshape(shape), layout)
+                candidate = replace(candidate, arrays={**candidate.arrays, spec.name: values})
+            yield candidate
+
+
 def _kept_slices(array: np.ndarray, dim: int, count: int) -> list[list[int]]:
     """Besides the first `count` slices along `dim` (what `rebuild` keeps): the last ones, and the
     ones holding a non-zero value first (after `pass_simplify_entries` those are the trigger)."""
@@ -353,6 +373,7 @@ PASSES = [
     ("bypass_nodes", pass_bypass_nodes),
     ("shrink_size_attrs", pass_shrink_size_attrs),
     ("shrink_input_dims", pass_shrink_input_dims),
+    ("drop_leading_ones", pass_drop_leading_ones),
     ("contiguous_inputs", pass_contiguous_inputs),
     ("simplify_attrs", pass_simplify_attrs),
     ("simplify_values", pass_simplify_values),

@@ -15,6 +15,8 @@ from fuzzer.corpus import Corpus
 from fuzzer.generate import generate_case
 from fuzzer.records import CaseRecord
 from fuzzer.report import NO_PLOTS, write_report
+from fuzzer.report.data import gather
+from fuzzer.report.render import render_html
 
 SIGNATURE = "mismatch | canary-layout-layernorm | layer_norm"
 NOTE = '<script>alert("x")</script> & <b>bold</b> | pipe'
@@ -59,7 +61,7 @@ def test_bucket_row_and_reproducer_in_html(built):
     assert SIGNATURE in page
     assert "<code>layer_norm</code>" in page and "canary-layout-layernorm" in page
     assert 'href="#repro-' in page and 'id="repro-' in page  # the row links to its reproducer
-    assert "def graph(" in page and "sys.exit" in page  # the standalone script, shown as code
+    assert "import torch" in page and "MISMATCH: " in page  # the minimal script, shown as code
     assert "<pre><code>" in page
     assert "Campaigns" in page and "torch-eager:cpu:float32" in page
     assert "http://" not in page and "https://" not in page  # self-contained: nothing to fetch
@@ -127,3 +129,35 @@ def test_precision_policy_apart_and_script_fallback_without_matplotlib(tmp_path,
     assert "has no reproducer writer" in page and "&quot;nodes&quot;" in page  # the graph JSON instead
     assert html.escape(NO_PLOTS) in page and "<img" not in page
     assert "No campaigns" in page
+
+
+def test_the_totals_and_the_discovery_curve_count_what_fuzz_stats_counts(tmp_path):
+    """One bug found in float32 and float64 is one bucket with two member signatures; a derived backend's
+    inherited copy of it is no precision-policy bucket. The page, the curve's legend and `fuzz stats` say so alike."""
+    db = tmp_path / "c.db"
+    with Corpus(db) as corpus:
+        findings = [_finding("mismatch", "torch-eager:cpu:float32"), _finding("mismatch", "torch-eager:cpu:float64"),
+                    _finding("inherited", "canary-layout-layernorm")]
+        for seed in (3, 4):
+            corpus.add_case(CaseRecord(generate_case(seed), verdict="mismatch", findings=findings,
+                                       backends=[f.backend for f in findings]))
+        data = gather(corpus)
+    stats = json.loads(CliRunner().invoke(main, ["stats", "--db", str(db), "--json"]).stdout)
+    bugs = [row for row in data.buckets if not row.precision_policy]
+    policy = [row for row in data.buckets if row.precision_policy]
+    assert len(data.buckets) == stats["buckets"] and data.stats["cases_with_findings"] == stats["cases_with_findings"]
+    assert (len(data.discovery.bug_buckets), len(data.discovery.policy_buckets)) == (len(bugs), len(policy)), \
+        "each bucket once on the curve, on the side of the page it is on"
+    page = render_html(data, {}, None)
+    assert f"<b>{stats['cases_with_findings']}</b><span>cases with findings" in page
+    assert f"<b>{len(bugs)}</b><span>bug buckets" in page and f"<b>{len(policy)}</b><span>precision-policy buckets" in page
+
+
+def test_the_coverage_is_a_table_of_numbers_and_the_reproducers_are_the_minimal_scripts(built):
+    _, page, _ = built
+    coverage = page.split('<h2 id="coverage">', 1)[1].split("<h2 ", 1)[0]
+    assert "<th class=vertical><span>canary-layout-layernorm</span></th>" in coverage
+    assert "<tr><td><code>layer_norm</code></td>" in coverage and "<b class=found>" in coverage, "its findings, in red"
+    assert '<img alt="Coverage' not in page, "no unlabeled heatmap"
+    reproducers = page.split('<h2 id="reproducers">', 1)[1]
+    assert "MISMATCH: " in reproducers and "def check(outputs)" not in reproducers and "truncated" not in reproducers

@@ -253,7 +253,7 @@ def test_every_registered_kind_writes_a_script_or_says_in_one_sentence_why_not()
         assert f"Backend under test: {backend.name}" in script
         minimal = build_minimal_script(CASE, backend, f"every kind: {kind}", {"verdict": "mismatch"})
         compile(minimal, f"{kind}-minimal.py", "exec")
-        assert f" on {backend.name} (" in minimal and "MISMATCH: " in minimal
+        assert f"{backend.dtype} on {backend.device.upper()} ({backend.description})" in minimal and "MISMATCH: " in minimal
         written.append(kind)
     assert refused == ["numpy-ref", "torch-bnfold"] and len(written) >= 14, (written, refused)  # 16 without a GPU or onnxruntime
 

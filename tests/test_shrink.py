@@ -164,5 +164,17 @@ def test_a_norm_whose_attribute_restates_the_input_shape_still_shrinks_its_input
     case = materialize(Graph([TensorSpec("x", (4, 6))], [Node("n0", op, ["x"], attrs)], ["n0"]), 0)
     has_the_norm = lambda c: [n.op for n in c.graph.nodes] == [op]  # noqa: E731
     result = shrink_case(case, has_the_norm, op, time_budget=30)
-    assert result.case.graph.inputs[0].shape == (1, 1)
+    assert result.case.graph.inputs[0].shape == (1,), "its leading size-1 dim dropped too"
     assert result.case.graph.nodes[0].attrs["normalized_shape"] == [1]
+
+
+def test_leading_size_1_dims_are_dropped_and_the_values_kept():
+    """A rank-5 (1, 1, 1, 1, 2) input that holds the two values a bug needs ends as (2,), those values in it."""
+    from fuzzer.arrays import materialize
+    from fuzzer.ir import Graph, Node, TensorSpec
+
+    case = materialize(Graph([TensorSpec("x", (1, 1, 1, 1, 2))], [Node("n0", "relu", ["x"], {})], ["n0"]), 0)
+    case.arrays["x"] = np.array([-0.5, 7.5]).reshape(1, 1, 1, 1, 2)
+    needs_both = lambda c: sorted(c.arrays["x"].reshape(-1).tolist()) == [-0.5, 7.5]  # noqa: E731
+    result = shrink_case(case, needs_both, "relu", time_budget=30)
+    assert result.case.graph.inputs[0].shape == (2,) and result.case.arrays["x"].tolist() == [-0.5, 7.5], result.log()

@@ -1,9 +1,10 @@
 """`fuzz report`: one self-contained static HTML file (and a Markdown summary) for a corpus.
 
-The HTML shows the campaigns, one row per finding bucket (bugs apart from precision-policy
-findings, which are a GPU precision setting, not a bug), each bucket's representative (shrunk)
-case as a standalone reproducer, and plots when matplotlib is importable: the discovery curve,
-error magnitude per backend, an op x backend coverage matrix and throughput.
+The HTML shows the campaigns and the totals `fuzz stats` prints, one row per finding bucket
+(bugs apart from precision-policy findings, which are a GPU precision setting, not a bug), each
+bucket's representative (shrunk) case as its minimal reproducer, an op x backend coverage table,
+and plots when matplotlib is importable: the discovery curve, error magnitude per backend and
+throughput.
 
 One job per module: data.py reads the corpus into dataclasses, plots.py draws them, render.py
 writes the pages; write_report, here, runs the three and writes the files.

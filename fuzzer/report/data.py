@@ -19,7 +19,7 @@ from fuzzer.corpus import Corpus
 from fuzzer.errors import UserError
 from fuzzer.regions import coverage
 
-SCRIPT_LIMIT = 60_000  # characters of one reproducer shown; the rest is `fuzz export`'s job
+SCRIPT_LIMIT = 60_000  # characters of one reproducer shown whole; a longer one is left to `fuzz export`
 
 
 def _float(value: Any) -> float | None:
@@ -100,7 +100,7 @@ class Discovery:
     """When findings and buckets appeared, in seconds since the first campaign or case."""
 
     finding_cases: list[float]  # generated cases with a finding
-    bug_buckets: list[float]  # first finding of each signature, by whether its verdict is a bug
+    bug_buckets: list[float]  # each bucket's first_seen, split as the page splits them (BucketRow.precision_policy)
     policy_buckets: list[float]
     campaign_starts: list[float]
     end: float
@@ -134,6 +134,7 @@ class ReportData:
     buckets: list[BucketRow]
     finding_cases: int  # generated cases with a finding
     shrunk_cases: int
+    stats: dict  # Corpus.stats(), what `fuzz stats` prints: the page's totals are these
     discovery: Discovery | None  # None when nothing has a timestamp
     error_ratios: ErrorRatios
     coverage: Coverage
@@ -200,15 +201,15 @@ def _add_reproducer(corpus: Corpus, row: BucketRow, representative: Any, members
     """Fill in the row's representative case, its finding (one of the bucket's `members`: it may be
     on another dtype than the bucket's first finding) and its reproducer (or the graph and why not).
 
-    The script is what `fuzz export --format script` writes (fuzzer.reproducer.build_script), so
+    The script is the minimal reproducer that `fuzz export` writes (fuzzer.minimal_reproducer), so
     the report never shows a reproducer that the export would not give. It computes the float64
     reference in-process, so that runs first in `bounded` (a replay.Replayer): one the bounds stop
-    gets no script.
+    gets no script. One too long to show whole (its inputs embedded) is not shown cut.
     """
     from fuzzer.backends import get_backend
+    from fuzzer.minimal_reproducer import build_minimal_script
     from fuzzer.plugins import canaries_for, load_plugins
     from fuzzer.replay import reference_failure
-    from fuzzer.reproducer import build_script, killed_its_process
 
     if representative is None:
         row.why_no_script = "the bucket has no representative case stored."
@@ -229,7 +230,7 @@ def _add_reproducer(corpus: Corpus, row: BucketRow, representative: Any, members
         if by_limits:
             why_not += f"; `fuzz export {stored.id} --timeout SECONDS` gives it more time"
         if not why_not:
-            script = build_script(stored.case, get_backend(name), str(row.signature), in_child=killed_its_process(finding))
+            script = build_minimal_script(stored.case, get_backend(name), str(row.signature), finding)
     except Exception as exc:  # noqa: BLE001 - one bucket without a script must not cost the whole report
         message = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
         why_not = f"building a script for backend '{name}' failed: {type(exc).__name__}: {message}"[:500]
@@ -238,8 +239,9 @@ def _add_reproducer(corpus: Corpus, row: BucketRow, representative: Any, members
         row.fallback = json.dumps(stored.case.graph.to_dict(), indent=1, sort_keys=True)
         return
     if len(script) > SCRIPT_LIMIT:
-        script = (script[:SCRIPT_LIMIT] + f"\n\n# ... truncated at {SCRIPT_LIMIT} characters: "
-                  f"fuzz export {stored.id} --format script -o repro.py writes the whole file.\n")
+        row.why_no_script = (f"the reproducer is {len(script)} characters long (its inputs are embedded); "
+                             f"`fuzz export {stored.id} -o repro.py` writes it.")
+        return
     row.script = script
 
 
@@ -252,28 +254,20 @@ def _original_findings(cases: list[dict]):
                     yield case, finding
 
 
-def _discovery(campaigns: list[CampaignRow], cases: list[dict]) -> Discovery | None:
+def _discovery(campaigns: list[CampaignRow], cases: list[dict], buckets: list[BucketRow]) -> Discovery | None:
+    """The curves, counted as the page counts: each bucket once, at its first_seen (one without a
+    timestamp at the start), a bug or a precision-policy bucket as its row says."""
     starts = [c.started for c in campaigns if c.started] + [t for t in (_time(c["created"]) for c in cases) if t]
     if not starts:
         return None
     origin = min(starts)
-    finding_cases, bug_buckets, policy_buckets, seen = [], [], [], set()
-    for case in cases:
-        moment = _time(case.get("created"))
-        if moment is None:
-            continue
-        t = (moment - origin).total_seconds()
-        if case.get("shrunk_from") is None and case.get("signature") is not None:
-            finding_cases.append(t)
-        for finding in case.get("findings") or []:
-            if not isinstance(finding, dict):
-                continue
-            signature = finding.get("signature")
-            if signature not in seen:
-                seen.add(signature)
-                (bug_buckets if verdicts.is_bug(str(finding.get("verdict"))) else policy_buckets).append(t)
+    finding_cases = [(moment - origin).total_seconds() for moment in (_time(c.get("created")) for c in cases
+                     if c.get("shrunk_from") is None and c.get("signature") is not None) if moment]
+    firsts = {row.index: max(0.0, (row.first_seen_at - origin).total_seconds()) if row.first_seen_at else 0.0 for row in buckets}
+    bug_buckets = [firsts[row.index] for row in buckets if not row.precision_policy]
+    policy_buckets = [firsts[row.index] for row in buckets if row.precision_policy]
     runs = [((c.started - origin).total_seconds(), c.seconds) for c in campaigns if c.started]
-    end = max([0.0] + finding_cases + [start + (seconds or 0) for start, seconds in runs])
+    end = max([0.0] + finding_cases + list(firsts.values()) + [start + (seconds or 0) for start, seconds in runs])
     return Discovery(finding_cases, bug_buckets, policy_buckets, [start for start, _ in runs], end)
 
 
@@ -339,7 +333,8 @@ def gather(corpus: Corpus, reference_timeout: float = 300.0) -> ReportData:
         buckets=rows,
         finding_cases=sum(1 for c in cases if c.get("shrunk_from") is None and c.get("signature") is not None),
         shrunk_cases=sum(1 for c in cases if c.get("shrunk_from") is not None),
-        discovery=_discovery(campaigns, cases),
+        stats=corpus.stats(),
+        discovery=_discovery(campaigns, cases, rows),
         error_ratios=_error_ratios(cases),
         coverage=_coverage(campaigns, cases),
     )

@@ -33,8 +33,8 @@ def _plot_discovery(data, Figure):
     unit, scale = ("h", 3600) if span > 7200 else ("min", 60) if span > 120 else ("s", 1)
     fig = Figure(figsize=(6.4, 3.4))
     ax = fig.add_subplot()
-    for times, label, style in ((discovery.finding_cases, "cases with findings", "-"),
-                                (discovery.bug_buckets, "buckets (bugs)", "-"),
+    for times, label, style in ((discovery.finding_cases, "generated cases with findings", "-"),
+                                (discovery.bug_buckets, "bug buckets", "-"),
                                 (discovery.policy_buckets, "precision-policy buckets", "--")):
         if times or label != "precision-policy buckets":
             xs = [0.0] + sorted(times) + [end]
@@ -82,33 +82,6 @@ def _plot_errors(data, Figure):
     return fig
 
 
-def _plot_coverage(data, Figure):
-    import numpy as np
-    from matplotlib.colors import LogNorm
-
-    ops, backends, graphs, findings = data.coverage.ops, data.coverage.backends, data.coverage.graphs, data.coverage.findings
-    if not ops or not backends:
-        return None
-    matrix = np.ma.masked_equal(np.array([[graphs.get((o, b), 0) for o in ops] for b in backends], dtype=float), 0)
-    fig = Figure(figsize=(max(7.0, 0.36 * len(ops) + 3.5), max(2.6, 0.32 * len(backends) + 1.9)))
-    ax = fig.add_subplot()
-    if matrix.count():
-        image = ax.imshow(matrix, aspect="auto", cmap="Blues", norm=LogNorm(vmin=1, vmax=max(2, matrix.max())))
-        fig.colorbar(image, ax=ax, label="graphs with the op", pad=0.015, fraction=0.03)
-    else:
-        ax.imshow(np.zeros((len(backends), len(ops))), aspect="auto", cmap="Greys", vmin=0, vmax=1)
-    for i, backend in enumerate(backends):
-        for j, op in enumerate(ops):
-            count = findings.get((op, backend))
-            if count:
-                ax.text(j, i, str(count), ha="center", va="center", fontsize=7, color="white", fontweight="bold",
-                        bbox={"boxstyle": "round,pad=0.15", "facecolor": "#c0392b", "edgecolor": "none"})
-    ax.set_xticks(range(len(ops)), [o if o != "-" else "(no culprit)" for o in ops], rotation=55, ha="right", fontsize=8)
-    ax.set_yticks(range(len(backends)), backends, fontsize=8)
-    ax.set_title("Coverage: graphs per op x backend (blue); findings by culprit op (red)")
-    return fig
-
-
 def _plot_throughput(data, Figure):
     campaigns = [c for c in data.campaigns if c.graphs_per_second is not None]
     seconds: dict[str, float] = {}
@@ -139,7 +112,6 @@ def _plot_throughput(data, Figure):
 PLOTS = (
     ("Discovery curve", _plot_discovery),
     ("Error magnitude per backend", _plot_errors),
-    ("Coverage: op x backend", _plot_coverage),
     ("Throughput", _plot_throughput),
 )
 

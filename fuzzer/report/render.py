@@ -93,9 +93,13 @@ th, td { padding: 5px 6px; text-align: left; vertical-align: top; border-bottom:
 th { background: var(--bg2); font-weight: 600; white-space: nowrap; position: sticky; top: 0; }
 tr:nth-child(even) td { background: #fbfcfd; } tr:target td { background: #fff8c5; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
+.coverage { max-height: 640px; overflow: auto; width: fit-content; max-width: 100%; } .coverage table { width: auto; }
+.coverage td { padding: 2px 6px; font-size: 12px; }
+.coverage th.vertical { vertical-align: bottom; padding: 6px 2px; } .coverage th.vertical span { writing-mode: vertical-rl; transform: rotate(180deg); font-size: 12px; }
+.found { color: var(--bug); }
 td.nowrap { white-space: nowrap; }
-td.sig { font-family: ui-monospace, "DejaVu Sans Mono", monospace; font-size: 12px; overflow-wrap: anywhere; min-width: 170px; max-width: 260px; }
-td.note { min-width: 170px; max-width: 320px; overflow-wrap: anywhere; font-size: 13px; }
+td.sig { font-family: ui-monospace, "DejaVu Sans Mono", monospace; font-size: 12px; overflow-wrap: anywhere; min-width: 130px; max-width: 200px; }
+td.note { min-width: 110px; max-width: 320px; overflow-wrap: anywhere; font-size: 13px; }
 td.versions { font-size: 12px; white-space: nowrap; }
 .badge { display: inline-block; padding: 1px 7px; border-radius: 10px; font-size: 12px; font-weight: 600; color: #fff; background: var(--bug); white-space: nowrap; }
 .badge.precision-policy { background: var(--warn); } .badge.crash, .badge.hang { background: #6f42c1; }
@@ -134,7 +138,7 @@ def _table(head, rows) -> str:
 def _campaign_table(campaigns) -> str:
     if not campaigns:
         return '<p class="empty">No campaigns: the cases were imported.</p>'
-    head = ("id", "status", "versions", "duration", "graphs", "cases", "finding cases", "graphs/s", "workers", "backends")
+    head = ("id", "status", "versions", "duration", "graphs", "cases", "findings", "graphs/s", "workers", "backends")  # as `fuzz campaigns`
     rows = []
     for c in campaigns:
         versions = "<br>".join(f"{esc(k)} {esc(c.versions.get(k) if c.versions.get(k) is not None else '-')}" for k in VERSION_KEYS)
@@ -208,8 +212,9 @@ def _reproducer_section(row) -> str:
     if row.detail:
         parts.append(f'<div class="small">{esc(row.detail)}</div>')
     if row.script is not None:
-        parts.append(f'<div class="small muted">Standalone reproducer (exit 1 while the bug is present); '
-                     f'<code>fuzz export {esc(row.case_id)} --format script -o repro.py</code> writes it to a file.</div>')
+        parts.append(f'<div class="small muted">Minimal standalone reproducer (exit 1 while the bug is present); '
+                     f'<code>fuzz export {esc(row.case_id)} -o repro.py</code> writes it to a file, <code>--format script</code> '
+                     'the full harness.</div>')
         parts.append(f"<pre><code>{esc(row.script)}</code></pre>")
     else:
         parts.append(f'<div class="small why">No standalone script: {esc(row.why_no_script)}</div>')
@@ -222,13 +227,12 @@ def _reproducer_section(row) -> str:
 
 
 CAPTIONS = {
-    "Discovery curve": "Cumulative generated cases with findings and distinct buckets, from the cases' creation times.",
+    "Discovery curve": "Cumulative generated cases with findings (their creation times) and buckets (each once, at its "
+                       "first finding), split as the tables above split them.",
     "Error magnitude per backend": "Each dot is one finding's max error divided by the error the tolerance model allows for it.",
-    "Coverage: op x backend": "Blue: how many generated graphs contained the op in campaigns that ran the backend "
-                              "(from the checkpoints). Red numbers: findings localized to the op on that backend.",
     "Throughput": "Graphs per second per campaign, and the worker time spent in each backend.",
 }
-WIDE_PLOTS = ("Coverage: op x backend", "Throughput")
+WIDE_PLOTS = ("Throughput",)
 
 
 def _plots_section(plots: dict[str, str], why_no_plots: str | None) -> str:
@@ -245,18 +249,23 @@ def _plots_section(plots: dict[str, str], why_no_plots: str | None) -> str:
 
 
 def _coverage_table(coverage) -> str:
+    """Op x backend as a table a reader can scan: graphs with the op that the backend ran, shaded by
+    their number (log scale), and in red the findings whose culprit is the op on that backend."""
     if not coverage.ops:
-        return ""
+        return '<p class="empty">No coverage recorded.</p>'
+    most = max(coverage.graphs.values(), default=1) or 1
     rows = []
     for op in coverage.ops:
         cells = []
         for backend in coverage.backends:
             g, f = coverage.graphs.get((op, backend), 0), coverage.findings.get((op, backend), 0)
-            text = f"{g}" + (f' / <b style="color:var(--bug)">{f}</b>' if f else "")
-            cells.append(f"<td class=num>{text if g or f else '<span class=muted>0</span>'}</td>")
+            shade = f' style="background:rgba(9,105,218,{0.5 * math.log1p(g) / math.log1p(most):.2f})"' if g else ""
+            text = (f"{g}" if g else '<span class=muted>0</span>') + (f'<b class=found> / {f}</b>' if f else "")
+            cells.append(f"<td class=num{shade}>{text}</td>")
         rows.append(f"<tr><td><code>{esc(op)}</code></td>{''.join(cells)}</tr>")
-    return ("<details><summary>Coverage as a table (graphs / findings)</summary>"
-            + _table(["op"] + coverage.backends, rows) + "</details>")
+    head = "<th>op</th>" + "".join(f"<th class=vertical><span>{esc(b)}</span></th>" for b in coverage.backends)
+    return (f"<div class='table-wrap coverage'><table><thead><tr>{head}</tr></thead><tbody>"
+            + "\n".join(rows) + "</tbody></table></div>")
 
 
 def render_html(data, plots: dict[str, str], why_no_plots: str | None) -> str:
@@ -264,10 +273,11 @@ def render_html(data, plots: dict[str, str], why_no_plots: str | None) -> str:
     bugs = [r for r in data.buckets if not r.precision_policy]
     policy = [r for r in data.buckets if r.precision_policy]
     open_bugs = sum(1 for r in bugs if r.status in ("new", "confirmed", "reported"))
-    cards = [
-        (len(data.campaigns), "campaigns"),
+    cards = [  # the totals `fuzz stats` prints, from the same query
+        (data.stats["campaigns"], "campaigns"),
         (sum(c.graphs for c in data.campaigns), "graphs generated"),
-        (data.finding_cases, f"cases with findings (+{data.shrunk_cases} shrunk)"),
+        (data.stats["cases_with_findings"], f"cases with findings ({data.finding_cases} found, "
+                                            f"{data.stats['cases_with_findings'] - data.finding_cases} shrunk)"),
         (len(bugs), f"bug buckets ({open_bugs} open)"),
         (len(policy), "precision-policy buckets"),
     ]
@@ -280,7 +290,7 @@ def render_html(data, plots: dict[str, str], why_no_plots: str | None) -> str:
         "<h1>Differential fuzzing report</h1>",
         f'<div class="muted">corpus <code>{esc(data.db)}</code> &middot; generated {esc(data.generated)}</div>',
         '<nav class="small" style="margin-top:8px"><a href="#campaigns">Campaigns</a><a href="#bugs">Bugs</a>'
-        '<a href="#precision">Precision policy</a><a href="#plots">Plots</a><a href="#reproducers">Reproducers</a></nav>',
+        '<a href="#precision">Precision policy</a><a href="#plots">Plots</a><a href="#coverage">Coverage</a><a href="#reproducers">Reproducers</a></nav>',
         '<div class="cards">' + "".join(f"<div class=card><b>{esc(n)}</b><span>{esc(label)}</span></div>" for n, label in cards) + "</div>",
         '<h2 id="campaigns">Campaigns</h2>',
         _campaign_table(data.campaigns),
@@ -297,6 +307,9 @@ def render_html(data, plots: dict[str, str], why_no_plots: str | None) -> str:
         _bucket_table(policy, "No precision-policy findings."),
         '<h2 id="plots">Plots</h2>',
         _plots_section(plots, why_no_plots),
+        '<h2 id="coverage">Coverage: op x backend</h2>',
+        '<p class="small muted">Graphs containing the op that each backend ran (the campaigns\' checkpoints; darker: '
+        'more, log scale) <b class=found>/ findings</b> of generated cases whose culprit is the op on that backend.</p>',
         _coverage_table(data.coverage),
         '<h2 id="reproducers">Reproducers</h2>',
         "\n".join(_reproducer_section(r) for r in bugs + policy) or '<p class="empty">No buckets, no reproducers.</p>',
@@ -320,7 +333,8 @@ def render_markdown(data, html_name: str = "report.html") -> str:
         "# Differential fuzzing report",
         "",
         f"Corpus `{md_cell(Path(data.db).name)}`, generated {md_cell(data.generated)}. "
-        f"Campaigns: {len(data.campaigns)}; cases with findings: {data.finding_cases} (+{data.shrunk_cases} shrunk reproducers); "
+        f"Campaigns: {data.stats['campaigns']}; cases with findings: {data.stats['cases_with_findings']} "
+        f"({data.finding_cases} found, {data.stats['cases_with_findings'] - data.finding_cases} shrunk); "
         f"bug buckets: {len(bugs)}; precision-policy buckets: {len(policy)}. "
         f"Plots and reproducers: [{html_name}]({html_name}).",
         "",
@@ -356,6 +370,6 @@ def render_markdown(data, html_name: str = "report.html") -> str:
                 for r in rows
             ],
         )
-    lines += ["", f"Reproduce a bucket: `fuzz export CASE --format script -o repro.py && python repro.py` "
+    lines += ["", f"Reproduce a bucket: `fuzz export CASE -o repro.py && python repro.py` "
               f"(the reproducers are also in {html_name})."]
     return "\n".join(lines) + "\n"
