@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import secrets
 import shutil
 import sqlite3
 import sys
@@ -228,8 +229,9 @@ def main():
 @click.option("--max-nodes", type=bounded("max_nodes"), default=8, show_default=True, help="Largest graph drawn.")
 @click.option("--regimes", metavar="NAMES",
               help="Comma-separated regimes to draw cases from, at their stated shares (default: all; see `fuzz regimes`).")
-@click.option("--seed", type=bounded("seed"), default=0, show_default=True,
-              help="Campaign seed: the same seed draws the same graphs.")
+@click.option("--seed", type=bounded("seed"),
+              help="Campaign seed: the same seed draws the same graphs.  [default: a fresh random one, printed "
+                   "at the start and stored with the campaign]")
 @click.option("--workers", type=bounded("workers"), default=lambda: os.cpu_count() or 1, show_default="CPU count",
               help="Isolated worker processes.")
 @click.option("--timeout", type=bounded("timeout"), default=60.0, show_default=True,
@@ -306,6 +308,8 @@ def run(db_path, time_text, max_cases, backends, ops, max_nodes, regimes, seed, 
 
     if resume is None and max_cases is None and time_text is None:
         raise UserError("A campaign needs a limit: pass --time (e.g. 10m) or --max-cases.")
+    if seed is None:  # as libFuzzer and AFL++ do: each campaign draws new graphs; the header says how to repeat it
+        seed = secrets.randbelow(2**32)
     registry = load_registry(known_bugs)  # a malformed registry fails here, before the corpus is created
     if ray_address is None and memory_limit is None:  # those workers do not fork from the template
         from fuzzer.workers import warm_template
@@ -344,10 +348,11 @@ def run(db_path, time_text, max_cases, backends, ops, max_nodes, regimes, seed, 
     def on_progress(p):
         if last_line[0] is None:  # the campaign's first call, before its workers start
             last_line[0] = p.elapsed
+            stored_seed = corpus.campaign(p.campaign_id)["seed"]  # a resumed campaign's is its own, not --seed's
             if as_json:
-                click.echo(jsonform.dumps({"event": "start", **p.event_dict()}), err=True)
+                click.echo(jsonform.dumps({"event": "start", "seed": stored_seed, **p.event_dict()}), err=True)
             else:
-                click.echo(_campaign_header(p, options, resume), err=True)
+                click.echo(_campaign_header(p, options, resume, stored_seed), err=True)
             if weak_draws:
                 click.echo(jsonform.dumps({"event": "warning", "message": weak_draws}) if as_json else f"Warning: {weak_draws}", err=True)
             return
@@ -376,7 +381,8 @@ def run(db_path, time_text, max_cases, backends, ops, max_nodes, regimes, seed, 
     progress = run_campaign(corpus, options, on_progress, resume=resume, on_new_bucket=on_new_bucket, known_bugs=registry)
     if interactive and not as_json:
         click.echo("", err=True)
-    summary = {**progress.event_dict(), "region_coverage": progress.region_coverage(), "db": db_path}
+    summary = {**progress.event_dict(), "seed": corpus.campaign(progress.campaign_id)["seed"],
+               "region_coverage": progress.region_coverage(), "db": db_path}
     shares = ", ".join(f"{name} {share:.0%}" for name, share in progress.backend_time_share().items())
     compiling = [b for b in parsed if b.expensive]  # a resumed campaign's are its stored ones: no shares to hold it to
     compile_shares = {} if resume is not None else parse_shares(
@@ -439,14 +445,14 @@ def terminal_width() -> int:
         return shutil.get_terminal_size().columns  # $COLUMNS, or stdout's terminal, or 80
 
 
-def _campaign_header(progress, options, resume: int | None) -> str:
+def _campaign_header(progress, options, resume: int | None, seed: int) -> str:
     if resume is not None:
-        return (f"[campaign {progress.campaign_id}] resumed after {progress.graphs} graphs; one line per new bucket, "
+        return (f"[campaign {progress.campaign_id}] resumed after {progress.graphs} graphs, seed {seed}; one line per new bucket, "
                 f"progress every 30 s (live on a terminal)")
     limits = [f"{options.max_cases} graphs" if options.max_cases else "",
               f"{options.time_limit:.0f}s" if options.time_limit else ""]
     return (f"[campaign {progress.campaign_id}] started: {len(options.backends)} backends ({', '.join(options.backends)}), "
-            f"seed {options.seed}, up to {' or '.join(l for l in limits if l)}, {options.workers} workers; "
+            f"seed {seed} (--seed {seed} repeats it), up to {' or '.join(l for l in limits if l)}, {options.workers} workers; "
             f"one line per new bucket, progress every 30 s (live on a terminal)")
 
 
