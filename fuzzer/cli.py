@@ -229,9 +229,9 @@ def main():
 @click.option("--max-nodes", type=bounded("max_nodes"), default=8, show_default=True, help="Largest graph drawn.")
 @click.option("--regimes", metavar="NAMES",
               help="Comma-separated regimes to draw cases from, at their stated shares (default: all; see `fuzz regimes`).")
-@click.option("--seed", type=bounded("seed"),
-              help="Campaign seed: the same seed draws the same graphs.  [default: a fresh random one, printed "
-                   "at the start and stored with the campaign]")
+@click.option("--seed", type=bounded("seed"), envvar="FUZZ_SEED",
+              help="Campaign seed (env FUZZ_SEED): the same seed draws the same graphs.  [default: a fresh random "
+                   "one, printed at the start and stored with the campaign]")
 @click.option("--workers", type=bounded("workers"), default=lambda: os.cpu_count() or 1, show_default="CPU count",
               help="Isolated worker processes.")
 @click.option("--timeout", type=bounded("timeout"), default=60.0, show_default=True,

@@ -127,7 +127,8 @@ def test_backends_and_ops_are_listed(tmp_path):
     assert {"conv2d", "gru", "lstm", "layer_norm", "batch_norm", "dropout", "matmul"} <= ops
 
 
-def test_each_campaign_draws_from_a_fresh_seed_it_prints_and_stores(tmp_path):
+def test_each_campaign_draws_from_a_fresh_seed_it_prints_and_stores(tmp_path, monkeypatch):
+    monkeypatch.delenv("FUZZ_SEED")  # conftest.py's fixed seed
     db = tmp_path / "fuzz.db"
     headers = [fuzz("run", "--db", db, "--max-cases", 1, "--workers", 1, "--backends", "torch-eager", check_exit=0).stderr
                for _ in range(2)]
