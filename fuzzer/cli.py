@@ -466,14 +466,15 @@ def _short_time(stamp: str | None) -> str:
 
 
 def _bucket_lines(rows: list[dict]) -> list[str]:
-    lines = [f"{'case':>5}  {'status':<9} {'count':>5} {'nodes':>5} {'elements':>9}  {'first seen':<16}  {'last seen':<16}  signature"]
+    lines = [f"{'bucket':>6} {'case':>5}  {'status':<9} {'count':>5} {'nodes':>5} {'elements':>9}  {'first seen':<16}  "
+             f"{'last seen':<16}  signature"]
     for row in rows:
-        lines.append(f"{row['representative'] or '-':>5}  {row['status']:<9} {row['count']:>5} {row['nodes'] or '-':>5} "
+        lines.append(f"{'B' + str(row['id']):>6} {row['representative'] or '-':>5}  {row['status']:<9} {row['count']:>5} {row['nodes'] or '-':>5} "
                      f"{row['elements'] if row['elements'] is not None else '-':>9}  {_short_time(row['first_seen']):<16}  "
                      f"{_short_time(row['last_seen']):<16}  {row['signature']}"
                      + (f"  [known bug {row['known_bug']}]" if row.get("known_bug") else ""))
         if len(row["members"]) > 1:
-            lines.append(f"{'':>7}members: {_members_text(row['members'])}")
+            lines.append(f"{'':>14}members: {_members_text(row['members'])}")
     return lines
 
 
@@ -506,7 +507,8 @@ def _case_lines(rows: list[dict]) -> list[str]:
 @json_option
 def list_cases(db_path, per_case, status, verdict, backend, op, limit, show_all, as_json):
     """List the corpus's bug buckets (one per cause: verdict, backend kind and device, op and
-    error), last seen first: the smallest case, triage status, case count, first and last seen,
+    error), last seen first: its id (B7: what `fuzz show`, `triage`, `export` and `known add`
+    take), the smallest case, triage status, case count, first and last seen,
     and the members of a bucket found on several backends (dtypes, releases, and a derived
     backend's `inherited` copies of the bug). Buckets that are not bugs (a TF32-style
     `precision-policy`) are counted on stderr and listed with --all or --verdict (`--verdict
@@ -549,29 +551,31 @@ def _reproduce_hints(case_id: int, db_path: str, plugins: list[str]) -> list[str
 
 @main.command()
 @db_option
-@click.argument("case_id", type=int)
+@click.argument("handle", metavar="ID")
 @click.option("--rerun", is_flag=True, help="Also run the case now on every backend of the case it was shrunk from "
                                             "(a shrunk case is stored with the verdict of the backend it was shrunk on).")
 @plugin_option
 @memory_limit_option
 @json_option
-def show(db_path, case_id, rerun, plugins, as_json):
-    """Show one case: its bucket's triage and the releases it was checked on (`fuzz replay --on`),
-    graph, shapes, how it was shrunk, each backend's verdict and error vs the reference, versions,
-    and the commands that reproduce it.
+def show(db_path, handle, rerun, plugins, as_json):
+    """Show one case (ID 7) or a bucket's smallest case (ID B7): the triage of its buckets and the
+    releases each was checked on (`fuzz replay --on`), graph, shapes, how it was shrunk, each
+    backend's verdict and error vs the reference, versions, and the commands that reproduce it.
 
     \b
     Example:
-      fuzz show 3
+      fuzz show B3
       fuzz show 13 --rerun      # which backends agree on the shrunk case
     """
     from fuzzer.ir import infer_shapes
     from fuzzer.triage import campaign_plugins, require_backends, shrink_history
 
     corpus = open_corpus(db_path)
+    case_id, named = corpus.named_case(handle)
     stored = corpus.get_case(case_id)
     campaign = corpus.campaign(stored.campaign_id) if stored.campaign_id else None
-    bucket = corpus.bucket(stored.signature) if stored.signature else None
+    buckets = corpus.case_buckets(case_id)
+    bucket = named or (corpus.bucket(stored.signature) if stored.signature else None)
     original = corpus.get_case(stored.shrunk_from) if stored.shrunk_from else None
     history = shrink_history(corpus, stored)
     rerun_reply = None
@@ -586,7 +590,9 @@ def show(db_path, case_id, rerun, plugins, as_json):
     data = {
         "id": stored.id, "verdict": stored.verdict, "signature": stored.signature, "findings": stored.findings,
         "triage": {"status": bucket["status"], "note": bucket["note"], "known_bug": bucket["known_bug"],
-                   "bucket": bucket["signature"], "members": bucket["members"]} if bucket else None,
+                   "bucket": bucket["signature"], "bucket_id": bucket["id"], "members": bucket["members"]} if bucket else None,
+        "buckets": [{key: b[key] for key in ("id", "signature", "status", "note", "known_bug", "count", "representative")}
+                    for b in buckets],
         "backends": stored.backends, "verdicts": stored.verdicts, "shrunk_from": stored.shrunk_from,
         "shrink_log": stored.shrink_log, "shrink_history": history,
         "original_verdicts": original.verdicts if original else None,
@@ -596,12 +602,12 @@ def show(db_path, case_id, rerun, plugins, as_json):
         "release_checks": bucket["release_checks"] if bucket else [],
     }
     lines = [f"Case {stored.id}: {stored.verdict}  {stored.signature or ''}"]
-    if bucket:
-        lines.append(f"Triage: {bucket['status']}" + (f" (known bug {bucket['known_bug']})" if bucket["known_bug"] else "")
-                     + (f", note: {bucket['note']}" if bucket["note"] else "") +
-                     f" (bucket '{bucket['signature']}' of {bucket['count']} cases, smallest case {bucket['representative']})")
-        lines.append(f"Bucket members (findings): {_members_text(bucket['members'])}")
-        lines += _release_check_lines(bucket["release_checks"])
+    for shown in ([named] if named else buckets):  # each bucket of the case, with the handle that triages it
+        lines.append(f"Triage: {shown['status']}" + (f" (known bug {shown['known_bug']})" if shown["known_bug"] else "")
+                     + (f", note: {shown['note']}" if shown["note"] else "") + f" (bucket B{shown['id']} "
+                     f"'{shown['signature']}' of {shown['count']} cases, smallest case {shown['representative']})")
+        lines.append(f"Bucket members (findings): {_members_text(shown['members'])}")
+        lines += _release_check_lines(shown["release_checks"])
     if history:
         lines.append(history[0].upper() + history[1:] + ".")
     lines.append(f"Graph (regime {stored.case.graph.regime or 'small'}):")
@@ -711,22 +717,23 @@ def campaigns(db_path, as_json):
 
 @main.command()
 @db_option
-@click.argument("case_id", type=int)
+@click.argument("handle", metavar="ID")
 @click.option("--status", required=True, help="new, confirmed, reported, fixed, wontfix, flaky or known "
                                                 "(wontfix and known buckets do not make `fuzz run` exit 1).")
 @click.option("--note", callback=stored_text, help="Free text kept with the bucket (e.g. an upstream issue link).")
 @json_option
-def triage(db_path, case_id, status, note, as_json):
-    """Set the triage status of a case's bucket: every member of it (each dtype, release and
+def triage(db_path, handle, status, note, as_json):
+    """Set the triage status of a bucket (ID B7, as `fuzz list` shows it; or 7: the bucket of case
+    7, refused when the case is in several): every member of it (each dtype, release and
     inherited copy) shares it, and `fuzz export --format json` / `fuzz import` and `fuzz merge`
     carry it to other corpora.
 
     \b
     Example:
-      fuzz triage 3 --status reported --note "pytorch/pytorch#12345"
+      fuzz triage B3 --status reported --note "pytorch/pytorch#12345"
     """
-    bucket = open_corpus(db_path).triage(case_id, status, note)
-    emit(as_json, bucket, f"Bucket '{bucket['signature']}' is now {bucket['status']} "
+    bucket = open_corpus(db_path).triage(handle, status, note)
+    emit(as_json, bucket, f"Bucket B{bucket['id']} '{bucket['signature']}' is now {bucket['status']} "
                           f"({len(bucket['members'])} member{'' if len(bucket['members']) == 1 else 's'}: "
                           f"{_members_text(bucket['members'])}).")
 
@@ -836,32 +843,32 @@ def known_check(known_bugs, plugins, timeout, as_json):
 
 @known.command(name="add")
 @db_option
-@click.argument("case_id", type=int)
+@click.argument("handle", metavar="ID")
 @click.option("--id", "bug_id", required=True, help="The entry's id: lowercase letters, digits, '.' and '-'.")
 @click.option("--link", required=True, help="The upstream issue (an http or https address).")
 @click.option("--status", "bug_status", default="open", show_default=True, help="open, convention, or 'fixed-in RELEASE'.")
 @click.option("--title", callback=stored_text, help="One line saying what is wrong [default: the bucket's signature].")
 @known_bugs_option
 @json_option
-def known_add(db_path, case_id, bug_id, link, bug_status, title, known_bugs, as_json):
-    """Turn the triaged bucket of a stored case into a known-bug entry. The entry matches what the
-    bucket is (verdict, culprit op, backend kind, device, dtype, error text); the case is
-    exported beside the registry as known/ID.json; the bucket becomes `known`.
+def known_add(db_path, handle, bug_id, link, bug_status, title, known_bugs, as_json):
+    """Turn a triaged bucket (ID B7, or 7: the one bucket of case 7) into a known-bug entry. The
+    entry matches what the bucket is (verdict, culprit op, backend kind, device, dtype, error
+    text); the case (case 7, or the bucket's smallest) is exported beside the registry as
+    known/ID.json; the bucket becomes `known`.
 
     \b
     Example:
-      fuzz triage 7 --status reported --note "pytorch/pytorch#123"
-      fuzz known add 7 --id torch-foo-nan --link https://github.com/pytorch/pytorch/issues/123
+      fuzz triage B7 --status reported --note "pytorch/pytorch#123"
+      fuzz known add B7 --id torch-foo-nan --link https://github.com/pytorch/pytorch/issues/123
     """
     from fuzzer.known import add_bug, entry_for_bucket, framework_of, registry_path
 
     corpus = open_corpus(db_path)
+    bucket = corpus.named_bucket(handle)
+    case_id = corpus.named_case(handle)[0]
     stored = corpus.get_case(case_id)
-    bucket = corpus.bucket(stored.signature) if stored.signature else None
-    if bucket is None:
-        raise UserError(f"Case {case_id} has no finding, so it has no bucket to add; pick a case `fuzz list` shows.")
     if bucket["status"] == "new":
-        raise UserError(f"The bucket of case {case_id} is not triaged yet; triage it first (e.g. `fuzz triage {case_id} "
+        raise UserError(f"Bucket B{bucket['id']} is not triaged yet; triage it first (e.g. `fuzz triage B{bucket['id']} "
                         "--status confirmed`), then add it.")
     versions = corpus.campaign(stored.campaign_id)["versions"] if stored.campaign_id else {}
     framework = framework_of(bucket["backend"])
@@ -1029,26 +1036,27 @@ def regress(directory, plugins, timeout, junit_path, as_json):
 
 @main.command(name="export")
 @db_option
-@click.argument("case_id", type=int)
+@click.argument("handle", metavar="ID")
 @click.option("--format", "fmt", type=click.Choice(["minimal", "script", "pytest", "json", "issue"]), default="minimal",
               show_default=True, help="minimal: the short public-API script for upstream; script: the full harness "
                                       "(stored inputs and expected values, worst entries); issue: a Markdown bug report "
                                       "in the form the framework's issue template asks for.")
-@click.option("--backend", help="Backend to reproduce (default: the case's first finding's).")
+@click.option("--backend", help="Backend to reproduce (default: the bucket's, or the case's first finding's).")
 @click.option("--expect", type=click.Choice(["agree", "disagree"]), help="JSON only: the expectation for `fuzz regress`.")
 @plugin_option
 @memory_limit_option
 @reference_timeout_option
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="Write to this file instead of stdout.")
-def export_case(db_path, case_id, fmt, backend, expect, plugins, timeout, output):
-    """Export a case as a standalone script, a pytest file, JSON (for import / regress) or a Markdown bug report.
+def export_case(db_path, handle, fmt, backend, expect, plugins, timeout, output):
+    """Export a case (ID 7) or a bucket's smallest case (ID B7) as a standalone script, a pytest
+    file, JSON (for import / regress) or a Markdown bug report.
 
     The scripts need only numpy and torch or jax, and exit 1 while the bug is present, 0 once it
     is fixed, 2 where the device they need (CUDA) is missing.
 
     \b
     Example:
-      fuzz export 3 -o repro.py && python repro.py     # the minimal reproducer
+      fuzz export B3 -o repro.py && python repro.py    # the minimal reproducer of bucket B3
       fuzz export 3 --format script -o harness.py
       fuzz export 3 --format json --expect disagree -o corpus/regression/layernorm.json
       fuzz export 3 --format issue -o bug/README.md
@@ -1062,6 +1070,7 @@ def export_case(db_path, case_id, fmt, backend, expect, plugins, timeout, output
 
     envs.trust_command_line([backend or ""])
     corpus = open_corpus(db_path)
+    case_id, bucket = corpus.named_case(handle)
     if fmt == "json":
         text = jsonform.dumps(corpus.export_case(case_id, expect), indent=1, sort_keys=True)
     else:
@@ -1070,7 +1079,10 @@ def export_case(db_path, case_id, fmt, backend, expect, plugins, timeout, output
             choices = f"one of the backends it was checked on ({', '.join(stored.backends)})" if stored.backends else \
                 "a backend from `fuzz backends`"
             raise UserError(f"Case {case_id} has no finding; pass --backend with {choices} to choose what the script runs.")
-        name = backend or stored.findings[0]["backend"]
+        # A bucket's own finding on its case: case 4 may be in torch-eager's bucket and torch-layout's.
+        own = [f["backend"] for f in sorted(stored.findings, key=lambda f: f["verdict"] == verdicts.INHERITED)
+               if bucket and f["signature"] in {m["signature"] for m in bucket["members"]}]
+        name = backend or (own or [stored.findings[0]["backend"]])[0]
         load_plugins(list(plugins) + canaries_for([name]))
         finding = next((f for f in stored.findings if f.get("backend") == name), None)
         # The scripts compute the reference in-process; a minimal script of a crash or hang needs none

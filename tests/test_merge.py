@@ -60,3 +60,14 @@ def test_merging_a_file_that_is_not_a_corpus_writes_nothing(tmp_path):
     result = CliRunner().invoke(main, ["merge", "--db", str(tmp_path / "team.db"), str(junk)])
     assert result.exit_code == 2 and "not a fuzzer corpus" in result.output
     assert not (tmp_path / "team.db").exists()
+
+
+def test_merge_keeps_the_targets_bucket_ids_and_numbers_new_buckets_after_them(tmp_path):
+    machine_corpus(tmp_path / "team.db", 1, "mismatch | b | layer_norm")[0].close()
+    other, _ = machine_corpus(tmp_path / "node2.db", 2, "mismatch | b | gru")
+    other.add_case(CaseRecord(generate_case(3), verdict="mismatch", backends=["b"], findings=[finding("mismatch | b | layer_norm")]))
+    other.close()  # its B1 is gru, its B2 layer_norm: the target's B1
+    for _ in range(2):  # merging again changes no id
+        assert CliRunner().invoke(main, ["merge", "--db", str(tmp_path / "team.db"), str(tmp_path / "node2.db")]).exit_code == 0
+        with Corpus(tmp_path / "team.db") as team:
+            assert {b["signature"]: b["id"] for b in team.buckets()} == {"mismatch | b | layer_norm": 1, "mismatch | b | gru": 2}
