@@ -552,8 +552,9 @@ def _reproduce_hints(case_id: int, db_path: str, plugins: list[str]) -> list[str
 @main.command()
 @db_option
 @click.argument("handle", metavar="ID")
-@click.option("--rerun", is_flag=True, help="Also run the case now on every backend of the case it was shrunk from "
-                                            "(a shrunk case is stored with the verdict of the backend it was shrunk on).")
+@click.option("--rerun", is_flag=True, help="Also run the case now on every default backend available here and those "
+                                            "it was found on, and say where the bug lives (eager only, one compiler, "
+                                            "one framework, every float32 backend).")
 @plugin_option
 @memory_limit_option
 @json_option
@@ -565,7 +566,7 @@ def show(db_path, handle, rerun, plugins, as_json):
     \b
     Example:
       fuzz show B3
-      fuzz show 13 --rerun      # which backends agree on the shrunk case
+      fuzz show 13 --rerun      # where the bug lives: every default backend on the shrunk case
     """
     from fuzzer.ir import infer_shapes
     from fuzzer.triage import campaign_plugins, require_backends, shrink_history
@@ -578,13 +579,16 @@ def show(db_path, handle, rerun, plugins, as_json):
     bucket = named or (corpus.bucket(stored.signature) if stored.signature else None)
     original = corpus.get_case(stored.shrunk_from) if stored.shrunk_from else None
     history = shrink_history(corpus, stored)
-    rerun_reply = None
+    rerun_reply, location, left_out = None, None, []
     if rerun:  # with the --plugin files given here only: a stored plugin name is never loaded
+        from fuzzer.bug_location import locate, rerun_backends
         from fuzzer.replay import replay_case
 
-        names = original.backends if original else stored.backends
-        require_backends(corpus, stored, names, list(plugins))
+        found_on = original.backends if original else stored.backends
+        require_backends(corpus, stored, found_on, list(plugins))
+        names, left_out = rerun_backends(found_on, stored.case.graph)
         rerun_reply = replay_case(stored.case, names, list(plugins))
+        location = locate(rerun_reply.to_dict()["verdicts"])
     shapes = infer_shapes(stored.case.graph)
     reproduce = _reproduce_hints(stored.id, db_path, list(plugins) or campaign_plugins(corpus, stored))
     data = {
@@ -596,7 +600,7 @@ def show(db_path, handle, rerun, plugins, as_json):
         "backends": stored.backends, "verdicts": stored.verdicts, "shrunk_from": stored.shrunk_from,
         "shrink_log": stored.shrink_log, "shrink_history": history,
         "original_verdicts": original.verdicts if original else None,
-        "rerun": rerun_reply.to_dict() if rerun_reply else None,
+        "rerun": rerun_reply.to_dict() if rerun_reply else None, "where": location, "not_rerun": left_out,
         "graph": stored.case.graph.to_dict(), "shapes": {k: list(v) for k, v in shapes.items()},
         "versions": campaign["versions"] if campaign else None, "seed": stored.case.seed, "reproduce": reproduce,
         "release_checks": bucket["release_checks"] if bucket else [],
@@ -623,8 +627,10 @@ def show(db_path, handle, rerun, plugins, as_json):
         lines.append("Every backend it was checked on, against the float64 reference:")
         lines += _verdict_lines(stored.verdicts)
     if rerun_reply:
-        lines.append(f"Every backend of case {original.id if original else stored.id} on this case, run now:")
+        lines.append("Every default backend and those it was found on, run on this case now:")
         lines += _verdict_lines(data["rerun"]["verdicts"])
+        lines += [f"  not run: {why}" for why in left_out]
+        lines.append(f"Where the bug lives: {location['summary']}.")
     elif original and len(original.backends) > len(stored.backends):
         lines.append(f"Before shrinking, on case {original.id} (`fuzz show {stored.id} --rerun` runs them all on this case):")
         lines += _verdict_lines(original.verdicts)

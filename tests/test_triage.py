@@ -15,6 +15,8 @@ from xml.etree import ElementTree
 
 import pytest
 
+from fuzzer.backends import default_backends
+from fuzzer.bug_location import locate
 from fuzzer.check import Finding
 from fuzzer.corpus import Corpus
 from fuzzer.generate import generate_case
@@ -110,11 +112,34 @@ def test_show_says_triage_shrink_history_and_how_to_reproduce(plugin_campaign, s
     assert "Before shrinking, on case 1" in text and "torch-eager:cpu:float32      agree" in text
 
 
-def test_show_rerun_gives_every_backends_verdict_on_the_shrunk_case(plugin_campaign, shrunk_case):
+def test_show_rerun_runs_every_default_backend_and_says_where_the_bug_lives(plugin_campaign, shrunk_case):
     shown = json.loads(fuzz("show", "--db", plugin_campaign[0], shrunk_case, "--rerun", "--plugin", PLUGIN, "--json").stdout)
     assert len(shown["verdicts"]) == 1, "stored: only the backend it was shrunk on"
-    assert {v["backend"]: v["verdict"] for v in shown["rerun"]["verdicts"]} == {
-        "torch-eager:cpu:float32": "agree", "plugin-raise-relu": "crash"}
+    ran = {v["backend"]: v["verdict"] for v in shown["rerun"]["verdicts"]}
+    assert set(default_backends()) <= set(ran) | {why.split(":")[0] for why in shown["not_rerun"]}
+    assert {name for name, verdict in ran.items() if verdict != "agree"} == {"plugin-raise-relu"}
+    assert shown["where"]["wrong"] == ["plugin-raise-relu"] and "plugin-raise-relu only" in shown["where"]["summary"]
+
+
+def verdicts_of(**by_backend) -> list[dict]:
+    return [{"backend": name.replace("_", "-").replace("-cpu-", ":cpu:"), "verdict": verdict} for name, verdict in by_backend.items()]
+
+
+@pytest.mark.parametrize("ran, place", [
+    (verdicts_of(torch_eager_cpu_float32="agree", torch_compile_cpu_float32="agree", jax_jit_cpu_float32="agree"), "nowhere"),
+    (verdicts_of(torch_eager_cpu_float32="nan-inf", torch_compile_cpu_float32="nan-inf", jax_eager_cpu_float32="nan-inf",
+                 jax_jit_cpu_float32="nan-inf", torch_eager_cpu_float64="agree"), "every float32"),
+    (verdicts_of(torch_eager_cpu_float32="nan-inf", torch_layout_cpu_float32="inherited", torch_compile_cpu_float32="agree",
+                 jax_jit_cpu_float32="agree"), "eager only"),
+    (verdicts_of(torch_eager_cpu_float32="agree", torch_compile_cpu_float32="mismatch", jax_jit_cpu_float32="agree"),
+     "one compiler"),
+    (verdicts_of(torch_eager_cpu_float32="mismatch", torch_compile_cpu_float32="mismatch", jax_jit_cpu_float32="agree"),
+     "one framework"),
+    (verdicts_of(torch_eager_cpu_float32="agree", torch_compile_cpu_float32="mismatch", jax_jit_cpu_float32="crash",
+                 jax_eager_cpu_float32="agree"), "several"),
+])
+def test_where_a_bug_lives_follows_which_backends_are_wrong(ran, place):
+    assert locate(ran)["place"] == place
 
 
 # -- a missing plugin backend ------------------------------------------------------------------
