@@ -133,13 +133,24 @@ def parse_duration(text: str | None) -> float | None:
     return float(match.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}[match.group(2)]
 
 
-def _finding_lines(findings: list[dict]) -> list[str]:
-    lines = []
+def _checked_lines(rows: list[dict], findings: list[dict]) -> list[str]:
+    """One line per backend a stored case was checked on, with one verdict: the worst of its row's
+    and its findings' (a case run again with other backends may have found another finding on it),
+    each finding below it with its culprit and error."""
+    found: dict[str, list[dict]] = {}
     for f in findings:
-        error = f" error {f['max_error']:.3g} > allowed {f['allowed']:.3g}" if f.get("allowed") else ""
-        lines.append(f"  {f['verdict']:<16} {f['backend']:<28} culprit {f['culprit']}{error}")
-        if f.get("detail"):
-            lines.append(f"      {f['detail']}")
+        found.setdefault(f["backend"], []).append(f)
+    backends = list(dict.fromkeys([row["backend"] for row in rows] + list(found)))
+    row_of = {row["backend"]: row for row in rows}
+    lines = []
+    for name in backends:
+        row = row_of.get(name) or found[name][0]
+        worst = verdicts.worst([row["verdict"]] + [f["verdict"] for f in found.get(name, [])])
+        lines += _verdict_lines([{**row, "verdict": worst}])
+        for f in found.get(name, []):
+            error = f" error {f['max_error']:.3g} > allowed {f['allowed']:.3g}" if f.get("allowed") else ""
+            lines.append(f"      finding: {f['verdict']}, culprit {f['culprit']}{error}"
+                         + (f"; {f['detail']}" if f.get("detail") and f["detail"] != row.get("detail") else ""))
     return lines
 
 
@@ -621,11 +632,8 @@ def show(db_path, handle, rerun, plugins, as_json):
     for node in stored.case.graph.nodes:
         lines.append(f"  {node.name:<12} {node.op:<12} {', '.join(node.inputs):<8} -> {list(shapes[node.name])}  {json.dumps(node.attrs)}")
     lines.append(f"  outputs: {', '.join(stored.case.graph.outputs)}")
-    lines.append("Findings:")
-    lines += _finding_lines(stored.findings)
-    if stored.verdicts:
-        lines.append("Every backend it was checked on, against the float64 reference:")
-        lines += _verdict_lines(stored.verdicts)
+    lines.append("Every backend it was checked on, against the float64 reference, and its findings:")
+    lines += _checked_lines(stored.verdicts, stored.findings)
     if rerun_reply:
         lines.append("Every default backend and those it was found on, run on this case now:")
         lines += _verdict_lines(data["rerun"]["verdicts"])

@@ -20,6 +20,7 @@ from fuzzer.bug_location import locate
 from fuzzer.check import Finding
 from fuzzer.corpus import Corpus
 from fuzzer.generate import generate_case
+from fuzzer.oracle import BackendVerdict
 from fuzzer.records import CaseRecord
 from test_cli_errors import assert_user_error, dump, fuzz
 
@@ -296,3 +297,19 @@ def test_shrink_re_checks_a_case_an_older_release_stored_and_shrinks_it_under_to
     assert result["ops"] == ["relu"], result
     shown = json.loads(fuzz("show", result["id"], "--db", db, "--json").stdout)
     assert shown["signature"] == CRASH
+
+
+def test_show_gives_each_backend_one_verdict_with_every_finding_of_it_below(tmp_path):
+    """A case stored again (the same graph and arrays) with another finding on a backend it ran on
+    keeps its first verdict row; `fuzz show` says the worst of the two, once."""
+    db, case = tmp_path / "twice.db", generate_case(4, ["sinh"])
+    eager = "torch-eager:cpu:float32"
+    with Corpus(db) as corpus:
+        for verdict in ("mismatch", "nan-inf"):
+            found = Finding(eager, verdict, "sinh", f"{verdict} | {eager} | sinh", max_error=1.0, allowed=1e-4)
+            corpus.add_case(CaseRecord(case, verdict=verdict, backends=[eager], findings=[found],
+                                       verdicts=[BackendVerdict(eager, verdict, 1.0, 1e-4)]))
+    text = fuzz("show", "1", "--db", db).stdout
+    rows = [line for line in text.splitlines() if line.startswith(f"  {eager}")]
+    assert len(rows) == 1 and rows[0].split()[1] == "nan-inf"
+    assert "finding: mismatch, culprit sinh" in text and "finding: nan-inf, culprit sinh" in text
