@@ -71,7 +71,7 @@ def test_list_shows_one_line_per_bucket_with_its_smallest_case(plugin_campaign, 
     assert generated == {buckets[0]["first_case"], buckets[0]["latest_case"]} and buckets[0]["campaigns"] == {"1": campaign["findings"]}
     assert buckets[0]["representative"] == shrunk_case and buckets[0]["nodes"] == 1
     text = fuzz("list", "--db", db).stdout.splitlines()
-    assert len(text) == 2 and text[1].split()[:3] == [str(shrunk_case), "new", str(buckets[0]["count"])]
+    assert len(text) == 2 and text[1].split()[:4] == ["B1", str(shrunk_case), "new", str(buckets[0]["count"])]
 
 
 def test_list_says_when_it_truncates(plugin_campaign):
