@@ -378,15 +378,17 @@ def run(db_path, time_text, max_cases, backends, ops, max_nodes, regimes, seed, 
             click.echo(progress_line(p, options.time_limit, last_new_bucket[0]), err=True)
 
     def on_new_bucket(p, finding, case_id):
+        bucket_id = corpus.bucket(finding.signature)["id"]  # the handle `fuzz show` and `fuzz triage` take
         if as_json:
             click.echo(jsonform.dumps({"event": "new-bucket", "campaign_id": p.campaign_id, "signature": finding.signature,
-                                   "case": case_id, "graphs": p.graphs, "elapsed": round(p.elapsed, 1)}), err=True)
+                                   "bucket_id": bucket_id, "case": case_id, "graphs": p.graphs,
+                                   "elapsed": round(p.elapsed, 1)}), err=True)
             return
         last_new_bucket[0] = p.elapsed
         if interactive:  # over the live progress line, short enough to stay one line (the header named the campaign)
-            click.echo(f"\r\x1b[Knew bucket: {finding.signature} (case {case_id}, {p.elapsed:.0f}s)", err=True)
+            click.echo(f"\r\x1b[Knew bucket B{bucket_id}: {finding.signature} (case {case_id}, {p.elapsed:.0f}s)", err=True)
         else:
-            click.echo(f"[campaign {p.campaign_id}] new bucket after {p.graphs} graphs, {p.elapsed:.0f}s: "
+            click.echo(f"[campaign {p.campaign_id}] new bucket B{bucket_id} after {p.graphs} graphs, {p.elapsed:.0f}s: "
                        f"{finding.signature} (case {case_id})", err=True)
 
     progress = run_campaign(corpus, options, on_progress, resume=resume, on_new_bucket=on_new_bucket, known_bugs=registry)

@@ -57,7 +57,7 @@ def test_run_prints_a_header_at_once_and_a_line_per_new_bucket(plugin_campaign):
     lines = plugin_campaign[1].splitlines()
     assert lines[0].startswith("[campaign 1] started: 2 backends (torch-eager:cpu:float32, plugin-raise-relu), seed 0")
     new_buckets = [line for line in lines if " new bucket " in line]
-    assert len(new_buckets) == 1 and new_buckets[0].endswith(f"{CRASH} (case 1)")
+    assert len(new_buckets) == 1 and new_buckets[0].endswith(f"{CRASH} (case 1)") and " new bucket B1 after " in new_buckets[0]
 
 
 def test_list_shows_one_line_per_bucket_with_its_smallest_case(plugin_campaign, shrunk_case):
