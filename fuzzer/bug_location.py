@@ -73,8 +73,8 @@ def locate(ran: list[dict]) -> dict:
         if len(own) == 1 and not roots and len(wrong) == 1:
             return _place("one compiler", f"{own[0]} only: an answer of its own (a compiler's or transformation's), "
                                           "every other backend is right", wrong, right)
-        return _place("one framework", f"{family} only ({', '.join(wrong)}); no other framework's backend is wrong",
-                      wrong, right)
+        which = f"{family} only" if same_family_right else f"every {family} backend"
+        return _place("one framework", f"{which} ({', '.join(wrong)}); no other framework's backend is wrong", wrong, right)
     return _place("several", f"several frameworks: {', '.join(wrong)}", wrong, right)
 
 
