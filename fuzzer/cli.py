@@ -798,7 +798,7 @@ def known():
     Example:
       fuzz known list
       fuzz known check                     # which known bugs this installation still has
-      fuzz known add 7 --id torch-foo-nan --link https://github.com/pytorch/pytorch/issues/123
+      fuzz known add B7 --id torch-foo-nan --link https://github.com/pytorch/pytorch/issues/123
     """
 
 
