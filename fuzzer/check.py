@@ -24,6 +24,23 @@ def _same_outputs(a: list[np.ndarray], b: list[np.ndarray]) -> bool:
     return len(a) == len(b) and all(np.array_equal(x, y, equal_nan=True) for x, y in zip(a, b))
 
 
+def _same_non_finite(a: list[np.ndarray], b: list[np.ndarray], dtype: str) -> bool:
+    """The same NaN and infinities at the same places, and the finite entries equal up to rounding
+    (relative sqrt(unit roundoff) of the backends' `dtype`): a nan-inf failure of the same kernels run
+    over another memory layout or module tree, whose sums round in another order."""
+    rtol = float(np.sqrt(oracle.UNIT_ROUNDOFF[dtype]))
+
+    def close(x: np.ndarray, y: np.ndarray) -> bool:
+        if x.shape != y.shape or not np.issubdtype(x.dtype, np.floating) or not np.issubdtype(y.dtype, np.floating):
+            return False
+        finite = np.isfinite(x)
+        if not np.array_equal(finite, np.isfinite(y)) or not np.array_equal(x[~finite], y[~finite], equal_nan=True):
+            return False
+        return bool(np.allclose(x[finite], y[finite], rtol=rtol, atol=0.0))
+
+    return len(a) == len(b) and all(close(np.asarray(x), np.asarray(y)) for x, y in zip(a, b))
+
+
 def check_case(case: Case, backends: list[Backend], reruns: int = 2, runner: Runner = run_backend,
                on_reference: Callable[[oracle.Reference], None] | None = None) -> CaseResult:
     """The case's verdict and findings. `runner` runs a backend (in-process or in a worker);
@@ -279,7 +296,10 @@ def _inherited(backend: Backend, case: Case, verdict, outcome: Outcome, referenc
     """A derived backend (a plugin's kernel overriding some ops of torch-eager, a transformation)
     that computes exactly what its base computes on this case, wrong the same way: that is the
     base's finding (a real torch bug the plugin did not touch), recorded as `inherited`, not
-    charged to the plugin. Any difference from the base keeps the finding the plugin's."""
+    charged to the plugin. A nan-inf finding is the same when both have it at the same entries and
+    agree elsewhere up to rounding (_same_non_finite: a layout's sums round in another order), so
+    it is `inherited` on every case, not only where the rounding happens to match. Any other
+    difference from the base keeps the finding the plugin's."""
     try:
         base = get_backend(backend.derived_from)
     except UserError:  # the base does not exist here (a plugin's base from another session)
@@ -288,7 +308,12 @@ def _inherited(backend: Backend, case: Case, verdict, outcome: Outcome, referenc
     if outcome.status == OK and base_outcome.status == OK:
         # A backend with extra outputs (gradients) shares the base's bug only in the outputs both compute.
         shared = len(base_outcome.outputs)
-        same = (verdict.output is None or verdict.output < shared) and _same_outputs(base_outcome.outputs, outcome.outputs[:shared])
+        ours = outcome.outputs[:shared]
+        # A nan-inf failure is its non-finite entries: the same ones are the base's failure, however the rest rounds.
+        same = (verdict.output is None or verdict.output < shared) and (
+            _same_outputs(base_outcome.outputs, ours) or verdict.verdict == verdicts.NAN_INF
+            and _same_non_finite(base_outcome.outputs, ours, backend.dtype)
+            and _verdict_of(base, case, base_outcome, reference).verdict == verdicts.NAN_INF)
     else:
         same = (base_outcome.status == outcome.status
                 and normalize_error(base_outcome.error) == normalize_error(outcome.error))

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import secrets
 import shutil
 import sqlite3
 import sys
@@ -132,13 +133,24 @@ def parse_duration(text: str | None) -> float | None:
     return float(match.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}[match.group(2)]
 
 
-def _finding_lines(findings: list[dict]) -> list[str]:
-    lines = []
+def _checked_lines(rows: list[dict], findings: list[dict]) -> list[str]:
+    """One line per backend a stored case was checked on, with one verdict: the worst of its row's
+    and its findings' (a case run again with other backends may have found another finding on it),
+    each finding below it with its culprit and error."""
+    found: dict[str, list[dict]] = {}
     for f in findings:
-        error = f" error {f['max_error']:.3g} > allowed {f['allowed']:.3g}" if f.get("allowed") else ""
-        lines.append(f"  {f['verdict']:<16} {f['backend']:<28} culprit {f['culprit']}{error}")
-        if f.get("detail"):
-            lines.append(f"      {f['detail']}")
+        found.setdefault(f["backend"], []).append(f)
+    backends = list(dict.fromkeys([row["backend"] for row in rows] + list(found)))
+    row_of = {row["backend"]: row for row in rows}
+    lines = []
+    for name in backends:
+        row = row_of.get(name) or found[name][0]
+        worst = verdicts.worst([row["verdict"]] + [f["verdict"] for f in found.get(name, [])])
+        lines += _verdict_lines([{**row, "verdict": worst}])
+        for f in found.get(name, []):
+            error = f" error {f['max_error']:.3g} > allowed {f['allowed']:.3g}" if f.get("allowed") else ""
+            lines.append(f"      finding: {f['verdict']}, culprit {f['culprit']}{error}"
+                         + (f"; {f['detail']}" if f.get("detail") and f["detail"] != row.get("detail") else ""))
     return lines
 
 
@@ -230,8 +242,9 @@ def main():
 @click.option("--max-nodes", type=bounded("max_nodes"), default=8, show_default=True, help="Largest graph drawn.")
 @click.option("--regimes", metavar="NAMES",
               help="Comma-separated regimes to draw cases from, at their stated shares (default: all; see `fuzz regimes`).")
-@click.option("--seed", type=bounded("seed"), default=0, show_default=True,
-              help="Campaign seed: the same seed draws the same graphs.")
+@click.option("--seed", type=bounded("seed"), envvar="FUZZ_SEED",
+              help="Campaign seed (env FUZZ_SEED): the same seed draws the same graphs.  [default: a fresh random "
+                   "one, printed at the start and stored with the campaign]")
 @click.option("--workers", type=bounded("workers"), default=lambda: os.cpu_count() or 1, show_default="CPU count",
               help="Isolated worker processes.")
 @click.option("--timeout", type=bounded("timeout"), default=60.0, show_default=True,
@@ -310,6 +323,8 @@ def run(db_path, time_text, max_cases, backends, ops, max_nodes, regimes, seed, 
 
     if resume is None and max_cases is None and time_text is None:
         raise UserError("A campaign needs a limit: pass --time (e.g. 10m) or --max-cases.")
+    if seed is None:  # as libFuzzer and AFL++ do: each campaign draws new graphs; the header says how to repeat it
+        seed = secrets.randbelow(2**32)
     registry = load_registry(known_bugs)  # a malformed registry fails here, before the corpus is created
     if ray_address is None and memory_limit is None:  # those workers do not fork from the template
         from fuzzer.workers import warm_template
@@ -348,10 +363,11 @@ def run(db_path, time_text, max_cases, backends, ops, max_nodes, regimes, seed, 
     def on_progress(p):
         if last_line[0] is None:  # the campaign's first call, before its workers start
             last_line[0] = p.elapsed
+            stored_seed = corpus.campaign(p.campaign_id)["seed"]  # a resumed campaign's is its own, not --seed's
             if as_json:
-                click.echo(jsonform.dumps({"event": "start", **p.event_dict()}), err=True)
+                click.echo(jsonform.dumps({"event": "start", "seed": stored_seed, **p.event_dict()}), err=True)
             else:
-                click.echo(_campaign_header(p, options, resume), err=True)
+                click.echo(_campaign_header(p, options, resume, stored_seed), err=True)
             if weak_draws:
                 click.echo(jsonform.dumps({"event": "warning", "message": weak_draws}) if as_json else f"Warning: {weak_draws}", err=True)
             return
@@ -366,21 +382,24 @@ def run(db_path, time_text, max_cases, backends, ops, max_nodes, regimes, seed, 
             click.echo(progress_line(p, options.time_limit, last_new_bucket[0]), err=True)
 
     def on_new_bucket(p, finding, case_id):
+        bucket_id = corpus.bucket(finding.signature)["id"]  # the handle `fuzz show` and `fuzz triage` take
         if as_json:
             click.echo(jsonform.dumps({"event": "new-bucket", "campaign_id": p.campaign_id, "signature": finding.signature,
-                                   "case": case_id, "graphs": p.graphs, "elapsed": round(p.elapsed, 1)}), err=True)
+                                   "bucket_id": bucket_id, "case": case_id, "graphs": p.graphs,
+                                   "elapsed": round(p.elapsed, 1)}), err=True)
             return
         last_new_bucket[0] = p.elapsed
         if interactive:  # over the live progress line, short enough to stay one line (the header named the campaign)
-            click.echo(f"\r\x1b[Knew bucket: {finding.signature} (case {case_id}, {p.elapsed:.0f}s)", err=True)
+            click.echo(f"\r\x1b[Knew bucket B{bucket_id}: {finding.signature} (case {case_id}, {p.elapsed:.0f}s)", err=True)
         else:
-            click.echo(f"[campaign {p.campaign_id}] new bucket after {p.graphs} graphs, {p.elapsed:.0f}s: "
+            click.echo(f"[campaign {p.campaign_id}] new bucket B{bucket_id} after {p.graphs} graphs, {p.elapsed:.0f}s: "
                        f"{finding.signature} (case {case_id})", err=True)
 
     progress = run_campaign(corpus, options, on_progress, resume=resume, on_new_bucket=on_new_bucket, known_bugs=registry)
     if interactive and not as_json:
         click.echo("", err=True)
-    summary = {**progress.event_dict(), "region_coverage": progress.region_coverage(), "db": db_path}
+    summary = {**progress.event_dict(), "seed": corpus.campaign(progress.campaign_id)["seed"],
+               "region_coverage": progress.region_coverage(), "db": db_path}
     shares = ", ".join(f"{name} {share:.0%}" for name, share in progress.backend_time_share().items())
     if resume is not None:  # the resumed campaign's own backends and shares, not this command line's defaults
         options = CampaignOptions(**resumed_options(corpus.campaign(resume), list(plugins))[0], plugins=list(plugins))
@@ -448,14 +467,14 @@ def terminal_width() -> int:
         return shutil.get_terminal_size().columns  # $COLUMNS, or stdout's terminal, or 80
 
 
-def _campaign_header(progress, options, resume: int | None) -> str:
+def _campaign_header(progress, options, resume: int | None, seed: int) -> str:
     if resume is not None:
-        return (f"[campaign {progress.campaign_id}] resumed after {progress.graphs} graphs; one line per new bucket, "
+        return (f"[campaign {progress.campaign_id}] resumed after {progress.graphs} graphs, seed {seed}; one line per new bucket, "
                 f"progress every 30 s (live on a terminal)")
     limits = [f"{options.max_cases} graphs" if options.max_cases else "",
               f"{options.time_limit:.0f}s" if options.time_limit else ""]
     return (f"[campaign {progress.campaign_id}] started: {len(options.backends)} backends ({', '.join(options.backends)}), "
-            f"seed {options.seed}, up to {' or '.join(l for l in limits if l)}, {options.workers} workers; "
+            f"seed {seed} (--seed {seed} repeats it), up to {' or '.join(l for l in limits if l)}, {options.workers} workers; "
             f"one line per new bucket, progress every 30 s (live on a terminal)")
 
 
@@ -469,14 +488,15 @@ def _short_time(stamp: str | None) -> str:
 
 
 def _bucket_lines(rows: list[dict]) -> list[str]:
-    lines = [f"{'case':>5}  {'status':<9} {'count':>5} {'nodes':>5} {'elements':>9}  {'first seen':<16}  {'last seen':<16}  signature"]
+    lines = [f"{'bucket':>6} {'case':>5}  {'status':<9} {'count':>5} {'nodes':>5} {'elements':>9}  {'first seen':<16}  "
+             f"{'last seen':<16}  signature"]
     for row in rows:
-        lines.append(f"{row['representative'] or '-':>5}  {row['status']:<9} {row['count']:>5} {row['nodes'] or '-':>5} "
+        lines.append(f"{'B' + str(row['id']):>6} {row['representative'] or '-':>5}  {row['status']:<9} {row['count']:>5} {row['nodes'] or '-':>5} "
                      f"{row['elements'] if row['elements'] is not None else '-':>9}  {_short_time(row['first_seen']):<16}  "
                      f"{_short_time(row['last_seen']):<16}  {row['signature']}"
                      + (f"  [known bug {row['known_bug']}]" if row.get("known_bug") else ""))
         if len(row["members"]) > 1:
-            lines.append(f"{'':>7}members: {_members_text(row['members'])}")
+            lines.append(f"{'':>14}members: {_members_text(row['members'])}")
     return lines
 
 
@@ -509,7 +529,8 @@ def _case_lines(rows: list[dict]) -> list[str]:
 @json_option
 def list_cases(db_path, per_case, status, verdict, backend, op, limit, show_all, as_json):
     """List the corpus's bug buckets (one per cause: verdict, backend kind and device, op and
-    error), last seen first: the smallest case, triage status, case count, first and last seen,
+    error), last seen first: its id (B7: what `fuzz show`, `triage`, `export` and `known add`
+    take), the smallest case, triage status, case count, first and last seen,
     and the members of a bucket found on several backends (dtypes, releases, and a derived
     backend's `inherited` copies of the bug). Buckets that are not bugs (a TF32-style
     `precision-policy`) are counted on stderr and listed with --all or --verdict (`--verdict
@@ -552,59 +573,67 @@ def _reproduce_hints(case_id: int, db_path: str, plugins: list[str]) -> list[str
 
 @main.command()
 @db_option
-@click.argument("case_id", type=int)
-@click.option("--rerun", is_flag=True, help="Also run the case now on every backend of the case it was shrunk from "
-                                            "(a shrunk case is stored with the verdict of the backend it was shrunk on).")
+@click.argument("handle", metavar="ID")
+@click.option("--rerun", is_flag=True, help="Also run the case now on every default backend available here and those "
+                                            "it was found on, and say where the bug lives (eager only, one compiler, "
+                                            "one framework, every float32 backend).")
 @plugin_option
 @memory_limit_option
 @json_option
-def show(db_path, case_id, rerun, plugins, as_json):
-    """Show one case: its bucket's triage and the releases it was checked on (`fuzz replay --on`),
-    graph, shapes, how it was shrunk, each backend's verdict and error vs the reference, versions,
-    and the commands that reproduce it.
+def show(db_path, handle, rerun, plugins, as_json):
+    """Show one case (ID 7) or a bucket's smallest case (ID B7): the triage of its buckets and the
+    releases each was checked on (`fuzz replay --on`), graph, shapes, how it was shrunk, each
+    backend's verdict and error vs the reference, versions, and the commands that reproduce it.
 
     \b
     Example:
-      fuzz show 3
-      fuzz show 13 --rerun      # which backends agree on the shrunk case
+      fuzz show B3
+      fuzz show 13 --rerun      # where the bug lives: every default backend on the shrunk case
     """
     from fuzzer.ir import infer_shapes
     from fuzzer.triage import campaign_plugins, require_backends, shrink_history
 
     corpus = open_corpus(db_path)
+    case_id, named = corpus.named_case(handle)
     stored = corpus.get_case(case_id)
     campaign = corpus.campaign(stored.campaign_id) if stored.campaign_id else None
-    bucket = corpus.bucket(stored.signature) if stored.signature else None
+    buckets = corpus.case_buckets(case_id)
+    bucket = named or (corpus.bucket(stored.signature) if stored.signature else None)
     original = corpus.get_case(stored.shrunk_from) if stored.shrunk_from else None
     history = shrink_history(corpus, stored)
-    rerun_reply = None
+    rerun_reply, location, left_out = None, None, []
     if rerun:  # with the --plugin files given here only: a stored plugin name is never loaded
+        from fuzzer.bug_location import locate, rerun_backends
         from fuzzer.replay import replay_case
 
-        names = original.backends if original else stored.backends
-        require_backends(corpus, stored, names, list(plugins))
+        found_on = original.backends if original else stored.backends
+        require_backends(corpus, stored, found_on, list(plugins))
+        names, left_out = rerun_backends(found_on, stored.case.graph)
         rerun_reply = replay_case(stored.case, names, list(plugins))
+        location = locate(rerun_reply.to_dict()["verdicts"])
     shapes = infer_shapes(stored.case.graph)
     reproduce = _reproduce_hints(stored.id, db_path, list(plugins) or campaign_plugins(corpus, stored))
     data = {
         "id": stored.id, "verdict": stored.verdict, "signature": stored.signature, "findings": stored.findings,
         "triage": {"status": bucket["status"], "note": bucket["note"], "known_bug": bucket["known_bug"],
-                   "bucket": bucket["signature"], "members": bucket["members"]} if bucket else None,
+                   "bucket": bucket["signature"], "bucket_id": bucket["id"], "members": bucket["members"]} if bucket else None,
+        "buckets": [{key: b[key] for key in ("id", "signature", "status", "note", "known_bug", "count", "representative")}
+                    for b in buckets],
         "backends": stored.backends, "verdicts": stored.verdicts, "shrunk_from": stored.shrunk_from,
         "shrink_log": stored.shrink_log, "shrink_history": history,
         "original_verdicts": original.verdicts if original else None,
-        "rerun": rerun_reply.to_dict() if rerun_reply else None,
+        "rerun": rerun_reply.to_dict() if rerun_reply else None, "where": location, "not_rerun": left_out,
         "graph": stored.case.graph.to_dict(), "shapes": {k: list(v) for k, v in shapes.items()},
         "versions": campaign["versions"] if campaign else None, "seed": stored.case.seed, "reproduce": reproduce,
         "release_checks": bucket["release_checks"] if bucket else [],
     }
     lines = [f"Case {stored.id}: {stored.verdict}  {stored.signature or ''}"]
-    if bucket:
-        lines.append(f"Triage: {bucket['status']}" + (f" (known bug {bucket['known_bug']})" if bucket["known_bug"] else "")
-                     + (f", note: {bucket['note']}" if bucket["note"] else "") +
-                     f" (bucket '{bucket['signature']}' of {bucket['count']} cases, smallest case {bucket['representative']})")
-        lines.append(f"Bucket members (findings): {_members_text(bucket['members'])}")
-        lines += _release_check_lines(bucket["release_checks"])
+    for shown in ([named] if named else buckets):  # each bucket of the case, with the handle that triages it
+        lines.append(f"Triage: {shown['status']}" + (f" (known bug {shown['known_bug']})" if shown["known_bug"] else "")
+                     + (f", note: {shown['note']}" if shown["note"] else "") + f" (bucket B{shown['id']} "
+                     f"'{shown['signature']}' of {shown['count']} cases, smallest case {shown['representative']})")
+        lines.append(f"Bucket members (findings): {_members_text(shown['members'])}")
+        lines += _release_check_lines(shown["release_checks"])
     if history:
         lines.append(history[0].upper() + history[1:] + ".")
     lines.append(f"Graph (regime {stored.case.graph.regime or 'small'}):")
@@ -614,14 +643,13 @@ def show(db_path, case_id, rerun, plugins, as_json):
     for node in stored.case.graph.nodes:
         lines.append(f"  {node.name:<12} {node.op:<12} {', '.join(node.inputs):<8} -> {list(shapes[node.name])}  {json.dumps(node.attrs)}")
     lines.append(f"  outputs: {', '.join(stored.case.graph.outputs)}")
-    lines.append("Findings:")
-    lines += _finding_lines(stored.findings)
-    if stored.verdicts:
-        lines.append("Every backend it was checked on, against the float64 reference:")
-        lines += _verdict_lines(stored.verdicts)
+    lines.append("Every backend it was checked on, against the float64 reference, and its findings:")
+    lines += _checked_lines(stored.verdicts, stored.findings)
     if rerun_reply:
-        lines.append(f"Every backend of case {original.id if original else stored.id} on this case, run now:")
+        lines.append("Every default backend and those it was found on, run on this case now:")
         lines += _verdict_lines(data["rerun"]["verdicts"])
+        lines += [f"  not run: {why}" for why in left_out]
+        lines.append(f"Where the bug lives: {location['summary']}.")
     elif original and len(original.backends) > len(stored.backends):
         lines.append(f"Before shrinking, on case {original.id} (`fuzz show {stored.id} --rerun` runs them all on this case):")
         lines += _verdict_lines(original.verdicts)
@@ -714,22 +742,23 @@ def campaigns(db_path, as_json):
 
 @main.command()
 @db_option
-@click.argument("case_id", type=int)
+@click.argument("handle", metavar="ID")
 @click.option("--status", required=True, help="new, confirmed, reported, fixed, wontfix, flaky or known "
                                                 "(wontfix and known buckets do not make `fuzz run` exit 1).")
 @click.option("--note", callback=stored_text, help="Free text kept with the bucket (e.g. an upstream issue link).")
 @json_option
-def triage(db_path, case_id, status, note, as_json):
-    """Set the triage status of a case's bucket: every member of it (each dtype, release and
+def triage(db_path, handle, status, note, as_json):
+    """Set the triage status of a bucket (ID B7, as `fuzz list` shows it; or 7: the bucket of case
+    7, refused when the case is in several): every member of it (each dtype, release and
     inherited copy) shares it, and `fuzz export --format json` / `fuzz import` and `fuzz merge`
     carry it to other corpora.
 
     \b
     Example:
-      fuzz triage 3 --status reported --note "pytorch/pytorch#12345"
+      fuzz triage B3 --status reported --note "pytorch/pytorch#12345"
     """
-    bucket = open_corpus(db_path).triage(case_id, status, note)
-    emit(as_json, bucket, f"Bucket '{bucket['signature']}' is now {bucket['status']} "
+    bucket = open_corpus(db_path).triage(handle, status, note)
+    emit(as_json, bucket, f"Bucket B{bucket['id']} '{bucket['signature']}' is now {bucket['status']} "
                           f"({len(bucket['members'])} member{'' if len(bucket['members']) == 1 else 's'}: "
                           f"{_members_text(bucket['members'])}).")
 
@@ -778,7 +807,7 @@ def known():
     Example:
       fuzz known list
       fuzz known check                     # which known bugs this installation still has
-      fuzz known add 7 --id torch-foo-nan --link https://github.com/pytorch/pytorch/issues/123
+      fuzz known add B7 --id torch-foo-nan --link https://github.com/pytorch/pytorch/issues/123
     """
 
 
@@ -839,32 +868,32 @@ def known_check(known_bugs, plugins, timeout, as_json):
 
 @known.command(name="add")
 @db_option
-@click.argument("case_id", type=int)
+@click.argument("handle", metavar="ID")
 @click.option("--id", "bug_id", required=True, help="The entry's id: lowercase letters, digits, '.' and '-'.")
 @click.option("--link", required=True, help="The upstream issue (an http or https address).")
 @click.option("--status", "bug_status", default="open", show_default=True, help="open, convention, or 'fixed-in RELEASE'.")
 @click.option("--title", callback=stored_text, help="One line saying what is wrong [default: the bucket's signature].")
 @known_bugs_option
 @json_option
-def known_add(db_path, case_id, bug_id, link, bug_status, title, known_bugs, as_json):
-    """Turn the triaged bucket of a stored case into a known-bug entry. The entry matches what the
-    bucket is (verdict, culprit op, backend kind, device, dtype, error text); the case is
-    exported beside the registry as known/ID.json; the bucket becomes `known`.
+def known_add(db_path, handle, bug_id, link, bug_status, title, known_bugs, as_json):
+    """Turn a triaged bucket (ID B7, or 7: the one bucket of case 7) into a known-bug entry. The
+    entry matches what the bucket is (verdict, culprit op, backend kind, device, dtype, error
+    text); the case (case 7, or the bucket's smallest) is exported beside the registry as
+    known/ID.json; the bucket becomes `known`.
 
     \b
     Example:
-      fuzz triage 7 --status reported --note "pytorch/pytorch#123"
-      fuzz known add 7 --id torch-foo-nan --link https://github.com/pytorch/pytorch/issues/123
+      fuzz triage B7 --status reported --note "pytorch/pytorch#123"
+      fuzz known add B7 --id torch-foo-nan --link https://github.com/pytorch/pytorch/issues/123
     """
     from fuzzer.known import add_bug, entry_for_bucket, framework_of, registry_path
 
     corpus = open_corpus(db_path)
+    bucket = corpus.named_bucket(handle)
+    case_id = corpus.named_case(handle)[0]
     stored = corpus.get_case(case_id)
-    bucket = corpus.bucket(stored.signature) if stored.signature else None
-    if bucket is None:
-        raise UserError(f"Case {case_id} has no finding, so it has no bucket to add; pick a case `fuzz list` shows.")
     if bucket["status"] == "new":
-        raise UserError(f"The bucket of case {case_id} is not triaged yet; triage it first (e.g. `fuzz triage {case_id} "
+        raise UserError(f"Bucket B{bucket['id']} is not triaged yet; triage it first (e.g. `fuzz triage B{bucket['id']} "
                         "--status confirmed`), then add it.")
     versions = corpus.campaign(stored.campaign_id)["versions"] if stored.campaign_id else {}
     framework = framework_of(bucket["backend"])
@@ -1032,12 +1061,12 @@ def regress(directory, plugins, timeout, junit_path, as_json):
 
 @main.command(name="export")
 @db_option
-@click.argument("case_id", type=int)
+@click.argument("handle", metavar="ID")
 @click.option("--format", "fmt", type=click.Choice(["minimal", "script", "pytest", "json", "issue"]), default="minimal",
               show_default=True, help="minimal: the short public-API script for upstream; script: the full harness "
                                       "(stored inputs and expected values, worst entries); issue: a Markdown bug report "
                                       "in the form the framework's issue template asks for.")
-@click.option("--backend", help="Backend to reproduce (default: the case's first finding's).")
+@click.option("--backend", help="Backend to reproduce (default: the bucket's, or the case's first finding's).")
 @click.option("--expect", type=click.Choice(["agree", "disagree"]), help="JSON only: the expectation for `fuzz regress`.")
 @plugin_option
 @memory_limit_option
@@ -1046,15 +1075,16 @@ def regress(directory, plugins, timeout, junit_path, as_json):
 @known_bugs_option
 @click.option("--force", is_flag=True, help="Issue only: export a finding that is no bug to report (a precision policy, "
                                             "a known-bug registry entry of status convention), with a warning.")
-def export_case(db_path, case_id, fmt, backend, expect, plugins, timeout, output, known_bugs, force):
-    """Export a case as a standalone script, a pytest file, JSON (for import / regress) or a Markdown bug report.
+def export_case(db_path, handle, fmt, backend, expect, plugins, timeout, output, known_bugs, force):
+    """Export a case (ID 7) or a bucket's smallest case (ID B7) as a standalone script, a pytest
+    file, JSON (for import / regress) or a Markdown bug report.
 
     The scripts need only numpy and torch or jax, and exit 1 while the bug is present, 0 once it
     is fixed, 2 where the device they need (CUDA) is missing.
 
     \b
     Example:
-      fuzz export 3 -o repro.py && python repro.py     # the minimal reproducer
+      fuzz export B3 -o repro.py && python repro.py    # the minimal reproducer of bucket B3
       fuzz export 3 --format script -o harness.py
       fuzz export 3 --format json --expect disagree -o corpus/regression/layernorm.json
       fuzz export 3 --format issue -o bug/README.md
@@ -1068,6 +1098,7 @@ def export_case(db_path, case_id, fmt, backend, expect, plugins, timeout, output
 
     envs.trust_command_line([backend or ""])
     corpus = open_corpus(db_path)
+    case_id, bucket = corpus.named_case(handle)
     if fmt == "json":
         text = jsonform.dumps(corpus.export_case(case_id, expect), indent=1, sort_keys=True)
     else:
@@ -1076,7 +1107,10 @@ def export_case(db_path, case_id, fmt, backend, expect, plugins, timeout, output
             choices = f"one of the backends it was checked on ({', '.join(stored.backends)})" if stored.backends else \
                 "a backend from `fuzz backends`"
             raise UserError(f"Case {case_id} has no finding; pass --backend with {choices} to choose what the script runs.")
-        name = backend or stored.findings[0]["backend"]
+        # A bucket's own finding on its case: case 4 may be in torch-eager's bucket and torch-layout's.
+        own = [f["backend"] for f in sorted(stored.findings, key=lambda f: f["verdict"] == verdicts.INHERITED)
+               if bucket and f["signature"] in {m["signature"] for m in bucket["members"]}]
+        name = backend or (own or [stored.findings[0]["backend"]])[0]
         load_plugins(list(plugins) + canaries_for([name]))
         finding = next((f for f in stored.findings if f.get("backend") == name), None)
         if fmt == "issue":  # refused before any work: a convention or a precision policy is no upstream bug

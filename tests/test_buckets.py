@@ -97,10 +97,10 @@ def test_dtypes_and_inherited_copies_are_members_of_one_bucket_and_triage_applie
     for flag, value in (("--backend", "torch-module"), ("--backend", TORCH64), ("--verdict", "inherited")):
         assert [b["signature"] for b in json.loads(fuzz("list", "--db", db, flag, value, "--json").stdout)] == [SINH]
     shown = fuzz("show", third, "--db", db)
-    assert f"bucket '{SINH}' of 3 cases" in shown.stdout and "(inherited) 1" in shown.stdout
+    assert f"bucket B1 '{SINH}' of 3 cases" in shown.stdout and "(inherited) 1" in shown.stdout
 
     triaged = fuzz("triage", third, "--db", db, "--status", "wontfix", "--note", "overflow, as documented")
-    assert triaged.exit_code == 0 and triaged.stdout.startswith(f"Bucket '{SINH}' is now wontfix (3 members: ")
+    assert triaged.exit_code == 0 and triaged.stdout.startswith(f"Bucket B1 '{SINH}' is now wontfix (3 members: ")
     with Corpus(db) as corpus:
         for finding in (sinh(TORCH32), sinh(TORCH64), sinh(MODULE, "inherited")):
             assert corpus.bucket(finding.signature)["status"] == "wontfix"
@@ -167,7 +167,7 @@ def test_a_schema_5_corpus_opens_with_its_buckets_grouped_keeping_cases_triage_a
     cases_before = conn.execute("SELECT id, signature, findings FROM cases ORDER BY id").fetchall()
     conn.close()
     with Corpus(db) as corpus:
-        assert corpus.schema_version() == SCHEMA_VERSION == 7
+        assert corpus.schema_version() == SCHEMA_VERSION == 8
         buckets = {b["signature"]: b for b in corpus.buckets()}
         sdpa, sigmoid = buckets.pop("nan-inf | torch-eager:cpu | scaled_dot_product_attention"), buckets.pop(
             "nan-inf | jax-eager:cpu | sigmoid")
@@ -212,3 +212,47 @@ def test_a_campaign_gives_one_line_for_a_bug_and_its_inherited_copy_and_wontfix_
     assert (code, new, summary["unknown_finding_cases"]) == (0, [], 0) and summary["triaged_findings"] >= 2
     listed = json.loads(fuzz("list", "--db", db, "--all", "--json").stdout)
     assert [(b["status"], [m["backend"] for m in b["members"]]) for b in listed] == [("wontfix", [TORCH32, TORCH64, MODULE])]
+
+
+# -- bucket ids ------------------------------------------------------------------------------------
+
+SCHEMA7 = Path(__file__).resolve().parent / "data" / "corpus-schema7.db"
+SDPA_EAGER, SDPA_LAYOUT = (f"nan-inf | {path}:cpu | scaled_dot_product_attention" for path in ("torch-eager", "torch-layout"))
+
+
+def test_a_landed_corpus_gets_bucket_ids_and_a_case_in_two_buckets_is_refused_naming_both(tmp_path):
+    """tests/data/corpus-schema7.db, written by the release before schema 8 (its make script is in the
+    commit message): case 1 is in torch-eager's and torch-layout's sdpa buckets, case 2 in torch-eager's
+    only; `fuzz triage 1 --status reported` there reached torch-eager's bucket, and the layout one no ID could."""
+    db = tmp_path / "old.db"
+    shutil.copy(SCHEMA7, db)
+    listed = json.loads(fuzz("list", "--db", db, "--json").stdout)
+    assert {b["signature"]: (b["id"], b["status"]) for b in listed} == {SDPA_EAGER: (1, "reported"), SDPA_LAYOUT: (2, "new")}
+    assert_user_error(fuzz("triage", "1", "--db", db, "--status", "confirmed"),
+                      "Case 1 is in 2 buckets", f"B1 ('{SDPA_EAGER}')", f"B2 ('{SDPA_LAYOUT}')")
+    assert fuzz("triage", "B2", "--db", db, "--status", "confirmed").stdout.startswith(f"Bucket B2 '{SDPA_LAYOUT}' is now confirmed")
+    assert fuzz("triage", "2", "--db", db, "--status", "wontfix").exit_code == 0  # case 2 is in one bucket: B1
+    with Corpus(db) as corpus:
+        assert corpus.schema_version() == SCHEMA_VERSION == 8
+        assert [(b["id"], b["status"]) for b in sorted(corpus.buckets(), key=lambda b: b["id"])] == [(1, "wontfix"), (2, "confirmed")]
+    shown = fuzz("show", "1", "--db", db).stdout
+    assert f"bucket B1 '{SDPA_EAGER}'" in shown and f"bucket B2 '{SDPA_LAYOUT}'" in shown
+    assert json.loads(fuzz("show", "B2", "--db", db, "--json").stdout)["triage"]["bucket"] == SDPA_LAYOUT
+    assert_user_error(fuzz("triage", "B9", "--db", db, "--status", "confirmed"), "No bucket B9")
+    assert_user_error(fuzz("show", "C1", "--db", db), "'C1' is neither a case id (7) nor a bucket id (B7)")
+
+
+def test_regrouping_keeps_bucket_ids_and_never_hands_out_a_freed_one(tmp_path):
+    def cosh(backend):
+        return Finding(backend, "nan-inf", "cosh", signature("nan-inf", backend, "cosh"), max_error=float("inf"))
+
+    with Corpus(tmp_path / "ids.db") as corpus:
+        store(corpus, 1, [sinh(TORCH32)])
+        store(corpus, 2, [cosh(TORCH32)])
+        store(corpus, 3, [sinh(TORCH64)])
+        corpus.resign_findings(lambda finding: finding["signature"].replace("cosh", "sinh"))  # cosh's bucket merges into B1
+        assert {b["signature"]: b["id"] for b in corpus.buckets()} == {SINH: 1}
+        corpus.resign_findings(lambda finding: finding["signature"].replace("sinh", "tanh"))  # a rename keeps the id
+        assert {b["signature"]: b["id"] for b in corpus.buckets()} == {SINH.replace("sinh", "tanh"): 1}
+        store(corpus, 4, [cosh(TORCH32)])
+        assert corpus.bucket(own_bucket({"signature": cosh(TORCH32).signature}))["id"] not in (1, 2)  # B2 named cosh once

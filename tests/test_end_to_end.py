@@ -125,3 +125,14 @@ def test_backends_and_ops_are_listed(tmp_path):
         "torch-eager:cuda:float32" in available
     ops = {row["name"] for row in json.loads(fuzz("ops", "--json", check_exit=0).stdout)}
     assert {"conv2d", "gru", "lstm", "layer_norm", "batch_norm", "dropout", "matmul"} <= ops
+
+
+def test_each_campaign_draws_from_a_fresh_seed_it_prints_and_stores(tmp_path, monkeypatch):
+    monkeypatch.delenv("FUZZ_SEED")  # conftest.py's fixed seed
+    db = tmp_path / "fuzz.db"
+    headers = [fuzz("run", "--db", db, "--max-cases", 1, "--workers", 1, "--backends", "torch-eager", check_exit=0).stderr
+               for _ in range(2)]
+    stored = [row["seed"] for row in json.loads(fuzz("campaigns", "--db", db, "--json", check_exit=0).stdout)]
+    assert len(set(stored)) == 2, "two default campaigns drew the same graphs"
+    for header, seed in zip(headers, stored):
+        assert f"seed {seed} (--seed {seed} repeats it)" in header

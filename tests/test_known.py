@@ -238,7 +238,7 @@ def test_add_turns_a_triaged_bucket_into_an_entry_with_its_case(tmp_path):
                                              backends=["torch-eager:cpu:float32"], findings=[crash]))
     link = "https://github.com/pytorch/pytorch/issues/1"
     assert_user_error(fuzz("known", "add", "--db", db, case_id, "--id", "torch-relu-crash", "--link", link,
-                           "--known-bugs", path), "not triaged yet", f"fuzz triage {case_id}")
+                           "--known-bugs", path), "not triaged yet", "fuzz triage B1 --status confirmed")
     fuzz("triage", "--db", db, case_id, "--status", "reported")
     assert_user_error(fuzz("known", "add", "--db", db, case_id, "--id", "Bad Id", "--link", link, "--known-bugs", path),
                       "has id 'Bad Id'")

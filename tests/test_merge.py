@@ -92,3 +92,14 @@ def test_a_campaign_merged_while_it_ran_is_brought_up_to_date_by_the_next_merge(
     assert [(c["status"], c["cases_run"], c["checkpoint"]["next_index"]) for c in team.campaigns()] == [("finished", 5, 5)]
     team.merge_all([Corpus(tmp_path / "node.db")])
     assert [(c["status"], c["cases_run"]) for c in team.campaigns()] == [("finished", 5)], "a merge again changes nothing"
+
+
+def test_merge_keeps_the_targets_bucket_ids_and_numbers_new_buckets_after_them(tmp_path):
+    machine_corpus(tmp_path / "team.db", 1, "mismatch | b | layer_norm")[0].close()
+    other, _ = machine_corpus(tmp_path / "node2.db", 2, "mismatch | b | gru")
+    other.add_case(CaseRecord(generate_case(3), verdict="mismatch", backends=["b"], findings=[finding("mismatch | b | layer_norm")]))
+    other.close()  # its B1 is gru, its B2 layer_norm: the target's B1
+    for _ in range(2):  # merging again changes no id
+        assert CliRunner().invoke(main, ["merge", "--db", str(tmp_path / "team.db"), str(tmp_path / "node2.db")]).exit_code == 0
+        with Corpus(tmp_path / "team.db") as team:
+            assert {b["signature"]: b["id"] for b in team.buckets()} == {"mismatch | b | layer_norm": 1, "mismatch | b | gru": 2}

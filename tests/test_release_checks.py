@@ -260,18 +260,21 @@ def test_a_regrouped_bucket_keeps_its_checks(tmp_path):
                                                case_id, "present", "", bucket["release_checks"][0]["checked_at"])]
 
 
-def test_a_schema_6_corpus_opens_as_schema_7_keeping_everything(tmp_path):
+def test_a_schema_6_corpus_opens_as_the_current_schema_keeping_everything(tmp_path):
     db = copy_of(SCHEMA6, tmp_path)
-    tables = ("meta WHERE key != 'schema_version'", "campaigns", "cases", "case_arrays", "buckets", "members")
+    tables = ("meta WHERE key != 'schema_version'", "campaigns", "cases", "case_arrays", "members")
+    bucket_columns = ("signature, verdict, backend, culprit, first_seen, last_seen, count, status, note, representative, "
+                      "known_bug, first_case, latest_case, campaigns")  # schema 8 adds an id
 
     def contents() -> dict:
         with sqlite3.connect(db) as conn:
-            return {table: sorted(conn.execute(f"SELECT * FROM {table}").fetchall()) for table in tables}
+            found = {table: sorted(conn.execute(f"SELECT * FROM {table}").fetchall()) for table in tables}
+            return {**found, "buckets": sorted(conn.execute(f"SELECT {bucket_columns} FROM buckets").fetchall())}
 
     before = contents()
     assert sum(map(len, before.values())) > 30 and len(before["cases"]) == 6
     with Corpus(db) as corpus:
-        assert corpus.schema_version() == SCHEMA_VERSION == 7
+        assert corpus.schema_version() == SCHEMA_VERSION == 8
         assert corpus.bucket(SDPA_BUCKET)["release_checks"] == []
         corpus.record_release_checks(SDPA_BUCKET, SDPA, [{"environment": "latest", "outcome": "present", "detail": "",
                                                           "versions": {"python": "3.12.3", "torch": "2.15.0"}}])

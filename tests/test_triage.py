@@ -15,9 +15,12 @@ from xml.etree import ElementTree
 
 import pytest
 
+from fuzzer.backends import default_backends
+from fuzzer.bug_location import locate
 from fuzzer.check import Finding
 from fuzzer.corpus import Corpus
 from fuzzer.generate import generate_case
+from fuzzer.oracle import BackendVerdict
 from fuzzer.records import CaseRecord
 from test_cli_errors import assert_user_error, dump, fuzz
 
@@ -54,7 +57,7 @@ def test_run_prints_a_header_at_once_and_a_line_per_new_bucket(plugin_campaign):
     lines = plugin_campaign[1].splitlines()
     assert lines[0].startswith("[campaign 1] started: 2 backends (torch-eager:cpu:float32, plugin-raise-relu), seed 0")
     new_buckets = [line for line in lines if " new bucket " in line]
-    assert len(new_buckets) == 1 and new_buckets[0].endswith(f"{CRASH} (case 1)")
+    assert len(new_buckets) == 1 and new_buckets[0].endswith(f"{CRASH} (case 1)") and " new bucket B1 after " in new_buckets[0]
 
 
 def test_list_shows_one_line_per_bucket_with_its_smallest_case(plugin_campaign, shrunk_case):
@@ -68,7 +71,7 @@ def test_list_shows_one_line_per_bucket_with_its_smallest_case(plugin_campaign, 
     assert generated == {buckets[0]["first_case"], buckets[0]["latest_case"]} and buckets[0]["campaigns"] == {"1": campaign["findings"]}
     assert buckets[0]["representative"] == shrunk_case and buckets[0]["nodes"] == 1
     text = fuzz("list", "--db", db).stdout.splitlines()
-    assert len(text) == 2 and text[1].split()[:3] == [str(shrunk_case), "new", str(buckets[0]["count"])]
+    assert len(text) == 2 and text[1].split()[:4] == ["B1", str(shrunk_case), "new", str(buckets[0]["count"])]
 
 
 def test_list_says_when_it_truncates(plugin_campaign):
@@ -110,11 +113,34 @@ def test_show_says_triage_shrink_history_and_how_to_reproduce(plugin_campaign, s
     assert "Before shrinking, on case 1" in text and "torch-eager:cpu:float32      agree" in text
 
 
-def test_show_rerun_gives_every_backends_verdict_on_the_shrunk_case(plugin_campaign, shrunk_case):
+def test_show_rerun_runs_every_default_backend_and_says_where_the_bug_lives(plugin_campaign, shrunk_case):
     shown = json.loads(fuzz("show", "--db", plugin_campaign[0], shrunk_case, "--rerun", "--plugin", PLUGIN, "--json").stdout)
     assert len(shown["verdicts"]) == 1, "stored: only the backend it was shrunk on"
-    assert {v["backend"]: v["verdict"] for v in shown["rerun"]["verdicts"]} == {
-        "torch-eager:cpu:float32": "agree", "plugin-raise-relu": "crash"}
+    ran = {v["backend"]: v["verdict"] for v in shown["rerun"]["verdicts"]}
+    assert set(default_backends()) <= set(ran) | {why.split(":")[0] for why in shown["not_rerun"]}
+    assert {name for name, verdict in ran.items() if verdict != "agree"} == {"plugin-raise-relu"}
+    assert shown["where"]["wrong"] == ["plugin-raise-relu"] and "plugin-raise-relu only" in shown["where"]["summary"]
+
+
+def verdicts_of(**by_backend) -> list[dict]:
+    return [{"backend": name.replace("_", "-").replace("-cpu-", ":cpu:"), "verdict": verdict} for name, verdict in by_backend.items()]
+
+
+@pytest.mark.parametrize("ran, place", [
+    (verdicts_of(torch_eager_cpu_float32="agree", torch_compile_cpu_float32="agree", jax_jit_cpu_float32="agree"), "nowhere"),
+    (verdicts_of(torch_eager_cpu_float32="nan-inf", torch_compile_cpu_float32="nan-inf", jax_eager_cpu_float32="nan-inf",
+                 jax_jit_cpu_float32="nan-inf", torch_eager_cpu_float64="agree"), "every float32"),
+    (verdicts_of(torch_eager_cpu_float32="nan-inf", torch_layout_cpu_float32="inherited", torch_compile_cpu_float32="agree",
+                 jax_jit_cpu_float32="agree"), "eager only"),
+    (verdicts_of(torch_eager_cpu_float32="agree", torch_compile_cpu_float32="mismatch", jax_jit_cpu_float32="agree"),
+     "one compiler"),
+    (verdicts_of(torch_eager_cpu_float32="mismatch", torch_compile_cpu_float32="mismatch", jax_jit_cpu_float32="agree"),
+     "one framework"),
+    (verdicts_of(torch_eager_cpu_float32="agree", torch_compile_cpu_float32="mismatch", jax_jit_cpu_float32="crash",
+                 jax_eager_cpu_float32="agree"), "several"),
+])
+def test_where_a_bug_lives_follows_which_backends_are_wrong(ran, place):
+    assert locate(ran)["place"] == place
 
 
 # -- a missing plugin backend ------------------------------------------------------------------
@@ -271,3 +297,19 @@ def test_shrink_re_checks_a_case_an_older_release_stored_and_shrinks_it_under_to
     assert result["ops"] == ["relu"], result
     shown = json.loads(fuzz("show", result["id"], "--db", db, "--json").stdout)
     assert shown["signature"] == CRASH
+
+
+def test_show_gives_each_backend_one_verdict_with_every_finding_of_it_below(tmp_path):
+    """A case stored again (the same graph and arrays) with another finding on a backend it ran on
+    keeps its first verdict row; `fuzz show` says the worst of the two, once."""
+    db, case = tmp_path / "twice.db", generate_case(4, ["sinh"])
+    eager = "torch-eager:cpu:float32"
+    with Corpus(db) as corpus:
+        for verdict in ("mismatch", "nan-inf"):
+            found = Finding(eager, verdict, "sinh", f"{verdict} | {eager} | sinh", max_error=1.0, allowed=1e-4)
+            corpus.add_case(CaseRecord(case, verdict=verdict, backends=[eager], findings=[found],
+                                       verdicts=[BackendVerdict(eager, verdict, 1.0, 1e-4)]))
+    text = fuzz("show", "1", "--db", db).stdout
+    rows = [line for line in text.splitlines() if line.startswith(f"  {eager}")]
+    assert len(rows) == 1 and rows[0].split()[1] == "nan-inf"
+    assert "finding: mismatch, culprit sinh" in text and "finding: nan-inf, culprit sinh" in text

@@ -76,3 +76,18 @@ def test_flat_outputs_share_the_mismatch_bucket():
     assert {verdicts.bucket_verdict(v) for v in ("mismatch", "constant", "all-zeros")} == {"mismatch"}
     assert verdicts.bucket_verdict("nan-inf") == "nan-inf"
     assert verdicts.bucket_verdict("crash") == "crash"
+
+
+def test_a_nan_inf_its_base_has_is_inherited_even_where_the_finite_entries_round_differently():
+    """torch.sign(nan) is 0 on torch eager; a derived backend running the same kernels whose other
+    entries round in another order (a strided layout's sums) shares the failure: `inherited`, on
+    this case as on one where the rounding matches, not a nan-inf bucket of its own."""
+    import torch
+
+    graph = Graph([TensorSpec("x0", (4,))], [Node("n0", "sign", ["x0"]), Node("n1", "exp", ["x0"])], ["n0", "n1"])
+    case = materialize(graph, 0)
+    case.arrays["x0"] = np.array([np.nan, 1.5, -2.0, 0.0])
+    rounds_apart = get_backend("torch-eager:cpu:float32").derive(
+        "rounds-apart", {"exp": lambda xs, ps, attrs: torch.exp(xs[0]) * (1 + 2 ** -22)})
+    result = check_case(case, [rounds_apart])
+    assert [v.verdict for v in result.verdicts] == [verdicts.INHERITED, verdicts.NAN_INF]

@@ -1,6 +1,6 @@
 """The corpus: one sqlite file holding campaigns, cases (with their arrays) and finding buckets.
 
-Tables (schema version 7):
+Tables (schema version 8):
 
     meta         key -> value; `schema_version` says which layout the file has.
     campaigns    one row per `fuzz run`: a global uuid, config, library versions, progress,
@@ -10,7 +10,7 @@ Tables (schema version 7):
                  merge, resume and shrink add nothing they find here already.
     case_arrays  the case's inputs and weights as .npy bytes (never pickled).
     buckets      one row per cause (fuzzer/buckets.py: "nan-inf | torch-eager:cpu | sinh"): its
-                 triage status, which all its members share; how many generated cases have a
+                 integer id (the command line's handle B7, never reused), triage status, which all its members share; how many generated cases have a
                  finding in it (count, first and last seen, and per campaign id: campaigns);
                  the cases it keeps (below); and the id of the known bug it is (fuzzer/known.py).
     members      one row per finding signature a bucket holds ("nan-inf |

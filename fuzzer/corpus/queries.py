@@ -4,6 +4,7 @@ filters, and the figures of `fuzz stats` (Queries)."""
 from __future__ import annotations
 
 import json
+import re
 
 from fuzzer import verdicts as verdict_table
 from fuzzer.arrays import from_npy_bytes
@@ -21,6 +22,21 @@ _CASE_BUCKET = "(SELECT m.bucket FROM members m WHERE m.signature = c.signature 
 # A backend filter matches a full name or a kind: "jax-jit" finds "jax-jit:cpu:float32".
 _BACKEND_MATCH = "({column} = ? OR substr({column}, 1, length(?) + 1) = ? || ':')"
 _OP_MATCH = "instr('>' || {column} || '>', '>' || ? || '>') > 0"
+
+
+_BUCKET_HANDLE = re.compile(r"[Bb](\d+)")
+
+
+def parse_handle(handle: str | int) -> tuple[str, int]:
+    """What a command-line ID names: 'B7' -> ('bucket', 7), '7' -> ('case', 7). A bucket's handle
+    carries a letter so that it can never be read as a case's id."""
+    text = str(handle).strip()
+    match = _BUCKET_HANDLE.fullmatch(text)
+    if match:
+        return "bucket", int(match.group(1))
+    if text.isdigit():
+        return "case", int(text)
+    raise UserError(f"'{text}' is neither a case id (7) nor a bucket id (B7); `fuzz list` shows both.")
 
 
 class Queries(CorpusFile):
@@ -201,6 +217,45 @@ class Queries(CorpusFile):
                                  "signature = ?), (SELECT bucket FROM members WHERE signature = ? ORDER BY rowid LIMIT 1))",
                                  [signature, signature])
         return rows[0] if rows else None
+
+    def bucket_by_id(self, bucket_id: int) -> dict:
+        rows = self._bucket_rows("SELECT * FROM buckets WHERE id = ?", [bucket_id])
+        if not rows:
+            raise UserError(f"No bucket B{bucket_id} in {self.path}; run `fuzz list` to see the buckets and their ids.")
+        return rows[0]
+
+    def case_buckets(self, case_id: int) -> list[dict]:
+        """The buckets a stored case's findings are in, in the order of its findings."""
+        row = self._one("SELECT findings FROM cases WHERE id = ?", [case_id])
+        if row is None:
+            raise self._no_case(case_id)
+        findings = stored_entries(row["findings"], Finding)
+        buckets = [self.bucket(key) for key in dict.fromkeys(self._buckets_of(findings))]
+        return [bucket for bucket in buckets if bucket is not None]
+
+    def named_bucket(self, handle: str | int) -> dict:
+        """The bucket a command-line ID names (parse_handle): B7, or the one bucket of case 7. A case
+        whose findings are in several buckets is refused, naming them: any one could be meant."""
+        kind, number = parse_handle(handle)
+        if kind == "bucket":
+            return self.bucket_by_id(number)
+        found = self.case_buckets(number)
+        if not found:
+            raise UserError(f"Case {number} has no finding, so it has no bucket; pick a case or bucket `fuzz list` shows.")
+        if len(found) > 1:
+            names = ", ".join(f"B{b['id']} ('{b['signature']}')" for b in found)
+            raise UserError(f"Case {number} is in {len(found)} buckets: {names}; name the bucket, e.g. B{found[0]['id']}.")
+        return found[0]
+
+    def named_case(self, handle: str | int) -> tuple[int, dict | None]:
+        """(case id, the bucket named) for a command-line ID: case 7 and None, or bucket B7's smallest case and B7."""
+        kind, number = parse_handle(handle)
+        if kind == "case":
+            return number, None
+        bucket = self.bucket_by_id(number)
+        if bucket["representative"] is None:
+            raise UserError(f"Bucket B{number} keeps no case (a merged count only); pick another with `fuzz list`.")
+        return bucket["representative"], bucket
 
     def member_signatures(self) -> set[str]:
         """Every finding signature some bucket holds."""

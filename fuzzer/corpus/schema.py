@@ -1,4 +1,4 @@
-"""The corpus file's layout (schema version 7) and the migrations that bring an older file up to it.
+"""The corpus file's layout (schema version 8) and the migrations that bring an older file up to it.
 
 Each migration is one ordered step that produces the next version (MIGRATIONS); `Corpus.migrate`
 runs the steps a file still needs, under the write lock. Append new steps; never edit old ones.
@@ -16,7 +16,7 @@ import sqlite_utils
 from fuzzer import jsonform
 from fuzzer.arrays import from_npy_bytes
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 # Merged campaigns are recognized by uuid; older files get one derived from the row's content
 # (with its original id), so a file and a copy of it migrated separately agree.
 UUID_NAMESPACE = uuid.UUID("5d3c1a8e-6b0f-4d2a-9a57-3f0e2f4c8b11")
@@ -65,8 +65,10 @@ SCHEMA_SQL = {
         name TEXT NOT NULL,
         npy BLOB NOT NULL,
         PRIMARY KEY (case_id, name))""",
+    # `id` is the bucket's handle (`fuzz triage B7`): AUTOINCREMENT never hands out a deleted bucket's id again.
     "buckets": """CREATE TABLE IF NOT EXISTS buckets (
-        signature TEXT PRIMARY KEY,
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        signature TEXT NOT NULL UNIQUE,
         verdict TEXT NOT NULL,
         backend TEXT NOT NULL,
         culprit TEXT NOT NULL,
@@ -248,6 +250,20 @@ def _to_v7(db: sqlite_utils.Database) -> None:
     db.execute(SCHEMA_SQL["release_checks"])
 
 
+def _to_v8(db: sqlite_utils.Database) -> None:
+    """Version 8 gives each bucket an integer id, its handle on the command line (`fuzz triage B7`),
+    in the order the buckets were stored. sqlite cannot add a primary key to a table: the table is
+    copied into the new layout."""
+    if db["buckets"].pks == ["id"]:
+        return  # a new file: _to_v1 created the current layout
+    columns = ", ".join(f"[{column.name}]" for column in db["buckets"].columns if column.name != "id")
+    db.execute("ALTER TABLE buckets RENAME TO buckets_v7")
+    db.execute(SCHEMA_SQL["buckets"])
+    db.execute(f"INSERT INTO buckets ({columns}) SELECT {columns} FROM buckets_v7 ORDER BY rowid")
+    db.execute("DROP TABLE buckets_v7")
+    db.execute("CREATE INDEX IF NOT EXISTS idx_buckets_status ON buckets (status)")
+
+
 MIGRATIONS: list[tuple[int, Callable[[sqlite_utils.Database], None]]] = [
     (1, _to_v1),
     (2, _to_v2),
@@ -256,5 +272,6 @@ MIGRATIONS: list[tuple[int, Callable[[sqlite_utils.Database], None]]] = [
     (5, _to_v5),
     (6, _to_v6),
     (7, _to_v7),
+    (8, _to_v8),
 ]
 GROUPED_BY_CAUSE = 6  # the version from which buckets group findings by cause (see _to_v6)

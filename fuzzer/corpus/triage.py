@@ -11,24 +11,18 @@ from fuzzer.buckets import check_status, plan_regroup
 from fuzzer.corpus.connection import CorpusFile, stored_entries, stored_json
 from fuzzer.corpus.schema import sorted_json
 from fuzzer.corpus.store import primary_signature
-from fuzzer.errors import UserError
 from fuzzer.records import Finding
 
 
 class Triage(CorpusFile):
     """Setting a bucket's triage status, note and known bug, and regrouping buckets."""
 
-    def triage(self, case_id: int, status: str, note: str | None = None) -> dict:
-        """Set the triage status (and note, if given) of the bucket of the case's primary finding,
-        which all its members share; returns the bucket."""
+    def triage(self, handle: str | int, status: str, note: str | None = None) -> dict:
+        """Set the triage status (and note, if given) of the bucket `handle` names (B7, or case 7's
+        one bucket: Queries.named_bucket), which all its members share; returns the bucket."""
         check_status(status)
         with self._write():
-            row = self.db.execute("SELECT signature FROM cases WHERE id = ?", [case_id]).fetchone()
-            if row is None:
-                raise self._no_case(case_id)
-            bucket = self.bucket(row[0]) if row[0] is not None else None
-            if bucket is None:
-                raise UserError(f"Case {case_id} has no finding, so it has no bucket to triage; pick a case with a finding.")
+            bucket = self.named_bucket(handle)
             self.db.execute("UPDATE buckets SET status = ?, note = coalesce(?, note) WHERE signature = ?",
                             [status, note, bucket["signature"]])
         return self.bucket(bucket["signature"])
@@ -84,4 +78,17 @@ class Triage(CorpusFile):
                 self.db.execute("UPDATE members SET count = ?, campaigns = ? WHERE bucket = ? AND signature = ?",
                                 [member["tally"].count, sorted_json(member["tally"].campaigns), signature, finding_signature])
             self._move_release_checks(plan.sources)
+            self._keep_bucket_ids(plan.sources, {signature: buckets[signature]["id"] for signature in plan.old_buckets})
         return summary
+
+    def _keep_bucket_ids(self, sources: dict[str, list[str]], old_ids: dict[str, int]) -> None:
+        """After a regrouping, a bucket keeps its id (`fuzz triage B7` still names it), and a bucket
+        made of old ones takes the smallest of their ids that no other took; one left without keeps
+        the new id it was given. `old_ids`: the ids of the old buckets the regrouping replaced."""
+        free = set(old_ids.values())
+        for new in sorted(sources, key=lambda signature: signature not in old_ids):  # unchanged buckets first
+            own = old_ids.get(new)
+            ids = [own] if own in free else sorted(old_ids[old] for old in sources[new] if old_ids.get(old) in free)
+            if ids:
+                self.db.execute("UPDATE buckets SET id = ? WHERE signature = ?", [ids[0], new])
+                free.discard(ids[0])
