@@ -147,10 +147,11 @@ class Graph:
 
 
 def check_name(name: str) -> None:
-    """Names from a case are identifiers: never a path, never code."""
-    if not isinstance(name, str) or not NAME_PATTERN.fullmatch(name):
+    """Names from a case are identifiers: never a path, never code, never one of Python's own
+    (a reproducer assigning `__builtins__` or `__name__` breaks)."""
+    if not isinstance(name, str) or not NAME_PATTERN.fullmatch(name) or (name.startswith("__") and name.endswith("__")):
         raise UserError(f"Name {name!r} is not allowed; input and node names must be identifiers of at most 64 "
-                        "characters (letters, digits, underscores, not starting with a digit).")
+                        "characters (letters, digits, underscores, not starting with a digit, not __like_this__).")
 
 
 def parse_json(text: str | bytes, what: str) -> Any:
