@@ -33,6 +33,7 @@ from fuzzer.cli import main
 from fuzzer.corpus import Corpus
 from fuzzer.generate import generate_case
 from fuzzer.ir import Graph, Node, TensorSpec
+from fuzzer.ops import registry
 from fuzzer.records import CaseRecord
 from test_cli_errors import dump
 
@@ -242,6 +243,20 @@ def test_attribute_names_must_be_identifiers(tmp_path, db, key):
     data["graph"]["nodes"][0]["attrs"] = {key: 1}
     with unchanged(db):
         refused(fuzz("import", "--db", db, write_json(tmp_path / "bad.json", data)), "an identifier")
+
+
+@pytest.mark.parametrize("op_name, attr", [(op.name, attr) for op in registry().values() for attr in op.choices])
+@pytest.mark.parametrize("value", ["bogus", True])
+def test_an_attribute_value_outside_the_op_s_declared_choices_is_refused_at_load(tmp_path, db, op_name, attr, value):
+    """Not replayed as a crash of the framework, which is what refusing it in a worker looked like."""
+    case = generate_case(0, [op_name], max_nodes=1)
+    (index,) = [i for i, node in enumerate(case.graph.nodes) if node.op == op_name]
+    assert case.graph.nodes[index].attrs[attr] in registry()[op_name].choices[attr], "the draws keep to the declaration"
+    data = exported(case)
+    data["graph"]["nodes"][index]["attrs"][attr] = value
+    with unchanged(db):
+        refused(fuzz("import", "--db", db, write_json(tmp_path / "bad.json", data)), f"has {attr} = {str(value)!r}",
+                "use one of")
 
 
 def test_a_path_name_planted_in_a_corpus_writes_no_file_anywhere(tmp_path):
