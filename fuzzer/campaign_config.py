@@ -166,7 +166,7 @@ def _shown(value: Any) -> str:
     return text if len(text) <= MAX_SHOWN else text[:MAX_SHOWN] + "..."
 
 
-def _checked(data: Any, kinds: dict, what: str, flags: dict | None = None) -> dict:
+def check_fields(data: Any, kinds: dict, what: str, flags: dict | None = None) -> dict:
     """The entries of `data` that `kinds` names, each of its kind; UserError('its {what} has ...') otherwise.
     Other entries are left out (an older release stored keys this one no longer reads)."""
     if not isinstance(data, dict):
@@ -184,20 +184,20 @@ def _checked(data: Any, kinds: dict, what: str, flags: dict | None = None) -> di
 
 def check_config(config: Any) -> dict:
     """The stored config's CampaignOptions entries, each within its bound."""
-    return _checked(config, {name: f.kind for name, f in CONFIG_FIELDS.items()}, "config",
+    return check_fields(config, {name: f.kind for name, f in CONFIG_FIELDS.items()}, "config",
                     {name: f.flag for name, f in CONFIG_FIELDS.items()})
 
 
 def check_checkpoint(state: Any) -> dict:
     """The stored checkpoint's Progress entries, each of its kind ({} for a campaign never checkpointed)."""
-    return {} if state is None else _checked(state, CHECKPOINT_FIELDS, "checkpoint")
+    return {} if state is None else check_fields(state, CHECKPOINT_FIELDS, "checkpoint")
 
 
 def check_campaign_row(row: dict) -> None:
     """A campaign row fit to copy into another corpus (`fuzz merge`): UserError saying what is not."""
     check_config(row["config"])
     check_checkpoint(row["checkpoint"])
-    _checked(row, {"seed": CONFIG_FIELDS["seed"].kind, "cases_run": Nullable(COUNT), "findings": Nullable(COUNT),
+    check_fields(row, {"seed": CONFIG_FIELDS["seed"].kind, "cases_run": Nullable(COUNT), "findings": Nullable(COUNT),
                    "status": TEXT, "versions": Nullable(OBJECT)}, "row")
 
 

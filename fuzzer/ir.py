@@ -148,10 +148,11 @@ class Graph:
 
 
 def check_name(name: str) -> None:
-    """Names from a case are identifiers: never a path, never code."""
-    if not isinstance(name, str) or not NAME_PATTERN.fullmatch(name):
+    """Names from a case are identifiers: never a path, never code, never one of Python's own
+    (a reproducer assigning `__builtins__` or `__name__` breaks)."""
+    if not isinstance(name, str) or not NAME_PATTERN.fullmatch(name) or (name.startswith("__") and name.endswith("__")):
         raise UserError(f"Name {name!r} is not allowed; input and node names must be identifiers of at most 64 "
-                        "characters (letters, digits, underscores, not starting with a digit).")
+                        "characters (letters, digits, underscores, not starting with a digit, not __like_this__).")
 
 
 def parse_json(text: str | bytes, what: str) -> Any:
@@ -276,6 +277,7 @@ def infer_shapes(graph: Graph) -> dict[str, tuple[int, ...]]:
         if not op.arity_ok(len(node.inputs)):
             raise UserError(f"Node '{node.name}' ({node.op}) takes {op.arity_text()}, got {len(node.inputs)}.")
         check_attribute_names(node, op)
+        check_attribute_choices(node, op)
         operand_shapes = [shapes[r] for r in node.inputs]
         try:
             shapes[node.name] = tuple(op.infer(node.attrs, operand_shapes))
@@ -308,6 +310,17 @@ def check_attribute_names(node: Node, op) -> None:
     missing = sorted(op.required_attrs() - set(node.attrs))
     if missing:
         raise UserError(f"Node '{node.name}' ({node.op}) lacks the attribute '{missing[0]}', which {node.op} needs; add it.")
+
+
+def check_attribute_choices(node: Node, op) -> None:
+    """Refuse an attribute value outside the op's declared choices (OpDef.choices): the framework
+    would refuse it in a worker, and the replay would report a crash of the framework."""
+    for name, allowed in op.choices.items():
+        value = node.attrs.get(name)
+        # By type as well: 1 == True, and a JSON 1 is no boolean choice.
+        if name in node.attrs and not any(type(value) is type(choice) and value == choice for choice in allowed):
+            raise UserError(f"Node '{node.name}' ({node.op}) has {name} = {str(value)[:80]!r}, which {node.op} does not "
+                            f"take; use one of {', '.join(map(repr, allowed))}.")
 
 
 class _ElementBudget:

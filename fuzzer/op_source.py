@@ -364,6 +364,11 @@ class _Object(ast.expr):
         super().__init__()
         self.value = value
 
+    def __deepcopy__(self, memo) -> _Object:
+        # A copied tree (a local put in where it is used) names the same function; copy's default,
+        # rebuilding the node as `_Object()`, cannot, since an AST node pickles without its arguments.
+        return self
+
 
 # Builtins computed while specializing, on known values only.
 SAFE_BUILTINS = {name: getattr(builtins, name) for name in (

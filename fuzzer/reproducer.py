@@ -27,6 +27,7 @@ into a reproducer.
 
 from __future__ import annotations
 
+import re
 import textwrap
 
 from fuzzer import verdicts
@@ -43,14 +44,22 @@ WORST_SHOWN = 5
 ENVIRONMENT_KEYS = ("python", "numpy", "torch", "jax", "jaxlib", "cuda")
 
 
+# Control characters but the line break and tab: Python refuses a NUL anywhere in a source file.
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+
+
+def _escaped_controls(text: str) -> str:
+    return _CONTROL.sub(lambda match: f"\\x{ord(match.group()):02x}", text)
+
+
 def docstring(text: str) -> str:
-    """`text` as a triple-quoted literal that ends where we say: backslashes and quotes escaped."""
-    return '"""' + text.replace("\\", "\\\\").replace('"', '\\"') + '"""'
+    """`text` as a triple-quoted literal that ends where we say: backslashes, quotes and control characters escaped."""
+    return '"""' + _escaped_controls(text.replace("\\", "\\\\").replace('"', '\\"')) + '"""'
 
 
 def comment(text: str) -> str:
-    """`text` as one comment line: a line break inside would start a line of code."""
-    return "# " + " ".join(text.splitlines())
+    """`text` as one comment line: a line break inside would start a line of code, a NUL end the file for Python."""
+    return "# " + _escaped_controls(" ".join(text.splitlines()))
 
 
 CHECK = textwrap.dedent(

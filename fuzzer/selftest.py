@@ -10,11 +10,12 @@ from fuzzer.plugins import canary_names
 
 
 def run_selftest(corpus: Corpus, max_cases: int = 300, seed: int = 0, shrink_time: float = 30.0,
-                 device: str = "cpu", on_result: Callable[[dict], None] | None = None) -> list[dict]:
+                 device: str = "cpu", on_result: Callable[[dict], None] | None = None,
+                 canaries: list[str] | None = None) -> list[dict]:
     """One short campaign per canary (on the CPU, or with device="cuda" the canaries derived from torch CUDA);
-    `on_result` gets each canary's result as soon as its campaign ends."""
+    `on_result` gets each canary's result as soon as its campaign ends. `canaries`: these only (default: every one)."""
     results = []
-    for canary in canary_names():
+    for canary in canaries or canary_names():
         backend = f"canary-{canary}" + ("-cuda" if device == "cuda" else "")
         options = CampaignOptions(
             backends=[backend], plugins=[canary], seed=seed, max_cases=max_cases, workers=1,

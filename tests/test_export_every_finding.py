@@ -26,6 +26,8 @@ from fuzzer.plugins import canary_names, load_plugin
 from fuzzer.program_source import compact_array, compact_arrays
 from fuzzer.replay import Replayer
 from fuzzer.reproducer import build_script
+from fuzzer.selftest import run_selftest
+from test_hostile import fuzz
 
 ROOT = Path(__file__).resolve().parents[1]
 CASE_FILES = sorted((ROOT / "corpus" / "regression").glob("*.json")) + sorted((ROOT / "corpus" / "known").glob("*.json"))
@@ -177,3 +179,46 @@ def test_a_script_for_a_device_this_machine_lacks_exits_2_with_one_sentence(tmp_
     ran = _run(script, tmp_path, "repro.py")
     output, _ = ran.communicate(timeout=300)
     assert ran.returncode == 2 and output.strip().splitlines()[-1] == "This reproducer needs a CUDA GPU, and torch sees none here.", output
+
+
+# -- what `fuzz selftest` finds, exported as a user would (issue 51: the GRU canaries' exited 3)
+
+FORMATS = ("minimal", "script", "pytest", "json", "issue")
+
+
+def _selftest_exports(folder: Path, canaries: list[str]) -> dict:
+    """{(canary, format): the `fuzz export` result} of each canary's shrunk finding in a selftest corpus."""
+    db = folder / "selftest.db"
+    with Corpus(db) as corpus:
+        results = run_selftest(corpus, canaries=canaries)
+    exports = {}
+    for result in results:
+        assert result["shrunk_case"], result
+        for fmt in FORMATS:
+            out = folder / f"{result['canary']}-{fmt}.out"
+            exports[result["canary"], fmt] = (fuzz("export", result["shrunk_case"], "--db", db, "--plugin", result["canary"],
+                                                   "--format", fmt, "-o", out), out)
+    return exports
+
+
+def _assert_every_format_exported(exports: dict) -> None:
+    for (canary, fmt), (result, out) in exports.items():
+        assert result.exit_code == 0, f"{canary} as {fmt}: {result.output}{result.stderr}"
+        if fmt in ("minimal", "script", "pytest"):
+            compile(out.read_text(), f"{canary} as {fmt}", "exec")
+
+
+@pytest.mark.slow
+def test_a_gru_canary_s_selftest_finding_exports_in_every_format(tmp_path):
+    """Its shrunk case (batch_first False) holds a local the inliner copies together with a function
+    of ours (the canary's step): that copy raised TypeError, exit 3, in every format but json."""
+    exports = _selftest_exports(tmp_path, ["gru-stale-hidden"])
+    _assert_every_format_exported(exports)
+    ran = _run(exports["gru-stale-hidden", "minimal"][1].read_text(), tmp_path, "repro.py")
+    output, _ = ran.communicate(timeout=300)
+    assert ran.returncode == 1 and output.strip().splitlines()[-1].startswith("MISMATCH: "), output
+
+
+@pytest.mark.long
+def test_every_canary_s_selftest_finding_exports_in_every_format(tmp_path):
+    _assert_every_format_exported(_selftest_exports(tmp_path, canary_names()))

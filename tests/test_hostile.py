@@ -34,6 +34,7 @@ from fuzzer.corpus import Corpus
 from fuzzer.generate import generate_case
 from fuzzer.errors import UserError
 from fuzzer.ir import Graph, Node, TensorSpec
+from fuzzer.ops import registry
 from fuzzer.records import CaseRecord
 from test_cli_errors import dump
 
@@ -172,6 +173,22 @@ def test_a_signature_holding_code_stays_text_in_the_reproducer(tmp_path, sentine
         assert not sentinel.exists(), f"the {fmt} script ran the signature's code"
 
 
+def test_a_nul_in_a_finding_s_text_leaves_every_script_valid_python(tmp_path):
+    """Python refuses a source file holding a NUL; the title (a signature) and the detail are escaped."""
+    db = tmp_path / "fuzz.db"
+    with Corpus(db) as corpus:
+        signature = f"mismatch | {TORCH} | relu\x00\x1b[2J"
+        planted = Finding(TORCH, "mismatch", "relu", signature, max_error=1.0, allowed=1e-5, detail="nul \x00 here")
+        case_id = corpus.add_case(CaseRecord(relu_case(), verdict="mismatch", backends=[TORCH], findings=[planted]))
+    for fmt in ("minimal", "script", "pytest"):
+        script = tmp_path / f"repro_{fmt}.py"
+        assert fuzz("export", "--db", db, case_id, "--format", fmt, "-o", script).exit_code == 0
+        source = script.read_text()
+        compile(source, str(script), "exec")
+        if fmt == "script":
+            assert signature in ast.get_docstring(ast.parse(source)), "the title is kept, escaped"
+
+
 @pytest.mark.parametrize("where", ["stored backends", "finding backend"])
 def test_a_backend_path_from_a_case_never_starts_a_program(tmp_path, evil_program, where):
     backend = f"{TORCH}@{evil_program}"
@@ -203,7 +220,7 @@ def test_a_backend_path_in_a_resumed_campaign_never_starts_a_program(tmp_path, e
     refused(fuzz("run", "--db", db, "--resume", campaign), str(evil_program))
 
 
-@pytest.mark.parametrize("name", ["/tmp/escape", "../../escape", "x; import os", "a.b", "", "x" * 65, "é"])
+@pytest.mark.parametrize("name", ["/tmp/escape", "../../escape", "x; import os", "a.b", "", "x" * 65, "é", "__builtins__"])
 @pytest.mark.parametrize("role", ["input", "node"])
 def test_names_must_be_identifiers(tmp_path, db, name, role):
     data = exported(relu_case())
@@ -227,6 +244,20 @@ def test_attribute_names_must_be_identifiers(tmp_path, db, key):
     data["graph"]["nodes"][0]["attrs"] = {key: 1}
     with unchanged(db):
         refused(fuzz("import", "--db", db, write_json(tmp_path / "bad.json", data)), "an identifier")
+
+
+@pytest.mark.parametrize("op_name, attr", [(op.name, attr) for op in registry().values() for attr in op.choices])
+@pytest.mark.parametrize("value", ["bogus", True])
+def test_an_attribute_value_outside_the_op_s_declared_choices_is_refused_at_load(tmp_path, db, op_name, attr, value):
+    """Not replayed as a crash of the framework, which is what refusing it in a worker looked like."""
+    case = generate_case(0, [op_name], max_nodes=1)
+    (index,) = [i for i, node in enumerate(case.graph.nodes) if node.op == op_name]
+    assert case.graph.nodes[index].attrs[attr] in registry()[op_name].choices[attr], "the draws keep to the declaration"
+    data = exported(case)
+    data["graph"]["nodes"][index]["attrs"][attr] = value
+    with unchanged(db):
+        refused(fuzz("import", "--db", db, write_json(tmp_path / "bad.json", data)), f"has {attr} = {str(value)!r}",
+                "use one of")
 
 
 def test_a_path_name_planted_in_a_corpus_writes_no_file_anywhere(tmp_path):

@@ -1,6 +1,7 @@
 """Stored data never runs code, joins a cluster or sizes the work (issue 30): a campaign row's
 plugin names are only shown, its Ray address is ignored, its numbers are held to the bounds of
-`fuzz run`'s options; `merge` refuses a malformed campaign row; `regress` and `import` never open
+`fuzz run`'s options; `merge` refuses a malformed campaign row; every column of a case, bucket and
+member row is checked where it is read, so a tampered one is one sentence in every command; `regress` and `import` never open
 a FIFO, a device or a link leading out of the folder; the default memory limit stays within the
 shell's hard limit.
 
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 from dataclasses import asdict, fields
 from pathlib import Path
 
@@ -23,7 +25,8 @@ from fuzzer.check import Finding
 from fuzzer.cli import run
 from fuzzer.corpus import Corpus
 from fuzzer.records import CaseRecord
-from test_hostile import CLEAN_RUN, TORCH, exported, fuzz, fuzz_process, refused, relu_case, rows, unchanged, write_json
+from test_hostile import (CLEAN_RUN, TORCH, corpus_with, exported, fuzz, fuzz_process, refused, relu_case, rows, unchanged,
+                          write_json)
 
 CONFIG = {"backends": [TORCH], "ops": ["relu"], "inputs_per_graph": 1, "workers": 1, "max_cases": 4}
 
@@ -174,6 +177,49 @@ def test_merge_refuses_a_malformed_campaign_row_before_writing(tmp_path, config,
     refused(fuzz("merge", "--db", fresh, source), "Nothing merged")
     assert not fresh.exists()
     assert fuzz("campaigns", "--db", team).exit_code == 0
+
+
+# -- a tampered case, bucket or member row is one sentence in every command that reads it -----------------------
+
+CASE_COMMANDS = [["show", 1], ["show", 1, "--rerun"], ["list", "--cases"], ["replay", 1],
+                 *(["export", 1, "--format", fmt] for fmt in ("minimal", "script", "pytest", "json", "issue"))]
+BUCKET_COMMANDS = [["show", 1], ["list"], ["list", "--json"], ["export", 1, "--format", "json"]]
+A_FINDING = {"signature": "s", "verdict": "mismatch", "backend": TORCH, "culprit": "relu"}
+
+
+J = json.dumps  # a JSON column's text
+
+
+@pytest.mark.parametrize("table, column, stored", [
+    ("cases", "findings", "junk"), ("cases", "findings", J({})), ("cases", "findings", J([1])), ("cases", "findings", J(None)),
+    ("cases", "findings", J([{"signature": "s"}])), ("cases", "findings", J([{**A_FINDING, "max_error": "big"}])),
+    ("cases", "findings", J([{**A_FINDING, "detail": 3}])),
+    ("cases", "verdicts", "junk"), ("cases", "verdicts", J([{}])), ("cases", "verdicts", J([{"backend": TORCH}])),
+    ("cases", "verdicts", J([{"backend": TORCH, "verdict": "agree", "allowed": [1]}])),
+    ("cases", "seed", "x"), ("cases", "seed", -1), ("cases", "seed", 1.5),
+    ("cases", "backends", "junk"), ("cases", "backends", J([1])), ("cases", "backends", J({})),
+    ("cases", "campaign_id", "x"), ("cases", "shrunk_from", 0), ("cases", "shrink_log", "junk"),
+    ("cases", "node_count", -1), ("cases", "element_count", "x"),
+    ("buckets", "count", "x"), ("buckets", "count", -1), ("buckets", "campaigns", "junk"), ("buckets", "campaigns", J({"1": "x"})),
+    ("buckets", "status", "bogus"), ("buckets", "representative", "x"), ("buckets", "note", b"\x00"),
+    ("members", "count", 1.5), ("members", "campaigns", J([1])),
+])
+def test_a_tampered_column_is_one_sentence_in_every_command_that_reads_it(tmp_path, table, column, stored):
+    db = tmp_path / "fuzz.db"
+    corpus_with(db, relu_case(1))
+    connection = sqlite3.connect(db)
+    connection.execute(f"UPDATE {table} SET {column} = ?", [stored])
+    connection.commit()
+    connection.close()
+    what = {"cases": "Case 1 in ", "buckets": "Bucket 'mismatch | ", "members": "Member 'mismatch | "}[table]
+    junk_json = stored == "junk" and column in ("findings", "verdicts", "backends", "shrink_log", "campaigns")
+    with unchanged(db):
+        for command in CASE_COMMANDS if table == "cases" else BUCKET_COMMANDS:
+            if command == ["list", "--cases"] and column in ("verdicts", "shrink_log"):
+                assert fuzz(*command, "--db", db).exit_code == 0  # columns the case list does not read
+                continue
+            refused(fuzz(*command, "--db", db), what, "is damaged", f"JSON in its {column} column" if junk_json else
+                    f"has {column} = ", "restore the file from a copy")
 
 
 # -- files that are not regular files are never opened --------------------------------------------------------

@@ -43,6 +43,7 @@ and below them:
     integrity.py   the file still the one opened, content hashes checked on read, read-only opening
     case_forms.py  a case outside the tables: the row read back (StoredCase) and the exported
                    case file, each checked before use
+    stored_rows.py each column of a case, bucket and member row checked where it is read
 
 A part imports the modules below and connection.py (triage.py also store.primary_signature), never
 this file, whose names are the package's face.

@@ -64,7 +64,13 @@ class StoredCase:
 def is_finding(value: Any) -> bool:
     return isinstance(value, dict) and all(
         isinstance(value.get(key), str) for key in ("signature", "verdict", "backend", "culprit")
-    ) and all(_is_number(value.get(key, 0.0)) for key in ("max_error", "allowed"))
+    ) and _has_optional_fields(value)
+
+
+def _has_optional_fields(value: dict) -> bool:
+    """A finding's or verdict's numbers and texts, where it has them, of their kind (`fuzz show` prints them)."""
+    return (all(_is_number(value.get(key, 0.0)) for key in ("max_error", "allowed"))
+            and all(isinstance(value.get(key, ""), str) for key in ("detail", "error")))
 
 
 def _is_number(value: Any) -> bool:
@@ -79,7 +85,8 @@ def is_triage(value: Any) -> bool:
 
 
 def is_verdict(value: Any) -> bool:
-    return isinstance(value, dict) and all(isinstance(value.get(key), str) for key in ("backend", "verdict"))
+    return isinstance(value, dict) and all(isinstance(value.get(key), str) for key in ("backend", "verdict")) and (
+        _has_optional_fields(value))
 
 
 def file_kind(mode: int) -> str:

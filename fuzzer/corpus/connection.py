@@ -22,7 +22,6 @@ from typing import Any, Iterator
 
 import sqlite_utils
 
-from fuzzer import jsonform
 from fuzzer.corpus.integrity import (OpenedFile, new_corpus_id, open_read_only, refuse_a_log_not_its_own,
                                      storage_errors_explained, unwritable)
 from fuzzer.corpus.locking import BUSY_TIMEOUT_S, retry_while_locked
@@ -37,12 +36,6 @@ def utc_now() -> str:
 
 def stored_json(text: str | None) -> Any:
     return None if text is None else parse_json(text, "stored JSON")
-
-
-def stored_entries(text: str | None, record_type: type) -> Any:
-    """A findings or verdicts column, each entry's numbers read as floats (fuzzer/jsonform.py)."""
-    entries = stored_json(text)
-    return [jsonform.read_numbers(entry, record_type) for entry in entries] if isinstance(entries, list) else entries
 
 
 class CorpusFile:

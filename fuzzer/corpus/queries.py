@@ -10,12 +10,13 @@ from fuzzer import verdicts as verdict_table
 from fuzzer.arrays import from_npy_bytes
 from fuzzer.buckets import check_status
 from fuzzer.corpus.case_forms import StoredCase
-from fuzzer.corpus.connection import CorpusFile, stored_entries, stored_json
+from fuzzer.corpus.connection import CorpusFile
 from fuzzer.corpus.integrity import verify_content
+from fuzzer.corpus.stored_rows import checked_bucket_row, checked_case_row, checked_member_row
 from fuzzer.errors import UserError
 from fuzzer.ir import Case, Graph
 from fuzzer.ops import get_op
-from fuzzer.records import BackendVerdict, Finding, Signature, needed_arrays
+from fuzzer.records import Signature, needed_arrays
 
 # The bucket of a case: the one its primary finding is a member of.
 _CASE_BUCKET = "(SELECT m.bucket FROM members m WHERE m.signature = c.signature ORDER BY m.rowid LIMIT 1)"
@@ -48,6 +49,7 @@ class Queries(CorpusFile):
         row = self._one("SELECT * FROM cases WHERE id = ?", [case_id])
         if row is None:
             raise self._no_case(case_id)
+        row = checked_case_row(row, self.path)
         graph = Graph.from_json(row["graph"])
         needed = needed_arrays(graph)  # the shape rules and resource bounds, before any array is read
         arrays = {}
@@ -66,11 +68,11 @@ class Queries(CorpusFile):
             created=row["created"],
             verdict=row["verdict"],
             signature=row["signature"],
-            findings=stored_entries(row["findings"], Finding),
-            backends=stored_json(row["backends"]),
+            findings=row["findings"],
+            backends=row["backends"],
             shrunk_from=row["shrunk_from"],
-            shrink_log=stored_json(row["shrink_log"]),
-            verdicts=stored_entries(row.get("verdicts") or "[]", BackendVerdict),
+            shrink_log=row["shrink_log"],
+            verdicts=row["verdicts"],
             content_hash=row["content_hash"],
             op_sequence=row["op_sequence"],
         )
@@ -94,11 +96,7 @@ class Queries(CorpusFile):
             "c.element_count, c.backends, c.verdict, c.signature, c.findings, c.shrunk_from, b.status AS status "
             f"FROM cases c LEFT JOIN buckets b ON b.signature = {_CASE_BUCKET}{condition} ORDER BY c.id DESC LIMIT ?"
         )
-        rows = self._rows(sql, params + [int(limit)])
-        for row in rows:
-            row["backends"] = json.loads(row["backends"])
-            row["findings"] = stored_entries(row["findings"], Finding)
-        return rows
+        return [checked_case_row(row, self.path) for row in self._rows(sql, params + [int(limit)])]
 
     def count_cases(self, status: str | None = None, verdict: str | None = None, backend: str | None = None,
                     op: str | None = None) -> int:
@@ -226,10 +224,10 @@ class Queries(CorpusFile):
 
     def case_buckets(self, case_id: int) -> list[dict]:
         """The buckets a stored case's findings are in, in the order of its findings."""
-        row = self._one("SELECT findings FROM cases WHERE id = ?", [case_id])
+        row = self._one("SELECT id, findings FROM cases WHERE id = ?", [case_id])
         if row is None:
             raise self._no_case(case_id)
-        findings = stored_entries(row["findings"], Finding)
+        findings = checked_case_row(row, self.path)["findings"]
         buckets = [self.bucket(key) for key in dict.fromkeys(self._buckets_of(findings))]
         return [bucket for bucket in buckets if bucket is not None]
 
@@ -265,15 +263,15 @@ class Queries(CorpusFile):
         """Bucket rows, `campaigns` as a dict (campaign id, a string as JSON keys are -> its findings
         there), `members`: a list of {signature, verdict, backend, culprit, count, campaigns},
         its own findings first, then most found first, and `release_checks`, newest first (releases.py)."""
-        rows = self._rows(sql, params)
+        rows = [checked_bucket_row(row, self.path) for row in self._rows(sql, params)]
         members: dict[str, list[dict]] = {row["signature"]: [] for row in rows}
         if rows:
             for member in self._rows("SELECT * FROM members WHERE bucket IN (SELECT value FROM json_each(?)) "
                                      "ORDER BY verdict = 'inherited', count DESC, rowid", [json.dumps(list(members))]):
-                members[member.pop("bucket")].append({**member, "campaigns": stored_json(member["campaigns"])})
+                member = checked_member_row(member, self.path)
+                members[member.pop("bucket")].append(member)
         checks = self._release_checks_of(list(members)) if rows else {}
         for row in rows:
-            row["campaigns"] = stored_json(row["campaigns"])
             row["members"] = members[row["signature"]]
             row["release_checks"] = checks[row["signature"]]
         return rows

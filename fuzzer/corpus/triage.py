@@ -8,10 +8,10 @@ from typing import Callable
 
 from fuzzer import jsonform
 from fuzzer.buckets import check_status, plan_regroup
-from fuzzer.corpus.connection import CorpusFile, stored_entries, stored_json
+from fuzzer.corpus.connection import CorpusFile
 from fuzzer.corpus.schema import sorted_json
+from fuzzer.corpus.stored_rows import checked_case_row, checked_member_row
 from fuzzer.corpus.store import primary_signature
-from fuzzer.records import Finding
 
 
 class Triage(CorpusFile):
@@ -43,10 +43,9 @@ class Triage(CorpusFile):
         with self._write():
             cases = self._rows("SELECT id, campaign_id, verdict, findings, node_count, element_count, created, shrunk_from "
                                "FROM cases ORDER BY id")
-            for row in cases:
-                row["findings"] = stored_entries(row["findings"], Finding)
+            cases = [checked_case_row(row, self.path) for row in cases]
             buckets = {row["signature"]: row for row in self._bucket_rows("SELECT * FROM buckets")}
-            members = [{**row, "campaigns": stored_json(row["campaigns"])} for row in self._rows("SELECT * FROM members ORDER BY rowid")]
+            members = [checked_member_row(row, self.path) for row in self._rows("SELECT * FROM members ORDER BY rowid")]
             plan = plan_regroup(cases, buckets, members, resign, merged_by)
             summary = plan.summary(len(cases), len(buckets), dry_run)
             if dry_run or not (plan.changed or summary["changes"]):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
 from fuzzer.errors import UserError
@@ -59,6 +59,9 @@ class OpDef:
     # (pad's fill value, a reduction's `dim` or `dims`). A graph read from a file is checked against
     # them (ir.check_attribute_names); None, a plugin's op that does not say, is not checked.
     attrs: tuple[str, ...] | None = None
+    # The values an attribute may take where they are a few (gelu's `approximate`): a case file's
+    # other value is refused at load (ir.check_attribute_choices), never run as a framework crash.
+    choices: dict[str, tuple] = field(default_factory=dict)
     params: Callable[[dict, list[Shape]], dict[str, Shape]] = _no_params
     # (attrs, operand shapes) -> {what: shape} of the temporaries its reference allocates beyond its
     # output (attention's L x S scores, a conv's padded input): the resource bounds count them too.

@@ -78,7 +78,7 @@ def _implementation(impl, framework_function):
     return run
 
 
-def unary(name, reference, torch_impl, jax_impl, *, draw_attrs=_no_attrs, attrs=(), forward_error=None, exact=False,
+def unary(name, reference, torch_impl, jax_impl, *, draw_attrs=_no_attrs, attrs=(), choices=None, forward_error=None, exact=False,
           zero_sign_matters=False, integer_matters=False, undefined=None, period=None, weak_scalars=(), notes=""):
     """A one-input op whose output has its input's shape.
 
@@ -95,6 +95,7 @@ def unary(name, reference, torch_impl, jax_impl, *, draw_attrs=_no_attrs, attrs=
         accepts=any_rank,
         draw_attrs=draw_attrs,
         attrs=attrs,
+        choices=choices or {},
         forward_error=None if forward_error is None else lambda xs, ps, attrs: forward_error(xs[0], **attrs),
         exact=exact,
         zero_sign_matters=zero_sign_matters,
@@ -120,7 +121,7 @@ def _draw_broadcast_operand(draw, first, attrs):
     return [tuple(other)]
 
 
-def binary(name, reference, torch_impl, jax_impl, *, draw_attrs=_no_attrs, attrs=(), exact=False, zero_sign_matters=False,
+def binary(name, reference, torch_impl, jax_impl, *, draw_attrs=_no_attrs, attrs=(), choices=None, exact=False, zero_sign_matters=False,
            integer_matters=False, notes=""):
     """A two-input op broadcasting like numpy; `reference(a, b, **attrs)`, impls as in `unary`."""
     return OpDef(
@@ -132,6 +133,7 @@ def binary(name, reference, torch_impl, jax_impl, *, draw_attrs=_no_attrs, attrs
         accepts=any_rank,
         draw_attrs=draw_attrs,
         attrs=attrs,
+        choices=choices or {},
         draw_operands=_draw_broadcast_operand,
         arity=(2, 2),
         exact=exact,
@@ -175,8 +177,11 @@ def _gelu_reference(x, approximate="none"):
     return 0.5 * x64 * _entrywise(math.erfc, -x64 / math.sqrt(2.0))
 
 
+GELU_FORMS = ("none", "tanh")
+
+
 def _draw_gelu(draw, shapes):
-    return {"approximate": draw(st.sampled_from(["none", "tanh"]))}
+    return {"approximate": draw(st.sampled_from(GELU_FORMS))}
 
 
 def _jax_gelu(x, approximate="none"):
@@ -262,6 +267,7 @@ OPS = [
         _jax_gelu,
         draw_attrs=_draw_gelu,
         attrs=("approximate",),
+        choices={"approximate": GELU_FORMS},
         # Both forms compute x/2 (1 + erf or tanh): for x << 0 the sum cancels with an error
         # ~roundoff * |x| / 2, which the rounding model's gelu(|x|) ~ |x| magnitude already allows.
         notes="approximate drawn: 'none' (erf) or 'tanh'; the two differ by ~1e-3",
@@ -300,6 +306,7 @@ OPS = [
         _jax_where,
         draw_attrs=_draw_compare,
         attrs=("compare",),
+        choices={"compare": tuple(sorted(COMPARISONS))},
         notes="where(a <compare> b, a, b), compare in gt/lt/ge/le",
     ),
     binary(
@@ -309,6 +316,7 @@ OPS = [
         _jax_where_threshold,
         draw_attrs=_draw_threshold,
         attrs=("compare", "threshold"),
+        choices={"compare": tuple(sorted(COMPARISONS))},
         exact=True,
         notes="where(a <compare> threshold, a, b), compare in gt/lt/ge/le, thresholds exact in float32",
     ),
