@@ -13,6 +13,7 @@ import shutil
 import signal
 import sqlite3
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -27,7 +28,7 @@ from fuzzer.generate import generate_case
 from fuzzer.records import CaseRecord, Finding
 from test_hostile import rows
 
-FUZZ = Path(__file__).resolve().parents[1] / ".venv" / "bin" / "fuzz"
+FUZZ = Path(sys.executable).with_name("fuzz")  # the fuzz of the interpreter running the tests, as in the other modules
 SIG = "mismatch | torch-eager:cpu:float32 | linear"
 CANARY = dict(plugins=["tiled-matmul-zeros"], backends=["canary-tiled-matmul-zeros"], ops=["linear", "relu", "add"],
               max_nodes=3, inputs_per_graph=1, shrink_time=2, workers=1)
