@@ -294,7 +294,7 @@ def run(db_path, time_text, max_cases, backends, ops, max_nodes, regimes, seed, 
       fuzz run --max-cases 200 --plugin layout-layernorm --backends torch-eager,canary-layout-layernorm
     """
     from fuzzer import envs
-    from fuzzer.backends import parse_backend_list
+    from fuzzer.backends import name_backend_list, require_available
     from fuzzer.campaign import CampaignOptions, run_campaign
     from fuzzer.check import eager_peer
     from fuzzer.generate import weak_hypothesis_warning
@@ -304,31 +304,42 @@ def run(db_path, time_text, max_cases, backends, ops, max_nodes, regimes, seed, 
     from fuzzer.progress_line import progress_line
     from fuzzer.regimes import parse_regime_list
 
+    # Every option is checked before torch or jax is imported (tens of seconds on a loaded machine).
     if resume is None and max_cases is None and time_text is None:
         raise UserError("A campaign needs a limit: pass --time (e.g. 10m) or --max-cases.")
+    time_limit = parse_duration(time_text)
+    if time_limit == 0:
+        raise UserError(f"--time {time_text} leaves the campaign no time; pass a longer one (e.g. 90s or 10m).")
+    if resume is not None:
+        open_corpus(db_path).campaign(resume)  # a campaign that is not there is refused now
+    op_names = parse_op_list(ops) if ops else None
+    regime_names = [r.name for r in parse_regime_list(regimes)] if regimes else None
     registry = load_registry(known_bugs)  # a malformed registry fails here, before the corpus is created
+    load_plugins(list(plugins))  # fail fast, in this process, on a bad plugin or backend (a canary imports torch)
+    envs.trust_command_line([b.strip() for b in (backends or "").split(",")])
+    parsed = name_backend_list(backends)
+    compiling = [b for b in parsed if b.expensive]
+    if compile_share is None:
+        compile_share = default_share([b.name for b in parsed if not b.expensive], [eager_peer(b) for b in compiling])
+    compile_shares = {} if resume is not None else parse_shares(  # a resumed campaign's are its stored ones
+        compile_share, [b.name for b in compiling], {b.name: b.compile_weight for b in compiling})
     if ray_address is None and memory_limit is None:  # those workers do not fork from the template
         from fuzzer.workers import warm_template
 
         warm_template(threads)
-    load_plugins(list(plugins))  # fail fast, in this process, on a bad plugin, backend or op
     if ray_address is not None:  # joined before the campaign starts: a cluster it cannot join is a UserError
         from fuzzer.ray_workers import start_ray
 
         start_ray(ray_address)
-    envs.trust_command_line([b.strip() for b in (backends or "").split(",")])
-    parsed = parse_backend_list(backends)
+    require_available(parsed)
     backend_list = [b.name for b in parsed]
-    if compile_share is None:
-        compile_share = default_share([b.name for b in parsed if not b.expensive], [eager_peer(b) for b in parsed if b.expensive])
     if memory_limit is None:
         memory_limit = default_memory_limit_mb(workers, parsed)
     else:
         require_within_hard_limit(memory_limit)
     options = CampaignOptions(
-        backends=backend_list, ops=parse_op_list(ops) if ops else None, max_nodes=max_nodes,
-        regimes=[r.name for r in parse_regime_list(regimes)] if regimes else None, seed=seed,
-        max_cases=max_cases, time_limit=parse_duration(time_text), workers=workers, timeout=timeout, compile_timeout=compile_timeout,
+        backends=backend_list, ops=op_names, max_nodes=max_nodes, regimes=regime_names, seed=seed,
+        max_cases=max_cases, time_limit=time_limit, workers=workers, timeout=timeout, compile_timeout=compile_timeout,
         shrink_time=shrink_time, inputs_per_graph=inputs_per_graph, compiled_inputs=compiled_inputs,
         compile_share=compile_share, threads=threads,
         plugins=list(plugins), memory_limit_mb=memory_limit or None, recycle_rss_mb=recycle_memory, ray=ray_address,
@@ -378,9 +389,6 @@ def run(db_path, time_text, max_cases, backends, ops, max_nodes, regimes, seed, 
         click.echo("", err=True)
     summary = {**progress.event_dict(), "region_coverage": progress.region_coverage(), "db": db_path}
     shares = ", ".join(f"{name} {share:.0%}" for name, share in progress.backend_time_share().items())
-    compiling = [b for b in parsed if b.expensive]  # a resumed campaign's are its stored ones: no shares to hold it to
-    compile_shares = {} if resume is not None else parse_shares(
-        options.compile_share, [b.name for b in compiling], {b.name: b.compile_weight for b in compiling})
     text = (
         f"Campaign {progress.campaign_id} {progress.status}: {progress.graphs} graphs ({progress.checked} cases) in "
         f"{progress.elapsed:.0f}s, {progress.graphs_per_second:.1f} graphs/s; {progress.finding_cases} cases with "
