@@ -285,10 +285,13 @@ class Worker:
     can keep several workers busy (`submit`, then `collect` when its pipe is readable)."""
 
     def __init__(self, config: WorkerConfig, start_timeout: float = 300.0, wait: bool = True,
-                 known_bugs: Registry | None = None):
+                 known_bugs: Registry | None = None, spawned: bool = False):
         """With wait=False the process is launched but not waited for: call `wait_ready`
-        (a campaign launches all its workers first, so they start side by side)."""
+        (a campaign launches all its workers first, so they start side by side). A `spawned` worker
+        starts in a fresh interpreter that imports only what its backends need: a command with one
+        worker (replay, export) would otherwise wait for the fork server to import torch and jax both."""
         self.config = config
+        self.spawned = spawned
         self.known_bugs = known_bugs  # the campaign's registry: its bugs are never shrunk (Pipeline)
         self.start_timeout = start_timeout
         self.in_flight: tuple | None = None
@@ -306,7 +309,7 @@ class Worker:
 
     def _launch(self) -> None:
         small_limit = self.config.memory_limit_mb and self.config.memory_limit_mb < FORK_MIN_LIMIT_MB
-        context = SPAWN if small_limit else FORKSERVER
+        context = SPAWN if small_limit or self.spawned else FORKSERVER
         size_numpy_blas(self.config.threads)
         self.conn, child = context.Pipe()
         # The environment paths the command line named go explicitly: the fork server predates them.
