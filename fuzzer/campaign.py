@@ -43,6 +43,8 @@ CHECKPOINT_EVERY = 2.0  # seconds
 # Past --time, a worker still checking a case gets this long before it is killed and its case
 # counted as abandoned; one in a compiling backend is killed at once (a compile can take minutes).
 DEADLINE_GRACE = 3.0  # seconds
+# A worker this long in one step (a compile, a backend run, its own judging) is named on the progress line.
+SLOW_WORK_S = 10.0
 
 
 @dataclass
@@ -102,6 +104,9 @@ class Progress:
     regions_declared: list = field(default_factory=list)  # the region keys of the campaign's ops and regimes
     region_counts: dict = field(default_factory=dict)  # region key -> graphs that exercised it (fuzzer/regions.py)
     first_graph_s: float | None = None  # start-up: seconds from the start until the first graph was checked
+    # The step the busy worker silent longest is in, once it has taken SLOW_WORK_S: {"doing": "compiling",
+    # "backend": "torch-compile:cpu:float32", "seconds": 42.0} (backend None: the fuzzer's own judging); else {}.
+    slow_work: dict = field(default_factory=dict)
     next_index: int = 0
     done_above: list = field(default_factory=list)
     status: str = "running"
@@ -232,6 +237,7 @@ class Campaign:
                 _wait_for(busy)
                 for worker in busy:
                     self._collect(worker)
+                progress.slow_work = slow_work(busy)
                 self._checkpoint_now_and_then()
         except KeyboardInterrupt:
             status = "interrupted"
@@ -243,6 +249,7 @@ class Campaign:
             stop_all(workers)
             progress.elapsed = time.monotonic() - self._started
             progress.status = status
+            progress.slow_work = {}
             try:
                 self._checkpoint()
             finally:  # a full disk or a held lock fails the checkpoint: the row still says how it ended, and why
@@ -622,6 +629,19 @@ def _sigterm_as_interrupt():
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def slow_work(busy: list) -> dict:
+    """Progress.slow_work of these busy workers, from their heartbeats (a Ray worker sends none)."""
+    silent = [w for w in busy if getattr(w, "last_heartbeat", None)]
+    if not silent:
+        return {}
+    worker = min(silent, key=lambda w: w.last_heartbeat)
+    seconds = time.monotonic() - worker.last_heartbeat
+    if seconds < SLOW_WORK_S:
+        return {}
+    doing = "judging" if worker.backend is None else "compiling" if worker.backend_compiles else "running"
+    return {"doing": doing, "backend": worker.backend, "seconds": round(seconds, 1)}
 
 
 def _wait_for(busy: list) -> None:

@@ -24,6 +24,7 @@ import click
 from fuzzer.budget import CROSS_RELEASE_SHARE, DEFAULT_SHARE, default_share, parse_shares
 from fuzzer.campaign_config import CONFIG_FIELDS
 from fuzzer.errors import InternalError, UserError
+from fuzzer.progress_line import LEGEND as PROGRESS_LEGEND
 from fuzzer import DISTRIBUTION, jsonform, verdicts
 from fuzzer.verdicts import BY_NAME as VERDICT_NAMES
 from fuzzer.workers import MEMORY_LIMIT_VARIABLE, default_memory_limit_mb, require_within_hard_limit
@@ -219,7 +220,7 @@ def main():
 
 # -- run -------------------------------------------------------------------------------
 
-@main.command()
+@main.command(epilog=PROGRESS_LEGEND)
 @db_option
 @click.option("--time", "time_text", metavar="DURATION", help="Stop after this long (90s, 10m, 2h).")
 @click.option("--max-cases", type=bounded("max_cases"), help="Stop after this many generated graphs.")
