@@ -388,12 +388,14 @@ def run(db_path, time_text, max_cases, backends, ops, max_nodes, regimes, seed, 
     progress = run_campaign(corpus, options, on_progress, resume=resume, on_new_bucket=on_new_bucket, known_bugs=registry)
     if interactive and not as_json:
         click.echo("", err=True)
-    summary = {**progress.event_dict(), "region_coverage": progress.region_coverage(), "db": db_path}
+    stored = corpus.stored_by_campaign(progress.campaign_id)
+    summary = {**progress.event_dict(), "region_coverage": progress.region_coverage(), "db": db_path, "stored_cases": stored}
     shares = ", ".join(f"{name} {share:.0%}" for name, share in progress.backend_time_share().items())
     text = (
         f"Campaign {progress.campaign_id} {progress.status}: {progress.graphs} graphs ({progress.checked} cases) in "
         f"{progress.elapsed:.0f}s, {progress.graphs_per_second:.1f} graphs/s; {progress.finding_cases} cases with "
-        f"findings, {progress.new_buckets} new buckets ({progress.known_findings} findings of known bugs, "
+        f"findings (stored: {stored['found']} of them and {stored['shrunk']} shrunk reproducers, as `fuzz stats` counts; "
+        f"a bucket keeps a few cases and counts the rest), {progress.new_buckets} new buckets ({progress.known_findings} findings of known bugs, "
         f"{progress.triaged_findings} in buckets triaged wontfix), {progress.explained_cases} explained as no bug (a "
         f"TF32-style default, or a finding of the backend a plugin derives from), {progress.invalid} invalid (the "
         f"reference defines no entry), {progress.abandoned} abandoned at "
@@ -415,12 +417,20 @@ def run(db_path, time_text, max_cases, backends, ops, max_nodes, regimes, seed, 
     if progress.internal_errors:
         text += (f"\nWarning: {progress.internal_errors} case(s) hit an internal error (a bug in fuzzer, please report it); "
                  f"the last one:\n{progress.last_internal_error}")
+    if progress.status == "interrupted":  # with the plugin files and cluster of this command line
+        summary["resume"] = (resume_command(db_path, progress.campaign_id) + "".join(f" --plugin {p}" for p in plugins)
+                             + (f" --ray {ray_address}" if ray_address else ""))
+        text += f"\nResume it with: {summary['resume']}"
     emit(as_json, summary, text)
     if progress.status == "interrupted":
         sys.exit(EXIT_INTERRUPTED)
     failing = progress.finding_cases if fail_on == "any" or fail_on_finding else progress.unknown_finding_cases
     # A case we failed to check is not a clean one: exit 3 (after the summary) unless a finding says more.
     sys.exit(EXIT_FINDING if failing else EXIT_INTERNAL if progress.internal_errors else 0)
+
+
+def resume_command(db_path: str, campaign_id: int) -> str:
+    return f"fuzz run --db {db_path} --resume {campaign_id}"
 
 
 def _what_ran(progress, backends: list[str], compile_shares: dict[str, float]) -> str:
@@ -595,6 +605,7 @@ def show(db_path, case_id, rerun, plugins, as_json):
         "original_verdicts": original.verdicts if original else None,
         "rerun": rerun_reply.to_dict() if rerun_reply else None,
         "graph": stored.case.graph.to_dict(), "shapes": {k: list(v) for k, v in shapes.items()},
+        "values": {name: array.tolist() for name, array in sorted(stored.case.arrays.items()) if array.size <= VALUES_SHOWN},
         "versions": campaign["versions"] if campaign else None, "seed": stored.case.seed, "reproduce": reproduce,
         "release_checks": bucket["release_checks"] if bucket else [],
     }
@@ -614,6 +625,7 @@ def show(db_path, case_id, rerun, plugins, as_json):
     for node in stored.case.graph.nodes:
         lines.append(f"  {node.name:<12} {node.op:<12} {', '.join(node.inputs):<8} -> {list(shapes[node.name])}  {json.dumps(node.attrs)}")
     lines.append(f"  outputs: {', '.join(stored.case.graph.outputs)}")
+    lines += _value_lines(stored.case.arrays)
     lines.append("Findings:")
     lines += _finding_lines(stored.findings)
     if stored.verdicts:
@@ -634,6 +646,25 @@ def show(db_path, case_id, rerun, plugins, as_json):
                          f"numpy {other.get('numpy')}, python {other.get('python')}")
     lines.append(f"Reproduce: {reproduce[0]}   |   {reproduce[1]}")
     emit(as_json, data, "\n".join(lines))
+
+
+VALUES_SHOWN = 16  # an input or weight this small is shown whole; a larger one by its range (`fuzz export` has all)
+
+
+def _value_lines(arrays: dict) -> list[str]:
+    """'Values (float64, ...):' and one line per input and weight: its values, each as it reads back exactly."""
+    import numpy as np
+
+    lines = ["Values (float64, as stored; `fuzz export --format json` holds every one):"]
+    for name, array in sorted(arrays.items()):
+        if array.size <= VALUES_SHOWN:
+            shown = str(array.tolist())  # Python's float repr: the shortest text that reads back the same float64
+        else:
+            finite = array[np.isfinite(array)]
+            shown = f"{array.size} values" + (f" in [{finite.min():.6g}, {finite.max():.6g}]" if finite.size else "")
+            shown += f", {array.size - finite.size} not finite" if finite.size < array.size else ""
+        lines.append(f"  {name:<12} {shown}")
+    return lines
 
 
 def _release_check_lines(checks: list[dict]) -> list[str]:
@@ -670,8 +701,9 @@ def stats(db_path, as_json):
       fuzz stats --json
     """
     data = open_corpus(db_path).stats()
-    lines = [f"{data['cases']} cases ({data['cases_with_findings']} with findings), {data['buckets']} buckets, "
-             f"{data['campaigns']} campaigns"]
+    lines = [f"{data['cases']} stored cases ({data['cases_with_findings']} with findings, {data['shrunk_cases']} shrunk "
+             f"reproducers among them; a bucket keeps a few cases and counts the rest, which `fuzz campaigns` counts too), "
+             f"{data['buckets']} buckets, {data['campaigns']} campaigns"]
     lines += [f"  verdict {k:<16} {v}" for k, v in data["cases_by_verdict"].items()]
     lines += [f"  status  {k:<16} {v}" for k, v in data["buckets_by_status"].items()]
     for regime in sorted(set(data["graphs_by_regime"]) | set(data["findings_by_regime"])):
@@ -697,7 +729,7 @@ def campaigns(db_path, as_json):
     """
     rows = open_corpus(db_path).campaign_summaries()
     for row in rows:
-        row["resume"] = None if row["status"] == "finished" else f"fuzz run --db {db_path} --resume {row['id']}"
+        row["resume"] = None if row["status"] == "finished" else resume_command(db_path, row["id"])
     lines = [f"{'id':>4}  {'status':<11} {'started':<25} {'duration':>9} {'graphs':>7} {'findings':>8}  resume"]
     for row in rows:
         duration = "-" if row["seconds"] is None else f"{row['seconds']:.0f}s"
@@ -1065,10 +1097,12 @@ def export_case(db_path, case_id, fmt, backend, expect, plugins, timeout, output
 
     envs.trust_command_line([backend or ""])
     corpus = open_corpus(db_path)
+    stored = corpus.get_case(case_id)  # an unknown id is refused before a folder is made
+    if output:
+        output.parent.mkdir(parents=True, exist_ok=True)  # a missing folder is made, as `run` and `report` make theirs
     if fmt == "json":
         text = jsonform.dumps(corpus.export_case(case_id, expect), indent=1, sort_keys=True)
     else:
-        stored = corpus.get_case(case_id)
         if not stored.findings and not backend:
             choices = f"one of the backends it was checked on ({', '.join(stored.backends)})" if stored.backends else \
                 "a backend from `fuzz backends`"

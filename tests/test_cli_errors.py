@@ -140,6 +140,14 @@ def test_unknown_case_id(unchanged, command):
     assert_user_error(fuzz(*command, "--db", unchanged), "No case with id 999", "fuzz list")
 
 
+def test_export_makes_a_missing_output_folder_as_run_does_but_not_for_an_unknown_case(unchanged, tmp_path):
+    assert_user_error(fuzz("export", "999", "--db", unchanged, "--format", "json", "-o", tmp_path / "none" / "c.json"))
+    assert not (tmp_path / "none").exists()
+    result = fuzz("export", "1", "--db", unchanged, "--format", "json", "-o", tmp_path / "new" / "sub" / "case.json")
+    assert result.exit_code == 0, result.output
+    assert json.loads((tmp_path / "new" / "sub" / "case.json").read_text())["format"] == "fuzzer-case"
+
+
 def test_unknown_backend(unchanged):
     assert_user_error(fuzz("run", "--db", unchanged, "--backends", "torch-eagr", "--max-cases", "1"),
                       "'torch-eagr'", "fuzz backends")
