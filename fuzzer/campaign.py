@@ -43,6 +43,9 @@ CHECKPOINT_EVERY = 2.0  # seconds
 # Past --time, a worker still checking a case gets this long before it is killed and its case
 # counted as abandoned; one in a compiling backend is killed at once (a compile can take minutes).
 DEADLINE_GRACE = 3.0  # seconds
+# ... except a case in which a compiler made its first compile (its cold start: tens of seconds on a loaded
+# machine): it may finish for this long past --time, or the compiler would end the campaign untested.
+FIRST_COMPILE_GRACE = 120.0  # seconds
 # A worker this long in one step (a compile, a backend run, its own judging) is named on the progress line.
 SLOW_WORK_S = 10.0
 
@@ -221,6 +224,7 @@ class Campaign:
         self._done_above = set(progress.done_above)
         self._requeued: list[int] = []  # case indices whose Ray node was lost while checking them: run again first
         self._focus: dict[int, str | None] = {}  # case index in flight -> the region key it is steered toward
+        self._first_compiling: set[int] = set()  # case indices in which a compiler with no structure yet compiled
         self._last_checkpoint = time.monotonic()
         workers: list = []
         status, stopped_because = "finished", None
@@ -426,14 +430,20 @@ class Campaign:
             self._last_checkpoint = time.monotonic()
 
     def _abandon_at_deadline(self, busy: list, progress: Progress) -> list:
-        """Past --time, kill a worker in a compiling backend at once and any other after DEADLINE_GRACE;
-        its case stays unchecked (a resumed campaign runs it). Returns the workers still busy."""
+        """Past --time, kill a worker in a compiling backend at once and any other after DEADLINE_GRACE,
+        but one whose case holds a compiler's first compile after FIRST_COMPILE_GRACE; its case stays
+        unchecked (a resumed campaign runs it). Returns the workers still busy."""
+        for worker in busy:  # Ray workers do not say what they run
+            if getattr(worker, "backend_compiles", False) and not progress.compiled_structures.get(worker.backend):
+                self._first_compiling.add(self._assigned[id(worker)])
         if self.options.time_limit is None or progress.elapsed < self.options.time_limit:
             return busy
-        late = progress.elapsed >= self.options.time_limit + DEADLINE_GRACE
+        over = progress.elapsed - self.options.time_limit
         still_busy = []
         for worker in busy:
-            if late or getattr(worker, "backend_compiles", False):  # Ray workers do not say
+            if self._assigned[id(worker)] in self._first_compiling and over < FIRST_COMPILE_GRACE:
+                still_busy.append(worker)
+            elif over >= DEADLINE_GRACE or getattr(worker, "backend_compiles", False):
                 worker.kill()
                 worker.in_flight = None
                 progress.abandoned += 1

@@ -173,7 +173,8 @@ class FuzzGroup(click.Group):
 
     @staticmethod
     def _fail(ctx, code: int, line: str):
-        click.echo(line, err=True)
+        clear = "\r\x1b[K" if sys.stderr.isatty() else ""  # over a live line (`fuzz run`'s), not after it
+        click.echo(clear + line, err=True)
         ctx.exit(code)
 
 
@@ -324,6 +325,12 @@ def run(db_path, time_text, max_cases, backends, ops, max_nodes, regimes, seed, 
         compile_share = default_share([b.name for b in parsed if not b.expensive], [eager_peer(b) for b in compiling])
     compile_shares = {} if resume is not None else parse_shares(  # a resumed campaign's are its stored ones
         compile_share, [b.name for b in compiling], {b.name: b.compile_weight for b in compiling})
+    interactive = sys.stderr.isatty()
+    if interactive and not as_json:  # a first line at once: importing the frameworks takes tens of seconds under load
+        frameworks = sorted({b.family for b in parsed if b.family not in ("", "numpy")})
+        starting = (f"Starting: importing {', '.join(frameworks) or 'the backends'} to check {len(parsed)} backends, then "
+                    f"starting {workers} workers...")
+        click.echo(starting[:terminal_width() - 1], err=True, nl=False)  # a live line: the header or an error replaces it
     if ray_address is None and memory_limit is None:  # those workers do not fork from the template
         from fuzzer.workers import warm_template
 
@@ -349,7 +356,6 @@ def run(db_path, time_text, max_cases, backends, ops, max_nodes, regimes, seed, 
     corpus = open_corpus(db_path, create=True)
     weak_draws = weak_hypothesis_warning()  # a hypothesis release whose seeded draws miss values: said once
 
-    interactive = sys.stderr.isatty()
     last_line: list[float | None] = [None]  # elapsed seconds at the last line printed; None before the header
     last_new_bucket: list[float | None] = [None]  # elapsed seconds at this run's last new bucket
 
@@ -359,7 +365,7 @@ def run(db_path, time_text, max_cases, backends, ops, max_nodes, regimes, seed, 
             if as_json:
                 click.echo(jsonform.dumps({"event": "start", **p.event_dict()}), err=True)
             else:
-                click.echo(_campaign_header(p, options, resume), err=True)
+                click.echo(("\r\x1b[K" if interactive else "") + _campaign_header(p, options, resume), err=True)
             if weak_draws:
                 click.echo(jsonform.dumps({"event": "warning", "message": weak_draws}) if as_json else f"Warning: {weak_draws}", err=True)
             return
@@ -453,9 +459,10 @@ def _what_ran(progress, backends: list[str], compile_shares: dict[str, float]) -
 def terminal_width() -> int:
     """Columns of the terminal the progress line is drawn on: stderr's, since stdout may be a file."""
     try:
-        return os.get_terminal_size(sys.stderr.fileno()).columns
+        columns = os.get_terminal_size(sys.stderr.fileno()).columns  # 0 on a terminal that was given no size
     except OSError:
-        return shutil.get_terminal_size().columns  # $COLUMNS, or stdout's terminal, or 80
+        columns = 0
+    return columns or shutil.get_terminal_size().columns  # $COLUMNS, or stdout's terminal, or 80
 
 
 def _campaign_header(progress, options, resume: int | None) -> str:

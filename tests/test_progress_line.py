@@ -4,6 +4,7 @@ import time
 from dataclasses import replace
 from types import SimpleNamespace
 
+import pytest
 from click.testing import CliRunner
 
 from fuzzer.campaign import Progress, slow_work
@@ -82,3 +83,26 @@ def test_compilers_get_short_names_with_one_count_per_dtype():
     counts = compiler_counts({"torch-compile:cpu:float32": 12, "jax-jit:cpu:float32": 40, "jax-jit:cpu:float64": 38,
                               "jax-eager:cpu:float32": 9, "jax-jit:gpu:float32": 3, "my-layernorm": 2})
     assert counts == {"compile": [12], "eager": [9], "jit": [40, 38], "jit-gpu": [3], "my-layernorm": [2]}
+
+
+def test_on_a_terminal_a_first_line_comes_before_the_imports_and_an_error_then_replaces_it(tmp_path):
+    """What the framework imports are for is said at once, as a live line that what follows overwrites."""
+    import os
+    import pty
+    import subprocess
+    import sys
+
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("needs a machine where torch-eager:cuda is unavailable")
+    leader, follower = pty.openpty()
+    done = subprocess.run([sys.executable, "-c", "import sys; from fuzzer.cli import main; sys.argv[0] = 'fuzz'; main()",
+                           "run", "--db", str(tmp_path / "fuzz.db"), "--max-cases", "1", "--workers", "1",
+                           "--backends", "torch-eager:cuda"], stderr=follower, stdout=subprocess.PIPE, timeout=300)
+    os.close(follower)
+    screen = os.read(leader, 65536).decode()
+    os.close(leader)
+    assert done.returncode == 2
+    assert screen.startswith("Starting: importing torch to check 1 backends, then starting 1 workers...\r\x1b[KError: "
+                             "Backend 'torch-eager:cuda:float32' is not available here"), screen

@@ -269,12 +269,14 @@ def register(api):
 """
 
 
-def test_time_is_honoured_while_a_compile_is_in_flight(tmp_path):
-    """At --time a worker in a compiling backend is killed and its case counted as abandoned,
-    not waited for and not a finding."""
+def test_time_is_honoured_while_a_compile_is_in_flight(tmp_path, monkeypatch):
+    """At --time (past the grace of a compiler's first compile) a worker in a compiling backend is
+    killed and its case counted as abandoned, not waited for and not a finding."""
+    from fuzzer import campaign
     from fuzzer.campaign import DEADLINE_GRACE, CampaignOptions, run_campaign
     from fuzzer.corpus import Corpus
 
+    monkeypatch.setattr(campaign, "FIRST_COMPILE_GRACE", 1.0)  # this compile never ends: the grace ends first
     plugin = tmp_path / "slow_compiler.py"
     plugin.write_text(SLOW_COMPILER_PLUGIN)
     options = CampaignOptions(backends=["torch-eager:cpu:float32", "plugin-slow-compiler"], ops=["relu"],
@@ -285,6 +287,53 @@ def test_time_is_honoured_while_a_compile_is_in_flight(tmp_path):
     assert progress.abandoned == 1 and progress.finding_cases == 0 and progress.status == "finished"
     assert progress.graphs >= 1  # the cheap graphs that paid for the compile's share
     assert ended < 4.0 + DEADLINE_GRACE + 10, ended  # worker start-up included
+
+
+RELEASED_COMPILER_PLUGIN = """
+import os
+import time
+
+import numpy as np
+
+
+def relu_compiling_until_released(xs, ps, attrs):
+    while not os.path.exists(os.environ["RELEASE_FILE"]):
+        time.sleep(0.1)
+    return np.maximum(xs[0], 0)
+
+
+def register(api):
+    api.derive_backend("plugin-slow-compiler", base="jax-eager:cpu:float32", overrides={"relu": relu_compiling_until_released})
+"""
+
+
+def test_a_compilers_first_compile_in_flight_at_the_deadline_is_finished_not_killed(tmp_path, monkeypatch):
+    """A loaded machine took over 40 s for torch.compile's cold start and the deadline killed it: the
+    compiler ended a campaign untested. Here the deadline falls a second into the first compile (set
+    then, so that however long the workers take to start, it falls there), which goes on until a
+    second past it."""
+    from fuzzer import campaign
+    from fuzzer.campaign import CampaignOptions, run_campaign
+    from fuzzer.corpus import Corpus
+
+    plugin, release = tmp_path / "slow_compiler.py", tmp_path / "released"
+    plugin.write_text(RELEASED_COMPILER_PLUGIN)
+    monkeypatch.setenv("RELEASE_FILE", str(release))
+    monkeypatch.setattr(campaign, "SLOW_WORK_S", 0.5)  # the progress names the compile in flight at once
+
+    def deadline_in_the_first_compile(progress):
+        if progress.slow_work.get("backend") != "plugin-slow-compiler":
+            return
+        if options.time_limit == 600:
+            options.time_limit = progress.elapsed + 1
+        elif progress.elapsed > options.time_limit + 1:
+            release.touch()
+
+    options = CampaignOptions(backends=["torch-eager:cpu:float32", "plugin-slow-compiler"], ops=["relu"],
+                              plugins=[str(plugin)], time_limit=600, workers=1, compile_share="1.0")
+    progress = run_campaign(Corpus(tmp_path / "c.db"), options, on_progress=deadline_in_the_first_compile)
+    assert release.exists() and options.time_limit < 600
+    assert progress.compiled_structures == {"plugin-slow-compiler": 1} and progress.abandoned == 0
 
 
 @pytest.mark.parametrize("share", ["jax-jit=0", "jax-jit=1"])
