@@ -116,6 +116,8 @@ def require_bounded_reference(case: Case, case_id: int, plugins: list[str], time
     """Raise a UserError when the float64 reference of stored case `case_id` (and `extra_of`'s reference
     of its extra outputs) does not finish within `timeout` seconds and the replaying memory limit
     (see reference_failure)."""
+    if extra_of is not None and not hasattr(get_backend(extra_of), "extra_reference"):
+        extra_of = None  # no extra outputs: the worker runs numpy alone, without importing the backend's framework
     backends = [REFERENCE_BACKEND] + ([extra_of] if extra_of else [])
     with Replayer(backends, plugins, timeout) as replayer:
         why, by_limits = reference_failure(replayer, case, extra_of)

@@ -43,6 +43,7 @@ import multiprocessing
 import os
 import resource
 import signal
+import sys
 import time
 import traceback
 import warnings
@@ -144,9 +145,10 @@ def limit_threads(threads: int) -> None:
         os.environ[variable] = str(threads)
     if threads == 1:  # XLA's CPU runtime has a switch for its Eigen pool, not a thread count
         os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} --xla_cpu_multi_thread_eigen=false".strip()
-    with contextlib.suppress(ImportError):
-        import torch
-
+    # Only where torch is loaded already (the fork server's template): a spawned worker whose backends need
+    # no torch does not pay its import, and one that imports it later takes OMP_NUM_THREADS, set above.
+    torch = sys.modules.get("torch")
+    if torch is not None:
         torch.set_num_threads(threads)
         with contextlib.suppress(RuntimeError):  # already set, or inter-op work already started
             torch.set_num_interop_threads(threads)

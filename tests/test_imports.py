@@ -190,11 +190,11 @@ main()
 """
 
 
-def test_a_replay_imports_no_framework_in_the_command_and_only_torch_in_its_worker(tmp_path):
+def test_a_replay_imports_no_framework_in_the_command_and_only_the_cases_in_its_worker(tmp_path):
     import subprocess
     import sys
 
-    from fuzzer.replay import Replayer
+    from fuzzer.replay import REFERENCE_BACKEND, Replayer
 
     db = tmp_path / "fuzz.db"
     subprocess.run([sys.executable, "-c", FRAMEWORKS_AT_EXIT, "import", "--db", str(db),
@@ -206,3 +206,6 @@ def test_a_replay_imports_no_framework_in_the_command_and_only_torch_in_its_work
     with Replayer(["torch-eager:cpu:float32"], []) as replayer:  # the worker's shared libraries, as Linux maps them
         libraries = Path(f"/proc/{replayer.worker.process.pid}/maps").read_text()
     assert "libtorch" in libraries and "jaxlib" not in libraries
+    with Replayer([REFERENCE_BACKEND], []) as replayer:  # export's bound on the float64 reference: numpy alone
+        libraries = Path(f"/proc/{replayer.worker.process.pid}/maps").read_text()
+    assert "libtorch" not in libraries and "jaxlib" not in libraries

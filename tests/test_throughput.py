@@ -240,14 +240,15 @@ def register(api):
 """
 
 
+@pytest.mark.parametrize("spawned", [False, True], ids=["forked", "spawned"])  # spawned: torch imported after the limit
 @pytest.mark.parametrize("threads, verdict", [(1, "agree"), (2, "crash")])
-def test_a_worker_runs_the_intra_op_threads_it_is_given(tmp_path, threads, verdict):
+def test_a_worker_runs_the_intra_op_threads_it_is_given(tmp_path, threads, verdict, spawned):
     from fuzzer.pipeline import WorkerConfig
     from fuzzer.workers import Worker
 
     plugin = tmp_path / "one_thread.py"
     plugin.write_text(THREADS_PLUGIN)
-    worker = Worker(WorkerConfig(backends=["plugin-one-thread-relu"], plugins=[str(plugin)], threads=threads))
+    worker = Worker(WorkerConfig(backends=["plugin-one-thread-relu"], plugins=[str(plugin)], threads=threads), spawned=spawned)
     try:
         result = worker.request(("check", materialize(chain(["relu"]), 0), ["plugin-one-thread-relu"]), timeout=60)
     finally:
