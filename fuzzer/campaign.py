@@ -458,14 +458,21 @@ class Campaign:
             workers = [Worker(replace(config, first_compile_dir=self._first_compiles.name), wait=False, known_bugs=self._unshrunk_bugs)
                        for config in configs]
             self._declare_regions()  # while the workers start
-            for worker in workers:  # launched side by side, then waited for
-                worker.wait_ready()
+            started = time.monotonic()
+            for worker in workers:  # launched side by side, then waited for, saying so on the progress line
+                worker.wait_ready(on_wait=lambda: self._tell_starting(started))
+            self.progress.slow_work = {}
         else:
             start_ray(self.options.ray)
             self._declare_regions()
             workers = [RayWorker(config, self._unshrunk_bugs) for config in configs]
         self._slots = {id(worker): slot for slot, worker in enumerate(workers)}
         return workers
+
+    def _tell_starting(self, started: float) -> None:
+        self.progress.elapsed = time.monotonic() - self._started
+        self.progress.slow_work = {"doing": "starting workers", "backend": None, "seconds": round(time.monotonic() - started, 1)}
+        self.on_progress(self.progress)
 
     def _slot_configs(self, count: int) -> list[WorkerConfig]:
         """Each worker slot's config, with the compilers it runs (compiler affinity: fuzzer/budget.py's

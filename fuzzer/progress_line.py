@@ -15,7 +15,8 @@ shortened, then left out, to fit the terminal:
       corpus, and the time since the last of them
   compiling torch-compile for 42s: the longest step a worker is in, once it
       passes 10 s (compiling: a compiler's run, its compile mostly; running:
-      another backend's; judging: the float64 reference and the oracle)
+      another backend's; judging: the float64 reference and the oracle;
+      starting workers: their imports of torch and jax)
   1234 graphs 8.1/s: graphs checked, and per second
   compiled: compile 12 jit 40/38 (or their sums, or compiled 52 in all): graph
       structures each compiler compiled, one count per dtype; named without

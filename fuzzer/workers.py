@@ -47,7 +47,7 @@ import sys
 import time
 import traceback
 import warnings
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 from fuzzer import envs
 from fuzzer.errors import DevicePoisoned, InternalError, UserError
@@ -319,10 +319,15 @@ class Worker:
         self.process.start()
         child.close()
 
-    def wait_ready(self) -> None:
-        if not self.conn.poll(self.start_timeout):
-            self.kill()
-            raise InternalError("a worker process did not start in time")
+    def wait_ready(self, on_wait: Callable[[], None] | None = None) -> None:
+        """`on_wait` is called every 2 s while the worker starts (its imports: tens of seconds under load)."""
+        deadline = time.monotonic() + self.start_timeout
+        while not self.conn.poll(max(0.0, min(2.0, deadline - time.monotonic()))):
+            if time.monotonic() >= deadline:
+                self.kill()
+                raise InternalError("a worker process did not start in time")
+            if on_wait is not None:
+                on_wait()
         message = self._recv()
         if message[0] == "user-error":
             self.kill()

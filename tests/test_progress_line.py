@@ -106,3 +106,18 @@ def test_on_a_terminal_a_first_line_comes_before_the_imports_and_an_error_then_r
     assert done.returncode == 2
     assert screen.startswith("Starting: importing torch to check 1 backends, then starting 1 workers...\r\x1b[KError: "
                              "Backend 'torch-eager:cuda:float32' is not available here"), screen
+
+
+def test_a_campaign_says_its_workers_are_starting_while_they_do(tmp_path):
+    from fuzzer.campaign import CampaignOptions, run_campaign
+    from fuzzer.corpus import Corpus
+
+    plugin = tmp_path / "slow_to_load.py"  # each worker loads it: a start of 3 s at least, whatever the machine
+    plugin.write_text("import time\n\ntime.sleep(3)\n\n\ndef register(api):\n    pass\n")
+    seen = []
+    options = CampaignOptions(backends=["torch-eager:cpu:float32"], ops=["relu"], plugins=[str(plugin)], max_cases=1, workers=1)
+    run_campaign(Corpus(tmp_path / "c.db"), options, on_progress=lambda p: seen.append(dict(p.slow_work)))
+    starting = [work for work in seen if work.get("doing") == "starting workers"]
+    assert starting and starting[-1]["seconds"] >= 2 and seen[-1] == {}
+    assert progress_line(replace(DEFAULT, slow_work=starting[-1]), 3600, None, width=80).startswith(
+        "12m05s/1h00m | 3 new | starting workers for ")
