@@ -298,13 +298,13 @@ import numpy as np
 
 
 def relu_compiling_until_released(xs, ps, attrs):
-    while not os.path.exists(os.environ["RELEASE_FILE"]):
+    while not os.path.exists(RELEASE_PATH):
         time.sleep(0.1)
     return np.maximum(xs[0], 0)
 
 
 def register(api):
-    api.derive_backend("plugin-slow-compiler", base="jax-eager:cpu:float32", overrides={"relu": relu_compiling_until_released})
+    api.derive_backend("plugin-released-compiler", base="jax-eager:cpu:float32", overrides={"relu": relu_compiling_until_released})
 """
 
 
@@ -317,24 +317,24 @@ def test_a_compilers_first_compile_in_flight_at_the_deadline_is_finished_not_kil
     from fuzzer.campaign import CampaignOptions, run_campaign
     from fuzzer.corpus import Corpus
 
-    plugin, release = tmp_path / "slow_compiler.py", tmp_path / "released"
-    plugin.write_text(RELEASED_COMPILER_PLUGIN)
-    monkeypatch.setenv("RELEASE_FILE", str(release))
+    plugin, release = tmp_path / "released_compiler.py", tmp_path / "released"
+    # The path in the file, not in a variable: a fork server started by an earlier test lacks newer variables.
+    plugin.write_text(f"RELEASE_PATH = {str(release)!r}\n" + RELEASED_COMPILER_PLUGIN)
     monkeypatch.setattr(campaign, "SLOW_WORK_S", 0.5)  # the progress names the compile in flight at once
 
     def deadline_in_the_first_compile(progress):
-        if progress.slow_work.get("backend") != "plugin-slow-compiler":
+        if progress.slow_work.get("backend") != "plugin-released-compiler":
             return
         if options.time_limit == 600:
             options.time_limit = progress.elapsed + 1
         elif progress.elapsed > options.time_limit + 1:
             release.touch()
 
-    options = CampaignOptions(backends=["torch-eager:cpu:float32", "plugin-slow-compiler"], ops=["relu"],
+    options = CampaignOptions(backends=["torch-eager:cpu:float32", "plugin-released-compiler"], ops=["relu"],
                               plugins=[str(plugin)], time_limit=600, workers=1, compile_share="1.0")
     progress = run_campaign(Corpus(tmp_path / "c.db"), options, on_progress=deadline_in_the_first_compile)
     assert release.exists() and options.time_limit < 600
-    assert progress.compiled_structures == {"plugin-slow-compiler": 1} and progress.abandoned == 0
+    assert progress.compiled_structures == {"plugin-released-compiler": 1} and progress.abandoned == 0
 
 
 @pytest.mark.parametrize("share", ["jax-jit=0", "jax-jit=1"])
