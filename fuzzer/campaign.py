@@ -44,6 +44,11 @@ CHECKPOINT_EVERY = 2.0  # seconds
 # Past --time, a worker still checking a case gets this long before it is killed and its case
 # counted as abandoned; one in a compiling backend is killed at once (a compile can take minutes).
 DEADLINE_GRACE = 3.0  # seconds
+# ... except a case in which a compiler made its first compile (its cold start: tens of seconds on a loaded
+# machine): it may finish for this long past --time, or the compiler would end the campaign untested.
+FIRST_COMPILE_GRACE = 120.0  # seconds
+# A worker this long in one step (a compile, a backend run, its own judging) is named on the progress line.
+SLOW_WORK_S = 10.0
 
 
 @dataclass
@@ -104,6 +109,9 @@ class Progress:
     regions_declared: list = field(default_factory=list)  # the region keys of the campaign's ops and regimes
     region_counts: dict = field(default_factory=dict)  # region key -> graphs that exercised it (fuzzer/regions.py)
     first_graph_s: float | None = None  # start-up: seconds from the start until the first graph was checked
+    # The step the busy worker silent longest is in, once it has taken SLOW_WORK_S: {"doing": "compiling",
+    # "backend": "torch-compile:cpu:float32", "seconds": 42.0} (backend None: the fuzzer's own judging); else {}.
+    slow_work: dict = field(default_factory=dict)
     next_index: int = 0
     done_above: list = field(default_factory=list)
     status: str = "running"
@@ -218,6 +226,7 @@ class Campaign:
         self._done_above = set(progress.done_above)
         self._requeued: list[int] = []  # case indices whose Ray node was lost while checking them: run again first
         self._focus: dict[int, str | None] = {}  # case index in flight -> the region key it is steered toward
+        self._first_compiling: set[int] = set()  # case indices in which a compiler with no structure yet compiled
         self._last_checkpoint = time.monotonic()
         workers: list = []
         status, stopped_because = "finished", None
@@ -234,6 +243,7 @@ class Campaign:
                 _wait_for(busy)
                 for worker in busy:
                     self._collect(worker)
+                progress.slow_work = slow_work(busy)
                 self._checkpoint_now_and_then()
         except KeyboardInterrupt:
             status = "interrupted"
@@ -245,6 +255,7 @@ class Campaign:
             stop_all(workers)
             progress.elapsed = time.monotonic() - self._started
             progress.status = status
+            progress.slow_work = {}
             try:
                 self._checkpoint()
             finally:  # a full disk or a held lock fails the checkpoint: the row still says how it ended, and why
@@ -426,14 +437,20 @@ class Campaign:
             self._last_checkpoint = time.monotonic()
 
     def _abandon_at_deadline(self, busy: list, progress: Progress) -> list:
-        """Past --time, kill a worker in a compiling backend at once and any other after DEADLINE_GRACE;
-        its case stays unchecked (a resumed campaign runs it). Returns the workers still busy."""
+        """Past --time, kill a worker in a compiling backend at once and any other after DEADLINE_GRACE,
+        but one whose case holds a compiler's first compile after FIRST_COMPILE_GRACE; its case stays
+        unchecked (a resumed campaign runs it). Returns the workers still busy."""
+        for worker in busy:  # Ray workers do not say what they run
+            if getattr(worker, "backend_compiles", False) and not progress.compiled_structures.get(worker.backend):
+                self._first_compiling.add(self._assigned[id(worker)])
         if self.options.time_limit is None or progress.elapsed < self.options.time_limit:
             return busy
-        late = progress.elapsed >= self.options.time_limit + DEADLINE_GRACE
+        over = progress.elapsed - self.options.time_limit
         still_busy = []
         for worker in busy:
-            if late or getattr(worker, "backend_compiles", False):  # Ray workers do not say
+            if self._assigned[id(worker)] in self._first_compiling and over < FIRST_COMPILE_GRACE:
+                still_busy.append(worker)
+            elif over >= DEADLINE_GRACE or getattr(worker, "backend_compiles", False):
                 worker.kill()
                 worker.in_flight = None
                 progress.abandoned += 1
@@ -448,14 +465,21 @@ class Campaign:
             workers = [Worker(replace(config, first_compile_dir=self._first_compiles.name), wait=False, known_bugs=self._unshrunk_bugs)
                        for config in configs]
             self._declare_regions()  # while the workers start
-            for worker in workers:  # launched side by side, then waited for
-                worker.wait_ready()
+            started = time.monotonic()
+            for worker in workers:  # launched side by side, then waited for, saying so on the progress line
+                worker.wait_ready(on_wait=lambda: self._tell_starting(started))
+            self.progress.slow_work = {}
         else:
             start_ray(self.options.ray)
             self._declare_regions()
             workers = [RayWorker(config, self._unshrunk_bugs) for config in configs]
         self._slots = {id(worker): slot for slot, worker in enumerate(workers)}
         return workers
+
+    def _tell_starting(self, started: float) -> None:
+        self.progress.elapsed = time.monotonic() - self._started
+        self.progress.slow_work = {"doing": "starting workers", "backend": None, "seconds": round(time.monotonic() - started, 1)}
+        self.on_progress(self.progress)
 
     def _slot_configs(self, count: int) -> list[WorkerConfig]:
         """Each worker slot's config, with the compilers it runs (compiler affinity: fuzzer/budget.py's
@@ -629,6 +653,19 @@ def _sigterm_as_interrupt():
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def slow_work(busy: list) -> dict:
+    """Progress.slow_work of these busy workers, from their heartbeats (a Ray worker sends none)."""
+    silent = [w for w in busy if getattr(w, "last_heartbeat", None)]
+    if not silent:
+        return {}
+    worker = min(silent, key=lambda w: w.last_heartbeat)
+    seconds = time.monotonic() - worker.last_heartbeat
+    if seconds < SLOW_WORK_S:
+        return {}
+    doing = "judging" if worker.backend is None else "compiling" if worker.backend_compiles else "running"
+    return {"doing": doing, "backend": worker.backend, "seconds": round(seconds, 1)}
 
 
 def _wait_for(busy: list) -> None:

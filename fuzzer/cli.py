@@ -25,6 +25,7 @@ import click
 from fuzzer.budget import CROSS_RELEASE_SHARE, DEFAULT_SHARE, default_share, parse_shares
 from fuzzer.campaign_config import CONFIG_FIELDS
 from fuzzer.errors import FULL_DISK_ERRNOS, InternalError, UserError
+from fuzzer.progress_line import LEGEND as PROGRESS_LEGEND
 from fuzzer import DISTRIBUTION, jsonform, verdicts
 from fuzzer.verdicts import BY_NAME as VERDICT_NAMES
 from fuzzer.workers import MEMORY_LIMIT_VARIABLE, default_memory_limit_mb, require_within_hard_limit
@@ -186,7 +187,8 @@ class FuzzGroup(click.Group):
 
     @staticmethod
     def _fail(ctx, code: int, line: str):
-        click.echo(line, err=True)
+        clear = "\r\x1b[K" if sys.stderr.isatty() else ""  # over a live line (`fuzz run`'s), not after it
+        click.echo(clear + line, err=True)
         ctx.exit(code)
 
 
@@ -233,7 +235,7 @@ def main():
 
 # -- run -------------------------------------------------------------------------------
 
-@main.command()
+@main.command(epilog=PROGRESS_LEGEND)
 @db_option
 @click.option("--time", "time_text", metavar="DURATION", help="Stop after this long (90s, 10m, 2h).")
 @click.option("--max-cases", type=bounded("max_cases"), help="Stop after this many generated graphs.")
@@ -310,7 +312,7 @@ def run(db_path, time_text, max_cases, backends, ops, max_nodes, regimes, seed, 
       fuzz run --max-cases 200 --plugin layout-layernorm --backends torch-eager,canary-layout-layernorm
     """
     from fuzzer import envs
-    from fuzzer.backends import parse_backend_list
+    from fuzzer.backends import name_backend_list, require_available
     from fuzzer.campaign import CampaignOptions, run_campaign
     from fuzzer.campaign_config import resumed_options
     from fuzzer.check import eager_peer
@@ -321,33 +323,50 @@ def run(db_path, time_text, max_cases, backends, ops, max_nodes, regimes, seed, 
     from fuzzer.progress_line import progress_line
     from fuzzer.regimes import parse_regime_list
 
+    # Every option is checked before torch or jax is imported (tens of seconds on a loaded machine).
     if resume is None and max_cases is None and time_text is None:
         raise UserError("A campaign needs a limit: pass --time (e.g. 10m) or --max-cases.")
+    time_limit = parse_duration(time_text)
+    if time_limit == 0:
+        raise UserError(f"--time {time_text} leaves the campaign no time; pass a longer one (e.g. 90s or 10m).")
+    if resume is not None:
+        open_corpus(db_path).campaign(resume)  # a campaign that is not there is refused now
+    op_names = parse_op_list(ops) if ops else None
+    regime_names = [r.name for r in parse_regime_list(regimes)] if regimes else None
     if seed is None:  # as libFuzzer and AFL++ do: each campaign draws new graphs; the header says how to repeat it
         seed = secrets.randbelow(2**32)
     registry = load_registry(known_bugs)  # a malformed registry fails here, before the corpus is created
+    load_plugins(list(plugins))  # fail fast, in this process, on a bad plugin or backend (a canary imports torch)
+    envs.trust_command_line([b.strip() for b in (backends or "").split(",")])
+    parsed = name_backend_list(backends)
+    compiling = [b for b in parsed if b.expensive]
+    if compile_share is None:
+        compile_share = default_share([b.name for b in parsed if not b.expensive], [eager_peer(b) for b in compiling])
+    compile_shares = {} if resume is not None else parse_shares(  # a resumed campaign's are its stored ones
+        compile_share, [b.name for b in compiling], {b.name: b.compile_weight for b in compiling})
+    interactive = sys.stderr.isatty()
+    if interactive and not as_json:  # a first line at once: importing the frameworks takes tens of seconds under load
+        frameworks = sorted({b.family for b in parsed if b.family not in ("", "numpy")})
+        starting = (f"Starting: importing {', '.join(frameworks) or 'the backends'} to check {len(parsed)} backends, then "
+                    f"starting {workers} workers...")
+        click.echo(starting[:terminal_width() - 1], err=True, nl=False)  # a live line: the header or an error replaces it
     if ray_address is None and memory_limit is None:  # those workers do not fork from the template
         from fuzzer.workers import warm_template
 
         warm_template(threads)
-    load_plugins(list(plugins))  # fail fast, in this process, on a bad plugin, backend or op
     if ray_address is not None:  # joined before the campaign starts: a cluster it cannot join is a UserError
         from fuzzer.ray_workers import start_ray
 
         start_ray(ray_address)
-    envs.trust_command_line([b.strip() for b in (backends or "").split(",")])
-    parsed = parse_backend_list(backends)
+    require_available(parsed)
     backend_list = [b.name for b in parsed]
-    if compile_share is None:
-        compile_share = default_share([b.name for b in parsed if not b.expensive], [eager_peer(b) for b in parsed if b.expensive])
     if memory_limit is None:
         memory_limit = default_memory_limit_mb(workers, parsed)
     else:
         require_within_hard_limit(memory_limit)
     options = CampaignOptions(
-        backends=backend_list, ops=parse_op_list(ops) if ops else None, max_nodes=max_nodes,
-        regimes=[r.name for r in parse_regime_list(regimes)] if regimes else None, seed=seed,
-        max_cases=max_cases, time_limit=parse_duration(time_text), workers=workers, timeout=timeout, compile_timeout=compile_timeout,
+        backends=backend_list, ops=op_names, max_nodes=max_nodes, regimes=regime_names, seed=seed,
+        max_cases=max_cases, time_limit=time_limit, workers=workers, timeout=timeout, compile_timeout=compile_timeout,
         shrink_time=shrink_time, inputs_per_graph=inputs_per_graph, compiled_inputs=compiled_inputs,
         compile_share=compile_share, threads=threads,
         plugins=list(plugins), memory_limit_mb=memory_limit or None, recycle_rss_mb=recycle_memory, ray=ray_address,
@@ -356,7 +375,6 @@ def run(db_path, time_text, max_cases, backends, ops, max_nodes, regimes, seed, 
     corpus = open_corpus(db_path, create=True)
     weak_draws = weak_hypothesis_warning()  # a hypothesis release whose seeded draws miss values: said once
 
-    interactive = sys.stderr.isatty()
     last_line: list[float | None] = [None]  # elapsed seconds at the last line printed; None before the header
     last_new_bucket: list[float | None] = [None]  # elapsed seconds at this run's last new bucket
 
@@ -367,7 +385,7 @@ def run(db_path, time_text, max_cases, backends, ops, max_nodes, regimes, seed, 
             if as_json:
                 click.echo(jsonform.dumps({"event": "start", "seed": stored_seed, **p.event_dict()}), err=True)
             else:
-                click.echo(_campaign_header(p, options, resume, stored_seed), err=True)
+                click.echo(("\r\x1b[K" if interactive else "") + _campaign_header(p, options, resume, stored_seed), err=True)
             if weak_draws:
                 click.echo(jsonform.dumps({"event": "warning", "message": weak_draws}) if as_json else f"Warning: {weak_draws}", err=True)
             return
@@ -398,18 +416,20 @@ def run(db_path, time_text, max_cases, backends, ops, max_nodes, regimes, seed, 
     progress = run_campaign(corpus, options, on_progress, resume=resume, on_new_bucket=on_new_bucket, known_bugs=registry)
     if interactive and not as_json:
         click.echo("", err=True)
+    stored = corpus.stored_by_campaign(progress.campaign_id)
     summary = {**progress.event_dict(), "seed": corpus.campaign(progress.campaign_id)["seed"],
-               "region_coverage": progress.region_coverage(), "db": db_path}
+               "region_coverage": progress.region_coverage(), "db": db_path, "stored_cases": stored}
     shares = ", ".join(f"{name} {share:.0%}" for name, share in progress.backend_time_share().items())
     if resume is not None:  # the resumed campaign's own backends and shares, not this command line's defaults
         options = CampaignOptions(**resumed_options(corpus.campaign(resume), list(plugins))[0], plugins=list(plugins))
-        parsed = parse_backend_list(",".join(options.backends))
-    compiling = [b for b in parsed if b.expensive]
-    compile_shares = parse_shares(options.compile_share, [b.name for b in compiling], {b.name: b.compile_weight for b in compiling})
+        compiling = [b for b in name_backend_list(",".join(options.backends)) if b.expensive]
+        compile_shares = parse_shares(options.compile_share, [b.name for b in compiling],
+                                      {b.name: b.compile_weight for b in compiling})
     text = (
         f"Campaign {progress.campaign_id} {progress.status}: {progress.graphs} graphs ({progress.checked} cases) in "
         f"{progress.elapsed:.0f}s, {progress.graphs_per_second:.1f} graphs/s; {progress.finding_cases} cases with "
-        f"findings, {progress.new_buckets} new buckets ({progress.known_findings} findings of known bugs, "
+        f"findings (stored: {stored['found']} of them and {stored['shrunk']} shrunk reproducers, as `fuzz stats` counts; "
+        f"a bucket keeps a few cases and counts the rest), {progress.new_buckets} new buckets ({progress.known_findings} findings of known bugs, "
         f"{progress.triaged_findings} in buckets triaged wontfix), {progress.explained_cases} explained as no bug (a "
         f"TF32-style default, or a finding of the backend a plugin derives from), {progress.invalid} invalid (the "
         f"reference defines no entry), {progress.abandoned} abandoned at "
@@ -434,12 +454,20 @@ def run(db_path, time_text, max_cases, backends, ops, max_nodes, regimes, seed, 
     if progress.internal_errors:
         text += (f"\nWarning: {progress.internal_errors} case(s) hit an internal error (a bug in fuzzer, please report it); "
                  f"the last one:\n{progress.last_internal_error}")
+    if progress.status == "interrupted":  # with the plugin files and cluster of this command line
+        summary["resume"] = (resume_command(db_path, progress.campaign_id) + "".join(f" --plugin {p}" for p in plugins)
+                             + (f" --ray {ray_address}" if ray_address else ""))
+        text += f"\nResume it with: {summary['resume']}"
     emit(as_json, summary, text)
     if progress.status == "interrupted":
         sys.exit(EXIT_INTERRUPTED)
     failing = progress.finding_cases if fail_on == "any" or fail_on_finding else progress.unknown_finding_cases
     # A case we failed to check is not a clean one: exit 3 (after the summary) unless a finding says more.
     sys.exit(EXIT_FINDING if failing else EXIT_INTERNAL if progress.internal_errors else 0)
+
+
+def resume_command(db_path: str, campaign_id: int) -> str:
+    return f"fuzz run --db {db_path} --resume {campaign_id}"
 
 
 def _what_ran(progress, backends: list[str], compile_shares: dict[str, float]) -> str:
@@ -462,9 +490,10 @@ def _what_ran(progress, backends: list[str], compile_shares: dict[str, float]) -
 def terminal_width() -> int:
     """Columns of the terminal the progress line is drawn on: stderr's, since stdout may be a file."""
     try:
-        return os.get_terminal_size(sys.stderr.fileno()).columns
+        columns = os.get_terminal_size(sys.stderr.fileno()).columns  # 0 on a terminal that was given no size
     except OSError:
-        return shutil.get_terminal_size().columns  # $COLUMNS, or stdout's terminal, or 80
+        columns = 0
+    return columns or shutil.get_terminal_size().columns  # $COLUMNS, or stdout's terminal, or 80
 
 
 def _campaign_header(progress, options, resume: int | None, seed: int) -> str:
@@ -624,6 +653,7 @@ def show(db_path, handle, rerun, plugins, as_json):
         "original_verdicts": original.verdicts if original else None,
         "rerun": rerun_reply.to_dict() if rerun_reply else None, "where": location, "not_rerun": left_out,
         "graph": stored.case.graph.to_dict(), "shapes": {k: list(v) for k, v in shapes.items()},
+        "values": {name: array.tolist() for name, array in sorted(stored.case.arrays.items()) if array.size <= VALUES_SHOWN},
         "versions": campaign["versions"] if campaign else None, "seed": stored.case.seed, "reproduce": reproduce,
         "release_checks": bucket["release_checks"] if bucket else [],
     }
@@ -643,6 +673,7 @@ def show(db_path, handle, rerun, plugins, as_json):
     for node in stored.case.graph.nodes:
         lines.append(f"  {node.name:<12} {node.op:<12} {', '.join(node.inputs):<8} -> {list(shapes[node.name])}  {json.dumps(node.attrs)}")
     lines.append(f"  outputs: {', '.join(stored.case.graph.outputs)}")
+    lines += _value_lines(stored.case.arrays)
     lines.append("Every backend it was checked on, against the float64 reference, and its findings:")
     lines += _checked_lines(stored.verdicts, stored.findings)
     if rerun_reply:
@@ -662,6 +693,25 @@ def show(db_path, handle, rerun, plugins, as_json):
                          f"numpy {other.get('numpy')}, python {other.get('python')}")
     lines.append(f"Reproduce: {reproduce[0]}   |   {reproduce[1]}")
     emit(as_json, data, "\n".join(lines))
+
+
+VALUES_SHOWN = 16  # an input or weight this small is shown whole; a larger one by its range (`fuzz export` has all)
+
+
+def _value_lines(arrays: dict) -> list[str]:
+    """'Values (float64, ...):' and one line per input and weight: its values, each as it reads back exactly."""
+    import numpy as np
+
+    lines = ["Values (float64, as stored; `fuzz export --format json` holds every one):"]
+    for name, array in sorted(arrays.items()):
+        if array.size <= VALUES_SHOWN:
+            shown = str(array.tolist())  # Python's float repr: the shortest text that reads back the same float64
+        else:
+            finite = array[np.isfinite(array)]
+            shown = f"{array.size} values" + (f" in [{finite.min():.6g}, {finite.max():.6g}]" if finite.size else "")
+            shown += f", {array.size - finite.size} not finite" if finite.size < array.size else ""
+        lines.append(f"  {name:<12} {shown}")
+    return lines
 
 
 def _release_check_lines(checks: list[dict]) -> list[str]:
@@ -698,8 +748,9 @@ def stats(db_path, as_json):
       fuzz stats --json
     """
     data = open_corpus(db_path).stats()
-    lines = [f"{data['cases']} cases ({data['cases_with_findings']} with findings), {data['buckets']} buckets, "
-             f"{data['campaigns']} campaigns"]
+    lines = [f"{data['cases']} stored cases ({data['cases_with_findings']} with findings, {data['shrunk_cases']} shrunk "
+             f"reproducers among them; a bucket keeps a few cases and counts the rest, which `fuzz campaigns` counts too), "
+             f"{data['buckets']} buckets, {data['campaigns']} campaigns"]
     lines += [f"  verdict {k:<16} {v}" for k, v in data["cases_by_verdict"].items()]
     lines += [f"  status  {k:<16} {v}" for k, v in data["buckets_by_status"].items()]
     for regime in sorted(set(data["graphs_by_regime"]) | set(data["findings_by_regime"])):
@@ -725,7 +776,7 @@ def campaigns(db_path, as_json):
     """
     rows = open_corpus(db_path).campaign_summaries()
     for row in rows:
-        row["resume"] = None if row["status"] == "finished" else f"fuzz run --db {db_path} --resume {row['id']}"
+        row["resume"] = None if row["status"] == "finished" else resume_command(db_path, row["id"])
     lines = [f"{'id':>4}  {'status':<11} {'started':<25} {'duration':>9} {'graphs':>7} {'findings':>8}  resume"]
     for row in rows:
         duration = "-" if row["seconds"] is None else f"{row['seconds']:.0f}s"
@@ -1099,10 +1150,12 @@ def export_case(db_path, handle, fmt, backend, expect, plugins, timeout, output,
     envs.trust_command_line([backend or ""])
     corpus = open_corpus(db_path)
     case_id, bucket = corpus.named_case(handle)
+    stored = corpus.get_case(case_id)  # an unknown id is refused before a folder is made
+    if output:
+        output.parent.mkdir(parents=True, exist_ok=True)  # a missing folder is made, as `run` and `report` make theirs
     if fmt == "json":
         text = jsonform.dumps(corpus.export_case(case_id, expect), indent=1, sort_keys=True)
     else:
-        stored = corpus.get_case(case_id)
         if not stored.findings and not backend:
             choices = f"one of the backends it was checked on ({', '.join(stored.backends)})" if stored.backends else \
                 "a backend from `fuzz backends`"

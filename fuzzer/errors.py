@@ -1,6 +1,7 @@
 """The two kinds of failure: the user's input is wrong, or we have a bug; the text of errors, and the
 errors that leave a device unusable."""
 
+import difflib
 import errno
 import os
 import re
@@ -13,6 +14,12 @@ class UserError(Exception):
     """
 
     exit_code = 2
+
+
+def did_you_mean(name: str, choices) -> str:
+    """' (did you mean 'relu'?)' for the closest of `choices` to a mistyped `name`; '' when none is close."""
+    close = difflib.get_close_matches(name, list(choices), n=1, cutoff=0.6)
+    return f" (did you mean '{close[0]}'?)" if close else ""
 
 
 class InternalError(Exception):

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
-from fuzzer.errors import UserError
+from fuzzer.errors import UserError, did_you_mean
 
 # How an input array is filled (fuzzer/arrays.py). "normal" dominates the small regime;
 # the others are the edges real kernels get wrong.
@@ -122,6 +122,6 @@ def parse_regime_list(text: str | None) -> tuple[Regime, ...]:
     chosen = []
     for name in (n.strip() for n in text.split(",") if n.strip()):
         if name not in BY_NAME:
-            raise UserError(f"Unknown regime '{name}'; choose from {', '.join(BY_NAME)}.")
+            raise UserError(f"Unknown regime '{name}'{did_you_mean(name, BY_NAME)}; choose from {', '.join(BY_NAME)}.")
         chosen.append(BY_NAME[name])
     return tuple(chosen)

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Callable
 from xml.etree import ElementTree
 
-from fuzzer.backends import get_backend, parse_backend_list
+from fuzzer.backends import get_backend, name_backend_list
 from fuzzer.check import Finding
 from fuzzer.corpus import Corpus, case_from_export, file_kind, is_finding, load_case_file
 from fuzzer.death_shrink import name_death, shrink_death
@@ -47,9 +47,11 @@ class Replayer:
         plugins = list(dict.fromkeys(list(plugins) + canaries_for(backends)))
         load_plugins(plugins)  # the backends' devices decide the default limit
         self.timeout = timeout
+        # Named, not imported, here: the worker imports the frameworks the backends need (and refuses one
+        # that is not available), this process none of them.
         self.config = WorkerConfig(backends=list(backends), plugins=plugins, reruns=reruns,
-                                   memory_limit_mb=replay_memory_limit_mb(parse_backend_list(",".join(backends))))
-        self.worker = Worker(self.config)
+                                   memory_limit_mb=replay_memory_limit_mb(name_backend_list(",".join(backends))))
+        self.worker = Worker(self.config, spawned=True)
 
     def request(self, message: tuple):
         """The worker's reply. A request that poisons the worker's device (WorkerPoisoned) runs once more
@@ -129,6 +131,8 @@ def require_bounded_reference(case: Case, case_id: int, plugins: list[str], time
     """Raise a UserError when the float64 reference of stored case `case_id` (and `extra_of`'s reference
     of its extra outputs) does not finish within `timeout` seconds and the replaying memory limit
     (see reference_failure)."""
+    if extra_of is not None and not hasattr(get_backend(extra_of), "extra_reference"):
+        extra_of = None  # no extra outputs: the worker runs numpy alone, without importing the backend's framework
     backends = [REFERENCE_BACKEND] + ([extra_of] if extra_of else [])
     with Replayer(backends, plugins, timeout) as replayer:
         why, by_limits = reference_failure(replayer, case, extra_of)

@@ -46,11 +46,12 @@ import multiprocessing
 import os
 import resource
 import signal
+import sys
 import time
 import traceback
 import warnings
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 from fuzzer import envs
 from fuzzer.errors import DevicePoisoned, InternalError, UserError
@@ -148,9 +149,10 @@ def limit_threads(threads: int) -> None:
         os.environ[variable] = str(threads)
     if threads == 1:  # XLA's CPU runtime has a switch for its Eigen pool, not a thread count
         os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} --xla_cpu_multi_thread_eigen=false".strip()
-    with contextlib.suppress(ImportError):
-        import torch
-
+    # Only where torch is loaded already (the fork server's template): a spawned worker whose backends need
+    # no torch does not pay its import, and one that imports it later takes OMP_NUM_THREADS, set above.
+    torch = sys.modules.get("torch")
+    if torch is not None:
         torch.set_num_threads(threads)
         with contextlib.suppress(RuntimeError):  # already set, or inter-op work already started
             torch.set_num_interop_threads(threads)
@@ -310,10 +312,13 @@ class Worker:
     can keep several workers busy (`submit`, then `collect` when its pipe is readable)."""
 
     def __init__(self, config: WorkerConfig, start_timeout: float = 300.0, wait: bool = True,
-                 known_bugs: Registry | None = None):
+                 known_bugs: Registry | None = None, spawned: bool = False):
         """With wait=False the process is launched but not waited for: call `wait_ready`
-        (a campaign launches all its workers first, so they start side by side)."""
+        (a campaign launches all its workers first, so they start side by side). A `spawned` worker
+        starts in a fresh interpreter that imports only what its backends need: a command with one
+        worker (replay, export) would otherwise wait for the fork server to import torch and jax both."""
         self.config = config
+        self.spawned = spawned
         self.known_bugs = known_bugs  # the campaign's registry: its bugs are never shrunk (Pipeline)
         self.start_timeout = start_timeout
         self.in_flight: tuple | None = None
@@ -331,7 +336,7 @@ class Worker:
 
     def _launch(self) -> None:
         small_limit = self.config.memory_limit_mb and self.config.memory_limit_mb < FORK_MIN_LIMIT_MB
-        context = SPAWN if small_limit else FORKSERVER
+        context = SPAWN if small_limit or self.spawned else FORKSERVER
         size_numpy_blas(self.config.threads)
         self.conn, child = context.Pipe()
         # The environment paths the command line named go explicitly: the fork server predates them.
@@ -339,10 +344,15 @@ class Worker:
         self.process.start()
         child.close()
 
-    def wait_ready(self) -> None:
-        if not self.conn.poll(self.start_timeout):
-            self.kill()
-            raise InternalError("a worker process did not start in time")
+    def wait_ready(self, on_wait: Callable[[], None] | None = None) -> None:
+        """`on_wait` is called every 2 s while the worker starts (its imports: tens of seconds under load)."""
+        deadline = time.monotonic() + self.start_timeout
+        while not self.conn.poll(max(0.0, min(2.0, deadline - time.monotonic()))):
+            if time.monotonic() >= deadline:
+                self.kill()
+                raise InternalError("a worker process did not start in time")
+            if on_wait is not None:
+                on_wait()
         message = self._recv()
         if message[0] == "user-error":
             self.kill()

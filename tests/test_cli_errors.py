@@ -10,6 +10,8 @@ import pickle
 import random
 import shutil
 import sqlite3
+import subprocess
+import sys
 from importlib import metadata
 from pathlib import Path
 
@@ -136,6 +138,14 @@ def test_directory_as_db(tmp_path):
 ])
 def test_unknown_case_id(unchanged, command):
     assert_user_error(fuzz(*command, "--db", unchanged), "No case with id 999", "fuzz list")
+
+
+def test_export_makes_a_missing_output_folder_as_run_does_but_not_for_an_unknown_case(unchanged, tmp_path):
+    assert_user_error(fuzz("export", "999", "--db", unchanged, "--format", "json", "-o", tmp_path / "none" / "c.json"))
+    assert not (tmp_path / "none").exists()
+    result = fuzz("export", "1", "--db", unchanged, "--format", "json", "-o", tmp_path / "new" / "sub" / "case.json")
+    assert result.exit_code == 0, result.output
+    assert json.loads((tmp_path / "new" / "sub" / "case.json").read_text())["format"] == "fuzzer-case"
 
 
 def test_unknown_backend(unchanged):
@@ -270,6 +280,41 @@ def test_run_without_limit_creates_no_corpus(tmp_path):
 @pytest.mark.parametrize("text", ["10x", "ten minutes", "-5m", "5 m s"])
 def test_bad_duration(unchanged, text):
     assert_user_error(fuzz("run", "--db", unchanged, "--time", text), f"'{text}'", "90s, 10m or 2h")
+
+
+@pytest.mark.parametrize("text", ["0", "0s", "0m"])
+def test_a_zero_duration_is_refused(unchanged, text):
+    assert_user_error(fuzz("run", "--db", unchanged, "--time", text), f"--time {text}", "no time")
+    assert count(unchanged, "campaigns") == 0
+
+
+@pytest.mark.parametrize("option, typo, meant", [("--ops", "layer_nrom", "layer_norm"), ("--regimes", "smal", "small")])
+def test_a_mistyped_op_or_regime_gets_the_closest_name(unchanged, option, typo, meant):
+    assert_user_error(fuzz("run", "--db", unchanged, "--max-cases", "1", option, typo), f"'{typo}'",
+                      f"did you mean '{meant}'?")
+
+
+# Each typo is refused (exit 2) before torch or jax is imported: what tens of seconds of a loaded machine
+# went to. Checked in a fresh interpreter, which says at exit whether either was ever imported.
+NO_FRAMEWORK_AT_EXIT = """
+import atexit, sys
+atexit.register(lambda: print("frameworks imported:", sorted({"torch", "jax"} & set(sys.modules)), file=sys.stderr))
+sys.argv = ["fuzz", *sys.argv[1:]]
+from fuzzer.cli import main
+main()
+"""
+
+
+@pytest.mark.parametrize("typo", [
+    ["--ops", "relux"], ["--time", "5q"], ["--time", "0s"], ["--regimes", "smal"], ["--resume", "99"],
+    ["--compile-share", "jax-jt=0.3"], ["--backends", "torch-eagr"], ["--max-nodes", "0"],
+], ids=lambda typo: typo[0])
+def test_an_option_typo_is_refused_before_torch_or_jax_is_imported(unchanged, typo):
+    done = subprocess.run([sys.executable, "-c", NO_FRAMEWORK_AT_EXIT, "run", "--db", str(unchanged), "--max-cases", "1",
+                           *typo], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith("Error: ") or "Usage:" in done.stderr, done.stderr
+    assert done.stderr.rstrip().endswith("frameworks imported: []"), done.stderr
 
 
 # -- regress ---------------------------------------------------------------------------------------

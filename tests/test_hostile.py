@@ -461,6 +461,7 @@ def test_exit_130_an_interrupted_campaign_prints_its_summary_and_is_resumable(tm
         proc.kill()
     assert proc.returncode == 130, err
     assert "Campaign 1 interrupted" in out
+    assert out.rstrip().endswith(f"Resume it with: fuzz run --db {db} --resume 1")
     assert rows(db, "SELECT status, lease_pid FROM campaigns") == [("interrupted", None)]
     listed = json.loads(fuzz("campaigns", "--db", db, "--json").output)
     assert listed[0]["status"] == "interrupted" and listed[0]["resume"] == f"fuzz run --db {db} --resume 1"

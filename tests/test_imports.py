@@ -175,3 +175,37 @@ def test_lazy_imports_close_no_circle_but_the_allowed_ones():
     found = [c for c in circles(import_graph(module_level_only=False)) if frozenset(c) not in ALLOWED_LAZY_CIRCLES]
     assert not found, (f"Import circles through function-level imports: {describe(found)}; move the shared names "
                        "down a layer, or add the circle to ALLOWED_LAZY_CIRCLES with the reason it is the design.")
+
+
+# -- what the commands import: only the frameworks a case needs, and only where it runs ------------
+
+REPO = PACKAGE.parent
+# A fresh interpreter running `fuzz ARGS...` that says at exit whether torch or jax was ever imported in it.
+FRAMEWORKS_AT_EXIT = """
+import atexit, sys
+atexit.register(lambda: print("frameworks imported:", sorted({"torch", "jax"} & set(sys.modules)), file=sys.stderr))
+sys.argv = ["fuzz", *sys.argv[1:]]
+from fuzzer.cli import main
+main()
+"""
+
+
+def test_a_replay_imports_no_framework_in_the_command_and_only_the_cases_in_its_worker(tmp_path):
+    import subprocess
+    import sys
+
+    from fuzzer.replay import REFERENCE_BACKEND, Replayer
+
+    db = tmp_path / "fuzz.db"
+    subprocess.run([sys.executable, "-c", FRAMEWORKS_AT_EXIT, "import", "--db", str(db),
+                    str(REPO / "corpus" / "known" / "torch-cosh-overflow.json")], check=True, capture_output=True)
+    done = subprocess.run([sys.executable, "-c", FRAMEWORKS_AT_EXIT, "replay", "1", "--db", str(db)],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 1 and "nan-inf" in done.stdout, done.stdout + done.stderr  # torch's cosh overflow reproduces
+    assert done.stderr.rstrip().endswith("frameworks imported: []"), done.stderr
+    with Replayer(["torch-eager:cpu:float32"], []) as replayer:  # the worker's shared libraries, as Linux maps them
+        libraries = Path(f"/proc/{replayer.worker.process.pid}/maps").read_text()
+    assert "libtorch" in libraries and "jaxlib" not in libraries
+    with Replayer([REFERENCE_BACKEND], []) as replayer:  # export's bound on the float64 reference: numpy alone
+        libraries = Path(f"/proc/{replayer.worker.process.pid}/maps").read_text()
+    assert "libtorch" not in libraries and "jaxlib" not in libraries

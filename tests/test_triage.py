@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 from xml.etree import ElementTree
 
+import numpy as np
 import pytest
 
 from fuzzer.backends import default_backends
@@ -37,12 +38,12 @@ def fuzz_process(*args) -> subprocess.CompletedProcess:
 
 @pytest.fixture(scope="module")
 def plugin_campaign(tmp_path_factory):
-    """A real 3-graph campaign whose plugin relu raises: crash findings, one shrunk; (db, stderr of `fuzz run`)."""
+    """A real 3-graph campaign whose plugin relu raises: crash findings, one shrunk; (db, stderr and stdout of `fuzz run`)."""
     db = tmp_path_factory.mktemp("triage") / "plugin.db"
     run = fuzz_process("run", "--db", db, "--plugin", PLUGIN, "--backends", "torch-eager,plugin-raise-relu",
                        "--ops", "relu,add,tanh", "--max-cases", "3", "--workers", "1", "--shrink-time", "5")
     assert run.returncode == 1, run.stdout + run.stderr
-    return db, run.stderr
+    return db, run.stderr, run.stdout
 
 
 @pytest.fixture(scope="module")
@@ -52,6 +53,16 @@ def shrunk_case(plugin_campaign) -> int:
 
 
 # -- fuzz run and fuzz list ---------------------------------------------------------------------
+
+def test_the_summary_counts_the_findings_as_campaigns_does_and_the_stored_cases_as_stats_does(plugin_campaign):
+    db, _, summary = plugin_campaign
+    found, stored, shrunk = map(int, re.search(r"(\d+) cases with findings \(stored: (\d+) of them and (\d+) shrunk "
+                                               r"reproducers, as `fuzz stats` counts", summary).groups())
+    assert json.loads(fuzz("campaigns", "--db", db, "--json").stdout)[0]["findings"] == found
+    stats = json.loads(fuzz("stats", "--db", db, "--json").stdout)
+    assert (stats["cases"], stats["shrunk_cases"]) == (stored + shrunk, shrunk) and shrunk >= 1
+    assert fuzz("stats", "--db", db).stdout.startswith(f"{stored + shrunk} stored cases (")
+
 
 def test_run_prints_a_header_at_once_and_a_line_per_new_bucket(plugin_campaign):
     lines = plugin_campaign[1].splitlines()
@@ -313,3 +324,19 @@ def test_show_gives_each_backend_one_verdict_with_every_finding_of_it_below(tmp_
     rows = [line for line in text.splitlines() if line.startswith(f"  {eager}")]
     assert len(rows) == 1 and rows[0].split()[1] == "nan-inf"
     assert "finding: mismatch, culprit sinh" in text and "finding: nan-inf, culprit sinh" in text
+
+
+def test_show_gives_a_small_cases_values_exactly_and_a_larger_ones_range(tmp_path):
+    from fuzzer.ir import Case, Graph, Node, TensorSpec
+
+    graph = Graph((TensorSpec("x0", (2,)), TensorSpec("x1", (20,))), (Node("n0", "add", ("x0", "x0")),
+                                                                     Node("n1", "relu", ("x1",))), ("n0", "n1"))
+    arrays = {"x0": np.array([0.1, -np.inf]), "x1": np.concatenate([np.linspace(-2, 3, 19), [np.nan]])}
+    db = tmp_path / "fuzz.db"
+    with Corpus(db) as corpus:
+        corpus.add_case(CaseRecord(Case(graph, arrays), verdict="agree", backends=[]))
+    text = fuzz("show", "1", "--db", db).stdout
+    assert "  x0           [0.1, -inf]\n" in text  # every digit a float64 needs, as Python reads it back
+    assert "  x1           20 values in [-2, 3], 1 not finite\n" in text
+    shown = json.loads(fuzz("show", "1", "--db", db, "--json").stdout)["values"]
+    assert shown == {"x0": [0.1, "-inf"]}

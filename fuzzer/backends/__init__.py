@@ -237,12 +237,21 @@ def get_backend(spec: str) -> Backend:
 
 
 def parse_backend_list(text: str | None) -> list[Backend]:
-    """A comma-separated list of backend specs or set names (cpu, gpu); None -> the cpu set."""
+    """A comma-separated list of backend specs or set names (cpu, gpu); None -> the cpu set. Each must
+    be available here (which imports its framework)."""
+    return require_available(name_backend_list(text))
+
+
+def name_backend_list(text: str | None) -> list[Backend]:
+    """parse_backend_list without the availability check, so without importing any framework: a typo
+    in a command's options is refused in a second, before torch or jax loads."""
     specs, sets = [], backend_sets()
     for spec in (s.strip() for s in (text or "cpu").split(",")):
         specs += list(sets.get(spec, [spec] if spec else []))
-    specs = list(dict.fromkeys(specs))
-    backends = [get_backend(spec) for spec in specs]
+    return [get_backend(spec) for spec in dict.fromkeys(specs)]
+
+
+def require_available(backends: list[Backend]) -> list[Backend]:
     for backend in backends:
         reason = backend.unavailable_reason()
         if reason:

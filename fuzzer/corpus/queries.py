@@ -98,6 +98,13 @@ class Queries(CorpusFile):
         )
         return [checked_case_row(row, self.path) for row in self._rows(sql, params + [int(limit)])]
 
+    def stored_by_campaign(self, campaign_id: int) -> dict:
+        """{"found": cases a campaign stored as it found them, "shrunk": their shrunk reproducers}: a
+        bucket stores a few cases and counts the rest, so "found" is at most the campaign's finding count."""
+        row = self._one("SELECT count(*) - count(shrunk_from) AS found, count(shrunk_from) AS shrunk FROM cases "
+                        "WHERE campaign_id = ?", (campaign_id,))
+        return {"found": row["found"], "shrunk": row["shrunk"]}
+
     def count_cases(self, status: str | None = None, verdict: str | None = None, backend: str | None = None,
                     op: str | None = None) -> int:
         """How many cases list_cases would return without a limit."""
@@ -285,6 +292,7 @@ class Queries(CorpusFile):
         return {
             "cases": self.case_count(),
             "cases_with_findings": self._one("SELECT count(*) AS n FROM cases WHERE signature IS NOT NULL")["n"],
+            "shrunk_cases": self._one("SELECT count(*) AS n FROM cases WHERE shrunk_from IS NOT NULL")["n"],
             "campaigns": self._one("SELECT count(*) AS n FROM campaigns")["n"],
             "buckets": self._one("SELECT count(*) AS n FROM buckets")["n"],
             "buckets_by_status": counts("SELECT status AS key, count(*) AS n FROM buckets GROUP BY status ORDER BY status"),

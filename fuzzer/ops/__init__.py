@@ -14,7 +14,7 @@ import pkgutil
 from dataclasses import dataclass, field
 from typing import Callable
 
-from fuzzer.errors import UserError
+from fuzzer.errors import UserError, did_you_mean
 
 Shape = tuple[int, ...]
 # Marks on implementations made by builders, so a reproducer can write them as source
@@ -175,7 +175,7 @@ def _with_family(op: OpDef, family: str) -> OpDef:
 def get_op(name: str) -> OpDef:
     ops = registry()
     if name not in ops:
-        raise UserError(f"Unknown op '{name}'; run `fuzz ops` to list them.")
+        raise UserError(f"Unknown op '{name}'{did_you_mean(name, ops)}; run `fuzz ops` to list them.")
     return ops[name]
 
 
