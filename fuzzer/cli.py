@@ -983,7 +983,7 @@ def _release_check_text(report) -> str:
 
 @main.command()
 @db_option
-@click.argument("case_id", type=int)
+@click.argument("handle", metavar="ID")
 @click.option("--backends", help="Comma-separated backends to run instead of the stored ones.")
 @click.option("--on", "environments", metavar="ENV[,ENV...]",
               help="Run the case's finding backends in these registered environments (`fuzz env list`; `here` is this "
@@ -993,8 +993,8 @@ def _release_check_text(report) -> str:
 @memory_limit_option
 @click.option("--timeout", type=float, default=120.0, show_default=True)
 @json_option
-def replay(db_path, case_id, backends, environments, plugins, timeout, as_json):
-    """Re-run a stored case. Exit 0 if every backend now agrees (or differs only by a GPU precision
+def replay(db_path, handle, backends, environments, plugins, timeout, as_json):
+    """Re-run a stored case (ID 7) or a bucket's smallest case (ID B7). Exit 0 if every backend now agrees (or differs only by a GPU precision
     policy such as TF32), 1 if the discrepancy reproduces.
 
     With --on, the backends of the case's findings run as KIND@ENV in each environment named,
@@ -1007,13 +1007,14 @@ def replay(db_path, case_id, backends, environments, plugins, timeout, as_json):
     \b
     Example:
       fuzz replay 3 --backends torch-eager:cpu:float32,jax-jit
-      fuzz replay 3 --on here,latest,jax-0.4.28    # still in the latest release? since when?
+      fuzz replay B2 --on here,latest,jax-0.4.28   # still in the latest release? since when?
     """
     from fuzzer import envs, verdicts
     from fuzzer.replay import replay_case
     from fuzzer.triage import require_backends
 
     corpus = open_corpus(db_path)
+    case_id, _ = corpus.named_case(handle)
     if environments is not None:
         from fuzzer.release_checks import check_on_releases
 
@@ -1040,14 +1041,14 @@ def replay(db_path, case_id, backends, environments, plugins, timeout, as_json):
 
 @main.command()
 @db_option
-@click.argument("case_id", type=int)
+@click.argument("handle", metavar="ID")
 @click.option("--shrink-time", type=float, default=60.0, show_default=True)
 @plugin_option
 @memory_limit_option
 @known_bugs_option
 @json_option
-def shrink(db_path, case_id, shrink_time, plugins, known_bugs, as_json):
-    """Shrink a stored case again (e.g. after a shrinker change); stores the result linked to it.
+def shrink(db_path, handle, shrink_time, plugins, known_bugs, as_json):
+    """Shrink a stored case (ID 7) or a bucket's smallest case (ID B7) again (e.g. after a shrinker change); stores the result linked to it.
     A result that is a known bug (the registry, as a campaign applies it) lands in a bucket marked
     known.
 
@@ -1060,6 +1061,7 @@ def shrink(db_path, case_id, shrink_time, plugins, known_bugs, as_json):
 
     registry = load_registry(known_bugs)
     corpus = open_corpus(db_path)
+    case_id, _ = corpus.named_case(handle)
     result = reshrink_stored(corpus, case_id, list(plugins), shrink_time)
     result["known_bugs"] = sorted(set(mark_known_cases(corpus, registry, [result["id"]]).values()))
     log = result["log"]
@@ -1514,7 +1516,7 @@ def env_remove(name, as_json):
 
 @main.command()
 @db_option
-@click.argument("case_id", type=int)
+@click.argument("handle", metavar="ID")
 @click.option("--package", required=True, help="The package whose releases are searched: torch, jax, jaxlib, numpy...")
 @click.option("--from", "low", required=True, metavar="VERSION", help="An older release, where the case passes.")
 @click.option("--to", "high", required=True, metavar="VERSION", help="A newer release, where it fails.")
@@ -1528,8 +1530,9 @@ def env_remove(name, as_json):
 @click.option("--python", default=sys.executable, show_default="this interpreter", help="Base interpreter of the environments.")
 @click.option("--pip-arg", "pip_args", multiple=True, metavar="ARG", help="Passed to pip install (repeatable).")
 @json_option
-def bisect(db_path, case_id, package, low, high, find_fix, backend, extra, listed, python, pip_args, as_json):
-    """Find the first release of a package that gets a stored case wrong (or right, with --find-fix).
+def bisect(db_path, handle, package, low, high, find_fix, backend, extra, listed, python, pip_args, as_json):
+    """Find the first release of a package that gets a stored case (ID 7) or a bucket's smallest case
+    (ID B7) wrong (or right, with --find-fix).
 
     Each release between --from and --to that pip can install gets its own cached
     environment (`fuzz env list` shows them); the stored case runs there on the backend
@@ -1546,7 +1549,9 @@ def bisect(db_path, case_id, package, low, high, find_fix, backend, extra, liste
     """
     from fuzzer.bisect import available_versions, bisect_case
 
-    stored = open_corpus(db_path).get_case(case_id)
+    corpus = open_corpus(db_path)
+    case_id, _ = corpus.named_case(handle)
+    stored = corpus.get_case(case_id)
     if backend is None:
         if not stored.findings:
             raise UserError(f"Case {case_id} has no finding to take the backend from; pass --backend.")

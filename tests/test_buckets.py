@@ -256,3 +256,14 @@ def test_regrouping_keeps_bucket_ids_and_never_hands_out_a_freed_one(tmp_path):
         assert {b["signature"]: b["id"] for b in corpus.buckets()} == {SINH.replace("sinh", "tanh"): 1}
         store(corpus, 4, [cosh(TORCH32)])
         assert corpus.bucket(own_bucket({"signature": cosh(TORCH32).signature}))["id"] not in (1, 2)  # B2 named cosh once
+
+
+def test_every_command_that_takes_a_case_takes_a_bucket_id_too(tmp_path):
+    """replay, shrink and bisect read `B2` as the bucket's smallest case, as show, triage and export do
+    (a case id names one case whatever its buckets: replaying it is not ambiguous)."""
+    db = tmp_path / "old.db"
+    shutil.copy(SCHEMA7, db)
+    for command in (["replay", "B9"], ["shrink", "B9"], ["bisect", "B9", "--package", "torch", "--from", "1", "--to", "2"]):
+        assert_user_error(fuzz(*command, "--db", db), "No bucket B9")
+    replayed = json.loads(fuzz("replay", "B2", "--db", db, "--json").stdout)
+    assert {v["backend"] for v in replayed["verdicts"]} == set(Corpus(db).get_case(1).backends)
