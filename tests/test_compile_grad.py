@@ -25,6 +25,8 @@ from fuzzer.cli import main
 from fuzzer.corpus import Corpus
 from fuzzer.ir import Graph, Node, TensorSpec
 from fuzzer.oracle import allowed_error, compute_reference
+from fuzzer.plugins import load_plugins
+from fuzzer.reproducer import build_script
 
 PLUGIN = str(Path(__file__).parent / "plugins" / "compile_grad_half_mul.py")
 # linear -> batch_norm (eval) -> tanh: weights to differentiate, and running statistics that get none.
@@ -51,6 +53,15 @@ def test_compiled_gradients_match_eager_module_gradients_and_cover_the_parameter
 def test_the_grad_set_names_every_gradient_backend():
     assert [b.name for b in parse_backend_list("grad")] == [
         "torch-module-grad:cpu:float32", "jax-grad:cpu:float32", "torch-compile-grad:cpu:float32"]
+
+
+def test_a_plugin_s_autograd_function_comes_along_with_its_file():
+    # A script cannot import a plugin file as a module (it is loaded under a name of ours): its
+    # autograd.Function class is written out with the file, not imported from `fuzzer_plugin_...`.
+    load_plugins([PLUGIN])
+    case = materialize(Graph([TensorSpec("a", (2, 3)), TensorSpec("b", (2, 3))], [Node("n0", "mul", ["a", "b"], {})], ["n0"]), 0)
+    script = build_script(case, get_backend("plugin-compile-grad-half-mul"), "planted")
+    assert "class MulHalvingItsGradient(torch.autograd.Function)" in script and "import fuzzer_plugin" not in script
 
 
 @pytest.fixture(scope="module")
