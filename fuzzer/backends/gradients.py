@@ -1,8 +1,8 @@
 """Gradient outputs, shared by the autograd backends (torch-module-grad, jax-grad, torch-compile-grad).
 
 A gradient backend returns the graph's outputs followed by one gradient per graph input
-(in graph order), and where it sets `differentiates_parameters` (torch-compile-grad) one per
-parameter after them (in the case's order; buffers, such as running statistics, excluded):
+(in graph order), and torch-compile-grad one per parameter after them (`differentiated`: in the
+case's order, buffers such as running statistics excluded):
 the gradient of the scalar function  sum_i <output_i, cotangent_i>,  i.e.
 the vector-Jacobian product with fixed cotangents. The cotangents are a deterministic
 function of each output's index and shape, drawn from {-1, -0.75, ..., 1} (exact in every
@@ -81,8 +81,6 @@ class GradientOutputs:
     """Mixin for a Backend whose outputs are the forward outputs plus the input gradients."""
 
     transformation = "vjp"
-    # Also the gradients w.r.t. the parameters (a training step's), after the inputs' (`differentiated`).
-    differentiates_parameters = False
 
     def eager_gradients(self, case: Case, dtype: str, noise: tuple[str, int] | None = None) -> list[np.ndarray]:
         """The input gradients by the framework's eager autograd in `dtype`, stock op implementations;

@@ -30,7 +30,6 @@ class TorchCompileGrad(GradientOutputs, TorchCompile):
     description = ("torch.compile (inductor) of the forward and its backward: outputs, then gradients w.r.t. "
                    "inputs and parameters (vs float64 eager autograd)")
     dtypes = ("float32", "float64")
-    differentiates_parameters = True
     # Inductor compiles two graphs per structure, the forward and the backward: 1.1-2.5x the forward
     # alone's seconds (generated graphs of 2-4 ops, a warm process, this project's loaded 2-core CPU machine).
     compile_weight = 2 * TorchCompile.compile_weight
