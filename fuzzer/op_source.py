@@ -176,7 +176,7 @@ class Source:
             self.definitions.setdefault(value.__name__, f"class {value.__name__}(Exception):\n"
                                                         "    pass  # raised where this release lacks the op")
             return value.__name__
-        if isinstance(value, (types.BuiltinFunctionType, type)) and getattr(value, "__module__", None):
+        if isinstance(value, (types.BuiltinFunctionType, type)) and getattr(value, "__module__", None) and not _is_plugin(value):
             module = value.__module__.lstrip("_")  # operator.gt lives in _operator
             self.add_import(f"import {module}")
             return f"{module}.{value.__name__}"
@@ -201,6 +201,12 @@ def _is_ours(module: str) -> bool:
     """Our op code and plugin files (fuzzer/plugins.py names them fuzzer_plugin_*) are inlined;
     functions of installed libraries are imported."""
     return module == "fuzzer" or module.startswith(("fuzzer.", "fuzzer_plugin_"))
+
+
+def _is_plugin(value) -> bool:
+    """Whether `value` (a class: a custom autograd.Function) is a plugin file's: no script can import
+    it, so the file comes along whole (`Source._fall_back`)."""
+    return str(getattr(value, "__module__", "")).startswith("fuzzer_plugin_")
 
 
 def function_name(fn: types.FunctionType) -> str:
@@ -598,7 +604,8 @@ class _Specializer:
         if isinstance(value, dict) and all(_is_literal(key) for key in value):
             return ast.Dict([_literal_node(key) for key in value], [self.object_node(item, name) for item in value.values()])
         module = sys.modules.get(getattr(value, "__module__", None) or "")
-        if callable(value) and module is not None and getattr(module, getattr(value, "__name__", ""), None) is value:
+        if (callable(value) and module is not None and getattr(module, getattr(value, "__name__", ""), None) is value
+                and not _is_plugin(value)):
             home = module.__name__.lstrip("_")  # operator.gt lives in _operator
             self.imports[home.partition(".")[0]] = f"import {home}"
             return ast.parse(f"{home}.{value.__name__}", mode="eval").body

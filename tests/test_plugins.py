@@ -68,7 +68,7 @@ def test_a_kind_declares_the_sets_it_joins_and_the_order_they_are_checked_in():
     from fuzzer.backends.torch_eager import TorchEager
 
     sets = backend_sets()
-    assert set(sets) == {"cpu", "gpu", "model"} and default_backends() == sets["cpu"]
+    assert set(sets) == {"cpu", "gpu", "model", "grad"} and default_backends() == sets["cpu"]
     assert [b.name for b in parse_backend_list(None)] == list(sets["cpu"])
     assert sets["cpu"][:2] == ("torch-eager:cpu:float32", "torch-compile:cpu:float32")
     assert "torch-jit-trace:cpu:float32" in sets["model"] and "torch-jit-trace:cpu:float32" not in sets["cpu"]

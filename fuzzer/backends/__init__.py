@@ -261,8 +261,8 @@ def require_available(backends: list[Backend]) -> list[Backend]:
 
 def backend_sets() -> dict[str, tuple[str, ...]]:
     """The named backend sets, gathered from every registered kind's own `in_sets`: "cpu" (the
-    default: every CPU backend the core engine compares), "gpu" and "model" (the model-level
-    transformations)."""
+    default: every CPU backend the core engine compares), "gpu", "model" (the model-level
+    transformations) and "grad" (the gradient backends)."""
     positions: dict[str, dict[int, str]] = {}
     for kind, cls in table().classes.items():
         for set_name, members in vars(cls).get("in_sets", {}).items():

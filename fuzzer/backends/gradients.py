@@ -1,7 +1,9 @@
-"""Gradient outputs, shared by the autograd backends (torch-module-grad, jax-grad).
+"""Gradient outputs, shared by the autograd backends (torch-module-grad, jax-grad, torch-compile-grad).
 
 A gradient backend returns the graph's outputs followed by one gradient per graph input
-(in graph order): the gradient of the scalar function  sum_i <output_i, cotangent_i>,  i.e.
+(in graph order), and torch-compile-grad one per parameter after them (`differentiated`: in the
+case's order, buffers such as running statistics excluded):
+the gradient of the scalar function  sum_i <output_i, cotangent_i>,  i.e.
 the vector-Jacobian product with fixed cotangents. The cotangents are a deterministic
 function of each output's index and shape, drawn from {-1, -0.75, ..., 1} (exact in every
 dtype), so both sides of the comparison and every rerun use the same numbers.
@@ -100,16 +102,29 @@ class GradientOutputs:
         return oracle.framework_reference(exact, rounded, [same_dtype, *noisy], self.dtype, sensitivity)
 
 
+def differentiated(case: Case, parameters: bool) -> list[str]:
+    """The arrays a gradient backend differentiates, in output order: the graph inputs, then (with
+    `parameters`) every parameter that is not a buffer (no gradient flows into running statistics)."""
+    from fuzzer.program_source import argument_names
+
+    if not parameters:
+        return [spec.name for spec in case.graph.inputs]
+    buffers = {f"{node.name}.{name}" for node in case.graph.nodes for name in get_op(node.op).buffers}
+    return [name for name in argument_names(case) if name not in buffers]
+
+
 # -- torch ------------------------------------------------------------------------------
 
 
-def torch_outputs_and_gradients(fn, args) -> tuple:
-    """(*fn(*args), *gradients of sum_i <output_i, cotangent_i> w.r.t. each arg); an arg nothing
-    differentiable depends on gets zeros. The args keep their memory layout (detach keeps strides)."""
+def torch_outputs_and_gradients(fn, args, constants=()) -> tuple:
+    """(*fn(*args), *gradients of sum_i <output_i, cotangent_i> w.r.t. each arg but those at the
+    indices in `constants` (buffers: passed as they are)); an arg nothing differentiable depends on
+    gets zeros. The args keep their memory layout (detach keeps strides)."""
     import torch
 
-    leaves = [arg.detach().requires_grad_(True) for arg in args]
-    outputs = list(fn(*leaves))
+    args = [arg if index in constants else arg.detach().requires_grad_(True) for index, arg in enumerate(args)]
+    leaves = [arg for index, arg in enumerate(args) if index not in constants]
+    outputs = list(fn(*args))
     pairs = [(out, torch.as_tensor(cotangent(i, out.shape), dtype=out.dtype, device=out.device))
              for i, out in enumerate(outputs) if out.requires_grad]
     if not pairs:  # argmax, floor, ...: no output is differentiable
@@ -118,23 +133,27 @@ def torch_outputs_and_gradients(fn, args) -> tuple:
     return (*outputs, *(torch.zeros_like(leaf) if grad is None else grad for grad, leaf in zip(grads, leaves)))
 
 
-def torch_eager_gradients(case: Case, dtype: str, noise: tuple[str, int] | None = None) -> list[np.ndarray]:
+def torch_eager_gradients(case: Case, dtype: str, noise: tuple[str, int] | None = None,
+                          parameters: bool = False) -> list[np.ndarray]:
     import torch
 
-    inputs, params = split_arrays(case)
-    names = [spec.name for spec in case.graph.inputs]
+    names = differentiated(case, parameters)
     tensor = lambda array: torch.from_numpy(np.array(array, dtype=np.float64)).to(getattr(torch, dtype))  # noqa: E731
-    weights = {node: {k: tensor(v) for k, v in ps.items()} for node, ps in params.items()}
+    tensors = {name: tensor(value) for name, value in case.arrays.items()}
 
     impl_for = lambda op: get_op(op).impl("torch")  # noqa: E731
     if noise:
         impl_for = rounded_op_outputs(impl_for, noise[0], noise[1], lambda values, like: torch.as_tensor(values, dtype=like.dtype))
 
-    def graph_fn(*xs):
-        return interpret(case.graph, dict(zip(names, xs)), weights, impl_for)
+    _, params = split_arrays(case)
+
+    def graph_fn(*leaves):
+        arrays = {**tensors, **dict(zip(names, leaves))}
+        weights = {node: {param: arrays[f"{node}.{param}"] for param in ps} for node, ps in params.items()}
+        return interpret(case.graph, {spec.name: arrays[spec.name] for spec in case.graph.inputs}, weights, impl_for)
 
     with torch.enable_grad():
-        results = torch_outputs_and_gradients(graph_fn, [tensor(inputs[name]) for name in names])
+        results = torch_outputs_and_gradients(graph_fn, [tensors[name] for name in names])
     return [grad.detach().to(torch.float64).numpy() for grad in results[len(case.graph.outputs):]]
 
 

@@ -18,6 +18,7 @@ class JaxGrad(GradientOutputs, JaxJit):
     # Compiled by jax.jit: a forward it computes exactly as jax-jit, wrong the same way, is jax-jit's finding.
     derives_from_kind = "jax-jit"
     kind = "jax-grad"
+    in_sets = {"grad": {20: "cpu:float32"}}
     description = "jax.jit of the forward and jax.vjp w.r.t. the graph inputs (gradients vs float64 jax eager)"
     dtypes = ("float32", "float64")
 

@@ -126,9 +126,12 @@ class TorchCompile(TorchEager):
     def reproducer_program(self, case: Case) -> tuple[list[str], str]:
         source = Source(imports=["import torch"])
         context = with_inductor_config("torch.no_grad()", self.compile_options, source)
+        return torch_program(case, self, [self.compile_source()], "program(*args)", context, source=source)
+
+    def compile_source(self) -> str:
+        """The reproducer's line that compiles `graph` into `program` as the campaign does."""
         mode = "" if self.compile_mode is None else f"mode={self.compile_mode!r}, "
-        compile_line = f'program = torch.compile(graph, backend="inductor", {mode}fullgraph=True, dynamic={self.dynamic})'
-        return torch_program(case, self, [compile_line], "program(*args)", context, source=source)
+        return f'program = torch.compile(graph, backend="inductor", {mode}fullgraph=True, dynamic={self.dynamic})'
 
 
 BACKENDS = [TorchCompile]

@@ -149,7 +149,7 @@ class TorchModuleGrad(GradientOutputs, ModuleBackend):
     eager autograd of the stock ops (fuzzer/backends/gradients.py)."""
 
     kind = "torch-module-grad"
-    in_sets = {"model": {20: "cpu:float32"}}
+    in_sets = {"model": {20: "cpu:float32"}, "grad": {10: "cpu:float32"}}
     description = "nested nn.Module tree, eval(), autograd on: outputs and input gradients (vs float64 eager autograd)"
     # cuDNN runs an RNN's backward in training mode only ("cudnn RNN backward can only be called in
     # training mode"), and the module is in eval mode (dropout off): no verdict on these on CUDA.
