@@ -37,7 +37,7 @@ from fuzzer.backends import Backend, get_backend, register_class, register_deriv
 from fuzzer.errors import UserError
 from fuzzer.ir import Case
 from fuzzer.ops import get_op
-from fuzzer.workers import end_session
+from fuzzer.sessions import end_session
 
 CANARY_DIR = Path(__file__).parent / "canaries"
 ENTRY_POINT_GROUP = "fuzzer.plugins"

@@ -55,6 +55,7 @@ from typing import TYPE_CHECKING, Callable
 
 from fuzzer import envs
 from fuzzer.errors import DevicePoisoned, InternalError, UserError
+from fuzzer.sessions import end_session
 
 if TYPE_CHECKING:  # annotations only: importing the pipeline at once would hold up `warm_template`
     from fuzzer.known import Registry
@@ -460,16 +461,6 @@ class Worker:
             self.conn.send(("stop",))
         except (BrokenPipeError, OSError):
             pass
-
-
-def end_session(pid: int | None) -> None:
-    """SIGKILL what is left of the session led by process `pid` (a worker: _worker_main starts one):
-    the processes it started, which would otherwise outlive the campaign and hold its stderr
-    open (a plugin's 26 sleeping helpers kept a caller waiting 170 s for end of output)."""
-    if pid is None:
-        return
-    with contextlib.suppress(ProcessLookupError, PermissionError):  # none left (or the worker never started one)
-        os.killpg(pid, signal.SIGKILL)
 
 
 def stop_all(workers: list) -> None:

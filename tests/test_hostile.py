@@ -369,7 +369,6 @@ def test_exit_1_a_campaign_that_stored_a_finding(tmp_path):
 @pytest.mark.parametrize("command", [
     pytest.param(["run", "--bogus-option"], id="usage"),
     pytest.param(["show", "999"], id="unknown-id"),
-    pytest.param(["export", "1", "--format", "json", "-o", "{tmp}/no/such/folder/x.json"], id="missing-output-folder"),
     pytest.param(["report", "-o", "{tmp}/good.db/inside-a-file"], id="output-under-a-file"),
 ])
 def test_exit_2_bad_input_and_refused_paths(tmp_path, db, command):
