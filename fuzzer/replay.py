@@ -278,7 +278,7 @@ def write_junit(results: list[RegressionResult], path: Path) -> None:
 class KnownCheck:
     """One stored case of a known bug, replayed here: `outcome` is "reproduces" (the entry matches a
     finding), "fixed here" (every backend agrees), "differs" (another finding), "not run" (a backend
-    cannot run here, or the check ran past the timeout: NotChecked) or "no case" (the entry stores none)."""
+    cannot run here, or the check ran past the timeout: NotChecked) or "no case" (the entry stores none, or its case file is not there)."""
 
     bug: str
     case: str | None
@@ -298,6 +298,9 @@ def check_known_bugs(registry: Registry, plugins: list[str], timeout: float = 12
         if not bug.cases:
             planned.append((bug, None, None, "the entry stores no case"))
         for path in bug.cases:
+            if not path.is_file():  # a registry copied without its folder
+                planned.append((bug, path, None, f"its case file {path} is not there"))
+                continue
             item = load_regression_case(path)
             backends, why = with_bases(item.backends, plugins)
             planned.append((bug, path, replace(item, backends=backends), why))
