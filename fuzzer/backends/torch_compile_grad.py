@@ -17,7 +17,6 @@ import numpy as np
 from fuzzer.backends.gradients import GradientOutputs, differentiated, torch_eager_gradients, torch_outputs_and_gradients
 from fuzzer.backends.torch_compile import TorchCompile, inductor_config, with_inductor_config
 from fuzzer.ir import Case, Graph
-from fuzzer.model import buffer_weights
 from fuzzer.op_source import Source
 from fuzzer.program_source import argument_names, torch_program
 
@@ -37,6 +36,8 @@ class TorchCompileGrad(GradientOutputs, TorchCompile):
 
     def _execute(self, graph: Graph, inputs: dict, params: dict) -> list[np.ndarray]:
         import torch
+
+        from fuzzer.model import buffer_weights  # imports torch: not at module level, where backends are named
 
         compiled = self._graph_fn(graph)
         arrays = self._input_tensors(graph, inputs) | {f"{node}.{name}": self._to_torch(value)
