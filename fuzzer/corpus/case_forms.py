@@ -164,14 +164,19 @@ def is_registered(backend: str) -> bool:
     """Whether `backend` names a backend this installation knows: "KIND:DEVICE:DTYPE" of a built-in
     kind on a device and dtype it supports (with "@ENV", whose environment replay checks), a canary's
     or a loaded plugin's."""
-    from fuzzer.backends import table
+    from fuzzer.backends import get_backend, table
     from fuzzer.plugins import canary_names
 
-    parts = backend.partition("@")[0].split(":")
-    cls = table().classes.get(parts[0]) if len(parts) == 3 else None
-    if cls is not None:
-        return parts[1] in cls.devices and parts[2] in cls.dtypes
-    return backend in table().derived or backend.startswith("canary-") and backend[len("canary-"):] in canary_names()
+    if backend in table().derived or backend.startswith("canary-") and backend[len("canary-"):] in canary_names():
+        return True
+    name = backend.partition("@")[0]
+    if name.count(":") != 2:  # a stored name is whole: get_backend would fill in a short one's device and dtype
+        return False
+    try:
+        get_backend(name)  # its kind, device and dtype checked as everywhere else
+    except UserError:
+        return False
+    return True
 
 
 def imported_case(data: dict) -> tuple[CaseRecord, list[dict]]:
