@@ -57,8 +57,9 @@ class Gate:
 def _precision_policy(judging: Judging, backend: Backend, verdict, outcome: Outcome):
     """A wrong value that is right with TF32 and reduced-precision reductions off is the backend's precision policy.
 
-    Re-runs a wrong GPU result with those defaults off; if that fixes it, the difference is the
-    backend's precision policy, not a bug."""
+    The strict re-run (Backend.strict_variant) decides. Where the backend caps what its policy
+    explains (precision_policy_limit: cuDNN's RNN kernels), an error past the cap must be within it
+    on the default run's own kernels, and a nan-inf is measured entry by entry."""
     if not verdicts.get(verdict.verdict).wrong_value:
         return verdict
     case, reference, runner = judging.case, judging.reference, judging.runner
