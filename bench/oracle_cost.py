@@ -34,8 +34,9 @@ import time
 
 import numpy as np
 
-from fuzzer import check, oracle
+from fuzzer import oracle
 from fuzzer.arrays import materialize, regime_profiles
+from fuzzer.backend_verdict import verdict_of
 from fuzzer.backends import default_backends, parse_backend_list
 from fuzzer.execute import run_backend
 from fuzzer.pipeline import WorkerConfig, case_generator, seed_for
@@ -73,7 +74,7 @@ def judge_case(case, backends, outcomes, lazy: bool) -> tuple[list[str], bool]:
     if not at_floor and not reference.defines_anything:
         verdicts = ["invalid"]
     else:
-        judged = [check._verdict_of(backend, case, outcome, reference, at_floor) for backend, outcome in zip(backends, outcomes)]
+        judged = [verdict_of(backend, case, outcome, reference, at_floor) for backend, outcome in zip(backends, outcomes)]
         invalid = at_floor and not all(v.at_floor for v in judged) and not reference.defines_anything
         verdicts = ["invalid"] if invalid else [v.verdict for v in judged]
     return verdicts, reference.models_computed is not None

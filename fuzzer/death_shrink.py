@@ -9,7 +9,7 @@ with the shrinker's own passes (fuzzer/shrink.py), asking a bounded worker about
 - A hang is called after a short time derived from the case itself: HANG_FACTOR times what the
   case's float64 reference takes in the worker, at least MIN_HANG_SECONDS, at most the timeout the
   finding was found under (a compiling backend keeps its compile timeout: workers.check_timeout).
-- The culprit is the first node, in graph order, that dies the same way alone (check.NodeIsolation:
+- The culprit is the first node, in graph order, that dies the same way alone (localize.NodeIsolation:
   its operands fed the reference's values), and the shrinker starts from that one-node case.
 
 The parent computes the float64 reference of the case and of the shrinker's candidates (to cut
@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass
 
 from fuzzer.backends import get_backend
-from fuzzer.check import NodeIsolation
+from fuzzer.localize import NodeIsolation
 from fuzzer.errors import InternalError, UserError, normalize_error
 from fuzzer.ir import Case
 from fuzzer.oracle import signature

@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 import traceback
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
@@ -26,6 +27,10 @@ class Outcome:
     outputs: list[np.ndarray] | None = None
     error: str = ""
     seconds: float = 0.0
+
+
+# What runs a backend on a case: run_backend in this process, or a campaign worker's.
+Runner = Callable[[Backend, Case], "Outcome"]
 
 
 def run_backend(backend: Backend, case: Case) -> Outcome:

@@ -37,8 +37,8 @@ from dataclasses import replace
 import numpy as np
 
 from fuzzer import verdicts
+from fuzzer.backend_verdict import reference_for
 from fuzzer.backends import Backend, get_backend
-from fuzzer.check import reference_for
 from fuzzer.ir import Case
 from fuzzer.op_source import Source
 from fuzzer.oracle import Reference, allowed_error, compute_reference, judge_outputs

@@ -119,7 +119,7 @@ whatever its class.
 
 Extra outputs (gradients)
 -------------------------
-A backend may return more arrays than the graph has outputs (check.reference_for): jax-vmap
+A backend may return more arrays than the graph has outputs (backend_verdict.reference_for): jax-vmap
 adds its other batch copies, judged against the numpy reference of each copy; the gradient
 backends (fuzzer/backends/gradients.py) add d<outputs, cotangents>/d(graph input), which numpy
 has no reference for. Their reference (`framework_reference`) comes from the framework's own
@@ -1251,6 +1251,6 @@ def _worst(backend: str, compared: list[tuple[str, float, float, str]]) -> Backe
 def signature(verdict: str, backend: str, culprit: str, error_text: str = "") -> str:
     """What a finding is, independent of its size: the shrinker must keep it, and buckets group by it.
 
-    `culprit` is the op of the first node whose value disagrees (see check.localize). Its form: records.Signature.
+    `culprit` is the op of the first node whose value disagrees (see localize.localize). Its form: records.Signature.
     """
     return str(Signature(verdict, backend, culprit, normalize_error(error_text) if error_text else None))

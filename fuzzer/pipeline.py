@@ -21,7 +21,8 @@ from fuzzer.arrays import materialize, regime_profiles
 from fuzzer.backends import Backend, all_ops_supported_by, get_backend, parse_backend_list
 from fuzzer.budget import (DEFAULT_SHARE, SINGLE, SMALL, SMALL_NODES, WHOLE, CompileBudget, graph_features, parse_shares,
                            slot_shares)
-from fuzzer.check import CaseResult, Finding, NodeIsolation, check_case, still_fails_predicate
+from fuzzer.check import CaseResult, Finding, check_case, still_fails_predicate
+from fuzzer.localize import NodeIsolation
 from fuzzer.errors import DevicePoisoned, DiskFull, InternalError, UserError, fills_disk, poisons_device
 from fuzzer.execute import ERROR, OK, UNSUPPORTED, run_backend
 from fuzzer.generate import CaseGenerator

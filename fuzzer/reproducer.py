@@ -31,8 +31,8 @@ import re
 import textwrap
 
 from fuzzer import verdicts
+from fuzzer.backend_verdict import reference_for
 from fuzzer.backends import Backend
-from fuzzer.check import reference_for
 from fuzzer.ir import Case
 from fuzzer.oracle import allowed_error, compute_reference
 from fuzzer.program_source import argument_names, array_literal, device_guard, variable_name, with_readable_names

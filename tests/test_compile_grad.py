@@ -20,7 +20,8 @@ from fuzzer.arrays import materialize
 from fuzzer.backends import get_backend, parse_backend_list
 from fuzzer.backends.gradients import differentiated
 from fuzzer.campaign import CampaignOptions, run_campaign
-from fuzzer.check import check_case, reference_for
+from fuzzer.backend_verdict import reference_for
+from fuzzer.check import check_case
 from fuzzer.cli import main
 from fuzzer.corpus import Corpus
 from fuzzer.ir import Graph, Node, TensorSpec

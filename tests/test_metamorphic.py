@@ -394,6 +394,29 @@ def test_module_gradients_of_an_rnn_are_not_asked_of_cudnn():
     assert get_backend("torch-module-grad:cpu:float32").supports_graph(rnn)
 
 
+def test_an_op_on_cudnns_rnn_kernels_is_declared_once_and_every_torch_backend_asks_that(monkeypatch):
+    """The op's `cudnn_rnn` alone says which ops run on cuDNN's RNN kernels: on CUDA torch-layout keeps
+    their parameters contiguous, torch-module-grad leaves them out, and torch-eager's precision
+    policy caps the error it explains on a graph with one."""
+    from dataclasses import replace
+
+    from fuzzer.backends.torch_eager import TorchEager
+    from fuzzer.backends.torch_layout import TorchLayout
+    from fuzzer.backends.torch_module import TorchModuleGrad
+    from fuzzer.ops import registry
+
+    def on_cudnn_rnn(op: str, device: str = "cuda") -> tuple[bool, bool, bool]:
+        graph = Graph([TensorSpec("x", (2, 3))], [Node("n0", op, ["x"], {})], ["n0"])
+        return (TorchLayout(device)._keeps_params_contiguous(op), op in TorchModuleGrad(device).unsupported_ops,
+                TorchEager(device).precision_policy_limit(graph) < float("inf"))
+
+    assert {name for name, op in registry().items() if op.cudnn_rnn} == {"gru", "lstm"}
+    assert on_cudnn_rnn("gru") == on_cudnn_rnn("lstm") == (True, True, True)
+    assert on_cudnn_rnn("gru", "cpu") == on_cudnn_rnn("tanh") == (False, False, False)
+    monkeypatch.setitem(registry(), "tanh", replace(registry()["tanh"], cudnn_rnn=True))  # declared: every backend follows
+    assert on_cudnn_rnn("tanh") == (True, True, True)
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("kind", FAST_KINDS + SLOW_KINDS)
 def test_clean_torch_agrees_on_cuda(kind, generated):

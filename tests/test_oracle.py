@@ -7,7 +7,8 @@ from hypothesis import HealthCheck, given, settings
 from fuzzer import oracle, verdicts
 from fuzzer.arrays import materialize
 from fuzzer.backends import get_backend
-from fuzzer.check import check_case, localize
+from fuzzer.check import check_case
+from fuzzer.localize import localize
 from fuzzer.generate import CaseGenerator, cases
 from fuzzer.ir import Graph, Node, TensorSpec
 
@@ -336,7 +337,7 @@ def test_a_wrong_value_that_needs_its_input_layout_stays_with_its_op():
 
 
 def localize_probe(case):
-    from fuzzer.check import probe_case
+    from fuzzer.localize import probe_case
 
     return probe_case(case)
 

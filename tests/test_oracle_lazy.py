@@ -121,16 +121,21 @@ def test_a_floor_verdict_says_so_and_reads_back():
     assert "at_floor" not in oracle.BackendVerdict("x", verdicts.AGREE).to_dict()  # older readers see no new key
 
 
-def test_a_case_every_model_leaves_undefined_is_invalid_unless_every_verdict_agrees_at_the_floor(monkeypatch):
+def atan2_of_computed_zeros():
     """atan2 of relu's computed zeros and negative x: +pi in float64, -pi had the zeros come out -0,
-    so every entry is undefined (see "Signed zeros" in oracle.py) while r64 is finite everywhere."""
+    so every entry is undefined (see "Signed zeros" in oracle.py) while r64 is finite everywhere.
+    Returns the case, torch eager, and torch eager with atan2 giving -pi (not at the floor)."""
     import torch
 
     case = materialize(Graph([TensorSpec("x0", (3, 4)), TensorSpec("x1", (3, 4))],
                              [Node("n0", "relu", ["x0"]), Node("n1", "atan2", ["n0", "x1"])], ["n1"]), 0)
     case.arrays["x0"], case.arrays["x1"] = -np.ones((3, 4)), -np.ones((3, 4))
     eager = get_backend("torch-eager:cpu:float32")
-    minus_pi = eager.derive("minus-pi", {"atan2": lambda xs, ps, attrs: -torch.atan2(xs[0], xs[1])})
+    return case, eager, eager.derive("minus-pi", {"atan2": lambda xs, ps, attrs: -torch.atan2(xs[0], xs[1])})
+
+
+def test_a_case_every_model_leaves_undefined_is_invalid_unless_every_verdict_agrees_at_the_floor(monkeypatch):
+    case, eager, minus_pi = atan2_of_computed_zeros()
     assert check_case(case, [eager]).verdict == verdicts.AGREE
     assert check_case(case, [eager]).verdicts[0].at_floor
     assert check_case(case, [eager, minus_pi]).verdict == verdicts.INVALID  # -pi needs the models: they say invalid

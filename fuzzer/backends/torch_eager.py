@@ -9,11 +9,11 @@ import numpy as np
 
 from fuzzer.backends import Backend
 from fuzzer.ir import Case, Graph, interpret
+from fuzzer.ops import get_op
 from fuzzer.program_source import TORCH_VERSIONS, torch_program
 
-# The ops torch runs through cuDNN's RNN kernels on CUDA, and how far past its allowance their error
-# may go and still be cuDNN's precision (approximate activations: ~2^-11 relative) rather than a bug.
-CUDNN_RNN_OPS = frozenset({"gru", "lstm"})
+# How far past its allowance the error of a graph on cuDNN's RNN kernels may go and still be
+# cuDNN's precision (approximate activations: ~2^-11 relative) rather than a bug.
 CUDNN_RNN_POLICY_LIMIT = 100.0
 
 
@@ -56,8 +56,12 @@ class TorchEager(Backend):
     def has_precision_policy(self) -> bool:
         return self.device == "cuda"
 
+    def _on_cudnn_rnn(self, op_name: str) -> bool:
+        """Does torch run `op_name` on cuDNN's RNN kernels here (the op's `cudnn_rnn`, on CUDA)?"""
+        return self.device == "cuda" and get_op(op_name).cudnn_rnn
+
     def _runs_cudnn_rnn(self, graph: Graph) -> bool:
-        return self.device == "cuda" and any(node.op in CUDNN_RNN_OPS for node in graph.nodes)
+        return any(self._on_cudnn_rnn(node.op) for node in graph.nodes)
 
     # The strict run of a graph with an RNN turns cuDNN off, unless this is set (same_kernels_strict_variant).
     keeps_cudnn = False

@@ -19,7 +19,6 @@ import numpy as np
 from fuzzer.backends.torch_eager import TorchEager
 from fuzzer.ir import Case, Graph, interpret
 from fuzzer.layouts import CONTIGUOUS, apply_layout, layouts_for
-from fuzzer.ops import get_op
 from fuzzer.program_source import argument_names, torch_program
 
 RELAYOUTS = ("channels_last", "transposed", "strided")  # in order of preference
@@ -44,8 +43,8 @@ class TorchLayout(TorchEager):
     """torch eager, op by op, with every graph input and every weight of rank >= 2 in a
     non-default memory layout (see `relayout`): layout invariance against the reference.
 
-    Exception, on CUDA only: the parameters of ops that declare `cuda_contiguous_params`
-    (gru/lstm: weights and h0/c0) stay contiguous. cuDNN's RNN requires it (see
+    Exception, on CUDA only: the parameters of ops on cuDNN's RNN kernels (`cudnn_rnn`;
+    gru/lstm: weights and h0/c0) stay contiguous. cuDNN's RNN requires it (see
     fuzzer/ops/rnn.py), while the CPU kernels accept both. Relayouting them would make every
     RNN graph a crash finding on CUDA; their *inputs* are still relayouted (cuDNN handles those)."""
 
@@ -57,7 +56,7 @@ class TorchLayout(TorchEager):
     dtypes = ("float32", "float64")
 
     def _keeps_params_contiguous(self, op_name: str) -> bool:
-        return self.device == "cuda" and get_op(op_name).cuda_contiguous_params
+        return self._on_cudnn_rnn(op_name)
 
     def reproducer_program(self, case: Case) -> tuple[list[str], str]:
         # As _execute: every input relayouted (not in its stored layout), and weights of rank >= 2.

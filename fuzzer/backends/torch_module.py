@@ -42,6 +42,7 @@ from fuzzer.backends.gradients import GradientOutputs, torch_eager_gradients, to
 from fuzzer.backends.torch_eager import TorchEager
 from fuzzer.ir import Case, Graph, split_arrays
 from fuzzer.op_source import Source
+from fuzzer.ops import registry
 from fuzzer.program_source import module_program
 
 
@@ -151,16 +152,13 @@ class TorchModuleGrad(GradientOutputs, ModuleBackend):
     kind = "torch-module-grad"
     in_sets = {"model": {20: "cpu:float32"}, "grad": {10: "cpu:float32"}}
     description = "nested nn.Module tree, eval(), autograd on: outputs and input gradients (vs float64 eager autograd)"
-    # cuDNN runs an RNN's backward in training mode only ("cudnn RNN backward can only be called in
-    # training mode"), and the module is in eval mode (dropout off): no verdict on these on CUDA.
-    CUDA_TRAINING_ONLY_BACKWARD = frozenset({"gru", "lstm"})
-
     context_source = "torch.enable_grad()"
 
     def __init__(self, device="cpu", dtype=None, overrides=None, name=None):
         super().__init__(device, dtype, overrides, name)
-        if self.device == "cuda":
-            self.unsupported_ops |= self.CUDA_TRAINING_ONLY_BACKWARD
+        # cuDNN runs an RNN's backward in training mode only ("cudnn RNN backward can only be called in
+        # training mode"), and the module is in eval mode (dropout off): no verdict on these on CUDA.
+        self.unsupported_ops |= {name for name in registry() if self._on_cudnn_rnn(name)}
 
     def reproducer_transform(self, source: Source) -> list[str]:
         source.add_function(torch_outputs_and_gradients)

@@ -109,9 +109,12 @@ class OpDef:
     # states): model-level backends and reproducers register them as buffers (saved in the
     # state_dict, never trained), every other parameter as an nn.Parameter.
     buffers: frozenset[str] = frozenset()
-    # The op's torch implementation on CUDA (cuDNN) refuses non-contiguous parameters, so a
-    # backend that relayouts weights (torch-layout) keeps this op's parameters contiguous there.
-    cuda_contiguous_params: bool = False
+    # torch runs the op on cuDNN's RNN kernels on CUDA, and the torch backends ask this one fact
+    # (TorchEager._on_cudnn_rnn): those kernels refuse non-contiguous parameters (torch-layout keeps
+    # the op's contiguous there), run a backward in training mode only (torch-module-grad, in eval
+    # mode, leaves the op out there), and approximate their activations even with TF32 off (the
+    # strict run turns cuDNN off; torch-eager's precision policy caps the error it explains).
+    cudnn_rnn: bool = False
     # A scan (cumsum) whose reduced-precision kernels may carry the running value in the tensor's
     # own dtype: torch's CUDA cumsum/cumprod in float16/bfloat16 do, and its maintainers call that
     # expected (pytorch#180150, #180155), so a bfloat16 running sum of 0.73s stalls at 256. The

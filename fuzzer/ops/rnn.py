@@ -255,10 +255,11 @@ OPS = [
         sensitivity=4.0,
         forward_error=_gru_error if kind == "gru" else None,
         buffers=frozenset({"h0", "c0"} if kind == "lstm" else {"h0"}),
-        # cuDNN's RNN (torch 2.11, cuDNN 9.19) refuses a non-contiguous hx by an explicit check
-        # ("rnn: hx is not contiguous") and fails on non-contiguous weights inside its path ("view
-        # size is not compatible with input tensor's size and stride"); the CPU kernels accept both.
-        cuda_contiguous_params=True,
+        # On cuDNN's RNN kernels (torch 2.11, cuDNN 9.19), which refuse a non-contiguous hx by an
+        # explicit check ("rnn: hx is not contiguous") and fail on non-contiguous weights inside their
+        # path ("view size is not compatible with input tensor's size and stride"); the CPU kernels
+        # accept both.
+        cudnn_rnn=True,
     )
     for kind, reference, torch_impl in (("gru", _gru_reference, _torch_gru), ("lstm", _lstm_reference, _torch_lstm))
 ]

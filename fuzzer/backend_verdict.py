@@ -1,0 +1,34 @@
+"""One backend's verdict on one run of a case: its outputs judged against the float64 reference
+(and its own reference of the extra outputs it returns), or its crash, hang or refusal as such."""
+
+from __future__ import annotations
+
+from fuzzer import oracle, verdicts
+from fuzzer.backends import Backend
+from fuzzer.errors import error_headline
+from fuzzer.execute import HANG, OK, UNSUPPORTED, Outcome
+from fuzzer.ir import Case
+
+
+def reference_for(backend: Backend, case: Case, reference: oracle.Reference) -> oracle.Reference:
+    """What `backend`'s outputs are judged against: the numpy reference of the graph's outputs,
+    followed by the backend's own reference for the extra outputs it returns after them
+    (gradients, vmapped copies: a method `extra_reference(case)`; see oracle.py, "Extra outputs")."""
+    extra_reference = getattr(backend, "extra_reference", None)
+    return reference if extra_reference is None else oracle.extended(reference, extra_reference(case))
+
+
+def verdict_of(backend: Backend, case: Case, outcome: Outcome, reference: oracle.Reference,
+               at_floor: bool = False) -> oracle.BackendVerdict:
+    """`at_floor`: the verdict may agree at the floor, without the honest models (oracle.judge_outputs)."""
+    if outcome.status == OK:
+        try:
+            judged_against = reference_for(backend, case, reference)
+        except Exception as exc:  # noqa: BLE001 - a framework's float64 run that raises judges nothing
+            return oracle.BackendVerdict(backend.name, verdicts.UNSUPPORTED,
+                                         detail=f"the reference of its extra outputs raised: {error_headline(str(exc))[:200]}")
+        return oracle.judge_outputs(backend.name, backend.dtype, outcome.outputs, judged_against, at_floor)
+    if outcome.status == UNSUPPORTED:
+        return oracle.BackendVerdict(backend.name, verdicts.UNSUPPORTED, detail=outcome.error)
+    verdict = verdicts.HANG if outcome.status == HANG else verdicts.CRASH
+    return oracle.BackendVerdict(backend.name, verdict, detail=error_headline(outcome.error)[:300])
