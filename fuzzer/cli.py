@@ -317,7 +317,7 @@ def run(db_path, time_text, max_cases, backends, ops, max_nodes, regimes, seed, 
     from fuzzer.campaign_config import resumed_options
     from fuzzer.check import eager_peer
     from fuzzer.generate import weak_hypothesis_warning
-    from fuzzer.judged_share import low_judged
+    from fuzzer.judged_share import low_judged, low_judged_summary
     from fuzzer.known import load_registry
     from fuzzer.ops import parse_op_list
     from fuzzer.plugins import load_plugins
@@ -436,7 +436,7 @@ def run(db_path, time_text, max_cases, backends, ops, max_nodes, regimes, seed, 
         f"TF32-style default, or a finding of the backend a plugin derives from), {progress.invalid} invalid (the "
         f"reference defines no entry), {progress.abandoned} abandoned at "
         f"the deadline.\n{_what_ran(progress, options.backends, compile_shares)}\nShare of worker time: {shares}.\n"
-        f"{_region_summary(progress.region_coverage())}\n{_low_judged_summary(summary['low_judged'])}Next: fuzz list --db {db_path}"
+        f"{_region_summary(progress.region_coverage())}\n{low_judged_summary(progress.judged_share)}Next: fuzz list --db {db_path}"
     )
     if progress.poisoned_restarts:
         text += (f"\n{progress.poisoned_restarts} poisoned worker restart(s): a backend's error left a worker's device "
@@ -742,23 +742,6 @@ def _region_summary(coverage: dict) -> str:
 JUDGED_ROWS_SHOWN = 20  # least-judged (op, dtype, kind) rows listed in text; --json lists them all
 
 
-def _judged_line(row: dict) -> str:
-    median = "-" if row["median_allowance_u"] is None else f"{row['median_allowance_u']:.3g} u"
-    share = "-" if row["share"] is None else f"{row['share']:.0%}"
-    return (f"{row['op']} {row['dtype']} on {row['kind']}: {share} of {row['entries']} entries judged over "
-            f"{row['cases']} cases, median allowance {median}")
-
-
-def _low_judged_summary(low: list[dict]) -> str:
-    """The (op, dtype, kind) rows the oracle judged on under half their entries (fuzzer/judged_share.py), a line each."""
-    from fuzzer.judged_share import LOW_SHARE, MIN_CASES
-
-    if not low:
-        return ""
-    return (f"Judged on under {LOW_SHARE:.0%} of their entries (over {MIN_CASES} cases or more; "
-            "`fuzz stats` has the table):\n" + "".join(f"  {_judged_line(row)}\n" for row in low))
-
-
 @main.command()
 @db_option
 @json_option
@@ -781,9 +764,11 @@ def stats(db_path, as_json):
     for campaign_id, coverage in data["region_coverage"].items():
         lines.append(f"  campaign {campaign_id}: {_region_summary(coverage)}")
     if data["judged_share"]:  # fuzzer/judged_share.py: u is the dtype's unit roundoff, the allowance relative to the output's scale
+        from fuzzer.judged_share import describe
+
         lines.append(f"  judged share, least judged first ({min(JUDGED_ROWS_SHOWN, len(data['judged_share']))} of "
                      f"{len(data['judged_share'])} op/dtype/kind rows; --json lists them all):")
-        lines += [f"    {_judged_line(row)}" for row in data["judged_share"][:JUDGED_ROWS_SHOWN]]
+        lines += [f"    {describe(row)}" for row in data["judged_share"][:JUDGED_ROWS_SHOWN]]
     emit(as_json, data, "\n".join(lines))
 
 

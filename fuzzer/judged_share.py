@@ -29,14 +29,16 @@ are joined): {"cases", "entries", "judged", "u_log2:<k>" per bin}; its key is "o
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
-import numpy as np
-
-from fuzzer import oracle, verdicts
-from fuzzer.backends import Backend, get_backend
+from fuzzer import verdicts
 from fuzzer.errors import UserError
-from fuzzer.ir import Graph
-from fuzzer.records import CaseResult
+
+if TYPE_CHECKING:  # measuring imports them; reading rows (`fuzz stats`) needs neither numpy nor the oracle
+    from fuzzer import oracle
+    from fuzzer.backends import Backend
+    from fuzzer.ir import Graph
+    from fuzzer.records import CaseResult
 
 # An output whose allowance passes this many floors is no longer judged. For a well-conditioned op
 # the rounding model's e_same is about ROUNDING_SLACK units of roundoff of the output, so K_SAME *
@@ -55,6 +57,8 @@ def measure(graph: Graph, reference: oracle.Reference, result: CaseResult, backe
     """The rows of one case that check_case checked on `backends` (`result`), judged against
     `reference` (the case's own, before any extra outputs). An invalid result has no verdicts: every
     backend of `backends` counts then; a base backend check_case added is looked up by name."""
+    from fuzzer.backends import get_backend
+
     per_output_ops = [sorted({node.op for node in graph.nodes if node.name in graph.ancestors([out])})
                       for out in graph.outputs]
     rows: dict[str, dict[str, int]] = {}
@@ -83,6 +87,10 @@ def measure(graph: Graph, reference: oracle.Reference, result: CaseResult, backe
 
 def _output(reference: oracle.Reference, index: int, dtype: str, verdict, invalid: bool) -> tuple[int, int, float | None]:
     """(entries, judged entries, allowance in units of u or None) of output `index` for `dtype`."""
+    import numpy as np
+
+    from fuzzer import oracle
+
     r64 = reference.outputs[index]
     scale = reference.scales[index]
     if invalid:
@@ -140,6 +148,23 @@ def table(rows: dict) -> list[dict]:
 def low_judged(rows: dict) -> list[dict]:
     """The table's entries judged on less than LOW_SHARE of their entries over MIN_CASES cases or more."""
     return [e for e in table(rows) if e["cases"] >= MIN_CASES and e["share"] is not None and e["share"] < LOW_SHARE]
+
+
+def describe(entry: dict) -> str:
+    """One entry of the table in words."""
+    share = "-" if entry["share"] is None else f"{entry['share']:.0%}"
+    median = "-" if entry["median_allowance_u"] is None else f"{entry['median_allowance_u']:.3g} u"
+    return (f"{entry['op']} {entry['dtype']} on {entry['kind']}: {share} of {entry['entries']} entries judged over "
+            f"{entry['cases']} cases, median allowance {median}")
+
+
+def low_judged_summary(rows: dict) -> str:
+    """The campaign summary's lines naming low_judged's entries ("" for none)."""
+    low = low_judged(rows)
+    if not low:
+        return ""
+    return (f"Judged on under {LOW_SHARE:.0%} of their entries (over {MIN_CASES} cases or more; `fuzz stats` has the table):\n"
+            + "".join(f"  {describe(entry)}\n" for entry in low))
 
 
 def checked_rows(rows, where: str) -> dict:
