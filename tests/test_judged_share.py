@@ -105,3 +105,20 @@ def test_fuzz_stats_json_shows_the_meter(conventional_campaign):
     rows = json.loads(result.stdout)["judged_share"]
     row = resumed.judged_share["conventional|float32|torch-eager"]
     assert rows[0]["op"] == "conventional" and (rows[0]["entries"], rows[0]["judged"]) == (row["entries"], row["judged"])
+
+
+def test_the_report_lists_the_least_judged_first(conventional_campaign, tmp_path):
+    from fuzzer.report import write_report
+
+    db, _, _ = conventional_campaign
+    html = Path(write_report(Corpus(db), tmp_path, with_plots=False)["html"]).read_text()
+    table = html[html.index('id="judged"'):]
+    assert table.index("<code>conventional</code>") < table.index("</tbody>")
+
+
+def test_the_table_puts_the_least_judged_first_and_reads_the_median_from_the_bins():
+    rows = {"relu|float32|torch-eager": {"cases": 3, "entries": 10, "judged": 9, "u_log2:9": 3},
+            "pow|float16|jax-eager": {"cases": 3, "entries": 10, "judged": 2, "u_log2:5": 1, "u_log2:7": 2}}
+    table = judged_share.table(rows)
+    assert [(e["op"], e["share"]) for e in table] == [("pow", 0.2), ("relu", 0.9)]
+    assert table[0]["median_allowance_u"] == 2 ** 7.5 and table[1]["median_allowance_u"] == 2 ** 9.5
