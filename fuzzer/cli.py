@@ -746,7 +746,7 @@ JUDGED_ROWS_SHOWN = 20  # least-judged (op, dtype, kind) rows listed in text; --
 @db_option
 @json_option
 def stats(db_path, as_json):
-    """Counts of cases, findings and buckets by verdict and triage status.
+    """Counts of cases, findings and buckets by verdict and triage status, and what the oracle judged per op.
 
     \b
     Example:
