@@ -9,7 +9,9 @@ judged first:
 
     .venv/bin/python bench/judged_share.py --cases 10 --out reports/judged-share/table.md
 
-A one-op graph makes the attribution exact: every entry counted for an op is that op's.
+A one-op graph makes the attribution exact: every entry counted for an op is that op's. `--why
+OP,...` says instead where those ops' entries go (non-finite in float64, undefined in an honest
+model, loosened, judged), every honest model computed.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from fuzzer import judged_share
+from fuzzer import judged_share, oracle
 from fuzzer.backends import get_backend
 from fuzzer.check import check_case
 from fuzzer.errors import InternalError
@@ -57,6 +59,43 @@ def meter_op(op: str, cases: int, seed: int, timing: dict) -> dict:
     return rows
 
 
+def why_not_judged(op: str, cases: int, seed: int) -> dict:
+    """Per dtype, where the entries of `op`'s one-op cases go, with every honest model computed (the
+    campaign's meter never forces them): non-finite in float64, undefined or non-finite in some
+    honest model, in an output loosened past LOOSENED_FACTOR floors, or judged."""
+    generator = CaseGenerator([op], 1, parse_regime_list(""))
+    counts = {dtype: dict.fromkeys(("entries", "nonfinite_r64", "undefined", "loosened", "judged"), 0) for dtype in DTYPES}
+    for index in range(cases):
+        try:
+            case = generator.case(seed + index)
+        except InternalError:
+            continue
+        dtypes = [d for d in DTYPES if get_backend(f"torch-eager:cpu:{d}").supports_graph(case.graph)]
+        reference = oracle.compute_reference(case, set(dtypes))
+        for dtype in dtypes:
+            for output, r64 in enumerate(reference.outputs):
+                finite, judged = np.isfinite(r64), reference.judged_finite(dtype, output)
+                allowed, floor = oracle.allowed_error(reference, output, dtype), oracle.floor_allowance(reference, output, dtype)
+                loose = allowed > judged_share.LOOSENED_FACTOR * floor
+                row = counts[dtype]
+                row["entries"] += r64.size
+                row["nonfinite_r64"] += int(np.count_nonzero(~finite))
+                row["undefined"] += int(np.count_nonzero(finite & ~judged))
+                row["loosened" if loose else "judged"] += int(np.count_nonzero(judged))
+    return counts
+
+
+def why_markdown(why: dict, cases: int) -> str:
+    """why_not_judged's counts as shares of the entries, one line per op and dtype, least judged first."""
+    lines = ["| op | dtype | entries | judged | non-finite in float64 | undefined in a model | loosened |", "|---|---|---|---|---|---|---|"]
+    rows = [(op, dtype, counts) for op, per_dtype in why.items() for dtype, counts in per_dtype.items() if counts["entries"]]
+    for op, dtype, c in sorted(rows, key=lambda row: (row[2]["judged"] / row[2]["entries"], row[0], row[1])):
+        shares = " | ".join(f"{c[key] / c['entries']:.0%}" for key in ("judged", "nonfinite_r64", "undefined", "loosened"))
+        lines.append(f"| {op} | {dtype} | {c['entries']} | {shares} |")
+    return (f"Where the entries of {cases} one-op cases per op go with every honest model computed (no backend run), "
+            "least judged first.\n\n" + "\n".join(lines) + "\n")
+
+
 def markdown(table: list[dict], cases: int) -> str:
     """One line per op, least judged first (by its lowest share): share and median allowance per (dtype, kind)."""
     by_op: dict[str, dict] = {}
@@ -87,8 +126,21 @@ def main():
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--ops", help="comma-separated ops (default: all)")
     parser.add_argument("--out", help="write the Markdown table here")
+    parser.add_argument("--why", help="comma-separated ops, or all: where their entries go with every honest model computed, "
+                                      "instead of the table")
     args = parser.parse_args()
 
+    if args.why:
+        ops = sorted(registry()) if args.why == "all" else args.why.split(",")
+        why = {}
+        for number, op in enumerate(ops):
+            print(f"[{number + 1}/{len(ops)}] {op}", file=sys.stderr)
+            why[op] = why_not_judged(op, args.cases, args.seed)
+        if args.out:
+            Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+            Path(args.out).write_text(why_markdown(why, args.cases), encoding="utf-8")
+        print(json.dumps(why, indent=1))
+        return
     loadavg_at_start = [round(x, 2) for x in os.getloadavg()]
     ops = args.ops.split(",") if args.ops else sorted(registry())
     rows: dict = {}
