@@ -17,6 +17,7 @@ from fuzzer.campaign import CampaignOptions, run_campaign
 from fuzzer.check import check_case
 from fuzzer.corpus import Corpus
 from fuzzer.errors import UserError
+from test_cli_errors import assert_user_error, fuzz
 from test_oracle import single_op_case
 
 FUZZ = str(Path(sys.executable).with_name("fuzz"))
@@ -59,9 +60,14 @@ def test_a_verdict_at_the_floor_judges_every_finite_entry_without_the_honest_mod
     assert floor_u / 2 <= judged_share.median_allowance(row) <= floor_u * 2
 
 
-def test_a_tampered_row_is_refused_in_one_sentence():
+def test_a_tampered_row_is_refused_in_one_sentence(tmp_path):
     with pytest.raises(UserError, match="judged_share row 'relu' that is malformed"):
         judged_share.checked_rows({"relu": {"cases": 1, "entries": 1, "judged": 1}}, "Campaign 1's checkpoint")
+    db = tmp_path / "c.db"
+    with Corpus(str(db)) as corpus:
+        campaign_id = corpus.start_campaign({}, 0, {})
+        corpus.checkpoint(campaign_id, {"judged_share": {"relu|float32|torch-eager": {"cases": 1, "judged": 1}}}, 1, 0)
+    assert_user_error(fuzz("stats", "--db", db), f"Campaign {campaign_id}'s checkpoint", "lacks one of the counts")
 
 
 @pytest.fixture(scope="module")
