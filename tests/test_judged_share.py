@@ -80,9 +80,9 @@ def conventional_campaign(tmp_path_factory):
         db = str(tmp_path_factory.mktemp("judged") / "c.db")
         options = dict(backends=["torch-eager:cpu:float32"], ops=["conventional"], regimes=["small"], max_nodes=2,
                        seed=3, workers=1, plugins=[PLUGIN], shrink_time=5.0)
-        first = run_campaign(Corpus(db), CampaignOptions(max_cases=8, **options))
+        first = run_campaign(Corpus(db), CampaignOptions(max_cases=6, **options))
         first_rows = {key: dict(row) for key, row in first.judged_share.items()}
-        resumed = run_campaign(Corpus(db), CampaignOptions(max_cases=14, **options), resume=first.campaign_id)
+        resumed = run_campaign(Corpus(db), CampaignOptions(max_cases=11, **options), resume=first.campaign_id)  # 22 cases: MIN_CASES
         yield db, first_rows, resumed
     finally:
         fuzzer.ops._REGISTRY = saved
