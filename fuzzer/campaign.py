@@ -22,7 +22,7 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Callable
 
-from fuzzer import verdicts
+from fuzzer import judged_share, verdicts
 from fuzzer.backends import parse_backend_list
 from fuzzer.buckets import bucket_signatures
 from fuzzer.budget import assign_compilers, parse_shares, single_op_parts
@@ -108,6 +108,7 @@ class Progress:
     lost_nodes: list = field(default_factory=list)  # Ray: ids of the nodes lost mid-campaign (their cases ran again)
     regions_declared: list = field(default_factory=list)  # the region keys of the campaign's ops and regimes
     region_counts: dict = field(default_factory=dict)  # region key -> graphs that exercised it (fuzzer/regions.py)
+    judged_share: dict = field(default_factory=dict)  # "op|dtype|kind" -> what the oracle judged (fuzzer/judged_share.py)
     first_graph_s: float | None = None  # start-up: seconds from the start until the first graph was checked
     # The step the busy worker silent longest is in, once it has taken SLOW_WORK_S: {"doing": "compiling",
     # "backend": "torch-compile:cpu:float32", "seconds": 42.0} (backend None: the fuzzer's own judging); else {}.
@@ -157,9 +158,9 @@ class Progress:
         return data
 
     def event_dict(self) -> dict:
-        """to_dict without the region key lists (~1,000 keys each), which only the checkpoint keeps:
-        a progress event gives region_coverage's counts."""
-        return {k: v for k, v in self.to_dict().items() if k not in ("regions_declared", "region_counts")}
+        """to_dict without the region key lists (~1,000 keys each) and the judged-share rows (op x dtype
+        x kind), which only the checkpoint keeps: a progress event gives region_coverage's counts."""
+        return {k: v for k, v in self.to_dict().items() if k not in ("regions_declared", "region_counts", "judged_share")}
 
 
 class Campaign:
@@ -196,6 +197,7 @@ class Campaign:
         options = CampaignOptions(**{**config, **{k: v for k, v in overrides.items() if v is not None}},
                                   plugins=list(plugins), ray=ray)
         options.memory_limit_mb = within_hard_limit(options.memory_limit_mb)  # stored on a machine that allowed more
+        judged_share.checked_rows(state.get("judged_share", {}), f"Campaign {campaign_id}'s checkpoint")
         campaign = cls(corpus, options, on_progress, on_new_bucket, known_bugs)
         corpus.take_lease(campaign_id)  # refused while another live process runs it
         campaign.progress = Progress(campaign_id, **{k: v for k, v in state.items() if k in Progress.__dataclass_fields__})
@@ -522,6 +524,7 @@ class Campaign:
         if any(key not in progress.region_counts for key in reply.regions):
             self._uncovered = None  # recomputed at the next steered index
         _tally(progress.region_counts, dict.fromkeys(reply.regions, 1))
+        judged_share.tally(progress.judged_share, reply.judged_share)
         _tally(progress.backend_seconds, reply.seconds)
         progress.worker_seconds += reply.worker_seconds
         for key in ("compiled_structures", "not_compiled", "budget_skipped"):

@@ -317,6 +317,7 @@ def run(db_path, time_text, max_cases, backends, ops, max_nodes, regimes, seed, 
     from fuzzer.campaign_config import resumed_options
     from fuzzer.check import eager_peer
     from fuzzer.generate import weak_hypothesis_warning
+    from fuzzer.judged_share import low_judged, low_judged_summary
     from fuzzer.known import load_registry
     from fuzzer.ops import parse_op_list
     from fuzzer.plugins import load_plugins
@@ -418,7 +419,8 @@ def run(db_path, time_text, max_cases, backends, ops, max_nodes, regimes, seed, 
         click.echo("", err=True)
     stored = corpus.stored_by_campaign(progress.campaign_id)
     summary = {**progress.event_dict(), "seed": corpus.campaign(progress.campaign_id)["seed"],
-               "region_coverage": progress.region_coverage(), "db": db_path, "stored_cases": stored}
+               "region_coverage": progress.region_coverage(), "db": db_path, "stored_cases": stored,
+               "low_judged": low_judged(progress.judged_share)}
     shares = ", ".join(f"{name} {share:.0%}" for name, share in progress.backend_time_share().items())
     if resume is not None:  # the resumed campaign's own backends and shares, not this command line's defaults
         options = CampaignOptions(**resumed_options(corpus.campaign(resume), list(plugins))[0], plugins=list(plugins))
@@ -434,7 +436,7 @@ def run(db_path, time_text, max_cases, backends, ops, max_nodes, regimes, seed, 
         f"TF32-style default, or a finding of the backend a plugin derives from), {progress.invalid} invalid (the "
         f"reference defines no entry), {progress.abandoned} abandoned at "
         f"the deadline.\n{_what_ran(progress, options.backends, compile_shares)}\nShare of worker time: {shares}.\n"
-        f"{_region_summary(progress.region_coverage())}\nNext: fuzz list --db {db_path}"
+        f"{_region_summary(progress.region_coverage())}\n{low_judged_summary(progress.judged_share)}Next: fuzz list --db {db_path}"
     )
     if progress.poisoned_restarts:
         text += (f"\n{progress.poisoned_restarts} poisoned worker restart(s): a backend's error left a worker's device "
@@ -737,11 +739,14 @@ def _region_summary(coverage: dict) -> str:
     return text + (f"; never reached: {shown}." if missing else ".")
 
 
+JUDGED_ROWS_SHOWN = 20  # least-judged (op, dtype, kind) rows listed in text; --json lists them all
+
+
 @main.command()
 @db_option
 @json_option
 def stats(db_path, as_json):
-    """Counts of cases, findings and buckets by verdict and triage status.
+    """Counts of cases, findings and buckets by verdict and triage status, and what the oracle judged per op.
 
     \b
     Example:
@@ -758,6 +763,12 @@ def stats(db_path, as_json):
                      f"{data['findings_by_regime'].get(regime, 0)} cases with findings")
     for campaign_id, coverage in data["region_coverage"].items():
         lines.append(f"  campaign {campaign_id}: {_region_summary(coverage)}")
+    if data["judged_share"]:  # fuzzer/judged_share.py: u is the dtype's unit roundoff, the allowance relative to the output's scale
+        from fuzzer.judged_share import describe
+
+        lines.append(f"  judged share, least judged first ({min(JUDGED_ROWS_SHOWN, len(data['judged_share']))} of "
+                     f"{len(data['judged_share'])} op/dtype/kind rows; --json lists them all):")
+        lines += [f"    {describe(row)}" for row in data["judged_share"][:JUDGED_ROWS_SHOWN]]
     emit(as_json, data, "\n".join(lines))
 
 

@@ -30,7 +30,8 @@ from fuzzer.regimes import parse_regime_list
 from fuzzer.regions import focus_of, graph_regions
 from fuzzer.ir import Case
 from fuzzer.known import Registry
-from fuzzer import verdicts
+from fuzzer.oracle import Reference
+from fuzzer import judged_share, verdicts
 from fuzzer.plugins import load_plugins
 from fuzzer.records import CaseReply, CheckReply, FoundCase, ShrinkReply
 from fuzzer.shape_variants import shape_variant
@@ -370,13 +371,19 @@ class Pipeline:
             if current is None:
                 return  # no size of this graph can change: no variant would
             began, ran_before = time.perf_counter(), sum(self.backend_seconds.get(b.name, 0.0) for b in backends)
-            result = check_case(current, backends, self.config.reruns, self.runner,
-                                on_reference=lambda reference: self.regions.update(graph_regions(current.graph, reference.values)))
+            seen: list[Reference] = []  # the case's reference: its region keys now, the judged-share meter after the verdicts
+
+            def on_reference(reference: Reference) -> None:
+                seen.append(reference)
+                self.regions.update(graph_regions(current.graph, reference.values))
+
+            result = check_case(current, backends, self.config.reruns, self.runner, on_reference=on_reference)
             reply.count([b.name for b in backends], current.graph.op_names(), first_set=number == 0)
             if all(b.expensive for b in backends):  # judging, localizing, other backends' runs (an inherited check)
                 overhead = time.perf_counter() - began - (sum(self.backend_seconds.get(b.name, 0.0) for b in backends) - ran_before)
                 for backend in backends:
                     self.overhead[backend.name] = self.overhead.get(backend.name, 0.0) + overhead / len(backends)
+            judged_share.tally(reply.judged_share, judged_share.measure(current.graph, seen[0], result, backends))
             if result.verdict == verdicts.INVALID:
                 reply.invalid += 1
                 continue

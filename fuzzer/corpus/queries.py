@@ -302,6 +302,7 @@ class Queries(CorpusFile):
                                          "FROM cases WHERE signature IS NOT NULL AND shrunk_from IS NULL GROUP BY key ORDER BY key"),
             "graphs_by_regime": self.graphs_by_regime(),
             "region_coverage": self.region_coverage(),
+            "judged_share": self.judged_share(),
         }
 
     def region_coverage(self) -> dict[str, dict]:
@@ -316,6 +317,18 @@ class Queries(CorpusFile):
             if isinstance(declared, list) and declared and isinstance(counts, dict):
                 found[str(row["id"])] = coverage([str(k) for k in counts], [str(k) for k in declared])
         return found
+
+    def judged_share(self) -> list[dict]:
+        """What the oracle judged, per (op, dtype, backend kind), summed over every campaign's
+        checkpoint, least judged first (fuzzer/judged_share.py's table)."""
+        from fuzzer import judged_share
+
+        rows: dict = {}
+        for row in self.campaigns():
+            checkpoint = row.get("checkpoint") if isinstance(row.get("checkpoint"), dict) else {}
+            if "judged_share" in checkpoint:
+                judged_share.tally(rows, judged_share.checked_rows(checkpoint["judged_share"], f"Campaign {row['id']}'s checkpoint"))
+        return judged_share.table(rows)
 
     def graphs_by_regime(self) -> dict[str, int]:
         """Graphs checked per regime, summed over every campaign's checkpoint."""

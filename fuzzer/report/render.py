@@ -268,6 +268,22 @@ def _coverage_table(coverage) -> str:
             + "\n".join(rows) + "</tbody></table></div>")
 
 
+def _judged_share_table(rows: list[dict]) -> str:
+    """Corpus.stats()'s judged-share table (fuzzer/judged_share.py), least judged first, as `fuzz stats` lists it."""
+    if not rows:
+        return '<p class="empty">No campaign recorded what the oracle judged.</p>'
+    body = []
+    for r in rows:
+        share = "-" if r["share"] is None else f"{r['share']:.0%}"
+        median = "-" if r["median_allowance_u"] is None else f"{r['median_allowance_u']:.3g}"
+        body.append(f"<tr><td><code>{esc(r['op'])}</code></td><td>{esc(r['dtype'])}</td><td>{esc(r['kind'])}</td>"
+                    f"<td class=num>{share}</td><td class=num>{r['entries']}</td><td class=num>{r['cases']}</td>"
+                    f"<td class=num>{median}</td></tr>")
+    head = ("op", "dtype", "backend kind", "judged", "entries", "cases", "median allowance (u)")
+    return ("<div class='table-wrap coverage'><table><thead><tr>" + "".join(f"<th>{esc(h)}</th>" for h in head)
+            + "</tr></thead><tbody>" + "\n".join(body) + "</tbody></table></div>")
+
+
 def render_html(data, plots: dict[str, str], why_no_plots: str | None) -> str:
     """The whole page for a fuzzer.report.data.ReportData and make_plots' answer."""
     bugs = [r for r in data.buckets if not r.precision_policy]
@@ -311,6 +327,11 @@ def render_html(data, plots: dict[str, str], why_no_plots: str | None) -> str:
         '<p class="small muted">Graphs containing the op that each backend ran (the campaigns\' checkpoints; darker: '
         'more, log scale) <b class=found>/ findings</b> of generated cases whose culprit is the op on that backend.</p>',
         _coverage_table(data.coverage),
+        '<h3 id="judged">What the oracle judged: op x dtype x backend kind</h3>',
+        '<p class="small muted">The share of output entries judged (finite in every honest model, not undefined, '
+        'the allowance at most a few floors), least judged first, and the median allowance in units of the dtype\'s '
+        'unit roundoff u, relative to the output\'s scale (fuzzer/judged_share.py).</p>',
+        _judged_share_table(data.stats.get("judged_share", [])),
         '<h2 id="reproducers">Reproducers</h2>',
         "\n".join(_reproducer_section(r) for r in bugs + policy) or '<p class="empty">No buckets, no reproducers.</p>',
         "</body></html>",
