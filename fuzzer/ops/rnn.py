@@ -14,6 +14,7 @@ import numpy as np
 
 from fuzzer.ops import OpDef
 from fuzzer.ops._common import check, st
+from fuzzer.ops.numerics import Numerics
 
 GATES = {"gru": 3, "lstm": 4}
 
@@ -241,6 +242,8 @@ def _jax_rnn(kind):
     return run
 
 
+RECURRENCE = "each step's matmuls and gates round, and the next step carries it"
+
 OPS = [
     OpDef(
         name=kind,
@@ -252,13 +255,17 @@ OPS = [
         accepts=_accepts,
         draw_attrs=_draw,
         params=_params(kind),
-        sensitivity=4.0,
-        forward_error=_gru_error if kind == "gru" else None,
+        numerics=numerics,
         buffers=frozenset({"h0", "c0"} if kind == "lstm" else {"h0"}),
         # cuDNN's RNN (torch 2.11, cuDNN 9.19) refuses a non-contiguous hx by an explicit check
         # ("rnn: hx is not contiguous") and fails on non-contiguous weights inside its path ("view
         # size is not compatible with input tensor's size and stride"); the CPU kernels accept both.
         cuda_contiguous_params=True,
     )
-    for kind, reference, torch_impl in (("gru", _gru_reference, _torch_gru), ("lstm", _lstm_reference, _torch_lstm))
+    for kind, reference, torch_impl, numerics in (
+        ("gru", _gru_reference, _torch_gru, Numerics(sensitivity=4.0, forward_error=_gru_error, why={
+            "sensitivity": RECURRENCE,
+            "forward_error": "h = n + z * (h_prev - n) rounds a small h_prev away where z rounds to 1 (_gru_error)"})),
+        ("lstm", _lstm_reference, _torch_lstm, Numerics(sensitivity=4.0, why={"sensitivity": RECURRENCE})),
+    )
 ]
