@@ -8,15 +8,18 @@ must be the one the shape rule infers.
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
+from click.testing import CliRunner
 from hypothesis import strategies as st
 
 from fuzzer.arrays import materialize
 from fuzzer.backends import get_backend
+from fuzzer.cli import main
 from fuzzer.ir import Graph, Node, TensorSpec, infer_shapes
 from fuzzer.ops import OpDef, registry
 from fuzzer.ops._common import DIMS
@@ -85,6 +88,24 @@ def test_a_reference_is_the_float64_math_and_a_narrower_dtype_runs_the_kernel_mo
     assert (op.impl("numpy")(row, {}, attrs) == 0).all()
     exact = [row[0].astype(np.float64)]
     assert np.array_equal(op.impl("numpy")(exact, {}, attrs), op.reference(exact, {}, attrs))
+
+
+def test_fuzz_ops_prints_an_ops_numerics_with_the_reasons_and_lists_them_in_json():
+    text = CliRunner().invoke(main, ["ops", "--numerics", "layer_norm"])
+    assert text.exit_code == 0, text.output
+    lines = text.output.splitlines()
+    assert [line.split(" = ")[0] for line in lines] == ["sensitivity", "forward_error", "low_precision_model"]
+    assert lines[0] == f"sensitivity = 4.0: {registry()['layer_norm'].numerics.why['sensitivity']}"
+    assert "declares nothing" in CliRunner().invoke(main, ["ops", "--numerics", "relu"]).output
+    rows = {row["name"]: row for row in json.loads(CliRunner().invoke(main, ["ops", "--json"]).output)}
+    assert rows["relu"]["numerics"] == []
+    assert {fact["fact"]: fact["value"] for fact in rows["sin"]["numerics"]} == {"forward_error": "_argument_rounding",
+                                                                                  "period": 2 * math.pi}
+
+
+def test_fuzz_ops_refuses_the_numerics_of_an_unknown_op():
+    result = CliRunner().invoke(main, ["ops", "--numerics", "layer_nrom"])
+    assert result.exit_code == 2 and "'layer_nrom'" in result.output and "fuzz ops" in result.output
 
 
 @pytest.mark.parametrize("name", OP_NAMES)
