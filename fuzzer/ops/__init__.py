@@ -2,7 +2,8 @@
 
 An OpDef carries everything about one op: how to draw valid attributes for
 given input shapes, the shape rule, the parameters it needs, a float64 numpy
-reference written from the math, and the torch and jax implementations.
+reference written from the math, the torch and jax implementations, and its
+numerics (numerics.py: how its correct kernels round, each fact with its reason).
 Backends materialize a graph by calling `op.impl(family)`; nothing else in the
 code base knows about individual ops. Adding an op touches one file here.
 """
