@@ -444,11 +444,11 @@ def _local_response_norm_reference(xs, ps, attrs, squares=_squares):
     along dim 1; window channels outside [0, C) count as zeros and the average always divides
     by `size` (torch pads, then average-pools with the padding counted)."""
     x, size = xs[0], attrs["size"]
-    squares, channels = squares(x), x.shape[1]
+    squared, channels = squares(x), x.shape[1]
     window = np.zeros_like(x)
     for offset in _window_offsets(size):
         low, high = max(0, -offset), min(channels, channels - offset)  # channels c whose c + offset exists
-        window[:, low:high] += squares[:, low + offset : high + offset]
+        window[:, low:high] += squared[:, low + offset : high + offset]
     return like(x, x / (attrs["k"] + attrs["alpha"] / size * window) ** attrs["beta"])
 
 
