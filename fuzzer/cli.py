@@ -1305,17 +1305,26 @@ def backends(plugins, as_json):
 
 
 @main.command()
+@click.option("--numerics", "numerics_of", metavar="NAME",
+              help="Print op NAME's numerics declaration instead: each fact beyond the generic models, with its reason.")
 @json_option
-def ops(as_json):
+def ops(numerics_of, as_json):
     """List the ops the generator draws from, by family.
 
     \b
     Example:
       fuzz ops --json
+      fuzz ops --numerics layer_norm
     """
-    from fuzzer.ops import registry
+    from fuzzer.ops import get_op, registry
 
-    rows = [{"name": op.name, "family": op.family, "arity": list(op.arity), "sensitivity": op.sensitivity, "notes": op.notes}
+    if numerics_of:
+        facts = get_op(numerics_of).numerics.describe()
+        emit(as_json, facts, "\n".join(f"{f['fact']} = {f['value']}: {f['why']}" for f in facts)
+             or f"{numerics_of} declares nothing: the generic models judge it.")
+        return
+    rows = [{"name": op.name, "family": op.family, "arity": list(op.arity), "sensitivity": op.numerics.sensitivity,
+             "numerics": op.numerics.describe(), "notes": op.notes}
             for op in sorted(registry().values(), key=lambda o: (o.family, o.name))]
     emit(as_json, rows, "\n".join(f"{r['family']:<12} {r['name']:<14} {r['notes']}".rstrip() for r in rows))
 

@@ -103,7 +103,7 @@ class _Builder:
         """Add `op_name` on value `first` (attrs and further operands drawn unless given);
         None if it cannot apply."""
         op = self.ops.get(op_name)
-        if op is None or not op.accepts(self.shapes[first]) or (op.exact and not self.is_input(first)):
+        if op is None or not op.accepts(self.shapes[first]) or (op.numerics.exact and not self.is_input(first)):
             return None
         draw = self.draw
         attrs = op.draw_attrs(draw, [self.shapes[first]]) if attrs is None else attrs
@@ -114,9 +114,9 @@ class _Builder:
                 return None
             for shape in shapes:
                 # Any value of the right shape, the first operand too (mul(y, y)); an exact op's
-                # operands are graph inputs (see OpDef.exact).
+                # operands are graph inputs (see Numerics.exact).
                 existing = [name for name, s in self.shapes.items()
-                            if s == tuple(shape) and (self.is_input(name) or not op.exact)]
+                            if s == tuple(shape) and (self.is_input(name) or not op.numerics.exact)]
                 if existing and draw(st.booleans()):
                     operands.append(draw(st.sampled_from(existing)))
                 else:

@@ -9,7 +9,7 @@ numpy reference and r_d the same reference evaluated in dtype d:
     e_same  = max( max |r_d - r64|,              (what an honest dtype-d implementation gets wrong)
                    max |r_noisy - r64| )         (the same, by a rounding model: see below)
     scale   = max |v| over o and every value o depends on (inputs, weights, intermediates)
-    sens    = sum of the op sensitivities (OpDef.sensitivity) of the nodes o depends on
+    sens    = sum of the op sensitivities (Numerics.sensitivity) of the nodes o depends on
     allowed = K_SAME * e_same + sens * (RTOL[d] * scale + TINY[d])
 
     agree  iff err <= allowed
@@ -21,7 +21,7 @@ float16 baddbmm does not there), and an entry must be the same in both to be def
 bfloat16 values are ml_dtypes' and every op computes in float32 from them and rounds its result
 to bfloat16, as a bfloat16 kernel does (reference.py says why not ml_dtypes' own reductions): an
 input that rounds to -1 makes log1p -inf there too. A scan that kernels may carry in bfloat16
-(OpDef.scans_in_dtype: cumsum) runs in bfloat16 in the model as well.
+(Numerics.scans_in_dtype: cumsum) runs in bfloat16 in the model as well.
 
 Why each term: `e_same` is the PyTorch-minifier idea (judge error relative to
 what a trusted implementation of the same dtype achieves), which absorbs
@@ -108,7 +108,7 @@ float64; instance_norm of a constant row is -1e-17 in torch's float64), since it
 upstream rounding's, in float64 as in float32. A zero that flushed subnormals make inside an op is
 one too: the same-dtype model of such an op flushes them (prod's partial products, attention's
 softmax weights: 0 * -inf is nan where a subnormal weight gives -inf). An entry undefined in any
-one run is undefined. An entry the math leaves to convention (OpDef.undefined: pow(-inf, 0.5) is
+one run is undefined. An entry the math leaves to convention (Numerics.undefined: pow(-inf, 0.5) is
 +inf by IEEE pow, nan by numpy's and torch's sqrt; a bilinear blend reading a non-finite
 neighbour, nan or not by how the kernel writes it; a product whose value depends on the order of
 its multiplications, past float64's range) is undefined the same way. Undefinedness is a mask
@@ -347,7 +347,7 @@ def compute_reference(case: Case, dtypes: set[str]) -> Reference:
             ]
             magnitudes = [np.max(np.abs(v[np.isfinite(v)])) for v in values if np.any(np.isfinite(v))]
             scales.append(float(max(magnitudes, default=0.0)))
-        sensitivities.append(1.0 + sum(get_op(n.op).sensitivity for n in graph.nodes if n.name in ancestors))
+        sensitivities.append(1.0 + sum(get_op(n.op).numerics.sensitivity for n in graph.nodes if n.name in ancestors))
         outputs.append(np.asarray(env[out], dtype=np.float64))
     return Reference(outputs, scales, sensitivities, values=env,
                      compute_models=lambda: _honest_models(case, inputs, params, env, outputs, dtypes))
@@ -432,7 +432,7 @@ def _float64_overflow(graph: Graph, inputs: dict, params: dict, outputs: list[np
     wide = np.dtype(np.longdouble)
 
     def widened(op_name):
-        reference_fn = get_op(op_name).reference
+        reference_fn = get_op(op_name).impl("numpy")
         return lambda xs, ps, attrs: np.asarray(reference_fn(xs, ps, attrs), dtype=wide)
 
     with np.errstate(all="ignore"):
@@ -580,7 +580,7 @@ def _rounding_runs(case: Case, inputs: dict, params: dict, dtype: str, env: dict
     Where the op's magnitude (the op on absolute values) passes the dtype's largest value, an
     honest implementation may overflow in its own order of operations (a float32 sum of
     values near 3e38): those entries are made inf in the runs, so they are undefined too.
-    Piecewise-constant ops (OpDef.exact) read graph inputs, the same numbers everywhere:
+    Piecewise-constant ops (Numerics.exact) read graph inputs, the same numbers everywhere:
     their inputs are not perturbed (a tie in argmax would flip otherwise).
     """
     roundoff = UNIT_ROUNDOFF[dtype]
@@ -598,7 +598,7 @@ def _rounding_runs(case: Case, inputs: dict, params: dict, dtype: str, env: dict
             # Backward error: a stable op computes the exact result of slightly perturbed
             # inputs; this is what exposes rounding *inside* an op (layer_norm's mean of
             # equal values, amplified by 1 / sqrt(var + eps)).
-            if not op.exact and not directed:
+            if not op.numerics.exact and not directed:
                 xs = [x * (1.0 + ROUNDING_SLACK * roundoff * rng.uniform(-1.0, 1.0, np.shape(x))) for x in xs]
             out = np.asarray(op.reference(xs, ps, attrs), dtype=np.float64)
             # Rounding is relative to the magnitudes summed, not to a result that cancelled:
@@ -662,7 +662,7 @@ def _finished(noisy: np.ndarray, op, xs: list, computed: list[bool], undefined_i
     float64 run's value of the node) and the masks of the operands' undefined entries
     (`undefined_in`, None each where none).
 
-    The op's declared forward error (OpDef.forward_error) is added with the run's sign. Run 0 makes
+    The op's declared forward error (Numerics.forward_error) is added with the run's sign. Run 0 makes
     every computed zero an exact zero (_near_zero; not in a `directed` run, which keeps it on the
     side of 0 its direction puts it), as one within its rounding bound is (_noisy):
     x - tanh(x) of a small x is 0 in float32; run 1 keeps it off by the error, so the allowance
@@ -670,20 +670,20 @@ def _finished(noisy: np.ndarray, op, xs: list, computed: list[bool], undefined_i
     in `dtype` (nan in the run, and in the mask) where it depends on the sign of a computed zero
     (_zero_sign_dependent), on an operand entry undefined upstream (_depends_on_undefined), on an
     operand the run moved a quarter of the op's period from its float64 value (`exact_xs`:
-    _moved_a_quarter_period), or where the op leaves it to convention (OpDef.undefined). The mask, not the nan, says so: a
+    _moved_a_quarter_period), or where the op leaves it to convention (Numerics.undefined). The mask, not the nan, says so: a
     nan the math defines (sqrt(-1)) is required of a backend, an undefined entry never is."""
     error = None
-    if op.forward_error is not None:
-        error = np.asarray(op.forward_error(xs, ps, attrs))
+    if op.numerics.forward_error is not None:
+        error = np.asarray(op.numerics.forward_error(xs, ps, attrs))
         if exact_xs is not None:
             # Also at the float64 operands: the run's perturbation gives a constant row a variance
             # (1.5e-4 for two entries of 207417), which shrank the normalization error of its
             # x * scale + shift from 2.6e3 to 7 (GPU campaign case 560: torch's -2625.75 for 0).
             with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
-                error = np.fmax(error, np.asarray(op.forward_error(exact_xs, ps, attrs)))
+                error = np.fmax(error, np.asarray(op.numerics.forward_error(exact_xs, ps, attrs)))
         error = ROUNDING_SLACK * UNIT_ROUNDOFF[dtype] * error
-    if op.intermediate_error is not None:
-        rounded = np.asarray(op.intermediate_error(xs, ps, attrs, UNIT_ROUNDOFF[dtype]))
+    if op.numerics.intermediate_error is not None:
+        rounded = np.asarray(op.numerics.intermediate_error(xs, ps, attrs, UNIT_ROUNDOFF[dtype]))
         error = rounded if error is None else error + rounded
     if error is not None:
         noisy = _perturb(noisy, (1.0 if run % 2 == 0 else -1.0) * error)  # systematic: one sign a run
@@ -700,8 +700,8 @@ def _finished(noisy: np.ndarray, op, xs: list, computed: list[bool], undefined_i
     masks = [_zero_sign_dependent(op, xs, computed, ps, attrs, dtype, exact_xs), _integer_dependent(op, xs, computed, ps, attrs, out, dtype, exact_xs),
              _depends_on_undefined(op, xs, undefined_in, ps, attrs, np.shape(out)),
              _moved_a_quarter_period(op, xs, exact_xs)]
-    if op.undefined is not None:
-        masks.append(np.asarray(op.undefined(xs, ps, attrs), dtype=bool))
+    if op.numerics.undefined is not None:
+        masks.append(np.asarray(op.numerics.undefined(xs, ps, attrs), dtype=bool))
     masks = [np.broadcast_to(mask, np.shape(out)) for mask in masks if mask is not None and mask.any()]
     if not masks:
         return noisy, None
@@ -710,13 +710,13 @@ def _finished(noisy: np.ndarray, op, xs: list, computed: list[bool], undefined_i
 
 
 def _moved_a_quarter_period(op, xs: list, exact_xs: list | None) -> np.ndarray | None:
-    """Where a periodic op's (OpDef.period) operand in a rounding run is a quarter period or more
+    """Where a periodic op's (Numerics.period) operand in a rounding run is a quarter period or more
     from its float64 value: cos of a float32 dot product of 2e6 that rounding moves by 25 may be
     any value in [-1, 1], of either sign, and a handful of runs would sample only a few of them."""
-    if op.period is None or exact_xs is None:
+    if op.numerics.period is None or exact_xs is None:
         return None
     with np.errstate(invalid="ignore"):
-        return np.abs(xs[0] - exact_xs[0]) >= op.period / 4
+        return np.abs(xs[0] - exact_xs[0]) >= op.numerics.period / 4
 
 
 def _near_zero(noisy: np.ndarray, out: np.ndarray, exact: np.ndarray, error: np.ndarray | None) -> np.ndarray:
@@ -761,7 +761,7 @@ def _zero_sign_dependent(op, xs: list, computed: list[bool], ps: dict, attrs: di
     entry is undefined in `dtype` where the result at +0 and at -0 differ by more than a zero's sign
     (atan2's +-pi, 1 / +-0), or at d's smallest normal below zero is of another class (sqrt and log
     are nan there). See "Signed zeros"."""
-    if not op.zero_sign_matters:
+    if not op.numerics.zero_sign_matters:
         return None
     exact_xs = xs if exact_xs is None else exact_xs
     zeros = [np.logical_and(is_computed, (x == 0) | (np.broadcast_to(exact, np.shape(x)) == 0))
@@ -799,7 +799,7 @@ def _integer_dependent(op, xs: list, computed: list[bool], ps: dict, attrs: dict
     (`exact_xs`), as the run's drift from the float64 value, which carries the producer's bound: a
     float32 conv1d output that cancels from terms of 1,739 to 369.0000146 comes out as 369.0, and
     pow(-0.012, 369.0) is finite where the float64 value is nan (1-hour campaign case 70)."""
-    if not op.integer_matters:
+    if not op.numerics.integer_matters:
         return None
     slack = INTEGER_SLACK * ROUNDING_SLACK * UNIT_ROUNDOFF[dtype]
     snapped, moved = [], False
@@ -1014,7 +1014,7 @@ def _rounding_runs_shared(case: Case, inputs: dict, params: dict, dtypes: list[s
             computed = [name not in inputs for name in node.inputs]
             operands = {dtype: [envs[dtype][name] for name in node.inputs] for dtype in dtypes}
             with np.errstate(all="ignore"):
-                if not op.exact:
+                if not op.numerics.exact:
                     shapes = [np.shape(x) for x in operands[dtypes[0]]]
                     if any([np.shape(x) for x in operands[dtype]] != shapes for dtype in dtypes):
                         raise _Diverged

@@ -1,4 +1,5 @@
-"""The numpy reference evaluation of a graph: every op's float64 `reference`, run in a numpy dtype.
+"""The numpy reference evaluation of a graph: every op's float64 `reference`, run in a numpy dtype
+(where the op declares a low-precision kernel model, Numerics.low_precision_model, that instead).
 
 The oracle's arbiter (float64) and its same-dtype model (float32, float16, bfloat16) both come from
 here; backends/numpy_ref.py is a thin backend over it.
@@ -30,7 +31,7 @@ def evaluate_all(graph: Graph, inputs: dict, params: dict, dtype: str = "float64
     its `dtype` operands and rounds its result to `dtype` (always so for bfloat16: _in_dtype)."""
     numpy_type = numpy_dtype(dtype)
     cast = lambda a: np.asarray(a, dtype=numpy_type)  # noqa: E731
-    impl_for = impl_for or (lambda op_name: get_op(op_name).reference)
+    impl_for = impl_for or (lambda op_name: get_op(op_name).impl("numpy"))
     with np.errstate(all="ignore"):
         return interpret(
             graph,
@@ -49,12 +50,12 @@ def _in_dtype(fn, dtype, op, in_float32: bool = False):
     bfloat16 arithmetic does that per ufunc, but its reductions accumulate in bfloat16 (a sum
     of 1000 ones is 256), an error no reduction kernel makes; einsum has no bfloat16 loop.
     A scan some kernels do carry in bfloat16 (`op`'s scans_in_dtype) runs in bfloat16 itself.
-    `op`'s weak scalars (OpDef.weak_scalars) are bfloat16 constants first, as in torch and jax (numpy
+    `op`'s weak scalars (Numerics.weak_scalars) are bfloat16 constants first, as in torch and jax (numpy
     rounds them to float16 itself; `in_float32`, the float16 model of opmath kernels, keeps them)."""
-    if not op.scans_in_dtype and (in_float32 or dtype.name == "bfloat16"):
-        if dtype.name == "bfloat16" and op.weak_scalars:
+    if not op.numerics.scans_in_dtype and (in_float32 or dtype.name == "bfloat16"):
+        if dtype.name == "bfloat16" and op.numerics.weak_scalars:
             unrounded = fn
-            fn = lambda xs, ps, attrs: unrounded(xs, ps, _rounded_scalars(attrs, op.weak_scalars, dtype))  # noqa: E731
+            fn = lambda xs, ps, attrs: unrounded(xs, ps, _rounded_scalars(attrs, op.numerics.weak_scalars, dtype))  # noqa: E731
         return lambda xs, ps, attrs: np.asarray(fn([_float32(x) for x in xs], {k: _float32(v) for k, v in ps.items()}, attrs),
                                                 dtype=dtype)
     return lambda xs, ps, attrs: np.asarray(fn(xs, ps, attrs), dtype=dtype)

@@ -32,7 +32,7 @@ families, and the ops that get each without declaring anything:
   special    `input-has:VALUE` in an operand, for the ops that compute on values (not
              DATA_MOVING_FAMILIES): nan, inf and -inf; a float32 subnormal unless the op is
              exact (piecewise constant); -0.0 where the sign of a zero matters
-             (OpDef.zero_sign_matters).
+             (Numerics.zero_sign_matters).
 An op whose kernels switch on something these miss declares it (OpDef.regions, e.g. matmul's
 batch broadcasting).
 
@@ -67,7 +67,7 @@ from fuzzer.region_keys import (DATA_MOVING_FAMILIES, DIM_ATTRIBUTES, ELEMENTWIS
 REGIME_RULES = {
     "batch-threshold": lambda op: op.family in ("matmul", "conv", "norm", "attention"),
     "size-1": lambda op: op.arity[1] > 1 or op.family in REDUCING_FAMILIES + ("norm",),
-    "magnitudes": lambda op: op.family in ("unary", "elementwise", "softmax") and not op.exact,
+    "magnitudes": lambda op: op.family in ("unary", "elementwise", "softmax") and not op.numerics.exact,
     "big-contraction": lambda op: op.name in BIG_CONTRACTIONS,
 }
 CENSUS_DRAWS = 8  # small-regime one-op graphs per op whose attribute keys are declared
@@ -87,7 +87,7 @@ def op_regions(op_name: str) -> frozenset[str]:
     if op.family not in ELEMENTWISE_FAMILIES:
         regions.update(f"layout={layout}" for rank in focus_ranks(op) for layout in layouts_for((2,) * rank))
     if op.family not in DATA_MOVING_FAMILIES:
-        values = ["nan", "inf", "-inf"] + ["subnormal"] * (not op.exact) + ["-0.0"] * op.zero_sign_matters
+        values = ["nan", "inf", "-inf"] + ["subnormal"] * (not op.numerics.exact) + ["-0.0"] * op.numerics.zero_sign_matters
         regions.update(f"input-has:{value}" for value in values)
     return frozenset(regions | set(op.regions.declared if op.regions is not None else ()))
 

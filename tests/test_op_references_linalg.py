@@ -27,10 +27,11 @@ INF = math.inf
 
 
 def ref(name, xs, ps=None, dtype=np.float64, **attrs):
-    """Run an op's reference on arrays of `dtype` (float64 unless told)."""
+    """Run an op in numpy on arrays of `dtype`: float64 (unless told) runs its reference, another
+    dtype its low-precision model where it declares one (Numerics.low_precision_model)."""
     xs = [np.asarray(x, dtype=dtype) for x in xs]
     ps = {k: np.asarray(v, dtype=dtype) for k, v in (ps or {}).items()}
-    return get_op(name).reference(xs, ps, attrs)
+    return get_op(name).impl("numpy")(xs, ps, attrs)
 
 
 def infer(name, shapes, **attrs):
@@ -142,7 +143,7 @@ def test_argmax_returns_indices_in_the_input_dtype():
     out = ref("argmax", [[[0.0, 1.0], [3.0, 2.0]]], dtype=np.float32, dim=0, keepdim=False)
     assert out.dtype == np.float32
     assert_array_equal(out, [1.0, 1.0])
-    assert get_op("argmax").exact and get_op("argmin").exact
+    assert get_op("argmax").numerics.exact and get_op("argmin").numerics.exact
 
 
 # -- cumsum ------------------------------------------------------------------------------
@@ -177,9 +178,9 @@ def test_variance_forward_error_covers_a_float32_welford_on_near_equal_values():
     attrs = dict(dims=[0], keepdim=False, correction=0)
     # Without a declared error the rounding model moves var by a few roundoffs of var: far too little.
     assert error > 10 * roundoff * exact
-    assert error <= roundoff * get_op("var").forward_error([x], {}, attrs)[0]
+    assert error <= roundoff * get_op("var").numerics.forward_error([x], {}, attrs)[0]
     std_error = abs(math.sqrt(welford_float32(x)) - math.sqrt(exact))
-    assert std_error <= roundoff * get_op("std").forward_error([x], {}, attrs)[0]
+    assert std_error <= roundoff * get_op("std").numerics.forward_error([x], {}, attrs)[0]
 
 
 # -- bmm / addmm / baddbmm ----------------------------------------------------------------
@@ -229,7 +230,7 @@ def test_baddbmm_adds_a_broadcast_matrix_to_every_batch_entry():
 
 def test_scaled_product_error_is_the_magnitude_of_both_terms_whatever_their_signs():
     # beta * input and alpha * product cancel exactly here; rounding is still relative to 2 + 2.
-    bound = get_op("addmm").forward_error([np.array([[2.0]]), np.array([[1.0]]), np.array([[2.0]])], {}, dict(alpha=-1.0, beta=1.0))
+    bound = get_op("addmm").numerics.forward_error([np.array([[2.0]]), np.array([[1.0]]), np.array([[2.0]])], {}, dict(alpha=-1.0, beta=1.0))
     assert_array_equal(bound, [[4.0]])
 
 
@@ -443,6 +444,6 @@ def test_group_norm_forward_error_covers_a_float32_implementation_on_near_consta
     x = np.asarray(3.0 + 1e-6 * rng.standard_normal((2, 4, 9)), dtype=np.float32).astype(np.float64)
     attrs = dict(num_groups=2, affine=False, eps=1e-12)
     error = np.abs(naive_group_norm_float32(x, 2, 1e-12) - ref("group_norm", [x], **attrs))
-    bound = ROUNDING_SLACK * UNIT_ROUNDOFF["float32"] * get_op("group_norm").forward_error([x], {}, attrs)
+    bound = ROUNDING_SLACK * UNIT_ROUNDOFF["float32"] * get_op("group_norm").numerics.forward_error([x], {}, attrs)
     assert np.max(error) > 0.01  # the result is mostly rounding here
     assert np.all(error <= bound)

@@ -121,7 +121,7 @@ def test_elu_alpha_and_its_forward_error():
     assert_allclose(ref("elu", [-1e-10]), [-1e-10 + 1e-20 / 2], rtol=1e-15)  # expm1, no cancellation
     assert_allclose(ref("elu", [-INF]), [-1.0], rtol=0)
     # exp(x) - 1 near 0 carries ~alpha units of roundoff where the output is tiny; none for x > 0.
-    error = get_op("elu").forward_error([np.array([-1e-6, 0.0, 1.0])], {}, {"alpha": 2.0})
+    error = get_op("elu").numerics.forward_error([np.array([-1e-6, 0.0, 1.0])], {}, {"alpha": 2.0})
     assert_allclose(error, [2.0 * math.exp(-1e-6), 2.0, 0.0], rtol=1e-15)
 
 
@@ -136,7 +136,7 @@ def test_tanhshrink_and_its_forward_error():
     assert_allclose(ref("tanhshrink", xs), [v - math.tanh(v) for v in xs], rtol=1e-15)
     # For small x the result is ~x^3 / 3 while tanh(x) ~ x carries ~roundoff * |x|.
     assert_allclose(ref("tanhshrink", [1e-3]), [1e-9 / 3], rtol=1e-6)
-    error = get_op("tanhshrink").forward_error([np.array([1e-3, -2.0])], {}, {})
+    error = get_op("tanhshrink").numerics.forward_error([np.array([1e-3, -2.0])], {}, {})
     assert_allclose(error, [math.tanh(1e-3), math.tanh(2.0)], rtol=1e-15)
 
 
@@ -253,12 +253,12 @@ def test_where_threshold_ties_follow_the_comparison():
 
 
 def test_piecewise_constant_ops_are_exact_and_continuous_ones_are_not():
-    exact = {name for name, op in registry().items() if op.exact and op.family in ("unary", "scalar", "elementwise")}
+    exact = {name for name, op in registry().items() if op.numerics.exact and op.family in ("unary", "scalar", "elementwise")}
     assert exact == {"sign", "floor", "round", "where_threshold"}
 
 
 def test_ops_whose_result_follows_the_sign_of_a_zero_declare_it():
-    declared = {name for name, op in registry().items() if op.zero_sign_matters}
+    declared = {name for name, op in registry().items() if op.numerics.zero_sign_matters}
     assert declared == {"atan2", "div", "log", "pow", "pow_scalar", "reciprocal", "rsqrt", "sqrt"}
     # Each gives more than a zero of another sign when a zero operand changes sign, or turns nan just
     # below zero (oracle.py, "Signed zeros").

@@ -8,18 +8,22 @@ must be the one the shape rule infers.
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
+from click.testing import CliRunner
 from hypothesis import strategies as st
 
 from fuzzer.arrays import materialize
 from fuzzer.backends import get_backend
+from fuzzer.cli import main
 from fuzzer.ir import Graph, Node, TensorSpec, infer_shapes
 from fuzzer.ops import OpDef, registry
 from fuzzer.ops._common import DIMS
+from fuzzer.ops.numerics import Numerics
 from fuzzer.regimes import MAGNITUDE_PROFILES, SMALL_PROFILES
 
 OP_NAMES = sorted(registry())
@@ -49,10 +53,59 @@ def test_op_declares_name_implementations_and_sensitivity(name):
     for family in ("numpy", "torch", "jax"):
         assert callable(op.impl(family)), f"{name} has no {family} implementation"
     assert callable(op.infer) and callable(op.accepts) and callable(op.draw_attrs) and callable(op.params)
-    assert op.sensitivity >= 1
+    assert op.numerics.sensitivity >= 1
     low, high = op.arity
     assert 1 <= low <= high
     assert op.family, f"{name} has no family"
+
+
+@pytest.mark.parametrize("name", OP_NAMES)
+def test_every_numerics_fact_an_op_declares_says_why(name):
+    numerics = registry()[name].numerics
+    assert not numerics.unexplained(), f"{name} declares {numerics.unexplained()} without a reason in Numerics(why=...)"
+    assert set(numerics.why) <= set(numerics.declared()), f"{name} gives reasons for facts it leaves at their defaults"
+
+
+def test_a_reason_for_no_numerics_fact_is_refused_by_name():
+    with pytest.raises(TypeError, match="'sensitivty'.*no numerics facts"):
+        Numerics(sensitivity=2.0, why={"sensitivty": "typo"})
+
+
+def test_an_opdef_given_a_numerics_fact_directly_is_refused_by_name():
+    relu = registry()["relu"]
+    with pytest.raises(TypeError, match="unexpected keyword argument 'sensitivity'"):
+        OpDef(name="relu2", infer=relu.infer, reference=relu.reference, torch=relu.torch, jax=relu.jax,
+              accepts=relu.accepts, sensitivity=2.0)
+
+
+def test_a_reference_is_the_float64_math_and_a_narrower_dtype_runs_the_kernel_model():
+    # float16 layer_norm of a constant row with eps = 1e-12: the float64 math run in float16 adds
+    # eps to 0 as 0 and gives 0 / 0 = nan; the kernel model holds the statistics in float32: 0.
+    op, attrs = registry()["layer_norm"], {"normalized_shape": [4], "eps": 1e-12, "affine": False}
+    row = [np.full(4, 3.0, dtype=np.float16)]
+    with np.errstate(invalid="ignore"):
+        assert np.isnan(op.reference(row, {}, attrs)).all()
+    assert (op.impl("numpy")(row, {}, attrs) == 0).all()
+    exact = [row[0].astype(np.float64)]
+    assert np.array_equal(op.impl("numpy")(exact, {}, attrs), op.reference(exact, {}, attrs))
+
+
+def test_fuzz_ops_prints_an_ops_numerics_with_the_reasons_and_lists_them_in_json():
+    text = CliRunner().invoke(main, ["ops", "--numerics", "layer_norm"])
+    assert text.exit_code == 0, text.output
+    lines = text.output.splitlines()
+    assert [line.split(" = ")[0] for line in lines] == ["sensitivity", "forward_error", "low_precision_model"]
+    assert lines[0] == f"sensitivity = 4.0: {registry()['layer_norm'].numerics.why['sensitivity']}"
+    assert "declares nothing" in CliRunner().invoke(main, ["ops", "--numerics", "relu"]).output
+    rows = {row["name"]: row for row in json.loads(CliRunner().invoke(main, ["ops", "--json"]).output)}
+    assert rows["relu"]["numerics"] == []
+    assert {fact["fact"]: fact["value"] for fact in rows["sin"]["numerics"]} == {"forward_error": "_argument_rounding",
+                                                                                  "period": 2 * math.pi}
+
+
+def test_fuzz_ops_refuses_the_numerics_of_an_unknown_op():
+    result = CliRunner().invoke(main, ["ops", "--numerics", "layer_nrom"])
+    assert result.exit_code == 2 and "'layer_nrom'" in result.output and "fuzz ops" in result.output
 
 
 @pytest.mark.parametrize("name", OP_NAMES)

@@ -106,7 +106,7 @@ def drifting(base: str, name: str, drift: float):
     def scaled(fn):
         return lambda xs, ps, attrs: fn(xs, ps, attrs) * (1.0 + drift)
 
-    return get_backend(base).derive(name, {n: scaled(op.torch) for n, op in registry().items() if not op.exact})
+    return get_backend(base).derive(name, {n: scaled(op.torch) for n, op in registry().items() if not op.numerics.exact})
 
 
 def reference_fields(reference: oracle.Reference) -> tuple:

@@ -100,8 +100,8 @@ class Backend:
         return None
 
     def supports(self, op_name: str) -> bool:
-        if self.dtype == "bfloat16" and get_op(op_name).exact:
-            return False  # see OpDef.exact
+        if self.dtype == "bfloat16" and get_op(op_name).numerics.exact:
+            return False  # see Numerics.exact
         return op_name not in self.unsupported_ops
 
     def supports_graph(self, graph: Graph) -> bool:

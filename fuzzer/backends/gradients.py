@@ -98,7 +98,7 @@ class GradientOutputs:
             noisy = [self.eager_gradients(variant, "float64", (self.dtype, run)) for run, variant in enumerate(moved)]
             exact, rounded = self.eager_gradients(exact, "float64"), self.eager_gradients(rounded, "float64")
             same_dtype = self.eager_gradients(case, self.dtype)
-        sensitivity = 1.0 + sum(get_op(node.op).sensitivity for node in case.graph.nodes)
+        sensitivity = 1.0 + sum(get_op(node.op).numerics.sensitivity for node in case.graph.nodes)
         return oracle.framework_reference(exact, rounded, [same_dtype, *noisy], self.dtype, sensitivity)
 
 

@@ -2,7 +2,8 @@
 
 An OpDef carries everything about one op: how to draw valid attributes for
 given input shapes, the shape rule, the parameters it needs, a float64 numpy
-reference written from the math, and the torch and jax implementations.
+reference written from the math, the torch and jax implementations, and its
+numerics (numerics.py: how its correct kernels round, each fact with its reason).
 Backends materialize a graph by calling `op.impl(family)`; nothing else in the
 code base knows about individual ops. Adding an op touches one file here.
 """
@@ -14,7 +15,10 @@ import pkgutil
 from dataclasses import dataclass, field
 from typing import Callable
 
+import numpy as np
+
 from fuzzer.errors import UserError, did_you_mean
+from fuzzer.ops.numerics import Numerics
 
 Shape = tuple[int, ...]
 # Marks on implementations made by builders, so a reproducer can write them as source
@@ -50,7 +54,7 @@ def _no_attrs(draw: Callable, shapes: list[Shape]) -> dict:
 class OpDef:
     name: str
     infer: Callable[[dict, list[Shape]], Shape]  # raises ShapeError with the broken rule
-    reference: Callable  # (inputs, params, attrs) -> np.ndarray; dtype-generic numpy
+    reference: Callable  # (inputs, params, attrs) -> np.ndarray; the float64 math in numpy
     torch: Callable  # (inputs, params, attrs) -> torch.Tensor
     jax: Callable  # (inputs, params, attrs) -> jax.Array
     accepts: Callable[[Shape], bool]  # can the first operand have this shape?
@@ -69,38 +73,9 @@ class OpDef:
     # For ops with more than one operand: (draw, first shape, attrs) -> shapes of the other operands.
     draw_operands: Callable | None = None
     arity: tuple[int, int] = (1, 1)
-    # Multiplies the oracle's dtype tolerance: how much rounding error this op may amplify.
-    sensitivity: float = 1.0
-    # (inputs, params, attrs) -> per-element bound of the error a correct implementation makes,
-    # in units of roundoff, where it exceeds |output| (e.g. normalizing near-constant data);
-    # the oracle's rounding model adds it as a systematic error (see oracle.py).
-    forward_error: Callable | None = None
-    # (inputs, params, attrs, unit roundoff) -> per-element bound of how far a correct kernel's
-    # rounding of the op's own intermediates to the dtype moves its result, where that is not
-    # linear in the roundoff (sdpa's scores: one rounding can turn a row's winning key into a tie);
-    # the oracle's rounding model adds it like forward_error.
-    intermediate_error: Callable | None = None
-    # Piecewise-constant ops (floor, round, sign, argmax, comparison masks): a rounding error in
-    # an input can move the output by a whole step, so the generator applies them only to graph
-    # inputs (the same float32 numbers in every backend) and bfloat16 backends skip them (numpy
-    # has no bfloat16 to round their inputs the way the backend does).
-    exact: bool = False
-    # Does the sign of a zero operand matter beyond the sign of the result (atan2(+-0, -1) = +-pi,
-    # 1 / +-0 = +-inf, sqrt is nan just below zero)? The oracle then judges the results that depend
-    # on the sign of a computed zero, a rounding artifact, as undefined (oracle.py, "Signed zeros").
-    zero_sign_matters: bool = False
-    # Does the class of a result change where an operand is exactly an integer (a negative base to a
-    # non-integer power is nan)? The oracle then judges the results that depend on whether a computed
-    # operand within rounding of an integer is that integer as undefined (oracle.py, "Signed zeros").
-    integer_matters: bool = False
-    # (inputs, params, attrs) -> mask of the entries the math leaves to convention, where IEEE and the
-    # frameworks disagree (pow(-inf, 0.5): IEEE's +inf, numpy's and torch's sqrt-shortcut nan): the
-    # oracle judges them, and what is computed from them, as undefined (oracle.py, "Signed zeros").
-    undefined: Callable | None = None
-    # A periodic op's period (sin, cos: 2 pi): where upstream rounding may move its operand by a
-    # quarter period, its result may be anything in its range, which a few rounding runs cannot
-    # sample; the oracle judges it as undefined there (oracle.py, _moved_a_quarter_period).
-    period: float | None = None
+    # How its correct kernels round, beyond the float64 reference, each fact with its reason
+    # (fuzzer/ops/numerics.py); an op that declares nothing is judged by the generic models.
+    numerics: Numerics = field(default_factory=Numerics)
     # (attrs, input shapes) -> attrs: re-derives the attributes that restate an input's shape
     # (layer_norm's normalized_shape, reshape's target) after the shrinker changed that shape;
     # never mutates `attrs` (the shrinker's candidates share it). None: no attribute does.
@@ -115,16 +90,6 @@ class OpDef:
     # mode, leaves the op out there), and approximate their activations even with TF32 off (the
     # strict run turns cuDNN off; torch-eager's precision policy caps the error it explains).
     cudnn_rnn: bool = False
-    # A scan (cumsum) whose reduced-precision kernels may carry the running value in the tensor's
-    # own dtype: torch's CUDA cumsum/cumprod in float16/bfloat16 do, and its maintainers call that
-    # expected (pytorch#180150, #180155), so a bfloat16 running sum of 0.73s stalls at 256. The
-    # bfloat16 model then scans in bfloat16 too (reference.py), and the allowance spans both kinds.
-    scans_in_dtype: bool = False
-    # Attributes a framework turns into a constant of the tensor's dtype before computing (a Python
-    # scalar is a weak type in jax, and torch does the same for bfloat16: x + 1.1591796875 adds
-    # 1.15625). The bfloat16 model rounds them too (reference.py): the exact-scalar rounding runs
-    # beside it then leave the entries whose class hangs on that rounding undefined.
-    weak_scalars: tuple[str, ...] = ()
     # False where jax cannot differentiate the op's jax implementation, so jax-grad skips it.
     jax_differentiable: bool = True
     # Regions beyond the generic ones (attribute values, regime, layout, special values, sizes).
@@ -146,7 +111,16 @@ class OpDef:
         return {name for name in self.attrs or () if not name.endswith("?")}
 
     def impl(self, family: str) -> Callable:
-        return {"numpy": self.reference, "torch": self.torch, "jax": self.jax}[family]
+        numpy = self.reference if self.numerics.low_precision_model is None else self.in_numpy
+        return {"numpy": numpy, "torch": self.torch, "jax": self.jax}[family]
+
+    def in_numpy(self, xs: list, ps: dict, attrs: dict):
+        """The op in numpy on operands of any dtype: the float64 reference, or on operands of another
+        dtype the honest kernel model the op declares (Numerics.low_precision_model), if any."""
+        model = self.numerics.low_precision_model
+        if model is None or np.asarray(xs[0]).dtype == np.float64:
+            return self.reference(xs, ps, attrs)
+        return model(xs, ps, attrs)
 
 
 _REGISTRY: dict[str, OpDef] | None = None

@@ -21,6 +21,7 @@ import numpy as np
 from fuzzer.ops import OpDef
 from fuzzer.ops._common import DIMS, check, like, rank_between, st
 from fuzzer.ops.matmul import TILE_EDGE_SIZES, broadcasts_to
+from fuzzer.ops.numerics import Numerics
 
 SCALES = (None, 0.125, 0.5, 1.0, 2.0)  # None: 1 / sqrt(E)
 SEQUENCE_SIZES = sorted(set(DIMS + TILE_EDGE_SIZES))
@@ -108,17 +109,19 @@ def _weights(xp, scores, flush_below=None):
 
 
 def _attention_reference(xs, ps, attrs):
-    """In a narrower dtype (the same-dtype model) the weights below float32's smallest normal are
-    0, as a kernel that flushes subnormals (XLA on the CPU) reads them: exp(-88.72) times a -inf
-    value is -inf in float64 and 0 * -inf = nan there, so the oracle leaves that entry undefined.
-    A key whose weight the kernel's rounding of the row's scores may take below it is 0 too:
-    scores near 1e9 are rounded by hundreds in float32, so a key 100 below the row's best in float64
-    may tie it or weigh nothing (jax-eager:cpu, GPU campaign case 186). That is a weight under the
-    smallest normal times exp(2 delta) (_scores_delta), from the float64 scores; never the row's
-    best key's."""
+    return like(np.asarray(xs[0]), _attention(np, xs, attrs))
+
+
+def _attention_in_dtype(xs, ps, attrs):
+    """Attention as a kernel of a narrower dtype computes it (the same-dtype model): the weights
+    below float32's smallest normal are 0, as a kernel that flushes subnormals (XLA on the CPU)
+    reads them: exp(-88.72) times a -inf value is -inf in float64 and 0 * -inf = nan there, so the
+    oracle leaves that entry undefined. A key whose weight the kernel's rounding of the row's
+    scores may take below it is 0 too: scores near 1e9 are rounded by hundreds in float32, so a
+    key 100 below the row's best in float64 may tie it or weigh nothing (jax-eager:cpu, GPU
+    campaign case 186). That is a weight under the smallest normal times exp(2 delta)
+    (_scores_delta), from the float64 scores; never the row's best key's."""
     q = np.asarray(xs[0])
-    if q.dtype == np.float64:
-        return like(q, _attention(np, xs, attrs))
     tiny = np.finfo(np.float32).tiny
     with np.errstate(all="ignore"):
         exact = [np.asarray(x, dtype=np.float64) for x in xs]
@@ -203,8 +206,13 @@ OPS = [
         draw_operands=_draw_operands,
         arity=(3, 4),
         intermediates=_intermediates,
-        undefined=_attention_undefined,
-        intermediate_error=_scores_rounding_error,
-        sensitivity=4.0,
+        numerics=Numerics(
+            sensitivity=4.0, undefined=_attention_undefined, intermediate_error=_scores_rounding_error,
+            low_precision_model=_attention_in_dtype, why={
+                "sensitivity": "a matmul, a softmax and a matmul in one op",
+                "undefined": "a row of -inf scores is 0 by torch's convention, nan by the softmax's formula",
+                "intermediate_error": "rounding the scores can turn a row's winning key into a tie (_scores_rounding_error)",
+                "low_precision_model": "a flushing kernel reads a weight below float32's smallest normal, or one its "
+                                       "rounded scores may take there, as 0 (_attention_in_dtype)"}),
     ),
 ]

@@ -16,6 +16,7 @@ import numpy as np
 
 from fuzzer.ops import OpDef
 from fuzzer.ops._common import check, rank_between, st
+from fuzzer.ops.matmul import CONTRACTION
 
 # torch warns on every call of an even kernel with padding="same" that it pads a copy of the input:
 # correct, and thousands of lines in a campaign's log.
@@ -326,7 +327,7 @@ OPS = [
             draw_attrs=_draw_conv,
             params=_conv_params,
             intermediates=_conv_intermediates,
-            sensitivity=2.0,
+            numerics=CONTRACTION,
             notes="depthwise 1 in 4, grouped 1 in 4, padding='same' 1 in 5",
         )
         for rank in (1, 2, 3)
@@ -342,7 +343,7 @@ OPS = [
             accepts=rank_between(rank + 2, rank + 2),
             draw_attrs=_draw_conv_transpose,
             params=_conv_transpose_params,
-            sensitivity=2.0,
+            numerics=CONTRACTION,
         )
         for rank in (1, 2)
     ],

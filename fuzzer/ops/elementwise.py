@@ -6,13 +6,16 @@ Binary ops broadcast like numpy: the second operand is drawn to broadcast into t
 
 from __future__ import annotations
 
+import functools
 import math
 import operator
+from dataclasses import replace
 
 import numpy as np
 
 from fuzzer.ops import API_KEYWORDS, API_PATH, WRAPS, OpDef
 from fuzzer.ops._common import check, like, st
+from fuzzer.ops.numerics import Numerics
 
 
 def same_shape(attrs, shapes):
@@ -78,13 +81,12 @@ def _implementation(impl, framework_function):
     return run
 
 
-def unary(name, reference, torch_impl, jax_impl, *, draw_attrs=_no_attrs, attrs=(), choices=None, forward_error=None, exact=False,
-          zero_sign_matters=False, integer_matters=False, undefined=None, period=None, weak_scalars=(), notes=""):
+def unary(name, reference, torch_impl, jax_impl, *, draw_attrs=_no_attrs, attrs=(), choices=None, numerics=Numerics(), notes=""):
     """A one-input op whose output has its input's shape.
 
     `reference(x, **attrs)` is numpy from the math (its result is cast back to x's dtype);
-    `forward_error(x, **attrs)` and `undefined(x, **attrs)` as OpDef's; torch_impl / jax_impl as
-    `_implementation`.
+    `numerics` as OpDef's, its `forward_error(x, **attrs)` and `undefined(x, **attrs)` taking the one
+    input; torch_impl / jax_impl as `_implementation`.
     """
     return OpDef(
         name=name,
@@ -96,15 +98,17 @@ def unary(name, reference, torch_impl, jax_impl, *, draw_attrs=_no_attrs, attrs=
         draw_attrs=draw_attrs,
         attrs=attrs,
         choices=choices or {},
-        forward_error=None if forward_error is None else lambda xs, ps, attrs: forward_error(xs[0], **attrs),
-        exact=exact,
-        zero_sign_matters=zero_sign_matters,
-        integer_matters=integer_matters,
-        undefined=None if undefined is None else lambda xs, ps, attrs: undefined(xs[0], **attrs),
-        period=period,
-        weak_scalars=weak_scalars,
+        numerics=replace(numerics, forward_error=_on_first_operand(numerics.forward_error),
+                         undefined=_on_first_operand(numerics.undefined)),
         notes=notes,
     )
+
+
+def _on_first_operand(fn):
+    """`fn(x, **attrs)` as an OpDef-level (inputs, params, attrs) function (None stays None)."""
+    if fn is None:
+        return None
+    return functools.wraps(fn)(lambda xs, ps, attrs: fn(xs[0], **attrs))
 
 
 def _broadcast_infer(attrs, shapes):
@@ -121,8 +125,7 @@ def _draw_broadcast_operand(draw, first, attrs):
     return [tuple(other)]
 
 
-def binary(name, reference, torch_impl, jax_impl, *, draw_attrs=_no_attrs, attrs=(), choices=None, exact=False, zero_sign_matters=False,
-           integer_matters=False, notes=""):
+def binary(name, reference, torch_impl, jax_impl, *, draw_attrs=_no_attrs, attrs=(), choices=None, numerics=Numerics(), notes=""):
     """A two-input op broadcasting like numpy; `reference(a, b, **attrs)`, impls as in `unary`."""
     return OpDef(
         name=name,
@@ -136,9 +139,7 @@ def binary(name, reference, torch_impl, jax_impl, *, draw_attrs=_no_attrs, attrs
         choices=choices or {},
         draw_operands=_draw_broadcast_operand,
         arity=(2, 2),
-        exact=exact,
-        zero_sign_matters=zero_sign_matters,
-        integer_matters=integer_matters,
+        numerics=numerics,
         notes=notes,
     )
 
@@ -277,7 +278,8 @@ OPS = [
     binary("add", np.add, "add", "numpy.add"),
     binary("sub", np.subtract, "sub", "numpy.subtract"),
     binary("mul", np.multiply, "mul", "numpy.multiply"),
-    binary("div", np.divide, "div", "numpy.divide", zero_sign_matters=True, notes="true division; x / 0 = +-inf, 0 / 0 = nan"),
+    binary("div", np.divide, "div", "numpy.divide", notes="true division; x / 0 = +-inf, 0 / 0 = nan",
+           numerics=Numerics(zero_sign_matters=True, why={"zero_sign_matters": "x / +-0 is +-inf by the zero's sign"})),
     binary("maximum", _maximum_reference, "maximum", "numpy.maximum"),
     binary("minimum", _minimum_reference, "minimum", "numpy.minimum"),
     binary(
@@ -285,8 +287,9 @@ OPS = [
         np.power,
         "pow",
         "numpy.power",
-        zero_sign_matters=True,
-        integer_matters=True,
+        numerics=Numerics(zero_sign_matters=True, integer_matters=True, why={
+            "zero_sign_matters": "0 ** negative is +-inf by the zero's sign (odd exponents), and a base just below 0 is nan",
+            "integer_matters": "a negative base is nan unless the exponent is an integer"}),
         notes="a ** b; a negative base with a non-integer exponent is nan, 0 ** negative is inf; "
         "random float exponents make most negative bases nan",
     ),
@@ -295,7 +298,7 @@ OPS = [
         np.arctan2,
         "atan2",
         "numpy.arctan2",
-        zero_sign_matters=True,
+        numerics=Numerics(zero_sign_matters=True, why={"zero_sign_matters": "atan2(+-0, b < 0) is +-pi: the branch cut follows a's sign"}),
         notes="atan2(a, b): the angle of the point (x=b, y=a), in [-pi, pi]; the branch cut is the "
         "negative x axis, where atan2(+-0, b < 0) = +-pi",
     ),
@@ -317,7 +320,7 @@ OPS = [
         draw_attrs=_draw_threshold,
         attrs=("compare", "threshold"),
         choices={"compare": tuple(sorted(COMPARISONS))},
-        exact=True,
+        numerics=Numerics(exact=True, why={"exact": "a comparison: one rounding of a can move it across the threshold, a whole step"}),
         notes="where(a <compare> threshold, a, b), compare in gt/lt/ge/le, thresholds exact in float32",
     ),
 ]

@@ -10,6 +10,7 @@ import numpy as np
 
 from fuzzer.ops import OpDef, Regions
 from fuzzer.ops._common import DIMS, check, like, rank_between, st
+from fuzzer.ops.numerics import Numerics
 
 TILE_EDGE_SIZES = (1, 3, 7, 9, 15, 17, 31, 33)
 
@@ -277,6 +278,12 @@ def _jax_einsum(xs, ps, attrs):
     return jnp.einsum(attrs["equation"], *xs)
 
 
+SUMS_OF_PRODUCTS = "adds many rounded products: the error grows with the contraction's length and cancellation"
+CONTRACTION = Numerics(sensitivity=2.0, why={"sensitivity": SUMS_OF_PRODUCTS})
+SCALED_PRODUCT = Numerics(sensitivity=2.0, forward_error=_scaled_product_error, why={
+    "sensitivity": SUMS_OF_PRODUCTS,
+    "forward_error": "beta * input and alpha * a @ b may cancel, each rounded (_scaled_product_error)"})
+
 OPS = [
     OpDef(
         name="linear",
@@ -288,7 +295,7 @@ OPS = [
         accepts=rank_between(1, 4),
         draw_attrs=_draw_linear,
         params=_linear_params,
-        sensitivity=2.0,
+        numerics=CONTRACTION,
     ),
     OpDef(
         name="matmul",
@@ -300,7 +307,7 @@ OPS = [
         accepts=rank_between(2, 4),
         draw_operands=_draw_matmul_operands,
         arity=(2, 2),
-        sensitivity=2.0,
+        numerics=CONTRACTION,
         regions=Regions(tuple(f"batch={style}" for style in MATMUL_BATCH_STYLES), _matmul_batch_region),
     ),
     OpDef(
@@ -313,7 +320,7 @@ OPS = [
         accepts=rank_between(3, 3),
         draw_operands=_draw_bmm_operands,
         arity=(2, 2),
-        sensitivity=2.0,
+        numerics=CONTRACTION,
     ),
     OpDef(
         name="addmm",
@@ -326,8 +333,7 @@ OPS = [
         draw_attrs=_draw_scales,
         draw_operands=_draw_addmm_operands,
         arity=(3, 3),
-        sensitivity=2.0,
-        forward_error=_scaled_product_error,
+        numerics=SCALED_PRODUCT,
     ),
     OpDef(
         name="baddbmm",
@@ -340,8 +346,7 @@ OPS = [
         draw_attrs=_draw_scales,
         draw_operands=_draw_baddbmm_operands,
         arity=(3, 3),
-        sensitivity=2.0,
-        forward_error=_scaled_product_error,
+        numerics=SCALED_PRODUCT,
     ),
     OpDef(
         name="einsum",
@@ -354,6 +359,6 @@ OPS = [
         draw_attrs=_draw_einsum,
         draw_operands=_draw_einsum_operands,
         arity=(1, 2),
-        sensitivity=2.0,
+        numerics=CONTRACTION,
     ),
 ]

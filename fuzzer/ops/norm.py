@@ -5,7 +5,9 @@ The mean-subtracting ones divide by sqrt(var + eps): for near-constant inputs th
 variance is ill-conditioned in float32, which is why their sensitivity is high and they
 declare `forward_error` (`_normalization_error`). rms_norm and local_response_norm
 subtract nothing: their denominators are sums of squares plus a positive constant, well
-conditioned, so the oracle's rounding model covers them with no declared error.
+conditioned, so the oracle's rounding model covers them with no declared error. The references
+are the float64 math; what a half-type kernel does differently (statistics in float32, LRN's
+squares overflowing early) is each op's Numerics.low_precision_model (`_kernel_model`).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import numpy as np
 from fuzzer.errors import OpUnsupported
 from fuzzer.ops import OpDef
 from fuzzer.ops._common import check, like, numel, rank_between, st
+from fuzzer.ops.numerics import Numerics
 
 # 1e-12 makes near-constant rows divide rounding noise by ~1e-6; 0.1 lets eps dominate small variances.
 EPS_CHOICES = (1e-5, 1e-6, 1e-12, 1e-3, 0.1)
@@ -34,12 +37,28 @@ def _channel_view(values, rank):
 
 
 def _over_root(top, var, eps):
-    """top / sqrt(var + eps), the root and the division in float32 or wider, the result in top's
-    dtype: kernels hold their statistics in float32 for the half types (torch's opmath, flax's
+    """top / sqrt(var + eps)."""
+    return top / np.sqrt(var + eps)
+
+
+def _over_root_in_float32(top, var, eps):
+    """_over_root with the root and the division in float32 or wider, the result in top's dtype:
+    kernels hold their statistics in float32 for the half types (torch's opmath, flax's
     LayerNorm), where eps = 1e-12 is not 0. Added in float16 it is, and a constant row is 0 / 0
     (pytorch#151110, a bug, not an honest model)."""
     wide = np.promote_types(var.dtype, np.float32)
     return (top / np.sqrt(var.astype(wide) + eps)).astype(top.dtype)
+
+
+def _kernel_model(reference, **parts):
+    """`reference` with the `parts` it takes as keywords (over_root, squares) replaced by a
+    low-precision kernel's: the op's Numerics.low_precision_model."""
+
+    def model(xs, ps, attrs):
+        return reference(xs, ps, attrs, **parts)
+
+    model.__qualname__ = f"{reference.__name__}({', '.join(f'{k}={v.__name__}' for k, v in parts.items())})"
+    return model
 
 
 def _jax_over_root(top, var, eps):
@@ -50,11 +69,11 @@ def _jax_over_root(top, var, eps):
     return (top / jnp.sqrt(var.astype(wide) + eps)).astype(top.dtype)
 
 
-def _normalize(x, axes, eps):
+def _normalize(x, axes, eps, over_root=_over_root):
     """(x - mean) / sqrt(var + eps) over `axes` (logical dims), biased variance (divide by n)."""
     mean = np.mean(x, axis=axes, keepdims=True)
     var = np.mean((x - mean) ** 2, axis=axes, keepdims=True)
-    return _over_root(x - mean, var, eps)
+    return over_root(x - mean, var, eps)
 
 
 def _jax_normalize(x, axes, eps):
@@ -116,14 +135,14 @@ def _layer_norm_params(attrs, shapes):
     return {"weight": tuple(attrs["normalized_shape"]), "bias": tuple(attrs["normalized_shape"])}
 
 
-def _layer_norm_reference(xs, ps, attrs):
+def _layer_norm_reference(xs, ps, attrs, over_root=_over_root):
     """Normalize over the trailing len(normalized_shape) *logical* dims, biased variance.
 
     Statistics are taken over logical dims, never memory order: a transposed
     input must give the same answer as its contiguous copy.
     """
     x = xs[0]
-    out = _normalize(x, _trailing_axes(x, attrs), attrs["eps"])
+    out = _normalize(x, _trailing_axes(x, attrs), attrs["eps"], over_root)
     if attrs["affine"]:
         out = out * ps["weight"] + ps["bias"]
     return out.astype(x.dtype)
@@ -154,13 +173,13 @@ def _rms_norm_params(attrs, shapes):
     return {"weight": tuple(attrs["normalized_shape"])} if attrs["affine"] else {}
 
 
-def _rms_norm_reference(xs, ps, attrs):
+def _rms_norm_reference(xs, ps, attrs, over_root=_over_root):
     """x / sqrt(mean(x^2) + eps) over the trailing len(normalized_shape) logical dims, times
     `weight` when affine (rms_norm has no bias). eps is always given: torch's default (None)
     would be the dtype's machine epsilon."""
     x = xs[0]
     mean_square = np.mean(x * x, axis=_trailing_axes(x, attrs), keepdims=True)
-    out = _over_root(x, mean_square, attrs["eps"])
+    out = over_root(x, mean_square, attrs["eps"])
     return like(x, out * ps["weight"] if attrs["affine"] else out)
 
 
@@ -208,15 +227,15 @@ def _all_but_channels(x):
     return tuple(i for i in range(x.ndim) if i != 1)
 
 
-def _batch_norm_reference(xs, ps, attrs):
+def _batch_norm_reference(xs, ps, attrs, over_root=_over_root):
     """Channels are dim 1. Eval: running statistics. Training: biased batch statistics over
     every dim but 1 (the running-stat update is a side effect, not an output)."""
     x = xs[0]
     if attrs["training"]:
-        out = _normalize(x, _all_but_channels(x), attrs["eps"])
+        out = _normalize(x, _all_but_channels(x), attrs["eps"], over_root)
     else:
         mean, var = _channel_view(ps["running_mean"], x.ndim), _channel_view(ps["running_var"], x.ndim)
-        out = _over_root(x - mean, var, attrs["eps"])
+        out = over_root(x - mean, var, attrs["eps"])
     return (out * _channel_view(ps["weight"], x.ndim) + _channel_view(ps["bias"], x.ndim)).astype(x.dtype)
 
 
@@ -306,12 +325,12 @@ def _grouped(x, attrs):
     return x.reshape(x.shape[0], attrs["num_groups"], -1)
 
 
-def _group_norm_reference(xs, ps, attrs):
+def _group_norm_reference(xs, ps, attrs, over_root=_over_root):
     """Dim 1's channels split into num_groups consecutive groups; each (sample, group) is
     normalized over its channels and all positions together (biased variance), then the
     per-channel weight and bias apply when affine."""
     x = xs[0]
-    out = _normalize(_grouped(x, attrs), (2,), attrs["eps"]).reshape(x.shape)
+    out = _normalize(_grouped(x, attrs), (2,), attrs["eps"], over_root).reshape(x.shape)
     return like(x, _per_channel_affine(out, ps, attrs))
 
 
@@ -355,12 +374,12 @@ def _spatial_axes(x):
     return tuple(range(2, x.ndim))
 
 
-def _instance_norm_reference(xs, ps, attrs):
+def _instance_norm_reference(xs, ps, attrs, over_root=_over_root):
     """Each (sample, channel) normalized over its positions (dims 2..), biased variance, from the
     input's own statistics (no running statistics, as in eval without track_running_stats),
     then the per-channel weight and bias when affine."""
     x = xs[0]
-    return like(x, _per_channel_affine(_normalize(x, _spatial_axes(x), attrs["eps"]), ps, attrs))
+    return like(x, _per_channel_affine(_normalize(x, _spatial_axes(x), attrs["eps"], over_root), ps, attrs))
 
 
 def _instance_norm_error(xs, ps, attrs):
@@ -408,26 +427,28 @@ def _window_offsets(size):
 
 
 def _squares(x):
-    """x * x; in a narrower dtype inf where |x| is within two epsilons of the square root of the dtype's
-    largest value: an upstream kernel's rounding may put x past it (cuBLAS's float16 einsum gives
-    256.0 where numpy's gives 255.875; 256 squared overflows float16), and LRN then gives 0."""
-    if x.dtype == np.float64:
-        return x * x
+    return x * x
+
+
+def _squares_in_dtype(x):
+    """x * x, inf where |x| is within two epsilons of the square root of x's dtype's largest value:
+    an upstream kernel's rounding may put x past it (cuBLAS's float16 einsum gives 256.0 where
+    numpy's gives 255.875; 256 squared overflows float16), and LRN then gives 0."""
     info = np.finfo(x.dtype)
     with np.errstate(over="ignore"):
         return np.where(np.abs(x) * (1 + 2 * info.eps) >= np.sqrt(info.max), np.inf, x * x)
 
 
-def _local_response_norm_reference(xs, ps, attrs):
+def _local_response_norm_reference(xs, ps, attrs, squares=_squares):
     """b_c = a_c / (k + alpha / size * sum of a_j^2 over the channel window of c)^beta, channels
     along dim 1; window channels outside [0, C) count as zeros and the average always divides
     by `size` (torch pads, then average-pools with the padding counted)."""
     x, size = xs[0], attrs["size"]
-    squares, channels = _squares(x), x.shape[1]
+    squared, channels = squares(x), x.shape[1]
     window = np.zeros_like(x)
     for offset in _window_offsets(size):
         low, high = max(0, -offset), min(channels, channels - offset)  # channels c whose c + offset exists
-        window[:, low:high] += squares[:, low + offset : high + offset]
+        window[:, low:high] += squared[:, low + offset : high + offset]
     return like(x, x / (attrs["k"] + attrs["alpha"] / size * window) ** attrs["beta"])
 
 
@@ -448,6 +469,20 @@ def _jax_local_response_norm(xs, ps, attrs):
     return x / (attrs["k"] + attrs["alpha"] / size * window) ** attrs["beta"]
 
 
+STATISTICS_IN_FLOAT32 = "half-type kernels hold the statistics in float32, where eps = 1e-12 is not 0 (_over_root_in_float32)"
+
+
+def _mean_subtracting(reference, forward_error, forward_error_also=""):
+    """The numerics of a norm that divides (x - mean) by sqrt(var + eps)."""
+    return Numerics(
+        sensitivity=4.0, forward_error=forward_error,
+        low_precision_model=_kernel_model(reference, over_root=_over_root_in_float32),
+        why={"sensitivity": "1 / sqrt(var + eps) amplifies the rounding of near-constant rows",
+             "forward_error": "a rounded mean's error in every element, amplified by 1 / sqrt(var + eps) "
+                              "(_normalization_error)" + forward_error_also,
+             "low_precision_model": STATISTICS_IN_FLOAT32})
+
+
 OPS = [
     OpDef(
         name="layer_norm",
@@ -459,8 +494,7 @@ OPS = [
         accepts=rank_between(1, 5),
         draw_attrs=_draw_trailing_norm,
         params=_layer_norm_params,
-        sensitivity=4.0,
-        forward_error=_layer_norm_error,
+        numerics=_mean_subtracting(_layer_norm_reference, _layer_norm_error),
         repair_attrs=_repair_normalized_shape,
     ),
     OpDef(
@@ -473,8 +507,8 @@ OPS = [
         accepts=rank_between(2, 4),
         draw_attrs=_draw_batch_norm,
         params=_batch_norm_params,
-        sensitivity=4.0,
-        forward_error=_batch_norm_error,
+        numerics=_mean_subtracting(_batch_norm_reference, _batch_norm_error, "; in eval, the running statistics "
+                                   "folded into x * scale + shift, each rounded, cancel (_batch_norm_error)"),
         buffers=frozenset({"running_mean", "running_var"}),
     ),
     OpDef(
@@ -487,8 +521,7 @@ OPS = [
         accepts=_group_norm_accepts,
         draw_attrs=_draw_group_norm,
         params=_affine_params,
-        sensitivity=4.0,
-        forward_error=_group_norm_error,
+        numerics=_mean_subtracting(_group_norm_reference, _group_norm_error),
     ),
     OpDef(
         name="instance_norm",
@@ -500,8 +533,7 @@ OPS = [
         accepts=_instance_norm_accepts,
         draw_attrs=_draw_instance_norm,
         params=_affine_params,
-        sensitivity=4.0,
-        forward_error=_instance_norm_error,
+        numerics=_mean_subtracting(_instance_norm_reference, _instance_norm_error),
     ),
     OpDef(
         name="rms_norm",
@@ -513,7 +545,9 @@ OPS = [
         accepts=rank_between(1, 5),
         draw_attrs=_draw_trailing_norm,
         params=_rms_norm_params,
-        sensitivity=4.0,
+        numerics=Numerics(sensitivity=4.0, low_precision_model=_kernel_model(_rms_norm_reference, over_root=_over_root_in_float32),
+                          why={"sensitivity": "set with the mean-subtracting norms; its denominator is well conditioned",
+                               "low_precision_model": STATISTICS_IN_FLOAT32}),
         repair_attrs=_repair_normalized_shape,
     ),
     OpDef(
@@ -525,6 +559,9 @@ OPS = [
         jax=_jax_local_response_norm,
         accepts=rank_between(3, 5),
         draw_attrs=_draw_local_response_norm,
-        sensitivity=2.0,
+        numerics=Numerics(sensitivity=2.0, low_precision_model=_kernel_model(_local_response_norm_reference, squares=_squares_in_dtype),
+                          why={"sensitivity": "divides by a power of a sum of squares, which carries their rounding",
+                               "low_precision_model": "a square that an upstream rounding may push past the dtype's "
+                                                      "largest value is inf (_squares_in_dtype)"}),
     ),
 ]

@@ -10,10 +10,13 @@ shape (1,) in every framework here, not a 0-d scalar. cumsum keeps the shape.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from fuzzer.errors import OpUnsupported
 from fuzzer.ops import OpDef
+from fuzzer.ops.numerics import PIECEWISE_CONSTANT, Numerics
 from fuzzer.ops._common import check, draw_dim, draw_dims, like, norm_dim, rank_between, release, st
 
 NORM_ORDERS = (1, 2, "inf")  # JSON has no infinity: the max norm is the string "inf"
@@ -92,26 +95,32 @@ def _variance(x, dims, attrs):
     """sum((x - mean)^2) / (n - correction): correction 1 is the unbiased (Bessel) estimate,
     0 the population variance. Two passes: the deviations are taken from the mean.
 
-    In float64 (the reference) the values are first shifted by each row's first value, so a
-    constant row is exactly 0, as the math says: the mean of 12 equal values is not always the
-    value in floating point, and std = 3.5e-18 instead of 0 made atan2(std, 0) pi/2 instead of 0,
-    a false mismatch for the backend that computed the exact 0. Where the shift overflows, the
-    plain deviations are kept."""
-    count = int(np.prod([x.shape[d] for d in dims]))
-
-    def two_pass(values):
-        mean = np.mean(values, axis=dims, keepdims=True)
-        return np.sum((values - mean) ** 2, axis=dims, keepdims=attrs["keepdim"])
-
-    if x.dtype != np.float64 or not x.size:
-        return like(x, _where_a_combine_overflows(x, dims, attrs, two_pass(x)) / (count - attrs["correction"]))
+    The values are first shifted by each row's first value, so a constant row is exactly 0, as
+    the math says: the mean of 12 equal values is not always the value in floating point, and
+    std = 3.5e-18 instead of 0 made atan2(std, 0) pi/2 instead of 0, a false mismatch for the
+    backend that computed the exact 0. Where the shift overflows, the plain deviations are kept."""
+    if not x.size:
+        return like(x, _squared_deviations(x, dims, attrs) / (_count(attrs, x.shape) - attrs["correction"]))
     first = x[tuple(slice(0, 1) if d in dims else slice(None) for d in range(x.ndim))]
     with np.errstate(over="ignore", invalid="ignore"):
-        total = two_pass(x - first)
+        total = _squared_deviations(x - first, dims, attrs)
     finite = np.isfinite(total)
     if not finite.all():  # the plain pass only where the shifted one is not finite
-        total = np.where(finite, total, two_pass(x))
-    return like(x, total / (count - attrs["correction"]))
+        total = np.where(finite, total, _squared_deviations(x, dims, attrs))
+    return like(x, total / (_count(attrs, x.shape) - attrs["correction"]))
+
+
+def _variance_in_dtype(x, dims, attrs):
+    """The variance as a kernel of x's dtype computes it (the same-dtype model): the plain two
+    passes in that dtype, inf where a Welford combine may overflow (_where_a_combine_overflows)."""
+    total = _where_a_combine_overflows(x, dims, attrs, _squared_deviations(x, dims, attrs))
+    return like(x, total / (_count(attrs, x.shape) - attrs["correction"]))
+
+
+def _squared_deviations(values, dims, attrs):
+    """sum((values - mean)^2) over `dims`, the mean taken first (two passes)."""
+    mean = np.mean(values, axis=dims, keepdims=True)
+    return np.sum((values - mean) ** 2, axis=dims, keepdims=attrs["keepdim"])
 
 
 def _where_a_combine_overflows(x, dims, attrs, total):
@@ -129,6 +138,10 @@ def _where_a_combine_overflows(x, dims, attrs, total):
 
 def _standard_deviation(x, dims, attrs):
     return like(x, np.sqrt(_variance(x, dims, attrs)))
+
+
+def _standard_deviation_in_dtype(x, dims, attrs):
+    return like(x, np.sqrt(_variance_in_dtype(x, dims, attrs)))
 
 
 def _variance_parts(xs, attrs):
@@ -251,24 +264,29 @@ def _jax_norm(x, dims, attrs):
 
 
 def _product(x, dims, attrs):
-    """The product over dim. In float64 (the reference): the product itself, even where a partial
-    product of np.prod's order leaves the range (of [1e200, 1e200, 1e-200, 1e-200] it is 1, not
-    inf); entries whose value depends on the order are undefined (_product_undefined). In a
-    narrower dtype (the same-dtype model): where the product of the factors larger than 1 in
-    magnitude overflows, some multiplication order overflows (every partial product is at most
-    that), so the result is +-inf there even if this order's is finite: an honest implementation's
-    value then depends on its order, and the oracle skips entries whose same-dtype reference is
-    non-finite while the float64 one is finite. Likewise where the product of the factors smaller
-    than 1 in magnitude is below float32's smallest normal (half-precision kernels multiply in
-    float32): some order's partial product is subnormal, which a kernel that flushes subnormals
-    (XLA on the CPU) reads as 0, so the result is +-0 there (nan where some order also overflows,
-    or a factor is infinite: the flushed partial product times inf)."""
+    """The product over dim: the product itself, even where a partial product of np.prod's order
+    leaves the range (of [1e200, 1e200, 1e-200, 1e-200] it is 1, not inf); entries whose value
+    depends on the order are undefined (_product_undefined)."""
     keep = attrs["keepdim"]
     out = np.prod(x, axis=dims, keepdims=keep)
-    if x.dtype == np.float64:
-        big, small, _ = _log2_factors(x, dims, keep)
-        outside = (big > FLOAT64_EXPONENTS[1]) | (small < FLOAT64_EXPONENTS[0])
-        return np.where(outside, _product_apart(x, dims, keep), out) if outside.any() else out
+    big, small, _ = _log2_factors(x, dims, keep)
+    outside = (big > FLOAT64_EXPONENTS[1]) | (small < FLOAT64_EXPONENTS[0])
+    return np.where(outside, _product_apart(x, dims, keep), out) if outside.any() else out
+
+
+def _product_in_dtype(x, dims, attrs):
+    """The product as a kernel of x's dtype may compute it (the same-dtype model): where the
+    product of the factors larger than 1 in magnitude overflows, some multiplication order
+    overflows (every partial product is at most that), so the result is +-inf there even if this
+    order's is finite: an honest implementation's value then depends on its order, and the oracle
+    skips entries whose same-dtype reference is non-finite while the float64 one is finite.
+    Likewise where the product of the factors smaller than 1 in magnitude is below float32's
+    smallest normal (half-precision kernels multiply in float32): some order's partial product is
+    subnormal, which a kernel that flushes subnormals (XLA on the CPU) reads as 0, so the result
+    is +-0 there (nan where some order also overflows, or a factor is infinite: the flushed
+    partial product times inf)."""
+    keep = attrs["keepdim"]
+    out = np.prod(x, axis=dims, keepdims=keep)
     growth = np.prod(np.where(np.abs(x) > 1, np.abs(x), 1), axis=dims, keepdims=keep)
     magnitudes = np.abs(np.asarray(x, dtype=np.float64))  # float16 would underflow long before float32
     shrink = np.prod(np.where(magnitudes < 1, magnitudes, 1), axis=dims, keepdims=keep)
@@ -418,7 +436,10 @@ def _jax_cumsum(xs, ps, attrs):
 
 
 def _reduction(name, reference, torch_reduce, jax_reduce, draw_attrs=_draw_dims, infer=_infer,
-               attrs=("dim?", "dims?", "keepdim"), **fields):
+               attrs=("dim?", "dims?", "keepdim"), numerics=Numerics(), **fields):
+    """A reduction from `reduce(x, dims, attrs)` functions (`_shaped`), numerics.low_precision_model
+    one too; every reduction's sensitivity is REDUCTION_SENSITIVITY."""
+    model = numerics.low_precision_model
     return OpDef(
         name=name,
         infer=infer,
@@ -428,10 +449,23 @@ def _reduction(name, reference, torch_reduce, jax_reduce, draw_attrs=_draw_dims,
         accepts=rank_between(1, 5),
         draw_attrs=draw_attrs,
         attrs=attrs,
-        sensitivity=2.0,
+        numerics=replace(numerics, sensitivity=REDUCTION_SENSITIVITY,
+                         low_precision_model=None if model is None else _shaped_model(model),
+                         why={"sensitivity": REDUCTION_SENSITIVITY_WHY, **numerics.why}),
         **fields,
     )
 
+
+def _shaped_model(model):
+    shaped = _shaped(model, as_given=False)
+    shaped.__qualname__ = model.__qualname__  # the name `fuzz ops --numerics` prints
+    return shaped
+
+
+REDUCTION_SENSITIVITY = 2.0
+REDUCTION_SENSITIVITY_WHY = "combines many rounded operands; set for the whole family, max and min included"
+LOW_PRECISION_VARIANCE = ("a narrower kernel takes plain deviations in its dtype and may overflow in a Welford "
+                          "combine of partial results (_variance_in_dtype)")
 
 OPS = [
     _reduction("sum", _numpy_reduce(np.sum), _torch_reduce("sum"), _jax_reduce("sum")),
@@ -447,7 +481,10 @@ OPS = [
         _jax_reduce("prod"),
         _draw_dim,
         attrs=("dim", "keepdim"),
-        undefined=_product_undefined,
+        numerics=Numerics(undefined=_product_undefined, low_precision_model=_product_in_dtype, why={
+            "undefined": "past float64's range the value depends on the order of the multiplications",
+            "low_precision_model": "some multiplication order overflows, or flushes a subnormal partial product "
+                                   "(_product_in_dtype)"}),
         notes="one dim: torch.prod takes a single int dim",
     ),
     _reduction(
@@ -458,7 +495,9 @@ OPS = [
         _draw_variance,
         _infer_variance,
         attrs=("dim?", "dims?", "keepdim", "correction"),
-        forward_error=_variance_error,
+        numerics=Numerics(forward_error=_variance_error, low_precision_model=_variance_in_dtype, why={
+            "forward_error": "an updating (Welford) mean's rounding moves every deviation (_variance_error)",
+            "low_precision_model": LOW_PRECISION_VARIANCE}),
     ),
     _reduction(
         "std",
@@ -468,24 +507,28 @@ OPS = [
         _draw_variance,
         _infer_variance,
         attrs=("dim?", "dims?", "keepdim", "correction"),
-        forward_error=_std_error,
+        numerics=Numerics(forward_error=_std_error, low_precision_model=_standard_deviation_in_dtype, why={
+            "forward_error": "the variance's error through the root: a whole constant row's result (_std_error)",
+            "low_precision_model": LOW_PRECISION_VARIANCE}),
     ),
     _reduction("logsumexp", _logsumexp, _torch_logsumexp, _jax_logsumexp),
     _reduction("norm", _vector_norm, _torch_norm, _jax_norm, _draw_norm, _infer_norm, attrs=("dim?", "dims?", "keepdim", "p")),
     _reduction("argmax", _arg_reference(np.argmax), _torch_arg_reduce("argmax"), _jax_arg_reduce("argmax"), _draw_dim,
-               attrs=("dim", "keepdim"), exact=True),
+               attrs=("dim", "keepdim"), numerics=PIECEWISE_CONSTANT),
     _reduction("argmin", _arg_reference(np.argmin), _torch_arg_reduce("argmin"), _jax_arg_reduce("argmin"), _draw_dim,
-               attrs=("dim", "keepdim"), exact=True),
+               attrs=("dim", "keepdim"), numerics=PIECEWISE_CONSTANT),
     OpDef(
         name="cumsum",
         attrs=('dim',),
         infer=_infer_cumsum,
         reference=_cumsum_reference,
-        scans_in_dtype=True,
         torch=_torch_cumsum,
         jax=_jax_cumsum,
         accepts=rank_between(1, 5),
         draw_attrs=_draw_cumsum,
-        sensitivity=2.0,
+        numerics=Numerics(sensitivity=REDUCTION_SENSITIVITY, scans_in_dtype=True, why={
+            "sensitivity": "a running sum of many rounded terms",
+            "scans_in_dtype": "torch's CUDA cumsum carries the running value in float16/bfloat16, as its maintainers "
+                              "intend (pytorch#180150, #180155)"}),
     ),
 ]

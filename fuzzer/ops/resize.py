@@ -13,6 +13,7 @@ import numpy as np
 
 from fuzzer.ops import OpDef
 from fuzzer.ops._common import check, rank_between, st
+from fuzzer.ops.numerics import Numerics
 
 MODES = ("nearest", "bilinear")
 # Exact in binary, so floor(size * factor) has no rounding doubt in any framework; and torch
@@ -315,8 +316,10 @@ OPS = [
         jax=_jax_interpolate,
         accepts=rank_between(4, 4),
         draw_attrs=_draw_interpolate,
-        forward_error=_interpolate_error,
-        undefined=_interpolate_undefined,
+        numerics=Numerics(forward_error=_interpolate_error, undefined=_interpolate_undefined, why={
+            "forward_error": "a kernel computes bilinear's source coordinate in working precision (_interpolate_error)",
+            "undefined": "a blend reading a non-finite neighbour, or a nearest read on a rounded coordinate, "
+                         "depends on how the kernel is written (_interpolate_undefined)"}),
         notes="torch's legacy nearest and bilinear; factors that keep a dim's size are not drawn (pytorch#198201)",
     ),
     OpDef(

@@ -14,6 +14,7 @@ import numpy as np
 
 from fuzzer.ops import OpDef
 from fuzzer.ops._common import check, st
+from fuzzer.ops.numerics import Numerics
 
 GATES = {"gru": 3, "lstm": 4}
 
@@ -241,6 +242,8 @@ def _jax_rnn(kind):
     return run
 
 
+RECURRENCE = "each step's matmuls and gates round, and the next step carries it"
+
 OPS = [
     OpDef(
         name=kind,
@@ -252,8 +255,7 @@ OPS = [
         accepts=_accepts,
         draw_attrs=_draw,
         params=_params(kind),
-        sensitivity=4.0,
-        forward_error=_gru_error if kind == "gru" else None,
+        numerics=numerics,
         buffers=frozenset({"h0", "c0"} if kind == "lstm" else {"h0"}),
         # On cuDNN's RNN kernels (torch 2.11, cuDNN 9.19), which refuse a non-contiguous hx by an
         # explicit check ("rnn: hx is not contiguous") and fail on non-contiguous weights inside their
@@ -261,5 +263,10 @@ OPS = [
         # accept both.
         cudnn_rnn=True,
     )
-    for kind, reference, torch_impl in (("gru", _gru_reference, _torch_gru), ("lstm", _lstm_reference, _torch_lstm))
+    for kind, reference, torch_impl, numerics in (
+        ("gru", _gru_reference, _torch_gru, Numerics(sensitivity=4.0, forward_error=_gru_error, why={
+            "sensitivity": RECURRENCE,
+            "forward_error": "h = n + z * (h_prev - n) rounds a small h_prev away where z rounds to 1 (_gru_error)"})),
+        ("lstm", _lstm_reference, _torch_lstm, Numerics(sensitivity=4.0, why={"sensitivity": RECURRENCE})),
+    )
 ]

@@ -14,10 +14,12 @@ import numpy as np
 
 from fuzzer.ops._common import st
 from fuzzer.ops.elementwise import unary
+from fuzzer.ops.numerics import Numerics
 
 # 1/sqrt(d) as a float32 constant, the way an attention scale reaches a float32 kernel.
 ATTENTION_SCALES = tuple(float(np.float32(1.0 / math.sqrt(d))) for d in (64, 128, 96, 3))
 SPECIAL_VALUES = (0.125, 0.5, 2.0, -1.0, 1.0, 0.0, *ATTENTION_SCALES)
+WEAK_SCALAR = "a Python scalar becomes a constant of the tensor's dtype (jax's weak type; torch in bfloat16)"
 # Random values on a grid of 1/1024 in [-4, 4]: exact in float32, so no backend rounds them.
 def grid_values():
     """k / 1024 in [-4, 4]: exact in float32. A function, not a module constant: ops are imported
@@ -35,9 +37,9 @@ def _draw_value(exclude=()):
 
 def _operator(name, expression, exclude=(), notes=""):
     """`expression(x, value)` serves as reference and as both implementations; `value` is a weak
-    scalar (OpDef.weak_scalars): grid values are exact in float32, not in bfloat16."""
+    scalar (Numerics.weak_scalars): grid values are exact in float32, not in bfloat16."""
     return unary(name, expression, expression, expression, draw_attrs=_draw_value(exclude), attrs=("value",),
-                 weak_scalars=("value",), notes=notes)
+                 numerics=Numerics(weak_scalars=("value",), why={"weak_scalars": WEAK_SCALAR}), notes=notes)
 
 
 # Integers go to torch's and jax's integer-power paths (x * x, ...), floats to their general pow;
@@ -124,11 +126,13 @@ OPS = [
     _operator("div_scalar", _div_scalar, exclude=(0.0,)),
     _operator("rsub", _rsub, notes="value - x, what `2.0 - x` calls (torch.rsub)"),
     unary("pow_scalar", _pow_scalar_reference, _pow_scalar, _pow_scalar, draw_attrs=_draw_exponent, attrs=("exponent",),
-          zero_sign_matters=True, undefined=_pow_scalar_undefined, notes=(
+          numerics=Numerics(zero_sign_matters=True, undefined=_pow_scalar_undefined, why={
+              "zero_sign_matters": "(+-0) ** negative odd is +-inf, and a base just below 0 is nan for a non-integer exponent",
+              "undefined": "(-inf) ** +-0.5 is +inf or nan by whether the kernel takes the sqrt shortcut"}), notes=(
         "x ** exponent; negative bases give nan for a non-integer exponent. torch computes x ** -0.5 "
         "as rsqrt and x ** 0.5 as sqrt, so -0 ** -0.5 is -inf in torch where IEEE pow (numpy, jax) "
         "gives +inf"
     )),
     unary("clamp", _clamp_reference, "clamp", _jax_clamp, draw_attrs=_draw_clamp, attrs=("min", "max"),
-          weak_scalars=("min", "max")),
+          numerics=Numerics(weak_scalars=("min", "max"), why={"weak_scalars": WEAK_SCALAR})),
 ]

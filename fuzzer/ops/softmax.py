@@ -7,6 +7,7 @@ import numpy as np
 from fuzzer.ops import OpDef
 from fuzzer.ops._common import draw_dim, norm_dim, rank_between
 from fuzzer.ops.elementwise import jax_function, torch_function
+from fuzzer.ops.numerics import Numerics
 
 
 def _draw_dim(draw, shapes):
@@ -36,6 +37,8 @@ def _softmax_reference(xs, ps, attrs):
     return np.exp(_log_softmax_reference(xs, ps, attrs))
 
 
+SHIFTED_SUM = "exponentials of shifted values summed over the dim, each rounded"
+
 OPS = [
     OpDef(
         name=name,
@@ -46,9 +49,12 @@ OPS = [
         jax=jax_function(f"nn.{name}", keywords={"dim": "axis"}),
         accepts=rank_between(1, 5),
         draw_attrs=_draw_dim,
-        sensitivity=2.0,
-        forward_error=forward_error,
+        numerics=numerics,
     )
-    for name, reference, forward_error in (("softmax", _softmax_reference, None),
-                                           ("log_softmax", _log_softmax_reference, _log_softmax_error))
+    for name, reference, numerics in (
+        ("softmax", _softmax_reference, Numerics(sensitivity=2.0, why={"sensitivity": SHIFTED_SUM})),
+        ("log_softmax", _log_softmax_reference, Numerics(sensitivity=2.0, forward_error=_log_softmax_error, why={
+            "sensitivity": SHIFTED_SUM,
+            "forward_error": "the log of a rounded sum >= 1 errs by a roundoff where the result is near 0"})),
+    )
 ]

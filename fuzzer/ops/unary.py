@@ -15,6 +15,7 @@ import numpy as np
 from fuzzer.errors import OpUnsupported
 from fuzzer.ops._common import st
 from fuzzer.ops.elementwise import erf, sigmoid, unary
+from fuzzer.ops.numerics import PIECEWISE_CONSTANT, Numerics
 
 
 def _argument_rounding(x):
@@ -150,28 +151,38 @@ def _jax_tanhshrink(x):
     return x - jax.numpy.tanh(x)
 
 
+NAN_BELOW_ZERO = Numerics(zero_sign_matters=True, why={"zero_sign_matters": "the result at +-0 and just below 0 differs in class"})
+PERIODIC = Numerics(forward_error=_argument_rounding, period=2 * np.pi, why={
+    "forward_error": "a computed argument's rounding (a roundoff of |x|) is carried whole",
+    "period": "an argument rounding moves by a quarter period leaves the result anywhere in [-1, 1]"})
+SHIFTED_EXPONENTIAL = Numerics(forward_error=_shifted_exponential, why={
+    "forward_error": "computed as exp(|x| + log(1/2)), which rounds the shifted argument (XLA)"})
+
 OPS = [
     unary("exp", np.exp, "exp", "numpy.exp", notes="overflows to inf above ~88.7 in float32"),
     unary("expm1", np.expm1, "expm1", "numpy.expm1", notes="e^x - 1 without cancellation near 0"),
-    unary("log", np.log, "log", "numpy.log", zero_sign_matters=True, notes="log(0) = -inf, log(x < 0) = nan"),
-    # A computed operand a rounding moves onto -1 (float32 tanh(-9.88) is -1) meets the pole.
-    unary("log1p", np.log1p, "log1p", "numpy.log1p", integer_matters=True, notes="log1p(-1) = -inf, log1p(x < -1) = nan"),
-    unary("sqrt", np.sqrt, "sqrt", "numpy.sqrt", zero_sign_matters=True, notes="sqrt(x < 0) = nan, sqrt(-0) = -0"),
-    unary("rsqrt", _rsqrt_reference, "rsqrt", "lax.rsqrt", zero_sign_matters=True),
+    unary("log", np.log, "log", "numpy.log", numerics=NAN_BELOW_ZERO, notes="log(0) = -inf, log(x < 0) = nan"),
+    unary("log1p", np.log1p, "log1p", "numpy.log1p", notes="log1p(-1) = -inf, log1p(x < -1) = nan", numerics=Numerics(
+        integer_matters=True, why={"integer_matters": "a computed operand a rounding moves onto -1 (float32 tanh(-9.88) is -1) "
+                                                      "meets the pole: -inf"})),
+    unary("sqrt", np.sqrt, "sqrt", "numpy.sqrt", numerics=NAN_BELOW_ZERO, notes="sqrt(x < 0) = nan, sqrt(-0) = -0"),
+    unary("rsqrt", _rsqrt_reference, "rsqrt", "lax.rsqrt", numerics=Numerics(
+        zero_sign_matters=True, why={"zero_sign_matters": "rsqrt(+-0) is +-inf, and nan just below 0"})),
     unary("abs", np.abs, "abs", "numpy.abs"),
     unary("neg", np.negative, "neg", "numpy.negative"),
-    unary("sign", _sign_reference, "sign", "numpy.sign", exact=True),
-    unary("sin", np.sin, "sin", "numpy.sin", forward_error=_argument_rounding, period=2 * np.pi),
-    unary("cos", np.cos, "cos", "numpy.cos", forward_error=_argument_rounding, period=2 * np.pi),
-    unary("sinh", np.sinh, "sinh", "numpy.sinh", forward_error=_shifted_exponential),
-    unary("cosh", np.cosh, "cosh", "numpy.cosh", forward_error=_shifted_exponential),
+    unary("sign", _sign_reference, "sign", "numpy.sign", numerics=PIECEWISE_CONSTANT),
+    unary("sin", np.sin, "sin", "numpy.sin", numerics=PERIODIC),
+    unary("cos", np.cos, "cos", "numpy.cos", numerics=PERIODIC),
+    unary("sinh", np.sinh, "sinh", "numpy.sinh", numerics=SHIFTED_EXPONENTIAL),
+    unary("cosh", np.cosh, "cosh", "numpy.cosh", numerics=SHIFTED_EXPONENTIAL),
     unary("asinh", np.arcsinh, "asinh", "numpy.arcsinh"),
     unary("atan", np.arctan, "atan", "numpy.arctan"),
     unary("erf", erf, "erf", "lax.erf"),
-    unary("reciprocal", lambda x: 1.0 / x, "reciprocal", "numpy.reciprocal", zero_sign_matters=True, notes="1 / +-0 = +-inf"),
+    unary("reciprocal", lambda x: 1.0 / x, "reciprocal", "numpy.reciprocal", notes="1 / +-0 = +-inf", numerics=Numerics(
+        zero_sign_matters=True, why={"zero_sign_matters": "1 / +-0 is +-inf by the zero's sign"})),
     unary("square", np.square, "square", "numpy.square"),
-    unary("floor", np.floor, "floor", "numpy.floor", exact=True),
-    unary("round", _round_reference, "round", "numpy.round", exact=True, notes="ties to even"),
+    unary("floor", np.floor, "floor", "numpy.floor", numerics=PIECEWISE_CONSTANT),
+    unary("round", _round_reference, "round", "numpy.round", numerics=PIECEWISE_CONSTANT, notes="ties to even"),
     unary("silu", _silu_reference, "nn.functional.silu", "nn.silu"),
     unary(
         "softplus",
@@ -193,14 +204,15 @@ OPS = [
         draw_attrs=_draw_leaky_relu,
         attrs=("negative_slope",),
     ),
-    unary("elu", _elu_reference, "nn.functional.elu", "nn.elu", draw_attrs=_draw_elu, attrs=("alpha",), forward_error=_elu_error),
+    unary("elu", _elu_reference, "nn.functional.elu", "nn.elu", draw_attrs=_draw_elu, attrs=("alpha",), numerics=Numerics(
+        forward_error=_elu_error, why={"forward_error": "torch computes alpha * (exp(x) - 1), which cancels near 0"})),
     unary("logsigmoid", _logsigmoid_reference, "nn.functional.logsigmoid", "nn.log_sigmoid"),
     unary(
         "tanhshrink",
         _tanhshrink_reference,
         "nn.functional.tanhshrink",
         _jax_tanhshrink,
-        forward_error=_tanhshrink_error,
+        numerics=Numerics(forward_error=_tanhshrink_error, why={"forward_error": "x - tanh(x) cancels for small x"}),
         notes="jax has no tanhshrink: written as x - tanh(x)",
     ),
 ]
