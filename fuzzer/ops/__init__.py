@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from fuzzer.errors import UserError, did_you_mean
@@ -167,9 +167,15 @@ def registry() -> dict[str, OpDef]:
 
 
 def _with_family(op: OpDef, family: str) -> OpDef:
-    from dataclasses import replace
-
     return op if op.family else replace(op, family=family)
+
+
+def register_op(op: OpDef) -> None:
+    """Adds a plugin's op (PluginAPI.add_op) to the registry; a name already taken is refused."""
+    ops = registry()
+    if op.name in ops:
+        raise UserError(f"Op '{op.name}' is already declared; give the plugin's op another name.")
+    ops[op.name] = op if op.family else replace(op, family="plugin")
 
 
 def get_op(name: str) -> OpDef:
