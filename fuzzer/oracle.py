@@ -193,6 +193,7 @@ from fuzzer.errors import normalize_error
 from fuzzer.ir import Case, Graph, interpret, split_arrays
 from fuzzer.ops import get_op
 from fuzzer.reference import evaluate_all, numpy_dtype
+from fuzzer.undeclared_numerics import operand_reach, rounding_dependent
 from fuzzer.records import BackendVerdict, Signature
 from fuzzer.verdicts import AGREE, ALL_ZEROS, CONSTANT, MISMATCH, NAN_INF, severity
 
@@ -604,6 +605,7 @@ def _rounding_runs(case: Case, inputs: dict, params: dict, dtype: str, env: dict
             # Rounding is relative to the magnitudes summed, not to a result that cancelled:
             # the op on absolute values gives that (sum |x_i| for sum, sum |x_i w_i| for matmul).
             magnitude = np.abs(np.asarray(op.reference([np.abs(x) for x in xs], {k: np.abs(v) for k, v in ps.items()}, attrs)))
+            magnitude = operand_reach(op, xs, ps, attrs, out, magnitude, ROUNDING_SLACK * roundoff, largest)
             scale = np.maximum(np.abs(out), np.where(np.isfinite(magnitude), magnitude, 0.0))
             bound = ROUNDING_SLACK * roundoff * scale
             if directed:  # a sum of many terms, added in any order (_accumulation_reach)
@@ -699,7 +701,8 @@ def _finished(noisy: np.ndarray, op, xs: list, computed: list[bool], undefined_i
             noisy = np.where(near_overflow, np.copysign(np.inf, exact), noisy)
     masks = [_zero_sign_dependent(op, xs, computed, ps, attrs, dtype, exact_xs), _integer_dependent(op, xs, computed, ps, attrs, out, dtype, exact_xs),
              _depends_on_undefined(op, xs, undefined_in, ps, attrs, np.shape(out)),
-             _moved_a_quarter_period(op, xs, exact_xs)]
+             _moved_a_quarter_period(op, xs, exact_xs),
+             rounding_dependent(op, xs, computed, ps, attrs, out, INTEGER_SLACK * ROUNDING_SLACK * UNIT_ROUNDOFF[dtype])]
     if op.undefined is not None:
         masks.append(np.asarray(op.undefined(xs, ps, attrs), dtype=bool))
     masks = [np.broadcast_to(mask, np.shape(out)) for mask in masks if mask is not None and mask.any()]
@@ -761,7 +764,7 @@ def _zero_sign_dependent(op, xs: list, computed: list[bool], ps: dict, attrs: di
     entry is undefined in `dtype` where the result at +0 and at -0 differ by more than a zero's sign
     (atan2's +-pi, 1 / +-0), or at d's smallest normal below zero is of another class (sqrt and log
     are nan there). See "Signed zeros"."""
-    if not op.zero_sign_matters:
+    if not op.zero_sign_matters and op.declares_numerics:  # an op that declares nothing may care
         return None
     exact_xs = xs if exact_xs is None else exact_xs
     zeros = [np.logical_and(is_computed, (x == 0) | (np.broadcast_to(exact, np.shape(x)) == 0))
@@ -799,7 +802,7 @@ def _integer_dependent(op, xs: list, computed: list[bool], ps: dict, attrs: dict
     (`exact_xs`), as the run's drift from the float64 value, which carries the producer's bound: a
     float32 conv1d output that cancels from terms of 1,739 to 369.0000146 comes out as 369.0, and
     pow(-0.012, 369.0) is finite where the float64 value is nan (1-hour campaign case 70)."""
-    if not op.integer_matters:
+    if not op.integer_matters and op.declares_numerics:  # an op that declares nothing may care
         return None
     slack = INTEGER_SLACK * ROUNDING_SLACK * UNIT_ROUNDOFF[dtype]
     snapped, moved = [], False
@@ -1033,6 +1036,8 @@ def _rounding_runs_shared(case: Case, inputs: dict, params: dict, dtypes: list[s
                     else:
                         magnitude = np.abs(np.asarray(op.reference([np.abs(x) for x in xs], {k: np.abs(v) for k, v in ps.items()},
                                                                    node.attrs)))
+                    magnitude = operand_reach(op, xs, ps, node.attrs, out, magnitude, ROUNDING_SLACK * UNIT_ROUNDOFF[dtype],
+                                              LARGEST[dtype])
                     results[dtype] = out, magnitude
                 shape = results[dtypes[0]][0].shape
                 if any(out.shape != shape for out, _ in results.values()):

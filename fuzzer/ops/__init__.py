@@ -122,6 +122,10 @@ class OpDef:
     # 1.15625). The bfloat16 model rounds them too (reference.py): the exact-scalar rounding runs
     # beside it then leave the entries whose class hangs on that rounding undefined.
     weak_scalars: tuple[str, ...] = ()
+    # False for an op nobody reviewed the numerics of: a plugin's op that sets none of the fields
+    # NUMERICS_FIELDS (register_op), as the ops derived from an op database will be. The oracle then
+    # measures what a reviewer would have declared (fuzzer/undeclared_numerics.py).
+    declares_numerics: bool = True
     # False where jax cannot differentiate the op's jax implementation, so jax-grad skips it.
     jax_differentiable: bool = True
     # Regions beyond the generic ones (attribute values, regime, layout, special values, sizes).
@@ -170,12 +174,21 @@ def _with_family(op: OpDef, family: str) -> OpDef:
     return op if op.family else replace(op, family=family)
 
 
+# The OpDef fields that say how an op rounds, where its result's class may change, and what the
+# math leaves to convention: a shipped op's defaults among them are reviewed, a plugin's are not.
+NUMERICS_FIELDS = ("sensitivity", "forward_error", "intermediate_error", "exact", "zero_sign_matters",
+                   "integer_matters", "undefined", "period", "scans_in_dtype", "weak_scalars")
+
+
 def register_op(op: OpDef) -> None:
-    """Adds a plugin's op (PluginAPI.add_op) to the registry; a name already taken is refused."""
+    """Adds a plugin's op (PluginAPI.add_op) to the registry; a name already taken is refused. An
+    op that sets none of NUMERICS_FIELDS declares nothing (OpDef.declares_numerics)."""
     ops = registry()
     if op.name in ops:
         raise UserError(f"Op '{op.name}' is already declared; give the plugin's op another name.")
-    ops[op.name] = op if op.family else replace(op, family="plugin")
+    defaults = OpDef(name="", infer=None, reference=None, torch=None, jax=None, accepts=None)
+    declares = any(getattr(op, name) != getattr(defaults, name) for name in NUMERICS_FIELDS)
+    ops[op.name] = replace(op, family=op.family or "plugin", declares_numerics=declares)
 
 
 def get_op(name: str) -> OpDef:
