@@ -128,3 +128,15 @@ def test_a_short_campaign_of_undeclared_ops_finds_only_the_planted_bug(tmp_path,
     assert progress.status == "finished" and progress.checked > 10
     found = {bucket["signature"] for bucket in corpus.buckets()}
     assert found and all("undeclared-trunc-as-floor" in signature for signature in found), found
+
+
+def test_a_plugin_op_may_not_take_a_declared_name_and_must_be_an_opdef():
+    from fuzzer.errors import UserError
+    from fuzzer.plugins import PluginAPI
+
+    relu = registry()["relu"]
+    with pytest.raises(UserError, match="'relu' is already declared"):
+        PluginAPI("'mine.py'").add_op(relu)
+    with pytest.raises(UserError, match="add_op needs an OpDef"):
+        PluginAPI("'mine.py'").add_op({"name": "relu2"})
+    assert registry()["relu"] is relu
