@@ -332,12 +332,13 @@ def run(db_path, time_text, max_cases, backends, ops, max_nodes, regimes, seed, 
         raise UserError(f"--time {time_text} leaves the campaign no time; pass a longer one (e.g. 90s or 10m).")
     if resume is not None:
         open_corpus(db_path).campaign(resume)  # a campaign that is not there is refused now
-    op_names = parse_op_list(ops) if ops else None
+    op_names = parse_op_list(ops) if ops and not plugins else None  # a plugin's ops are known once it is loaded
     regime_names = [r.name for r in parse_regime_list(regimes)] if regimes else None
     if seed is None:  # as libFuzzer and AFL++ do: each campaign draws new graphs; the header says how to repeat it
         seed = secrets.randbelow(2**32)
     registry = load_registry(known_bugs)  # a malformed registry fails here, before the corpus is created
     load_plugins(list(plugins))  # fail fast, in this process, on a bad plugin or backend (a canary imports torch)
+    op_names = parse_op_list(ops) if ops else None
     envs.trust_command_line([b.strip() for b in (backends or "").split(",")])
     parsed = name_backend_list(backends)
     compiling = [b for b in parsed if b.expensive]

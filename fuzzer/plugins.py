@@ -36,7 +36,7 @@ from typing import Callable
 from fuzzer.backends import Backend, get_backend, register_class, register_derived
 from fuzzer.errors import UserError
 from fuzzer.ir import Case
-from fuzzer.ops import get_op
+from fuzzer.ops import OpDef, get_op, register_op
 from fuzzer.sessions import end_session
 
 CANARY_DIR = Path(__file__).parent / "canaries"
@@ -120,6 +120,13 @@ class PluginAPI:
         register_derived(backend)
         self.backends.append(name)
         return backend
+
+    def add_op(self, op: OpDef) -> None:
+        """A new op (an OpDef: shape rule, float64 reference, torch and jax implementations), drawn
+        like the shipped ones; a jax implementation may raise OpUnsupported where jax lacks it."""
+        if not isinstance(op, OpDef):
+            raise UserError(f"Plugin {self.source}: add_op needs an OpDef (fuzzer.ops.OpDef).")
+        register_op(op)
 
     def add_external_backend(self, name: str, command: list[str], ops: list[str] | None = None,
                              dtype: str = "float32", timeout: float = 60.0) -> Backend:

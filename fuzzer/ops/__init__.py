@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 import numpy as np
@@ -90,6 +90,10 @@ class OpDef:
     # mode, leaves the op out there), and approximate their activations even with TF32 off (the
     # strict run turns cuDNN off; torch-eager's precision policy caps the error it explains).
     cudnn_rnn: bool = False
+    # False for an op nobody reviewed the numerics of: a plugin's op whose `numerics` is the
+    # default Numerics() (register_op), as the ops derived from an op database will be. The oracle then
+    # measures what a reviewer would have declared (fuzzer/undeclared_numerics.py).
+    declares_numerics: bool = True
     # False where jax cannot differentiate the op's jax implementation, so jax-grad skips it.
     jax_differentiable: bool = True
     # Regions beyond the generic ones (attribute values, regime, layout, special values, sizes).
@@ -144,9 +148,17 @@ def registry() -> dict[str, OpDef]:
 
 
 def _with_family(op: OpDef, family: str) -> OpDef:
-    from dataclasses import replace
-
     return op if op.family else replace(op, family=family)
+
+
+def register_op(op: OpDef) -> None:
+    """Adds a plugin's op (PluginAPI.add_op) to the registry; a name already taken is refused. An
+    op whose numerics are the default Numerics() declares nothing (OpDef.declares_numerics): a shipped
+    op's defaults were reviewed, a plugin's were not."""
+    ops = registry()
+    if op.name in ops:
+        raise UserError(f"Op '{op.name}' is already declared; give the plugin's op another name.")
+    ops[op.name] = replace(op, family=op.family or "plugin", declares_numerics=op.numerics != Numerics())
 
 
 def get_op(name: str) -> OpDef:

@@ -3,13 +3,10 @@ the reference gives the input itself, the frameworks nan wherever the input is n
 oracle skips those entries, so its outputs are mostly not judged: the judged-share meter must say
 so (tests/test_judged_share.py).
 
-Plugins have no call for ops; this one adds its OpDef to the op registry, as fuzzer/ops/ collects
-its modules' OPS."""
+It comes in through the plugin API's add_op, like any plugin's op."""
 
-from dataclasses import replace
-
-from fuzzer.ops import registry
 from fuzzer.ops.elementwise import unary
+from fuzzer.ops.numerics import Numerics
 
 
 def _torch(x):
@@ -24,9 +21,10 @@ def _jax(x):
     return jnp.where(x > 1, x, jnp.nan)
 
 
-CONVENTIONAL = replace(unary("conventional", lambda x: x.copy(), _torch, _jax, undefined=lambda x: ~(x > 1),
-                             notes="the input above 1; left to convention elsewhere"), family="plugin")
+CONVENTIONAL = unary("conventional", lambda x: x.copy(), _torch, _jax,
+                     numerics=Numerics(undefined=lambda x: ~(x > 1), why={"undefined": "nan below 1 by convention"}),
+                     notes="the input above 1; left to convention elsewhere")
 
 
 def register(api):
-    registry().setdefault(CONVENTIONAL.name, CONVENTIONAL)
+    api.add_op(CONVENTIONAL)
