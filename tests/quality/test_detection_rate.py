@@ -276,7 +276,7 @@ def test_a_loosened_oracle_fails_the_suite(monkeypatch):
 @pytest.mark.long
 @pytest.mark.parametrize("op", sorted(registry()))
 def test_planted_errors_are_detected_over_the_full_run(op):
-    """FULL_CASES cases of every op (about 20 minutes for all on a busy core): `pytest -m long tests/quality`."""
+    """FULL_CASES cases of every op (288 s of CPU for all here): `pytest -m long tests/quality`."""
     check_detection(op, measure_op(op, dict.fromkeys(PLANTED, FULL_CASES)), full=True)
 
 
