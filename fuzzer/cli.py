@@ -928,8 +928,8 @@ def known_check(known_bugs, plugins, timeout, as_json):
 @json_option
 def known_add(db_path, handle, bug_id, link, bug_status, title, known_bugs, as_json):
     """Turn a triaged bucket (ID B7, or 7: the one bucket of case 7) into a known-bug entry. The
-    entry matches what the bucket is (verdict, culprit op, backend kind, device, dtype, error
-    text); the case (case 7, or the bucket's smallest) is exported beside the registry as
+    entry matches what the bucket is (verdict, culprit op, compiler path, device, dtype, error
+    text, the finding's release on); the case (case 7, or the bucket's smallest) is exported beside the registry as
     known/ID.json; the bucket becomes `known`.
 
     \b
@@ -937,7 +937,7 @@ def known_add(db_path, handle, bug_id, link, bug_status, title, known_bugs, as_j
       fuzz triage B7 --status reported --note "pytorch/pytorch#123"
       fuzz known add B7 --id torch-foo-nan --link https://github.com/pytorch/pytorch/issues/123
     """
-    from fuzzer.known import add_bug, entry_for_bucket, framework_of, registry_path
+    from fuzzer.known import add_bug, entry_for_bucket, registry_path, release_of
 
     corpus = open_corpus(db_path)
     bucket = corpus.named_bucket(handle)
@@ -947,9 +947,9 @@ def known_add(db_path, handle, bug_id, link, bug_status, title, known_bugs, as_j
         raise UserError(f"Bucket B{bucket['id']} is not triaged yet; triage it first (e.g. `fuzz triage B{bucket['id']} "
                         "--status confirmed`), then add it.")
     versions = corpus.campaign(stored.campaign_id)["versions"] if stored.campaign_id else {}
-    framework = framework_of(bucket["backend"])
-    affected = f"{framework} {versions[framework]}" if framework and (versions or {}).get(framework) else None
-    entry = entry_for_bucket(bucket, bug_id, link, bug_status, title, affected)
+    release = release_of(bucket["backend"], versions or {})
+    affected = " ".join(release) if release else None
+    entry = entry_for_bucket(bucket, bug_id, link, bug_status, title, affected, release)
     path = registry_path(known_bugs)
     case_file = add_bug(path, entry, jsonform.dumps(corpus.export_case(case_id, expect="disagree"), indent=1, sort_keys=True))
     corpus.mark_known(bucket["signature"], bug_id, keep_triage=False)
