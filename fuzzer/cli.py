@@ -1281,11 +1281,11 @@ def backends(plugins, as_json):
                 backend = cls(device, dtype)
                 reason = backend.unavailable_reason()
                 rows.append({"name": backend.name, "available": reason is None, "why_not": reason,
-                             "default": backend.name in defaults, "description": cls.description})
+                             "default": backend.name in defaults, "description": cls.description, "path": cls.path})
     for name, backend in sorted(table().derived.items()):
         reason = backend.unavailable_reason()
         rows.append({"name": name, "available": reason is None, "why_not": reason, "default": False,
-                     "description": f"plugin, derived from {type(backend).__name__}"})
+                     "description": f"plugin, derived from {type(backend).__name__}", "path": None})
     lines = [f"{'yes' if r['available'] else 'no ':<4} {'*' if r['default'] else ' '} {r['name']:<30} "
              f"{r['description'] if r['available'] else r['why_not']}" for r in rows]
     lines.append("(* = in the default set of `fuzz run`; any built-in one runs under another Python environment as "
