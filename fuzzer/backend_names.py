@@ -22,11 +22,11 @@ class BackendName:
 
     @classmethod
     def parse(cls, text: str) -> BackendName:
-        """Any text, split at the first "@" and then at ":" (never refused: which names exist is
-        fuzzer.backends.get_backend's question)."""
+        """Any text, split at the first "@" and then at ":"; more than three parts are no built-in's
+        name, so a bare one (never refused: which names exist is fuzzer.backends.get_backend's question)."""
         base, at, env = text.partition("@")
-        kind, *rest = base.split(":", 2)
-        return cls(kind, *rest, env=env if at else None)
+        parts = base.split(":")
+        return cls(*(parts if len(parts) <= 3 else [base]), env=env if at else None)
 
     def __str__(self) -> str:
         parts = [self.kind] + [part for part in (self.device, self.dtype) if part is not None]
@@ -41,6 +41,11 @@ class BackendName:
     def here(self) -> BackendName:
         """The same backend in this Python environment (the name without "@ENV")."""
         return replace(self, env=None)
+
+    def covers(self, other: BackendName) -> bool:
+        """Does this name, perhaps short ("jax-jit", "jax-jit:cpu"), name `other` in the same environment?"""
+        return (self.env == other.env and self.kind == other.kind
+                and self.device in (None, other.device) and self.dtype in (None, other.dtype))
 
     @property
     def path(self) -> str | None:

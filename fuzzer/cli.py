@@ -1547,6 +1547,7 @@ def bisect(db_path, handle, package, low, high, find_fix, backend, extra, listed
     Example:
       fuzz bisect 3 --package jax --from 0.4.26 --to 0.4.38 --backend jax-jit
     """
+    from fuzzer.backend_names import BackendName
     from fuzzer.bisect import available_versions, bisect_case
 
     corpus = open_corpus(db_path)
@@ -1555,7 +1556,7 @@ def bisect(db_path, handle, package, low, high, find_fix, backend, extra, listed
     if backend is None:
         if not stored.findings:
             raise UserError(f"Case {case_id} has no finding to take the backend from; pass --backend.")
-        backend = stored.findings[0]["backend"].rpartition("@")[0] or stored.findings[0]["backend"]
+        backend = str(BackendName.parse(stored.findings[0]["backend"]).here)
     candidates = available_versions(package, low, high, listed.split(",") if listed else None, python)
     click.echo(f"Bisecting {len(candidates)} releases of {package} ({', '.join(candidates)}) on {backend}", err=True)
     result = bisect_case(stored.case, backend, package, candidates, list(extra), python, list(pip_args), find_fix,
