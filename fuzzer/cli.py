@@ -863,12 +863,14 @@ def known():
 
 
 def _match_text(match: dict) -> str:
-    """'nan-inf of sign on torch-eager, torch-module (cpu; float32, float64)'."""
+    """'nan-inf of asinh on torch/inductor (cpu; float32), torch >=2.11,<2.13'."""
     what = ", ".join(match["verdicts"]) + (f" of {', '.join(match['ops'])}" if match.get("ops") else "")
-    where = ", ".join(match.get("kinds", []) + match.get("frameworks", [])) or "any backend"
+    where = ", ".join(match.get("paths", []) + match.get("kinds", []) + match.get("frameworks", [])) or "any backend"
+    where += f" except {', '.join(match['except_kinds'])}" if match.get("except_kinds") else ""
     details = "; ".join(", ".join(match[key]) for key in ("devices", "dtypes") if match.get(key))
     error = f", error like '{match['error']}'" if match.get("error") else ""
-    return f"{what} on {where}" + (f" ({details})" if details else "") + error
+    releases = "".join(f", {package} {spec}" for package, spec in match.get("releases", {}).items())
+    return f"{what} on {where}" + (f" ({details})" if details else "") + error + releases
 
 
 @known.command(name="list")

@@ -228,6 +228,9 @@ def test_list_shows_each_entry_and_its_rule(tmp_path):
     assert json.loads(fuzz("known", "list", "--known-bugs", path, "--json").stdout) == [entry(
         link="https://github.com/pytorch/pytorch/issues/41245")]
     assert_user_error(fuzz("known", "list", "--known-bugs", tmp_path / "none.json"), "No known-bug registry at")
+    ranged = write_registry(tmp_path, [entry(match={"verdicts": ["nan-inf"], "paths": ["torch/inductor"],
+                                                    "except_kinds": ["torch-aoti"], "releases": {"torch": ">=2.11,<2.13"}})])
+    assert "matches nan-inf on torch/inductor except torch-aoti, torch >=2.11,<2.13" in fuzz("known", "list", "--known-bugs", ranged).stdout
 
 
 # -- campaigns ------------------------------------------------------------------------------------
