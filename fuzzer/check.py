@@ -154,11 +154,12 @@ def eager_peer(backend: Backend) -> str | None:
     """The name of the eager backend of `backend`'s framework, device, dtype and release where
     `backend` compiles (its kind, or the kind a plugin derived it from, is in EAGER_OF or a variant
     of one); None otherwise."""
-    kind = BackendName.parse(backend.kind)  # KIND@ENV in another environment
-    eager = next((eager for compiler, eager in EAGER_OF.items() if kind.kind == compiler or kind.kind.startswith(compiler + "-")), None)
+    parsed = BackendName.parse(backend.kind)  # KIND@ENV: the kind in another environment
+    kind = parsed.kind
+    eager = next((eager for compiler, eager in EAGER_OF.items() if kind == compiler or kind.startswith(compiler + "-")), None)
     if eager is None:
         return None
-    return str(BackendName(eager, backend.device, backend.dtype, kind.env or None))
+    return str(BackendName(eager, backend.device, backend.dtype, parsed.env or None))
 
 
 def _share(verdict: oracle.BackendVerdict) -> float:

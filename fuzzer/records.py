@@ -44,8 +44,12 @@ class Signature(str):
     def __new__(cls, verdict: str, backend: str, culprit: str, error: str | None = None) -> Signature:
         parts = [verdict, backend, culprit] + ([] if error is None else [error])
         signature = super().__new__(cls, cls.SEPARATOR.join(parts))
-        signature.verdict, signature.backend, signature.culprit, signature.error = verdict, backend, culprit, error
+        for name, value in zip(("verdict", "backend", "culprit", "error"), (verdict, backend, culprit, error)):
+            object.__setattr__(signature, name, value)
         return signature
+
+    def __setattr__(self, name: str, value) -> None:
+        raise AttributeError(f"a Signature is its stored text and never changes; use replaced() for '{name}'")
 
     def __getnewargs__(self) -> tuple:  # pickled across the worker pipe and Ray by its parts
         return self.verdict, self.backend, self.culprit, self.error

@@ -67,6 +67,8 @@ def test_a_finding_holds_its_signature_typed_and_stores_the_same_text(text):
     assert json.dumps(finding.to_dict()) == json.dumps(data)
     assert pickle.loads(pickle.dumps(finding)).signature.error == finding.signature.error  # across the worker pipe
     assert Finding("x", "crash", "-", signature("crash", "x", "-", "boom")).signature.error == "boom"
+    with pytest.raises(AttributeError):
+        finding.signature.error = "changed"  # the text stored and the parts can never disagree
 
 
 def test_a_finding_keeps_a_signature_this_fuzzer_did_not_write_as_text():
