@@ -36,10 +36,11 @@ stored finding's signature and bucket and says how buckets, their triage and the
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Callable
 
 from fuzzer import verdicts
+from fuzzer.backend_names import BackendName
 from fuzzer.errors import UserError
 from fuzzer.records import Signature
 
@@ -59,8 +60,8 @@ def check_status(status: str) -> None:
 def bucket_path(backend: str) -> str:
     """'torch-eager:cpu:float16' -> 'torch-eager:cpu'; 'jax-jit:cpu:float32@jax-0.4.30' -> 'jax-jit:cpu';
     a plugin's backend -> its name."""
-    parts = backend.partition("@")[0].split(":")
-    return ":".join(parts[:2]) if len(parts) == 3 else backend
+    name = BackendName.parse(backend)
+    return f"{name.kind}:{name.device}" if name.full else backend
 
 
 def own_bucket(finding: dict) -> str:
@@ -68,7 +69,7 @@ def own_bucket(finding: dict) -> str:
     parsed = Signature.parse(finding["signature"])
     if parsed is None:  # not a signature this fuzzer wrote: a bucket of its own
         return finding["signature"]
-    return str(replace(parsed, backend=bucket_path(parsed.backend)))
+    return str(parsed.replaced(backend=bucket_path(parsed.backend)))
 
 
 def derived_base(backend: str) -> str | None:
@@ -76,7 +77,7 @@ def derived_base(backend: str) -> str | None:
     runs in another environment (never `inherited`), or is not registered here (a plugin not loaded)."""
     from fuzzer.backends import get_backend
 
-    if "@" in backend:
+    if BackendName.parse(backend).env is not None:
         return None
     try:
         return get_backend(backend).derived_from

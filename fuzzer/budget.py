@@ -44,6 +44,7 @@ from __future__ import annotations
 import json
 import math
 
+from fuzzer.backend_names import BackendName
 from fuzzer.errors import UserError
 from fuzzer.ir import Graph, infer_shapes
 
@@ -79,9 +80,7 @@ def _share_matches(name: str, backend: str) -> bool:
     """Does `--compile-share` NAME cover `backend`? NAME is any form `--backends` takes: a full name
     (jax-jit:cpu:float32), a kind (jax-jit, every device and dtype), and either with @ENV for
     another environment's backend (torch-compile@torch-2.3.1)."""
-    name_base, _, name_env = name.partition("@")
-    base, _, env = backend.partition("@")
-    return name_env == env and (base == name_base or base.startswith(name_base + ":"))
+    return BackendName.parse(name).covers(BackendName.parse(backend))
 
 
 def parse_shares(text: str, compiling: list[str], weights: dict[str, float] | None = None) -> dict[str, float]:
@@ -124,7 +123,8 @@ def default_share(cheap: list[str], compiler_peers: list[str | None]) -> str:
     """The default --compile-share: CROSS_RELEASE_SHARE where every cheap backend is the eager peer,
     in this release, of a compiler from another release (`compiler_peers`: each compiler's eager
     peer, release included: check.eager_peer), else DEFAULT_SHARE."""
-    other_release = {peer.partition("@")[0] for peer in compiler_peers if peer and "@" in peer}
+    peers = [BackendName.parse(peer) for peer in compiler_peers if peer]
+    other_release = {str(peer.here) for peer in peers if peer.env is not None}
     return CROSS_RELEASE_SHARE if cheap and set(cheap) <= other_release else DEFAULT_SHARE
 
 

@@ -185,7 +185,10 @@ class Campaign:
         load_plugins(options.plugins)
         self.backends = parse_backend_list(",".join(options.backends))
         self.drawer = CaseDrawer(options, self.backends)
-        parse_shares(options.compile_share, [b.name for b in self.backends if b.expensive])  # a bad share fails here
+        compiling = [b for b in self.backends if b.expensive]
+        # Parsed once (a bad share fails here), for the compiler affinity of every worker slot.
+        self.compile_shares = parse_shares(options.compile_share, [b.name for b in compiling],
+                                           {b.name: b.compile_weight for b in compiling})
 
     @classmethod
     def resume(cls, corpus: Corpus, campaign_id: int, on_progress=None, on_new_bucket=None, plugins=(), ray=None,
@@ -490,8 +493,7 @@ class Campaign:
         compiling = [b for b in self.backends if b.expensive]
         slots: list = [None] * count
         if len(compiling) < len(self.backends):
-            slots = assign_compilers(parse_shares(self.options.compile_share, [b.name for b in compiling],
-                                                  {b.name: b.compile_weight for b in compiling}), count)
+            slots = assign_compilers(self.compile_shares, count)
         parts = single_op_parts(slots, [b.name for b in compiling])
         return [replace(self.options.worker_config(), compilers=compilers, single_op_parts=part)
                 for compilers, part in zip(slots, parts)]

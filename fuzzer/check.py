@@ -13,6 +13,7 @@ import numpy as np
 from fuzzer import oracle, verdicts
 from fuzzer.accuracy import ACCURACY_FLOOR, regresses_from, share
 from fuzzer.backend_verdict import verdict_of
+from fuzzer.backend_names import BackendName
 from fuzzer.backends import Backend, get_backend
 from fuzzer.execute import OK, Outcome, Runner, run_backend
 from fuzzer.errors import DevicePoisoned, DiskFull, UserError, normalize_error
@@ -135,7 +136,7 @@ def _in_full_where_compared(judging: Judging) -> None:
     agrees too, and where it is a compiler or its eager peer whose errors at the floor could make
     an accuracy regression."""
     judged, backend_verdicts = judging.judged, judging.verdicts
-    agreeing = Counter(verdict.backend.partition("@")[0] for verdict in backend_verdicts if verdict.verdict == verdicts.AGREE)
+    agreeing = Counter(BackendName.parse(verdict.backend).here for verdict in backend_verdicts if verdict.verdict == verdicts.AGREE)
     by_name = {verdict.backend: verdict for verdict in backend_verdicts}
     compared = set()
     for backend, verdict in zip(judged, backend_verdicts):
@@ -145,7 +146,7 @@ def _in_full_where_compared(judging: Judging) -> None:
                 and share(verdict) >= ACCURACY_FLOOR and (verdict.at_floor or peer.at_floor)):
             compared |= {verdict.backend, peer.backend}
     judging.verdicts = [verdict_of(backend, judging.case, outcome, judging.reference)
-                        if verdict.at_floor and (agreeing[verdict.backend.partition("@")[0]] > 1 or verdict.backend in compared)
+                        if verdict.at_floor and (agreeing[BackendName.parse(verdict.backend).here] > 1 or verdict.backend in compared)
                         else verdict for backend, verdict, outcome in zip(judged, backend_verdicts, judging.outcomes)]
 
 
@@ -276,11 +277,12 @@ def eager_peer(backend: Backend) -> str | None:
     """The name of the eager backend of `backend`'s framework, device, dtype and release where
     `backend` compiles (its kind, or the kind a plugin derived it from, is in EAGER_OF or a variant
     of one); None otherwise."""
-    kind, _, release = backend.kind.partition("@")
+    parsed = BackendName.parse(backend.kind)  # KIND@ENV: the kind in another environment
+    kind = parsed.kind
     eager = next((eager for compiler, eager in EAGER_OF.items() if kind == compiler or kind.startswith(compiler + "-")), None)
     if eager is None:
         return None
-    return f"{eager}:{backend.device}:{backend.dtype}" + (f"@{release}" if release else "")
+    return str(BackendName(eager, backend.device, backend.dtype, parsed.env or None))
 
 
 def _accuracy_regressions(judged: list[Backend], backend_verdicts: list[oracle.BackendVerdict]
@@ -293,11 +295,11 @@ def _accuracy_regressions(judged: list[Backend], backend_verdicts: list[oracle.B
     agreeing: dict[str, list[oracle.BackendVerdict]] = {}
     for verdict in backend_verdicts:
         if verdict.verdict == verdicts.AGREE:
-            agreeing.setdefault(verdict.backend.partition("@")[0], []).append(verdict)
+            agreeing.setdefault(BackendName.parse(verdict.backend).here, []).append(verdict)
     by_name = {verdict.backend: verdict for verdict in backend_verdicts}
     regressed, compared_with = [], {}
     for backend, verdict in zip(judged, backend_verdicts):
-        peers = [peer for peer in agreeing.get(verdict.backend.partition("@")[0], []) if peer is not verdict]
+        peers = [peer for peer in agreeing.get(BackendName.parse(verdict.backend).here, []) if peer is not verdict]
         best = min(peers, key=share, default=None)
         eager = by_name.get(eager_peer(backend))
         if verdict.max_error < oracle.TINY.get(backend.dtype, 0.0):

@@ -875,12 +875,14 @@ def known():
 
 
 def _match_text(match: dict) -> str:
-    """'nan-inf of sign on torch-eager, torch-module (cpu; float32, float64)'."""
+    """'nan-inf of asinh on torch/inductor (cpu; float32), torch >=2.11,<2.13'."""
     what = ", ".join(match["verdicts"]) + (f" of {', '.join(match['ops'])}" if match.get("ops") else "")
-    where = ", ".join(match.get("kinds", []) + match.get("frameworks", [])) or "any backend"
+    where = ", ".join(match.get("paths", []) + match.get("kinds", []) + match.get("frameworks", [])) or "any backend"
+    where += f" except {', '.join(match['except_kinds'])}" if match.get("except_kinds") else ""
     details = "; ".join(", ".join(match[key]) for key in ("devices", "dtypes") if match.get(key))
     error = f", error like '{match['error']}'" if match.get("error") else ""
-    return f"{what} on {where}" + (f" ({details})" if details else "") + error
+    releases = "".join(f", {package} {spec}" for package, spec in match.get("releases", {}).items())
+    return f"{what} on {where}" + (f" ({details})" if details else "") + error + releases
 
 
 @known.command(name="list")
@@ -940,8 +942,8 @@ def known_check(known_bugs, plugins, timeout, as_json):
 @json_option
 def known_add(db_path, handle, bug_id, link, bug_status, title, known_bugs, as_json):
     """Turn a triaged bucket (ID B7, or 7: the one bucket of case 7) into a known-bug entry. The
-    entry matches what the bucket is (verdict, culprit op, backend kind, device, dtype, error
-    text); the case (case 7, or the bucket's smallest) is exported beside the registry as
+    entry matches what the bucket is (verdict, culprit op, compiler path, device, dtype, error
+    text, the finding's release on); the case (case 7, or the bucket's smallest) is exported beside the registry as
     known/ID.json; the bucket becomes `known`.
 
     \b
@@ -949,7 +951,7 @@ def known_add(db_path, handle, bug_id, link, bug_status, title, known_bugs, as_j
       fuzz triage B7 --status reported --note "pytorch/pytorch#123"
       fuzz known add B7 --id torch-foo-nan --link https://github.com/pytorch/pytorch/issues/123
     """
-    from fuzzer.known import add_bug, entry_for_bucket, framework_of, registry_path
+    from fuzzer.known import add_bug, entry_for_bucket, registry_path, release_of
 
     corpus = open_corpus(db_path)
     bucket = corpus.named_bucket(handle)
@@ -959,9 +961,9 @@ def known_add(db_path, handle, bug_id, link, bug_status, title, known_bugs, as_j
         raise UserError(f"Bucket B{bucket['id']} is not triaged yet; triage it first (e.g. `fuzz triage B{bucket['id']} "
                         "--status confirmed`), then add it.")
     versions = corpus.campaign(stored.campaign_id)["versions"] if stored.campaign_id else {}
-    framework = framework_of(bucket["backend"])
-    affected = f"{framework} {versions[framework]}" if framework and (versions or {}).get(framework) else None
-    entry = entry_for_bucket(bucket, bug_id, link, bug_status, title, affected)
+    release = release_of(bucket["backend"], versions or {})
+    affected = " ".join(release) if release else None
+    entry = entry_for_bucket(bucket, bug_id, link, bug_status, title, affected, release)
     path = registry_path(known_bugs)
     case_file = add_bug(path, entry, jsonform.dumps(corpus.export_case(case_id, expect="disagree"), indent=1, sort_keys=True))
     corpus.mark_known(bucket["signature"], bug_id, keep_triage=False)
@@ -1293,11 +1295,11 @@ def backends(plugins, as_json):
                 backend = cls(device, dtype)
                 reason = backend.unavailable_reason()
                 rows.append({"name": backend.name, "available": reason is None, "why_not": reason,
-                             "default": backend.name in defaults, "description": cls.description})
+                             "default": backend.name in defaults, "description": cls.description, "path": cls.path})
     for name, backend in sorted(table().derived.items()):
         reason = backend.unavailable_reason()
         rows.append({"name": name, "available": reason is None, "why_not": reason, "default": False,
-                     "description": f"plugin, derived from {type(backend).__name__}"})
+                     "description": f"plugin, derived from {type(backend).__name__}", "path": None})
     lines = [f"{'yes' if r['available'] else 'no ':<4} {'*' if r['default'] else ' '} {r['name']:<30} "
              f"{r['description'] if r['available'] else r['why_not']}" for r in rows]
     lines.append("(* = in the default set of `fuzz run`; any built-in one runs under another Python environment as "
@@ -1568,6 +1570,7 @@ def bisect(db_path, handle, package, low, high, find_fix, backend, extra, listed
     Example:
       fuzz bisect 3 --package jax --from 0.4.26 --to 0.4.38 --backend jax-jit
     """
+    from fuzzer.backend_names import BackendName
     from fuzzer.bisect import available_versions, bisect_case
 
     corpus = open_corpus(db_path)
@@ -1576,7 +1579,7 @@ def bisect(db_path, handle, package, low, high, find_fix, backend, extra, listed
     if backend is None:
         if not stored.findings:
             raise UserError(f"Case {case_id} has no finding to take the backend from; pass --backend.")
-        backend = stored.findings[0]["backend"].rpartition("@")[0] or stored.findings[0]["backend"]
+        backend = str(BackendName.parse(stored.findings[0]["backend"]).here)
     candidates = available_versions(package, low, high, listed.split(",") if listed else None, python)
     click.echo(f"Bisecting {len(candidates)} releases of {package} ({', '.join(candidates)}) on {backend}", err=True)
     result = bisect_case(stored.case, backend, package, candidates, list(extra), python, list(pip_args), find_fix,

@@ -30,6 +30,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from fuzzer.backend_names import BackendName
 from fuzzer.errors import UserError
 
 REGISTRY_FILE = "envs.json"
@@ -120,7 +121,7 @@ def trust_command_line(backend_names: list[str]) -> None:
     process and the workers it starts."""
     paths = os.environ.get(TRUSTED_PATHS_VARIABLE, "").split(os.pathsep)
     for name in backend_names:
-        env_spec = name.rpartition("@")[2] if "@" in name else ""
+        env_spec = BackendName.parse(name).env or ""
         if env_spec and not (NAME_PATTERN.fullmatch(env_spec) and "/" not in env_spec):
             paths.append(str(Path(env_spec).expanduser().absolute()))
     os.environ[TRUSTED_PATHS_VARIABLE] = os.pathsep.join(p for p in dict.fromkeys(paths) if p)

@@ -9,8 +9,13 @@ The registry is a strict JSON list (no NaN or Infinity tokens) of one object per
                 verdicts    the finding's verdict, or the verdict it is bucketed under (required)
                 ops         its culprit op ("softmax@fused" counts as softmax, and so does every op
                             that fused output depends on: see culprit_ops)
+                paths       its backend's compiler path ("torch/inductor": every torch.compile
+                            and AOTInductor kind, gradients included; "jax/xla", "torch/eager",
+                            "jax/eager", "onnx/ort": `Backend.path`); a plugin's backend has none
                 kinds       its backend's kind ("torch-eager" of "torch-eager:cpu:float32";
-                            a plugin backend's kind is its whole name)
+                            a plugin backend's kind is its whole name); with `paths`, a backend
+                            on either is matched
+                except_kinds  kinds that a path given does not cover for this bug
                 frameworks  the framework of its backend's kind ("torch", "jax", "onnxruntime");
                             never a plugin's backend, whose findings differ from its base's
                 devices, dtypes
@@ -18,6 +23,11 @@ The registry is a strict JSON list (no NaN or Infinity tokens) of one object per
                             numbers are N, shapes "(...)"); the part of regular-expression syntax
                             that cannot backtrack (fuzzer/error_patterns.py): literal text,
                             backslash-escaped punctuation, '.', '.*', '|', '^' and '$'
+                releases    the releases the bug is in, per package, as version specifiers compared
+                            with the versions the finding ran with (the campaign's record,
+                            fuzzer/environment.py; for KIND@ENV, that environment's): {"torch":
+                            ">=2.11,<2.13"}; a finding from a release outside is new. A package whose
+                            version the finding did not record places no condition
     status    "open"; "convention", a result the framework documents (not a bug to report);
               or "fixed-in RELEASE", which matches nothing: a finding of a fixed bug is a
               regression or an old release, worth a look either way
@@ -34,6 +44,7 @@ is data a pull request can change, so no entry can make the fuzzer read elsewher
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -41,7 +52,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.version import InvalidVersion, Version
+
 from fuzzer import jsonform, verdicts
+from fuzzer.backend_names import BackendName
 from fuzzer.error_patterns import ErrorPattern, UnsafePattern, compile_pattern
 from fuzzer.errors import UserError, normalize_error
 from fuzzer.ir import Graph, check_json_depth
@@ -57,7 +72,9 @@ DEVICES = ("cpu", "cuda", "gpu")
 DTYPES = ("float16", "bfloat16", "float32", "float64")
 ENTRY_KEYS = ("id", "title", "match", "status", "link", "affected", "cases", "report")
 REQUIRED_KEYS = ("id", "title", "match", "status")
-MATCH_LISTS = ("verdicts", "ops", "kinds", "frameworks", "devices", "dtypes")
+MATCH_LISTS = ("verdicts", "ops", "paths", "kinds", "except_kinds", "frameworks", "devices", "dtypes")
+# The packages a `releases` condition may name: those fuzzer/environment.py records with every campaign.
+RELEASE_PACKAGES = ("torch", "jax", "jaxlib", "numpy", "python", "cuda")
 
 
 class _Malformed(Exception):
@@ -70,22 +87,40 @@ class Rule:
 
     verdicts: tuple[str, ...]
     ops: tuple[str, ...] = ()
+    paths: tuple[str, ...] = ()
     kinds: tuple[str, ...] = ()
+    except_kinds: tuple[str, ...] = ()
     frameworks: tuple[str, ...] = ()
     devices: tuple[str, ...] = ()
     dtypes: tuple[str, ...] = ()
     error: ErrorPattern | None = None
+    releases: tuple[tuple[str, SpecifierSet], ...] = ()
 
-    def matches(self, verdict: str, backend: str, ops: set[str], error_text: str) -> bool:
-        """`ops`: the ops the finding may be charged to (culprit_ops)."""
-        kind, device, dtype = backend_parts(backend)
+    def matches(self, verdict: str, backend: str, ops: set[str], error_text: str, versions: dict | None = None) -> bool:
+        """`ops`: the ops the finding may be charged to (culprit_ops); `versions`: those it ran with
+        (a campaign's record; None: this process's, looked up only when a range is to be checked)."""
+        name = BackendName.parse(backend)
+        kind, device, dtype = (name.kind, name.device, name.dtype) if name.full else (backend, None, None)
         return ((verdict in self.verdicts or verdicts.bucket_verdict(verdict) in self.verdicts)
                 and (not self.ops or not ops.isdisjoint(self.ops))
-                and (not self.kinds or kind in self.kinds)
-                and (not self.frameworks or framework_of(backend) in self.frameworks)
+                and (not (self.kinds or self.paths) or kind in self.kinds or name.path in self.paths)
+                and kind not in self.except_kinds
+                and (not self.frameworks or name.family in self.frameworks)
                 and (not self.devices or device in self.devices)
                 and (not self.dtypes or dtype in self.dtypes)
-                and (self.error is None or self.error.search(normalize_error(error_text))))
+                and (self.error is None or self.error.search(normalize_error(error_text)))
+                and (not self.releases or self.in_releases(ran_with(name, versions))))
+
+    def in_releases(self, versions: dict) -> bool:
+        """Is every recorded version of a package the entry names inside its range?"""
+        for package, specifier in self.releases:
+            try:
+                release = Version(str(versions[package]))
+            except (KeyError, InvalidVersion):
+                continue  # not recorded, or not a version: no condition
+            if not specifier.contains(release, prereleases=True):
+                return False
+        return True
 
 
 @dataclass(frozen=True)
@@ -100,9 +135,11 @@ class KnownBug:
     def fixed(self) -> bool:
         return self.status.startswith("fixed-in")
 
-    def matches(self, finding: Finding, graph: Graph | None = None) -> bool:
-        """Whether a finding on a case of `graph` is this bug by its match rule, whatever its status."""
-        return self.rule.matches(finding.verdict, finding.backend, culprit_ops(finding.culprit, graph), error_text(finding))
+    def matches(self, finding: Finding, graph: Graph | None = None, versions: dict | None = None) -> bool:
+        """Whether a finding on a case of `graph`, run with `versions` (None: here), is this bug by its
+        match rule, whatever its status."""
+        return self.rule.matches(finding.verdict, finding.backend, culprit_ops(finding.culprit, graph), error_text(finding),
+                                 versions)
 
 
 @dataclass(frozen=True)
@@ -110,9 +147,10 @@ class Registry:
     path: Path | None  # None: no registry file (an installation without the repository)
     bugs: tuple[KnownBug, ...]
 
-    def match(self, finding: Finding, graph: Graph | None = None) -> KnownBug | None:
-        """The first entry a finding on a case of `graph` is, or None; a fixed bug is never matched."""
-        return next((bug for bug in self.bugs if not bug.fixed and bug.matches(finding, graph)), None)
+    def match(self, finding: Finding, graph: Graph | None = None, versions: dict | None = None) -> KnownBug | None:
+        """The first entry a finding on a case of `graph`, run with `versions` (a campaign's record;
+        None: this process's), is, or None; a fixed bug is never matched."""
+        return next((bug for bug in self.bugs if not bug.fixed and bug.matches(finding, graph, versions)), None)
 
     def entry(self, bug_id: str) -> KnownBug | None:
         """The entry with this id (a bucket's `known_bug`), or None where the registry has none."""
@@ -128,9 +166,10 @@ def mark_known_cases(corpus, registry: Registry, case_ids) -> dict[str, str]:
     marked = {}
     for case_id in case_ids:
         stored = corpus.get_case(case_id)
+        versions = corpus.campaign(stored.campaign_id)["versions"] if stored.campaign_id else None
         for data, bucket in zip(stored.findings, bucket_signatures(stored.findings)):
             finding = Finding.from_dict(data)
-            bug = registry.match(finding, stored.case.graph) if verdicts.is_bug(finding.verdict) else None
+            bug = registry.match(finding, stored.case.graph, versions) if verdicts.is_bug(finding.verdict) else None
             if bug is not None and bucket not in marked:
                 corpus.mark_known(bucket, bug.id)
                 marked[bucket] = bug.id
@@ -150,20 +189,37 @@ def culprit_ops(culprit: str, graph: Graph | None) -> set[str]:
     return {op} | {node.op for node in graph.nodes if node.name in needed}
 
 
-def backend_parts(backend: str) -> tuple[str, str | None, str | None]:
-    """(kind, device, dtype) of "KIND:DEVICE:DTYPE" (or "KIND:DEVICE:DTYPE@ENV"); a plugin's backend
-    is (its name, None, None)."""
-    parts = backend.partition("@")[0].split(":")
-    return (parts[0], parts[1], parts[2]) if len(parts) == 3 else (backend, None, None)
+def ran_with(name: BackendName, recorded: dict | None) -> dict:
+    """The versions a finding of backend `name` ran with: `recorded` (a campaign's, fuzzer/environment.py)
+    or this process's, and for a backend of another environment that environment's ({} where it is
+    not known here: no range is checked)."""
+    recorded = recorded if recorded is not None else _versions_here()
+    if name.env is None:
+        return recorded
+    if name.env in (recorded.get("environments") or {}):
+        return recorded["environments"][name.env]
+    from fuzzer.backends import get_backend
+
+    try:
+        other = get_backend(str(name)).other_environment()
+    except UserError:  # an environment not registered here (a case stored elsewhere)
+        return {}
+    return other[1] if other is not None else {}
 
 
-def framework_of(backend: str) -> str | None:
-    """The framework family of a built-in backend's kind; None for a plugin's backend."""
-    from fuzzer.backends import table
+@functools.cache
+def _versions_here() -> dict:
+    from fuzzer.environment import versions
 
-    kind, device, _ = backend_parts(backend)
-    cls = table().classes.get(kind) if device is not None else None
-    return cls.family if cls is not None else None
+    return versions()
+
+
+def release_of(backend: str, versions: dict | None) -> tuple[str, str] | None:
+    """(package, version) of the framework a finding of `backend` ran with, e.g. ("torch",
+    "2.13.0+cpu"); None for a plugin's backend or a framework whose version is not recorded."""
+    name = BackendName.parse(backend)
+    version = ran_with(name, versions or {}).get(name.family or "")
+    return (name.family, version) if version else None
 
 
 def error_text(finding: Finding) -> str:
@@ -282,9 +338,9 @@ def parse_entry(data: Any, folder: Path, allowed: dict[str, dict[str, None]] | N
 def _parse_rule(match: Any, allowed: dict[str, dict[str, None]]) -> Rule:
     if not isinstance(match, dict):
         raise _Malformed("has a 'match' that is not an object")
-    unknown = sorted(set(match) - set(MATCH_LISTS) - {"error"})
+    unknown = sorted(set(match) - set(MATCH_LISTS) - {"error", "releases"})
     if unknown:
-        raise _Malformed(f"has unknown match key '{unknown[0]}' (use {', '.join(MATCH_LISTS)}, error)")
+        raise _Malformed(f"has unknown match key '{unknown[0]}' (use {', '.join(MATCH_LISTS)}, error, releases)")
     if not match.get("verdicts"):
         raise _Malformed("matches no verdict (its match needs a non-empty 'verdicts')")
     lists = {}
@@ -305,7 +361,25 @@ def _parse_rule(match: Any, allowed: dict[str, dict[str, None]]) -> Rule:
     except UnsafePattern as exc:
         raise _Malformed(f"has match 'error' {error!r}, which uses {exc}: outside what a pattern may use (literal text, "
                          "backslash-escaped punctuation, '.', '.*', '|', and '^' and '$' at an alternative's ends)") from None
-    return Rule(error=pattern, **lists)
+    return Rule(error=pattern, releases=_parse_releases(match.get("releases", {})), **lists)
+
+
+def _parse_releases(releases: Any) -> tuple[tuple[str, SpecifierSet], ...]:
+    """A match's `releases`: {package: version specifiers}, e.g. {"torch": ">=2.11,<2.13"}."""
+    if not isinstance(releases, dict):
+        raise _Malformed("has match 'releases' that is not an object of package: version range")
+    parsed = []
+    for package, text in releases.items():
+        if package not in RELEASE_PACKAGES:
+            raise _Malformed(f"has a release range for '{package}', which no finding records (use {', '.join(RELEASE_PACKAGES)})")
+        try:
+            if not (isinstance(text, str) and text.strip()):
+                raise InvalidSpecifier(text)
+            parsed.append((package, SpecifierSet(text)))
+        except InvalidSpecifier:
+            raise _Malformed(f"has release range {text!r} for '{package}', which is not version specifiers "
+                             "such as '>=2.11,<2.13'") from None
+    return tuple(parsed)
 
 
 def allowed_names() -> dict[str, dict[str, None]]:
@@ -317,6 +391,7 @@ def allowed_names() -> dict[str, dict[str, None]]:
     names = {
         "verdicts": [v.name for v in verdicts.TABLE if v.is_bug],
         "ops": sorted(op_registry()),
+        "paths": sorted({cls.path for cls in table().classes.values() if cls.path}),
         "frameworks": sorted({cls.family for cls in table().classes.values()}),
         "devices": list(DEVICES),
         "dtypes": list(DTYPES),
@@ -327,23 +402,30 @@ def allowed_names() -> dict[str, dict[str, None]]:
 # -- writing ------------------------------------------------------------------------------------
 
 def entry_for_bucket(bucket: dict, bug_id: str, link: str, status: str, title: str | None,
-                     affected: str | None) -> dict:
+                     affected: str | None, release: tuple[str, str] | None = None) -> dict:
     """A registry entry matching exactly what a stored bucket is: its verdict and culprit op, the
-    backend kinds, devices and dtypes of its own members (fuzzer/buckets.py: an inherited member is
-    its base's finding, never matched), and its normalized error text (an anchored, escaped pattern)."""
+    compiler paths (a plugin's backend: its name), devices and dtypes of its own members
+    (fuzzer/buckets.py: an inherited member is its base's finding, never matched), its normalized
+    error text (an anchored, escaped pattern), and releases from `release` (release_of) on."""
     from fuzzer.ops import registry as op_registry
 
-    own = [m["backend"] for m in bucket.get("members", []) if m["verdict"] != verdicts.INHERITED] or [bucket["backend"]]
-    kinds, devices, dtypes = (sorted({part for part in parts if part}) for parts in zip(*map(backend_parts, own)))
+    own = [BackendName.parse(m["backend"]) for m in bucket.get("members", []) if m["verdict"] != verdicts.INHERITED]
+    own = own or [BackendName.parse(bucket["backend"])]
     match: dict[str, Any] = {"verdicts": [verdicts.bucket_verdict(bucket["verdict"])]}
     op = bucket["culprit"].partition("@")[0]
     if op in op_registry():
         match["ops"] = [op]
-    match["kinds"] = kinds
+    paths = sorted({name.path for name in own if name.path})
+    kinds = sorted({str(name) for name in own if not name.path})  # a plugin's backend: its whole name
+    match.update({"paths": paths} if paths else {})
+    match.update({"kinds": kinds} if kinds else {})
+    devices, dtypes = (sorted({part for part in parts if part}) for parts in zip(*((n.device, n.dtype) for n in own)))
     match.update({"devices": devices, "dtypes": dtypes} if devices else {})
     error = signature_error(bucket["signature"])
     if error:
         match["error"] = "^" + re.escape(error)
+    if release is not None:  # from this release on: an older release's finding is new
+        match["releases"] = {release[0]: f">={Version(release[1]).base_version}"}
     return {"id": bug_id, "title": title or bucket["signature"], "match": match, "status": status, "link": link,
             "affected": affected, "cases": [], "report": None}
 

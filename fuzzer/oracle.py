@@ -1274,9 +1274,9 @@ def _worst(backend: str, compared: list[tuple[str, float, float, str]]) -> Backe
     return worst
 
 
-def signature(verdict: str, backend: str, culprit: str, error_text: str = "") -> str:
+def signature(verdict: str, backend: str, culprit: str, error_text: str = "") -> Signature:
     """What a finding is, independent of its size: the shrinker must keep it, and buckets group by it.
 
     `culprit` is the op of the first node whose value disagrees (see localize.localize). Its form: records.Signature.
     """
-    return str(Signature(verdict, backend, culprit, normalize_error(error_text) if error_text else None))
+    return Signature(verdict, backend, culprit, normalize_error(error_text) if error_text else None)

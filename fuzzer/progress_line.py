@@ -4,6 +4,8 @@ than the terminal wraps, and every redraw then leaves a new line behind."""
 
 from __future__ import annotations
 
+from fuzzer.backend_names import BackendName
+
 SEPARATOR = " | "
 
 # What the line says, for `fuzz run --help` (\b keeps click from rewrapping it).
@@ -89,7 +91,7 @@ def _slow_work(work: dict) -> list[str]:
     seconds = _duration(work["seconds"])
     if not work.get("backend"):
         return [f"{work['doing']} for {seconds}"]
-    kind = work["backend"].split(":")[0]
+    kind = BackendName.parse(work["backend"]).kind
     return [f"{work['doing']} {work['backend']} for {seconds}", f"{work['doing']} {kind} for {seconds}",
             f"{work['doing']} {kind} {seconds}"]
 
@@ -108,8 +110,8 @@ def compiler_counts(compiled_structures: dict) -> dict[str, list[int]]:
     -> {"compile-cuda": [12], "jit": [40, 38]}."""
     counts: dict[str, list[int]] = {}
     for name, count in sorted(compiled_structures.items()):
-        kind, device = (name.split(":") + ["cpu"])[:2]  # a plugin's backend may be named without ":device:dtype"
-        label = short_kind(kind) + ("" if device == "cpu" else f"-{device}")
+        parsed = BackendName.parse(name)  # a plugin's backend may be named without ":device:dtype"
+        label = short_kind(parsed.kind) + ("" if parsed.device in (None, "cpu") else f"-{parsed.device}")
         counts.setdefault(label, []).append(count)
     return dict(sorted(counts.items()))
 

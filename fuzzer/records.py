@@ -26,29 +26,49 @@ from fuzzer.errors import UserError
 from fuzzer.ir import Case, Graph, infer_shapes, param_shapes
 
 
-@dataclass(frozen=True)
-class Signature:
+class Signature(str):
     """What a finding is, independent of its size, as the corpus stores it: "VERDICT | BACKEND |
     CULPRIT[ | ERROR]" ("nan-inf | torch-eager:cpu:float16 | sinh"; oracle.signature makes it). A
     bucket's signature has the same form with the backend's path (fuzzer/buckets.py). `error` is
-    None when the text has no error part; str() gives the stored text back byte for byte."""
+    None when the text has no error part.
 
+    It is the stored text itself (a str: compared, hashed, written to JSON and sqlite byte for byte
+    as stored) carrying its parsed parts, so a Finding holds it typed and nobody splits it again."""
+
+    SEPARATOR: ClassVar[str] = " | "
     verdict: str
     backend: str
     culprit: str
-    error: str | None = None
+    error: str | None
 
-    SEPARATOR: ClassVar[str] = " | "
+    def __new__(cls, verdict: str, backend: str, culprit: str, error: str | None = None) -> Signature:
+        parts = [verdict, backend, culprit] + ([] if error is None else [error])
+        signature = super().__new__(cls, cls.SEPARATOR.join(parts))
+        for name, value in zip(("verdict", "backend", "culprit", "error"), (verdict, backend, culprit, error)):
+            object.__setattr__(signature, name, value)
+        return signature
+
+    def __setattr__(self, name: str, value) -> None:
+        raise AttributeError(f"a Signature is its stored text and never changes; use replaced() for '{name}'")
+
+    def __getnewargs__(self) -> tuple:  # pickled across the worker pipe and Ray by its parts
+        return self.verdict, self.backend, self.culprit, self.error
+
+    def __repr__(self) -> str:
+        return f"Signature({str(self)!r})"
 
     @classmethod
     def parse(cls, text: str) -> Signature | None:
         """The parts of a stored signature; None for a text this fuzzer did not write (under three parts)."""
+        if isinstance(text, Signature):
+            return text
         parts = text.split(cls.SEPARATOR, 3)  # the error, last, may hold the separator itself
         return cls(*parts) if len(parts) >= 3 else None
 
-    def __str__(self) -> str:
-        parts = [self.verdict, self.backend, self.culprit]
-        return self.SEPARATOR.join(parts if self.error is None else [*parts, self.error])
+    def replaced(self, **parts: str) -> Signature:
+        """This signature with some parts changed (a bucket's has the backend's path)."""
+        return Signature(**{"verdict": self.verdict, "backend": self.backend, "culprit": self.culprit, "error": self.error,
+                            **parts})
 
 
 def signature_error(text: str) -> str:
@@ -94,15 +114,19 @@ class Finding:
     backend: str
     verdict: str
     culprit: str
-    signature: str
+    signature: Signature | str  # a str only where this fuzzer did not write it (Signature.parse)
     max_error: float = 0.0
     allowed: float = 0.0
     detail: str = ""
     error: str = ""
     node: dict | None = None  # Ray campaigns: the node it was found on ({"hostname", "ip"}); written only when set
 
+    def __post_init__(self):
+        self.signature = Signature.parse(self.signature) or self.signature  # typed where it enters, text or not
+
     def to_dict(self) -> dict:
         data = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "node"}
+        data["signature"] = str(self.signature)
         if self.node is not None:
             data["node"] = self.node
         return jsonform.written(self, data)

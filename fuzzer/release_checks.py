@@ -22,6 +22,7 @@ import contextlib
 from dataclasses import dataclass, field
 
 from fuzzer import envs, verdicts
+from fuzzer.backend_names import BackendName
 from fuzzer.corpus import Corpus, StoredCase
 from fuzzer.corpus.releases import CANNOT_RUN, DIFFERS, FIXED, PRESENT
 from fuzzer.errors import UserError
@@ -120,7 +121,7 @@ def finding_backends(stored: StoredCase) -> dict[str, list[dict]]:
     found: dict[str, list[dict]] = {}
     for finding in stored.findings:
         if verdicts.is_bug(finding["verdict"]):
-            found.setdefault(finding["backend"].rpartition("@")[0] or finding["backend"], []).append(finding)
+            found.setdefault(str(BackendName.parse(finding["backend"]).here), []).append(finding)
     if not found:
         raise UserError(f"Case {stored.id} has no finding to check in other releases; pick a case `fuzz list` shows.")
     return found

@@ -3,9 +3,8 @@ history in words, and what to pass when a stored backend came from a plugin."""
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from fuzzer import oracle, verdicts
+from fuzzer.backend_names import BackendName
 from fuzzer.campaign_config import stored_plugins
 from fuzzer.corpus import Corpus, StoredCase
 from fuzzer.errors import UserError
@@ -36,7 +35,7 @@ def same_bucket(recorded: str, observed: str) -> bool:
     if a is None or b is None:
         return False
     pair = {a.verdict, b.verdict}
-    return replace(a, verdict="") == replace(b, verdict="") and verdicts.NONDETERMINISTIC in pair and all(
+    return a.replaced(verdict="") == b.replaced(verdict="") and verdicts.NONDETERMINISTIC in pair and all(
         v == verdicts.NONDETERMINISTIC or verdicts.get(v).wrong_value for v in pair)
 
 
@@ -83,7 +82,8 @@ def unregistered_backends(names: list[str], plugins: list[str]) -> list[str]:
     registered = table()
     # A KIND@ENV name runs in another environment, whose worker checks it.
     return [name for name in dict.fromkeys(names)
-            if name not in registered.derived and "@" not in name and name.partition(":")[0] not in registered.classes]
+            if name not in registered.derived and (parsed := BackendName.parse(name)).env is None
+            and parsed.kind not in registered.classes]
 
 
 def require_backends(corpus: Corpus, stored: StoredCase, names: list[str], plugins: list[str]) -> None:

@@ -112,7 +112,7 @@ def test_a_known_bug_entry_made_from_a_bucket_matches_each_of_its_dtypes(sinh_co
     db, _ = sinh_corpus
     with Corpus(db) as corpus:
         entry = entry_for_bucket(corpus.bucket(SINH), "torch-sinh", "https://example.org/1", "open", None, None)
-    assert entry["match"] == {"verdicts": ["nan-inf"], "ops": ["sinh"], "kinds": ["torch-eager"], "devices": ["cpu"],
+    assert entry["match"] == {"verdicts": ["nan-inf"], "ops": ["sinh"], "paths": ["torch/eager"], "devices": ["cpu"],
                               "dtypes": ["float32", "float64"]}
 
 

@@ -21,7 +21,7 @@ from fuzzer.error_patterns import UnsafePattern, compile_pattern
 from fuzzer.errors import UserError
 from fuzzer.generate import generate_case
 from fuzzer.ir import Case, Graph, Node, TensorSpec
-from fuzzer.known import SHIPPED_REGISTRY, load_registry
+from fuzzer.known import SHIPPED_REGISTRY, Registry, load_registry, parse_entry
 from fuzzer.oracle import signature
 from fuzzer.records import CaseRecord
 from test_cli_errors import assert_user_error, fuzz
@@ -77,6 +77,56 @@ def test_a_match_needs_every_condition_of_the_rule():
     assert sign(Finding("torch-compile:cpu:float32", "crash", "-", "crash | torch-compile:cpu:float32 | - | other")) is None
 
 
+def test_a_path_entry_matches_every_kind_on_that_compiler_path_but_its_exceptions():
+    rule = {"verdicts": ["nan-inf"], "ops": ["erf"], "paths": ["torch/inductor"]}
+    inductor = Registry(None, (parse_entry(entry(id="erf", match=rule), REGRESSION),))
+    excepting = Registry(None, (parse_entry(entry(id="erf", match={**rule, "except_kinds": ["torch-compile-grad"]}), REGRESSION),))
+    for kind in ("torch-compile", "torch-compile-frozen", "torch-aoti", "torch-compile-grad", "torch-compile-max-autotune:cuda"):
+        name = kind if ":" in kind else f"{kind}:cpu"
+        assert inductor.match(Finding(f"{name}:float32", "nan-inf", "erf", "")) is not None, kind
+    assert inductor.match(Finding("torch-compile-grad:cpu:float32", "nan-inf", "erf@grad", "")) is not None, \
+        "a kind derived from torch-compile, never listed by hand"
+    assert excepting.match(Finding("torch-compile-grad:cpu:float32", "nan-inf", "erf@grad", "")) is None, "excluded"
+    assert excepting.match(Finding("torch-compile-dynamic:cpu:float32", "nan-inf", "erf", "")) is not None
+    for other in ("torch-eager:cpu:float32", "jax-jit:cpu:float32", "ort:cpu:float32", "my-plugin-erf"):
+        assert inductor.match(Finding(other, "nan-inf", "erf", "")) is None, other
+
+
+def test_a_finding_from_a_release_outside_the_entrys_range_is_new():
+    """The two real findings of old releases that were once filed under the wrong entry: asinh(-inf)
+    of torch 2.2.2's compiled kernel, and jax 0.4.26's softmax under jit (another bug, fixed in 0.4.27)."""
+    registry = load_registry(SHIPPED_REGISTRY)
+    asinh = Finding("torch-compile:cpu:float32", "nan-inf", "asinh", "nan-inf | torch-compile:cpu:float32 | asinh")
+    assert registry.match(asinh, versions={"torch": "2.11.0+cu130"}).id == "torch-compile-cpu-asinh-overflow"
+    assert registry.match(asinh, versions={"torch": "2.2.2"}) is None
+    softmax = Finding("jax-jit:cpu:float32", "nan-inf", "softmax", "nan-inf | jax-jit:cpu:float32 | softmax")
+    assert registry.match(softmax, versions={"jax": "0.10.2"}).id == "jax-jit-scaled-softmax-nan"
+    assert registry.match(softmax, versions={"jax": "0.4.26"}) is None
+    in_old_env = Finding("jax-jit:cpu:float32@jax-0.4.26-py310", "nan-inf", "softmax", "")
+    recorded = {"jax": "0.10.2", "environments": {"jax-0.4.26-py310": {"jax": "0.4.26"}}}
+    assert registry.match(in_old_env, versions=recorded) is None, "the environment's release, not this process's"
+    assert registry.match(softmax, versions={"torch": "2.13.0"}) is not None, "a release not recorded places no condition"
+
+
+def test_known_add_writes_the_buckets_path_and_release_and_an_old_release_is_new_again(tmp_path):
+    db, path = tmp_path / "fuzz.db", tmp_path / "registry" / "known.json"
+    crash = Finding("torch-compile-dynamic:cpu:float32", "crash", "relu",
+                    signature("crash", "torch-compile-dynamic:cpu:float32", "relu", "RuntimeError: boom"), error="RuntimeError: boom")
+    with Corpus(db) as corpus:
+        campaign_id = corpus.start_campaign({}, 0, {"torch": "2.13.0+cpu"}, lease=False)
+        case_id = corpus.add_case(CaseRecord(generate_case(1, ["relu"]), campaign_id=campaign_id, verdict="crash",
+                                             backends=["torch-compile-dynamic:cpu:float32"], findings=[crash]))
+    fuzz("triage", "--db", db, case_id, "--status", "reported")
+    added = fuzz("known", "add", "--db", db, case_id, "--id", "inductor-relu-crash", "--link", "https://x.org/1",
+                 "--known-bugs", path)
+    assert added.exit_code == 0, added.output
+    bug = load_registry(path).bugs[0]
+    assert bug.entry["match"]["paths"] == ["torch/inductor"] and "kinds" not in bug.entry["match"]
+    assert bug.entry["match"]["releases"] == {"torch": ">=2.13.0"} and bug.entry["affected"] == "torch 2.13.0+cpu"
+    assert bug.matches(Finding("torch-aoti:cpu:float32", "crash", "relu", "", error="RuntimeError: boom"), versions={"torch": "2.15.0"})
+    assert not bug.matches(crash, versions={"torch": "2.12.1"}), "a release before the one it was found on"
+
+
 def write_registry(tmp_path: Path, entries, name: str = "known.json") -> Path:
     path = tmp_path / name
     path.write_text(entries if isinstance(entries, str) else json.dumps(entries))
@@ -107,6 +157,11 @@ def entry(**changes) -> dict:
     ([entry(link="pytorch#1")], "which is not an http(s) address or null"),
     ([entry(), entry()], "entry 2 ('torch-sign-nan') repeats the id of an earlier entry"),
     ([entry(id="Torch Sign")], "has id 'Torch Sign'"),
+    ([entry(match={"verdicts": ["crash"], "paths": ["torch/inductr"]})], "has unknown path 'torch/inductr' in its match"),
+    ([entry(match={"verdicts": ["crash"], "releases": {"onnxruntime": ">=1.2"}})],
+     "has a release range for 'onnxruntime', which no finding records (use torch, jax,"),
+    ([entry(match={"verdicts": ["crash"], "releases": {"torch": "2.11 - 2.13"}})],
+     "has release range '2.11 - 2.13' for 'torch', which is not version specifiers such as '>=2.11,<2.13'"),
 ])
 def test_a_malformed_registry_is_refused_in_one_sentence(tmp_path, content, needle):
     path = write_registry(tmp_path, content)
@@ -173,6 +228,9 @@ def test_list_shows_each_entry_and_its_rule(tmp_path):
     assert json.loads(fuzz("known", "list", "--known-bugs", path, "--json").stdout) == [entry(
         link="https://github.com/pytorch/pytorch/issues/41245")]
     assert_user_error(fuzz("known", "list", "--known-bugs", tmp_path / "none.json"), "No known-bug registry at")
+    ranged = write_registry(tmp_path, [entry(match={"verdicts": ["nan-inf"], "paths": ["torch/inductor"],
+                                                    "except_kinds": ["torch-aoti"], "releases": {"torch": ">=2.11,<2.13"}})])
+    assert "matches nan-inf on torch/inductor except torch-aoti, torch >=2.11,<2.13" in fuzz("known", "list", "--known-bugs", ranged).stdout
 
 
 # -- campaigns ------------------------------------------------------------------------------------

@@ -1,11 +1,14 @@
 """A finding's signature has one typed form (records.Signature): parsed and written in one place,
 the stored text given back byte for byte."""
 
+import json
+import pickle
+
 import pytest
 
 from fuzzer.buckets import own_bucket
 from fuzzer.oracle import signature
-from fuzzer.records import Signature, signature_error
+from fuzzer.records import Finding, Signature, signature_error
 from fuzzer.triage import same_bucket
 
 # Texts as the corpus holds them: with and without an error part, an error that holds the
@@ -53,3 +56,21 @@ def test_nondeterministic_and_a_wrong_value_on_the_same_backend_and_culprit_are_
     assert not same_bucket("nondeterministic | torch-eager:cpu:float32 | dropout", "mismatch | jax-jit:cpu:float32 | dropout")
     assert not same_bucket("nondeterministic | torch-eager:cpu:float32 | dropout", "crash | torch-eager:cpu:float32 | dropout")
     assert not same_bucket("nondeterministic", "mismatch")
+
+
+@pytest.mark.parametrize("text", STORED)
+def test_a_finding_holds_its_signature_typed_and_stores_the_same_text(text):
+    data = {"backend": "torch-eager:cpu:float16", "verdict": "nan-inf", "culprit": "sinh", "signature": text}
+    finding = Finding.from_dict(data)
+    assert isinstance(finding.signature, Signature) and finding.signature.culprit == Signature.parse(text).culprit
+    assert finding.to_dict() == data and type(finding.to_dict()["signature"]) is str
+    assert json.dumps(finding.to_dict()) == json.dumps(data)
+    assert pickle.loads(pickle.dumps(finding)).signature.error == finding.signature.error  # across the worker pipe
+    assert Finding("x", "crash", "-", signature("crash", "x", "-", "boom")).signature.error == "boom"
+    with pytest.raises(AttributeError):
+        finding.signature.error = "changed"  # the text stored and the parts can never disagree
+
+
+def test_a_finding_keeps_a_signature_this_fuzzer_did_not_write_as_text():
+    finding = Finding.from_dict({"backend": "x", "verdict": "crash", "culprit": "-", "signature": "mismatch"})
+    assert finding.signature == "mismatch" and not isinstance(finding.signature, Signature)

@@ -19,6 +19,7 @@ from typing import Callable, ClassVar
 
 import numpy as np
 
+from fuzzer.backend_names import BackendName
 from fuzzer.errors import UserError
 from fuzzer.ir import Case, Graph, split_arrays
 from fuzzer.ops import get_op, registry
@@ -69,6 +70,10 @@ class Backend:
     # torch eager's ops): where it computes exactly that kind's wrong answer on the same device
     # and dtype, the finding is that kind's (one bug, one bucket; see check._inherited).
     derives_from_kind: ClassVar[str | None] = None
+    # The compiler path whose code computes this kind's results ("torch/eager", "torch/inductor",
+    # "jax/eager", "jax/xla", "onnx/ort"): a known-bug entry names a path to cover every kind on it,
+    # its variants and subclasses included (fuzzer/known.py). Declared once, inherited.
+    path: ClassVar[str | None] = None
     # A compiling backend's weight in the default split of the compile share (fuzzer/budget.py):
     # a kind whose structures cost more to compile gets a larger slice, so that it compiles a
     # useful number of them in a short campaign.
@@ -222,8 +227,8 @@ def get_backend(spec: str) -> Backend:
     for marker, resolve in tab.resolvers.items():
         if marker in spec:
             return resolve(spec)
-    kind, _, rest = spec.partition(":")
-    device, _, dtype = rest.partition(":")
+    name = BackendName.parse(spec)
+    kind, device, dtype = name.kind, name.device, name.dtype
     if kind not in tab.classes:
         raise UserError(f"Unknown backend '{spec}'; run `fuzz backends` to list them.")
     cls = tab.classes[kind]

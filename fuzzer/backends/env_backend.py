@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from fuzzer import case_folder, envs
+from fuzzer.backend_names import BackendName
 from fuzzer.backends import Backend, get_backend, table
 from fuzzer.errors import ForeignError, OpUnsupported, UserError
 from fuzzer.ir import Case
@@ -130,7 +131,8 @@ class EnvBackend(Backend):
     @classmethod
     def from_spec(cls, spec: str) -> "EnvBackend":
         """'jax-jit@old', 'torch-eager:cpu:float64@envs/torch-2.4' (a venv folder or interpreter path)."""
-        base_spec, _, env_spec = spec.rpartition("@")
+        name = BackendName.parse(spec)
+        base_spec, env_spec = str(name.here), name.env
         if not base_spec or not env_spec:
             raise UserError(f"Backend '{spec}' should look like KIND[:DEVICE[:DTYPE]]@ENVIRONMENT, e.g. 'jax-jit@jax-0.4.30'.")
         base = get_backend(base_spec)

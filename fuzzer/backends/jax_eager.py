@@ -44,6 +44,7 @@ def import_jax():
 
 class JaxEager(Backend):
     kind = "jax-eager"
+    path = "jax/eager"
     in_sets = {"cpu": {40: "cpu:float32"}, "gpu": {60: "gpu:float32"}}
     family = "jax"
     devices = ("cpu", "gpu")

@@ -13,6 +13,7 @@ JITTED = CompiledCache(limit=1024)
 class JaxJit(JaxEager):
     derives_from_kind = "jax-eager"
     kind = "jax-jit"
+    path = "jax/xla"
     in_sets = {"cpu": {50: "cpu:float32", 60: "cpu:float64"},
                "gpu": {70: "gpu:float32", 80: "gpu:float64", 90: "gpu:bfloat16"}}
     description = "jax.jit of the whole graph (XLA)"

@@ -11,6 +11,7 @@ from fuzzer.reference import evaluate_all
 
 class NumpyReference(Backend):
     kind = "numpy-ref"
+    path = "numpy/reference"
     family = "numpy"
     dtypes = ("float64", "float32", "float16", "bfloat16")
     default_dtype = "float64"

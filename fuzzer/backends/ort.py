@@ -146,6 +146,7 @@ class OnnxRuntime(Backend):
     """The exported graph in an onnxruntime InferenceSession with graph optimizations on."""
 
     kind = "ort"
+    path = "onnx/ort"
     family = "onnxruntime"
     devices = ("cpu", "cuda")
     dtypes = ("float32",)

@@ -16,6 +16,7 @@ from fuzzer.op_source import Source
 
 class TorchAOTInductor(ModuleBackend):
     kind = "torch-aoti"
+    path = "torch/inductor"
     description = "torch.export -> AOTInductor (aoti_compile_and_package) -> aoti_load_package"
     expensive = True
     # Measured on this project's CPU machine: 21 s for a first, one-matmul model in a fresh

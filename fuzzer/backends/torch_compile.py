@@ -67,6 +67,7 @@ def with_inductor_config(context: str, options: dict, source: Source) -> str:
 class TorchCompile(TorchEager):
     derives_from_kind = "torch-eager"
     kind = "torch-compile"
+    path = "torch/inductor"
     in_sets = {"cpu": {20: "cpu:float32"}, "gpu": {50: "cuda:float32"}}
     description = "torch.compile (inductor), whole graph, fullgraph=True, dynamic=False"
     expensive = True

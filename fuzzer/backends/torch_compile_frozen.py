@@ -24,6 +24,7 @@ def _call_module(module, *inputs):
 
 class TorchCompileFrozen(ModuleBackend):
     kind = "torch-compile-frozen"
+    path = "torch/inductor"
     description = "torch.compile (inductor) of the nested nn.Module, freezing=True under torch.no_grad (weights as constants)"
     expensive = True
     compile_weight = 3.0  # as torch-compile: inductor's seconds per structure

@@ -27,6 +27,7 @@ def cuda_unavailable_reason() -> str | None:
 
 class TorchEager(Backend):
     kind = "torch-eager"
+    path = "torch/eager"
     in_sets = {"cpu": {10: "cpu:float32", 30: "cpu:float64"},
                "gpu": {10: "cuda:float32", 20: "cuda:float64", 30: "cuda:float16", 40: "cuda:bfloat16"}}
     family = "torch"

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from fuzzer import jsonform
+from fuzzer.backend_names import BackendName
 from fuzzer.buckets import STATUSES
 from fuzzer.errors import UserError
 from fuzzer.ir import MAX_JSON_DEPTH, Case, check_json_depth
@@ -169,11 +170,11 @@ def is_registered(backend: str) -> bool:
 
     if backend in table().derived or backend.startswith("canary-") and backend[len("canary-"):] in canary_names():
         return True
-    name = backend.partition("@")[0]
-    if name.count(":") != 2:  # a stored name is whole: get_backend would fill in a short one's device and dtype
+    name = BackendName.parse(backend)
+    if not name.full:  # a stored name is whole: get_backend would fill in a short one's device and dtype
         return False
     try:
-        get_backend(name)  # its kind, device and dtype checked as everywhere else
+        get_backend(str(name.here))  # its kind, device and dtype checked as everywhere else
     except UserError:
         return False
     return True
