@@ -51,7 +51,7 @@ def check_case(case: Case, backends: list[Backend], reruns: int = 2, runner: Run
     # A verdict may agree at the floor, without the honest models (oracle.py, "Cost"); without the
     # lazy path every verdict needs them, and so does knowing whether the case is invalid: asked
     # now, before any backend runs.
-    at_floor = oracle.LAZY
+    at_floor = oracle.paths.LAZY
     if not at_floor and not reference.defines_anything:
         return CaseResult(verdicts.INVALID)
     result = CaseResult(verdicts.AGREE, judged=[b.name for b in backends])
