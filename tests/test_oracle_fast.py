@@ -1,5 +1,5 @@
 """The oracle's fast path (oracle.paths.FAST) is the plain path, bit for bit: the same honest models, the
-same Reference, the same verdicts, errors, allowances and signatures (see "Cost" in oracle.py).
+same Reference, the same verdicts, errors, allowances and signatures (see "Cost" in fuzzer/oracle/paths.py).
 
 Real cases of every regime, drawn as a campaign draws them (two input sets a graph), and a few
 built to hit each shortcut's edges: negative zeros and nans, subnormals, float32 overflow, views

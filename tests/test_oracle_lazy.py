@@ -123,7 +123,7 @@ def test_a_floor_verdict_says_so_and_reads_back():
 
 def test_a_case_every_model_leaves_undefined_is_invalid_unless_every_verdict_agrees_at_the_floor(monkeypatch):
     """atan2 of relu's computed zeros and negative x: +pi in float64, -pi had the zeros come out -0,
-    so every entry is undefined (see "Signed zeros" in oracle.py) while r64 is finite everywhere."""
+    so every entry is undefined (see "Signed zeros" in fuzzer/oracle/rules.py) while r64 is finite everywhere."""
     import torch
 
     case = materialize(Graph([TensorSpec("x0", (3, 4)), TensorSpec("x1", (3, 4))],
