@@ -4,20 +4,21 @@ Draws the default campaign's cases (its generator, regimes at their shares, `--i
 input sets a graph, as fuzzer/pipeline.py does), runs the cheap tier in-process once (untimed),
 then times `oracle.compute_reference` and the judging of every backend's outputs, as
 check.check_case judges them (before its re-runs and localization), on two paths case by case in
-alternating order: `full` computes every honest model (oracle.LAZY off, the oracle before the lazy
-path) and `lazy` only those a verdict needs (see "Cost" in oracle.py). Each is split by phase:
+alternating order: `full` computes every honest model (oracle.paths.LAZY off, the oracle before the lazy
+path) and `lazy` only those a verdict needs (see "Cost" in fuzzer/oracle/paths.py). Each is split by phase:
 
     .venv/bin/python bench/oracle_cost.py --graphs 200 --seed 7
     .venv/bin/python bench/oracle_cost.py --graphs 200 --seed 7 --profile 25   # + cProfile top 25
 
-Phases (wall time, summed over cases, per graph): `float64` (the float64 run), `overflow` (the
-longdouble run, only where some output is non-finite), `same_dtype` (numpy in the backend's
-dtype), `rounding` (the NOISY_RUNS perturbed runs), `flush` (the flush-to-zero run), `rest`
-(scales and sensitivities, masks and rounding noise, judging the backends). Prints one JSON
-object: per path the ms per graph and per case, the phases, the verdict counts and the cases
-whose honest models were computed; then lazy's time over full's, and the cases whose verdicts
-differ (the one difference oracle.py documents: `invalid` with the models, every backend agreeing
-at the floor without them).
+Phases (wall time, summed over cases, per graph, from each Reference's model_costs): `float64`
+(the float64 run), `overflow` (the longdouble run, only where some output is non-finite),
+`same_dtype` (numpy in the backend's dtype, and float16's float32-opmath model), `rounding` (the
+perturbed and the directed runs), `flush` (the flush-to-zero runs), `rest` (scales and
+sensitivities, masks and rounding noise, judging the backends). Prints one JSON object: per path
+the ms per graph and per case, the phases, each honest model's runs and ms per graph (models.MODELS),
+the verdict counts and the cases whose honest models were computed; then lazy's time over full's,
+and the cases whose verdicts differ (the one difference "Cost" documents: `invalid` with the
+models, every backend agreeing at the floor without them).
 """
 
 from __future__ import annotations
@@ -44,31 +45,15 @@ from fuzzer.pipeline import WorkerConfig, case_generator, seed_for
 PHASES = ("float64", "overflow", "same_dtype", "rounding", "flush", "rest")
 
 
-class PhaseTimer:
-    """Wraps oracle's module functions (evaluate_all, the rounding and flush runs) to sum their wall
-    time, per path (`path`: the one being timed)."""
-
-    def __init__(self):
-        self.seconds = collections.Counter()
-        self.path = "full"
-
-    def wrap(self, owner, attribute: str, phase):
-        original = getattr(owner, attribute)
-
-        def timed(*args, **kwargs):
-            name = phase(*args) if callable(phase) else phase
-            start = time.perf_counter()
-            try:
-                return original(*args, **kwargs)
-            finally:
-                self.seconds[self.path, name] += time.perf_counter() - start
-
-        setattr(owner, attribute, timed)
+# Which phase each of Reference.model_costs' entries is part of.
+PHASE_OF = {"float64": "float64", "longdouble-overflow": "overflow", "same-dtype": "same_dtype",
+            "float32-opmath": "same_dtype", "rounding": "rounding", "directed": "rounding", "flush-to-zero": "flush",
+            "flush-in-range": "flush"}
 
 
-def judge_case(case, backends, outcomes, lazy: bool) -> tuple[list[str], bool]:
-    """(the verdicts, were the honest models computed?): what check.check_case does with the
-    outcomes, up to its re-runs and localization."""
+def judge_case(case, backends, outcomes, lazy: bool) -> tuple[list[str], oracle.Reference]:
+    """(the verdicts, the reference): what check.check_case does with the outcomes, up to its
+    re-runs and localization."""
     reference = oracle.compute_reference(case, {b.dtype for b in backends})
     at_floor = lazy  # as check_case: a non-finite reference may agree at the floor too (its classes matched)
     if not at_floor and not reference.defines_anything:
@@ -77,7 +62,7 @@ def judge_case(case, backends, outcomes, lazy: bool) -> tuple[list[str], bool]:
         judged = [verdict_of(backend, case, outcome, reference, at_floor) for backend, outcome in zip(backends, outcomes)]
         invalid = at_floor and not all(v.at_floor for v in judged) and not reference.defines_anything
         verdicts = ["invalid"] if invalid else [v.verdict for v in judged]
-    return verdicts, reference.models_computed is not None
+    return verdicts, reference
 
 
 def cheap_tier() -> list[str]:
@@ -110,20 +95,10 @@ def main():
     print("drawing cases and running backends ...", file=sys.stderr)
     cases = list(draw(args.graphs, args.seed, args.inputs_per_graph, args.backends.split(",")))
 
-    timer = PhaseTimer()
-    evaluate_all = oracle.evaluate_all
-    timer.wrap(oracle, "evaluate_all", lambda graph, inputs, params, dtype="float64", *rest: "float64" if dtype == "float64" else "same_dtype")
-    timer.wrap(oracle, "_float64_overflow", "overflow")
-    timer.wrap(oracle, "_rounding_runs", "rounding")
-    timer.wrap(oracle, "_flush_to_zero_run", "flush")
-    # The fast path's functions (oracle.FAST), where this oracle has them.
-    if hasattr(oracle, "_rounding_runs_shared"):
-        timer.wrap(oracle, "_rounding_runs_shared", "rounding")
-        timer.wrap(oracle, "_flush_to_zero_shared", "flush")
-
     paths = ("full", "lazy")
     verdict_counts = {path: collections.Counter() for path in paths}
     seconds, with_models = collections.Counter(), collections.Counter()
+    model_seconds, model_runs = collections.Counter(), collections.Counter()
     differing = 0
     profiler = cProfile.Profile() if args.profile else None
     print(f"judging {len(cases)} cases on both paths ...", file=sys.stderr)
@@ -132,26 +107,33 @@ def main():
     for index, (case, backends, outcomes) in enumerate(cases):
         verdicts = {}
         for path in (paths if index % 2 == 0 else paths[::-1]):  # alternating: drifts of load hit both alike
-            timer.path = path
             start = time.perf_counter()
-            verdicts[path], models = judge_case(case, backends, outcomes, path == "lazy")
+            verdicts[path], reference = judge_case(case, backends, outcomes, path == "lazy")
             seconds[path] += time.perf_counter() - start
-            with_models[path] += models
+            with_models[path] += reference.models_computed is not None
+            for model, (runs, spent) in reference.model_costs.items():
+                model_seconds[path, model] += spent
+                model_runs[path, model] += runs
             verdict_counts[path].update(verdicts[path])
         differing += verdicts["full"] != verdicts["lazy"]
     if profiler:
         profiler.disable()
-    oracle.evaluate_all = evaluate_all
 
     per_graph, per_case = 1000.0 / args.graphs, 1000.0 / len(cases)
     report = {}
     for path in paths:
-        phases = {p: timer.seconds[path, p] for p in PHASES}
+        phases = collections.Counter()
+        for (on_path, model), spent in model_seconds.items():
+            if on_path == path:
+                phases[PHASE_OF[model]] += spent
         phases["rest"] = seconds[path] - sum(phases.values())
         report[path] = {
             "oracle_ms_per_graph": round(seconds[path] * per_graph, 2),
             "oracle_ms_per_case": round(seconds[path] * per_case, 2),
             "phase_ms_per_graph": {p: round(phases[p] * per_graph, 2) for p in PHASES},
+            "model_runs_and_ms_per_graph": {model: [round(model_runs[path, model] / args.graphs, 2),
+                                                    round(model_seconds[path, model] * per_graph, 2)]
+                                            for (on_path, model) in sorted(model_seconds) if on_path == path},
             "cases_with_honest_models": with_models[path],
             "verdicts": dict(sorted(verdict_counts[path].items())),
         }

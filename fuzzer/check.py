@@ -30,7 +30,7 @@ class Judging:
     reference: oracle.Reference
     runner: Runner
     reruns: int
-    at_floor: bool  # a verdict may agree at the floor, without the honest models (oracle.LAZY)
+    at_floor: bool  # a verdict may agree at the floor, without the honest models (oracle.paths.LAZY)
     judged: list[Backend]  # grows: the inherited gate adds a base that was not asked
     outcomes: list[Outcome] = field(default_factory=list)
     verdicts: list[oracle.BackendVerdict] = field(default_factory=list)
@@ -215,10 +215,10 @@ def check_case(case: Case, backends: list[Backend], reruns: int = 2, runner: Run
     reference = oracle.compute_reference(case, {b.dtype for b in backends})
     if on_reference is not None:
         on_reference(reference)
-    # A verdict may agree at the floor, without the honest models (oracle.py, "Cost"); without the
+    # A verdict may agree at the floor, without the honest models (fuzzer/oracle/paths.py, "Cost"); without the
     # lazy path every verdict needs them, and so does knowing whether the case is invalid: asked
     # now, before any backend runs.
-    at_floor = oracle.LAZY
+    at_floor = oracle.paths.LAZY
     if not at_floor and not reference.defines_anything:
         return CaseResult(verdicts.INVALID)
     result = CaseResult(verdicts.AGREE)

@@ -36,14 +36,14 @@ def metered(case, dtype="float32"):
 
 def test_an_entry_an_op_leaves_undefined_is_not_judged(monkeypatch):
     # pow(-inf, 0.5) is +inf by IEEE pow and nan by torch's sqrt (pow_scalar's `undefined`).
-    monkeypatch.setattr(oracle, "LAZY", False)  # every verdict through the honest models, as a backend off the floor
+    monkeypatch.setattr(oracle.paths, "LAZY", False)  # every verdict through the honest models, as a backend off the floor
     row, _ = metered(single_op_case("pow_scalar", [-np.inf, 1.0, 4.0, 9.0], {"exponent": 0.5}))
     assert (row["cases"], row["entries"], row["judged"]) == (1, 4, 3)
 
 
 def test_an_output_loosened_past_the_factor_is_not_judged(monkeypatch):
     # float16 exp near 8: the rounding of x is amplified 8-fold, so the allowance is ~8 floors.
-    monkeypatch.setattr(oracle, "LAZY", False)
+    monkeypatch.setattr(oracle.paths, "LAZY", False)
     loose, reference = metered(single_op_case("exp", [7.0, 7.5, 8.0, 8.5]), "float16")
     assert oracle.allowed_error(reference, 0, "float16") > judged_share.LOOSENED_FACTOR * oracle.floor_allowance(reference, 0, "float16")
     assert (loose["entries"], loose["judged"]) == (4, 0)

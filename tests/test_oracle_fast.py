@@ -1,5 +1,5 @@
-"""The oracle's fast path (oracle.FAST) is the plain path, bit for bit: the same honest models, the
-same Reference, the same verdicts, errors, allowances and signatures (see "Cost" in oracle.py).
+"""The oracle's fast path (oracle.paths.FAST) is the plain path, bit for bit: the same honest models, the
+same Reference, the same verdicts, errors, allowances and signatures (see "Cost" in fuzzer/oracle/paths.py).
 
 Real cases of every regime, drawn as a campaign draws them (two input sets a graph), and a few
 built to hit each shortcut's edges: negative zeros and nans, subnormals, float32 overflow, views
@@ -89,14 +89,14 @@ def test_honest_models_are_the_plain_ones_bit_for_bit(drawn):
         inputs, params = split_arrays(case)
         with np.errstate(all="ignore"):
             env = NumpyReference(dtype="float64").execute_all(case.graph, inputs, params)
-            shared = oracle._rounding_runs_shared(case, inputs, params, DTYPES)
+            shared = oracle.fast.rounding_runs_shared(case, inputs, params, DTYPES)
             for dtype in DTYPES:
-                plain = oracle._rounding_runs(case, inputs, params, dtype)
+                plain = oracle.rounding.rounding_runs(case, inputs, params, dtype)
                 assert [[bits(y) for y in run] for run in shared[dtype]] == [[bits(y) for y in run] for run in plain], \
                     (dtype, case.graph.regime, case.graph.op_names())
             for dtype in ("float16", "float32"):
-                flushed = oracle._flush_to_zero_shared(case.graph, inputs, params, dtype, env)
-                plain = oracle._flush_to_zero_run(case.graph, inputs, params, dtype)
+                flushed = oracle.fast.flush_to_zero_shared(case.graph, inputs, params, dtype, env)
+                plain = oracle.flush.flush_to_zero_run(case.graph, inputs, params, dtype)
                 assert [bits(y) for y in flushed] == [bits(y) for y in plain], (dtype, case.graph.regime, case.graph.op_names())
 
 
@@ -129,7 +129,7 @@ def test_references_verdicts_and_signatures_are_the_plain_ones(drawn, monkeypatc
         chosen = [b for b in backends if b.supports_graph(case.graph)]
         judged = {}
         for fast in (False, True):
-            monkeypatch.setattr(oracle, "FAST", fast)
+            monkeypatch.setattr(oracle.paths, "FAST", fast)
             reference = oracle.compute_reference(case, {"bfloat16", "float16", "float32", "float64"})
             result = check_case(case, chosen)
             judged[fast] = (reference_fields(reference), result.verdict, [v.to_dict() for v in result.verdicts],

@@ -67,10 +67,10 @@ def test_a_value_rounded_onto_an_integer_makes_a_negative_power_undefined():
 
 def test_a_product_whose_partial_products_overflow_is_the_product_itself(monkeypatch):
     # np.prod of [1e200, 1e200, 1e-200, 1e-200] is inf; the product is 1. The reference said inf, and
-    # only the longdouble run (oracle._float64_overflow) kept that from being required: where
+    # only the longdouble run (oracle.models.float64_overflow) kept that from being required: where
     # longdouble is float64 (arm64 macOS, Windows) a kernel in an order that does not overflow
     # (XLA's pairwise reduction) was a nan-inf.
-    monkeypatch.setattr(oracle, "_float64_overflow", lambda graph, inputs, params, outputs: [np.zeros(np.shape(o), dtype=bool) for o in outputs])
+    monkeypatch.setattr(oracle.models, "float64_overflow", lambda graph, inputs, params, outputs: [np.zeros(np.shape(o), dtype=bool) for o in outputs])
     op = get_op("prod")
     attrs = {"dim": 1, "keepdim": False}
     factors = np.array([[1e200, 1e200, 1e-200, 1e-200], [2.0, 3.0, -4.0, 0.5]])

@@ -1,4 +1,4 @@
-"""The lazy oracle (oracle.LAZY; "Cost" in oracle.py) gives the verdicts and signatures of computing
+"""The lazy oracle (oracle.paths.LAZY; "Cost" in fuzzer/oracle/paths.py) gives the verdicts and signatures of computing
 every honest model: check_case with the lazy path and without it, on cases drawn as a campaign
 draws them (its generator, every regime at its share, two input sets a graph), judged by real
 backends: torch eager in float32, float16 and bfloat16, jax eager in float32, and torch eager with
@@ -76,7 +76,7 @@ def compare_paths(drawn, monkeypatch) -> dict:
         chosen = [b for b in judges(index) if b.supports_graph(case.graph)]
         runner, results = OnceRunner(), {}
         for lazy in (False, True):
-            monkeypatch.setattr(oracle, "LAZY", lazy)
+            monkeypatch.setattr(oracle.paths, "LAZY", lazy)
             results[lazy] = check_case(case, chosen, runner=runner)
         full, lazy = results[False], results[True]
         finite_everywhere = oracle.compute_reference(case, {"float32"}).finite_everywhere
@@ -123,7 +123,7 @@ def test_a_floor_verdict_says_so_and_reads_back():
 
 def atan2_of_computed_zeros():
     """atan2 of relu's computed zeros and negative x: +pi in float64, -pi had the zeros come out -0,
-    so every entry is undefined (see "Signed zeros" in oracle.py) while r64 is finite everywhere.
+    so every entry is undefined (see "Signed zeros" in fuzzer/oracle/rules.py) while r64 is finite everywhere.
     Returns the case, torch eager, and torch eager with atan2 giving -pi (not at the floor)."""
     import torch
 
@@ -139,7 +139,7 @@ def test_a_case_every_model_leaves_undefined_is_invalid_unless_every_verdict_agr
     assert check_case(case, [eager]).verdict == verdicts.AGREE
     assert check_case(case, [eager]).verdicts[0].at_floor
     assert check_case(case, [eager, minus_pi]).verdict == verdicts.INVALID  # -pi needs the models: they say invalid
-    monkeypatch.setattr(oracle, "LAZY", False)
+    monkeypatch.setattr(oracle.paths, "LAZY", False)
     assert check_case(case, [eager]).verdict == verdicts.INVALID
 
 
@@ -187,8 +187,8 @@ def test_the_longdouble_run_waits_for_a_backend_that_contradicts_a_non_finite_en
     define, so XLA's folding to 1000 agrees. The longdouble run decides only that: a backend of
     r64's classes is judged without it; one that contradicts a non-finite entry computes it."""
     runs = []
-    overflow = oracle._float64_overflow
-    monkeypatch.setattr(oracle, "_float64_overflow", lambda *args: runs.append(1) or overflow(*args))
+    overflow = oracle.models.float64_overflow
+    monkeypatch.setattr(oracle.models, "float64_overflow", lambda *args: runs.append(1) or overflow(*args))
     graph = Graph([TensorSpec("x0", (1, 2))], [Node("n0", "exp", ["x0"]), Node("n1", "log", ["n0"])], ["n1"])
     case = materialize(graph, 0)
     case.arrays["x0"] = np.array([[1000.0, 0.5]])

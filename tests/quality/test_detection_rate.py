@@ -104,9 +104,9 @@ def measure_case(case, dtypes: list[str]) -> dict[str, tuple[str, float] | None]
         index, entry, wrong = planted
         magnitude = abs(reference.outputs[index][entry])
         relative_allowance = oracle.allowed_error(reference, index, dtype) / magnitude
-        if oracle.judge_outputs("correct", dtype, correct, reference, at_floor=oracle.LAZY).verdict != AGREE:
+        if oracle.judge_outputs("correct", dtype, correct, reference, at_floor=oracle.paths.LAZY).verdict != AGREE:
             outcome = "refused"
-        elif oracle.judge_outputs("planted", dtype, wrong, reference, at_floor=oracle.LAZY).verdict != AGREE:
+        elif oracle.judge_outputs("planted", dtype, wrong, reference, at_floor=oracle.paths.LAZY).verdict != AGREE:
             outcome = "detected"
         else:
             outcome = "missed:" + _why_missed(reference, index, dtype, magnitude)

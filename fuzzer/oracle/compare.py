@@ -1,0 +1,191 @@
+"""Judging: a backend's outputs against the Reference, by the tolerance model; the verdicts, and
+the signature of a finding.
+
+Tolerance model
+---------------
+For a backend of dtype d and one output o of the graph, with r64 the float64
+numpy reference and r_d the same reference evaluated in dtype d:
+
+    err     = max |y - r64|                      (over finite reference entries)
+    e_same  = max( max |r_d - r64|,              (what an honest dtype-d implementation gets wrong)
+                   max |r_noisy - r64| )         (the same, by a rounding model: see below)
+    scale   = max |v| over o and every value o depends on (inputs, weights, intermediates)
+    sens    = sum of the op sensitivities (Numerics.sensitivity) of the nodes o depends on
+    allowed = K_SAME * e_same + sens * (RTOL[d] * scale + TINY[d])
+
+    agree  iff err <= allowed
+
+r_d, r_noisy and the other honest models are in models.py.
+
+Why each term: `e_same` is the PyTorch-minifier idea (judge error relative to
+what a trusted implementation of the same dtype achieves), which absorbs
+ill-conditioned cases (variance of near-constant data, cancellation) without a
+loose global tolerance. One dtype-d run can be luckily exact (numpy's mean of 72
+equal values is exact; XLA's is not, and layer_norm then amplifies that rounding
+~300x through 1/sqrt(var + eps)), so `r_noisy` adds a rounding model: the float64
+reference re-run with every op's inputs x moved to x * (1 + u * ROUNDING_SLACK *
+unit_roundoff(d)) (backward error: rounding inside the op) and its output y moved by
+u * ROUNDING_SLACK * unit_roundoff(d) * max(|y|, |op(|inputs|)|) (forward rounding),
+u uniform in [-1, 1], seeded, NOISY_RUNS times. The op evaluated on absolute values is
+the classic error-bound magnitude (sum |x_i| for a sum that cancels, sum |x_i w_i| for a
+matmul). An op may also declare `forward_error` (OpDef): an error it makes that no input
+perturbation explains (layer_norm's rounded mean of near-equal values, amplified by
+1 / sqrt(var + eps)); it is added with one sign per run, and so is `intermediate_error`, where rounding
+an op's own intermediates moves its result non-linearly (attention scores rounded to a tie). The spread of r_noisy is what
+rounding at each op may legitimately do to this graph on these values. `scale` uses the largest magnitude along the way, not
+the output's own, because rounding errors are made relative to intermediate
+values (a sum that cancels to ~0 still carries eps * sum|x|). `sens` grows the
+budget with the depth and kind of the graph. RTOL is a few hundred float32 ulps;
+every seed bug class produces errors of order `scale`, far above it. TINY[d] is d's smallest
+normal: a kernel that flushes subnormals (XLA on the CPU, Triton and fast-math CUDA kernels)
+may read any subnormal inside an op as zero, in some uses and not others (Triton's tanhshrink
+of a subnormal x is x - 0), so each op may be off by that much; it matters only where values
+are that small.
+
+Verdicts (per backend): agree, mismatch, nan-inf (non-finite where the reference
+is finite in that dtype, or a non-finite class the reference defines but the backend
+does not give), all-zeros / constant (a mismatch whose output is constant while
+the reference is not), crash (the backend raised), hang, nondeterministic (set by
+the re-run gate in check.py), precision-policy (wrong with the backend's default
+TF32 / reduced-precision settings but right once check.py re-runs it with strict
+settings: recorded with both errors, never counted as a bug).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from fuzzer.errors import normalize_error
+import fuzzer.oracle.paths as paths
+from fuzzer.oracle.dtypes import RTOL, TINY, nonfinite_class
+from fuzzer.oracle.reference import Reference
+from fuzzer.records import BackendVerdict, Signature
+from fuzzer.verdicts import AGREE, ALL_ZEROS, CONSTANT, MISMATCH, NAN_INF, severity
+
+K_SAME = 10.0
+
+
+def floor_allowance(reference: Reference, index: int, dtype: str) -> float:
+    """The floor term of `allowed`, sens * (RTOL[d] * scale + TINY[d]). allowed_error adds K_SAME *
+    e_same to it, and e_same >= 0 (each of its maxima starts at 0.0 and spans entries finite in r64
+    and in the model: no nan), so `allowed` is never below the floor."""
+    return reference.sensitivities[index] * (RTOL[dtype] * reference.scales[index] + TINY[dtype])
+
+
+def allowed_error(reference: Reference, index: int, dtype: str, judged: np.ndarray | None = None) -> float:
+    """The tolerance model's `allowed` for output `index` (see "Tolerance model" above)."""
+    same, r64 = reference.same_dtype[dtype][index], reference.outputs[index]
+    own = judged is None or judged is reference.judged_finite(dtype, index)
+    if paths.FAST and own and (dtype, index) in reference.allowance:  # one per case: every backend of `dtype` asks
+        return reference.allowance[dtype, index]
+    judged = reference.judged_finite(dtype, index) if judged is None else judged
+    with np.errstate(invalid="ignore", over="ignore"):
+        if paths.FAST:  # the same maximum without copying the judged entries out (no nan among them)
+            deviation = float(np.max(np.abs(same - r64), where=judged, initial=0.0))
+        else:
+            deviation = float(np.max(np.abs(same - r64)[judged], initial=0.0))
+    e_same = max(deviation, reference.rounding_noise[dtype][index])
+    allowed = K_SAME * e_same + floor_allowance(reference, index, dtype)
+    if paths.FAST and own:
+        reference.allowance[dtype, index] = allowed
+    return allowed
+
+
+def compare_output(y: np.ndarray, index: int, reference: Reference, dtype: str) -> tuple[str, float, float, str]:
+    """(verdict, error, allowed, detail) for one output against the reference."""
+    r64 = reference.outputs[index]
+    if tuple(y.shape) != tuple(r64.shape):
+        return MISMATCH, float("inf"), 0.0, f"shape {list(y.shape)} != reference {list(r64.shape)}"
+    finite = reference.judged_finite(dtype, index)
+    bad = ~np.isfinite(y) & finite
+    if np.any(bad):
+        at = tuple(int(i) for i in np.argwhere(bad)[0])
+        return NAN_INF, float("inf"), 0.0, (f"{int(bad.sum())} non-finite values where the reference is finite, "
+                                            f"e.g. at {list(at)}: {y[at]} where the reference is {r64[at]:.9g}")
+    # Lazily, the candidates first: the longdouble run only where it can change the verdict
+    # (defined = candidates minus float64's overflows).
+    defined = reference.nonfinite_candidates[dtype][index] if paths.LAZY else reference.defined_nonfinite[dtype][index]
+    wrong_class = defined if paths.FAST and not np.any(defined) else defined & (nonfinite_class(y) != reference.output_classes[index])
+    if paths.LAZY and np.any(wrong_class):
+        wrong_class &= reference.defined_nonfinite[dtype][index]
+    if np.any(wrong_class):
+        at = tuple(int(i) for i in np.argwhere(wrong_class)[0])
+        return NAN_INF, float("inf"), 0.0, (f"{int(wrong_class.sum())} entries differ from a non-finite reference, "
+                                            f"e.g. at {list(at)}: {y[at]} where the reference is {r64[at]}")
+    with np.errstate(invalid="ignore", over="ignore"):  # inf - inf at entries outside `finite`
+        if paths.FAST:  # the same maximum without copying the judged entries out (y is finite there: no nan)
+            err = float(np.max(np.abs(y - r64), where=finite, initial=0.0))
+        else:
+            err = float(np.max(np.abs(y - r64)[finite], initial=0.0))
+    allowed = allowed_error(reference, index, dtype, finite)
+    if err <= allowed:
+        return AGREE, err, allowed, ""
+    judged_y, judged_r64 = y[finite], r64[finite]
+    if judged_y.size and np.ptp(judged_y) == 0 and np.ptp(judged_r64) > allowed:
+        if np.all(judged_y == 0):
+            return ALL_ZEROS, err, allowed, "every value is zero; the reference is not constant"
+        return CONSTANT, err, allowed, f"every value is {judged_y.flat[0]:.6g}; the reference is not constant"
+    with np.errstate(invalid="ignore"):
+        distance = np.where(finite, np.abs(y - r64), -1.0)
+    worst = tuple(int(i) for i in np.unravel_index(np.argmax(distance), y.shape))
+    return MISMATCH, err, allowed, f"worst at {list(worst)}: {y[worst]:.9g} where the reference is {r64[worst]:.9g}"
+
+
+def compare_at_floor(y: np.ndarray, index: int, reference: Reference, dtype: str) -> tuple[str, float, float, str] | None:
+    """compare_output's answer for one output without the honest models, where the floor settles
+    it: `y` finite wherever r64 is, and within floor_allowance of it there; `y` of r64's non-finite
+    class wherever r64 is not finite. Then the full comparison agrees too: it judges a subset of
+    r64's finite entries, against an allowance no smaller, and every entry it says the math
+    defines as non-finite has r64's class in `y`. None where the honest models are needed."""
+    r64 = reference.outputs[index]
+    if tuple(y.shape) != tuple(r64.shape):
+        return None
+    if reference.finite_everywhere:
+        if not np.all(np.isfinite(y)):
+            return None
+        with np.errstate(over="ignore"):
+            err = float(np.max(np.abs(y - r64), initial=0.0))
+    else:
+        classes = reference.output_classes[index]
+        if not np.array_equal(nonfinite_class(y), classes):
+            return None
+        with np.errstate(over="ignore", invalid="ignore"):  # inf - inf where both are the same infinity
+            err = float(np.max(np.abs(y - r64), where=classes == 0, initial=0.0))
+    floor = floor_allowance(reference, index, dtype)
+    return (AGREE, err, floor, "") if err <= floor else None
+
+
+def judge_outputs(backend: str, dtype: str, outputs: list[np.ndarray], reference: Reference,
+                  at_floor: bool = False) -> BackendVerdict:
+    """The backend's verdict: that of its worst output. `at_floor`: agree at the floor where every
+    output allows it (compare_at_floor), before asking for the honest models (see "Cost" in paths.py)."""
+    if len(outputs) != len(reference.outputs):
+        return BackendVerdict(backend, MISMATCH, detail=f"{len(outputs)} outputs, the reference has {len(reference.outputs)}")
+    outputs = [np.asarray(y, dtype=np.float64) for y in outputs]
+    if at_floor:
+        compared = [compare_at_floor(y, index, reference, dtype) for index, y in enumerate(outputs)]
+        if all(answer is not None for answer in compared):
+            return replace(_worst(backend, compared), at_floor=True)
+    return _worst(backend, [compare_output(y, index, reference, dtype) for index, y in enumerate(outputs)])
+
+
+def _worst(backend: str, compared: list[tuple[str, float, float, str]]) -> BackendVerdict:
+    """The verdict of the worst of the outputs' (verdict, error, allowed, detail): the most severe,
+    then the largest error / allowed; the first of equals."""
+    worst = BackendVerdict(backend, AGREE)
+    for index, (verdict, err, allowed, detail) in enumerate(compared):
+        ratio = err / allowed if allowed > 0 else (0.0 if err == 0 else float("inf"))
+        worst_ratio = worst.max_error / worst.allowed if worst.allowed > 0 else (0.0 if worst.max_error == 0 else float("inf"))
+        if severity(verdict) < severity(worst.verdict) or (verdict == worst.verdict and ratio > worst_ratio):
+            worst = BackendVerdict(backend, verdict, err, allowed, index, detail)
+    return worst
+
+
+def signature(verdict: str, backend: str, culprit: str, error_text: str = "") -> Signature:
+    """What a finding is, independent of its size: the shrinker must keep it, and buckets group by it.
+
+    `culprit` is the op of the first node whose value disagrees (see localize.localize). Its form: records.Signature.
+    """
+    return Signature(verdict, backend, culprit, normalize_error(error_text) if error_text else None)

@@ -1,0 +1,181 @@
+"""The Reference of a case: its float64 outputs, the scale and sensitivity of each output, and its
+honest models (models.py), computed the first time something asks for them (see "Cost" in
+paths.py); and the Reference of outputs only a framework computes (gradients).
+
+Extra outputs (gradients)
+-------------------------
+A backend may return more arrays than the graph has outputs (backend_verdict.reference_for): jax-vmap
+adds its other batch copies, judged against the numpy reference of each copy; the gradient
+backends (fuzzer/backends/gradients.py) add d<outputs, cotangents>/d(graph input), which numpy
+has no reference for. Their reference (`framework_reference`) comes from the framework's own
+eager autograd: r64 at the case's values; r_d = float64 at the values rounded to dtype d (what
+an exact implementation computes from the numbers the backend is given); as honest models,
+the eager run in dtype d itself (gradients.py says what that hides), NOISY_RUNS float64 runs
+with the values and every op's output moved by ROUNDING_SLACK units of d's roundoff (rounding
+of the intermediates, carried into the backward pass), and r64 with d's subnormals flushed (a
+gradient that underflows in d). The formula and the verdicts are the ones above, with scale =
+the largest gradient magnitude of the case and sens = 1 + the sensitivities of every node (the
+backward pass crosses all of them). One rule differs: no non-finite gradient is defined (an
+entry non-finite in r64 is skipped), since autograd's nan is often a chain-rule artifact (0 *
+inf through a masked branch) that a compiler may rightly simplify away. What this cannot see:
+a gradient rule wrong in float64 eager too, and rounding inside one backward op beyond what
+moving its inputs and output models (which would show as a false mismatch; the property tests
+measure it).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Callable
+
+import numpy as np
+
+from fuzzer.ir import Case, split_arrays
+from fuzzer.ops import get_op
+import fuzzer.oracle.paths as paths
+from fuzzer.oracle.dtypes import flushed, nonfinite_class
+from fuzzer.oracle.models import HonestModels, honest_models
+from fuzzer.reference import evaluate_all
+
+
+@dataclass
+class Reference:
+    """The float64 reference of a case, plus what the tolerance model needs: its honest models,
+    given, or computed by `compute_models` the first time something asks for them (see "Cost" in paths.py)."""
+
+    outputs: list[np.ndarray]
+    scales: list[float]
+    sensitivities: list[float]
+    models_computed: HonestModels | None = field(default=None, repr=False)
+    compute_models: Callable[[], HonestModels] | None = field(default=None, repr=False, compare=False)
+    # allowed_error per (dtype, output) with the reference's own judged mask: one per case, not per backend.
+    allowance: dict[tuple[str, int], float] = field(default_factory=dict, repr=False, compare=False)
+    # Every value of the float64 run by name, inputs included (the special values a node reads: fuzzer/regions.py).
+    values: dict = field(default_factory=dict, repr=False, compare=False)
+    float64_cost: dict[str, tuple[int, float]] = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def models(self) -> HonestModels:
+        if self.models_computed is None:
+            self.models_computed = self.compute_models()
+            self.compute_models = None  # lets go of what it held (the float64 run's values)
+        return self.models_computed
+
+    @property
+    def same_dtype(self) -> dict[str, list[np.ndarray]]:
+        return self.models.same_dtype
+
+    @property
+    def rounding_noise(self) -> dict[str, list[float]]:
+        return self.models.rounding_noise
+
+    @property
+    def judged(self) -> dict[str, list[np.ndarray]]:
+        return self.models.judged
+
+    @property
+    def defined_nonfinite(self) -> dict[str, list[np.ndarray]]:
+        return self.models.defined_nonfinite
+
+    @property
+    def nonfinite_candidates(self) -> dict[str, list[np.ndarray]]:
+        return self.models.nonfinite_candidates
+
+    @property
+    def model_costs(self) -> dict[str, tuple[int, float]]:
+        """{model name: (graph runs, seconds)} of this case: the float64 run, and the honest models
+        computed so far (models.MODELS, "longdouble-overflow"); asking computes nothing."""
+        computed = self.models_computed.model_costs if self.models_computed is not None else {}
+        return {**self.float64_cost, **computed}
+
+    def judged_finite(self, dtype: str, index: int) -> np.ndarray:
+        return self.judged[dtype][index]
+
+    @cached_property
+    def finite_everywhere(self) -> bool:
+        """Is every entry of every output finite? (compare_at_floor's quick path)"""
+        return all(bool(np.all(np.isfinite(r64))) for r64 in self.outputs)
+
+    @cached_property
+    def output_classes(self) -> list[np.ndarray]:
+        """nonfinite_class of each output: every backend's comparison asks for it."""
+        return [nonfinite_class(r64) for r64 in self.outputs]
+
+    @property
+    def defines_anything(self) -> bool:
+        """Is at least one entry of one output defined in some dtype? If not, the case is invalid."""
+        indices = [(dtype, index) for dtype in self.same_dtype for index in range(len(self.outputs))]
+        # Judged entries first: the defined non-finite ones may need the longdouble run.
+        return (any(np.any(self.judged_finite(dtype, index)) for dtype, index in indices)
+                or any(np.any(self.defined_nonfinite[dtype][index]) for dtype, index in indices))
+
+
+def compute_reference(case: Case, dtypes: set[str]) -> Reference:
+    graph = case.graph
+    inputs, params = split_arrays(case)
+    start = time.perf_counter()
+    with np.errstate(all="ignore"):  # non-finite values are judged, not warned about
+        env = evaluate_all(graph, inputs, params)
+    float64_cost = {"float64": (1, time.perf_counter() - start)}
+    outputs, scales, sensitivities = [], [], []
+    peaks: dict = {}  # per value (a name, or a node's parameter): its largest finite magnitude
+    for out in graph.outputs:
+        ancestors = graph.ancestors([out])
+        if paths.FAST:
+            # The same maximum as below: max is exact, and a value with no finite entry (left out
+            # there) or the 0.0 floor adds 0.0, which no magnitude (>= 0) is below.
+            keys = [(a, env[a]) for a in ancestors] + [
+                ((node, k), p) for node, ps in params.items() if node in ancestors for k, p in ps.items()]
+            for key, value in keys:
+                if key not in peaks:
+                    with np.errstate(invalid="ignore"):
+                        peaks[key] = float(np.max(np.abs(value), where=np.isfinite(value), initial=0.0))
+            scales.append(max((peaks[key] for key, _ in keys), default=0.0))
+        else:
+            values = [env[a] for a in ancestors] + [
+                p for node, ps in params.items() if node in ancestors for p in ps.values()
+            ]
+            magnitudes = [np.max(np.abs(v[np.isfinite(v)])) for v in values if np.any(np.isfinite(v))]
+            scales.append(float(max(magnitudes, default=0.0)))
+        sensitivities.append(1.0 + sum(get_op(n.op).numerics.sensitivity for n in graph.nodes if n.name in ancestors))
+        outputs.append(np.asarray(env[out], dtype=np.float64))
+    return Reference(outputs, scales, sensitivities, values=env, float64_cost=float64_cost,
+                     compute_models=lambda: honest_models(case, inputs, params, env, outputs, dtypes))
+
+
+def framework_reference(exact: list[np.ndarray], rounded: list[np.ndarray], models: list[list[np.ndarray]],
+                        dtype: str, sensitivity: float) -> Reference:
+    """The Reference of outputs only a framework computes (see "Extra outputs" above): `exact` (r64) and
+    `rounded` (r_d) are float64 runs at the case's values and at them rounded to `dtype`; `models`
+    are further honest runs (the framework's eager run in `dtype`, the perturbed float64 runs)."""
+    scale = float(max((np.max(np.abs(y[np.isfinite(y)]), initial=0.0) for y in exact), default=0.0))
+    honest = HonestModels({dtype: rounded}, {dtype: []}, {dtype: []}, {dtype: []})
+    for index, r64 in enumerate(exact):
+        runs = [rounded[index], *(model[index] for model in models)]
+        if dtype != "float64":  # an honest dtype-d backward underflows where the value is subnormal in d
+            runs.append(flushed(r64, dtype))
+        judged = np.isfinite(r64) & np.logical_and.reduce([np.isfinite(y) for y in runs])
+        honest.judged[dtype].append(judged)
+        # No non-finite gradient is "defined": autograd's nan is often a chain-rule artifact (0 * inf
+        # through a masked branch) that a compiler may rightly simplify away.
+        honest.nonfinite_candidates[dtype].append(np.zeros(np.shape(r64), dtype=bool))
+        with np.errstate(invalid="ignore"):
+            honest.rounding_noise[dtype].append(max((float(np.max(np.abs(y - r64)[judged], initial=0.0)) for y in runs[1:]), default=0.0))
+    return Reference(exact, [scale] * len(exact), [sensitivity] * len(exact), models_computed=honest)
+
+
+def extended(reference: Reference, extra: Reference) -> Reference:
+    """`reference` followed by `extra`'s outputs, for the dtypes both define (their honest models
+    are joined when something asks for them)."""
+
+    def joined() -> HonestModels:
+        dtypes = reference.same_dtype.keys() & extra.same_dtype.keys()
+        return HonestModels(*({d: table[d] + extra_table[d] for d in dtypes} for table, extra_table in (
+            (reference.same_dtype, extra.same_dtype), (reference.rounding_noise, extra.rounding_noise),
+            (reference.judged, extra.judged), (reference.nonfinite_candidates, extra.nonfinite_candidates))),
+            overflow=lambda: reference.models.overflowed + extra.models.overflowed)
+
+    return Reference(reference.outputs + extra.outputs, reference.scales + extra.scales,
+                     reference.sensitivities + extra.sensitivities, compute_models=joined)
