@@ -46,20 +46,3 @@ class BackendName:
         """Does this name, perhaps short ("jax-jit", "jax-jit:cpu"), name `other` in the same environment?"""
         return (self.env == other.env and self.kind == other.kind
                 and self.device in (None, other.device) and self.dtype in (None, other.dtype))
-
-    @property
-    def path(self) -> str | None:
-        """The compiler path of a built-in kind ("torch/inductor", "jax/xla", `Backend.path`); None for a
-        plugin's backend, whose findings differ from its base's, and for a kind nobody registered."""
-        from fuzzer.backends import table
-
-        cls = table().classes.get(self.kind) if self.full else None
-        return cls.path if cls is not None else None
-
-    @property
-    def family(self) -> str | None:
-        """The framework family of a built-in kind ("torch", "jax", "onnxruntime"); None for a plugin's backend."""
-        from fuzzer.backends import table
-
-        cls = table().classes.get(self.kind) if self.full else None
-        return cls.family if cls is not None else None

@@ -57,6 +57,7 @@ from packaging.version import InvalidVersion, Version
 
 from fuzzer import jsonform, verdicts
 from fuzzer.backend_names import BackendName
+from fuzzer.backends import kind_family, kind_path
 from fuzzer.error_patterns import ErrorPattern, UnsafePattern, compile_pattern
 from fuzzer.errors import UserError, normalize_error
 from fuzzer.ir import Graph, check_json_depth
@@ -103,9 +104,9 @@ class Rule:
         kind, device, dtype = (name.kind, name.device, name.dtype) if name.full else (backend, None, None)
         return ((verdict in self.verdicts or verdicts.bucket_verdict(verdict) in self.verdicts)
                 and (not self.ops or not ops.isdisjoint(self.ops))
-                and (not (self.kinds or self.paths) or kind in self.kinds or name.path in self.paths)
+                and (not (self.kinds or self.paths) or kind in self.kinds or kind_path(name) in self.paths)
                 and kind not in self.except_kinds
-                and (not self.frameworks or name.family in self.frameworks)
+                and (not self.frameworks or kind_family(name) in self.frameworks)
                 and (not self.devices or device in self.devices)
                 and (not self.dtypes or dtype in self.dtypes)
                 and (self.error is None or self.error.search(normalize_error(error_text)))
@@ -218,8 +219,8 @@ def release_of(backend: str, versions: dict | None) -> tuple[str, str] | None:
     """(package, version) of the framework a finding of `backend` ran with, e.g. ("torch",
     "2.13.0+cpu"); None for a plugin's backend or a framework whose version is not recorded."""
     name = BackendName.parse(backend)
-    version = ran_with(name, versions or {}).get(name.family or "")
-    return (name.family, version) if version else None
+    version = ran_with(name, versions or {}).get(kind_family(name) or "")
+    return (kind_family(name), version) if version else None
 
 
 def error_text(finding: Finding) -> str:
@@ -415,8 +416,8 @@ def entry_for_bucket(bucket: dict, bug_id: str, link: str, status: str, title: s
     op = bucket["culprit"].partition("@")[0]
     if op in op_registry():
         match["ops"] = [op]
-    paths = sorted({name.path for name in own if name.path})
-    kinds = sorted({str(name) for name in own if not name.path})  # a plugin's backend: its whole name
+    paths = sorted({kind_path(name) for name in own if kind_path(name)})
+    kinds = sorted({str(name) for name in own if not kind_path(name)})  # a plugin's backend: its whole name
     match.update({"paths": paths} if paths else {})
     match.update({"kinds": kinds} if kinds else {})
     devices, dtypes = (sorted({part for part in parts if part}) for parts in zip(*((n.device, n.dtype) for n in own)))

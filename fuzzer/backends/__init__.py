@@ -218,6 +218,19 @@ def register_class(cls: type[Backend]) -> None:
     table().classes[cls.kind] = cls
 
 
+def kind_path(name: BackendName) -> str | None:
+    """The compiler path of a built-in kind ("torch/inductor", "jax/xla", `Backend.path`); None for a
+    plugin's backend, whose findings differ from its base's, and for a kind nobody registered."""
+    cls = table().classes.get(name.kind) if name.full else None
+    return cls.path if cls is not None else None
+
+
+def kind_family(name: BackendName) -> str | None:
+    """The framework family of a built-in kind ("torch", "jax", "onnxruntime"); None for a plugin's backend."""
+    cls = table().classes.get(name.kind) if name.full else None
+    return cls.family if cls is not None else None
+
+
 def get_backend(spec: str) -> Backend:
     """'torch-eager', 'torch-eager:cpu', 'torch-eager:cpu:float64', a plugin backend's name,
     or any of those in another Python environment: 'jax-jit@jax-0.4.30' (see fuzzer/envs.py)."""

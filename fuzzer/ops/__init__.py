@@ -92,7 +92,7 @@ class OpDef:
     cudnn_rnn: bool = False
     # False for an op nobody reviewed the numerics of: a plugin's op whose `numerics` is the
     # default Numerics() (register_op), as the ops derived from an op database will be. The oracle then
-    # measures what a reviewer would have declared (fuzzer/undeclared_numerics.py).
+    # measures what a reviewer would have declared (fuzzer/oracle/undeclared.py).
     declares_numerics: bool = True
     # False where jax cannot differentiate the op's jax implementation, so jax-grad skips it.
     jax_differentiable: bool = True

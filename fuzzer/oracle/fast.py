@@ -18,7 +18,7 @@ from fuzzer.oracle.dtypes import LARGEST, ROUNDING_SLACK, TINY, UNIT_ROUNDOFF, f
 from fuzzer.oracle.flush import flushed_node
 from fuzzer.oracle.rounding import NOISY_RUNS, finished, model_outputs, perturb
 from fuzzer.reference import evaluate_all
-from fuzzer.undeclared_numerics import operand_reach
+from fuzzer.oracle.undeclared import operand_reach
 
 
 # Below this many entries, the plain expressions cost no more than checking for the in-place ones.

@@ -17,7 +17,7 @@ from fuzzer.ops import get_op
 from fuzzer.oracle.dtypes import LARGEST, ROUNDING_SLACK, TINY, UNIT_ROUNDOFF
 from fuzzer.oracle.rules import UNDEFINED_RULES, VALUE_RULES, OpSite
 from fuzzer.reference import evaluate_all
-from fuzzer.undeclared_numerics import operand_reach
+from fuzzer.oracle.undeclared import operand_reach
 
 NOISY_RUNS = 2
 

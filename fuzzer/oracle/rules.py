@@ -54,7 +54,7 @@ Ops that declare nothing
 An op whose numerics nobody reviewed (OpDef.declares_numerics False: a plugin's op whose numerics are
 the default Numerics(), as the ops of an op database will be) is judged by the generic models with no
 rule of its own, and where it may do what a reviewer would have declared, they assume it does
-(fuzzer/undeclared_numerics.py): its rounding bound also covers the change of its result when its
+(fuzzer/oracle/undeclared.py): its rounding bound also covers the change of its result when its
 operands move by their rounding (frac(6e6) may be anything in [0, 1) in float32; sinc(1), 4e-17, may
 have either sign), and an entry is undefined where that move of a computed operand, the sign of a
 computed nan (copysign) or of a computed zero, or a computed operand within rounding of an integer
@@ -79,7 +79,7 @@ from typing import Callable
 import numpy as np
 
 from fuzzer.oracle.dtypes import LARGEST, ROUNDING_SLACK, TINY, UNIT_ROUNDOFF, nonfinite_class
-from fuzzer.undeclared_numerics import rounding_dependent
+from fuzzer.oracle.undeclared import rounding_dependent
 
 
 @dataclass(frozen=True)
@@ -304,7 +304,7 @@ UNDEFINED_RULES = (
     UndefinedRule("quarter-period", "a periodic op's operand moved a quarter period or more (Numerics.period)",
                   lambda s: _moved_a_quarter_period(s.op, s.xs, s.exact_xs)),
     UndefinedRule("rounding-dependent", "an op that declares no numerics (OpDef.declares_numerics False) changes its "
-                  "result's class when a computed operand moves by its rounding (fuzzer/undeclared_numerics.py)",
+                  "result's class when a computed operand moves by its rounding (fuzzer/oracle/undeclared.py)",
                   lambda s: rounding_dependent(s.op, s.xs, s.computed, s.ps, s.attrs, s.out,
                                                INTEGER_SLACK * ROUNDING_SLACK * UNIT_ROUNDOFF[s.dtype])),
     UndefinedRule("convention", "the math leaves the entry to convention (Numerics.undefined)", _convention_undefined),

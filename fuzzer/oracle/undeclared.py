@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from fuzzer.oracle.dtypes import nonfinite_class
+
 
 def _moved(op, xs: list, ps: dict, attrs: dict, slack: float, which: list[bool]) -> list[np.ndarray]:
     """`op` on its operands moved by `slack` (relative), operand i in the direction (-1)^i, then all
@@ -55,7 +57,7 @@ def rounding_dependent(op, xs: list, computed: list[bool], ps: dict, attrs: dict
     as for the signed-zero and integer rules."""
     if op.declares_numerics or not any(computed):
         return None
-    from fuzzer.oracle import nonfinite_class  # here: the oracle imports this module
+
 
     shape, classes = np.shape(out), nonfinite_class(out)
     with np.errstate(all="ignore"):
