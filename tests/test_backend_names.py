@@ -46,7 +46,8 @@ def test_short_env_and_plugin_names_keep_their_text(text, parts):
 
 
 def test_every_built_in_kind_declares_its_compiler_path():
-    paths = {kind: cls.path for kind, cls in table().classes.items()}
+    # The shipped kinds only: other tests of this process register planted ones (a plugin inherits its base's path).
+    paths = {kind: cls.path for kind, cls in table().classes.items() if cls.__module__.startswith("fuzzer.backends.")}
     assert all(paths.values()), [kind for kind, path in paths.items() if not path]
     assert {kind for kind, path in paths.items() if path == "torch/inductor"} == {
         "torch-compile", "torch-compile-dynamic", "torch-compile-frozen", "torch-compile-max-autotune", "torch-aoti",
