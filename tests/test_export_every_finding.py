@@ -208,6 +208,8 @@ def _assert_every_format_exported(exports: dict) -> None:
             compile(out.read_text(), f"{canary} as {fmt}", "exec")
 
 
+# long (out of CI's 15 minutes): every format of every stored case file exports in CI (test_every_case_file_exports_in_every_format...).
+@pytest.mark.long
 @pytest.mark.slow
 def test_a_gru_canary_s_selftest_finding_exports_in_every_format(tmp_path):
     """Its shrunk case (batch_first False) holds a local the inliner copies together with a function

@@ -599,6 +599,8 @@ def test_shrinking_twice_stores_one_shrunk_case(canary_db, tmp_path):
     assert json.loads(second.stdout)["id"] == json.loads(first.stdout)["id"]
 
 
+# long (out of CI's 15 minutes): a live lease refusing a resume is in CI (test_corpus.py::test_a_live_lease_refuses_resume_and_a_stale_one_is_taken_over).
+@pytest.mark.long
 def test_a_second_resume_is_refused_while_the_first_runs(tmp_path):
     db = tmp_path / "fuzz.db"
     first = start_run(["--db", db, "--max-cases", 100000, *CLEAN_RUN], tmp_path)

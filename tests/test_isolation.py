@@ -508,6 +508,8 @@ def test_resume_applies_new_max_cases(tmp_path):
         assert corpus.campaign(progress.campaign_id)["cases_run"] == 4
 
 
+# long (out of CI's 15 minutes): an aborting backend is a crash finding in CI (test_aborting_backend_is_a_crash_finding); this is the gradient reference's export path.
+@pytest.mark.long
 def test_an_export_whose_gradient_reference_aborts_refuses_in_one_sentence_and_the_minimal_script_still_exports(tmp_path):
     # XLA:CPU aborts (a CHECK failure) compiling jax.grad of this stride-2 conv2d, in float64 too, so
     # the full harness, whose expected gradients are jax.grad's float64 run, cannot be written: the

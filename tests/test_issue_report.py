@@ -54,6 +54,8 @@ def test_the_issue_is_in_the_framework_s_words_and_its_snippet_reproduces(canary
     assert result.stderr.strip().splitlines()[-1].startswith("MISMATCH: "), result.stderr
 
 
+# long (out of CI's 15 minutes): the issue export's refusals are in CI (test_a_backend_without_a_finding_on_the_case_is_refused_in_one_sentence), and the convention's own words are the registry's.
+@pytest.mark.long
 def test_a_bucket_the_registry_calls_a_convention_needs_force_and_then_warns(canary_finding, tmp_path):
     db, case_id = canary_finding
     with Corpus(db) as corpus:

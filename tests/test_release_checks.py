@@ -120,6 +120,8 @@ def test_the_text_names_each_environment_its_versions_and_outcome(checked, env_h
     assert lines[2].split()[:2] == ["bare", "cannot-run"] and f"Python {PYTHON} without torch or jax" in lines[2]
 
 
+# long (out of CI's 15 minutes): present / fixed / cannot-run are in CI through test_a_bug_still_here_is_present_one_fixed_since_is_fixed....
+@pytest.mark.long
 def test_a_canary_finding_is_present_here_and_cannot_run_in_another_environment(env_home, tmp_path):
     """A plugin's backend lives in this process: in another environment it cannot run, which is said, not an error."""
     db = tmp_path / "canary.db"
