@@ -150,21 +150,30 @@ def low_judged(rows: dict) -> list[dict]:
     return [e for e in table(rows) if e["cases"] >= MIN_CASES and e["share"] is not None and e["share"] < LOW_SHARE]
 
 
-def describe(entry: dict) -> str:
-    """One entry of the table in words."""
+def describe(entry: dict, kinds: str | None = None) -> str:
+    """One entry of the table in words (`kinds`: the backend kinds it stands for, by default its own)."""
     share = "-" if entry["share"] is None else f"{entry['share']:.0%}"
     median = "-" if entry["median_allowance_u"] is None else f"{entry['median_allowance_u']:.3g} u"
-    return (f"{entry['op']} {entry['dtype']} on {entry['kind']}: {share} of {entry['entries']} entries judged over "
+    return (f"{entry['op']} {entry['dtype']} on {kinds or entry['kind']}: {share} of {entry['entries']} entries judged over "
             f"{entry['cases']} cases, median allowance {median}")
 
 
+SUMMARY_LINES = 8  # the summary names the least judged; `fuzz stats` has the rest
+
+
 def low_judged_summary(rows: dict) -> str:
-    """The campaign summary's lines naming low_judged's entries ("" for none)."""
-    low = low_judged(rows)
-    if not low:
+    """The campaign summary's lines naming low_judged's entries ("" for none), least judged first: kinds
+    that judged the same entries alike (torch-eager and the model-level kinds beside it) share a line."""
+    groups: dict[tuple, list[dict]] = {}
+    for entry in low_judged(rows):
+        same = (entry["op"], entry["dtype"], entry["entries"], entry["judged"], entry["cases"], entry["median_allowance_u"])
+        groups.setdefault(same, []).append(entry)
+    if not groups:
         return ""
+    lines = [describe(group[0], ", ".join(sorted(entry["kind"] for entry in group))) for group in groups.values()]
+    more = f"  and {len(lines) - SUMMARY_LINES} more\n" if len(lines) > SUMMARY_LINES else ""
     return (f"Judged on under {LOW_SHARE:.0%} of their entries (over {MIN_CASES} cases or more; `fuzz stats` has the table):\n"
-            + "".join(f"  {describe(entry)}\n" for entry in low))
+            + "".join(f"  {line}\n" for line in lines[:SUMMARY_LINES]) + more)
 
 
 def checked_rows(rows, where: str) -> dict:

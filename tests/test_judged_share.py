@@ -128,3 +128,14 @@ def test_the_table_puts_the_least_judged_first_and_reads_the_median_from_the_bin
     table = judged_share.table(rows)
     assert [(e["op"], e["share"]) for e in table] == [("pow", 0.2), ("relu", 0.9)]
     assert table[0]["median_allowance_u"] == 2 ** 7.5 and table[1]["median_allowance_u"] == 2 ** 9.5
+
+
+def test_the_summary_gives_kinds_that_judged_alike_one_line_and_names_only_the_least_judged():
+    alike = {"cases": 30, "entries": 100, "judged": 10, "u_log2:3": 30}
+    rows = {f"prod|float32|{kind}": dict(alike) for kind in ("torch-eager", "torch-module", "torch-layout")}
+    rows["prod|float32|jax-eager"] = {"cases": 30, "entries": 100, "judged": 20, "u_log2:3": 30}
+    rows |= {f"op{i}|float32|torch-eager": {"cases": 30, "entries": 100, "judged": 30 + i, "u_log2:3": 30} for i in range(12)}
+    lines = judged_share.low_judged_summary(rows).splitlines()
+    assert lines[1].startswith("  prod float32 on torch-eager, torch-layout, torch-module: 10% of 100 entries")
+    assert lines[2].startswith("  prod float32 on jax-eager: 20%")
+    assert len(lines) == 1 + judged_share.SUMMARY_LINES + 1 and lines[-1] == "  and 6 more"
