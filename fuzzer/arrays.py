@@ -122,7 +122,7 @@ def input_values(rng: np.random.Generator, shape: tuple[int, ...], profile: str)
     elif profile == "huge":
         values = _signed(rng, 10.0 ** rng.uniform(3.0, 4.0, shape))
     elif profile == "subnormal":
-        # Below float32's smallest normal (1.2e-38): flush-to-zero territory (see oracle.py).
+        # Below float32's smallest normal (1.2e-38): flush-to-zero territory (see fuzzer/oracle/flush.py).
         values = _signed(rng, 10.0 ** rng.uniform(-44.0, -38.0, shape))
     elif profile == "edge":
         values = _sprinkle(rng, rng.standard_normal(shape), EDGE_VALUES)

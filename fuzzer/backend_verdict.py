@@ -13,7 +13,7 @@ from fuzzer.ir import Case
 def reference_for(backend: Backend, case: Case, reference: oracle.Reference) -> oracle.Reference:
     """What `backend`'s outputs are judged against: the numpy reference of the graph's outputs,
     followed by the backend's own reference for the extra outputs it returns after them
-    (gradients, vmapped copies: a method `extra_reference(case)`; see oracle.py, "Extra outputs")."""
+    (gradients, vmapped copies: a method `extra_reference(case)`; see fuzzer/oracle/reference.py, "Extra outputs")."""
     extra_reference = getattr(backend, "extra_reference", None)
     return reference if extra_reference is None else oracle.extended(reference, extra_reference(case))
 

@@ -9,7 +9,7 @@
 
 Their parts live here too, below the checker and the oracle that make them, so that the corpus
 and the replies need neither: Finding (one backend's disagreement) and its Signature,
-BackendVerdict (one backend's verdict, oracle.py) and CaseResult (one case checked, check.py). Worker replies cross the pipe (or Ray) pickled, as these objects; dicts
+BackendVerdict (one backend's verdict, fuzzer/oracle/) and CaseResult (one case checked, check.py). Worker replies cross the pipe (or Ray) pickled, as these objects; dicts
 appear only at the edges: `to_dict()` is a record's JSON form (`--json` outputs, the corpus's
 JSON columns) and `from_dict()` reads it back. A case in a JSON form is {"graph", "arrays"
 (base64 .npy), "seed"}, as `fuzz export` writes it.
@@ -86,7 +86,7 @@ class BackendVerdict:
     output: int | None = None  # index of the worst output
     detail: str = ""
     # `allowed` is the floor term alone: every output was finite and within it, so the verdict is
-    # agree without the honest models, which were not computed for it (oracle.py, "Cost").
+    # agree without the honest models, which were not computed for it (fuzzer/oracle/paths.py, "Cost").
     at_floor: bool = False
 
     def to_dict(self) -> dict:

@@ -261,7 +261,7 @@ def test_ops_whose_result_follows_the_sign_of_a_zero_declare_it():
     declared = {name for name, op in registry().items() if op.numerics.zero_sign_matters}
     assert declared == {"atan2", "div", "log", "pow", "pow_scalar", "reciprocal", "rsqrt", "sqrt"}
     # Each gives more than a zero of another sign when a zero operand changes sign, or turns nan just
-    # below zero (oracle.py, "Signed zeros").
+    # below zero (fuzzer/oracle/rules.py, "Signed zeros").
     for name, attrs, at_zero, at_negative_zero, just_below in [
         ("atan2", {}, ([0.0], [-1.0]), ([-0.0], [-1.0]), ([-1e-30], [-1.0])),
         ("div", {}, ([1.0], [0.0]), ([1.0], [-0.0]), ([1.0], [-1e-30])),

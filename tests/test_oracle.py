@@ -178,7 +178,7 @@ def test_bfloat16_has_its_own_range():
     assert check_case(case, [get_backend("torch-eager:cpu:bfloat16")]).verdict == verdicts.AGREE
 
 
-# -- signed zeros (oracle.py, "Signed zeros") -------------------------------------------------------
+# -- signed zeros (fuzzer/oracle/rules.py, "Signed zeros") -------------------------------------------------------
 
 
 def relu_giving_negative_zeros(xs, ps, attrs):

@@ -10,7 +10,7 @@ dtype), so both sides of the comparison and every rerun use the same numbers.
 
 The forward outputs are judged against the numpy reference as always. The gradients are
 judged against the same framework's float64 *eager* autograd of the same function, run by
-`extra_reference` (see oracle.py, "Extra outputs"), with the same eager autograd in the
+`extra_reference` (see fuzzer/oracle/reference.py, "Extra outputs"), with the same eager autograd in the
 backend's dtype as the honest same-dtype model. Why float64 eager autograd is a sound
 reference here: the bug classes these backends target are float32 / compiled / transformed
 gradients (a jit that fuses a backward wrongly, a custom VJP that is wrong only in one

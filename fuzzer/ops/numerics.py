@@ -2,7 +2,7 @@
 beyond the float64 reference, in one place, each with its reason.
 
 An op that declares nothing gets `Numerics()`: the oracle's generic models (rounding at every op
-at the dtype's precision, flush-to-zero, overflow; oracle.py) judge it alone. A fact other than
+at the dtype's precision, flush-to-zero, overflow; fuzzer/oracle/) judge it alone. A fact other than
 its default says why in `why` ({fact: reason}); `fuzz ops --numerics NAME` prints them.
 """
 
@@ -18,7 +18,7 @@ class Numerics:
     sensitivity: float = 1.0
     # (inputs, params, attrs) -> per-element bound of the error a correct implementation makes,
     # in units of roundoff, where it exceeds |output| (e.g. normalizing near-constant data);
-    # the oracle's rounding model adds it as a systematic error (see oracle.py).
+    # the oracle's rounding model adds it as a systematic error (see fuzzer/oracle/rounding.py).
     forward_error: Callable | None = None
     # (inputs, params, attrs, unit roundoff) -> per-element bound of how far a correct kernel's
     # rounding of the op's own intermediates to the dtype moves its result, where that is not
@@ -32,19 +32,19 @@ class Numerics:
     exact: bool = False
     # Does the sign of a zero operand matter beyond the sign of the result (atan2(+-0, -1) = +-pi,
     # 1 / +-0 = +-inf, sqrt is nan just below zero)? The oracle then judges the results that depend
-    # on the sign of a computed zero, a rounding artifact, as undefined (oracle.py, "Signed zeros").
+    # on the sign of a computed zero, a rounding artifact, as undefined (fuzzer/oracle/rules.py, "Signed zeros").
     zero_sign_matters: bool = False
     # Does the class of a result change where an operand is exactly an integer (a negative base to a
     # non-integer power is nan)? The oracle then judges the results that depend on whether a computed
-    # operand within rounding of an integer is that integer as undefined (oracle.py, "Signed zeros").
+    # operand within rounding of an integer is that integer as undefined (fuzzer/oracle/rules.py, "Signed zeros").
     integer_matters: bool = False
     # (inputs, params, attrs) -> mask of the entries the math leaves to convention, where IEEE and the
     # frameworks disagree (pow(-inf, 0.5): IEEE's +inf, numpy's and torch's sqrt-shortcut nan): the
-    # oracle judges them, and what is computed from them, as undefined (oracle.py, "Signed zeros").
+    # oracle judges them, and what is computed from them, as undefined (fuzzer/oracle/rules.py, "Signed zeros").
     undefined: Callable | None = None
     # A periodic op's period (sin, cos: 2 pi): where upstream rounding may move its operand by a
     # quarter period, its result may be anything in its range, which a few rounding runs cannot
-    # sample; the oracle judges it as undefined there (oracle.py, _moved_a_quarter_period).
+    # sample; the oracle judges it as undefined there (fuzzer/oracle/rules.py, _moved_a_quarter_period).
     period: float | None = None
     # A scan (cumsum) whose reduced-precision kernels may carry the running value in the tensor's
     # own dtype: torch's CUDA cumsum/cumprod in float16/bfloat16 do, and its maintainers call that

@@ -1,8 +1,8 @@
 """How the oracle's rounding runs treat an op that declares nothing about its numerics
-(OpDef.declares_numerics False: a plugin's op with no numerics field, one derived from an op database).
+(OpDef.declares_numerics False: a plugin op whose numerics are the default Numerics(), one derived from an op database).
 
 The generic rounding model bounds an op's rounding by its result and by the op on absolute values
-(oracle.py, "Tolerance model"). That misses what an op does inside: frac(6e6) cancels x - trunc(x),
+(compare.py, "Tolerance model"). That misses what an op does inside: frac(6e6) cancels x - trunc(x),
 an error of |x| roundoffs in a result below 1; sinc(1) is sin(pi x) / (pi x), 4e-17 in float64 and
 -3e-8 in float32. An op whose reviewer declared nothing may do anything of the kind, so for it the
 runs measure instead of assume: its result with its operands moved by their rounding bound
