@@ -10,6 +10,7 @@ The docstrings of its modules are its specification, each next to the code it de
     rounding.py   the rounding runs (random and directed), op by op
     rules.py      the registry of entry rules that make an entry undefined or move its value
                   (signed zeros, integers, quarter periods, conventions, near zero, near overflow)
+    undeclared.py what the rounding runs measure of an op that declares no numerics (a plugin's)
     flush.py      the flush-to-zero runs
     fast.py       the same models, bit for bit, in less time (paths.FAST)
     paths.py      the FAST and LAZY switches, and why the lazy path gives the same verdicts
