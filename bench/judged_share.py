@@ -76,7 +76,7 @@ def why_not_judged(op: str, cases: int, seed: int) -> dict:
             for output, r64 in enumerate(reference.outputs):
                 finite, judged = np.isfinite(r64), reference.judged_finite(dtype, output)
                 allowed, floor = oracle.allowed_error(reference, output, dtype), oracle.floor_allowance(reference, output, dtype)
-                loose = allowed > judged_share.LOOSENED_FACTOR * floor
+                loose = judged_share.loosened(allowed, floor)
                 row = counts[dtype]
                 row["entries"] += r64.size
                 row["nonfinite_r64"] += int(np.count_nonzero(~finite))

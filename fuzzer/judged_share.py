@@ -105,7 +105,25 @@ def _output(reference: oracle.Reference, index: int, dtype: str, verdict, invali
         return r64.size, 0, None
     allowed = oracle.allowed_error(reference, index, dtype)
     allowance = allowed / (scale * oracle.UNIT_ROUNDOFF[dtype]) if scale > 0 else None
-    return r64.size, judged if allowed <= LOOSENED_FACTOR * floor else 0, allowance
+    return r64.size, 0 if loosened(allowed, floor) else judged, allowance
+
+
+def loosened(allowed: float, floor: float) -> bool:
+    """Whether an output's allowance passed LOOSENED_FACTOR floors: its entries are no longer judged."""
+    return allowed > LOOSENED_FACTOR * floor
+
+
+def judged_entries(reference: oracle.Reference, index: int, dtype: str):
+    """The mask of output `index`'s entries judged in `dtype` with every honest model computed: finite
+    in r64 and in every model, none where the output's allowance is loosened (the detection-rate suite's
+    planting sites, tests/quality)."""
+    import numpy as np
+
+    from fuzzer import oracle
+
+    judged = reference.judged_finite(dtype, index)
+    loose = loosened(oracle.allowed_error(reference, index, dtype), oracle.floor_allowance(reference, index, dtype))
+    return np.zeros_like(judged) if loose else judged
 
 
 def _bin(allowance: float) -> int:

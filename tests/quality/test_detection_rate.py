@@ -17,11 +17,10 @@ How a case is measured (`measure_case`):
     entry the error relative to the entry and relative to the output's size are the same. (Relative
     to `scale`, the largest magnitude the output depends on, float32 would pass by construction: its
     floor is RTOL * sens, at most 1.5e-4 of it for one op, and a judged output allows at most
-    LOOSENED_FACTOR floors, 6e-4.)
-  * Judged (`judged_entries`): finite in r64 and in every honest model of the dtype (so neither
-    undefined by a rule nor non-finite in an honest run), in an output whose allowance is within
-    LOOSENED_FACTOR floors (oracle.floor_allowance). The same definition as the judged-share meter
-    (fuzzer/judged_share.py, in another branch of this round); this copy is the suite's own.
+    judged_share.LOOSENED_FACTOR floors, 6e-4.)
+  * Judged (judged_share.judged_entries, the meter's own definition): finite in r64 and in every
+    honest model of the dtype (so neither undefined by a rule nor non-finite in an honest run), in
+    an output whose allowance is within judged_share.LOOSENED_FACTOR floors (oracle.floor_allowance).
   * The verdict: oracle.judge_outputs the way check.check_case calls it, the lazy floor path first
     (at_floor). A case whose correct output is not agreed with is a false finding, counted apart.
 
@@ -43,7 +42,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pytest
 
-from fuzzer import oracle
+from fuzzer import judged_share, oracle
 from fuzzer.errors import InternalError
 from fuzzer.generate import CaseGenerator
 from fuzzer.ops import registry
@@ -54,7 +53,6 @@ PLANTED = {"float32": 1e-3, "float16": 1e-2, "bfloat16": 1e-2}
 REQUIRED_RATE = 0.95
 # An output whose allowance is more than this many floors is loosened by its honest models (a
 # cancellation, an overflow edge): its entries count as not judged, as in the judged-share meter.
-LOOSENED_FACTOR = 4.0
 SEED = 49  # the campaign seed of the suite's cases (the issue's number)
 FULL_CASES = 40  # per op and dtype in the long run and the script
 # Per op and dtype in CI (the first of the full run's cases). Half precision misses every case by
@@ -78,15 +76,6 @@ class Tally:
     @property
     def rate(self) -> float | None:
         return self.detected / self.judged if self.judged else None
-
-
-def judged_entries(reference: oracle.Reference, index: int, dtype: str) -> np.ndarray:
-    """The entries of output `index` judged in `dtype`: finite in r64 and every honest model, and
-    none where the output's allowance passes LOOSENED_FACTOR floors."""
-    judged = reference.judged_finite(dtype, index)
-    if oracle.allowed_error(reference, index, dtype) > LOOSENED_FACTOR * oracle.floor_allowance(reference, index, dtype):
-        return np.zeros_like(judged)
-    return judged
 
 
 def measure_case(case, dtypes: list[str]) -> dict[str, tuple[str, float] | None]:
@@ -133,7 +122,7 @@ def _planted(reference: oracle.Reference, dtype: str, correct: list[np.ndarray])
     relative error to plant either)."""
     best = None
     for index, r64 in enumerate(reference.outputs):
-        judged = judged_entries(reference, index, dtype) & (np.abs(r64) * PLANTED[dtype] >= oracle.TINY[dtype])
+        judged = judged_share.judged_entries(reference, index, dtype) & (np.abs(r64) * PLANTED[dtype] >= oracle.TINY[dtype])
         if not judged.any():
             continue
         magnitudes = np.where(judged, np.abs(r64), -1.0)
