@@ -219,3 +219,17 @@ def test_a_cudnn_rnn_error_that_tf32_makes_past_the_limit_is_precision_policy_an
     planted = eager.derive("torch-eager:cuda:float32@cudnn-halves-state", {"gru": halves_state_on_cudnn})
     verdict = check_case(case, [planted]).verdicts[0]
     assert verdict.verdict == verdicts.MISMATCH, verdict
+
+
+def test_a_cuda_gradient_is_judged_beside_cudas_own_eager_backward():
+    """std's gradient at subnormal inputs: CUDA's eager backward gives 0 where the CPU's gives
+    +-0.707 (a ratio of two subnormals); both are honest float32, so torch-module-grad on CUDA (whose
+    kernels are CUDA's eager ones) agrees, and the CPU twin of the same case still agrees too."""
+    graph = Graph([TensorSpec("x", (2, 1, 1, 1))],
+                  [Node("n0", "std", ["x"], {"dims": [0], "correction": 1, "keepdim": True})], ["n0"])
+    case = materialize(graph, 0)
+    case.arrays["x"] = np.array([-8.516646e-39, 0.0]).reshape(2, 1, 1, 1)
+    backends = available(["torch-module-grad:cuda:float32", "torch-module-grad:cpu:float32"])
+    assert len(backends) == 2
+    result = check_case(case, backends)
+    assert [v.verdict for v in result.verdicts] == [verdicts.AGREE, verdicts.AGREE], result.verdicts

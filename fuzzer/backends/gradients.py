@@ -82,24 +82,38 @@ class GradientOutputs:
 
     transformation = "vjp"
 
-    def eager_gradients(self, case: Case, dtype: str, noise: tuple[str, int] | None = None) -> list[np.ndarray]:
-        """The input gradients by the framework's eager autograd in `dtype`, stock op implementations;
-        `noise` (roundoff dtype, seed): every op's output moved as `rounded_op_outputs` does."""
+    def eager_gradients(self, case: Case, dtype: str, noise: tuple[str, int] | None = None,
+                        device: str = "cpu") -> list[np.ndarray]:
+        """The input gradients by the framework's eager autograd in `dtype` on `device`, stock op
+        implementations; `noise` (roundoff dtype, seed): every op's output moved as `rounded_op_outputs` does."""
         raise NotImplementedError
+
+    def device_eager_gradients(self, case: Case) -> list[np.ndarray] | None:
+        """The eager autograd in the backend's dtype on the backend's own device, with strict precision
+        settings (no TF32: that is the precision-policy gate's question), or None on the CPU."""
+        if self.device == "cpu":
+            return None
+        with self.strict_variant().precision_context(case.graph):
+            return self.eager_gradients(case, self.dtype, device=self.device)
 
     def extra_reference(self, case: Case) -> oracle.Reference:
         """The reference of the gradient outputs (check.py appends it to the numpy reference): float64
         eager runs at the case's values, rounded and perturbed (oracle.framework_reference; the
         perturbed runs also move every op's output), plus the eager run in the backend's dtype as
         an honest same-dtype model (the r_d of gradients: an underflow or cancellation every
-        dtype-d implementation makes is no finding)."""
+        dtype-d implementation makes is no finding). Off the CPU, the eager run on the backend's own
+        device is a second such model: its kernels flush, break ties and reduce in their own order,
+        as honestly as the CPU's, and a compiled backward on CUDA is not held to the CPU's rounding."""
         with np.errstate(all="ignore"):
             exact, rounded, *moved = value_variants(case, self.dtype)
             noisy = [self.eager_gradients(variant, "float64", (self.dtype, run)) for run, variant in enumerate(moved)]
             exact, rounded = self.eager_gradients(exact, "float64"), self.eager_gradients(rounded, "float64")
-            same_dtype = self.eager_gradients(case, self.dtype)
+            same_dtype = [self.eager_gradients(case, self.dtype)]
+            on_device = self.device_eager_gradients(case)
+        if on_device is not None:
+            same_dtype.append(on_device)
         sensitivity = 1.0 + sum(get_op(node.op).numerics.sensitivity for node in case.graph.nodes)
-        return oracle.framework_reference(exact, rounded, [same_dtype, *noisy], self.dtype, sensitivity)
+        return oracle.framework_reference(exact, rounded, [*same_dtype, *noisy], self.dtype, sensitivity)
 
 
 def differentiated(case: Case, parameters: bool) -> list[str]:
@@ -134,11 +148,11 @@ def torch_outputs_and_gradients(fn, args, constants=()) -> tuple:
 
 
 def torch_eager_gradients(case: Case, dtype: str, noise: tuple[str, int] | None = None,
-                          parameters: bool = False) -> list[np.ndarray]:
+                          parameters: bool = False, device: str = "cpu") -> list[np.ndarray]:
     import torch
 
     names = differentiated(case, parameters)
-    tensor = lambda array: torch.from_numpy(np.array(array, dtype=np.float64)).to(getattr(torch, dtype))  # noqa: E731
+    tensor = lambda array: torch.from_numpy(np.array(array, dtype=np.float64)).to(device, getattr(torch, dtype))  # noqa: E731
     tensors = {name: tensor(value) for name, value in case.arrays.items()}
 
     impl_for = lambda op: get_op(op).impl("torch")  # noqa: E731
@@ -154,7 +168,7 @@ def torch_eager_gradients(case: Case, dtype: str, noise: tuple[str, int] | None 
 
     with torch.enable_grad():
         results = torch_outputs_and_gradients(graph_fn, [tensors[name] for name in names])
-    return [grad.detach().to(torch.float64).numpy() for grad in results[len(case.graph.outputs):]]
+    return [grad.detach().to("cpu", torch.float64).numpy() for grad in results[len(case.graph.outputs):]]
 
 
 # -- jax --------------------------------------------------------------------------------
@@ -169,7 +183,8 @@ def jax_outputs_and_gradients(fn, inputs: dict, names: list[str]) -> list:
     return [*outputs, *(grads[name] for name in names)]
 
 
-def jax_eager_gradients(case: Case, dtype: str, noise: tuple[str, int] | None = None) -> list[np.ndarray]:
+def jax_eager_gradients(case: Case, dtype: str, noise: tuple[str, int] | None = None,
+                        device: str = "cpu") -> list[np.ndarray]:
     from fuzzer.backends.jax_eager import import_jax
 
     jax = import_jax()
@@ -185,5 +200,6 @@ def jax_eager_gradients(case: Case, dtype: str, noise: tuple[str, int] | None = 
     def graph_fn(xs):
         return interpret(case.graph, xs, weights, impl_for)
 
-    results = jax_outputs_and_gradients(graph_fn, {name: as_dtype(inputs[name]) for name in names}, names)
+    with jax.default_device(jax.devices(device)[0]):
+        results = jax_outputs_and_gradients(graph_fn, {name: as_dtype(inputs[name]) for name in names}, names)
     return [np.asarray(grad, dtype=np.float64) for grad in results[len(case.graph.outputs):]]

@@ -53,8 +53,8 @@ class JaxGrad(GradientOutputs, JaxJit):
         return jax_program(case, self, transform, "jax.jit(forward_and_gradients)(*args)",
                            helpers=(jax_outputs_and_gradients,))
 
-    def eager_gradients(self, case: Case, dtype: str, noise=None) -> list[np.ndarray]:
-        return jax_eager_gradients(case, dtype, noise)
+    def eager_gradients(self, case: Case, dtype: str, noise=None, device: str = "cpu") -> list[np.ndarray]:
+        return jax_eager_gradients(case, dtype, noise, device)
 
 
 BACKENDS = [JaxGrad]

@@ -55,8 +55,8 @@ class TorchCompileGrad(GradientOutputs, TorchCompile):
             results = torch_outputs_and_gradients(forward, list(arrays.values()), constants)
         return [out.detach().to("cpu", torch.float64).numpy() for out in results]
 
-    def eager_gradients(self, case: Case, dtype: str, noise=None) -> list[np.ndarray]:
-        return torch_eager_gradients(case, dtype, noise, parameters=True)
+    def eager_gradients(self, case: Case, dtype: str, noise=None, device: str = "cpu") -> list[np.ndarray]:
+        return torch_eager_gradients(case, dtype, noise, parameters=True, device=device)
 
     def reproducer_program(self, case: Case) -> tuple[list[str], str]:
         # The campaign's own torch_outputs_and_gradients, written out: the same cotangents, and the

@@ -175,8 +175,8 @@ class TorchModuleGrad(GradientOutputs, ModuleBackend):
 
         return torch.enable_grad()
 
-    def eager_gradients(self, case: Case, dtype: str, noise=None) -> list[np.ndarray]:
-        return torch_eager_gradients(case, dtype, noise)
+    def eager_gradients(self, case: Case, dtype: str, noise=None, device: str = "cpu") -> list[np.ndarray]:
+        return torch_eager_gradients(case, dtype, noise, device=device)
 
 
 class TorchSaveLoad(ModuleBackend):
