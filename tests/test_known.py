@@ -69,7 +69,8 @@ def test_a_match_needs_every_condition_of_the_rule():
     assert sign(Finding("torch-layout:cpu:float64", "nan-inf", "sign@fused", "")).id == "torch-sign-nan"
     assert sign(Finding("torch-compile:cpu:float32", "nan-inf", "sign", "")).id == "torch-sign-nan", "inductor keeps the convention"
     assert sign(Finding("ort:cpu:float32", "nan-inf", "sign", "")) is None, "onnxruntime is another path"
-    assert sign(Finding("torch-eager:cuda:float32", "nan-inf", "sign", "")) is None, "a device it was not seen on"
+    assert sign(Finding("torch-eager:cuda:float32", "nan-inf", "sign", "")).id == "torch-sign-nan", "seen on CUDA (torch 2.11)"
+    assert sign(Finding("torch-eager:cpu:float16", "nan-inf", "sign", "")) is None, "a dtype it was not seen in"
     assert sign(Finding("torch-eager:cpu:float32", "mismatch", "sign", "")) is None
     assert sign(Finding("my-plugin-sign", "nan-inf", "sign", "")) is None, "a plugin's backend differs from its base"
     crash = "crash | torch-compile:cpu:float32 | - | torch._inductor.exc.InductorError: AssertionError: vr must not be None for symbol qN"
