@@ -59,18 +59,25 @@ def rounding_noise(rng: np.random.Generator, shape, dtype: str) -> np.ndarray:
     return oracle.ROUNDING_SLACK * oracle.UNIT_ROUNDOFF[dtype] * rng.uniform(-1.0, 1.0, shape)
 
 
-def rounded_op_outputs(impl_for, dtype: str, seed: int, as_array):
+def rounded_op_outputs(impl_for, dtype: str, seed: int, as_array, rounded_gradient):
     """`impl_for` with every op's output multiplied by 1 + rounding_noise (a constant: autograd
     carries it into the backward pass too), modelling the rounding of each intermediate value,
-    which moves a saturated softmax's or a cancelling sum's gradient far more than the inputs'."""
+    which moves a saturated softmax's or a cancelling sum's gradient far more than the inputs';
+    and each operand's gradient, as the op hands it back, multiplied by its own 1 + rounding_noise
+    (`rounded_gradient(x, factor)`: x forward, gradient * factor backward), modelling the rounding
+    of each contribution before autograd sums them: div(x, x)'s two contributions, 1/x and -x/x^2,
+    cancel exactly in float64 and to an ulp of 1/x in float32, which no perturbation of values shows."""
     rng = np.random.default_rng(seed)
+
+    def factor(like):
+        return as_array(1.0 + rounding_noise(rng, tuple(like.shape), dtype), like)
 
     def impl(op_name):
         fn = impl_for(op_name)
 
         def run(xs, ps, attrs):
-            out = fn(xs, ps, attrs)
-            return out * as_array(1.0 + rounding_noise(rng, tuple(out.shape), dtype), out)
+            out = fn([rounded_gradient(x, factor(x)) for x in xs], ps, attrs)
+            return out * factor(out)
 
         return run
 
@@ -147,6 +154,24 @@ def torch_outputs_and_gradients(fn, args, constants=()) -> tuple:
     return (*outputs, *(torch.zeros_like(leaf) if grad is None else grad for grad, leaf in zip(grads, leaves)))
 
 
+def torch_rounded_gradient():
+    """rounded_op_outputs's `rounded_gradient` in torch: an autograd.Function."""
+    import torch
+
+    class RoundedGradient(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, factor):
+            ctx.save_for_backward(factor)
+            return x.view_as(x)
+
+        @staticmethod
+        def backward(ctx, gradient):
+            (factor,) = ctx.saved_tensors
+            return gradient * factor, None
+
+    return RoundedGradient.apply
+
+
 def torch_eager_gradients(case: Case, dtype: str, noise: tuple[str, int] | None = None,
                           parameters: bool = False, device: str = "cpu") -> list[np.ndarray]:
     import torch
@@ -157,7 +182,8 @@ def torch_eager_gradients(case: Case, dtype: str, noise: tuple[str, int] | None 
 
     impl_for = lambda op: get_op(op).impl("torch")  # noqa: E731
     if noise:
-        impl_for = rounded_op_outputs(impl_for, noise[0], noise[1], lambda values, like: torch.as_tensor(values, dtype=like.dtype))
+        impl_for = rounded_op_outputs(impl_for, noise[0], noise[1], lambda values, like: torch.as_tensor(values, dtype=like.dtype),
+                                      torch_rounded_gradient())
 
     _, params = split_arrays(case)
 
@@ -183,6 +209,23 @@ def jax_outputs_and_gradients(fn, inputs: dict, names: list[str]) -> list:
     return [*outputs, *(grads[name] for name in names)]
 
 
+def jax_rounded_gradient(jax):
+    """rounded_op_outputs's `rounded_gradient` in jax: a custom_vjp."""
+
+    @jax.custom_vjp
+    def rounded_gradient(x, factor):
+        return x
+
+    def forward(x, factor):
+        return x, factor
+
+    def backward(factor, gradient):
+        return gradient * factor, jax.numpy.zeros_like(factor)
+
+    rounded_gradient.defvjp(forward, backward)
+    return rounded_gradient
+
+
 def jax_eager_gradients(case: Case, dtype: str, noise: tuple[str, int] | None = None,
                         device: str = "cpu") -> list[np.ndarray]:
     from fuzzer.backends.jax_eager import import_jax
@@ -195,7 +238,8 @@ def jax_eager_gradients(case: Case, dtype: str, noise: tuple[str, int] | None = 
 
     impl_for = lambda op: get_op(op).impl("jax")  # noqa: E731
     if noise:
-        impl_for = rounded_op_outputs(impl_for, noise[0], noise[1], lambda values, like: jax.numpy.asarray(values, dtype=like.dtype))
+        impl_for = rounded_op_outputs(impl_for, noise[0], noise[1], lambda values, like: jax.numpy.asarray(values, dtype=like.dtype),
+                                      jax_rounded_gradient(jax))
 
     def graph_fn(xs):
         return interpret(case.graph, xs, weights, impl_for)
