@@ -1056,6 +1056,36 @@ def replay(db_path, handle, backends, environments, plugins, timeout, as_json):
 @main.command()
 @db_option
 @click.argument("handle", metavar="ID")
+@plugin_option
+@click.option("--timeout", type=float, default=120.0, show_default=True, help="Seconds one trial run may take.")
+@json_option
+def localize(db_path, handle, plugins, timeout, as_json):
+    """Name the compiler pass that breaks a stored case (ID 7) or a bucket's smallest case (ID B7).
+
+    For an XLA kind (jax-jit and its variants, jax-vmap, jax-grad): the smallest set of HLO passes
+    whose disabling (--xla_disable_hlo_passes) makes the case agree, found by halving the passes its
+    compile ran; each trial runs in a fresh worker, so a pass that aborts is a trial, not our crash.
+    Exit 0 when one pass explains it, 1 when none or several do (or it no longer reproduces).
+
+    \b
+    Example:
+      fuzz localize B4     # Disabling the HLO pass 'algsimp' alone makes it agree (...)
+    """
+    from fuzzer.pass_bisect import localizable_backend, localize_xla
+
+    corpus = open_corpus(db_path)
+    case_id, _ = corpus.named_case(handle)
+    stored = corpus.get_case(case_id)
+    backend = localizable_backend(stored.findings)
+    result = localize_xla(stored.case, backend, list(plugins), timeout)
+    emit(as_json, {"case": case_id, **result.to_dict()},
+         f"Case {case_id} on {backend}: {result.summary} ({result.trials} trials over {result.candidates} passes.)")
+    sys.exit(0 if len(result.passes) == 1 else 1)
+
+
+@main.command()
+@db_option
+@click.argument("handle", metavar="ID")
 @click.option("--shrink-time", type=float, default=60.0, show_default=True)
 @plugin_option
 @memory_limit_option

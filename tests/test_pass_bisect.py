@@ -1,0 +1,64 @@
+"""`fuzz localize`: the HLO pass whose disabling makes an XLA finding agree (fuzzer/pass_bisect.py).
+
+The halving and the reading of a real XLA pass dump run in CI; the whole localization of a stored
+real bug (XLA:CPU's algebraic simplifier aborting on a transposed convolution, whose known
+workaround is disabling `algsimp`) spawns a worker per trial and is `long`."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from fuzzer.cli import main
+from fuzzer.errors import UserError
+from fuzzer.pass_bisect import _halve, disabled_flag, localizable_backend, ran_passes
+
+ROOT = Path(__file__).resolve().parent.parent
+CONV_ABORT = ROOT / "reports" / "bugs" / "xla-cpu-conv-lhs-dilation-abort" / "case.json"
+
+
+def test_halving_keeps_the_half_whose_disabling_helps_and_stops_where_no_half_does():
+    passes = ["a", "b", "algsimp", "c", "d", "e", "f"]
+    asked = []
+
+    def agrees_without(subset):
+        asked.append(list(subset))
+        return "algsimp" in subset
+
+    assert _halve(passes, agrees_without) == ["algsimp"]
+    assert len(asked) <= 2 * 3, "a halving, not one trial per pass"
+    assert _halve(passes, lambda subset: {"b", "e"} <= set(subset)) == passes, "two culprits in different halves: no single pass"
+    assert disabled_flag(["algsimp", "dce"]) == "--xla_disable_hlo_passes=algsimp,dce"
+
+
+def test_the_passes_are_read_from_a_real_xla_dump(tmp_path):
+    env = {**os.environ, "XLA_FLAGS": f"--xla_dump_to={tmp_path} --xla_dump_hlo_pass_re=.*", "JAX_PLATFORMS": "cpu"}
+    subprocess.run([sys.executable, "-c", "import jax, jax.numpy as jnp; jax.jit(lambda x: (x * 2 + 1).sum())(jnp.ones(8))"],
+                   env=env, check=True, capture_output=True, timeout=120)
+    passes = ran_passes(tmp_path)
+    assert "algsimp" in passes and "pipeline-start" not in passes
+    assert len(passes) == len(set(passes))
+
+
+def test_only_xla_findings_are_localized():
+    assert localizable_backend([{"backend": "torch-eager:cpu:float32"}, {"backend": "jax-jit:cpu:float32"}]) == "jax-jit:cpu:float32"
+    with pytest.raises(UserError, match="covers the XLA kinds"):
+        localizable_backend([{"backend": "torch-compile:cpu:float32"}])
+
+
+@pytest.mark.long
+def test_localize_names_algsimp_for_the_stored_conv_abort(tmp_path):
+    db = str(tmp_path / "fuzz.db")
+    runner = CliRunner()
+    imported = runner.invoke(main, ["import", "--db", db, str(CONV_ABORT)])
+    assert imported.exit_code == 0, imported.output
+    result = runner.invoke(main, ["localize", "1", "--db", db, "--json"])
+    assert result.exit_code == 0, result.output
+    answer = json.loads(result.output)
+    assert answer["passes"] == ["algsimp"] and answer["backend"] == "jax-grad:cpu:float32"
