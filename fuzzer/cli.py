@@ -1062,7 +1062,9 @@ def replay(db_path, handle, backends, environments, plugins, timeout, as_json):
 def localize(db_path, handle, plugins, timeout, as_json):
     """Name the compiler pass that breaks a stored case (ID 7) or a bucket's smallest case (ID B7).
 
-    For an XLA kind (jax-jit and its variants, jax-vmap, jax-grad): the smallest set of HLO passes
+    For a torch.compile kind: torch's own CompilerBisector (dynamo alone, aot_eager, decompositions,
+    then inductor's passes, lowerings and switches), our check of the case as its test, in a child
+    process. For an XLA kind (jax-jit and its variants, jax-vmap, jax-grad): the smallest set of HLO passes
     whose disabling (--xla_disable_hlo_passes) makes the case agree, found by halving the passes its
     compile ran; each trial runs in a fresh worker, so a pass that aborts is a trial, not our crash.
     Exit 0 when one pass explains it, 1 when none or several do (or it no longer reproduces).
@@ -1070,14 +1072,15 @@ def localize(db_path, handle, plugins, timeout, as_json):
     \b
     Example:
       fuzz localize B4     # Disabling the HLO pass 'algsimp' alone makes it agree (...)
+      fuzz localize B9     # torch's CompilerBisector: first bad at inductor/lowerings: var
     """
-    from fuzzer.pass_bisect import localizable_backend, localize_xla
+    from fuzzer.pass_bisect import localizable_backend, localize
 
     corpus = open_corpus(db_path)
     case_id, _ = corpus.named_case(handle)
     stored = corpus.get_case(case_id)
     backend = localizable_backend(stored.findings)
-    result = localize_xla(stored.case, backend, list(plugins), timeout)
+    result = localize(stored.case, backend, list(plugins), timeout)
     emit(as_json, {"case": case_id, **result.to_dict()},
          f"Case {case_id} on {backend}: {result.summary} ({result.trials} trials over {result.candidates} passes.)")
     sys.exit(0 if len(result.passes) == 1 else 1)

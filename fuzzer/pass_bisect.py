@@ -1,6 +1,12 @@
 """Which compiler pass breaks a finding: `fuzz localize ID`.
 
-A maintainer's first question about a compiler bug is "which pass?". For an XLA kind (the
+A maintainer's first question about a compiler bug is "which pass?". For a torch.compile kind (the
+"torch/inductor" path) the answer is torch's own CompilerBisector, the tool PyTorch's issue intake
+runs: it tries dynamo alone (backend "eager"), then aot_eager, aot_eager_decomp_partition and
+inductor, and inside the first that fails bisects its subsystems (pre/joint/post-grad passes,
+lowerings, config switches) down to the first bad one; our check of the case is its test function,
+run in a child process (a compile that crashes the process ends the bisection, not the command).
+For an XLA kind (the
 "jax/xla" path: jax-jit and its variants, vmap, grad) the answer is searched the way XLA's own
 developers work around a bad pass: the case is run again with `--xla_disable_hlo_passes=...`
 until the smallest set of HLO passes whose disabling makes it agree is found, by halving the
@@ -18,8 +24,11 @@ reproducing, so a required pass is never named.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
+import subprocess
+import sys
 import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -30,7 +39,7 @@ from fuzzer.backend_names import BackendName
 from fuzzer.errors import UserError
 from fuzzer.ir import Case
 
-XLA_PATH = "jax/xla"
+XLA_PATH, INDUCTOR_PATH = "jax/xla", "torch/inductor"
 # A pass dump's file name: module_0003.jit_graph.0012.simplification.after_algsimp.before_dce.txt
 _DUMPED_PASS = re.compile(r"\.after_([A-Za-z0-9_-]+)\.before_([A-Za-z0-9_-]+)\.txt$")
 _PIPELINE_MARKS = {"pipeline-start", "pipeline-end"}
@@ -41,8 +50,10 @@ class PassVerdict:
     """What `fuzz localize` found for one backend of one case."""
 
     backend: str
-    compiler: str  # "xla"
-    passes: list[str] = field(default_factory=list)  # the smallest set whose disabling makes it agree
+    compiler: str  # "xla" or "inductor"
+    # XLA: the smallest set of passes whose disabling makes it agree; inductor: one "backend/subsystem"
+    # (and the bisected item, e.g. "inductor/lowerings: var"), or none
+    passes: list[str] = field(default_factory=list)
     candidates: int = 0  # how many passes the case's compile ran
     trials: int = 0
     summary: str = ""
@@ -55,10 +66,90 @@ def localizable_backend(findings: list[dict]) -> str:
     """The first finding backend of a case whose compiler `fuzz localize` can bisect, or a UserError."""
     for finding in findings:
         name = finding.get("backend", "")
-        if kind_path(BackendName.parse(name)) == XLA_PATH:
+        if kind_path(BackendName.parse(name)) in (XLA_PATH, INDUCTOR_PATH):
             return name
     names = ", ".join(sorted({f.get("backend", "?") for f in findings})) or "none"
-    raise UserError(f"Pass localization covers the XLA kinds (jax-jit and its variants); this case's findings are on {names}.")
+    raise UserError("Pass localization covers the torch.compile (inductor) and XLA kinds; "
+                    f"this case's findings are on {names}.")
+
+
+def localize(case: Case, backend: str, plugins: list[str], timeout: float) -> PassVerdict:
+    """localize_xla or localize_inductor, by the backend's compiler path."""
+    if kind_path(BackendName.parse(backend)) == XLA_PATH:
+        return localize_xla(case, backend, plugins, timeout)
+    return localize_inductor(case, backend, plugins, timeout)
+
+
+# torch's CompilerBisector calls the test function about 20 times; the child gets that many trials' time.
+INDUCTOR_TRIALS = 30
+
+
+def localize_inductor(case: Case, backend: str, plugins: list[str], timeout: float) -> PassVerdict:
+    """torch's CompilerBisector over `backend`'s compile of `case`, in a child process (see the module docstring)."""
+    from fuzzer.case_folder import write_case
+
+    result = PassVerdict(backend, "inductor")
+    with tempfile.TemporaryDirectory(prefix="fuzz-inductor-bisect-") as folder:
+        root = Path(folder)
+        write_case(case, root)
+        command = [sys.executable, "-m", "fuzzer.pass_bisect", str(root), backend, *plugins]
+        try:
+            child = subprocess.run(command, capture_output=True, text=True, timeout=timeout * INDUCTOR_TRIALS)
+        except subprocess.TimeoutExpired:
+            result.summary = f"torch's CompilerBisector did not finish within {timeout * INDUCTOR_TRIALS:g} s."
+            return result
+        answer = root / "bisection.json"
+        if child.returncode != 0 or not answer.exists():
+            last = (child.stderr.strip().splitlines() or ["no output"])[-1]
+            result.summary = f"torch's CompilerBisector ended its process (exit {child.returncode}: {last[:200]})."
+            return result
+        found = json.loads(answer.read_text())
+    result.trials = found["trials"]
+    if not found["reproduces"]:
+        result.summary = "The finding does not reproduce here; nothing to localize."
+    elif found["backend"] is None:
+        result.summary = "torch's CompilerBisector found no stage of torch.compile that fails it."
+    elif found["backend"] == "eager":
+        result.passes = ["eager"]
+        result.summary = "Already wrong with dynamo alone (backend='eager'): tracing, not an inductor pass."
+    else:
+        where = "/".join(part for part in (found["backend"], found["subsystem"]) if part)
+        result.passes = [f"{where}: {found['debug']}" if found["debug"] and found["debug"] != found["subsystem"] else where]
+        result.summary = (f"torch's CompilerBisector: first bad at {result.passes[0]} "
+                          f"(TORCH_BISECT_BACKEND={found['backend']}, subsystem {found['subsystem'] or '-'}, "
+                          f"bisect number {found['number']}).")
+    return result
+
+
+def _bisect_inductor_here(root: Path, backend_name: str, plugins: list[str]) -> None:
+    """The child of localize_inductor: CompilerBisector with our check of the case as its test."""
+    import torch
+    from torch._inductor.compiler_bisector import CompilerBisector
+
+    from fuzzer.backends import get_backend
+    from fuzzer.backends.torch_compile import COMPILED
+    from fuzzer.backends.torch_module import TRACED
+    from fuzzer.case_folder import read_case
+    from fuzzer.check import check_case
+    from fuzzer.plugins import load_plugins
+
+    load_plugins(plugins)
+    case, backend = read_case(root), get_backend(backend_name)
+    trials = []
+
+    def agrees() -> bool:
+        COMPILED.entries.clear()  # every trial compiles again, under the bisector's current settings
+        TRACED.entries.clear()
+        torch._dynamo.reset()
+        trials.append(check_case(case, [backend]).verdict)
+        return verdicts.passes(trials[-1])
+
+    reproduces = not agrees()
+    found = CompilerBisector.do_bisect(agrees) if reproduces else None
+    (root / "bisection.json").write_text(json.dumps({
+        "reproduces": reproduces, "trials": len(trials),
+        "backend": found.backend if found else None, "subsystem": found.subsystem if found else None,
+        "number": found.bisect_number if found else None, "debug": found.debug_info if found else None}))
 
 
 def localize_xla(case: Case, backend: str, plugins: list[str], timeout: float) -> PassVerdict:
@@ -137,3 +228,7 @@ def _xla_flags(flags: str):
                 del os.environ[name]
             else:
                 os.environ[name] = value
+
+
+if __name__ == "__main__":
+    _bisect_inductor_here(Path(sys.argv[1]), sys.argv[2], sys.argv[3:])

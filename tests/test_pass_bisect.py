@@ -1,4 +1,5 @@
-"""`fuzz localize`: the HLO pass whose disabling makes an XLA finding agree (fuzzer/pass_bisect.py).
+"""`fuzz localize`: the HLO pass whose disabling makes an XLA finding agree, and torch's CompilerBisector's
+first bad stage of a torch.compile finding (fuzzer/pass_bisect.py).
 
 The halving and the reading of a real XLA pass dump run in CI; the whole localization of a stored
 real bug (XLA:CPU's algebraic simplifier aborting on a transposed convolution, whose known
@@ -12,12 +13,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 from click.testing import CliRunner
 
+from fuzzer.arrays import materialize
 from fuzzer.cli import main
 from fuzzer.errors import UserError
-from fuzzer.pass_bisect import _halve, disabled_flag, localizable_backend, ran_passes
+from fuzzer.ir import Graph, Node, TensorSpec
+from fuzzer.pass_bisect import _halve, disabled_flag, localizable_backend, localize_inductor, ran_passes
 
 ROOT = Path(__file__).resolve().parent.parent
 CONV_ABORT = ROOT / "reports" / "bugs" / "xla-cpu-conv-lhs-dilation-abort" / "case.json"
@@ -46,10 +50,11 @@ def test_the_passes_are_read_from_a_real_xla_dump(tmp_path):
     assert len(passes) == len(set(passes))
 
 
-def test_only_xla_findings_are_localized():
+def test_only_compiler_findings_are_localized():
     assert localizable_backend([{"backend": "torch-eager:cpu:float32"}, {"backend": "jax-jit:cpu:float32"}]) == "jax-jit:cpu:float32"
-    with pytest.raises(UserError, match="covers the XLA kinds"):
-        localizable_backend([{"backend": "torch-compile:cpu:float32"}])
+    assert localizable_backend([{"backend": "torch-compile-grad:cpu:float32"}]) == "torch-compile-grad:cpu:float32"
+    with pytest.raises(UserError, match="covers the torch.compile"):
+        localizable_backend([{"backend": "torch-eager:cpu:float32"}, {"backend": "ort:cpu:float32"}])
 
 
 @pytest.mark.long
@@ -62,3 +67,24 @@ def test_localize_names_algsimp_for_the_stored_conv_abort(tmp_path):
     assert result.exit_code == 0, result.output
     answer = json.loads(result.output)
     assert answer["passes"] == ["algsimp"] and answer["backend"] == "jax-grad:cpu:float32"
+
+
+def var_of_one(value: float):
+    graph = Graph([TensorSpec("x", (1,))], [Node("n0", "var", ["x"], {"dim": 0, "correction": 0, "keepdim": False})], ["n0"])
+    case = materialize(graph, 0)
+    case.arrays["x"] = np.array([value])
+    return case
+
+
+def test_an_inductor_case_that_agrees_has_nothing_to_localize():
+    """The child process's whole protocol (case folder, CompilerBisector's import, the answer file) on one compile."""
+    result = localize_inductor(var_of_one(0.5), "torch-compile:cpu:float32", [], 120.0)
+    assert result.summary == "The finding does not reproduce here; nothing to localize.", result
+    assert result.trials == 1 and result.passes == []
+
+
+@pytest.mark.long
+def test_torchs_bisector_names_the_var_lowering_for_the_one_element_nan():
+    """reports/bugs/torch-compile-var-one-element-nan: var of one nan is 0 under inductor (its Welford lowering)."""
+    result = localize_inductor(var_of_one(float("nan")), "torch-compile:cpu:float32", [], 120.0)
+    assert result.passes == ["inductor/lowerings: var"], result
