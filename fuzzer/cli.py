@@ -1082,7 +1082,8 @@ def localize(db_path, handle, plugins, timeout, as_json):
     backend = localizable_backend(stored.findings)
     result = localize(stored.case, backend, list(plugins), timeout)
     emit(as_json, {"case": case_id, **result.to_dict()},
-         f"Case {case_id} on {backend}: {result.summary} ({result.trials} trials over {result.candidates} passes.)")
+         f"Case {case_id} on {backend}: {result.summary} ({result.trials} trials"
+         + (f" over {result.candidates} passes.)" if result.compiler == "xla" else ".)"))
     sys.exit(0 if len(result.passes) == 1 else 1)
 
 
