@@ -233,6 +233,7 @@ def plan_regroup(cases: list[dict], buckets: dict[str, dict], members: list[dict
         plan.sources[new] = sorted(olds)
         plan.buckets[new] = {
             "status": status, "note": note, "known_bug": next((b["known_bug"] for b in taken if b.get("known_bug")), None),
+            "localization": next((b["localization"] for b in taken if b.get("localization")), None),
             "first_seen": min((b["first_seen"] for b in taken), default=None),
             "last_seen": max((b["last_seen"] for b in taken), default=None),
             "tally": bucket_tallies.get(new, Tally()).clamped(), "described": describing(own) if own else None,

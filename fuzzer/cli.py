@@ -614,7 +614,7 @@ def _reproduce_hints(case_id: int, db_path: str, plugins: list[str]) -> list[str
 @json_option
 def show(db_path, handle, rerun, plugins, as_json):
     """Show one case (ID 7) or a bucket's smallest case (ID B7): the triage of its buckets and the
-    releases each was checked on (`fuzz replay --on`), graph, shapes, how it was shrunk, each
+    releases each was checked on (`fuzz replay --on`), the compiler pass `fuzz localize` named, graph, shapes, how it was shrunk, each
     backend's verdict and error vs the reference, versions, and the commands that reproduce it.
 
     \b
@@ -623,6 +623,7 @@ def show(db_path, handle, rerun, plugins, as_json):
       fuzz show 13 --rerun      # where the bug lives: every default backend on the shrunk case
     """
     from fuzzer.ir import infer_shapes
+    from fuzzer.pass_bisect import localization_phrase, stored_localization
     from fuzzer.triage import campaign_plugins, require_backends, shrink_history
 
     corpus = open_corpus(db_path)
@@ -659,6 +660,7 @@ def show(db_path, handle, rerun, plugins, as_json):
         "values": {name: array.tolist() for name, array in sorted(stored.case.arrays.items()) if array.size <= VALUES_SHOWN},
         "versions": campaign["versions"] if campaign else None, "seed": stored.case.seed, "reproduce": reproduce,
         "release_checks": bucket["release_checks"] if bucket else [],
+        "localization": stored_localization(bucket["localization"]) if bucket else None,
     }
     lines = [f"Case {stored.id}: {stored.verdict}  {stored.signature or ''}"]
     for shown in ([named] if named else buckets):  # each bucket of the case, with the handle that triages it
@@ -667,6 +669,9 @@ def show(db_path, handle, rerun, plugins, as_json):
                      f"'{shown['signature']}' of {shown['count']} cases, smallest case {shown['representative']})")
         lines.append(f"Bucket members (findings): {_members_text(shown['members'])}")
         lines += _release_check_lines(shown["release_checks"])
+        localized = stored_localization(shown.get("localization"))
+        if localized:
+            lines.append(localization_phrase(localized))
     if history:
         lines.append(history[0].upper() + history[1:] + ".")
     lines.append(f"Graph (regime {stored.case.graph.regime or 'small'}):")
@@ -1067,6 +1072,7 @@ def localize(db_path, handle, plugins, timeout, as_json):
     process. For an XLA kind (jax-jit and its variants, jax-vmap, jax-grad): the smallest set of HLO passes
     whose disabling (--xla_disable_hlo_passes) makes the case agree, found by halving the passes its
     compile ran; each trial runs in a fresh worker, so a pass that aborts is a trial, not our crash.
+    Named by bucket (B7), the result is kept on the bucket (`fuzz show`, `fuzz export --format issue`).
     Exit 0 when one pass explains it, 1 when none or several do (or it no longer reproduces).
 
     \b
@@ -1076,11 +1082,15 @@ def localize(db_path, handle, plugins, timeout, as_json):
     """
     from fuzzer.pass_bisect import localizable_backend, localize
 
+    from fuzzer.environment import versions
+
     corpus = open_corpus(db_path)
-    case_id, _ = corpus.named_case(handle)
+    case_id, bucket = corpus.named_case(handle)
     stored = corpus.get_case(case_id)
     backend = localizable_backend(stored.findings)
     result = localize(stored.case, backend, list(plugins), timeout)
+    if bucket is not None and result.trials:
+        corpus.record_localization(bucket["signature"], result.stored(versions()))
     emit(as_json, {"case": case_id, **result.to_dict()},
          f"Case {case_id} on {backend}: {result.summary} ({result.trials} trials"
          + (f" over {result.candidates} passes.)" if result.compiler == "xla" else ".)"))

@@ -43,6 +43,7 @@ from fuzzer.minimal_reproducer import build_minimal_script, failing_part
 from fuzzer.reproducer import ENVIRONMENT_KEYS
 from fuzzer.oracle import allowed_error, compute_reference, nonfinite_class
 from fuzzer.report.render import md_cell
+from fuzzer.pass_bisect import localization_phrase, stored_localization
 from fuzzer.release_checks import check_phrase
 from fuzzer.replay import Replayer
 
@@ -382,6 +383,12 @@ def _checked_on(data: IssueData) -> list[str]:
     return [f"Checked on: {inline('; '.join(phrases))}.", ""] if phrases else []
 
 
+def _localized(data: IssueData) -> list[str]:
+    """The compiler pass `fuzz localize` named for the bucket, the question a compiler's maintainer asks first."""
+    stored = stored_localization((data.triage or {}).get("localization"))
+    return [inline(localization_phrase(stored)), ""] if stored else []
+
+
 def _how_found(data: IssueData) -> list[str]:
     """The fuzzer's own words, collapsed at the end: a maintainer needs none of them."""
     f = data.finding
@@ -411,7 +418,7 @@ def render_issue(data: IssueData) -> str:
     if data.not_a_bug:
         lines += [f"> **Warning:** {inline(data.not_a_bug)}; exported anyway (--force). Check the documentation before filing it.", ""]
     lines += [f"## {headings['bug']}", "", _description(data), ""]
-    lines += _snippet(data) + _expected_vs_actual(data)
+    lines += _snippet(data) + _expected_vs_actual(data) + _localized(data)
     lines += [f"## {headings['versions']}", "", *_versions(data), "", *_checked_on(data)]
     lines += _how_found(data)
     return "\n".join(lines)

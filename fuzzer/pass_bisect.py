@@ -61,6 +61,36 @@ class PassVerdict:
     def to_dict(self) -> dict:
         return asdict(self)
 
+    def stored(self, versions: dict) -> dict:
+        """The form a bucket keeps (Corpus.record_localization): this result, the versions it ran on, and when."""
+        from fuzzer.corpus.connection import utc_now
+
+        return {**self.to_dict(), "versions": versions, "checked_at": utc_now()}
+
+
+def stored_localization(text: str | None) -> dict | None:
+    """A bucket's stored localization read back, or None; one sentence where the row was tampered with."""
+    if text is None:
+        return None
+    try:
+        data = json.loads(text)
+        fine = (isinstance(data, dict) and isinstance(data.get("summary"), str) and isinstance(data.get("backend"), str)
+                and isinstance(data.get("passes"), list) and all(isinstance(name, str) for name in data["passes"])
+                and isinstance(data.get("versions"), dict) and isinstance(data.get("checked_at"), str))
+    except ValueError:
+        fine = False
+    if not fine:
+        raise UserError(f"A bucket's stored pass localization is damaged ({text[:80]!r}); the corpus was changed by "
+                        "something other than the fuzzer: run `fuzz localize` on the bucket again.")
+    return data
+
+
+def localization_phrase(data: dict) -> str:
+    """'Pass: <summary> (on torch-compile:cpu:float32, torch 2.13.0+cpu, 2026-12-02)' for `fuzz show` and issue reports."""
+    versions = ", ".join(f"{name} {version}" for name, version in sorted(data["versions"].items())
+                         if name in ("torch", "jax", "jaxlib") and version)
+    return f"Pass: {data['summary']} (on {data['backend']}{', ' + versions if versions else ''}, {data['checked_at'][:10]})"
+
 
 def localizable_backend(findings: list[dict]) -> str:
     """The first finding backend of a case whose compiler `fuzz localize` can bisect, or a UserError."""

@@ -167,7 +167,7 @@ def test_a_schema_5_corpus_opens_with_its_buckets_grouped_keeping_cases_triage_a
     cases_before = conn.execute("SELECT id, signature, findings FROM cases ORDER BY id").fetchall()
     conn.close()
     with Corpus(db) as corpus:
-        assert corpus.schema_version() == SCHEMA_VERSION == 8
+        assert corpus.schema_version() == SCHEMA_VERSION == 9
         buckets = {b["signature"]: b for b in corpus.buckets()}
         sdpa, sigmoid = buckets.pop("nan-inf | torch-eager:cpu | scaled_dot_product_attention"), buckets.pop(
             "nan-inf | jax-eager:cpu | sigmoid")
@@ -233,7 +233,7 @@ def test_a_landed_corpus_gets_bucket_ids_and_a_case_in_two_buckets_is_refused_na
     assert fuzz("triage", "B2", "--db", db, "--status", "confirmed").stdout.startswith(f"Bucket B2 '{SDPA_LAYOUT}' is now confirmed")
     assert fuzz("triage", "2", "--db", db, "--status", "wontfix").exit_code == 0  # case 2 is in one bucket: B1
     with Corpus(db) as corpus:
-        assert corpus.schema_version() == SCHEMA_VERSION == 8
+        assert corpus.schema_version() == SCHEMA_VERSION == 9
         assert [(b["id"], b["status"]) for b in sorted(corpus.buckets(), key=lambda b: b["id"])] == [(1, "wontfix"), (2, "confirmed")]
     shown = fuzz("show", "1", "--db", db).stdout
     assert f"bucket B1 '{SDPA_EAGER}'" in shown and f"bucket B2 '{SDPA_LAYOUT}'" in shown

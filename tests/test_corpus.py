@@ -285,7 +285,7 @@ def test_migrates_version_4_keeping_every_case_and_writing_strict_json(tmp_path)
     conn.commit()
     conn.close()
     with Corpus(path) as corpus:
-        assert corpus.schema_version() == SCHEMA_VERSION == 8 and stored_ids(corpus) == set(ids)
+        assert corpus.schema_version() == SCHEMA_VERSION == 9 and stored_ids(corpus) == set(ids)
         bucket = corpus.bucket(SIG)
         assert (bucket["first_case"], bucket["latest_case"], bucket["count"], bucket["campaigns"]) == (ids[0], ids[2], 3, {"1": 3})
         assert corpus.db.execute("SELECT findings FROM cases WHERE id = ?", [ids[0]]).fetchone()[0].count('"max_error": "inf"') == 1
@@ -495,7 +495,7 @@ def test_migrates_version_0_corpus(tmp_path):
     conn.close()
 
     with Corpus(path) as corpus:
-        assert corpus.schema_version() == SCHEMA_VERSION == 8
+        assert corpus.schema_version() == SCHEMA_VERSION == 9
         columns = {c.name for c in corpus.db["cases"].columns}
         assert {"element_count", "shrink_log", "verdicts"} <= columns
         assert "note" in {c.name for c in corpus.db["buckets"].columns}
@@ -605,7 +605,7 @@ def test_migrates_version_2_keeping_old_duplicates_and_deriving_uuids(tmp_path):
     copy = tmp_path / "copy.db"
     copy.write_bytes(path.read_bytes())
     with Corpus(path) as corpus, Corpus(copy) as other:
-        assert corpus.schema_version() == SCHEMA_VERSION == 8
+        assert corpus.schema_version() == SCHEMA_VERSION == 9
         keys = corpus.db.execute("SELECT case_key FROM cases ORDER BY id").fetchall()
         assert keys[0][0] is not None and keys[1][0] is None  # nothing deleted; the duplicate is left unkeyed
         assert corpus.get_case(2).case.content_hash() == corpus.get_case(first).case.content_hash()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -19,9 +20,10 @@ from click.testing import CliRunner
 
 from fuzzer.arrays import materialize
 from fuzzer.cli import main
+from fuzzer.corpus import Corpus
 from fuzzer.errors import UserError
 from fuzzer.ir import Graph, Node, TensorSpec
-from fuzzer.pass_bisect import _halve, disabled_flag, localizable_backend, localize_inductor, ran_passes
+from fuzzer.pass_bisect import PassVerdict, _halve, disabled_flag, localizable_backend, localize_inductor, ran_passes
 
 ROOT = Path(__file__).resolve().parent.parent
 CONV_ABORT = ROOT / "reports" / "bugs" / "xla-cpu-conv-lhs-dilation-abort" / "case.json"
@@ -63,10 +65,12 @@ def test_localize_names_algsimp_for_the_stored_conv_abort(tmp_path):
     runner = CliRunner()
     imported = runner.invoke(main, ["import", "--db", db, str(CONV_ABORT)])
     assert imported.exit_code == 0, imported.output
-    result = runner.invoke(main, ["localize", "1", "--db", db, "--json"])
+    result = runner.invoke(main, ["localize", "B1", "--db", db, "--json"])
     assert result.exit_code == 0, result.output
     answer = json.loads(result.output)
     assert answer["passes"] == ["algsimp"] and answer["backend"] == "jax-grad:cpu:float32"
+    shown = runner.invoke(main, ["show", "B1", "--db", db])
+    assert "Pass: Disabling the HLO pass 'algsimp' alone makes it agree" in shown.output, shown.output
 
 
 def var_of_one(value: float):
@@ -88,3 +92,37 @@ def test_torchs_bisector_names_the_var_lowering_for_the_one_element_nan():
     """reports/bugs/torch-compile-var-one-element-nan: var of one nan is 0 under inductor (its Welford lowering)."""
     result = localize_inductor(var_of_one(float("nan")), "torch-compile:cpu:float32", [], 120.0)
     assert result.passes == ["inductor/lowerings: var"], result
+
+
+def stored_bucket(tmp_path):
+    """A corpus holding the conv abort's case in bucket B1, and the PassVerdict a localization of it gives."""
+    db = str(tmp_path / "fuzz.db")
+    imported = CliRunner().invoke(main, ["import", "--db", db, str(CONV_ABORT)])
+    assert imported.exit_code == 0, imported.output
+    verdict = PassVerdict("jax-grad:cpu:float32", "xla", ["algsimp"], 8, 8,
+                          "Disabling the HLO pass 'algsimp' alone makes it agree (--xla_disable_hlo_passes=algsimp).")
+    return db, verdict
+
+
+def test_a_localization_is_kept_on_its_bucket_through_rebucket_merge_and_the_issue_report(tmp_path):
+    db, verdict = stored_bucket(tmp_path)
+    with Corpus(db) as corpus:
+        corpus.record_localization(corpus.bucket_by_id(1)["signature"], verdict.stored({"jax": "0.10.2", "torch": None}))
+    runner = CliRunner()
+    line = "Pass: Disabling the HLO pass 'algsimp' alone makes it agree (--xla_disable_hlo_passes=algsimp). (on jax-grad:cpu:float32, jax 0.10.2, "
+    assert line in runner.invoke(main, ["show", "B1", "--db", db]).output
+    assert runner.invoke(main, ["rebucket", "--db", db]).exit_code == 0
+    assert json.loads(runner.invoke(main, ["show", "B1", "--db", db, "--json"]).output)["localization"]["passes"] == ["algsimp"]
+    merged = str(tmp_path / "merged.db")
+    assert runner.invoke(main, ["merge", "--db", merged, db]).exit_code == 0
+    assert line in runner.invoke(main, ["show", "B1", "--db", merged]).output
+    issue = runner.invoke(main, ["export", "B1", "--db", db, "--format", "issue", "--force"])
+    assert "Disabling the HLO pass 'algsimp' alone makes it agree" in issue.output, issue.output
+
+
+def test_a_tampered_localization_is_one_sentence(tmp_path):
+    db, _ = stored_bucket(tmp_path)
+    with sqlite3.connect(db) as connection:
+        connection.execute("UPDATE buckets SET localization = '{\"passes\": 3}'")
+    result = CliRunner().invoke(main, ["show", "B1", "--db", db])
+    assert result.exit_code == 2 and "stored pass localization is damaged" in result.output, result.output

@@ -1,6 +1,6 @@
 """The corpus: one sqlite file holding campaigns, cases (with their arrays) and finding buckets.
 
-Tables (schema version 8):
+Tables (schema version 9):
 
     meta         key -> value; `schema_version` says which layout the file has.
     campaigns    one row per `fuzz run`: a global uuid, config, library versions, progress,
@@ -12,7 +12,8 @@ Tables (schema version 8):
     buckets      one row per cause (fuzzer/buckets.py: "nan-inf | torch-eager:cpu | sinh"): its
                  integer id (the command line's handle B7, never reused), triage status, which all its members share; how many generated cases have a
                  finding in it (count, first and last seen, and per campaign id: campaigns);
-                 the cases it keeps (below); and the id of the known bug it is (fuzzer/known.py).
+                 the cases it keeps (below); the id of the known bug it is (fuzzer/known.py); and the
+                 compiler pass `fuzz localize` named, with the versions it ran on (localization).
     members      one row per finding signature a bucket holds ("nan-inf |
                  torch-eager:cpu:float16 | sinh", an `inherited` copy on torch-module): its
                  verdict, backend and culprit, and how many findings it has (count, campaigns).

@@ -130,8 +130,10 @@ class Merge(CorpusFile):
                 self._merge_counts(bucket, campaigns, other.path)
                 triaged += self._take_triage(bucket["signature"], bucket)
                 ours = self.bucket(bucket["signature"])
-                if ours is not None:  # its cases came here: so do its release checks
+                if ours is not None:  # its cases came here: so do its release checks, and a localization ours lacks
                     self._take_release_checks(ours["signature"], bucket["release_checks"], cases, other.path)
+                    self.db.execute("UPDATE buckets SET localization = coalesce(localization, ?) WHERE signature = ?",
+                                    [bucket.get("localization"), ours["signature"]])
         return {"campaigns_added": new_campaigns, "cases_added": added, "cases_already_here": len(cases) - added,
                 "buckets_triaged": triaged}
 

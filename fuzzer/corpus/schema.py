@@ -16,7 +16,7 @@ import sqlite_utils
 from fuzzer import jsonform
 from fuzzer.arrays import from_npy_bytes
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 # Merged campaigns are recognized by uuid; older files get one derived from the row's content
 # (with its original id), so a file and a copy of it migrated separately agree.
 UUID_NAMESPACE = uuid.UUID("5d3c1a8e-6b0f-4d2a-9a57-3f0e2f4c8b11")
@@ -81,7 +81,8 @@ SCHEMA_SQL = {
         known_bug TEXT,
         first_case INTEGER REFERENCES cases(id),
         latest_case INTEGER REFERENCES cases(id),
-        campaigns TEXT NOT NULL DEFAULT '{}')""",
+        campaigns TEXT NOT NULL DEFAULT '{}',
+        localization TEXT)""",
     "members": """CREATE TABLE IF NOT EXISTS members (
         bucket TEXT NOT NULL,
         signature TEXT NOT NULL,
@@ -264,6 +265,11 @@ def _to_v8(db: sqlite_utils.Database) -> None:
     db.execute("CREATE INDEX IF NOT EXISTS idx_buckets_status ON buckets (status)")
 
 
+def _to_v9(db: sqlite_utils.Database) -> None:
+    """Version 9 adds buckets.localization: the compiler pass `fuzz localize` named (fuzzer/pass_bisect.py)."""
+    _add_missing_columns(db)
+
+
 MIGRATIONS: list[tuple[int, Callable[[sqlite_utils.Database], None]]] = [
     (1, _to_v1),
     (2, _to_v2),
@@ -273,5 +279,6 @@ MIGRATIONS: list[tuple[int, Callable[[sqlite_utils.Database], None]]] = [
     (6, _to_v6),
     (7, _to_v7),
     (8, _to_v8),
+    (9, _to_v9),
 ]
 GROUPED_BY_CAUSE = 6  # the version from which buckets group findings by cause (see _to_v6)

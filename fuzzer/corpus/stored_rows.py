@@ -52,6 +52,7 @@ BUCKET_COLUMNS = {
     **MEMBER_COLUMNS, "first_seen": TEXT, "last_seen": TEXT, "status": STATUS, "note": Nullable(TEXT),
     "known_bug": Nullable(TEXT), **dict.fromkeys(("representative", "first_case", "latest_case"), Nullable(ROW_ID)),
     "nodes": Nullable(COUNT), "elements": Nullable(COUNT),  # list_buckets: its smallest case's
+    "localization": Nullable(TEXT),  # JSON, read by pass_bisect.stored_localization
 }
 JSON_COLUMNS = ("backends", "findings", "shrink_log", "verdicts", "campaigns")
 ENTRIES = {"findings": Finding, "verdicts": BackendVerdict}  # JSON columns of records, their numbers read as floats

@@ -27,6 +27,11 @@ class Triage(CorpusFile):
                             [status, note, bucket["signature"]])
         return self.bucket(bucket["signature"])
 
+    def record_localization(self, signature: str, localization: dict) -> None:
+        """Store what `fuzz localize` named for bucket `signature` (pass_bisect.PassVerdict.stored), replacing an older one."""
+        with self._write():
+            self.db.execute("UPDATE buckets SET localization = ? WHERE signature = ?", [sorted_json(localization), signature])
+
     def mark_known(self, signature: str, bug_id: str, keep_triage: bool = True) -> None:
         """Record that a bucket is the known bug `bug_id`, with status `known` unless `keep_triage` and a
         person triaged it already (a campaign keeps their status; `fuzz known add` replaces it)."""
@@ -66,10 +71,10 @@ class Triage(CorpusFile):
                     self.db.execute("INSERT OR IGNORE INTO buckets (signature, verdict, backend, culprit, first_seen, last_seen) "
                                     "VALUES (?, ?, ?, ?, ?, ?)", [signature, described["verdict"], described["backend"],
                                                                   described["culprit"], bucket["first_seen"], bucket["last_seen"]])
-                self.db.execute("UPDATE buckets SET status = ?, note = ?, known_bug = ?, count = ?, campaigns = ?, "
+                self.db.execute("UPDATE buckets SET status = ?, note = ?, known_bug = ?, localization = ?, count = ?, campaigns = ?, "
                                 "first_seen = min(first_seen, coalesce(?, first_seen)), "
                                 "last_seen = max(last_seen, coalesce(?, last_seen)) WHERE signature = ?",
-                                [bucket["status"], bucket["note"], bucket["known_bug"], bucket["tally"].count,
+                                [bucket["status"], bucket["note"], bucket["known_bug"], bucket["localization"], bucket["tally"].count,
                                  sorted_json(bucket["tally"].campaigns), bucket["first_seen"], bucket["last_seen"], signature])
             for (signature, finding_signature), member in plan.members.items():
                 if member["described"] is not None:
