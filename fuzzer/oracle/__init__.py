@@ -15,6 +15,7 @@ The docstrings of its modules are its specification, each next to the code it de
     fast.py       the same models, bit for bit, in less time (paths.FAST)
     paths.py      the FAST and LAZY switches, and why the lazy path gives the same verdicts
     compare.py    judging: the tolerance model, compare_output, judge_outputs, signature
+    indices.py    judging an output that is an index (argmax): exactly, or by the values at a tie
 
 What an op contributes (its float64 reference, sensitivity, forward and intermediate errors, the
 facts the rules read) is the op's declaration in fuzzer/ops/; the oracle reads nothing else of it.

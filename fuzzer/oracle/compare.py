@@ -42,6 +42,9 @@ may read any subnormal inside an op as zero, in some uses and not others (Triton
 of a subnormal x is x - 0), so each op may be off by that much; it matters only where values
 are that small.
 
+An output that is an index into its operand (argmax: Numerics.indexes) is judged exactly instead,
+a different index only where the values it points at tie (indices.py).
+
 Verdicts (per backend): agree, mismatch, nan-inf (non-finite where the reference
 is finite in that dtype, or a non-finite class the reference defines but the backend
 does not give), all-zeros / constant (a mismatch whose output is constant while
@@ -60,6 +63,7 @@ import numpy as np
 from fuzzer.errors import normalize_error
 import fuzzer.oracle.paths as paths
 from fuzzer.oracle.dtypes import RTOL, TINY, nonfinite_class
+from fuzzer.oracle.indices import compare_indices
 from fuzzer.oracle.reference import Reference
 from fuzzer.records import BackendVerdict, Signature
 from fuzzer.verdicts import AGREE, ALL_ZEROS, CONSTANT, MISMATCH, NAN_INF, severity
@@ -114,6 +118,8 @@ def compare_output(y: np.ndarray, index: int, reference: Reference, dtype: str) 
         at = tuple(int(i) for i in np.argwhere(wrong_class)[0])
         return NAN_INF, float("inf"), 0.0, (f"{int(wrong_class.sum())} entries differ from a non-finite reference, "
                                             f"e.g. at {list(at)}: {y[at]} where the reference is {r64[at]}")
+    if index in reference.indexers:
+        return compare_indices(y, index, reference, dtype, finite, reference.same_dtype[dtype][index])
     with np.errstate(invalid="ignore", over="ignore"):  # inf - inf at entries outside `finite`
         if paths.FAST:  # the same maximum without copying the judged entries out (y is finite there: no nan)
             err = float(np.max(np.abs(y - r64), where=finite, initial=0.0))
@@ -142,6 +148,11 @@ def compare_at_floor(y: np.ndarray, index: int, reference: Reference, dtype: str
     r64 = reference.outputs[index]
     if tuple(y.shape) != tuple(r64.shape):
         return None
+    if index in reference.indexers:  # every entry right without r_d's indices, or the full comparison decides
+        if not np.all(np.isfinite(y)):
+            return None
+        compared = compare_indices(y, index, reference, dtype, np.ones(r64.shape, dtype=bool), None)
+        return compared if compared[0] == AGREE else None
     if reference.finite_everywhere:
         if not np.all(np.isfinite(y)):
             return None

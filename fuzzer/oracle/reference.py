@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, partial
 from typing import Callable
 
 import numpy as np
@@ -55,6 +55,8 @@ class Reference:
     # Every value of the float64 run by name, inputs included (the special values a node reads: fuzzer/regions.py).
     values: dict = field(default_factory=dict, repr=False, compare=False)
     float64_cost: dict[str, tuple[int, float]] = field(default_factory=dict, repr=False, compare=False)
+    # Per output whose op declares Numerics.indexes: indices -> (the operand values there, valid); judged by indices.py.
+    indexers: dict[int, Callable] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def models(self) -> HonestModels:
@@ -141,8 +143,21 @@ def compute_reference(case: Case, dtypes: set[str]) -> Reference:
             scales.append(float(max(magnitudes, default=0.0)))
         sensitivities.append(1.0 + sum(get_op(n.op).numerics.sensitivity for n in graph.nodes if n.name in ancestors))
         outputs.append(np.asarray(env[out], dtype=np.float64))
-    return Reference(outputs, scales, sensitivities, values=env, float64_cost=float64_cost,
+    return Reference(outputs, scales, sensitivities, values=env, float64_cost=float64_cost, indexers=_indexers(graph, env, params),
                      compute_models=lambda: honest_models(case, inputs, params, env, outputs, dtypes))
+
+
+def _indexers(graph, env: dict, params: dict) -> dict[int, Callable]:
+    """Reference.indexers: the outputs of an op that declares Numerics.indexes, read at its float64 operands."""
+    producers = {node.name: node for node in graph.nodes}
+    indexers = {}
+    for index, out in enumerate(graph.outputs):
+        node = producers.get(out)
+        indexes = node and get_op(node.op).numerics.indexes
+        if indexes is not None:
+            operands = [env[name] for name in node.inputs]
+            indexers[index] = partial(indexes, operands, params.get(node.name, {}), node.attrs)
+    return indexers
 
 
 def framework_reference(exact: list[np.ndarray], rounded: list[np.ndarray], models: list[list[np.ndarray]],
@@ -178,4 +193,4 @@ def extended(reference: Reference, extra: Reference) -> Reference:
             overflow=lambda: reference.models.overflowed + extra.models.overflowed)
 
     return Reference(reference.outputs + extra.outputs, reference.scales + extra.scales,
-                     reference.sensitivities + extra.sensitivities, compute_models=joined)
+                     reference.sensitivities + extra.sensitivities, compute_models=joined, indexers=reference.indexers)
