@@ -97,6 +97,39 @@ def allowed_error(reference: Reference, index: int, dtype: str, judged: np.ndarr
     return allowed
 
 
+def entry_allowance(reference: Reference, index: int, dtype: str) -> np.ndarray | None:
+    """Per entry of output `index`, its allowance (see "Per entry" above): at most `allowed`, the
+    output's. None where the output has no entry scales or deviations (gradients, vmapped copies)."""
+    if (dtype, index) in reference.entry_allowances:
+        return reference.entry_allowances[dtype, index]
+    scales, deviation = reference.entry_scales[index], reference.deviation(dtype, index)
+    allowance = None
+    if scales is not None and deviation is not None:
+        sens, tiny = reference.sensitivities[index], TINY[dtype]
+        judged = reference.judged_finite(dtype, index)
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            beyond_flush = np.maximum(deviation - sens * tiny, 0.0)
+            relative = np.where(beyond_flush > 0, beyond_flush / scales, 0.0)  # inf where a scale is 0
+            worst_relative = float(np.max(relative, where=judged, initial=0.0))
+            own = scales * (K_SAME * worst_relative + sens * RTOL[dtype]) + sens * tiny
+        allowance = np.fmin(allowed_error(reference, index, dtype), np.where(np.isnan(own), np.inf, own))
+    reference.entry_allowances[dtype, index] = allowance
+    return allowance
+
+
+def entry_floor(reference: Reference, index: int, dtype: str, error: np.ndarray) -> bool:
+    """Is every entry's `error` within its share of the floor, sens * (RTOL[d] * m_i + TINY[d])? Then
+    it is within entry_allowance (which is at least that, or the output's floor where m_i passes the
+    scale) without the honest models. |r64_i| (<= m_i) first: the entry scales only where it is not enough."""
+    sens, floor = reference.sensitivities[index], floor_allowance(reference, index, dtype)
+    r64 = reference.outputs[index]
+    with np.errstate(invalid="ignore", over="ignore"):
+        if np.all(error <= np.fmin(floor, sens * (RTOL[dtype] * np.abs(r64) + TINY[dtype]))):
+            return True
+        scales = reference.entry_scales[index]
+        return scales is None or bool(np.all(error <= np.fmin(floor, sens * (RTOL[dtype] * scales + TINY[dtype]))))
+
+
 def compare_output(y: np.ndarray, index: int, reference: Reference, dtype: str) -> tuple[str, float, float, str]:
     """(verdict, error, allowed, detail) for one output against the reference."""
     r64 = reference.outputs[index]
@@ -126,17 +159,36 @@ def compare_output(y: np.ndarray, index: int, reference: Reference, dtype: str) 
         else:
             err = float(np.max(np.abs(y - r64)[finite], initial=0.0))
     allowed = allowed_error(reference, index, dtype, finite)
+    worst, own = None, ""
     if err <= allowed:
-        return AGREE, err, allowed, ""
+        worst = _beyond_entry_allowance(y, index, reference, dtype, finite)
+        if worst is None:
+            return AGREE, err, allowed, ""
+        own = f" (the entry's own allowance; the output's is {allowed:.3g})"
+        err, allowed = float(abs(y[worst] - r64[worst])), float(entry_allowance(reference, index, dtype)[worst])
     judged_y, judged_r64 = y[finite], r64[finite]
     if judged_y.size and np.ptp(judged_y) == 0 and np.ptp(judged_r64) > allowed:
         if np.all(judged_y == 0):
             return ALL_ZEROS, err, allowed, "every value is zero; the reference is not constant"
         return CONSTANT, err, allowed, f"every value is {judged_y.flat[0]:.6g}; the reference is not constant"
-    with np.errstate(invalid="ignore"):
-        distance = np.where(finite, np.abs(y - r64), -1.0)
-    worst = tuple(int(i) for i in np.unravel_index(np.argmax(distance), y.shape))
-    return MISMATCH, err, allowed, f"worst at {list(worst)}: {y[worst]:.9g} where the reference is {r64[worst]:.9g}"
+    if worst is None:
+        with np.errstate(invalid="ignore"):
+            distance = np.where(finite, np.abs(y - r64), -1.0)
+        worst = tuple(int(i) for i in np.unravel_index(np.argmax(distance), y.shape))
+    return MISMATCH, err, allowed, f"worst at {list(worst)}: {y[worst]:.9g} where the reference is {r64[worst]:.9g}{own}"
+
+
+def _beyond_entry_allowance(y: np.ndarray, index: int, reference: Reference, dtype: str, finite: np.ndarray) -> tuple | None:
+    """The judged entry of `y` furthest past its own allowance (entry_allowance, in multiples of it); None where none is."""
+    entry = entry_allowance(reference, index, dtype)
+    if entry is None:
+        return None
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        error = np.where(finite, np.abs(y - reference.outputs[index]), 0.0)
+        excess = np.where(error > entry, error / entry, 0.0)  # inf where an entry allows nothing
+    if not np.any(excess):
+        return None
+    return tuple(int(i) for i in np.unravel_index(int(np.argmax(excess)), y.shape))
 
 
 def compare_at_floor(y: np.ndarray, index: int, reference: Reference, dtype: str) -> tuple[str, float, float, str] | None:
@@ -165,7 +217,11 @@ def compare_at_floor(y: np.ndarray, index: int, reference: Reference, dtype: str
         with np.errstate(over="ignore", invalid="ignore"):  # inf - inf where both are the same infinity
             err = float(np.max(np.abs(y - r64), where=classes == 0, initial=0.0))
     floor = floor_allowance(reference, index, dtype)
-    return (AGREE, err, floor, "") if err <= floor else None
+    if err > floor:
+        return None
+    with np.errstate(over="ignore", invalid="ignore"):
+        error = np.where(np.isfinite(r64), np.abs(y - r64), 0.0)
+    return (AGREE, err, floor, "") if entry_floor(reference, index, dtype, error) else None
 
 
 def judge_outputs(backend: str, dtype: str, outputs: list[np.ndarray], reference: Reference,
