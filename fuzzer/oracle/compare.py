@@ -42,6 +42,25 @@ may read any subnormal inside an op as zero, in some uses and not others (Triton
 of a subnormal x is x - 0), so each op may be off by that much; it matters only where values
 are that small.
 
+Per entry
+---------
+`allowed` is one number for the whole output, and `scale` its largest magnitude anywhere along the
+way, so an entry far below it could be off by far more than its own rounding (sqrt(4) beside an
+input of 1e4 allowed 30%). Where the output agrees by `allowed`, each judged entry i must also be
+within its own allowance:
+
+    m_i     = the entry's own scale (entry_scale.py: |y_i|, the op on its operands' scales, and the
+              reach of their rounding, propagated through the graph; a first-order error bound in u)
+    worst   = max over judged entries j of max(dev_j - sens * TINY[d], 0) / m_j, with dev_j the
+              largest |model_j - r64_j| of the NOISE models, r_d's included (the same runs as e_same)
+    allowed_i = min(allowed, m_i * (K_SAME * worst + sens * RTOL[d]) + sens * TINY[d])
+
+`worst` is the output's largest model deviation relative to the entry scales, not the entry's own
+(a few random runs may all land near zero at one entry): one ill-conditioned entry loosens every
+entry of its output, in proportion to their scales. The cap by `allowed` means it can only tighten.
+The lazy path (compare_at_floor) agrees where each entry is within min(floor, sens * (RTOL[d] * m_i + TINY[d])),
+which allowed_i never goes below. Outputs without entry scales (gradients, vmapped copies) keep `allowed`.
+
 An output that is an index into its operand (argmax: Numerics.indexes) is judged exactly instead,
 a different index only where the values it points at tie (indices.py).
 

@@ -12,12 +12,10 @@ How a case is measured (`measure_case`):
     No honest kernel does better, and it is not one of the oracle's own models (the same-dtype
     model sets e_same: planting on it would measure the oracle against itself).
   * The entry: the judged entry of largest magnitude, moved to r64 * (1 + PLANTED[dtype]), not
-    rounded again (the error is exactly the stated one). The tolerance is absolute, from the
-    output's scale, so a relative error on a small entry is below it by design; on the largest
-    entry the error relative to the entry and relative to the output's size are the same. (Relative
-    to `scale`, the largest magnitude the output depends on, float32 would pass by construction: its
-    floor is RTOL * sens, at most 1.5e-4 of it for one op, and a judged output allows at most
-    judged_share.LOOSENED_FACTOR floors, 6e-4.)
+    rounded again (the error is exactly the stated one). Each entry is judged against its own
+    allowance (oracle.entry_allowance), from its own scale m: an entry whose m is far above its
+    value (a sum that cancels) allows a relative error far above the dtype's precision by design,
+    which the largest entry is least likely to be.
   * Judged (judged_share.judged_entries, the meter's own definition): finite in r64 and in every
     honest model of the dtype (so neither undefined by a rule nor non-finite in an honest run), in
     an output whose allowance is within judged_share.LOOSENED_FACTOR floors (oracle.floor_allowance).
@@ -92,26 +90,35 @@ def measure_case(case, dtypes: list[str]) -> dict[str, tuple[str, float] | None]
             continue
         index, entry, wrong = planted
         magnitude = abs(reference.outputs[index][entry])
-        relative_allowance = oracle.allowed_error(reference, index, dtype) / magnitude
+        relative_allowance = _allowance_at(reference, index, dtype, entry) / magnitude
         if oracle.judge_outputs("correct", dtype, correct, reference, at_floor=oracle.paths.LAZY).verdict != AGREE:
             outcome = "refused"
         elif oracle.judge_outputs("planted", dtype, wrong, reference, at_floor=oracle.paths.LAZY).verdict != AGREE:
             outcome = "detected"
         else:
-            outcome = "missed:" + _why_missed(reference, index, dtype, magnitude)
+            outcome = "missed:" + _why_missed(reference, index, dtype, entry, magnitude)
         results[dtype] = (outcome, relative_allowance)
     return results
 
 
-def _why_missed(reference: oracle.Reference, index: int, dtype: str, magnitude: float) -> str:
-    """Which term of `allowed` swallowed a planted error on an entry of `magnitude`: the floor where it
-    alone does (the lazy path agrees at it), "rtol" where RTOL[d] * sens passes the planted relative
-    error whatever the entry, else "scale": the output's scale (the largest magnitude the output
-    depends on, inputs included) dwarfs the entry; "models" where the honest models' K_SAME * e_same
-    above the floor does."""
-    if oracle.floor_allowance(reference, index, dtype) < PLANTED[dtype] * magnitude:
-        return "models"
-    return "rtol" if oracle.RTOL[dtype] * reference.sensitivities[index] >= PLANTED[dtype] else "scale"
+def _allowance_at(reference: oracle.Reference, index: int, dtype: str, entry: tuple) -> float:
+    """The allowance of one entry: its own (oracle.entry_allowance), or its output's where it has none."""
+    own = oracle.entry_allowance(reference, index, dtype)
+    return float(own[entry]) if own is not None else oracle.allowed_error(reference, index, dtype)
+
+
+def _why_missed(reference: oracle.Reference, index: int, dtype: str, entry: tuple, magnitude: float) -> str:
+    """Which term of the entry's allowance swallowed a planted error on it (of `magnitude`): "rtol" where
+    RTOL[d] * sens passes the planted relative error whatever the entry; "scale" where the floor at
+    the entry's own scale m does, sens * (RTOL[d] * m + TINY[d]) (m far above the entry: it cancels,
+    or an operand's rounding reaches it far amplified); else "models", the honest models' worst
+    deviation relative to the entry scales, K_SAME times, at this entry's scale."""
+    sensitivity = reference.sensitivities[index]
+    if oracle.RTOL[dtype] * sensitivity >= PLANTED[dtype]:
+        return "rtol"
+    scales = reference.entry_scales[index]
+    scale = reference.scales[index] if scales is None else min(float(scales[entry]), reference.scales[index])
+    return "scale" if sensitivity * (oracle.RTOL[dtype] * scale + oracle.TINY[dtype]) >= PLANTED[dtype] * magnitude else "models"
 
 
 def _planted(reference: oracle.Reference, dtype: str, correct: list[np.ndarray]):
@@ -166,10 +173,11 @@ def measure_op(op: str, cases: dict[str, int]) -> dict[str, Tally]:
 CAUSES = {
     "rtol": "the floor sens * RTOL[d] * scale passes the planted error on every entry: RTOL is 1e-2 "
             "(float16) and 8e-2 (bfloat16), sens is at least 1, and the largest entry is at most the scale",
-    "scale": "the floor is RTOL[d] * sens * scale, scale the largest magnitude the output depends on, its "
-             "inputs included: where the op's result is far smaller than its inputs (under about 6% of them "
-             "in float32) a relative error of 1e-3 on it passes",
-    "models": "the honest models' allowance (K_SAME * e_same) passes the planted error",
+    "scale": "the floor at the entry's own scale m, sens * RTOL[d] * m, passes it: m (entry_scale.py) is far "
+             "above the entry where the entry cancels (a sum of terms of both signs) or an operand's rounding "
+             "reaches it amplified (about 16 times the entry or more in float32)",
+    "models": "the honest models' worst deviation relative to the entry scales, K_SAME times, passes it: one "
+              "ill-conditioned entry (sin of a large input) loosens every entry of its output",
 }
 # Why the output's scale dwarfs the largest judged entry of an op's result, by kind of op.
 COMPRESSES = "its result is far below a large input: sqrt(1e4) is 100, tanh(1e19) is 1, sign and hardsigmoid at most 1"
