@@ -66,3 +66,12 @@ def test_a_backend_that_returns_the_wrong_index_is_found_and_names_the_values():
     result = check_case(case, [get_backend("torch-eager:cpu:float32"), backend])
     assert [v.verdict for v in result.verdicts] == [verdicts.AGREE, verdicts.MISMATCH]
     assert "the operand is 3 there, 1e+19 at the reference's index" in result.verdicts[1].detail
+
+
+def test_the_index_of_a_vector_is_judged_too():
+    """argmax over the only dim of a vector: the reference's output is 1-d there, not 0-d."""
+    reference = oracle.compute_reference(single_op_case("argmax", np.array([1.0, 5.0, 2.0]), {"dim": 0, "keepdim": False}),
+                                         {"float32"})
+    for given, verdict in ((1.0, verdicts.AGREE), (2.0, verdicts.MISMATCH)):
+        output = np.full(reference.outputs[0].shape, given)
+        assert oracle.judge_outputs("given", "float32", [output], reference, at_floor=True).verdict == verdict

@@ -392,10 +392,8 @@ def _values_at_index(xs, ps, attrs, indices):
     indices = np.asarray(indices, dtype=np.float64)
     valid = np.isfinite(indices) & (indices == np.round(indices)) & (indices >= 0) & (indices < x.shape[dim])
     at = np.where(valid, indices, 0).astype(np.int64)
-    if not attrs["keepdim"]:
-        at = np.expand_dims(at, dim)
-    values = np.take_along_axis(x, at, axis=dim)
-    return (values if attrs["keepdim"] else np.squeeze(values, axis=dim)), valid
+    kept = x.shape[:dim] + (1,) + x.shape[dim + 1:]  # the indices with keepdim (the output of a 1-d x is 1-d here)
+    return np.take_along_axis(x, at.reshape(kept), axis=dim).reshape(indices.shape), valid
 
 
 ARG_REDUCTION = replace(PIECEWISE_CONSTANT, indexes=_values_at_index, why={

@@ -15,8 +15,10 @@ units of u. Per node, from its operands' scales (a graph input's is |x|, a param
 
 `reach` covers what the op on magnitudes does not: x - y of two near-equal values (|x| - |y| is
 small), a quotient by a value that cancelled, softmax's dependence on differences. The patterns
-are: every operand up, every operand alternately up and down (operand k by (-1)^k), and two
-seeded patterns of one sign per entry (a contraction whose terms differ in sign). Where a move
+are: every operand up, every operand alternately up and down (operand k by (-1)^k: where there are
+two or more), and two seeded patterns of one sign per entry (a contraction whose terms differ in
+sign; not for ops of ENTRYWISE_FAMILIES, whose result entry reads one entry of each operand, where
+they add nothing to the first two). Where a move
 makes a value non-finite, the scale is infinite: that entry keeps the output's allowance.
 
 Conservative where it is a bound of the first order only (an error past the op's linear range:
@@ -33,6 +35,8 @@ from fuzzer.ops import get_op
 
 SLACK = 2.0**-20  # small enough that the moves stay in an op's linear range, far above float64's roundoff
 REACH_PATTERNS = 4
+# Op families whose result entry reads one entry of each operand (or moves entries: shape, indexing).
+ENTRYWISE_FAMILIES = ("unary", "elementwise", "scalar", "shape", "indexing", "dropout")
 
 
 def entry_scales(graph: Graph, env: dict, inputs: dict, params: dict, seed: int) -> list[np.ndarray]:
@@ -48,7 +52,7 @@ def entry_scales(graph: Graph, env: dict, inputs: dict, params: dict, seed: int)
             out = np.asarray(env[node.name], dtype=np.float64)
             scale = np.abs(out)
             candidates = [np.abs(np.asarray(op.reference(ms, {k: np.abs(v) for k, v in ps.items()}, node.attrs), dtype=np.float64))]
-            for pattern in range(REACH_PATTERNS):
+            for pattern in _patterns(op, len(xs) + len(ps)):
                 signs = [_signs(pattern, k, np.shape(x), rng) for k, x in enumerate([*xs, *ps.values()])]
                 try:
                     moved = op.reference([x + sign * SLACK * m for x, sign, m in zip(xs, signs, ms)],
@@ -63,6 +67,12 @@ def entry_scales(graph: Graph, env: dict, inputs: dict, params: dict, seed: int)
                 scale = np.fmax(scale, np.where(np.isnan(candidate) & np.isfinite(out), np.inf, candidate))
             scales[node.name] = np.where(np.isfinite(out), scale, np.inf)
     return [np.broadcast_to(scales[name], np.shape(env[name])) for name in graph.outputs]
+
+
+def _patterns(op, operands: int) -> list[int]:
+    """The sign patterns (_signs) that can tell something about `op` with that many operands and parameters."""
+    return [pattern for pattern in range(REACH_PATTERNS)
+            if pattern == 0 or (pattern == 1 and operands > 1) or (pattern > 1 and op.family not in ENTRYWISE_FAMILIES)]
 
 
 def _signs(pattern: int, operand: int, shape: tuple, rng: np.random.Generator) -> np.ndarray | float:
