@@ -61,6 +61,11 @@ class Numerics:
     # kernel that holds its statistics in float32, or flushes what it cannot represent). The
     # same-dtype model runs it in place of the reference (OpDef.in_numpy); None: the reference.
     low_precision_model: Callable | None = None
+    # (inputs, params, attrs, indices) -> (the operand values at `indices`, which entries are a valid
+    # index): the op's result is an index into its operand (argmax), not a value, so the oracle judges
+    # it exactly, and a different index only where the operand's values there tie within the float
+    # tolerance (fuzzer/oracle/indices.py). None: the result is a value.
+    indexes: Callable | None = None
     # {fact: why}: the reason for every fact above that is not its default.
     why: dict[str, str] = field(default_factory=dict)
 

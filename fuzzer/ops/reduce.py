@@ -384,6 +384,22 @@ def _arg_reference(numpy_fn):
     return run
 
 
+def _values_at_index(xs, ps, attrs, indices):
+    """(x's values at `indices` along dim, and which entries of `indices` are an index of that dim):
+    argmax's and argmin's Numerics.indexes. An invalid index reads entry 0."""
+    x = np.asarray(xs[0], dtype=np.float64)
+    dim = norm_dim(attrs["dim"], x.ndim)
+    indices = np.asarray(indices, dtype=np.float64)
+    valid = np.isfinite(indices) & (indices == np.round(indices)) & (indices >= 0) & (indices < x.shape[dim])
+    at = np.where(valid, indices, 0).astype(np.int64)
+    kept = x.shape[:dim] + (1,) + x.shape[dim + 1:]  # the indices with keepdim (the output of a 1-d x is 1-d here)
+    return np.take_along_axis(x, at.reshape(kept), axis=dim).reshape(indices.shape), valid
+
+
+ARG_REDUCTION = replace(PIECEWISE_CONSTANT, indexes=_values_at_index, why={
+    **PIECEWISE_CONSTANT.why, "indexes": "its result is an index along dim: judged exactly, or by the values it points at where they tie"})
+
+
 def _numpy_reduce(numpy_fn):
     return lambda x, dims, attrs: like(x, numpy_fn(x, axis=dims, keepdims=attrs["keepdim"]))
 
@@ -514,9 +530,9 @@ OPS = [
     _reduction("logsumexp", _logsumexp, _torch_logsumexp, _jax_logsumexp),
     _reduction("norm", _vector_norm, _torch_norm, _jax_norm, _draw_norm, _infer_norm, attrs=("dim?", "dims?", "keepdim", "p")),
     _reduction("argmax", _arg_reference(np.argmax), _torch_arg_reduce("argmax"), _jax_arg_reduce("argmax"), _draw_dim,
-               attrs=("dim", "keepdim"), numerics=PIECEWISE_CONSTANT),
+               attrs=("dim", "keepdim"), numerics=ARG_REDUCTION),
     _reduction("argmin", _arg_reference(np.argmin), _torch_arg_reduce("argmin"), _jax_arg_reduce("argmin"), _draw_dim,
-               attrs=("dim", "keepdim"), numerics=PIECEWISE_CONSTANT),
+               attrs=("dim", "keepdim"), numerics=ARG_REDUCTION),
     OpDef(
         name="cumsum",
         attrs=('dim',),

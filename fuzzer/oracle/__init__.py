@@ -14,7 +14,9 @@ The docstrings of its modules are its specification, each next to the code it de
     flush.py      the flush-to-zero runs
     fast.py       the same models, bit for bit, in less time (paths.FAST)
     paths.py      the FAST and LAZY switches, and why the lazy path gives the same verdicts
-    compare.py    judging: the tolerance model, compare_output, judge_outputs, signature
+    compare.py    judging: the tolerance model (per output, then per entry), compare_output, judge_outputs, signature
+    entry_scale.py  each output entry's own scale, propagated through the graph (the per-entry allowance)
+    indices.py    judging an output that is an index (argmax): exactly, or by the values at a tie
 
 What an op contributes (its float64 reference, sensitivity, forward and intermediate errors, the
 facts the rules read) is the op's declaration in fuzzer/ops/; the oracle reads nothing else of it.
@@ -22,8 +24,8 @@ The names other modules use are importable from fuzzer.oracle itself.
 """
 
 from fuzzer.oracle import paths
-from fuzzer.oracle.compare import (K_SAME, allowed_error, compare_at_floor, compare_output, floor_allowance, judge_outputs,
-                                   signature)
+from fuzzer.oracle.compare import (K_SAME, allowed_error, compare_at_floor, compare_output, entry_allowance, floor_allowance,
+                                   judge_outputs, signature)
 from fuzzer.oracle.dtypes import (DTYPES, LARGEST, ROUNDING_SLACK, RTOL, TINY, UNIT_ROUNDOFF, nonfinite_class,
                                   round_to_dtype)
 from fuzzer.oracle.models import MODELS, HonestModels
@@ -32,7 +34,7 @@ from fuzzer.oracle.rounding import NOISY_RUNS
 from fuzzer.oracle.rules import UNDEFINED_RULES, VALUE_RULES
 from fuzzer.records import BackendVerdict
 
-__all__ = ["paths", "K_SAME", "allowed_error", "compare_at_floor", "compare_output", "floor_allowance", "judge_outputs",
-           "signature", "DTYPES", "LARGEST", "ROUNDING_SLACK", "RTOL", "TINY", "UNIT_ROUNDOFF", "nonfinite_class",
+__all__ = ["paths", "K_SAME", "allowed_error", "compare_at_floor", "compare_output", "entry_allowance", "floor_allowance",
+           "judge_outputs", "signature", "DTYPES", "LARGEST", "ROUNDING_SLACK", "RTOL", "TINY", "UNIT_ROUNDOFF", "nonfinite_class",
            "round_to_dtype", "MODELS", "HonestModels", "Reference", "compute_reference", "extended", "framework_reference",
            "NOISY_RUNS", "UNDEFINED_RULES", "VALUE_RULES", "BackendVerdict"]

@@ -42,6 +42,28 @@ may read any subnormal inside an op as zero, in some uses and not others (Triton
 of a subnormal x is x - 0), so each op may be off by that much; it matters only where values
 are that small.
 
+Per entry
+---------
+`allowed` is one number for the whole output, and `scale` its largest magnitude anywhere along the
+way, so an entry far below it could be off by far more than its own rounding (sqrt(4) beside an
+input of 1e4 allowed 30%). Where the output agrees by `allowed`, each judged entry i must also be
+within its own allowance:
+
+    m_i     = the entry's own scale (entry_scale.py: |y_i|, the op on its operands' scales, and the
+              reach of their rounding, propagated through the graph; a first-order error bound in u)
+    worst   = max over judged entries j of max(dev_j - sens * TINY[d], 0) / m_j, with dev_j the
+              largest |model_j - r64_j| of the NOISE models, r_d's included (the same runs as e_same)
+    allowed_i = min(allowed, m_i * (K_SAME * worst + sens * RTOL[d]) + sens * TINY[d])
+
+`worst` is the output's largest model deviation relative to the entry scales, not the entry's own
+(a few random runs may all land near zero at one entry): one ill-conditioned entry loosens every
+entry of its output, in proportion to their scales. The cap by `allowed` means it can only tighten.
+The lazy path (compare_at_floor) agrees where each entry is within min(floor, sens * (RTOL[d] * m_i + TINY[d])),
+which allowed_i never goes below. Outputs without entry scales (gradients, vmapped copies) keep `allowed`.
+
+An output that is an index into its operand (argmax: Numerics.indexes) is judged exactly instead,
+a different index only where the values it points at tie (indices.py).
+
 Verdicts (per backend): agree, mismatch, nan-inf (non-finite where the reference
 is finite in that dtype, or a non-finite class the reference defines but the backend
 does not give), all-zeros / constant (a mismatch whose output is constant while
@@ -60,6 +82,7 @@ import numpy as np
 from fuzzer.errors import normalize_error
 import fuzzer.oracle.paths as paths
 from fuzzer.oracle.dtypes import RTOL, TINY, nonfinite_class
+from fuzzer.oracle.indices import compare_indices
 from fuzzer.oracle.reference import Reference
 from fuzzer.records import BackendVerdict, Signature
 from fuzzer.verdicts import AGREE, ALL_ZEROS, CONSTANT, MISMATCH, NAN_INF, severity
@@ -93,6 +116,39 @@ def allowed_error(reference: Reference, index: int, dtype: str, judged: np.ndarr
     return allowed
 
 
+def entry_allowance(reference: Reference, index: int, dtype: str) -> np.ndarray | None:
+    """Per entry of output `index`, its allowance (see "Per entry" above): at most `allowed`, the
+    output's. None where the output has no entry scales or deviations (gradients, vmapped copies)."""
+    if (dtype, index) in reference.entry_allowances:
+        return reference.entry_allowances[dtype, index]
+    scales, deviation = reference.entry_scales[index], reference.deviation(dtype, index)
+    allowance = None
+    if scales is not None and deviation is not None:
+        sens, tiny = reference.sensitivities[index], TINY[dtype]
+        judged = reference.judged_finite(dtype, index)
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            beyond_flush = np.maximum(deviation - sens * tiny, 0.0)
+            relative = np.where(beyond_flush > 0, beyond_flush / scales, 0.0)  # inf where a scale is 0
+            worst_relative = float(np.max(relative, where=judged, initial=0.0))
+            own = scales * (K_SAME * worst_relative + sens * RTOL[dtype]) + sens * tiny
+        allowance = np.fmin(allowed_error(reference, index, dtype), np.where(np.isnan(own), np.inf, own))
+    reference.entry_allowances[dtype, index] = allowance
+    return allowance
+
+
+def entry_floor(reference: Reference, index: int, dtype: str, error: np.ndarray) -> bool:
+    """Is every entry's `error` within its share of the floor, sens * (RTOL[d] * m_i + TINY[d])? Then
+    it is within entry_allowance (which is at least that, or the output's floor where m_i passes the
+    scale) without the honest models. |r64_i| (<= m_i) first: the entry scales only where it is not enough."""
+    sens, floor = reference.sensitivities[index], floor_allowance(reference, index, dtype)
+    r64 = reference.outputs[index]
+    with np.errstate(invalid="ignore", over="ignore"):
+        if np.all(error <= np.fmin(floor, sens * (RTOL[dtype] * np.abs(r64) + TINY[dtype]))):
+            return True
+        scales = reference.entry_scales[index]
+        return scales is None or bool(np.all(error <= np.fmin(floor, sens * (RTOL[dtype] * scales + TINY[dtype]))))
+
+
 def compare_output(y: np.ndarray, index: int, reference: Reference, dtype: str) -> tuple[str, float, float, str]:
     """(verdict, error, allowed, detail) for one output against the reference."""
     r64 = reference.outputs[index]
@@ -114,23 +170,44 @@ def compare_output(y: np.ndarray, index: int, reference: Reference, dtype: str) 
         at = tuple(int(i) for i in np.argwhere(wrong_class)[0])
         return NAN_INF, float("inf"), 0.0, (f"{int(wrong_class.sum())} entries differ from a non-finite reference, "
                                             f"e.g. at {list(at)}: {y[at]} where the reference is {r64[at]}")
+    if index in reference.indexers:
+        return compare_indices(y, index, reference, dtype, finite, reference.same_dtype[dtype][index])
     with np.errstate(invalid="ignore", over="ignore"):  # inf - inf at entries outside `finite`
         if paths.FAST:  # the same maximum without copying the judged entries out (y is finite there: no nan)
             err = float(np.max(np.abs(y - r64), where=finite, initial=0.0))
         else:
             err = float(np.max(np.abs(y - r64)[finite], initial=0.0))
     allowed = allowed_error(reference, index, dtype, finite)
+    worst, own = None, ""
     if err <= allowed:
-        return AGREE, err, allowed, ""
+        worst = _beyond_entry_allowance(y, index, reference, dtype, finite)
+        if worst is None:
+            return AGREE, err, allowed, ""
+        own = f" (the entry's own allowance; the output's is {allowed:.3g})"
+        err, allowed = float(abs(y[worst] - r64[worst])), float(entry_allowance(reference, index, dtype)[worst])
     judged_y, judged_r64 = y[finite], r64[finite]
     if judged_y.size and np.ptp(judged_y) == 0 and np.ptp(judged_r64) > allowed:
         if np.all(judged_y == 0):
             return ALL_ZEROS, err, allowed, "every value is zero; the reference is not constant"
         return CONSTANT, err, allowed, f"every value is {judged_y.flat[0]:.6g}; the reference is not constant"
-    with np.errstate(invalid="ignore"):
-        distance = np.where(finite, np.abs(y - r64), -1.0)
-    worst = tuple(int(i) for i in np.unravel_index(np.argmax(distance), y.shape))
-    return MISMATCH, err, allowed, f"worst at {list(worst)}: {y[worst]:.9g} where the reference is {r64[worst]:.9g}"
+    if worst is None:
+        with np.errstate(invalid="ignore"):
+            distance = np.where(finite, np.abs(y - r64), -1.0)
+        worst = tuple(int(i) for i in np.unravel_index(np.argmax(distance), y.shape))
+    return MISMATCH, err, allowed, f"worst at {list(worst)}: {y[worst]:.9g} where the reference is {r64[worst]:.9g}{own}"
+
+
+def _beyond_entry_allowance(y: np.ndarray, index: int, reference: Reference, dtype: str, finite: np.ndarray) -> tuple | None:
+    """The judged entry of `y` furthest past its own allowance (entry_allowance, in multiples of it); None where none is."""
+    entry = entry_allowance(reference, index, dtype)
+    if entry is None:
+        return None
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        error = np.where(finite, np.abs(y - reference.outputs[index]), 0.0)
+        excess = np.where(error > entry, error / entry, 0.0)  # inf where an entry allows nothing
+    if not np.any(excess):
+        return None
+    return tuple(int(i) for i in np.unravel_index(int(np.argmax(excess)), y.shape))
 
 
 def compare_at_floor(y: np.ndarray, index: int, reference: Reference, dtype: str) -> tuple[str, float, float, str] | None:
@@ -142,6 +219,11 @@ def compare_at_floor(y: np.ndarray, index: int, reference: Reference, dtype: str
     r64 = reference.outputs[index]
     if tuple(y.shape) != tuple(r64.shape):
         return None
+    if index in reference.indexers:  # every entry right without r_d's indices, or the full comparison decides
+        if not np.all(np.isfinite(y)):
+            return None
+        compared = compare_indices(y, index, reference, dtype, np.ones(r64.shape, dtype=bool), None)
+        return compared if compared[0] == AGREE else None
     if reference.finite_everywhere:
         if not np.all(np.isfinite(y)):
             return None
@@ -154,7 +236,11 @@ def compare_at_floor(y: np.ndarray, index: int, reference: Reference, dtype: str
         with np.errstate(over="ignore", invalid="ignore"):  # inf - inf where both are the same infinity
             err = float(np.max(np.abs(y - r64), where=classes == 0, initial=0.0))
     floor = floor_allowance(reference, index, dtype)
-    return (AGREE, err, floor, "") if err <= floor else None
+    if err > floor:
+        return None
+    with np.errstate(over="ignore", invalid="ignore"):
+        error = np.where(np.isfinite(r64), np.abs(y - r64), 0.0)
+    return (AGREE, err, floor, "") if entry_floor(reference, index, dtype, error) else None
 
 
 def judge_outputs(backend: str, dtype: str, outputs: list[np.ndarray], reference: Reference,

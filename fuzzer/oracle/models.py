@@ -75,6 +75,9 @@ class HonestModels:
     overflow: Callable[[], list[np.ndarray]] | None = field(default=None, repr=False, compare=False)
     # Per model name (MODELS, and "longdouble-overflow"): (graph runs, seconds) for this case.
     model_costs: dict[str, tuple[int, float]] = field(default_factory=dict, repr=False, compare=False)
+    # Per entry, the largest deviation of a NOISE model (r_d's included) from r64 on judged entries, 0 elsewhere
+    # (compare.py, "Per entry"); absent for outputs without it (gradients): those are judged by the output's allowance.
+    deviations: dict[str, list[np.ndarray]] = field(default_factory=dict, repr=False)
 
     @cached_property
     def overflowed(self) -> list[np.ndarray]:
@@ -220,6 +223,7 @@ def honest_models(case: Case, inputs: dict, params: dict, env: dict, outputs: li
         honest.same_dtype[dtype] = models[0]
         classifiers = models + classifiers
         honest.judged[dtype], honest.nonfinite_candidates[dtype], honest.rounding_noise[dtype] = [], [], []
+        honest.deviations[dtype] = []
         for index, r64 in enumerate(outputs):
             runs = [np.broadcast_to(np.asarray(model[index], dtype=np.float64), r64.shape) for model in classifiers]
             if not paths.FAST:
@@ -230,6 +234,7 @@ def honest_models(case: Case, inputs: dict, params: dict, env: dict, outputs: li
                 with np.errstate(invalid="ignore"):
                     honest.rounding_noise[dtype].append(
                         max((float(np.max(np.abs(y - r64)[judged], initial=0.0)) for y in runs[1:len(models)]), default=0.0))
+                honest.deviations[dtype].append(_deviation(runs[:len(models)], r64, judged))
                 continue
             judged = finite64[index].copy()
             for y in runs:
@@ -245,7 +250,17 @@ def honest_models(case: Case, inputs: dict, params: dict, env: dict, outputs: li
             with np.errstate(invalid="ignore", over="ignore"):
                 honest.rounding_noise[dtype].append(
                     max((float(np.max(np.abs(y - r64), where=judged, initial=0.0)) for y in runs[1:len(models)]), default=0.0))
+            honest.deviations[dtype].append(_deviation(runs[:len(models)], r64, judged))
     return honest
+
+
+def _deviation(runs: list[np.ndarray], r64: np.ndarray, judged: np.ndarray) -> np.ndarray:
+    """HonestModels.deviations of one output: per judged entry, the largest |run - r64| of `runs`; 0 elsewhere."""
+    deviation = np.zeros(r64.shape)
+    with np.errstate(invalid="ignore", over="ignore"):
+        for y in runs:
+            deviation = np.fmax(deviation, np.where(judged, np.abs(y - r64), 0.0))
+    return deviation
 
 
 def float64_overflow(graph: Graph, inputs: dict, params: dict, outputs: list[np.ndarray]) -> list[np.ndarray]:

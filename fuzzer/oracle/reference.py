@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, partial
 from typing import Callable
 
 import numpy as np
@@ -36,6 +36,7 @@ from fuzzer.ir import Case, split_arrays
 from fuzzer.ops import get_op
 import fuzzer.oracle.paths as paths
 from fuzzer.oracle.dtypes import flushed, nonfinite_class
+from fuzzer.oracle.entry_scale import entry_scales
 from fuzzer.oracle.models import HonestModels, honest_models
 from fuzzer.reference import evaluate_all
 
@@ -52,9 +53,14 @@ class Reference:
     compute_models: Callable[[], HonestModels] | None = field(default=None, repr=False, compare=False)
     # allowed_error per (dtype, output) with the reference's own judged mask: one per case, not per backend.
     allowance: dict[tuple[str, int], float] = field(default_factory=dict, repr=False, compare=False)
+    entry_allowances: dict[tuple[str, int], np.ndarray | None] = field(default_factory=dict, repr=False, compare=False)
     # Every value of the float64 run by name, inputs included (the special values a node reads: fuzzer/regions.py).
     values: dict = field(default_factory=dict, repr=False, compare=False)
     float64_cost: dict[str, tuple[int, float]] = field(default_factory=dict, repr=False, compare=False)
+    # Per output whose op declares Numerics.indexes: indices -> (the operand values there, valid); judged by indices.py.
+    indexers: dict[int, Callable] = field(default_factory=dict, repr=False, compare=False)
+    # Per output, each entry's scale (entry_scale.py), computed the first time compare.py asks; None: the output's scale only.
+    compute_entry_scales: Callable[[], list[np.ndarray | None]] | None = field(default=None, repr=False, compare=False)
 
     @property
     def models(self) -> HonestModels:
@@ -89,6 +95,17 @@ class Reference:
         computed so far (models.MODELS, "longdouble-overflow"); asking computes nothing."""
         computed = self.models_computed.model_costs if self.models_computed is not None else {}
         return {**self.float64_cost, **computed}
+
+    @cached_property
+    def entry_scales(self) -> list[np.ndarray | None]:
+        scales = self.compute_entry_scales() if self.compute_entry_scales is not None else []
+        self.compute_entry_scales = None
+        return scales + [None] * (len(self.outputs) - len(scales))
+
+    def deviation(self, dtype: str, index: int) -> np.ndarray | None:
+        """HonestModels.deviations of output `index` in `dtype`; None where the models keep none (gradients)."""
+        deviations = self.models.deviations.get(dtype, [])
+        return deviations[index] if index < len(deviations) else None
 
     def judged_finite(self, dtype: str, index: int) -> np.ndarray:
         return self.judged[dtype][index]
@@ -141,8 +158,22 @@ def compute_reference(case: Case, dtypes: set[str]) -> Reference:
             scales.append(float(max(magnitudes, default=0.0)))
         sensitivities.append(1.0 + sum(get_op(n.op).numerics.sensitivity for n in graph.nodes if n.name in ancestors))
         outputs.append(np.asarray(env[out], dtype=np.float64))
-    return Reference(outputs, scales, sensitivities, values=env, float64_cost=float64_cost,
-                     compute_models=lambda: honest_models(case, inputs, params, env, outputs, dtypes))
+    return Reference(outputs, scales, sensitivities, values=env, float64_cost=float64_cost, indexers=_indexers(graph, env, params),
+                     compute_models=lambda: honest_models(case, inputs, params, env, outputs, dtypes),
+                     compute_entry_scales=lambda: entry_scales(graph, env, inputs, params, case.seed))
+
+
+def _indexers(graph, env: dict, params: dict) -> dict[int, Callable]:
+    """Reference.indexers: the outputs of an op that declares Numerics.indexes, read at its float64 operands."""
+    producers = {node.name: node for node in graph.nodes}
+    indexers = {}
+    for index, out in enumerate(graph.outputs):
+        node = producers.get(out)
+        indexes = node and get_op(node.op).numerics.indexes
+        if indexes is not None:
+            operands = [env[name] for name in node.inputs]
+            indexers[index] = partial(indexes, operands, params.get(node.name, {}), node.attrs)
+    return indexers
 
 
 def framework_reference(exact: list[np.ndarray], rounded: list[np.ndarray], models: list[list[np.ndarray]],
@@ -175,7 +206,8 @@ def extended(reference: Reference, extra: Reference) -> Reference:
         return HonestModels(*({d: table[d] + extra_table[d] for d in dtypes} for table, extra_table in (
             (reference.same_dtype, extra.same_dtype), (reference.rounding_noise, extra.rounding_noise),
             (reference.judged, extra.judged), (reference.nonfinite_candidates, extra.nonfinite_candidates))),
-            overflow=lambda: reference.models.overflowed + extra.models.overflowed)
+            overflow=lambda: reference.models.overflowed + extra.models.overflowed, deviations=reference.models.deviations)
 
     return Reference(reference.outputs + extra.outputs, reference.scales + extra.scales,
-                     reference.sensitivities + extra.sensitivities, compute_models=joined)
+                     reference.sensitivities + extra.sensitivities, compute_models=joined, indexers=reference.indexers,
+                     compute_entry_scales=lambda: reference.entry_scales)

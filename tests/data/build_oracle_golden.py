@@ -5,6 +5,7 @@ with the oracle alone: no framework runs).
 
     PYTHONPATH=. .venv/bin/python tests/data/build_oracle_golden.py           # rewrites the set
     PYTHONPATH=. .venv/bin/python tests/data/build_oracle_golden.py single    # one part of it
+    PYTHONPATH=. .venv/bin/python tests/data/build_oracle_golden.py --rejudge # what the oracle says now of the stored outputs
 
 The set is stored in parts (PARTS: a name, its regimes and graphs), which separate processes can
 build side by side: PART.json.gz and PART.npz each.
@@ -233,6 +234,32 @@ PARTS = {**{f"small-{k}": ([BY_NAME["small"]], range(k * _THIRD, (k + 1) * _THIR
          "edges": ([], range(0))}
 
 
+def rejudge(part: str) -> None:
+    """Rewrites what the oracle said of part `part`'s stored cases ("expected"), from their stored
+    outputs: for a change of the oracle alone (no framework runs, the cases and outputs stay)."""
+    with gzip.open(FOLDER / f"{part}.json.gz", "rt") as file:
+        stored_part = json.load(file)
+    with np.load(FOLDER / f"{part}.npz", allow_pickle=False) as stored_arrays:
+        arrays = {name: stored_arrays[name] for name in stored_arrays.files}
+    changed = 0
+    for number, entry in enumerate(stored_part["cases"]):
+        case = Case(Graph.from_dict(entry["graph"]), {name: arrays[f"{number}/array/{name}"] for name in entry["arrays"]},
+                    seed=entry["seed"])
+        runs = [(backend["name"], backend["dtype"],
+                 None if backend["outputs"] is None else [arrays[f"{number}/output/{b}/{k}"] for k in range(backend["outputs"])],
+                 backend["error"]) for b, backend in enumerate(entry["backends"])]
+        expected = judged_reference(case, runs)
+        changed += expected != entry["expected"]
+        entry["expected"] = expected
+    with gzip.open(FOLDER / f"{part}.json.gz", "wt") as file:
+        json.dump(stored_part, file, separators=(",", ":"))
+    print(part, f"{changed} of {len(stored_part['cases'])} cases judged differently", file=sys.stderr)
+
+
 if __name__ == "__main__":
-    for name in sys.argv[1:] or PARTS:
-        build(name, *PARTS[name])
+    if sys.argv[1:2] == ["--rejudge"]:
+        for name in sys.argv[2:] or PARTS:
+            rejudge(name)
+    else:
+        for name in sys.argv[1:] or PARTS:
+            build(name, *PARTS[name])

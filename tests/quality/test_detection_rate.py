@@ -12,12 +12,10 @@ How a case is measured (`measure_case`):
     No honest kernel does better, and it is not one of the oracle's own models (the same-dtype
     model sets e_same: planting on it would measure the oracle against itself).
   * The entry: the judged entry of largest magnitude, moved to r64 * (1 + PLANTED[dtype]), not
-    rounded again (the error is exactly the stated one). The tolerance is absolute, from the
-    output's scale, so a relative error on a small entry is below it by design; on the largest
-    entry the error relative to the entry and relative to the output's size are the same. (Relative
-    to `scale`, the largest magnitude the output depends on, float32 would pass by construction: its
-    floor is RTOL * sens, at most 1.5e-4 of it for one op, and a judged output allows at most
-    judged_share.LOOSENED_FACTOR floors, 6e-4.)
+    rounded again (the error is exactly the stated one). Each entry is judged against its own
+    allowance (oracle.entry_allowance), from its own scale m: an entry whose m is far above its
+    value (a sum that cancels) allows a relative error far above the dtype's precision by design,
+    which the largest entry is least likely to be.
   * Judged (judged_share.judged_entries, the meter's own definition): finite in r64 and in every
     honest model of the dtype (so neither undefined by a rule nor non-finite in an honest run), in
     an output whose allowance is within judged_share.LOOSENED_FACTOR floors (oracle.floor_allowance).
@@ -92,26 +90,35 @@ def measure_case(case, dtypes: list[str]) -> dict[str, tuple[str, float] | None]
             continue
         index, entry, wrong = planted
         magnitude = abs(reference.outputs[index][entry])
-        relative_allowance = oracle.allowed_error(reference, index, dtype) / magnitude
+        relative_allowance = _allowance_at(reference, index, dtype, entry) / magnitude
         if oracle.judge_outputs("correct", dtype, correct, reference, at_floor=oracle.paths.LAZY).verdict != AGREE:
             outcome = "refused"
         elif oracle.judge_outputs("planted", dtype, wrong, reference, at_floor=oracle.paths.LAZY).verdict != AGREE:
             outcome = "detected"
         else:
-            outcome = "missed:" + _why_missed(reference, index, dtype, magnitude)
+            outcome = "missed:" + _why_missed(reference, index, dtype, entry, magnitude)
         results[dtype] = (outcome, relative_allowance)
     return results
 
 
-def _why_missed(reference: oracle.Reference, index: int, dtype: str, magnitude: float) -> str:
-    """Which term of `allowed` swallowed a planted error on an entry of `magnitude`: the floor where it
-    alone does (the lazy path agrees at it), "rtol" where RTOL[d] * sens passes the planted relative
-    error whatever the entry, else "scale": the output's scale (the largest magnitude the output
-    depends on, inputs included) dwarfs the entry; "models" where the honest models' K_SAME * e_same
-    above the floor does."""
-    if oracle.floor_allowance(reference, index, dtype) < PLANTED[dtype] * magnitude:
-        return "models"
-    return "rtol" if oracle.RTOL[dtype] * reference.sensitivities[index] >= PLANTED[dtype] else "scale"
+def _allowance_at(reference: oracle.Reference, index: int, dtype: str, entry: tuple) -> float:
+    """The allowance of one entry: its own (oracle.entry_allowance), or its output's where it has none."""
+    own = oracle.entry_allowance(reference, index, dtype)
+    return float(own[entry]) if own is not None else oracle.allowed_error(reference, index, dtype)
+
+
+def _why_missed(reference: oracle.Reference, index: int, dtype: str, entry: tuple, magnitude: float) -> str:
+    """Which term of the entry's allowance swallowed a planted error on it (of `magnitude`): "rtol" where
+    RTOL[d] * sens passes the planted relative error whatever the entry; "scale" where the floor at
+    the entry's own scale m does, sens * (RTOL[d] * m + TINY[d]) (m far above the entry: it cancels,
+    or an operand's rounding reaches it far amplified); else "models", the honest models' worst
+    deviation relative to the entry scales, K_SAME times, at this entry's scale."""
+    sensitivity = reference.sensitivities[index]
+    if oracle.RTOL[dtype] * sensitivity >= PLANTED[dtype]:
+        return "rtol"
+    scales = reference.entry_scales[index]
+    scale = reference.scales[index] if scales is None else min(float(scales[entry]), reference.scales[index])
+    return "scale" if sensitivity * (oracle.RTOL[dtype] * scale + oracle.TINY[dtype]) >= PLANTED[dtype] * magnitude else "models"
 
 
 def _planted(reference: oracle.Reference, dtype: str, correct: list[np.ndarray]):
@@ -164,41 +171,40 @@ def measure_op(op: str, cases: dict[str, int]) -> dict[str, Tally]:
 
 # Why a planted error passes, by the term of `allowed` that swallows it (_why_missed).
 CAUSES = {
-    "rtol": "the floor sens * RTOL[d] * scale passes the planted error on every entry: RTOL is 1e-2 "
-            "(float16) and 8e-2 (bfloat16), sens is at least 1, and the largest entry is at most the scale",
-    "scale": "the floor is RTOL[d] * sens * scale, scale the largest magnitude the output depends on, its "
-             "inputs included: where the op's result is far smaller than its inputs (under about 6% of them "
-             "in float32) a relative error of 1e-3 on it passes",
-    "models": "the honest models' allowance (K_SAME * e_same) passes the planted error",
+    "rtol": "the floor sens * RTOL[d] * m passes the planted error on every entry: RTOL is 1e-2 (float16) and "
+            "8e-2 (bfloat16), sens is at least 1, and an entry's own scale m is at least the entry",
+    "scale": "the floor at the entry's own scale m, sens * RTOL[d] * m, passes it: m (entry_scale.py) is far "
+             "above the entry where the entry cancels (a sum of terms of both signs) or an operand's rounding "
+             "reaches it amplified (about 16 times the entry or more in float32)",
+    "models": "the honest models' worst deviation relative to the entry scales, K_SAME times, passes it: one "
+              "ill-conditioned entry (sin of a large input) loosens every entry of its output",
 }
-# Why the output's scale dwarfs the largest judged entry of an op's result, by kind of op.
-COMPRESSES = "its result is far below a large input: sqrt(1e4) is 100, tanh(1e19) is 1, sign and hardsigmoid at most 1"
-SHRINKS = "its result is far below its input where the input is small or of one sign: exp(-x), 1 / x of a large x, x**2 of x < 1"
-NORMALIZES = "its result is of order 1 whatever its input's magnitude (an input of 1e4 sets the scale)"
-CONTRACTS = "a product of values below 1, or a sum that cancels, is far below its operands"
-SELECTS = "its result is part of its input or bounded by an attribute: input entries it never reads set the scale"
-INDEXES = "its result is an index, unrelated to the input values that set the scale"
-FLOAT32_SCALE_MISSES = {
-    **dict.fromkeys(("asinh", "atan", "atan2", "cos", "erf", "hardsigmoid", "log", "log1p", "sigmoid", "sign", "sin",
-                     "sqrt", "tanh"), COMPRESSES),
-    **dict.fromkeys(("cosh", "div", "exp", "expm1", "pow", "pow_scalar", "reciprocal", "rsqrt", "sinh", "square",
-                     "tanhshrink"), SHRINKS),
-    **dict.fromkeys(("group_norm", "instance_norm", "layer_norm", "local_response_norm", "rms_norm",
-                     "scaled_dot_product_attention", "softmax"), NORMALIZES),
-    **dict.fromkeys(("addmm", "baddbmm", "bmm", "conv1d", "conv_transpose2d", "einsum", "gru", "linear", "lstm", "matmul",
-                     "mean", "mul", "prod", "var"), CONTRACTS),
-    **dict.fromkeys(("amin", "chunk", "clamp", "gather", "min", "minimum", "select", "where_threshold"), SELECTS),
-    **dict.fromkeys(("argmax", "argmin"), INDEXES),
+# Why an op's planted float32 errors pass, by kind of op (the full run's figures: reports/detection-rate/README.md).
+STEEP = ("its result is as steep as it is large: rounding an operand x moves exp(x) by |x| roundoffs of it, so the "
+         "entry's scale is |x| times the entry, and the floor at it (RTOL, about 500 roundoffs) passes 1e-3 past |x| of 16")
+PERIODIC = ("rounding a large operand x moves sin(x) by up to |x| roundoffs (the entry's scale), and past the linear "
+            "range (x of 1e4 and more) the models' deviation, relative to the entry scales, loosens every entry")
+CANCELS = "its result cancels: an entry's scale is the magnitudes it summed (the mean of |x|), far above the entry"
+NORMALIZES_A_FLAT_ROW = ("a row of near-equal values amplifies the rounding of its mean (the declared forward error): "
+                         "the models' worst deviation relative to the entry scales loosens every entry of the output")
+SMALL_ENTRIES_LOOSEN = ("a few entries the rounding moves far relative to their scale (x - tanh(x) of a small x, a "
+                        "softmax row of near-equal large logits) set the models' worst deviation for the whole output")
+FLOAT32_MISSES = {
+    **{op: (frozenset({"scale"}), STEEP) for op in ("cosh", "exp", "expm1", "pow", "sinh")},
+    **{op: (frozenset({"models", "scale"}), PERIODIC) for op in ("cos", "sin")},
+    **{op: (frozenset({"scale"}), CANCELS) for op in ("mean", "lstm")},
+    **{op: (frozenset({"models"}), NORMALIZES_A_FLAT_ROW) for op in ("group_norm", "instance_norm")},
+    **{op: (frozenset({"models"}), SMALL_ENTRIES_LOOSEN) for op in ("softmax", "tanhshrink")},
 }
 # (op, dtype) -> (causes, why): the pairs whose detection rate over FULL_CASES cases is under
 # REQUIRED_RATE, and what swallows their planted errors (_why_missed). Any other pair must reach the
 # rate, and a listed one must not: the full run checks both ways, so the table says what the oracle
 # cannot see now (update it with the oracle; reports/detection-rate/README.md has the figures).
+# An index output (argmax) is judged exactly in every dtype (oracle/indices.py): none of its pairs misses.
 EXPECTED_MISSES: dict[tuple[str, str], tuple[frozenset, str]] = {
-    **{(op, dtype): (frozenset({"rtol"}), CAUSES["rtol"]) for op in registry() for dtype in ("float16", "bfloat16")},
-    **{(op, "float32"): (frozenset({"scale"}), why) for op, why in FLOAT32_SCALE_MISSES.items()},
-    # One GRU case of 40 misses in the honest models' term (K_SAME * e_same past the floor), the rest by the scale.
-    ("gru", "float32"): (frozenset({"scale", "models"}), CONTRACTS),
+    **{(op, dtype): (frozenset({"rtol"}), CAUSES["rtol"]) for op, definition in registry().items()
+       if definition.numerics.indexes is None for dtype in ("float16", "bfloat16")},
+    **{(op, "float32"): missed for op, missed in FLOAT32_MISSES.items()},
 }
 
 
