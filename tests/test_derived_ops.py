@@ -82,6 +82,31 @@ def test_fuzz_ops_says_where_each_op_comes_from(cache):
     assert ERFCX not in parse_op_list(None) and ERFCX in parse_op_list("relu,derived")
 
 
+def test_sampled_derived_ops_draw_graphs_whose_shapes_torch_computes(cache):
+    """The generator composes derived ops: graphs of a seeded sample of them (with relu between) are drawn
+    without an invalid node, and every node's inferred shape is the one torch eager computes."""
+    import random
+
+    import torch
+
+    names = random.Random(52).sample(sorted(derived.derived_registry()), 12)
+    generator = CaseGenerator([*names, "relu"], max_nodes=4)
+    drawn = set()
+    for seed in range(12):
+        case = generator.case(seed)
+        drawn |= {node.op for node in case.graph.nodes}
+        values = {name: torch.tensor(np.asarray(array, np.float32)) for name, array in case.arrays.items()}
+        for node in case.graph.nodes:
+            op = get_op(node.op)
+            operands = [values[name] for name in node.inputs]
+            try:
+                values[node.name] = op.torch(operands, {}, node.attrs)
+            except OpUnsupported:
+                break
+            assert tuple(values[node.name].shape) == op.infer(node.attrs, [tuple(t.shape) for t in operands]), node
+    assert len(drawn & set(names)) >= 6, drawn
+
+
 @pytest.mark.parametrize("name", [ERFCX, "torch.hypot", "torch.nn.functional.hardtanh"])
 def test_a_derived_op_agrees_with_its_reference_on_torch_eager_compile_and_jax(cache, name):
     case = CaseGenerator([name], max_nodes=1).case(3)

@@ -5,8 +5,8 @@ here only, guarded, and only by `fuzz ops --rebuild-derived` or when no table ex
 installed release. Each entry is kept or skipped with a counted reason. A kept entry is a function
 reachable by name from an allow-listed namespace that returns one float tensor of its input's
 dtype, on float tensor operands and JSON-data arguments, with a meta kernel (the generator infers
-shapes on meta tensors) and the same result twice. What is stored of it is data: its name, the
-templates its CPU float32 samples show, the sizes each template dim takes on meta, its CPU dtypes,
+shapes on meta tensors, checked on CPU ones) and the same result twice. What is stored of it is data: its name, the
+templates its CPU float32 samples show, the sizes each template dim takes (probed), its CPU dtypes,
 its reference (a named numpy/scipy function that agrees with torch's float64 run, else that run)
 and a jax twin that agrees with the reference on every template (table.py reads it back).
 """
@@ -22,7 +22,7 @@ import numpy as np
 
 from fuzzer.errors import OpUnsupported
 from fuzzer.ops._common import DIMS
-from fuzzer.ops.derived.ops import following, meta_shape, resolve
+from fuzzer.ops.derived.ops import following, probe_shape, resolve
 from fuzzer.ops.derived.table import NUMPY_MODULES, SCHEMA, TEMPLATES_PER_OP, check_call, save
 
 # op_db name prefix -> where the function lives; fft only for real in, real out (checked on the samples).
@@ -265,16 +265,16 @@ def _parameter_names(function, call: str) -> list[list[str]]:
 
 def _free_sizes(call: str, shapes, kwargs) -> list[list[int]]:
     """For each dim of the first operand, the sizes of DIMS it may take alone (with the dims that follow
-    it, ops.following), on meta; the template's own size always."""
-    if isinstance(meta_shape(call, shapes, kwargs), str):
-        raise Skip("no meta kernel")
+    it, ops.following), probed; the template's own size always."""
+    if isinstance(probe_shape(call, shapes, kwargs), str):
+        raise Skip("no meta kernel, or one that disagrees with the CPU one")
     sizes = []
     for dim, own in enumerate(shapes[0]):
         first = list(shapes[0])
         fits = {own}
         for size in DIMS:
             first[dim] = size
-            if not isinstance(meta_shape(call, following(shapes, first), kwargs), str):
+            if not isinstance(probe_shape(call, following(shapes, first), kwargs), str):
                 fits.add(size)
         sizes.append(sorted(fits))
     return sizes

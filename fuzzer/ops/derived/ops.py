@@ -1,8 +1,8 @@
 """The derived-op table's entries as registry ops (OpDef, family "derived").
 
 Each op calls its torch function by name with the template's keyword arguments; its shapes are
-those its templates allow (first-operand dims within the sizes the build saw work on meta, the
-other operands following the first as in the template), checked and inferred on meta tensors; its
+those its templates allow (first-operand dims within the sizes the build saw work, the
+other operands following the first as in the template), checked and inferred on meta and CPU tensors; its
 attributes are its templates' keyword arguments, perturbed among the values its samples show. Its
 reference is the named numpy/scipy function where the table has one, else torch's own float64 run
 on the CPU (`reference_source` says which); its jax implementation is the checked twin, or
@@ -38,23 +38,33 @@ def resolve(call: str):
 
 
 @functools.lru_cache(maxsize=65536)
-def _meta_shape(call: str, shapes: tuple, attrs_key: str, attrs_items: tuple) -> tuple[int, ...] | str:
-    """The output shape of `call` on meta tensors of `shapes`, or the reason torch refuses them."""
+def _probe_shape(call: str, shapes: tuple, items: tuple) -> tuple[int, ...] | str:
     import torch
 
+    attrs = {key: list(value) if isinstance(value, tuple) else value for key, _, value in items}
     try:
-        result = resolve(call)(*[torch.empty(shape, device="meta") for shape in shapes], **dict(attrs_items))
+        function = resolve(call)
+        result = function(*[torch.empty(shape, device="meta") for shape in shapes], **attrs)
+        if not isinstance(result, torch.Tensor) or result.dtype != torch.float32 or result.dim() == 0 or result.numel() == 0:
+            return "not one non-empty float tensor of rank >= 1"
+        # A meta kernel checks less than the CPU one (conv_transpose2d's groups against the weight): both must run.
+        generator = torch.Generator().manual_seed(0)
+        on_cpu = function(*[torch.randn(shape, generator=generator) for shape in shapes], **attrs)
     except Exception as exc:  # noqa: BLE001 - any refusal means these shapes do not fit
         return f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:200]
-    if not isinstance(result, torch.Tensor) or result.dtype != torch.float32 or result.dim() == 0:
-        return "not one float tensor of rank >= 1"
+    if not isinstance(on_cpu, torch.Tensor) or on_cpu.shape != result.shape:
+        return "the CPU kernel gives another shape than the meta one"
     return tuple(result.shape)
 
 
-def meta_shape(call: str, shapes, attrs: dict) -> tuple[int, ...] | str:
+def probe_shape(call: str, shapes, attrs: dict) -> tuple[int, ...] | str:
+    """The output shape of `call` on operands of `shapes` (on meta tensors and on seeded CPU ones), or
+    the reason torch refuses them. Cached: the generator asks at every step; the type is part of the
+    key, since 1, 1.0 and True hash alike."""
     shapes = tuple(tuple(int(d) for d in shape) for shape in shapes)
-    items = tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in attrs.items()))
-    return _meta_shape(call, shapes, repr(items), tuple((k, list(v) if isinstance(v, tuple) else v) for k, v in items))
+    items = tuple(sorted((key, type(value).__name__, tuple(value) if isinstance(value, list) else value)
+                         for key, value in attrs.items()))
+    return _probe_shape(call, shapes, items)
 
 
 def following(shapes: list, first) -> list[tuple[int, ...]]:
@@ -96,7 +106,7 @@ class DerivedOp:
         """(template, operand shapes) of the templates that run on `first` (with `attrs`, else their own)."""
         for template in self.templates:
             shapes = self.operand_shapes(template, first)
-            if shapes is not None and not isinstance(meta_shape(self.call, shapes, template["kwargs"] if attrs is None else attrs), str):
+            if shapes is not None and not isinstance(probe_shape(self.call, shapes, template["kwargs"] if attrs is None else attrs), str):
                 yield template, shapes
 
     def _accepts_uncached(self, shape: tuple[int, ...]) -> bool:
@@ -106,7 +116,7 @@ class DerivedOp:
         return self._accepts(tuple(shape))
 
     def infer(self, attrs: dict, shapes: list) -> tuple[int, ...]:
-        shape = meta_shape(self.call, shapes, attrs)
+        shape = probe_shape(self.call, shapes, attrs)
         check(not isinstance(shape, str), f"{self.call} refuses operands {[list(s) for s in shapes]} with {attrs}: {shape}")
         return shape
 
@@ -136,7 +146,7 @@ class DerivedOp:
                     attrs[key] = round(draw(st.floats(min(floats), max(floats))), 4)
                 else:
                     attrs[key] = draw(st.sampled_from(choices))
-            if isinstance(meta_shape(self.call, operands, attrs), str):
+            if isinstance(probe_shape(self.call, operands, attrs), str):
                 attrs = dict(template["kwargs"])
         return attrs
 
