@@ -73,6 +73,17 @@ def test_a_tampered_table_is_refused_in_one_sentence_and_gives_no_derived_ops(ca
         get_op(ERFCX)
 
 
+def test_a_release_without_a_table_or_an_op_database_has_no_derived_ops_and_says_why(cache, tmp_path, monkeypatch):
+    import sys
+
+    monkeypatch.setattr(table, "SHIPPED_DIR", tmp_path / "nothing shipped")
+    monkeypatch.setitem(sys.modules, "torch.testing._internal.common_methods_invocations", None)  # import fails
+    assert derived.derived_registry() == {}
+    assert "install expecttest" in derived.problem() and "\n" not in derived.problem()
+    with pytest.raises(UserError, match="Unknown op 'torch.special.erfcx'.*install expecttest"):
+        get_op(ERFCX)
+
+
 def test_fuzz_ops_says_where_each_op_comes_from(cache):
     rows = {row["name"]: row for row in json.loads(CliRunner().invoke(main, ["ops", "--json"]).stdout)}
     assert rows["relu"]["source"] == "hand-written"

@@ -3,7 +3,7 @@ table.py stores and validates it, ops.py turns its entries into registry ops).
 
 The table for the installed torch release comes from the user's cache ($FUZZ_DERIVED_CACHE, default
 ~/.cache/fuzzer/derived/), else from the one shipped in this folder; where neither exists it is
-built once (importing torch's op database, a minute) and cached. A table that cannot be read or
+built once (importing torch's op database, a few minutes) and cached. A table that cannot be read or
 built leaves no derived ops, and `problem()` says why in one sentence.
 """
 
@@ -29,7 +29,7 @@ def _load() -> tuple[dict, dict, str | None]:
     try:
         if path is None:
             path = table.cache_dir() / table.table_name(release)
-            print(f"fuzzer: building the derived-op table for torch {release} once (about a minute) into {path}",
+            print(f"fuzzer: building the derived-op table for torch {release} once (a few minutes) into {path}",
                   file=sys.stderr)
             from fuzzer.ops.derived.build import Skip, rebuild
 
