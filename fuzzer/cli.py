@@ -1311,7 +1311,7 @@ def backends(plugins, as_json):
 @click.option("--numerics", "numerics_of", metavar="NAME",
               help="Print op NAME's numerics declaration instead: each fact beyond the generic models, with its reason.")
 @click.option("--rebuild-derived", is_flag=True,
-              help="Build the table of ops derived from the installed torch's op database again (needs expecttest; a minute).")
+              help="Build the table of ops derived from the installed torch's op database again (needs expecttest; a few minutes).")
 @json_option
 def ops(numerics_of, rebuild_derived, as_json):
     """List the ops the generator draws from, by family, with where each comes from: hand-written,
