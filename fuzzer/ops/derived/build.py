@@ -4,7 +4,7 @@
 here only, guarded, and only by `fuzz ops --rebuild-derived` or when no table exists for the
 installed release. Each entry is kept or skipped with a counted reason. A kept entry is a function
 reachable by name from an allow-listed namespace that returns one float tensor of its input's
-dtype, on float tensor operands and JSON-data arguments, that runs on random numbers and on zeros
+dtype, on float tensor operands and JSON-data arguments, that runs on random numbers, zeros and nans
 (ops.probe_shape) and gives the same result twice. What is stored of it is data: its name, the
 templates its CPU float32 samples show, the sizes each template dim takes (probed), its CPU dtypes,
 its reference (a named numpy/scipy function that agrees with torch's float64 run, else that run)
@@ -267,7 +267,7 @@ def _free_sizes(call: str, shapes, kwargs) -> list[list[int]]:
     """For each dim of the first operand, the sizes of DIMS it may take alone (with the dims that follow
     it, ops.following), probed; the template's own size always."""
     if isinstance(probe_shape(call, shapes, kwargs), str):
-        raise Skip("refuses its own sample's shapes on random numbers or zeros")
+        raise Skip("refuses its own sample's shapes on random numbers, zeros or nans")
     sizes = []
     for dim, own in enumerate(shapes[0]):
         first = list(shapes[0])
