@@ -23,12 +23,11 @@ import numpy as np
 from fuzzer.errors import OpUnsupported
 from fuzzer.ops._common import DIMS
 from fuzzer.ops.derived.ops import following, probe_shape, resolve
-from fuzzer.ops.derived.table import NUMPY_MODULES, SCHEMA, TEMPLATES_PER_OP, check_call, save
+from fuzzer.ops.derived.table import JAX_NAMESPACES, NUMPY_MODULES, SCHEMA, TEMPLATES_PER_OP, check_call, save
 
 # op_db name prefix -> where the function lives; fft only for real in, real out (checked on the samples).
 NAMESPACES = {"nn.functional.": "torch.nn.functional.", "special.": "torch.special.", "linalg.": "torch.linalg.",
               "fft.": "torch.fft.", "": "torch."}
-JAX_NAMESPACES = ("jax.numpy", "jax.lax", "jax.nn", "jax.scipy.special")
 JAX_KEYWORDS = {"dim": "axis", "keepdim": "keepdims"}
 # Arguments that change where the result goes or how it is computed, not what: never templated.
 LEFT_OUT_KWARGS = {"out", "inplace"}
@@ -336,7 +335,7 @@ def _jax_twin(op: dict) -> dict | None:
     import importlib
 
     name = op["call"].rsplit(".", 1)[1]
-    for namespace in JAX_NAMESPACES:
+    for namespace in (prefix.rstrip(".") for prefix in JAX_NAMESPACES):
         function = getattr(importlib.import_module(namespace), name, None)
         if not callable(function):
             continue
