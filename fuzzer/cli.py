@@ -1354,9 +1354,12 @@ def backends(plugins, as_json):
 @main.command()
 @click.option("--numerics", "numerics_of", metavar="NAME",
               help="Print op NAME's numerics declaration instead: each fact beyond the generic models, with its reason.")
+@click.option("--rebuild-derived", is_flag=True,
+              help="Build the table of ops derived from the installed torch's op database again (needs expecttest; a few minutes).")
 @json_option
-def ops(numerics_of, as_json):
-    """List the ops the generator draws from, by family.
+def ops(numerics_of, rebuild_derived, as_json):
+    """List the ops the generator draws from, by family, with where each comes from: hand-written,
+    or derived from torch's op database (`--ops derived` draws those) with a numpy ref or torch's float64 run.
 
     \b
     Example:
@@ -1364,16 +1367,20 @@ def ops(numerics_of, as_json):
       fuzz ops --numerics layer_norm
     """
     from fuzzer.ops import get_op, registry
+    from fuzzer.ops.derived.listing import derived_rows, rebuild_table
 
+    if rebuild_derived:
+        click.echo(rebuild_table(), err=True)
     if numerics_of:
         facts = get_op(numerics_of).numerics.describe()
         emit(as_json, facts, "\n".join(f"{f['fact']} = {f['value']}: {f['why']}" for f in facts)
              or f"{numerics_of} declares nothing: the generic models judge it.")
         return
     rows = [{"name": op.name, "family": op.family, "arity": list(op.arity), "sensitivity": op.numerics.sensitivity,
-             "numerics": op.numerics.describe(), "notes": op.notes}
-            for op in sorted(registry().values(), key=lambda o: (o.family, o.name))]
-    emit(as_json, rows, "\n".join(f"{r['family']:<12} {r['name']:<14} {r['notes']}".rstrip() for r in rows))
+             "numerics": op.numerics.describe(), "notes": op.notes,
+             "source": "plugin" if op.family == "plugin" else "hand-written"}
+            for op in sorted(registry().values(), key=lambda o: (o.family, o.name))] + derived_rows()
+    emit(as_json, rows, "\n".join(f"{r['family']:<12} {r['name']:<14} {r['source']:<20} {r['notes']}".rstrip() for r in rows))
 
 
 @main.command()

@@ -193,7 +193,8 @@ def _container(rng: random.Random, children: list[nn.Module], style: str | None 
     used: set[str] = set()
     named = []
     for child in children:
-        base = child.op if isinstance(child, OpModule) else rng.choice(CONTAINER_NAMES)
+        # A module name holds no "." (a derived op's name does: torch.special.erfcx).
+        base = child.op.replace(".", "_") if isinstance(child, OpModule) else rng.choice(CONTAINER_NAMES)
         named.append((_unique(base, used), child))
     return Block(named)
 

@@ -80,7 +80,8 @@ def campaign_ops(requested: list[str] | None, backends: list[Backend]) -> list[s
     """The ops a campaign draws from: those requested (default: all) that every backend supports,
     so a plugin declaring a few ops gets graphs it can run."""
     supported = all_ops_supported_by(backends)
-    ops = [op for op in (requested or supported) if op in supported]
+    # A requested derived op (fuzzer/ops/derived/) is outside registry(), which all_ops_supported_by walks.
+    ops = [op for op in (requested or supported) if op in supported or all(b.supports(op) for b in backends)]
     if not ops:
         raise UserError(f"No op is supported by every selected backend ({', '.join(b.name for b in backends)}); "
                         "pass fewer backends or other --ops.")

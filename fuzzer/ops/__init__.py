@@ -162,17 +162,31 @@ def register_op(op: OpDef) -> None:
 
 
 def get_op(name: str) -> OpDef:
+    """A hand-written or plugin op, else one derived from torch's op database (fuzzer/ops/derived/),
+    read from its table only when a name is not a hand-written one."""
     ops = registry()
-    if name not in ops:
-        raise UserError(f"Unknown op '{name}'{did_you_mean(name, ops)}; run `fuzz ops` to list them.")
-    return ops[name]
+    if name in ops:
+        return ops[name]
+    from fuzzer.ops.derived import derived_registry, problem
+
+    derived = derived_registry()
+    if name not in derived:
+        why = f" ({problem()})" if name.startswith("torch.") and problem() else ""
+        raise UserError(f"Unknown op '{name}'{did_you_mean(name, {**ops, **derived})}; run `fuzz ops` to list them{why}.")
+    return derived[name]
 
 
 def parse_op_list(text: str | None) -> list[str]:
-    """'conv2d,layer_norm' -> validated names; None or '' -> all ops."""
+    """'conv2d,layer_norm' -> validated names; None or '' -> all hand-written and plugin ops; the word
+    `derived` stands for every op derived from torch's op database (opt-in, fuzzer/ops/derived/)."""
     if not text:
         return sorted(registry())
     names = [n.strip() for n in text.split(",") if n.strip()]
+    if "derived" in names:
+        from fuzzer.ops.derived import derived_registry
+
+        at = names.index("derived")
+        names[at:at + 1] = sorted(derived_registry())
     for name in names:
         get_op(name)
-    return names
+    return list(dict.fromkeys(names))

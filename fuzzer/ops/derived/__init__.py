@@ -1,0 +1,67 @@
+"""Ops derived from torch's own op database, loaded from a table of data (build.py builds it,
+table.py stores and validates it, ops.py turns its entries into registry ops).
+
+The table for the installed torch release comes from the user's cache ($FUZZ_DERIVED_CACHE, default
+~/.cache/fuzzer/derived/), else from the one shipped in this folder; where neither exists it is
+built once (importing torch's op database, a few minutes) and cached. A table that cannot be read or
+built leaves no derived ops, and `problem()` says why in one sentence.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from fuzzer.errors import UserError
+
+_LOADED: tuple[dict, list[str], str | None] | None = None
+
+
+def _load() -> tuple[dict, dict, str | None]:
+    """({name: OpDef}, {derived name: hand-written twin}, problem sentence or None)."""
+    from fuzzer.ops import registry
+    from fuzzer.ops.derived import table
+    from fuzzer.ops.derived.ops import derived_ops
+
+    release = table.torch_release()
+    if release is None:
+        return {}, {}, "torch is not installed, so no ops are derived from its op database."
+    path = table.table_path(release)
+    try:
+        if path is None:
+            path = table.cache_dir() / table.table_name(release)
+            print(f"fuzzer: building the derived-op table for torch {release} once (a few minutes) into {path}",
+                  file=sys.stderr)
+            from fuzzer.ops.derived.build import Skip, rebuild
+
+            try:
+                rebuild(path)
+            except Skip as why:
+                return {}, {}, str(why)
+        loaded = table.load(path)
+    except UserError as exc:
+        return {}, {}, str(exc)
+    ops, twins = derived_ops(loaded["ops"], registry())
+    return ops, twins, None
+
+
+def loaded() -> tuple[dict, dict, str | None]:
+    global _LOADED
+    if _LOADED is None:
+        _LOADED = _load()
+    return _LOADED
+
+
+def derived_registry() -> dict:
+    """{name: OpDef} of the derived ops (empty where the table cannot be had: see `problem`)."""
+    return loaded()[0]
+
+
+def problem() -> str | None:
+    """Why there are no derived ops, in one sentence; None where the table loaded."""
+    return loaded()[2]
+
+
+def forget() -> None:
+    """Read the table again on next use (after a rebuild, or a test that changed the cache folder)."""
+    global _LOADED
+    _LOADED = None

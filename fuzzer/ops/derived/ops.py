@@ -1,0 +1,266 @@
+"""The derived-op table's entries as registry ops (OpDef, family "derived").
+
+Each op calls its torch function by name with the template's keyword arguments; its shapes are
+those its templates allow (first-operand dims within the sizes the build saw work, the
+other operands following the first as in the template), checked and inferred on CPU tensors; its
+attributes are its templates' keyword arguments, perturbed among the values its samples show. Its
+reference is the named numpy/scipy function where the table has one, else torch's own float64 run
+on the CPU (`reference_source` says which); its jax implementation is the checked twin, or
+OpUnsupported. It declares no numerics: the oracle's generic models judge it (oracle/undeclared.py).
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import math
+import warnings
+
+import numpy as np
+from hypothesis import assume
+
+from fuzzer.errors import OpUnsupported
+from fuzzer.ops import API_KEYWORDS, API_PATH, OpDef
+from fuzzer.ops._common import DIMS, check, like, st
+from fuzzer.ops.elementwise import jax_function, torch_function
+
+NUMPY, TORCH_FLOAT64 = "derived: numpy ref", "derived: torch f64"
+FREE = frozenset(DIMS)  # a template dim that took every one of these sizes (at build time) takes any size
+FAMILY = "derived"
+
+
+def resolve(call: str):
+    """The torch function named `call` (validated by table.check_call when the table was read)."""
+    import torch
+
+    target = torch
+    for part in call.split(".")[1:]:
+        target = getattr(target, part, None)
+    if not callable(target):
+        raise OpUnsupported(f"torch {torch.__version__} has no {call}")
+    return target
+
+
+@functools.lru_cache(maxsize=65536)
+def _probe_shape(call: str, shapes: tuple, items: tuple) -> tuple[int, ...] | str:
+    import torch
+
+    attrs = {key: list(value) if isinstance(value, tuple) else value for key, _, value in items}
+    generator = torch.Generator().manual_seed(0)
+    results = []
+    # On seeded random numbers, zeros and nans: an op that raises on some values (linalg.solve of a singular
+    # matrix, svdvals of a nan) would fail its reference on a graph's values, so zeros and nans refuse it.
+    # Not on meta tensors: their kernels check less (conv_transpose2d's groups against the weight), and the
+    # first one imports torch's Python decompositions, 5 to 20 s before a campaign's first graph.
+    for make in (lambda shape: torch.randn(shape, generator=generator), torch.zeros,
+                 lambda shape: torch.full(shape, math.nan)):
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # std of one element, and such: a probe's, not the graph's
+                result = resolve(call)(*[make(shape) for shape in shapes], **attrs)
+        except Exception as exc:  # noqa: BLE001 - any refusal means these shapes do not fit
+            return f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:200]
+        if not isinstance(result, torch.Tensor) or result.dtype != torch.float32 or result.dim() == 0 or result.numel() == 0:
+            return "not one non-empty float tensor of rank >= 1"
+        results.append(tuple(result.shape))
+    return results[0] if len(set(results)) == 1 else "a result whose shape depends on the operands' values"
+
+
+def probe_shape(call: str, shapes, attrs: dict) -> tuple[int, ...] | str:
+    """The output shape of `call` on CPU operands of `shapes` (seeded random numbers, zeros, nans), or
+    the reason torch refuses them. Cached: the generator asks at every step; the type is part of the
+    key, since 1, 1.0 and True hash alike."""
+    shapes = tuple(tuple(int(d) for d in shape) for shape in shapes)
+    items = tuple(sorted((key, type(value).__name__, tuple(value) if isinstance(value, list) else value)
+                         for key, value in attrs.items()))
+    return _probe_shape(call, shapes, items)
+
+
+def following(shapes: list, first) -> list[tuple[int, ...]]:
+    """`shapes` (a template's operands) with the first one replaced by `first`: a dim of another
+    operand that lines up with a dim of the first (from the right, as broadcasting does) and has its
+    size in the template follows it."""
+    result = [list(shape) for shape in shapes]
+    result[0] = list(first)
+    for dim, size in enumerate(first):
+        offset = len(first) - dim
+        for other in range(1, len(shapes)):
+            at = len(shapes[other]) - offset
+            if at >= 0 and shapes[other][at] == shapes[0][dim]:
+                result[other][at] = size
+    return [tuple(shape) for shape in result]
+
+
+class DerivedOp:
+    """The callables of one table entry (an OpDef holds its bound methods)."""
+
+    def __init__(self, entry: dict):
+        self.entry = entry
+        self.call = entry["call"]
+        self.templates = entry["templates"]
+        self.dtypes = frozenset(entry["dtypes"])
+        self._function = None
+
+    # -- shapes -------------------------------------------------------------------------
+    def operand_shapes(self, template: dict, first: tuple[int, ...]) -> list[tuple[int, ...]] | None:
+        """The template's operand shapes for the first operand `first`; None where `first` is not
+        within the template's sizes (a dim that took every size of DIMS takes any)."""
+        shapes = template["shapes"]
+        if len(first) != len(shapes[0]) or any(size not in allowed and not FREE.issubset(allowed)
+                                               for size, allowed in zip(first, template["sizes"])):
+            return None
+        return following(shapes, first)
+
+    def fitting(self, first: tuple[int, ...], attrs: dict | None = None, among: list | None = None):
+        """(template, operand shapes) of the templates (or those `among`) that run on `first` (with `attrs`,
+        else their own), probed one by one as asked for."""
+        for template in self.templates if among is None else among:
+            shapes = self.operand_shapes(template, first)
+            if shapes is not None and not isinstance(probe_shape(self.call, shapes, template["kwargs"] if attrs is None else attrs), str):
+                yield template, shapes
+
+    def accepts(self, shape) -> bool:
+        """By the table's sizes alone: asked of every op at every step, it runs nothing (draw_attrs probes)."""
+        return any(self.operand_shapes(template, tuple(shape)) is not None for template in self.templates)
+
+    def infer(self, attrs: dict, shapes: list) -> tuple[int, ...]:
+        shape = probe_shape(self.call, shapes, attrs)
+        check(not isinstance(shape, str), f"{self.call} refuses operands {[list(s) for s in shapes]} with {attrs}: {shape}")
+        return shape
+
+    # -- attributes ---------------------------------------------------------------------
+    def seen_values(self) -> dict[str, list]:
+        """Each keyword argument's values over the templates, in their order."""
+        seen: dict[str, list] = {}
+        for template in self.templates:
+            for key, value in template["kwargs"].items():
+                if value not in seen.setdefault(key, []):
+                    seen[key].append(value)
+        return seen
+
+    def draw_attrs(self, draw, shapes: list) -> dict:
+        """A fitting template's arguments, half the time with some values swapped for others its
+        samples show (floats also anywhere between the smallest and largest seen); kept only where
+        the op still runs on these shapes."""
+        # The first template that runs, from a drawn one on (each probe runs the op: the census of
+        # fuzzer/regions.py draws every op 8 times before a campaign's first graph).
+        sized = [t for t in self.templates if self.operand_shapes(t, tuple(shapes[0])) is not None]
+        start = draw(st.integers(0, max(0, len(sized) - 1)))
+        # `accepts` read the sizes each dim took alone; dims together may still not fit: a rare redraw.
+        chosen = next(self.fitting(tuple(shapes[0]), among=sized[start:] + sized[:start]), None)
+        assume(chosen is not None)
+        template, operands = chosen
+        attrs = dict(template["kwargs"])
+        if attrs and draw(st.booleans()):
+            seen = self.seen_values()
+            for key in attrs:
+                choices = seen[key]
+                floats = [v for v in choices if isinstance(v, float)]
+                if len(floats) >= 2 and draw(st.booleans()):
+                    attrs[key] = round(draw(st.floats(min(floats), max(floats))), 4)
+                else:
+                    attrs[key] = draw(st.sampled_from(choices))
+            if isinstance(probe_shape(self.call, operands, attrs), str):
+                attrs = dict(template["kwargs"])
+        return attrs
+
+    def draw_operands(self, draw, first, attrs: dict) -> list[tuple[int, ...]]:
+        """The other operands of the first template that runs on `first` with `attrs` (draw_attrs made sure one does)."""
+        template, shapes = next(self.fitting(tuple(first), attrs))
+        return shapes[1:]
+
+    def attr_names(self) -> tuple[str, ...]:
+        return tuple(f"{key}?" for key in self.seen_values())
+
+    def choices(self) -> dict[str, tuple]:
+        """The values a case file may give: those seen, for every argument but the floats drawn from a range."""
+        return {key: tuple(values) for key, values in self.seen_values().items()
+                if sum(isinstance(v, float) for v in values) < 2}
+
+    # -- implementations ----------------------------------------------------------------
+    def function(self):
+        """The torch function, looked up once (a plain attribute afterwards, which torch.compile traces through)."""
+        if self._function is None:
+            self._function = resolve(self.call)
+        return self._function
+
+    def torch(self, xs, ps, attrs):
+        dtype = str(xs[0].dtype).removeprefix("torch.")
+        if dtype not in self.dtypes:
+            raise OpUnsupported(f"{self.call} has no {dtype} kernel on the CPU in torch's op database")
+        return self.function()(*xs, **attrs)
+
+    def torch_float64(self, xs, ps, attrs):
+        """torch's own run on the CPU: float64 for float64 operands, else float32 rounded to their dtype."""
+        import torch
+
+        dtype = np.float64 if np.asarray(xs[0]).dtype == np.float64 else np.float32
+        tensors = [torch.from_numpy(np.array(x, dtype=dtype)) for x in xs]
+        return like(xs[0], self.function()(*tensors, **attrs).numpy())
+
+    def numpy(self, xs, ps, attrs):
+        reference = self.entry["reference"]
+        function = getattr(importlib.import_module(reference["module"]), reference["name"])
+        return like(xs[0], function(*xs, **attrs))
+
+    def jax_unsupported(self, xs, ps, attrs):
+        raise OpUnsupported(f"{self.call} has no jax twin that agreed with its reference when the derived table was built")
+
+
+def reference_source(op: OpDef) -> str:
+    """Which reference judges a derived op: a numpy/scipy function, or torch's own float64 run."""
+    return NUMPY if getattr(op.reference, "__func__", None) is DerivedOp.numpy else TORCH_FLOAT64
+
+
+def make_op(entry: dict, hand_written_twin: str | None = None) -> OpDef:
+    derived = DerivedOp(entry)
+    reference = entry["reference"]
+    twin = entry["jax"]
+    counts = [len(t["shapes"]) for t in entry["templates"]]
+    where = f"{reference['module']}.{reference['name']}" if reference["kind"] == "numpy" else "torch float64 on the CPU"
+    return OpDef(
+        name=entry["name"],
+        infer=derived.infer,
+        reference=derived.numpy if reference["kind"] == "numpy" else derived.torch_float64,
+        torch=_marked(derived.torch, torch_function(entry["call"].removeprefix("torch."))),
+        jax=derived.jax_unsupported if twin is None else jax_function(twin["path"].removeprefix("jax."), twin["keywords"] or None),
+        accepts=derived.accepts,
+        draw_attrs=derived.draw_attrs,
+        attrs=derived.attr_names(),
+        choices=derived.choices(),
+        draw_operands=derived.draw_operands if max(counts) > 1 else None,
+        arity=(min(counts), max(counts)),
+        declares_numerics=False,
+        family=FAMILY,
+        notes=f"from torch's op database ({', '.join(entry['entries'])}); reference: {where}; "
+              f"jax: {twin['path'] if twin else 'none'}"
+              + (f"; hand-written twin: {hand_written_twin}" if hand_written_twin else ""),
+    )
+
+
+def _marked(run, written):
+    """`run` (which checks the dtype first) carrying `written`'s marks, so a reproducer writes the plain call."""
+
+    def call(xs, ps, attrs):
+        return run(xs, ps, attrs)
+
+    for mark in (API_PATH, API_KEYWORDS):
+        setattr(call, mark, getattr(written, mark))
+    return call
+
+
+def derived_ops(entries: list[dict], hand_written: dict[str, OpDef]) -> tuple[dict[str, OpDef], dict[str, str]]:
+    """({name: OpDef}, {derived name: hand-written name} where both call one function). A derived op is
+    named by its function (`torch.add`), so it never takes a hand-written op's name: `add` stays the
+    hand-written op with its reviewed numerics, `torch.add` is the op database's, judged by the generic
+    models, with its own samples' arguments (alpha)."""
+    by_call = {getattr(op.torch, API_PATH, None): op.name for op in hand_written.values()}
+    ops, twins = {}, {}
+    for entry in entries:
+        short = entry["call"].rsplit(".", 1)[1]
+        twin = by_call.get(entry["call"]) or (short if short in hand_written else None)
+        if twin:
+            twins[entry["name"]] = twin
+        ops[entry["name"]] = make_op(entry, twin)
+    return ops, twins
+

@@ -1,0 +1,157 @@
+"""Ops derived from torch's op database (fuzzer/ops/derived/): the shipped table, its refusal of a
+tampered copy, derived ops against their references on torch and jax backends, a fault only a derived
+op exposes, and the replay of a stored case naming one. The derived ops are sampled, never enumerated."""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from fuzzer import verdicts
+from fuzzer.backends import get_backend
+from fuzzer.campaign import CampaignOptions, run_campaign
+from fuzzer.check import check_case
+from fuzzer.cli import main
+from fuzzer.corpus import Corpus
+from fuzzer.errors import OpUnsupported, UserError
+from fuzzer.generate import CaseGenerator
+from fuzzer.ops import derived, get_op, parse_op_list, registry
+from fuzzer.ops.derived import table
+from fuzzer.ops.derived.ops import NUMPY, derived_ops, reference_source
+from fuzzer.plugins import _LOADED
+
+SHIPPED = table.SHIPPED_DIR / "torch-2.13.0.json"
+FAULT_PLUGIN = Path(__file__).parent / "plugins" / "derived_op_fault.py"
+# Pinned: present in torch 2.13's op database, with a scipy reference and a jax twin.
+ERFCX = "torch.special.erfcx"
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    """An empty user cache: the registry reads the shipped table (or a test's own) afresh, and forgets it after."""
+    monkeypatch.setenv("FUZZ_DERIVED_CACHE", str(tmp_path / "derived"))
+    derived.forget()
+    yield tmp_path / "derived"
+    derived.forget()
+
+
+def test_the_shipped_table_loads_with_400_ops_and_150_references():
+    loaded = table.load(SHIPPED)
+    ops, twins = derived_ops(loaded["ops"], registry())
+    with_numpy = sum(reference_source(op) == NUMPY for op in ops.values())
+    with_jax = sum(entry["jax"] is not None for entry in loaded["ops"] if entry["name"] in ops)
+    print(f"hand-written {len(registry())}, derived {len(ops)} (numpy/scipy ref {with_numpy}, jax twin {with_jax}), "
+          f"{len(twins)} of them calling a hand-written op's function; build counts {loaded['counts']}")
+    assert len(registry()) + len(ops) >= 400
+    assert len(registry()) + with_numpy >= 150
+    # Named by their function, derived ops never take a hand-written op's name: `add` stays hand-written.
+    assert ERFCX in ops and twins["torch.add"] == "add" and get_op("add").family == "elementwise"
+    assert get_op(ERFCX).family == "derived" and not get_op(ERFCX).declares_numerics
+
+
+@pytest.mark.parametrize("tamper", [
+    lambda op: op.update(call="torch.load", name="torch.load"),  # a function that reads a pickle
+    lambda op: op["reference"].update(module="os", name="system"),
+    lambda op: op["templates"][0]["kwargs"].update(dim={"__class__": "x"}),
+    lambda op: op.update(code="import os"),
+])
+def test_a_tampered_table_is_refused_in_one_sentence_and_gives_no_derived_ops(cache, tamper):
+    data = json.loads(SHIPPED.read_text())
+    tamper(data["ops"][0])
+    cache.mkdir(parents=True)
+    (cache / SHIPPED.name).write_text(json.dumps(data))
+    with pytest.raises(UserError) as refused:
+        table.load(cache / SHIPPED.name)
+    message = str(refused.value)
+    assert message.count(". ") == 0 and "fuzz ops --rebuild-derived" in message and "\n" not in message
+    result = CliRunner().invoke(main, ["ops", "--json"])
+    assert result.exit_code == 0 and not any(row["family"] == "derived" for row in json.loads(result.stdout))
+    assert "is invalid" in result.stderr
+    with pytest.raises(UserError, match=f"Unknown op '{ERFCX}'.*is invalid"):
+        get_op(ERFCX)
+
+
+def test_a_release_without_a_table_or_an_op_database_has_no_derived_ops_and_says_why(cache, tmp_path, monkeypatch):
+    import sys
+
+    monkeypatch.setattr(table, "SHIPPED_DIR", tmp_path / "nothing shipped")
+    monkeypatch.setitem(sys.modules, "torch.testing._internal.common_methods_invocations", None)  # import fails
+    assert derived.derived_registry() == {}
+    assert "install expecttest" in derived.problem() and "\n" not in derived.problem()
+    with pytest.raises(UserError, match="Unknown op 'torch.special.erfcx'.*install expecttest"):
+        get_op(ERFCX)
+
+
+def test_fuzz_ops_says_where_each_op_comes_from(cache):
+    rows = {row["name"]: row for row in json.loads(CliRunner().invoke(main, ["ops", "--json"]).stdout)}
+    assert rows["relu"]["source"] == "hand-written"
+    assert rows[ERFCX]["source"] == "derived: numpy ref" and "scipy.special.erfcx" in rows[ERFCX]["notes"]
+    assert "derived: torch f64" in {row["source"] for row in rows.values()}
+    # Opt-in: not in the default op set, all of them under `derived`.
+    assert ERFCX not in parse_op_list(None) and ERFCX in parse_op_list("relu,derived")
+
+
+def test_sampled_derived_ops_draw_graphs_whose_shapes_torch_computes(cache):
+    """The generator composes derived ops: graphs of a seeded sample of them (with relu between) are drawn
+    without an invalid node, and every node's inferred shape is the one torch eager computes."""
+    import random
+
+    import torch
+
+    names = random.Random(52).sample(sorted(derived.derived_registry()), 12)
+    generator = CaseGenerator([*names, "relu"], max_nodes=4)
+    drawn = set()
+    for seed in range(12):
+        case = generator.case(seed)
+        drawn |= {node.op for node in case.graph.nodes}
+        values = {name: torch.tensor(np.asarray(array, np.float32)) for name, array in case.arrays.items()}
+        for node in case.graph.nodes:
+            op = get_op(node.op)
+            operands = [values[name] for name in node.inputs]
+            try:
+                values[node.name] = op.torch(operands, {}, node.attrs)
+            except OpUnsupported:
+                break
+            assert tuple(values[node.name].shape) == op.infer(node.attrs, [tuple(t.shape) for t in operands]), node
+    assert len(drawn & set(names)) >= 6, drawn
+
+
+@pytest.mark.parametrize("name", [ERFCX, "torch.hypot", "torch.nn.functional.hardtanh"])
+def test_a_derived_op_agrees_with_its_reference_on_torch_eager_compile_and_jax(cache, name):
+    case = CaseGenerator([name], max_nodes=1).case(3)
+    assert [node.op for node in case.graph.nodes] == [name]
+    backends = [get_backend(b) for b in ("torch-eager:cpu:float32", "torch-compile:cpu:float32", "jax-eager:cpu:float32")]
+    result = check_case(case, backends)
+    assert result.verdict in (verdicts.AGREE, verdicts.INVALID) and not result.findings, result.verdicts
+
+
+def test_a_derived_op_without_a_dtype_kernel_or_jax_twin_is_unsupported_not_a_crash(cache):
+    op = get_op(ERFCX)
+    import torch
+
+    with pytest.raises(OpUnsupported, match="no float16 kernel"):
+        op.torch([torch.ones(2, dtype=torch.float16)], {}, {})
+    no_twin = next(o for o in derived.derived_registry().values() if "jax: none" in o.notes)
+    with pytest.raises(OpUnsupported, match="no jax twin"):
+        no_twin.jax([np.ones(2)], {}, {})
+
+
+def test_a_fault_only_a_derived_op_exposes_is_found_and_its_case_replays(cache, tmp_path):
+    corpus_path = tmp_path / "c.db"
+    try:
+        progress = run_campaign(Corpus(corpus_path), CampaignOptions(
+            backends=["torch-eager:cpu:float32", "derived-erfcx-high"], plugins=[str(FAULT_PLUGIN)], ops=[ERFCX],
+            max_cases=6, workers=1, shrink_time=0, seed=5))
+    finally:
+        _LOADED.pop(FAULT_PLUGIN.resolve(), None)
+    assert progress.status == "finished"
+    buckets = Corpus(corpus_path).buckets()
+    assert buckets and all("derived-erfcx-high" in bucket["signature"] for bucket in buckets), buckets
+    handle, script = f"B{buckets[0]['id']}", tmp_path / "repro.py"
+    for command, exit_code in ((["replay", handle, "--plugin", str(FAULT_PLUGIN)], 1), (["show", handle], 0),
+                               (["export", handle, "--plugin", str(FAULT_PLUGIN), "-o", str(script)], 0)):
+        done = CliRunner().invoke(main, [*command, "--db", str(corpus_path)])
+        assert done.exit_code == exit_code, (command, done.output)
+    assert f"{ERFCX}(" in script.read_text()
