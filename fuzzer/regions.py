@@ -43,7 +43,8 @@ are the exception: ops name their attributes (OpDef.attrs: both signs of a dim a
 declared from it) but draw their values from hypothesis strategies, not from data, so those are
 found by a census: CENSUS_DRAWS one-op graphs of the small regime per op at a fixed seed, drawn
 by the generator itself and cached per op in the process (0.55 s of CPU for the default op set, while
-the campaign's workers start). A value the census did not draw is not
+the campaign's workers start); an op derived from an op database takes its values from its samples
+(OpDef.choices), without drawing (drawing probes shapes on the CPU: 43 s for the 326 derived ops). A value the census did not draw is not
 declared: steering reaches what the census drew, and a key it cannot reach would hold coverage
 below 100% for good.
 """
@@ -58,6 +59,7 @@ from fuzzer.generate import BIG_CONTRACTIONS, Focus, focus_ranks, focused_graphs
 from fuzzer.ir import Graph, infer_shapes
 from fuzzer.layouts import CONTIGUOUS, layouts_for
 from fuzzer.ops import OpDef, get_op
+from fuzzer.ops.derived.ops import FAMILY as DERIVED_FAMILY
 from fuzzer.regimes import DEFAULT
 from fuzzer.region_keys import (DATA_MOVING_FAMILIES, DIM_ATTRIBUTES, ELEMENTWISE_FAMILIES, LARGE_EXTENT, LARGE_REDUCTION, LARGE_SIZE,
                                  REDUCING_FAMILIES, SIZE_ATTRIBUTES, SIZED_FAMILIES, attribute_regions, drawn_regions, key,
@@ -161,11 +163,16 @@ def _census(op_name: str) -> frozenset[str]:
     """The attribute keys of `op_name`: both signs of each dim attribute it declares (OpDef.attrs;
     tests/test_distribution.py checks that both are drawn), and those of CENSUS_DRAWS one-op graphs
     of the small regime."""
-    declared = get_op(op_name).attrs
+    op = get_op(op_name)
+    declared = op.attrs
     names = {name.removesuffix("?") for name in declared or ()}
     regions = {f"{name}{sign}" for name in names & set(DIM_ATTRIBUTES) for sign in ("<0", ">=0")}
     if declared is not None and not names - set(DIM_ATTRIBUTES) - set(SIZE_ATTRIBUTES):
         return frozenset(key(op_name, region) for region in regions)  # no value to find (relu, softmax)
+    if op.family == DERIVED_FAMILY:  # its values are data (the op database's samples): read, not drawn
+        regions.update(region for name, values in op.choices.items() for value in values
+                       for region in attribute_regions({name: value}))
+        return frozenset(key(op_name, region) for region in regions)
     rng = random.Random(f"{CENSUS_SEED}:{op_name}")
     graphs = focused_graphs(Focus(op_name, DEFAULT.name), (DEFAULT,), CENSUS_DRAWS, rng)
     regions.update(region for graph in graphs for node in graph.nodes if node.op == op_name
