@@ -20,6 +20,7 @@ from typing import Callable
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+from fuzzer import ladder
 from fuzzer.arrays import materialize, regime_profiles
 from fuzzer.errors import InternalError, ShapeError
 from fuzzer.ir import Case, Graph, Node, TensorSpec
@@ -285,6 +286,38 @@ def _focused_start(builder: _Builder, focus: Focus) -> str:
     return builder.try_add(focus.op, start, attrs) or start
 
 
+def _ladder_start(builder: _Builder, focus: Focus | None = None) -> str | None:
+    """A first node whose reduction or contraction axis (OpDef.ladder) holds a rung of the ladder
+    (fuzzer/ladder.py), its operand's other dims cut to keep it within a quarter of the regime's
+    bound (its other operands and weights need room too): `focus.op` on the rung of `focus.key`
+    where given. Up to FOCUS_TRIES draws; None where none fits, or no op of the campaign has a ladder."""
+    draw, bound = builder.draw, builder.regime.max_elements
+    steer = ladder.parse((focus.key or "").partition(":")[2]) if focus else None
+    laddered = [name for name, op in builder.ops.items() if op.ladder and (focus is None or name == focus.op)]
+    if not laddered or (steer and steer[0] != builder.ops[laddered[0]].ladder.kind):
+        return None
+    for _ in range(FOCUS_TRIES):
+        op = builder.ops[draw(st.sampled_from(laddered))]
+        shape = builder.dims(draw(st.sampled_from(focus_ranks(op))))
+        if not op.accepts(shape):
+            continue
+        attrs = op.draw_attrs(draw, [shape])
+        axes = op.ladder.axes(attrs, [shape])
+        if not axes:
+            continue
+        power, offset = steer[1:] if steer else (draw(st.sampled_from(ladder.POWERS)), draw(st.sampled_from(ladder.OFFSETS)))
+        shape = ladder.laddered(shape, draw(st.sampled_from(axes)), ladder.size(power, offset), bound // 4)
+        attrs = op.repair_attrs(attrs, [shape]) if op.repair_attrs else attrs
+        if any(numel(p) > bound for p in op.params(attrs, [shape]).values()):
+            continue  # a linear's or conv's weight of rung x out_features
+        inputs, shapes = list(builder.inputs), dict(builder.shapes)
+        added = builder.try_add(op.name, builder.new_input(shape), attrs)
+        if added:
+            return added
+        builder.inputs, builder.shapes = inputs, shapes  # an operand past the bound: no trace of the try
+    return None
+
+
 def _draw_regime(draw, regimes: tuple[Regime, ...]) -> Regime:
     """A regime drawn with the stated weights (percent), among those allowed."""
     total = sum(regime.weight for regime in regimes)
@@ -315,10 +348,11 @@ def graphs(draw, op_names: tuple[str, ...] | None = None, max_nodes: int = 8, re
     regime = allowed[steer.regime] if steer and steer.regime in allowed else _draw_regime(draw, regimes)
     builder = _Builder(draw, ops, regime, [], [], {})
     if steer:
-        last = _focused_start(builder, steer)
+        last = (regime.ladder and _ladder_start(builder, steer)) or _focused_start(builder, steer)
     else:
         pattern = draw(st.sampled_from(PATTERNS))
-        last = (regime.contraction_dims and _big_contraction(builder)) or _seed_pattern(builder, pattern)
+        last = ((regime.contraction_dims and _big_contraction(builder)) or (regime.ladder and _ladder_start(builder))
+                or _seed_pattern(builder, pattern))
         if len(builder.nodes) > max(1, max_nodes):  # --max-nodes is a hard maximum: a longer pattern keeps its start
             last = builder.keep_first(max(1, max_nodes))
     # A focused start may hold more than max_nodes nodes (its op on a big contraction, in a one-op graph for a compiler).

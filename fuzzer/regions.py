@@ -54,6 +54,7 @@ import functools
 import random
 from collections.abc import Iterable
 
+from fuzzer import ladder
 from fuzzer.generate import BIG_CONTRACTIONS, Focus, focus_ranks, focused_graphs
 from fuzzer.ir import Graph, infer_shapes
 from fuzzer.layouts import CONTIGUOUS, layouts_for
@@ -84,6 +85,8 @@ def op_regions(op_name: str) -> frozenset[str]:
         regions.add(LARGE_SIZE)
     if op.family in REDUCING_FAMILIES:
         regions.add(LARGE_REDUCTION)
+    if op.ladder is not None:
+        regions.update(ladder.regions(op.ladder.kind))
     if op.family not in ELEMENTWISE_FAMILIES:
         regions.update(f"layout={layout}" for rank in focus_ranks(op) for layout in layouts_for((2,) * rank))
     if op.family not in DATA_MOVING_FAMILIES:
@@ -94,7 +97,7 @@ def op_regions(op_name: str) -> frozenset[str]:
 
 def _kept(op_name: str, region: str) -> bool:
     """Is `region`, exercised by a node of `op_name`, one of the op's keys? (Attribute keys always are.)"""
-    attribute = not region.startswith(("regime=", "layout=", "input-has:", "elements", "extent"))
+    attribute = not region.startswith(("regime=", "layout=", "input-has:", "elements", "extent", "ladder="))
     return attribute or region in op_regions(op_name)
 
 
@@ -140,7 +143,8 @@ def _drawn_families(regimes: tuple) -> dict:
     return {"regimes": {part for regime in regimes for part in regime.name.split("+")},
             "layouts": any(regime.layouts for regime in regimes),
             "special": any("special" in regime.value_profiles for regime in regimes),
-            "large": any(d > LARGE_EXTENT for regime in regimes for d in regime.large_dims)}
+            "large": any(d > LARGE_EXTENT for regime in regimes for d in regime.large_dims),
+            "ladder": any(regime.ladder for regime in regimes)}
 
 
 def _drawn(region: str, drawn: dict) -> bool:
@@ -153,6 +157,8 @@ def _drawn(region: str, drawn: dict) -> bool:
         return drawn["special"]
     if region in (LARGE_SIZE, LARGE_REDUCTION):
         return drawn["large"]
+    if region.startswith("ladder="):
+        return drawn["ladder"]
     return True  # the op's own keys (OpDef.regions)
 
 
@@ -190,6 +196,8 @@ def focus_of(region_key: str):
         regime, profile = "special-values", SPECIAL_PROFILES[region.removeprefix("input-has:")]
     elif region in (LARGE_SIZE, LARGE_REDUCTION):
         regime = "large-op"
+    elif region.startswith("ladder="):
+        regime = "ladder"
     return Focus(op, regime, layout, region_key, profile)
 
 
