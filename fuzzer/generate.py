@@ -306,8 +306,13 @@ def _ladder_start(builder: _Builder, focus: Focus | None = None) -> str | None:
         if not axes:
             continue
         power, offset = steer[1:] if steer else (draw(st.sampled_from(ladder.POWERS)), draw(st.sampled_from(ladder.OFFSETS)))
-        shape = ladder.laddered(shape, draw(st.sampled_from(axes)), ladder.size(power, offset), bound // 4)
+        axis = draw(st.sampled_from(axes))
+        shape = ladder.laddered(shape, axis, ladder.size(power, offset), bound // 4)
         attrs = op.repair_attrs(attrs, [shape]) if op.repair_attrs else attrs
+        if not _applies(draw, op, attrs, shape):  # a conv's kernel, once its other dims were cut to 1
+            attrs = op.draw_attrs(draw, [shape])
+            if axis not in op.ladder.axes(attrs, [shape]) or not _applies(draw, op, attrs, shape):
+                continue
         if any(numel(p) > bound for p in op.params(attrs, [shape]).values()):
             continue  # a linear's or conv's weight of rung x out_features
         inputs, shapes = list(builder.inputs), dict(builder.shapes)
@@ -316,6 +321,31 @@ def _ladder_start(builder: _Builder, focus: Focus | None = None) -> str | None:
             return added
         builder.inputs, builder.shapes = inputs, shapes  # an operand past the bound: no trace of the try
     return None
+
+
+VMAPPED_SHARE = 3  # one ladder graph in this many puts its rung on jax-vmap's batch instead of an op's axis
+
+
+def _vmapped_rung(draw, regime: Regime, focus: Focus | None) -> int:
+    """The size of jax-vmap's batch (Graph.vmapped) in the ladder regime: the focus key's rung where it
+    is a vmapped one, else a rung for one graph in VMAPPED_SHARE; 0 (jax-vmap's default) otherwise."""
+    if not regime.ladder:
+        return 0
+    if focus is not None:
+        steer = ladder.parse((focus.key or "").partition(":")[2])
+        return ladder.size(*steer[1:]) if steer and steer[0] == "vmapped" else 0
+    if draw(st.integers(1, VMAPPED_SHARE)) != 1:
+        return 0
+    return ladder.size(draw(st.sampled_from(ladder.POWERS)), draw(st.sampled_from(ladder.OFFSETS)))
+
+
+def _applies(draw, op: OpDef, attrs: dict, shape: tuple[int, ...]) -> bool:
+    """Does `op` with `attrs` apply to a first operand of `shape` (and others drawn for it)?"""
+    try:
+        op.infer(attrs, [shape, *(op.draw_operands(draw, shape, attrs) if op.draw_operands else [])])
+    except ShapeError:
+        return False
+    return True
 
 
 def _draw_regime(draw, regimes: tuple[Regime, ...]) -> Regime:
@@ -346,12 +376,15 @@ def graphs(draw, op_names: tuple[str, ...] | None = None, max_nodes: int = 8, re
     steer = steer if steer is not None and steer.op in ops else None
     allowed = {regime.name: regime for regime in regimes}
     regime = allowed[steer.regime] if steer and steer.regime in allowed else _draw_regime(draw, regimes)
-    builder = _Builder(draw, ops, regime, [], [], {})
+    vmapped = _vmapped_rung(draw, regime, steer)
+    # A vmapped rung's copies are stacked: each tensor gets its share of the regime's bound.
+    sizes = replace(regime, max_elements=max(1, regime.max_elements // vmapped), ladder=False) if vmapped else regime
+    builder = _Builder(draw, ops, sizes, [], [], {})
     if steer:
-        last = (regime.ladder and _ladder_start(builder, steer)) or _focused_start(builder, steer)
+        last = (sizes.ladder and _ladder_start(builder, steer)) or _focused_start(builder, steer)
     else:
         pattern = draw(st.sampled_from(PATTERNS))
-        last = ((regime.contraction_dims and _big_contraction(builder)) or (regime.ladder and _ladder_start(builder))
+        last = ((regime.contraction_dims and _big_contraction(builder)) or (sizes.ladder and _ladder_start(builder))
                 or _seed_pattern(builder, pattern))
         if len(builder.nodes) > max(1, max_nodes):  # --max-nodes is a hard maximum: a longer pattern keeps its start
             last = builder.keep_first(max(1, max_nodes))
@@ -378,7 +411,7 @@ def graphs(draw, op_names: tuple[str, ...] | None = None, max_nodes: int = 8, re
     assume(builder.nodes)
     consumed = {ref for node in builder.nodes for ref in node.inputs}
     outputs = [node.name for node in builder.nodes if node.name not in consumed]
-    return Graph(tuple(builder.inputs), tuple(builder.nodes), tuple(outputs), "" if regime.name == "small" else regime.name)
+    return Graph(tuple(builder.inputs), tuple(builder.nodes), tuple(outputs), "" if regime.name == "small" else regime.name, vmapped)
 
 
 @st.composite

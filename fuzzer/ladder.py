@@ -14,7 +14,7 @@ import re
 
 from fuzzer.ops._common import numel
 
-POWERS = range(4, 18)  # 15 .. 131073 elements; below 2^4 the small regime's own dims are the rungs
+POWERS = range(5, 18)  # 31 .. 131073 elements; the small regime draws 15, 16 and 17 itself
 OFFSETS = (-1, 0, 1)
 KINDS = ("reduction", "contraction", "vmapped")
 _RUNG = re.compile(r"ladder=(\w+):2\^(\d+)([+-]1)?")

@@ -84,7 +84,7 @@ SINGLE_REGIMES = (
     Regime("big-contraction", 3, "a matmul, linear, bmm, einsum or conv with every dim 128 .. 512",
            max_elements=512 * 512, contraction_dims=CONTRACTION_DIMS),
     # 2^20 elements a tensor: a rung of 2^17 + 1 keeps 7 elements on the other axes of its operand.
-    Regime("ladder", 3, "one reduction, contraction or vmapped axis of 2^k - 1, 2^k or 2^k + 1 elements (k 4 .. 17), "
+    Regime("ladder", 3, "one reduction, contraction or vmapped axis of 2^k - 1, 2^k or 2^k + 1 elements (k 5 .. 17), "
            "the other axes small", max_elements=2**20, ladder=True),
 )
 _SINGLE = {regime.name: regime for regime in SINGLE_REGIMES}

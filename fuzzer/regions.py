@@ -86,7 +86,7 @@ def op_regions(op_name: str) -> frozenset[str]:
     if op.family in REDUCING_FAMILIES:
         regions.add(LARGE_REDUCTION)
     if op.ladder is not None:
-        regions.update(ladder.regions(op.ladder.kind))
+        regions.update(ladder.regions(op.ladder.kind) + ladder.regions("vmapped"))
     if op.family not in ELEMENTWISE_FAMILIES:
         regions.update(f"layout={layout}" for rank in focus_ranks(op) for layout in layouts_for((2,) * rank))
     if op.family not in DATA_MOVING_FAMILIES:
@@ -116,6 +116,8 @@ def graph_regions(graph: Graph, values: dict | None = None) -> set[str]:
         if op.regions is not None:
             mine.update(op.regions.of(node.attrs, operand_shapes))
         mine.update(f"regime={regime}" for regime in regimes)
+        if graph.vmapped and ladder.rung_of(graph.vmapped):
+            mine.add(ladder.region("vmapped", *ladder.rung_of(graph.vmapped)))
         mine.update(f"layout={layouts[name]}" for name in node.inputs if name in layouts)
         if values is not None and op.family not in DATA_MOVING_FAMILIES:
             for name in node.inputs:
