@@ -380,8 +380,11 @@ def graphs(draw, op_names: tuple[str, ...] | None = None, max_nodes: int = 8, re
     # A vmapped rung's copies are stacked: each tensor gets its share of the regime's bound.
     sizes = replace(regime, max_elements=max(1, regime.max_elements // vmapped), ladder=False) if vmapped else regime
     builder = _Builder(draw, ops, sizes, [], [], {})
+    laddered = sorted(name for name, op in ops.items() if op.ladder)
     if steer:
         last = (sizes.ladder and _ladder_start(builder, steer)) or _focused_start(builder, steer)
+    elif vmapped and laddered:  # a vmapped rung is a key of the laddered ops only: one starts the graph
+        last = _focused_start(builder, Focus(draw(st.sampled_from(laddered))))
     else:
         pattern = draw(st.sampled_from(PATTERNS))
         last = ((regime.contraction_dims and _big_contraction(builder)) or (sizes.ladder and _ladder_start(builder))

@@ -14,8 +14,9 @@ second, uncalibrated one).
 A graph drawn on a rung of the size ladder (Graph.vmapped, fuzzer/ladder.py: up to 2^17 + 1
 copies) is batched over that many copies, drawn at once from the same fixed seed with normal
 values (materializing each would take minutes), and only the copies at 2^j - 1, 2^j and 2^j + 1
-below the rung, the middle one and the last two are judged (`judged_copies`): where a batching rule
-or a kernel chosen past a size goes wrong (jax#39103, from row 16,385).
+for the few powers of two at and below the rung, the first, the middle one and the last two are
+judged (`judged_copies`): where a batching rule or a kernel chosen past a size goes wrong (jax#39103,
+from row 16,385).
 """
 
 from __future__ import annotations
@@ -64,13 +65,18 @@ def other_copies(graph: Graph) -> dict[str, np.ndarray]:
             for spec in graph.inputs}
 
 
+JUDGED_POWERS = 3  # a laddered batch is judged at the three powers of two at and below its rung
+
+
 def judged_copies(batch: int) -> list[int]:
-    """The copies judged besides copy 0: every one of the default batch; of a laddered one, those at
-    2^j - 1, 2^j and 2^j + 1 below it, the middle one and the last two."""
+    """The copies judged besides copy 0: every one of the default batch; of a laddered one (each judged
+    copy costs a float64 reference run), the first, the middle one, the last two, and those at 2^j - 1,
+    2^j and 2^j + 1 for the JUDGED_POWERS powers of two at and below the batch's."""
     if batch <= DEFAULT_BATCH:
         return list(range(1, batch))
-    edges = {ladder.size(power, offset) for power in ladder.POWERS for offset in ladder.OFFSETS}
-    return sorted({1, batch // 2, batch - 2, batch - 1, *(edge for edge in edges if edge < batch)})
+    top = (batch - 2).bit_length()  # 2^top > batch - 2: the rung 2^k + 1 has top k + 1, 2^k and 2^k - 1 have k
+    edges = {ladder.size(power, offset) for power in range(top - JUDGED_POWERS, top + 1) for offset in ladder.OFFSETS}
+    return sorted({1, batch // 2, batch - 2, batch - 1, *(edge for edge in edges if 0 < edge < batch)})
 
 
 class JaxVmap(JaxJit):

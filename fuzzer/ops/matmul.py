@@ -52,6 +52,31 @@ def _jax_linear(xs, ps, attrs):
     return out + ps["bias"] if attrs["bias"] else out
 
 
+def _infer_mv(attrs, shapes):
+    check(len(shapes[0]) == 1, f"mv takes a vector, got shape {list(shapes[0])}")
+    check(attrs["out_features"] >= 1, "out_features must be >= 1")
+    return (attrs["out_features"],)
+
+
+def _mv_params(attrs, shapes):
+    return {"weight": (attrs["out_features"], shapes[0][0])}
+
+
+def _mv_reference(xs, ps, attrs):
+    """y = W x: a matrix-vector product, the matrix (out_features, len(x)) a weight on the left."""
+    return ps["weight"] @ xs[0]
+
+
+def _torch_mv(xs, ps, attrs):
+    import torch
+
+    return torch.mv(ps["weight"], xs[0])
+
+
+def _jax_mv(xs, ps, attrs):
+    return ps["weight"] @ xs[0]
+
+
 def _draw_matmul_operands(draw, first, attrs):
     """(..., K, N) for a first operand (..., M, K); batch dims equal, 1, or absent."""
     k = first[-1]
@@ -305,6 +330,21 @@ OPS = [
         params=_linear_params,
         ladder=LAST_AXIS_CONTRACTS,
         numerics=CONTRACTION,
+    ),
+    # linear's x W^T with the weight on the left (W x, as jax code writes `matrix @ row`): under jax.vmap
+    # the shared matrix times a batched vector is another batching rule (jax#39103).
+    OpDef(
+        name="mv",
+        attrs=('out_features',),
+        infer=_infer_mv,
+        reference=_mv_reference,
+        torch=_torch_mv,
+        jax=_jax_mv,
+        accepts=rank_between(1, 1),
+        draw_attrs=lambda draw, shapes: {"out_features": _draw_features(draw)},
+        params=_mv_params,
+        numerics=CONTRACTION,
+        ladder=Ladder("contraction", lambda attrs, shapes: (0,)),
     ),
     OpDef(
         name="matmul",
