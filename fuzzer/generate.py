@@ -324,6 +324,7 @@ def _ladder_start(builder: _Builder, focus: Focus | None = None) -> str | None:
 
 
 VMAPPED_SHARE = 3  # one ladder graph in this many puts its rung on jax-vmap's batch instead of an op's axis
+VMAPPED_ELEMENTS = 16
 
 
 def _vmapped_rung(draw, regime: Regime, focus: Focus | None) -> int:
@@ -377,8 +378,9 @@ def graphs(draw, op_names: tuple[str, ...] | None = None, max_nodes: int = 8, re
     allowed = {regime.name: regime for regime in regimes}
     regime = allowed[steer.regime] if steer and steer.regime in allowed else _draw_regime(draw, regimes)
     vmapped = _vmapped_rung(draw, regime, steer)
-    # A vmapped rung's copies are stacked: each tensor gets its share of the regime's bound.
-    sizes = replace(regime, max_elements=max(1, regime.max_elements // vmapped), ladder=False) if vmapped else regime
+    # A vmapped rung's copies are stacked: each tensor gets its share of the regime's bound, and at
+    # least VMAPPED_ELEMENTS (a 2^17 + 1 batch of 16-element tensors, 8 nodes: 3e7 elements stacked).
+    sizes = replace(regime, max_elements=max(VMAPPED_ELEMENTS, regime.max_elements // vmapped), ladder=False) if vmapped else regime
     builder = _Builder(draw, ops, sizes, [], [], {})
     laddered = sorted(name for name, op in ops.items() if op.ladder)
     if steer:

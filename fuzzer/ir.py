@@ -295,8 +295,9 @@ def infer_shapes(graph: Graph) -> dict[str, tuple[int, ...]]:
             budget.charge(f"{what} of node '{node.name}' ({node.op})", shape)
         for pname, pshape in params.items():
             budget.charge(f"parameter '{node.name}.{pname}'", pshape)
-    if graph.vmapped:  # jax-vmap stacks that many copies of every value (fuzzer/backends/jax_vmap.py)
-        budget.charge(f"values of the {graph.vmapped:,} copies jax-vmap stacks", (budget.total, graph.vmapped - 1))
+    if graph.vmapped:  # jax-vmap stacks that many copies of every input and node output (fuzzer/backends/jax_vmap.py)
+        batched = sum(int(np.prod(shape)) for shape in shapes.values())
+        budget.charge(f"inputs and node outputs of the {graph.vmapped:,} copies jax-vmap stacks", (batched, graph.vmapped - 1))
     for out in graph.outputs:
         if out not in shapes:
             raise UserError(f"Output '{out}' is not an input or node of the graph.")

@@ -18,7 +18,7 @@ from fuzzer.backends import get_backend
 from fuzzer.backends.jax_vmap import judged_copies
 from fuzzer.check import check_case
 from fuzzer.errors import UserError
-from fuzzer.generate import CaseGenerator
+from fuzzer.generate import VMAPPED_ELEMENTS, CaseGenerator
 from fuzzer.ir import Graph, Node, TensorSpec, infer_shapes
 from fuzzer.ops import get_op, registry
 from fuzzer.ops._common import DIMS
@@ -138,7 +138,7 @@ def test_a_third_of_ladder_graphs_put_their_rung_on_the_vmapped_axis_each_tensor
     assert 0.2 < len(vmapped) / len(laddered) < 0.5
     for graph in vmapped:
         assert ladder.rung_of(graph.vmapped)
-        assert max(int(np.prod(s)) for s in infer_shapes(graph).values()) * graph.vmapped <= LADDER.max_elements
+        assert max(int(np.prod(s)) for s in infer_shapes(graph).values()) <= max(VMAPPED_ELEMENTS, LADDER.max_elements // graph.vmapped)
 
 
 def test_jax_vmap_judges_the_copies_at_the_powers_of_two_below_a_rung_and_the_last():
