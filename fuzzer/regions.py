@@ -33,6 +33,10 @@ families, and the ops that get each without declaring anything:
              DATA_MOVING_FAMILIES): nan, inf and -inf; a float32 subnormal unless the op is
              exact (piecewise constant); -0.0 where the sign of a zero matters
              (Numerics.zero_sign_matters).
+  ladder     `ladder=KIND:2^k+1` (and -1, none): a rung of the size ladder (fuzzer/ladder.py) on the
+             op's reduction or contraction axis (KIND reduction or contraction, as OpDef.ladder
+             declares) or on jax-vmap's batch (KIND vmapped, Graph.vmapped), k 5 .. 17: 78 keys for
+             each op with a ladder, where the ladder regime is drawn.
 An op whose kernels switch on something these miss declares it (OpDef.regions, e.g. matmul's
 batch broadcasting).
 
