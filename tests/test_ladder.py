@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -166,3 +167,28 @@ def test_a_laddered_jax_vmap_reproducer_redraws_the_copies_the_campaign_judged(t
              "jax.vmap = lambda fn, **kw: (lambda *xs: [o.at[1024:].multiply(1.01) for o in vmap(fn, **kw)(*xs)])\n")
     assert _run(script, tmp_path, None).returncode == 0
     assert _run(script, tmp_path, fault).returncode == 1
+
+
+def feeds(graph: Graph, producer: str, consumer: str) -> bool:
+    """Does a `producer` node's value reach a `consumer` node?"""
+    nodes = {node.name: node for node in graph.nodes}
+    return any(node.op == consumer and any(nodes[name].op == producer for name in graph.ancestors(node.inputs) if name in nodes)
+               for node in graph.nodes)
+
+
+def test_the_ladder_draws_jax_39103s_pattern_a_shared_matrix_times_a_vmapped_row_then_a_sum():
+    generator = CaseGenerator(["mv", "sum"], regimes=(LADDER,))
+    drawn = [generator.case(seed).graph for seed in range(300)]
+    assert any(graph.vmapped > 2**14 and feeds(graph, "mv", "sum") for graph in drawn)
+
+
+JAX_39103 = Graph((TensorSpec("x0", (3,)),), (Node("n0", "mv", ("x0",), {"out_features": 4}),
+                                              Node("n1", "sum", ("n0",), {"dim": -1, "keepdim": False})), ("n1",), "ladder", 16385)
+
+
+@pytest.mark.skipif(__import__("jax").__version__ != "0.10.2", reason="jax#39103 is a bug of jax 0.10.2")
+def test_jax_vmap_on_a_laddered_batch_finds_jax_39103_from_16385_rows():
+    """Drawn by the ladder at seed 1448 of an mv,sum ladder campaign: wrong under jit(vmap) from row 16,384 on."""
+    backend = get_backend("jax-vmap:cpu:float64")
+    assert check_case(materialize(JAX_39103, 0), [backend]).verdict == "mismatch"
+    assert check_case(materialize(replace(JAX_39103, vmapped=16384), 0), [backend]).verdict == "agree"
