@@ -112,15 +112,16 @@ def fuzz(*args):
 
 
 @pytest.mark.slow
-def test_a_short_campaign_finds_a_sum_wrong_only_on_a_high_rung(tmp_path):
-    db = tmp_path / "fuzz.db"
-    result = fuzz("run", "--db", db, "--plugin", PLUGIN, "--backends", "fault-ladder-sum", "--ops", "sum",
+@pytest.mark.parametrize("op", ["sum", pytest.param("matmul", marks=pytest.mark.long)])  # CI keeps one
+def test_a_short_campaign_finds_an_op_wrong_only_on_a_high_rung(tmp_path, op):
+    db, backend = tmp_path / "fuzz.db", f"fault-ladder-{op}"
+    result = fuzz("run", "--db", db, "--plugin", PLUGIN, "--backends", backend, "--ops", op,
                   "--max-cases", 80, "--workers", 1, "--shrink-time", 10, "--seed", 0, "--json")
     assert result.returncode == 1, result.stderr[-2000:]
     rows = json.loads(fuzz("list", "--cases", "--db", db, "--json").stdout)
-    assert {row["signature"] for row in rows} == {"mismatch | fault-ladder-sum | sum"}
+    assert {row["signature"] for row in rows} == {f"mismatch | {backend} | {op}"}
     shrunk = json.loads(fuzz("show", "--db", db, min(r["id"] for r in rows if r["shrunk_from"]), "--json").stdout)
-    assert [node["op"] for node in shrunk["graph"]["nodes"]] == ["sum"]
+    assert [node["op"] for node in shrunk["graph"]["nodes"]] == [op]
     assert set(shrunk["graph"]["inputs"][0]["shape"]) & FAULTY, "the shrinker keeps the rung"
 
 
