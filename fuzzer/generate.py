@@ -20,6 +20,7 @@ from typing import Callable
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+from fuzzer import ladder
 from fuzzer.arrays import materialize, regime_profiles
 from fuzzer.errors import InternalError, ShapeError
 from fuzzer.ir import Case, Graph, Node, TensorSpec
@@ -285,6 +286,69 @@ def _focused_start(builder: _Builder, focus: Focus) -> str:
     return builder.try_add(focus.op, start, attrs) or start
 
 
+def _ladder_start(builder: _Builder, focus: Focus | None = None) -> str | None:
+    """A first node whose reduction or contraction axis (OpDef.ladder) holds a rung of the ladder
+    (fuzzer/ladder.py), its operand's other dims cut to keep it within a quarter of the regime's
+    bound (its other operands and weights need room too): `focus.op` on the rung of `focus.key`
+    where given. Up to FOCUS_TRIES draws; None where none fits, or no op of the campaign has a ladder."""
+    draw, bound = builder.draw, builder.regime.max_elements
+    steer = ladder.parse((focus.key or "").partition(":")[2]) if focus else None
+    laddered = [name for name, op in builder.ops.items() if op.ladder and (focus is None or name == focus.op)]
+    if not laddered or (steer and steer[0] != builder.ops[laddered[0]].ladder.kind):
+        return None
+    for _ in range(FOCUS_TRIES):
+        op = builder.ops[draw(st.sampled_from(laddered))]
+        shape = builder.dims(draw(st.sampled_from(focus_ranks(op))))
+        if not op.accepts(shape):
+            continue
+        attrs = op.draw_attrs(draw, [shape])
+        axes = op.ladder.axes(attrs, [shape])
+        if not axes:
+            continue
+        power, offset = steer[1:] if steer else (draw(st.sampled_from(ladder.POWERS)), draw(st.sampled_from(ladder.OFFSETS)))
+        axis = draw(st.sampled_from(axes))
+        shape = ladder.laddered(shape, axis, ladder.size(power, offset), bound // 4)
+        attrs = op.repair_attrs(attrs, [shape]) if op.repair_attrs else attrs
+        if not _applies(draw, op, attrs, shape):  # a conv's kernel, once its other dims were cut to 1
+            attrs = op.draw_attrs(draw, [shape])
+            if axis not in op.ladder.axes(attrs, [shape]) or not _applies(draw, op, attrs, shape):
+                continue
+        if any(numel(p) > bound for p in op.params(attrs, [shape]).values()):
+            continue  # a linear's or conv's weight of rung x out_features
+        inputs, shapes = list(builder.inputs), dict(builder.shapes)
+        added = builder.try_add(op.name, builder.new_input(shape), attrs)
+        if added:
+            return added
+        builder.inputs, builder.shapes = inputs, shapes  # an operand past the bound: no trace of the try
+    return None
+
+
+VMAPPED_SHARE = 3  # one ladder graph in this many puts its rung on jax-vmap's batch instead of an op's axis
+VMAPPED_ELEMENTS = 16
+
+
+def _vmapped_rung(draw, regime: Regime, focus: Focus | None) -> int:
+    """The size of jax-vmap's batch (Graph.vmapped) in the ladder regime: the focus key's rung where it
+    is a vmapped one, else a rung for one graph in VMAPPED_SHARE; 0 (jax-vmap's default) otherwise."""
+    if not regime.ladder:
+        return 0
+    if focus is not None:
+        steer = ladder.parse((focus.key or "").partition(":")[2])
+        return ladder.size(*steer[1:]) if steer and steer[0] == "vmapped" else 0
+    if draw(st.integers(1, VMAPPED_SHARE)) != 1:
+        return 0
+    return ladder.size(draw(st.sampled_from(ladder.POWERS)), draw(st.sampled_from(ladder.OFFSETS)))
+
+
+def _applies(draw, op: OpDef, attrs: dict, shape: tuple[int, ...]) -> bool:
+    """Does `op` with `attrs` apply to a first operand of `shape` (and others drawn for it)?"""
+    try:
+        op.infer(attrs, [shape, *(op.draw_operands(draw, shape, attrs) if op.draw_operands else [])])
+    except ShapeError:
+        return False
+    return True
+
+
 def _draw_regime(draw, regimes: tuple[Regime, ...]) -> Regime:
     """A regime drawn with the stated weights (percent), among those allowed."""
     total = sum(regime.weight for regime in regimes)
@@ -313,12 +377,20 @@ def graphs(draw, op_names: tuple[str, ...] | None = None, max_nodes: int = 8, re
     steer = steer if steer is not None and steer.op in ops else None
     allowed = {regime.name: regime for regime in regimes}
     regime = allowed[steer.regime] if steer and steer.regime in allowed else _draw_regime(draw, regimes)
-    builder = _Builder(draw, ops, regime, [], [], {})
+    vmapped = _vmapped_rung(draw, regime, steer)
+    # A vmapped rung's copies are stacked: each tensor gets its share of the regime's bound, and at
+    # least VMAPPED_ELEMENTS (a 2^17 + 1 batch of 16-element tensors, 8 nodes: 3e7 elements stacked).
+    sizes = replace(regime, max_elements=max(VMAPPED_ELEMENTS, regime.max_elements // vmapped), ladder=False) if vmapped else regime
+    builder = _Builder(draw, ops, sizes, [], [], {})
+    laddered = sorted(name for name, op in ops.items() if op.ladder)
     if steer:
-        last = _focused_start(builder, steer)
+        last = (sizes.ladder and _ladder_start(builder, steer)) or _focused_start(builder, steer)
+    elif vmapped and laddered:  # a vmapped rung is a key of the laddered ops only: one starts the graph
+        last = _focused_start(builder, Focus(draw(st.sampled_from(laddered))))
     else:
         pattern = draw(st.sampled_from(PATTERNS))
-        last = (regime.contraction_dims and _big_contraction(builder)) or _seed_pattern(builder, pattern)
+        last = ((regime.contraction_dims and _big_contraction(builder)) or (sizes.ladder and _ladder_start(builder))
+                or _seed_pattern(builder, pattern))
         if len(builder.nodes) > max(1, max_nodes):  # --max-nodes is a hard maximum: a longer pattern keeps its start
             last = builder.keep_first(max(1, max_nodes))
     # A focused start may hold more than max_nodes nodes (its op on a big contraction, in a one-op graph for a compiler).
@@ -344,7 +416,7 @@ def graphs(draw, op_names: tuple[str, ...] | None = None, max_nodes: int = 8, re
     assume(builder.nodes)
     consumed = {ref for node in builder.nodes for ref in node.inputs}
     outputs = [node.name for node in builder.nodes if node.name not in consumed]
-    return Graph(tuple(builder.inputs), tuple(builder.nodes), tuple(outputs), "" if regime.name == "small" else regime.name)
+    return Graph(tuple(builder.inputs), tuple(builder.nodes), tuple(outputs), "" if regime.name == "small" else regime.name, vmapped)
 
 
 @st.composite

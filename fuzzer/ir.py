@@ -42,6 +42,7 @@ TENSOR_ELEMENTS_VARIABLE = "FUZZ_MAX_TENSOR_ELEMENTS"
 CASE_ELEMENTS_VARIABLE = "FUZZ_MAX_CASE_ELEMENTS"
 DEFAULT_MAX_TENSOR_ELEMENTS = 50_000_000
 DEFAULT_MAX_CASE_ELEMENTS = 200_000_000  # every value and parameter of a case together
+MAX_VMAPPED = 2**17 + 1  # the ladder's top rung (fuzzer/ladder.py)
 
 
 def _plain(value: Any) -> Any:
@@ -74,6 +75,7 @@ class Graph:
     nodes: tuple[Node, ...]
     outputs: tuple[str, ...]
     regime: str = ""  # the regime the generator drew this graph in (fuzzer/regimes.py); "" = small
+    vmapped: int = 0  # the rung of the ladder jax-vmap batches this graph over (fuzzer/ladder.py); 0: its default
 
     def __post_init__(self):
         object.__setattr__(self, "inputs", tuple(self.inputs))
@@ -109,6 +111,7 @@ class Graph:
             "outputs": list(self.outputs),
             # Written only when set, so graphs drawn before regimes keep their content hashes.
             **({"regime": self.regime} if self.regime else {}),
+            **({"vmapped": self.vmapped} if self.vmapped else {}),
         }
 
     def to_json(self) -> str:
@@ -140,7 +143,10 @@ class Graph:
         if not isinstance(regime, str) or (regime and not NAME_PATTERN.fullmatch(regime.replace("-", "_").replace("+", "_"))):
             raise UserError(f"Malformed graph JSON: 'regime' must be a short name like 'large-op' or 'large-op+layout', "
                             f"not {regime!r}.")
-        return cls(tuple(inputs), tuple(nodes), tuple(outputs), regime)
+        vmapped = data.get("vmapped", 0)
+        if type(vmapped) is not int or not 0 <= vmapped <= MAX_VMAPPED:
+            raise UserError(f"Malformed graph JSON: 'vmapped' must be a whole number from 0 to {MAX_VMAPPED}, not {vmapped!r}.")
+        return cls(tuple(inputs), tuple(nodes), tuple(outputs), regime, vmapped)
 
     @classmethod
     def from_json(cls, text: str) -> "Graph":
@@ -289,6 +295,9 @@ def infer_shapes(graph: Graph) -> dict[str, tuple[int, ...]]:
             budget.charge(f"{what} of node '{node.name}' ({node.op})", shape)
         for pname, pshape in params.items():
             budget.charge(f"parameter '{node.name}.{pname}'", pshape)
+    if graph.vmapped:  # jax-vmap stacks that many copies of every input and node output (fuzzer/backends/jax_vmap.py)
+        batched = sum(int(np.prod(shape)) for shape in shapes.values())
+        budget.charge(f"inputs and node outputs of the {graph.vmapped:,} copies jax-vmap stacks", (batched, graph.vmapped - 1))
     for out in graph.outputs:
         if out not in shapes:
             raise UserError(f"Output '{out}' is not an input or node of the graph.")

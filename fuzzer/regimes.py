@@ -53,6 +53,7 @@ class Regime:
     size_one_share: float = 0.0  # probability that a dim is 1 (beyond DIMS's own share)
     layouts: bool = False  # inputs get non-default torch memory layouts (fuzzer/layouts.py)
     contraction_dims: tuple[int, ...] = ()  # the graph starts with a contraction whose every dim is one of these
+    ladder: bool = False  # the graph starts with an op whose reduction or contraction axis is a rung (fuzzer/ladder.py)
 
 
 def compose(first: Regime, second: Regime, weight: int = 0) -> Regime:
@@ -67,7 +68,7 @@ def compose(first: Regime, second: Regime, weight: int = 0) -> Regime:
 
 
 SINGLE_REGIMES = (
-    Regime("small", 54, "small dims from a fixed set, O(1) values, contiguous inputs"),
+    Regime("small", 51, "small dims from a fixed set, O(1) values, contiguous inputs"),
     Regime("large-op", 6, "one input dim just off a power of two (127 .. 32769), up to 1e6 elements a tensor",
            max_elements=1_000_000, large_dims=LARGE_DIMS),
     Regime("batch-threshold", 5, "a leading (batch) dim above 32/64/128/256", max_elements=200_000,
@@ -82,6 +83,9 @@ SINGLE_REGIMES = (
     # A 512 x 512 matrix at most: the float64 reference of a 512^3 product takes ~0.05 .. 0.1 s.
     Regime("big-contraction", 3, "a matmul, linear, bmm, einsum or conv with every dim 128 .. 512",
            max_elements=512 * 512, contraction_dims=CONTRACTION_DIMS),
+    # 2^20 elements a tensor: a rung of 2^17 + 1 keeps 7 elements on the other axes of its operand.
+    Regime("ladder", 3, "one reduction, contraction or vmapped axis of 2^k - 1, 2^k or 2^k + 1 elements (k 5 .. 17), "
+           "the other axes small", max_elements=2**20, ladder=True),
 )
 _SINGLE = {regime.name: regime for regime in SINGLE_REGIMES}
 # Pairs whose features combine (sizes or layouts from the first, values or layouts from the

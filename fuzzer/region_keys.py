@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from fuzzer import ladder
 from fuzzer.ops import OpDef
 from fuzzer.ops._common import numel
 
@@ -66,6 +67,9 @@ def drawn_regions(op: OpDef, attrs: dict, first: tuple[int, ...]) -> set[str]:
         regions.add(LARGE_SIZE)
     if op.family in REDUCING_FAMILIES and _reduced_extent(attrs, first) > LARGE_EXTENT:
         regions.add(LARGE_REDUCTION)
+    if op.ladder is not None:
+        rungs = (ladder.rung_of(first[axis]) for axis in op.ladder.axes(attrs, [first]))
+        regions.update(ladder.region(op.ladder.kind, *rung) for rung in rungs if rung)
     return regions
 
 

@@ -33,6 +33,10 @@ families, and the ops that get each without declaring anything:
              DATA_MOVING_FAMILIES): nan, inf and -inf; a float32 subnormal unless the op is
              exact (piecewise constant); -0.0 where the sign of a zero matters
              (Numerics.zero_sign_matters).
+  ladder     `ladder=KIND:2^k+1` (and -1, none): a rung of the size ladder (fuzzer/ladder.py) on the
+             op's reduction or contraction axis (KIND reduction or contraction, as OpDef.ladder
+             declares) or on jax-vmap's batch (KIND vmapped, Graph.vmapped), k 5 .. 17: 78 keys for
+             each op with a ladder, where the ladder regime is drawn.
 An op whose kernels switch on something these miss declares it (OpDef.regions, e.g. matmul's
 batch broadcasting).
 
@@ -55,6 +59,7 @@ import functools
 import random
 from collections.abc import Iterable
 
+from fuzzer import ladder
 from fuzzer.generate import BIG_CONTRACTIONS, Focus, focus_ranks, focused_graphs
 from fuzzer.ir import Graph, infer_shapes
 from fuzzer.layouts import CONTIGUOUS, layouts_for
@@ -86,6 +91,8 @@ def op_regions(op_name: str) -> frozenset[str]:
         regions.add(LARGE_SIZE)
     if op.family in REDUCING_FAMILIES:
         regions.add(LARGE_REDUCTION)
+    if op.ladder is not None:
+        regions.update(ladder.regions(op.ladder.kind) + ladder.regions("vmapped"))
     if op.family not in ELEMENTWISE_FAMILIES:
         regions.update(f"layout={layout}" for rank in focus_ranks(op) for layout in layouts_for((2,) * rank))
     if op.family not in DATA_MOVING_FAMILIES:
@@ -96,7 +103,7 @@ def op_regions(op_name: str) -> frozenset[str]:
 
 def _kept(op_name: str, region: str) -> bool:
     """Is `region`, exercised by a node of `op_name`, one of the op's keys? (Attribute keys always are.)"""
-    attribute = not region.startswith(("regime=", "layout=", "input-has:", "elements", "extent"))
+    attribute = not region.startswith(("regime=", "layout=", "input-has:", "elements", "extent", "ladder="))
     return attribute or region in op_regions(op_name)
 
 
@@ -115,6 +122,8 @@ def graph_regions(graph: Graph, values: dict | None = None) -> set[str]:
         if op.regions is not None:
             mine.update(op.regions.of(node.attrs, operand_shapes))
         mine.update(f"regime={regime}" for regime in regimes)
+        if graph.vmapped and ladder.rung_of(graph.vmapped):
+            mine.add(ladder.region("vmapped", *ladder.rung_of(graph.vmapped)))
         mine.update(f"layout={layouts[name]}" for name in node.inputs if name in layouts)
         if values is not None and op.family not in DATA_MOVING_FAMILIES:
             for name in node.inputs:
@@ -142,7 +151,8 @@ def _drawn_families(regimes: tuple) -> dict:
     return {"regimes": {part for regime in regimes for part in regime.name.split("+")},
             "layouts": any(regime.layouts for regime in regimes),
             "special": any("special" in regime.value_profiles for regime in regimes),
-            "large": any(d > LARGE_EXTENT for regime in regimes for d in regime.large_dims)}
+            "large": any(d > LARGE_EXTENT for regime in regimes for d in regime.large_dims),
+            "ladder": any(regime.ladder for regime in regimes)}
 
 
 def _drawn(region: str, drawn: dict) -> bool:
@@ -155,6 +165,8 @@ def _drawn(region: str, drawn: dict) -> bool:
         return drawn["special"]
     if region in (LARGE_SIZE, LARGE_REDUCTION):
         return drawn["large"]
+    if region.startswith("ladder="):
+        return drawn["ladder"]
     return True  # the op's own keys (OpDef.regions)
 
 
@@ -197,6 +209,8 @@ def focus_of(region_key: str):
         regime, profile = "special-values", SPECIAL_PROFILES[region.removeprefix("input-has:")]
     elif region in (LARGE_SIZE, LARGE_REDUCTION):
         regime = "large-op"
+    elif region.startswith("ladder="):
+        regime = "ladder"
     return Focus(op, regime, layout, region_key, profile)
 
 

@@ -42,6 +42,16 @@ class Regions:
     of: Callable[[dict, list[Shape]], set[str]]
 
 
+@dataclass(frozen=True)
+class Ladder:
+    """The axes of an op's first operand that reduce or contract, where a size ladder (fuzzer/ladder.py)
+    puts 2^k - 1, 2^k or 2^k + 1 elements: `kind` is "reduction" or "contraction", `axes(attrs, operand
+    shapes)` the axes (non-negative; none where these attributes contract nothing worth a ladder)."""
+
+    kind: str
+    axes: Callable[[dict, list[Shape]], tuple[int, ...]]
+
+
 def _no_params(attrs: dict, shapes: list[Shape]) -> dict[str, Shape]:
     return {}
 
@@ -98,6 +108,7 @@ class OpDef:
     jax_differentiable: bool = True
     # Regions beyond the generic ones (attribute values, regime, layout, special values, sizes).
     regions: Regions | None = None
+    ladder: Ladder | None = None  # its reduction or contraction axes, for the ladder regime
     family: str = ""
     notes: str = ""
 

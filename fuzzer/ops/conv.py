@@ -14,7 +14,7 @@ import warnings
 
 import numpy as np
 
-from fuzzer.ops import OpDef
+from fuzzer.ops import Ladder, OpDef
 from fuzzer.ops._common import check, rank_between, st
 from fuzzer.ops.matmul import CONTRACTION
 
@@ -69,6 +69,11 @@ def _draw_groups(draw, channels: int) -> tuple[int, int]:
 
 
 # -- convolution -------------------------------------------------------------------
+
+
+# A dense conv contracts over in_channels x kernel: the ladder goes on in_channels (a grouped one's
+# groups would have to divide the rung).
+IN_CHANNELS_CONTRACT = Ladder("contraction", lambda attrs, shapes: (1,) if attrs["groups"] == 1 else ())
 
 
 def padding_pairs(attrs) -> list[tuple[int, int]]:
@@ -328,6 +333,7 @@ OPS = [
             params=_conv_params,
             intermediates=_conv_intermediates,
             numerics=CONTRACTION,
+            ladder=IN_CHANNELS_CONTRACT,
             notes="depthwise 1 in 4, grouped 1 in 4, padding='same' 1 in 5",
         )
         for rank in (1, 2, 3)
@@ -344,6 +350,7 @@ OPS = [
             draw_attrs=_draw_conv_transpose,
             params=_conv_transpose_params,
             numerics=CONTRACTION,
+            ladder=IN_CHANNELS_CONTRACT,
         )
         for rank in (1, 2)
     ],

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from fuzzer.ops import OpDef, Regions
+from fuzzer.ops import Ladder, OpDef, Regions
 from fuzzer.ops._common import DIMS, check, like, rank_between, st
 from fuzzer.ops.numerics import Numerics
 
@@ -50,6 +50,31 @@ def _torch_linear(xs, ps, attrs):
 def _jax_linear(xs, ps, attrs):
     out = xs[0] @ ps["weight"].T
     return out + ps["bias"] if attrs["bias"] else out
+
+
+def _infer_mv(attrs, shapes):
+    check(len(shapes[0]) == 1, f"mv takes a vector, got shape {list(shapes[0])}")
+    check(attrs["out_features"] >= 1, "out_features must be >= 1")
+    return (attrs["out_features"],)
+
+
+def _mv_params(attrs, shapes):
+    return {"weight": (attrs["out_features"], shapes[0][0])}
+
+
+def _mv_reference(xs, ps, attrs):
+    """y = W x: a matrix-vector product, the matrix (out_features, len(x)) a weight on the left."""
+    return ps["weight"] @ xs[0]
+
+
+def _torch_mv(xs, ps, attrs):
+    import torch
+
+    return torch.mv(ps["weight"], xs[0])
+
+
+def _jax_mv(xs, ps, attrs):
+    return ps["weight"] @ xs[0]
 
 
 def _draw_matmul_operands(draw, first, attrs):
@@ -247,6 +272,12 @@ def _draw_einsum_operands(draw, first, attrs):
     return [tuple(sizes[letter] for letter in term) for term in inputs[1:]]
 
 
+def _einsum_contracted(attrs, shapes):
+    """The first operand's axes whose letter the output lacks: summed over."""
+    inputs, output = _terms(attrs["equation"])
+    return tuple(axis for axis, letter in enumerate(inputs[0]) if letter not in output)
+
+
 def _infer_einsum(attrs, shapes):
     equation = attrs["equation"]
     check(equation in EQUATIONS, f"equation {equation!r} is not one of {list(EQUATIONS)}")
@@ -280,6 +311,8 @@ def _jax_einsum(xs, ps, attrs):
 
 SUMS_OF_PRODUCTS = "adds many rounded products: the error grows with the contraction's length and cancellation"
 CONTRACTION = Numerics(sensitivity=2.0, why={"sensitivity": SUMS_OF_PRODUCTS})
+# The first operand's last axis is K of an M x K @ K x N product (linear, matmul, bmm).
+LAST_AXIS_CONTRACTS = Ladder("contraction", lambda attrs, shapes: (len(shapes[0]) - 1,))
 SCALED_PRODUCT = Numerics(sensitivity=2.0, forward_error=_scaled_product_error, why={
     "sensitivity": SUMS_OF_PRODUCTS,
     "forward_error": "beta * input and alpha * a @ b may cancel, each rounded (_scaled_product_error)"})
@@ -295,7 +328,23 @@ OPS = [
         accepts=rank_between(1, 4),
         draw_attrs=_draw_linear,
         params=_linear_params,
+        ladder=LAST_AXIS_CONTRACTS,
         numerics=CONTRACTION,
+    ),
+    # linear's x W^T with the weight on the left (W x, as jax code writes `matrix @ row`): under jax.vmap
+    # the shared matrix times a batched vector is another batching rule (jax#39103).
+    OpDef(
+        name="mv",
+        attrs=('out_features',),
+        infer=_infer_mv,
+        reference=_mv_reference,
+        torch=_torch_mv,
+        jax=_jax_mv,
+        accepts=rank_between(1, 1),
+        draw_attrs=lambda draw, shapes: {"out_features": _draw_features(draw)},
+        params=_mv_params,
+        numerics=CONTRACTION,
+        ladder=Ladder("contraction", lambda attrs, shapes: (0,)),
     ),
     OpDef(
         name="matmul",
@@ -307,6 +356,7 @@ OPS = [
         accepts=rank_between(2, 4),
         draw_operands=_draw_matmul_operands,
         arity=(2, 2),
+        ladder=LAST_AXIS_CONTRACTS,
         numerics=CONTRACTION,
         regions=Regions(tuple(f"batch={style}" for style in MATMUL_BATCH_STYLES), _matmul_batch_region),
     ),
@@ -320,6 +370,7 @@ OPS = [
         accepts=rank_between(3, 3),
         draw_operands=_draw_bmm_operands,
         arity=(2, 2),
+        ladder=LAST_AXIS_CONTRACTS,
         numerics=CONTRACTION,
     ),
     OpDef(
@@ -359,6 +410,7 @@ OPS = [
         draw_attrs=_draw_einsum,
         draw_operands=_draw_einsum_operands,
         arity=(1, 2),
+        ladder=Ladder("contraction", _einsum_contracted),
         numerics=CONTRACTION,
     ),
 ]

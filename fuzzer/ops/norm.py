@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from fuzzer.errors import OpUnsupported
-from fuzzer.ops import OpDef
+from fuzzer.ops import Ladder, OpDef
 from fuzzer.ops._common import check, like, numel, rank_between, st
 from fuzzer.ops.numerics import Numerics
 
@@ -118,6 +118,10 @@ def _infer_trailing_norm(attrs, shapes):
     )
     _check_eps(attrs)
     return shape
+
+
+# The normalized (trailing) dims: each row's mean and variance reduce over them.
+TRAILING_AXES = Ladder("reduction", lambda attrs, shapes: tuple(range(len(shapes[0]) - len(attrs["normalized_shape"]), len(shapes[0]))))
 
 
 def _repair_normalized_shape(attrs, shapes):
@@ -496,6 +500,7 @@ OPS = [
         params=_layer_norm_params,
         numerics=_mean_subtracting(_layer_norm_reference, _layer_norm_error),
         repair_attrs=_repair_normalized_shape,
+        ladder=TRAILING_AXES,
     ),
     OpDef(
         name="batch_norm",
@@ -549,6 +554,7 @@ OPS = [
                           why={"sensitivity": "set with the mean-subtracting norms; its denominator is well conditioned",
                                "low_precision_model": STATISTICS_IN_FLOAT32}),
         repair_attrs=_repair_normalized_shape,
+        ladder=TRAILING_AXES,
     ),
     OpDef(
         name="local_response_norm",

@@ -15,7 +15,7 @@ from dataclasses import replace
 import numpy as np
 
 from fuzzer.errors import OpUnsupported
-from fuzzer.ops import OpDef
+from fuzzer.ops import Ladder, OpDef
 from fuzzer.ops.numerics import PIECEWISE_CONSTANT, Numerics
 from fuzzer.ops._common import check, draw_dim, draw_dims, like, norm_dim, rank_between, release, st
 
@@ -42,6 +42,9 @@ def _reduced_dims(attrs, rank: int) -> tuple[int, ...]:
     dims = sorted({norm_dim(d, rank) for d in given})
     check(len(dims) == len(given) and dims, "dims must be distinct and non-empty")
     return tuple(dims)
+
+
+REDUCED_AXES = Ladder("reduction", lambda attrs, shapes: _reduced_dims(attrs, len(shapes[0])))
 
 
 def _count(attrs, shape) -> int:
@@ -465,6 +468,7 @@ def _reduction(name, reference, torch_reduce, jax_reduce, draw_attrs=_draw_dims,
         accepts=rank_between(1, 5),
         draw_attrs=draw_attrs,
         attrs=attrs,
+        ladder=REDUCED_AXES,
         numerics=replace(numerics, sensitivity=REDUCTION_SENSITIVITY,
                          low_precision_model=None if model is None else _shaped_model(model),
                          why={"sensitivity": REDUCTION_SENSITIVITY_WHY, **numerics.why}),
@@ -542,6 +546,7 @@ OPS = [
         jax=_jax_cumsum,
         accepts=rank_between(1, 5),
         draw_attrs=_draw_cumsum,
+        ladder=Ladder("reduction", lambda attrs, shapes: (norm_dim(attrs["dim"], len(shapes[0])),)),
         numerics=Numerics(sensitivity=REDUCTION_SENSITIVITY, scans_in_dtype=True, why={
             "sensitivity": "a running sum of many rounded terms",
             "scans_in_dtype": "torch's CUDA cumsum carries the running value in float16/bfloat16, as its maintainers "

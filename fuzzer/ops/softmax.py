@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from fuzzer.ops import OpDef
+from fuzzer.ops import Ladder, OpDef
 from fuzzer.ops._common import draw_dim, norm_dim, rank_between
 from fuzzer.ops.elementwise import jax_function, torch_function
 from fuzzer.ops.numerics import Numerics
@@ -49,6 +49,7 @@ OPS = [
         jax=jax_function(f"nn.{name}", keywords={"dim": "axis"}),
         accepts=rank_between(1, 5),
         draw_attrs=_draw_dim,
+        ladder=Ladder("reduction", lambda attrs, shapes: (norm_dim(attrs["dim"], len(shapes[0])),)),
         numerics=numerics,
     )
     for name, reference, numerics in (
