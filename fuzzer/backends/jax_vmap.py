@@ -41,6 +41,8 @@ class JaxVmap(JaxJit):
     description = "jax.jit(jax.vmap(graph)) over 3 stacked input sets (parameters shared); every copy judged"
     transformation = "vmap"
     batch_size = 3
+    # Its other copies are drawn as float values (batch_copies): no integer dtypes.
+    dtypes = ("float32", "float64", "bfloat16", "float16")
 
     def _graph_fn(self, graph: Graph):
         jax = import_jax()
