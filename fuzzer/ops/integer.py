@@ -90,6 +90,7 @@ def _torch_trunc(x, value):
 def _jax_trunc(x, value):
     import jax.numpy as jnp
 
+    value = jnp.asarray(value).astype(x.dtype)  # as torch converts it: -1 is 255 in uint8
     quotient = jnp.floor_divide(x, value)
     return quotient + ((jnp.remainder(x, value) != 0) & ((x < 0) != (value < 0))).astype(x.dtype)
 

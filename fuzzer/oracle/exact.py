@@ -128,8 +128,8 @@ def compare_exact(y, index: int, expected: np.ndarray, exact: ExactReference, dt
             return AGREE, 0.0, 0.0, ""
         at = tuple(int(i) for i in np.argwhere(wrong)[0])
         error = float(abs(int(y[at]) - int(expected[at])))
-        return MISMATCH, error, 0.0, (f"{int(wrong.sum())} entries differ, e.g. at {list(at)}: {y[at]!r} where the "
-                                      f"reference is {expected[at]!r}")
+        return MISMATCH, error, 0.0, (f"{int(wrong.sum())} entries differ, e.g. at {list(at)}: {y[at].item()!r} where the "
+                                      f"reference is {expected[at].item()!r} ({expected.dtype})")
     y, expected = y.astype(np.float64), expected.astype(np.float64)
     classes = nonfinite_class(expected)
     wrong_class = nonfinite_class(y) != classes
