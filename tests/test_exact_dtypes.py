@@ -3,6 +3,7 @@ integer semantics torch documents, judged exactly (fuzzer/oracle/exact.py), Pyth
 as region keys, and short campaigns that find faults planted only there (tests/plugins/integer_faults.py)."""
 
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -18,6 +19,7 @@ from fuzzer.exact_dtypes import EDGE_INTEGERS, EXACT_DTYPES
 from fuzzer.generate import CaseGenerator
 from fuzzer.ir import Case, Graph, Node, TensorSpec, hash_content
 from fuzzer.ops import registry
+from fuzzer.region_keys import attribute_regions
 from fuzzer.regimes import INTEGER_REGIMES
 
 FUZZ = str(Path(sys.executable).with_name("fuzz"))
@@ -115,10 +117,18 @@ def test_jax_is_judged_against_jax_eager_where_its_integer_semantics_differ():
     assert not result.findings
 
 
-@pytest.mark.parametrize("value, kind", [(2, "int"), (True, "bool"), (0.5, "float"), ("inf", "nonfinite"), ("nan", "nonfinite"),
-                                         (-0.0, "negative-zero")])
-def test_the_kind_of_a_python_scalar_is_a_region_key(value, kind):
-    assert registry()["add_scalar"].regions.of({"value": value}, [(3,)]) == {f"scalar={kind}"}
+@pytest.mark.parametrize("value, keys", [(1, {"value=1"}), (1.0, set()), (True, {"value=True"}), ("inf", {"value=inf"}),
+                                         ("nan", {"value=nan"}), (-0.0, {"value=0"})])
+def test_the_kind_of_a_python_scalar_is_a_region_key(value, keys):
+    """An int 1 is not a float 1.0: torch keeps an int tensor's dtype for the first, promotes for the second."""
+    assert attribute_regions({"value": value}) == keys
+
+
+def test_scalar_ops_draw_every_kind_of_python_scalar():
+    drawn = [node.attrs["value"] for seed in range(200) for node in CaseGenerator(["add_scalar"], 1).case(seed).graph.nodes]
+    kinds = {type(value).__name__ for value in drawn} | {value for value in drawn if isinstance(value, str)}
+    assert {"int", "bool", "float", "inf", "-inf", "nan"} <= kinds
+    assert any(value == 0 and math.copysign(1, value) < 0 for value in drawn if isinstance(value, float)), "-0.0 is drawn"
 
 
 def fuzz(*args):

@@ -9,7 +9,6 @@ compute in the dtype these rules give, never in numpy's.
 
 from __future__ import annotations
 
-import math
 from dataclasses import replace
 
 import numpy as np
@@ -47,10 +46,6 @@ def as_weak_scalar(value, dtype: np.dtype):
     return np.asarray(value, dtype=dtype)
 
 
-def is_special_float(value) -> bool:
-    return isinstance(value, float) and (not math.isfinite(value) or (value == 0 and math.copysign(1, value) < 0))
-
-
 def promoted(function):
     """An exact reference (OpDef.exact_reference) computing `function(*inputs)` in torch's result dtype."""
     def run(xs, ps, attrs):
@@ -69,4 +64,4 @@ def integer_semantics(op, dtypes=INTEGERS, reference=None, jax_differs: str = ""
 
 
 __all__ = ["EXACT_DTYPES", "INTEGERS", "integer_semantics", "promoted", "result_dtype", "scalar_result_dtype",
-           "as_weak_scalar", "is_special_float"]
+           "as_weak_scalar"]

@@ -12,13 +12,9 @@ import math
 
 import numpy as np
 
-from dataclasses import replace
-
 from fuzzer.jsonform import number
-from fuzzer.ops import Regions
 from fuzzer.ops._common import st
-from fuzzer.ops._exact import (EXACT_DTYPES, FLOAT_RESULT, INTEGERS, as_weak_scalar, integer_semantics, is_special_float,
-                               scalar_result_dtype)
+from fuzzer.ops._exact import EXACT_DTYPES, FLOAT_RESULT, INTEGERS, as_weak_scalar, integer_semantics, scalar_result_dtype
 from fuzzer.ops.elementwise import unary
 from fuzzer.ops.numerics import Numerics
 
@@ -33,12 +29,13 @@ def grid_values():
     return st.integers(-4096, 4096).map(lambda k: k / 1024)
 
 
-# Python scalars of other kinds, a fifth of the draws: ints and bools (an integer tensor keeps its
+# Python scalars of other kinds, half the draws: ints and bools (an integer tensor keeps its
 # dtype, wrapping the int; a bool tensor becomes int64) and the floats compilers special-case (-0.0;
 # inf and nan, stored as the strings "inf", "-inf", "nan" as JSON forms of them: fuzzer/jsonform.py).
-INT_SCALARS = (0, 1, -1, 2, 3, 7, -128, 127, 255, 2**31 - 1)
+# Their kind is a region key through the attribute's own keys (fuzzer/region_keys.py): value=True,
+# value=False, value=1 (an int), value=inf, value=-inf, value=nan, value=0 (either zero).
+INT_SCALARS = (1, -1, -128, 255, 2**31 - 1)  # few small ones: each int 0 .. 4 is a region key to steer to
 SPECIAL_FLOATS = (-0.0, "inf", "-inf", "nan")
-SCALAR_KINDS = ("int", "bool", "float", "nonfinite", "negative-zero")
 
 
 def scalar_value(value):
@@ -46,27 +43,13 @@ def scalar_value(value):
     return number(value) if isinstance(value, str) else value
 
 
-def scalar_kind(value) -> str:
-    """The region key of a Python scalar argument (torch promotes by it: an int tensor + a float is float)."""
-    value = scalar_value(value)
-    if isinstance(value, bool):
-        return "bool"
-    if isinstance(value, int):
-        return "int"
-    return "nonfinite" if not math.isfinite(value) else "negative-zero" if is_special_float(value) else "float"
-
-
-def _scalar_regions(name: str) -> Regions:
-    return Regions(tuple(f"scalar={kind}" for kind in SCALAR_KINDS),
-                   lambda attrs, shapes: {f"scalar={scalar_kind(attrs[name])}"} if attrs.get(name) is not None else set())
-
-
 def _draw_value(exclude=()):
     def draw_attrs(draw, shapes):
         usual = st.one_of(st.sampled_from(SPECIAL_VALUES), grid_values())
-        other = st.one_of(st.sampled_from(INT_SCALARS), st.booleans(), st.sampled_from(SPECIAL_FLOATS))
+        # Each value a branch of its own, so steering reaches its attribute key in a few draws (fuzzer/regions.py).
+        other = st.one_of(st.sampled_from(INT_SCALARS), st.booleans(), *map(st.just, SPECIAL_FLOATS))
         # By type as well: torch refuses x - True, where x - 1 is fine (and True == 1).
-        values = st.one_of(usual, usual, usual, usual, other).filter(
+        values = st.one_of(usual, other).filter(
             lambda v: not any(type(v) is type(excluded) and v == excluded for excluded in exclude))
         return {"value": draw(values)}
 
@@ -93,7 +76,7 @@ def _operator(name, expression, exclude=(), notes="", true_division=False, dtype
     op = unary(name, _with_scalar(expression), _with_scalar(expression), _with_scalar(expression),
                draw_attrs=_draw_value(exclude), attrs=("value",),
                numerics=Numerics(weak_scalars=("value",), why={"weak_scalars": WEAK_SCALAR}), notes=notes)
-    return integer_semantics(replace(op, regions=_scalar_regions("value")), dtypes, _exact_scalar(expression, true_division))
+    return integer_semantics(op, dtypes, _exact_scalar(expression, true_division))
 
 
 # Integers go to torch's and jax's integer-power paths (x * x, ...), floats to their general pow;
