@@ -112,7 +112,8 @@ def _jax_shift(left):
 
 
 def _by_divisor(name, function, torch_impl, jax_impl, notes):
-    op = unary(name, function, torch_impl, jax_impl, draw_attrs=_draw_divisor, attrs=("value",), notes=notes)
+    op = unary(name, lambda x, value: function(x, as_weak_scalar(value, np.asarray(x).dtype)), torch_impl, jax_impl,
+               draw_attrs=_draw_divisor, attrs=("value",), notes=notes)
     return integer_semantics(op, INTEGERS, _by_scalar(function), floats=False)
 
 
