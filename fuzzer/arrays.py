@@ -9,6 +9,7 @@ import tokenize
 import numpy as np
 
 from fuzzer.errors import UserError
+from fuzzer.exact_dtypes import integer_values
 from fuzzer.layouts import conform_values
 from fuzzer.regimes import get_regime
 from fuzzer.ir import Case, Graph, element_limits, infer_shapes, param_shapes
@@ -38,7 +39,7 @@ def from_npy_bytes(data: bytes, what: str = "array", shape: tuple[int, ...] | No
         declared, _, dtype = read_header(stream)
     except (ValueError, KeyError, EOFError, SyntaxError, TypeError, tokenize.TokenError):  # numpy tokenizes the header
         raise UserError(f"The {what} is not a plain numeric .npy array; refusing to load it (pickled objects are never loaded).") from None
-    if dtype.hasobject or dtype.kind not in "fiu":
+    if dtype.hasobject or dtype.kind not in "fiu" or dtype == np.uint64:
         raise UserError(f"The {what} has dtype {dtype}; only numeric arrays are accepted, refusing to load it (pickled objects are never loaded).")
     elements = int(np.prod(declared, dtype=object)) if declared else 1
     per_tensor, _ = element_limits()
@@ -54,7 +55,8 @@ def from_npy_bytes(data: bytes, what: str = "array", shape: tuple[int, ...] | No
         array = np.load(io.BytesIO(data), allow_pickle=False)
     except (ValueError, OSError, EOFError):
         raise UserError(f"The {what} is not a plain numeric .npy array; refusing to load it (pickled objects are never loaded).") from None
-    return array.astype(np.float64)
+    # Integers stay int64, exactly (an integer case's values: fuzzer/exact_dtypes.py); the rest float64.
+    return array.astype(np.int64 if dtype.kind in "iu" else np.float64)
 
 
 def to_base64(array: np.ndarray) -> str:
@@ -130,6 +132,8 @@ def input_values(rng: np.random.Generator, shape: tuple[int, ...], profile: str)
         values = _sprinkle(rng, rng.standard_normal(shape), SPECIAL_VALUES)
     elif profile == "special-rows":
         values = _fill_rows(rng, rng.standard_normal(shape), ROW_FILLS)
+    elif profile in ("integers", "integer-edges"):
+        return integer_values(rng, shape, profile)  # int64, exact: no float32 rounding
     else:
         raise ValueError(f"unknown value profile {profile!r}")
     return _as_float32_values(values)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from fuzzer import oracle, verdicts
 from fuzzer.backends import Backend
 from fuzzer.errors import error_headline
+from fuzzer.exact_dtypes import is_exact
 from fuzzer.execute import HANG, OK, UNSUPPORTED, Outcome
 from fuzzer.ir import Case
 
@@ -21,6 +22,9 @@ def reference_for(backend: Backend, case: Case, reference: oracle.Reference) -> 
 def verdict_of(backend: Backend, case: Case, outcome: Outcome, reference: oracle.Reference,
                at_floor: bool = False) -> oracle.BackendVerdict:
     """`at_floor`: the verdict may agree at the floor, without the honest models (oracle.judge_outputs)."""
+    ill_typed = reference.exact.ill_typed(backend.dtype) if is_exact(backend.dtype) and reference.exact else None
+    if ill_typed:  # the framework refuses it as it should, or computes something no semantics defines
+        return oracle.BackendVerdict(backend.name, verdicts.UNSUPPORTED, detail=ill_typed)
     if outcome.status == OK:
         try:
             judged_against = reference_for(backend, case, reference)

@@ -408,7 +408,9 @@ def hash_content(graph_json: str, arrays: dict) -> str:
     digest = hashlib.sha256(graph_json.encode())
     for name in sorted(arrays):
         digest.update(name.encode())
-        digest.update(np.ascontiguousarray(arrays[name], dtype=np.float64).tobytes())
+        array = np.asarray(arrays[name])
+        # Integers by their int64 bytes (float64 cannot tell int64 extremes apart); floats as ever.
+        digest.update(np.ascontiguousarray(array, dtype=np.int64 if array.dtype.kind in "iu" else np.float64).tobytes())
     return digest.hexdigest()[:16]
 
 

@@ -63,6 +63,15 @@ def layout_source(layout: str, shape: tuple[int, ...], name: str) -> str:
     raise ValueError(f"unknown layout {layout!r}")
 
 
+def _gap_value(tensor):
+    """What fills the gaps of a strided input: NaN, or in an integer tensor its dtype's minimum (a bool's True)."""
+    import torch
+
+    if tensor.is_floating_point():
+        return float("nan")
+    return True if tensor.dtype == torch.bool else torch.iinfo(tensor.dtype).min
+
+
 def apply_layout(tensor, layout: str):
     """`tensor` (contiguous) re-stored in `layout`; values unchanged."""
     import torch
@@ -78,5 +87,5 @@ def apply_layout(tensor, layout: str):
     if layout == "expanded":
         return tensor[:1].expand(shape)
     if layout == "strided":
-        return torch.stack([tensor, torch.full_like(tensor, float("nan"))], dim=-1)[..., 0]
+        return torch.stack([tensor, torch.full_like(tensor, _gap_value(tensor))], dim=-1)[..., 0]
     raise ValueError(f"unknown layout {layout!r}")

@@ -7,6 +7,8 @@ from dataclasses import replace
 
 import numpy as np
 
+from fuzzer.exact_dtypes import is_exact
+from fuzzer.oracle.exact import ExactReference
 from fuzzer import oracle, verdicts
 from fuzzer.accuracy import ACCURACY_FACTOR, ACCURACY_FLOOR
 from fuzzer.backend_verdict import verdict_of
@@ -176,7 +178,10 @@ class NodeIsolation:
         has them already (localize's probe reference); computed here otherwise."""
         self.backend, self.case, self.runner = backend, case, runner
         inputs, self.params = split_arrays(case)
-        if node_values is None:
+        exact = ExactReference(case).env(backend.dtype) if is_exact(backend.dtype) and node_values is None else None
+        if isinstance(exact, dict):  # an integer or bool backend's nodes get their exact values (oracle/exact.py)
+            self.values = exact
+        elif node_values is None:
             with np.errstate(all="ignore"):
                 self.values = NumpyReference(dtype="float64").execute_all(case.graph, inputs, self.params)
         else:

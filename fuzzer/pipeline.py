@@ -19,6 +19,7 @@ from typing import Callable
 
 from fuzzer.arrays import materialize, regime_profiles
 from fuzzer.backends import Backend, all_ops_supported_by, get_backend, parse_backend_list
+from fuzzer.exact_dtypes import is_exact
 from fuzzer.budget import (DEFAULT_SHARE, SINGLE, SMALL, SMALL_NODES, WHOLE, CompileBudget, graph_features, parse_shares,
                            slot_shares)
 from fuzzer.check import CaseResult, Finding, check_case, still_fails_predicate
@@ -88,10 +89,15 @@ def campaign_ops(requested: list[str] | None, backends: list[Backend]) -> list[s
     return ops
 
 
+def all_exact(backends: list[Backend]) -> bool:
+    """Is every backend an integer or bool one? Then the campaign draws integer values (regimes.INTEGER_REGIMES)."""
+    return all(is_exact(backend.dtype) for backend in backends)
+
+
 def case_generator(config: WorkerConfig, backends: list[Backend]) -> CaseGenerator:
     """The campaign's case stream: its ops (those every backend supports), size and regimes."""
     return CaseGenerator(campaign_ops(config.ops, backends), config.max_nodes,
-                         parse_regime_list(",".join(config.regimes or [])))
+                         parse_regime_list(",".join(config.regimes or []), integers=all_exact(backends)))
 
 
 # The value regimes a compiled graph's further input sets cycle through (same shapes, so no recompile).
@@ -125,7 +131,7 @@ class CaseDrawer:
         self.config = config
         self.whole = case_generator(config, backends)
         self.ops = list(self.whole.op_names)
-        self.regimes = parse_regime_list(",".join(config.regimes or []))
+        self.regimes = parse_regime_list(",".join(config.regimes or []), integers=all_exact(backends))
         # The value regimes the campaign allows, for the further input sets of compiled graphs.
         self.value_regimes = tuple(name for name in VALUE_REGIMES if name in {r.name for r in self.regimes})
         self._small: CaseGenerator | None = None

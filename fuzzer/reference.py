@@ -12,6 +12,7 @@ from typing import Callable
 import numpy as np
 
 from fuzzer.ir import Graph, interpret
+from fuzzer.jsonform import number
 from fuzzer.ops import get_op
 
 
@@ -63,7 +64,7 @@ def _in_dtype(fn, dtype, op, in_float32: bool = False):
 
 def _rounded_scalars(attrs: dict, names: tuple[str, ...], dtype) -> dict:
     """`attrs` with the scalars `names` (those present, not None) rounded to `dtype`, as floats."""
-    return {key: float(np.asarray(value, dtype=dtype)) if key in names and value is not None else value
+    return {key: float(np.asarray(number(value), dtype=dtype)) if key in names and value is not None else value
             for key, value in attrs.items()}
 
 

@@ -102,9 +102,15 @@ COMPOSITIONS = (
     ("big-contraction", "magnitudes", 1),
 )
 REGIMES = SINGLE_REGIMES + tuple(compose(_SINGLE[a], _SINGLE[b], weight) for a, b, weight in COMPOSITIONS)
-BY_NAME = {regime.name: regime for regime in REGIMES}
+# A campaign whose every backend is an integer or bool one (fuzzer/exact_dtypes.py) draws from these
+# instead (weights: percent of its cases): int64 values stored exactly, cast by each backend.
+INTEGERS = Regime("integers", 85, "integer values: small (-8 .. 8), and a few dtype edges (0, -1, each dtype's min "
+                  "and max, +-2^k)", value_profiles=("integers", "integers", "integer-edges"))
+_SINGLE[INTEGERS.name] = INTEGERS
+INTEGER_REGIMES = (INTEGERS, *(compose(_SINGLE[name], INTEGERS, 5) for name in ("large-op", "size-1", "layout")))
+BY_NAME = {regime.name: regime for regime in REGIMES + INTEGER_REGIMES}
 DEFAULT = BY_NAME["small"]
-assert sum(r.weight for r in REGIMES) == 100, "regime weights are percentages"
+assert sum(r.weight for r in REGIMES) == sum(r.weight for r in INTEGER_REGIMES) == 100, "regime weights are percentages"
 
 
 def get_regime(name: str) -> Regime:
@@ -119,10 +125,11 @@ def get_regime(name: str) -> Regime:
     return DEFAULT
 
 
-def parse_regime_list(text: str | None) -> tuple[Regime, ...]:
-    """'small,large-op+layout' -> those regimes; None or '' or 'all' -> every regime (compositions too)."""
+def parse_regime_list(text: str | None, integers: bool = False) -> tuple[Regime, ...]:
+    """'small,large-op+layout' -> those regimes; None or '' or 'all' -> every regime (compositions too),
+    or with `integers` (only integer and bool backends) every integer regime."""
     if not text or text == "all":
-        return REGIMES
+        return INTEGER_REGIMES if integers else REGIMES
     chosen = []
     for name in (n.strip() for n in text.split(",") if n.strip()):
         if name not in BY_NAME:

@@ -351,7 +351,7 @@ def pass_simplify_entries(case: Case, culprit: str):
     names = [spec.name for spec in case.graph.inputs] + sorted(set(case.arrays) - {s.name for s in case.graph.inputs})
     layouts = {spec.name: spec.layout for spec in case.graph.inputs}
     for name in names:
-        flat = np.asarray(case.arrays[name], dtype=np.float64).reshape(-1)
+        flat = np.asarray(case.arrays[name]).reshape(-1)  # an integer case's int64 stays exact
         for target in (0.0, 1.0, -1.0):
             simpler = entry_costs(flat) > entry_costs(np.array(target))
             block = flat.size

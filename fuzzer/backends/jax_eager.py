@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from fuzzer.backends import Backend
+from fuzzer.exact_dtypes import EXACT_DTYPES, result_array
 from fuzzer.ir import Case, Graph, interpret
 from fuzzer.program_source import JAX_VERSIONS, jax_program
 
@@ -48,7 +49,7 @@ class JaxEager(Backend):
     in_sets = {"cpu": {40: "cpu:float32"}, "gpu": {60: "gpu:float32"}}
     family = "jax"
     devices = ("cpu", "gpu")
-    dtypes = ("float32", "float64", "bfloat16", "float16")
+    dtypes = ("float32", "float64", "bfloat16", "float16", *EXACT_DTYPES)
     description = "jax, op by op (no jit)"
     versions_source = JAX_VERSIONS
     # Every primitive compiles once per new shape: ~0.5 s for a new graph (measured, see
@@ -103,7 +104,7 @@ class JaxEager(Backend):
                 {k: self.put(v) for k, v in inputs.items()},
                 {node: {k: self.put(v) for k, v in ps.items()} for node, ps in params.items()},
             )
-        return [np.asarray(jax.device_get(out)).astype(np.float64) for out in outputs]
+        return [result_array(jax.device_get(out), self.dtype) for out in outputs]
 
 
 BACKENDS = [JaxEager]

@@ -17,6 +17,7 @@ import numpy as np
 
 from fuzzer.backends.jax_eager import import_jax
 from fuzzer.backends.jax_jit import JaxJit
+from fuzzer.exact_dtypes import result_array
 from fuzzer.ir import Case, interpret, split_arrays
 from fuzzer.program_source import jax_program
 
@@ -52,7 +53,7 @@ class JaxJitConst(JaxJit):
         jitted = jax.jit(lambda free: interpret(graph, {**free, **closed}, weights, self.impl_for))
         with self.running_context(graph):
             outputs = jitted({name: self.put(value) for name, value in inputs.items() if name not in constant})
-        return [np.asarray(jax.device_get(out)).astype(np.float64) for out in outputs]
+        return [result_array(jax.device_get(out), self.dtype) for out in outputs]
 
     def reproducer_program(self, case: Case) -> tuple[list[str], str]:
         # The script's `args` start with the graph inputs, in order (program_source.argument_names).

@@ -86,6 +86,8 @@ class JaxVmap(JaxJit):
     description = ("jax.jit(jax.vmap(graph)) over 3 stacked input sets (parameters shared), or over a ladder rung's "
                    "2^k - 1 .. 2^k + 1; every copy judged, of a rung those at powers of two")
     transformation = "vmap"
+    # Its other copies are drawn as float values (batch_copies): no integer dtypes.
+    dtypes = ("float32", "float64", "bfloat16", "float16")
 
     def _graph_fn(self, graph: Graph):
         jax = import_jax()

@@ -8,6 +8,7 @@ import math
 import numpy as np
 
 from fuzzer.backends import Backend
+from fuzzer.exact_dtypes import EXACT_DTYPES, result_array
 from fuzzer.ir import Case, Graph, interpret
 from fuzzer.ops import get_op
 from fuzzer.program_source import TORCH_VERSIONS, torch_program
@@ -32,7 +33,7 @@ class TorchEager(Backend):
                "gpu": {10: "cuda:float32", 20: "cuda:float64", 30: "cuda:float16", 40: "cuda:bfloat16"}}
     family = "torch"
     devices = ("cpu", "cuda")
-    dtypes = ("float32", "float64", "float16", "bfloat16")
+    dtypes = ("float32", "float64", "float16", "bfloat16", *EXACT_DTYPES)
     description = "torch eager, op by op"
     versions_source = TORCH_VERSIONS
 
@@ -119,7 +120,7 @@ class TorchEager(Backend):
                 self._input_tensors(graph, inputs),
                 {node: {k: self._to_torch(v) for k, v in ps.items()} for node, ps in params.items()},
             )
-        return [out.detach().to("cpu", torch.float64).numpy() for out in outputs]
+        return [result_array(out.detach().cpu().numpy(), self.dtype) for out in outputs]
 
 
 BACKENDS = [TorchEager]

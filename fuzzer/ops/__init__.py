@@ -106,6 +106,17 @@ class OpDef:
     declares_numerics: bool = True
     # False where jax cannot differentiate the op's jax implementation, so jax-grad skips it.
     jax_differentiable: bool = True
+    # The integer and bool dtypes (fuzzer/exact_dtypes.py) the op runs on, judged exactly against
+    # `exact_reference` (fuzzer/oracle/exact.py); () for a float-only op.
+    exact_dtypes: tuple[str, ...] = ()
+    # (inputs, params, attrs) -> the result in torch's dtype and semantics on integer and bool operands
+    # (sum of int32 is int64); None where `reference`, run on them, already is that.
+    exact_reference: Callable | None = None
+    # Why jax's integer semantics differ from torch's (jax's cumsum of int32 stays int32 and wraps),
+    # where they do: jax backends are then judged against jax eager's own run, not the torch reference.
+    jax_exact_differs: str = ""
+    # False for an integer-only op (bitwise, shifts): float backends never draw it.
+    float_dtypes: bool = True
     # Regions beyond the generic ones (attribute values, regime, layout, special values, sizes).
     regions: Regions | None = None
     ladder: Ladder | None = None  # its reduction or contraction axes, for the ladder regime

@@ -15,6 +15,7 @@ import numpy as np
 
 from fuzzer.ops import API_KEYWORDS, API_PATH, WRAPS, OpDef
 from fuzzer.ops._common import check, like, st
+from fuzzer.ops._exact import EXACT_DTYPES, INTEGERS, integer_semantics, promoted
 from fuzzer.ops.numerics import Numerics
 
 
@@ -275,13 +276,13 @@ OPS = [
     ),
     unary("tanh", np.tanh, "tanh", "numpy.tanh"),
     unary("sigmoid", sigmoid, "sigmoid", "nn.sigmoid"),
-    binary("add", np.add, "add", "numpy.add"),
-    binary("sub", np.subtract, "sub", "numpy.subtract"),
-    binary("mul", np.multiply, "mul", "numpy.multiply"),
+    integer_semantics(binary("add", np.add, "add", "numpy.add"), EXACT_DTYPES, promoted(np.add)),
+    integer_semantics(binary("sub", np.subtract, "sub", "numpy.subtract"), INTEGERS, promoted(np.subtract)),
+    integer_semantics(binary("mul", np.multiply, "mul", "numpy.multiply"), EXACT_DTYPES, promoted(np.multiply)),
     binary("div", np.divide, "div", "numpy.divide", notes="true division; x / 0 = +-inf, 0 / 0 = nan",
            numerics=Numerics(zero_sign_matters=True, why={"zero_sign_matters": "x / +-0 is +-inf by the zero's sign"})),
-    binary("maximum", _maximum_reference, "maximum", "numpy.maximum"),
-    binary("minimum", _minimum_reference, "minimum", "numpy.minimum"),
+    integer_semantics(binary("maximum", _maximum_reference, "maximum", "numpy.maximum"), INTEGERS, promoted(np.maximum)),
+    integer_semantics(binary("minimum", _minimum_reference, "minimum", "numpy.minimum"), INTEGERS, promoted(np.minimum)),
     binary(
         "pow",
         np.power,
@@ -302,7 +303,7 @@ OPS = [
         notes="atan2(a, b): the angle of the point (x=b, y=a), in [-pi, pi]; the branch cut is the "
         "negative x axis, where atan2(+-0, b < 0) = +-pi",
     ),
-    binary(
+    integer_semantics(binary(
         "where",
         _where_reference,
         _torch_where,
@@ -311,7 +312,7 @@ OPS = [
         attrs=("compare",),
         choices={"compare": tuple(sorted(COMPARISONS))},
         notes="where(a <compare> b, a, b), compare in gt/lt/ge/le",
-    ),
+    ), INTEGERS, promoted(_where_reference)),
     binary(
         "where_threshold",
         _where_threshold_reference,

@@ -18,6 +18,7 @@ from fuzzer.errors import OpUnsupported
 from fuzzer.ops import Ladder, OpDef
 from fuzzer.ops.numerics import PIECEWISE_CONSTANT, Numerics
 from fuzzer.ops._common import check, draw_dim, draw_dims, like, norm_dim, rank_between, release, st
+from fuzzer.ops._exact import INTEGERS, integer_semantics
 
 NORM_ORDERS = (1, 2, "inf")  # JSON has no infinity: the max norm is the string "inf"
 # jnp.linalg.vector_norm takes several axes from jax 0.4.36 on (jax-ml/jax@aaaee63); before, it
@@ -403,6 +404,11 @@ ARG_REDUCTION = replace(PIECEWISE_CONSTANT, indexes=_values_at_index, why={
     **PIECEWISE_CONSTANT.why, "indexes": "its result is an index along dim: judged exactly, or by the values it points at where they tie"})
 
 
+def _widened(numpy_fn):
+    """torch's sum, prod and cumsum of integers (and bools): in int64, wrapping there; of floats, in their dtype."""
+    return lambda x, dims, attrs: numpy_fn(x if x.dtype.kind == "f" else x.astype(np.int64), axis=dims, keepdims=attrs["keepdim"])
+
+
 def _numpy_reduce(numpy_fn):
     return lambda x, dims, attrs: like(x, numpy_fn(x, axis=dims, keepdims=attrs["keepdim"]))
 
@@ -440,6 +446,12 @@ def _infer_cumsum(attrs, shapes):
 def _cumsum_reference(xs, ps, attrs):
     """out[..., i, ...] = sum of x[..., j, ...] for j <= i along dim (inclusive scan)."""
     return like(xs[0], np.cumsum(xs[0], axis=attrs["dim"]))
+
+
+def _exact_cumsum(xs, ps, attrs):
+    """torch's cumsum of integers (and bools): in int64, wrapping there."""
+    x = np.asarray(xs[0])
+    return np.cumsum(x if x.dtype.kind == "f" else x.astype(np.int64), axis=attrs["dim"])
 
 
 def _torch_cumsum(xs, ps, attrs):
@@ -488,13 +500,16 @@ LOW_PRECISION_VARIANCE = ("a narrower kernel takes plain deviations in its dtype
                           "combine of partial results (_variance_in_dtype)")
 
 OPS = [
-    _reduction("sum", _numpy_reduce(np.sum), _torch_reduce("sum"), _jax_reduce("sum")),
+    integer_semantics(_reduction("sum", _numpy_reduce(np.sum), _torch_reduce("sum"), _jax_reduce("sum")), INTEGERS,
+                      _shaped(_widened(np.sum), as_given=False)),
     _reduction("mean", _numpy_reduce(np.mean), _torch_reduce("mean"), _jax_reduce("mean")),
-    _reduction("amax", _numpy_reduce(np.max), _torch_reduce("amax"), _jax_reduce("max")),
-    _reduction("amin", _numpy_reduce(np.min), _torch_reduce("amin"), _jax_reduce("min")),
-    _reduction("max", _numpy_reduce(np.max), _torch_dim_reduce("max"), _jax_reduce("max"), _draw_dim, attrs=("dim", "keepdim")),
-    _reduction("min", _numpy_reduce(np.min), _torch_dim_reduce("min"), _jax_reduce("min"), _draw_dim, attrs=("dim", "keepdim")),
-    _reduction(
+    integer_semantics(_reduction("amax", _numpy_reduce(np.max), _torch_reduce("amax"), _jax_reduce("max"))),
+    integer_semantics(_reduction("amin", _numpy_reduce(np.min), _torch_reduce("amin"), _jax_reduce("min"))),
+    integer_semantics(_reduction("max", _numpy_reduce(np.max), _torch_dim_reduce("max"), _jax_reduce("max"), _draw_dim,
+                                 attrs=("dim", "keepdim"))),
+    integer_semantics(_reduction("min", _numpy_reduce(np.min), _torch_dim_reduce("min"), _jax_reduce("min"), _draw_dim,
+                                 attrs=("dim", "keepdim"))),
+    integer_semantics(_reduction(
         "prod",
         _product,
         _torch_dim_reduce("prod"),
@@ -506,7 +521,8 @@ OPS = [
             "low_precision_model": "some multiplication order overflows, or flushes a subnormal partial product "
                                    "(_product_in_dtype)"}),
         notes="one dim: torch.prod takes a single int dim",
-    ),
+    ), INTEGERS, _shaped(_widened(np.prod), as_given=False),
+        jax_differs="jax's prod of uint8 is uint64, torch's int64: a product past 2^63 differs in sign"),
     _reduction(
         "var",
         _variance,
@@ -533,11 +549,11 @@ OPS = [
     ),
     _reduction("logsumexp", _logsumexp, _torch_logsumexp, _jax_logsumexp),
     _reduction("norm", _vector_norm, _torch_norm, _jax_norm, _draw_norm, _infer_norm, attrs=("dim?", "dims?", "keepdim", "p")),
-    _reduction("argmax", _arg_reference(np.argmax), _torch_arg_reduce("argmax"), _jax_arg_reduce("argmax"), _draw_dim,
-               attrs=("dim", "keepdim"), numerics=ARG_REDUCTION),
-    _reduction("argmin", _arg_reference(np.argmin), _torch_arg_reduce("argmin"), _jax_arg_reduce("argmin"), _draw_dim,
-               attrs=("dim", "keepdim"), numerics=ARG_REDUCTION),
-    OpDef(
+    integer_semantics(_reduction("argmax", _arg_reference(np.argmax), _torch_arg_reduce("argmax"), _jax_arg_reduce("argmax"),
+                                 _draw_dim, attrs=("dim", "keepdim"), numerics=ARG_REDUCTION)),
+    integer_semantics(_reduction("argmin", _arg_reference(np.argmin), _torch_arg_reduce("argmin"), _jax_arg_reduce("argmin"),
+                                 _draw_dim, attrs=("dim", "keepdim"), numerics=ARG_REDUCTION)),
+    integer_semantics(OpDef(
         name="cumsum",
         attrs=('dim',),
         infer=_infer_cumsum,
@@ -551,5 +567,6 @@ OPS = [
             "sensitivity": "a running sum of many rounded terms",
             "scans_in_dtype": "torch's CUDA cumsum carries the running value in float16/bfloat16, as its maintainers "
                               "intend (pytorch#180150, #180155)"}),
-    ),
+    ), INTEGERS, _exact_cumsum,
+        jax_differs="jax's cumsum of int32 stays int32 and wraps; torch's is int64"),
 ]

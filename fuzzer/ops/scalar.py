@@ -12,7 +12,9 @@ import math
 
 import numpy as np
 
+from fuzzer.jsonform import number
 from fuzzer.ops._common import st
+from fuzzer.ops._exact import EXACT_DTYPES, FLOAT_RESULT, INTEGERS, as_weak_scalar, integer_semantics, scalar_result_dtype
 from fuzzer.ops.elementwise import unary
 from fuzzer.ops.numerics import Numerics
 
@@ -27,19 +29,54 @@ def grid_values():
     return st.integers(-4096, 4096).map(lambda k: k / 1024)
 
 
+# Python scalars of other kinds, half the draws: ints and bools (an integer tensor keeps its
+# dtype, wrapping the int; a bool tensor becomes int64) and the floats compilers special-case (-0.0;
+# inf and nan, stored as the strings "inf", "-inf", "nan" as JSON forms of them: fuzzer/jsonform.py).
+# Their kind is a region key through the attribute's own keys (fuzzer/region_keys.py): value=True,
+# value=False, value=1 (an int), value=inf, value=-inf, value=nan, value=0 (either zero).
+INT_SCALARS = (1, -1, -128, 255, 2**31 - 1)  # few small ones: each int 0 .. 4 is a region key to steer to
+SPECIAL_FLOATS = (-0.0, "inf", "-inf", "nan")
+
+
+def scalar_value(value):
+    """The Python scalar an attribute holds: its JSON form of a non-finite float read back."""
+    return number(value) if isinstance(value, str) else value
+
+
 def _draw_value(exclude=()):
     def draw_attrs(draw, shapes):
-        values = st.one_of(st.sampled_from(SPECIAL_VALUES), grid_values()).filter(lambda v: v not in exclude)
+        usual = st.one_of(st.sampled_from(SPECIAL_VALUES), grid_values())
+        # Each value a branch of its own, so steering reaches its attribute key in a few draws (fuzzer/regions.py).
+        other = st.one_of(st.sampled_from(INT_SCALARS), st.booleans(), *map(st.just, SPECIAL_FLOATS))
+        # By type as well: torch refuses x - True, where x - 1 is fine (and True == 1).
+        values = st.one_of(usual, other).filter(
+            lambda v: not any(type(v) is type(excluded) and v == excluded for excluded in exclude))
         return {"value": draw(values)}
 
     return draw_attrs
 
 
-def _operator(name, expression, exclude=(), notes=""):
+def _with_scalar(expression):
+    return lambda x, value: expression(x, scalar_value(value))
+
+
+def _exact_scalar(expression, true_division=False):
+    """The exact reference (OpDef.exact_reference): `expression` in torch's dtype for the tensor and scalar."""
+    def run(xs, ps, attrs):
+        x, value = np.asarray(xs[0]), scalar_value(attrs["value"])
+        dtype = FLOAT_RESULT if true_division and x.dtype.kind != "f" else scalar_result_dtype(x.dtype, value)
+        return np.asarray(expression(x.astype(dtype), as_weak_scalar(value, dtype))).astype(dtype)
+
+    return run
+
+
+def _operator(name, expression, exclude=(), notes="", true_division=False, dtypes=INTEGERS):
     """`expression(x, value)` serves as reference and as both implementations; `value` is a weak
     scalar (Numerics.weak_scalars): grid values are exact in float32, not in bfloat16."""
-    return unary(name, expression, expression, expression, draw_attrs=_draw_value(exclude), attrs=("value",),
-                 numerics=Numerics(weak_scalars=("value",), why={"weak_scalars": WEAK_SCALAR}), notes=notes)
+    op = unary(name, _with_scalar(expression), _with_scalar(expression), _with_scalar(expression),
+               draw_attrs=_draw_value(exclude), attrs=("value",),
+               numerics=Numerics(weak_scalars=("value",), why={"weak_scalars": WEAK_SCALAR}), notes=notes)
+    return integer_semantics(op, dtypes, _exact_scalar(expression, true_division))
 
 
 # Integers go to torch's and jax's integer-power paths (x * x, ...), floats to their general pow;
@@ -120,11 +157,12 @@ def _rsub(x, value):
 
 
 OPS = [
-    _operator("add_scalar", _add_scalar),
-    _operator("sub_scalar", _sub_scalar),
+    _operator("add_scalar", _add_scalar, dtypes=EXACT_DTYPES),
+    _operator("sub_scalar", _sub_scalar, exclude=(True, False)),
+    # Not on bool: jax 0.10.2 gives False * nan = 0 where torch (and IEEE) give nan; left to a follow-up.
     _operator("mul_scalar", _mul_scalar, notes="value 0 is drawn: x * 0 is nan for x = inf or nan"),
-    _operator("div_scalar", _div_scalar, exclude=(0.0,)),
-    _operator("rsub", _rsub, notes="value - x, what `2.0 - x` calls (torch.rsub)"),
+    _operator("div_scalar", _div_scalar, exclude=(0.0, 0, False), true_division=True, notes="true division: an integer tensor's is float32"),
+    _operator("rsub", _rsub, exclude=(True, False), notes="value - x, what `2.0 - x` calls (torch.rsub)"),
     unary("pow_scalar", _pow_scalar_reference, _pow_scalar, _pow_scalar, draw_attrs=_draw_exponent, attrs=("exponent",),
           numerics=Numerics(zero_sign_matters=True, undefined=_pow_scalar_undefined, why={
               "zero_sign_matters": "(+-0) ** negative odd is +-inf, and a base just below 0 is nan for a non-integer exponent",

@@ -14,6 +14,7 @@ import numpy as np
 
 from fuzzer.errors import OpUnsupported
 from fuzzer.ops._common import st
+from fuzzer.ops._exact import integer_semantics
 from fuzzer.ops.elementwise import erf, sigmoid, unary
 from fuzzer.ops.numerics import PIECEWISE_CONSTANT, Numerics
 
@@ -168,8 +169,8 @@ OPS = [
     unary("sqrt", np.sqrt, "sqrt", "numpy.sqrt", numerics=NAN_BELOW_ZERO, notes="sqrt(x < 0) = nan, sqrt(-0) = -0"),
     unary("rsqrt", _rsqrt_reference, "rsqrt", "lax.rsqrt", numerics=Numerics(
         zero_sign_matters=True, why={"zero_sign_matters": "rsqrt(+-0) is +-inf, and nan just below 0"})),
-    unary("abs", np.abs, "abs", "numpy.abs"),
-    unary("neg", np.negative, "neg", "numpy.negative"),
+    integer_semantics(unary("abs", np.abs, "abs", "numpy.abs", notes="on integers abs(INT_MIN) wraps to INT_MIN")),
+    integer_semantics(unary("neg", np.negative, "neg", "numpy.negative", notes="on integers -INT_MIN wraps to INT_MIN")),
     unary("sign", _sign_reference, "sign", "numpy.sign", numerics=PIECEWISE_CONSTANT),
     unary("sin", np.sin, "sin", "numpy.sin", numerics=PERIODIC),
     unary("cos", np.cos, "cos", "numpy.cos", numerics=PERIODIC),

@@ -81,6 +81,8 @@ import numpy as np
 
 from fuzzer.errors import normalize_error
 import fuzzer.oracle.paths as paths
+from fuzzer.exact_dtypes import is_exact
+from fuzzer.oracle import exact
 from fuzzer.oracle.dtypes import RTOL, TINY, nonfinite_class
 from fuzzer.oracle.indices import compare_indices
 from fuzzer.oracle.reference import Reference
@@ -151,6 +153,8 @@ def entry_floor(reference: Reference, index: int, dtype: str, error: np.ndarray)
 
 def compare_output(y: np.ndarray, index: int, reference: Reference, dtype: str) -> tuple[str, float, float, str]:
     """(verdict, error, allowed, detail) for one output against the reference."""
+    if is_exact(dtype):
+        return exact.compare_exact(y, index, reference.exact.outputs(dtype)[index], reference.exact, dtype)
     r64 = reference.outputs[index]
     if tuple(y.shape) != tuple(r64.shape):
         return MISMATCH, float("inf"), 0.0, f"shape {list(y.shape)} != reference {list(r64.shape)}"
@@ -247,6 +251,8 @@ def judge_outputs(backend: str, dtype: str, outputs: list[np.ndarray], reference
                   at_floor: bool = False) -> BackendVerdict:
     """The backend's verdict: that of its worst output. `at_floor`: agree at the floor where every
     output allows it (compare_at_floor), before asking for the honest models (see "Cost" in paths.py)."""
+    if is_exact(dtype):
+        return exact.judge_exact(backend, dtype, outputs, reference.exact)
     if len(outputs) != len(reference.outputs):
         return BackendVerdict(backend, MISMATCH, detail=f"{len(outputs)} outputs, the reference has {len(reference.outputs)}")
     outputs = [np.asarray(y, dtype=np.float64) for y in outputs]

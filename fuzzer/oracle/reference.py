@@ -35,8 +35,10 @@ import numpy as np
 from fuzzer.ir import Case, split_arrays
 from fuzzer.ops import get_op
 import fuzzer.oracle.paths as paths
+from fuzzer.exact_dtypes import is_exact
 from fuzzer.oracle.dtypes import flushed, nonfinite_class
 from fuzzer.oracle.entry_scale import entry_scales
+from fuzzer.oracle.exact import ExactReference
 from fuzzer.oracle.models import HonestModels, honest_models
 from fuzzer.reference import evaluate_all
 
@@ -61,6 +63,8 @@ class Reference:
     indexers: dict[int, Callable] = field(default_factory=dict, repr=False, compare=False)
     # Per output, each entry's scale (entry_scale.py), computed the first time compare.py asks; None: the output's scale only.
     compute_entry_scales: Callable[[], list[np.ndarray | None]] | None = field(default=None, repr=False, compare=False)
+    # The exact references of the integer and bool backends (exact.py), None where none is judged.
+    exact: ExactReference | None = field(default=None, repr=False, compare=False)
 
     @property
     def models(self) -> HonestModels:
@@ -123,6 +127,8 @@ class Reference:
     @property
     def defines_anything(self) -> bool:
         """Is at least one entry of one output defined in some dtype? If not, the case is invalid."""
+        if self.exact is not None:  # an integer or bool result is defined everywhere
+            return True
         indices = [(dtype, index) for dtype in self.same_dtype for index in range(len(self.outputs))]
         # Judged entries first: the defined non-finite ones may need the longdouble run.
         return (any(np.any(self.judged_finite(dtype, index)) for dtype, index in indices)
@@ -130,6 +136,11 @@ class Reference:
 
 
 def compute_reference(case: Case, dtypes: set[str]) -> Reference:
+    exact_dtypes = sorted(d for d in dtypes if is_exact(d))
+    exact = ExactReference(case) if exact_dtypes else None
+    dtypes = {d for d in dtypes if not is_exact(d)}
+    if not dtypes and exact is not None:
+        return _exact_only(case, exact, exact_dtypes[0])
     graph = case.graph
     inputs, params = split_arrays(case)
     start = time.perf_counter()
@@ -158,7 +169,8 @@ def compute_reference(case: Case, dtypes: set[str]) -> Reference:
             scales.append(float(max(magnitudes, default=0.0)))
         sensitivities.append(1.0 + sum(get_op(n.op).numerics.sensitivity for n in graph.nodes if n.name in ancestors))
         outputs.append(np.asarray(env[out], dtype=np.float64))
-    return Reference(outputs, scales, sensitivities, values=env, float64_cost=float64_cost, indexers=_indexers(graph, env, params),
+    return Reference(outputs, scales, sensitivities, values=env, float64_cost=float64_cost, exact=exact,
+                     indexers=_indexers(graph, env, params),
                      compute_models=lambda: honest_models(case, inputs, params, env, outputs, dtypes),
                      compute_entry_scales=lambda: entry_scales(graph, env, inputs, params, case.seed))
 
@@ -174,6 +186,15 @@ def _indexers(graph, env: dict, params: dict) -> dict[int, Callable]:
             operands = [env[name] for name in node.inputs]
             indexers[index] = partial(indexes, operands, params.get(node.name, {}), node.attrs)
     return indexers
+
+
+def _exact_only(case: Case, exact: ExactReference, dtype: str) -> Reference:
+    """The Reference of a case only exact backends judge: no float64 run (a bitwise op has none) and no
+    honest models; its values and outputs are `dtype`'s exact run, for the region keys and localization."""
+    env = exact.env(dtype)
+    env = {} if isinstance(env, str) else env
+    outputs = [env[name] for name in case.graph.outputs] if env else [np.zeros(0)] * len(case.graph.outputs)
+    return Reference(outputs, [0.0] * len(outputs), [1.0] * len(outputs), models_computed=HonestModels(), values=env, exact=exact)
 
 
 def framework_reference(exact: list[np.ndarray], rounded: list[np.ndarray], models: list[list[np.ndarray]],

@@ -1,0 +1,152 @@
+"""Integer and bool tensors (fuzzer/exact_dtypes.py): stored exactly, run by torch and jax with the
+integer semantics torch documents, judged exactly (fuzzer/oracle/exact.py), Python scalars of every kind
+as region keys, and short campaigns that find faults planted only there (tests/plugins/integer_faults.py)."""
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fuzzer import oracle, verdicts
+from fuzzer.arrays import from_npy_bytes, materialize, to_npy_bytes
+from fuzzer.backends import get_backend
+from fuzzer.check import check_case
+from fuzzer.exact_dtypes import EDGE_INTEGERS, EXACT_DTYPES
+from fuzzer.generate import CaseGenerator
+from fuzzer.ir import Case, Graph, Node, TensorSpec, hash_content
+from fuzzer.ops import registry
+from fuzzer.region_keys import attribute_regions
+from fuzzer.regimes import INTEGER_REGIMES
+
+FUZZ = str(Path(sys.executable).with_name("fuzz"))
+PLUGIN = str(Path(__file__).parent / "plugins" / "integer_faults.py")
+EXACT_OPS = sorted(name for name, op in registry().items() if op.exact_dtypes)
+
+
+def one_op_case(op: str, values: dict, attrs: dict | None = None) -> Case:
+    arrays = {name: np.asarray(v, dtype=np.int64) for name, v in values.items()}
+    inputs = tuple(TensorSpec(name, array.shape) for name, array in arrays.items())
+    graph = Graph(inputs, (Node("n0", op, tuple(arrays), attrs or {}),), ("n0",))
+    return Case(graph, arrays, 0)
+
+
+def test_integer_values_round_trip_exactly_and_the_case_hash_tells_int64_extremes_apart():
+    top = np.array([2**63 - 1, -2**63, 2**53 + 1], dtype=np.int64)
+    back = from_npy_bytes(to_npy_bytes(top))
+    assert back.dtype == np.int64 and np.array_equal(back, top)
+    graph = '{"inputs":[]}'
+    assert hash_content(graph, {"x": top}) != hash_content(graph, {"x": top - 1}), "float64 would make them equal"
+
+
+def test_integer_regimes_draw_exact_int64_values_with_dtype_edges():
+    generator = CaseGenerator(["add", "mul", "reshape"], 3, INTEGER_REGIMES)
+    values = np.concatenate([a.ravel() for seed in range(40) for a in generator.case(seed).arrays.values()])
+    assert values.dtype == np.int64
+    assert {2**63 - 1, -2**63, 2**31 - 1, 255, -1, 0} & set(values.tolist()), "edge values are drawn"
+    assert set(values.tolist()) <= set(range(-8, 9)) | set(EDGE_INTEGERS)
+
+
+def test_every_exact_dtype_declared_is_a_known_one():
+    for name, op in registry().items():
+        assert set(op.exact_dtypes) <= set(EXACT_DTYPES), name
+        assert op.float_dtypes or op.exact_dtypes, f"{name} runs on no dtype"
+
+
+@pytest.mark.parametrize("name", EXACT_OPS)
+def test_each_integer_op_equals_its_reference_in_torch_and_jax_on_edge_values(name):
+    """The exact reference has torch's documented semantics (wraparound, floor and trunc division,
+    remainder's sign, shifts past the width, sum of int32 in int64): torch eager equals it, and so
+    does jax eager, or jax is its own reference where its semantics differ (OpDef.jax_exact_differs)."""
+    op = registry()[name]
+    generator = CaseGenerator([name], 1, INTEGER_REGIMES)
+    for dtype in op.exact_dtypes:
+        for seed in range(1):
+            case = generator.case(seed)
+            case = materialize(case.graph, case.seed, {spec.name: "integer-edges" for spec in case.graph.inputs})
+            backends = [get_backend(f"torch-eager:cpu:{dtype}"), get_backend(f"jax-eager:cpu:{dtype}")]
+            result = check_case(case, backends)
+            by_backend = {v.backend: v for v in result.verdicts}
+            assert by_backend[backends[0].name].verdict == verdicts.AGREE, (dtype, case.graph.to_json(), by_backend)
+            expected_jax = verdicts.UNSUPPORTED if op.jax_exact_differs else verdicts.AGREE
+            assert by_backend[backends[1].name].verdict == expected_jax, (dtype, case.graph.to_json(), by_backend)
+
+
+def judge(case: Case, dtype: str, outputs: list) -> oracle.BackendVerdict:
+    reference = oracle.compute_reference(case, {dtype})
+    return oracle.judge_outputs(f"torch-eager:cpu:{dtype}", dtype, outputs, reference)
+
+
+def test_an_integer_output_is_judged_exactly_naming_the_entry_and_both_values():
+    case = one_op_case("mul", {"x0": [3, 2**31 - 1], "x1": [7, 2]})
+    assert judge(case, "int32", [np.array([21, -2])]).verdict == verdicts.AGREE, "int32 wraps: (2^31 - 1) * 2 = -2"
+    saturated = judge(case, "int32", [np.array([21, 2**31 - 1])])
+    assert saturated.verdict == verdicts.MISMATCH
+    assert saturated.detail == "1 entries differ, e.g. at [1]: 2147483647 where the reference is -2 (int32)"
+    assert judge(case, "int32", [np.array([22, -2])]).verdict == verdicts.MISMATCH, "one unit off is wrong"
+
+
+def test_an_integer_tensor_with_a_float_scalar_is_float_and_a_result_of_another_kind_is_a_mismatch():
+    case = one_op_case("add_scalar", {"x0": [1, -3]}, {"value": 1.5})
+    assert judge(case, "int32", [np.array([2.5, -1.5])]).verdict == verdicts.AGREE
+    assert judge(case, "int32", [np.array([2.0, -2.0])]).verdict == verdicts.MISMATCH
+    integer = judge(case, "int32", [np.array([2, -1])])
+    assert integer.verdict == verdicts.MISMATCH and "integer result where the reference is float" in integer.detail
+    same_dtype = one_op_case("add_scalar", {"x0": [2**31 - 1]}, {"value": 1})
+    assert judge(same_dtype, "int32", [np.array([-2**31])]).verdict == verdicts.AGREE, "an int scalar keeps int32, wrapping"
+
+
+def test_an_op_given_a_dtype_it_does_not_take_is_unsupported_not_a_finding():
+    graph = Graph((TensorSpec("x0", (3,)), TensorSpec("x1", (3,))),
+                  (Node("n0", "lt", ("x0", "x1")), Node("n1", "neg", ("n0",))), ("n1",))
+    case = Case(graph, {"x0": np.array([1, 2, 3]), "x1": np.array([3, 2, 1])}, 0)
+    result = check_case(case, [get_backend("torch-eager:cpu:int32")])
+    assert [v.verdict for v in result.verdicts] == [verdicts.UNSUPPORTED] and not result.findings
+    assert "applies neg to a bool value" in result.verdicts[0].detail
+
+
+def test_jax_is_judged_against_jax_eager_where_its_integer_semantics_differ():
+    """jax's cumsum of int32 stays int32 and wraps; torch's is int64. Neither is a finding."""
+    case = one_op_case("cumsum", {"x0": [2**31 - 1, 1, 1]}, {"dim": 0})
+    backends = [get_backend(name) for name in ("torch-eager:cpu:int32", "jax-eager:cpu:int32", "jax-jit:cpu:int32")]
+    result = check_case(case, backends)
+    assert [v.verdict for v in result.verdicts] == [verdicts.AGREE, verdicts.UNSUPPORTED, verdicts.AGREE]
+    assert not result.findings
+
+
+@pytest.mark.parametrize("value, keys", [(1, {"value=1"}), (1.0, set()), (True, {"value=True"}), ("inf", {"value=inf"}),
+                                         ("nan", {"value=nan"}), (-0.0, {"value=0"})])
+def test_the_kind_of_a_python_scalar_is_a_region_key(value, keys):
+    """An int 1 is not a float 1.0: torch keeps an int tensor's dtype for the first, promotes for the second."""
+    assert attribute_regions({"value": value}) == keys
+
+
+def test_scalar_ops_draw_every_kind_of_python_scalar():
+    drawn = [node.attrs["value"] for seed in range(200) for node in CaseGenerator(["add_scalar"], 1).case(seed).graph.nodes]
+    kinds = {type(value).__name__ for value in drawn} | {value for value in drawn if isinstance(value, str)}
+    assert {"int", "bool", "float", "inf", "-inf", "nan"} <= kinds
+    assert any(value == 0 and math.copysign(1, value) < 0 for value in drawn if isinstance(value, float)), "-0.0 is drawn"
+
+
+def fuzz(*args):
+    return subprocess.run([FUZZ, *map(str, args)], capture_output=True, text=True, timeout=600)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend, ops, culprit", [
+    ("fault-saturating-mul", "mul,add,reshape,sum", "mul"),
+    # -m long: the second (CI's 15 minutes); the judging tests above cover float-scalar promotion.
+    pytest.param("fault-int-plus-float-scalar", "add_scalar,add,reshape,sum", "add_scalar", marks=pytest.mark.long),
+])
+def test_a_short_integer_campaign_finds_a_fault_planted_on_integers(tmp_path, backend, ops, culprit):
+    db = tmp_path / "fuzz.db"
+    result = fuzz("run", "--db", db, "--plugin", PLUGIN, "--backends", backend, "--ops", ops,
+                  "--max-cases", 40, "--workers", 1, "--shrink-time", 20, "--seed", 0, "--json")
+    assert result.returncode == 1, result.stderr[-2000:]
+    rows = json.loads(fuzz("list", "--cases", "--db", db, "--json").stdout)
+    assert {row["signature"] for row in rows} == {f"mismatch | {backend} | {culprit}"}
+    shrunk = json.loads(fuzz("show", "--db", db, min(r["id"] for r in rows if r["shrunk_from"]), "--json").stdout)
+    assert [node["op"] for node in shrunk["graph"]["nodes"]] == [culprit]
