@@ -330,7 +330,7 @@ VMAPPED_ELEMENTS = 16
 def _vmapped_rung(draw, regime: Regime, focus: Focus | None) -> int:
     """The size of jax-vmap's batch (Graph.vmapped) in the ladder regime: the focus key's rung where it
     is a vmapped one, else a rung for one graph in VMAPPED_SHARE; 0 (jax-vmap's default) otherwise."""
-    if not regime.ladder:
+    if not (regime.ladder and regime.vmapped):
         return 0
     if focus is not None:
         steer = ladder.parse((focus.key or "").partition(":")[2])

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from fuzzer.arrays import materialize, regime_profiles
+from fuzzer.backend_names import BackendName
 from fuzzer.backends import Backend, all_ops_supported_by, get_backend, parse_backend_list
 from fuzzer.exact_dtypes import is_exact
 from fuzzer.budget import (DEFAULT_SHARE, SINGLE, SMALL, SMALL_NODES, WHOLE, CompileBudget, graph_features, parse_shares,
@@ -27,7 +28,7 @@ from fuzzer.localize import NodeIsolation
 from fuzzer.errors import DevicePoisoned, DiskFull, InternalError, UserError, fills_disk, poisons_device
 from fuzzer.execute import ERROR, OK, UNSUPPORTED, run_backend
 from fuzzer.generate import CaseGenerator
-from fuzzer.regimes import parse_regime_list
+from fuzzer.regimes import Regime, parse_regime_list
 from fuzzer.regions import focus_of, graph_regions
 from fuzzer.ir import Case
 from fuzzer.known import Registry
@@ -96,8 +97,16 @@ def all_exact(backends: list[Backend]) -> bool:
 
 def case_generator(config: WorkerConfig, backends: list[Backend]) -> CaseGenerator:
     """The campaign's case stream: its ops (those every backend supports), size and regimes."""
-    return CaseGenerator(campaign_ops(config.ops, backends), config.max_nodes,
-                         parse_regime_list(",".join(config.regimes or []), integers=all_exact(backends)))
+    return CaseGenerator(campaign_ops(config.ops, backends), config.max_nodes, campaign_regimes(config, backends))
+
+
+def campaign_regimes(config: WorkerConfig, backends: list[Backend]) -> tuple[Regime, ...]:
+    """The campaign's regimes (the integer ones where every backend judges exactly); without a jax-vmap
+    backend, no ladder graph puts its rung on a batch."""
+    regimes = parse_regime_list(",".join(config.regimes or []), integers=all_exact(backends))
+    if any(BackendName.parse(backend.name).kind == "jax-vmap" for backend in backends):
+        return regimes
+    return tuple(replace(regime, vmapped=False) if regime.ladder else regime for regime in regimes)
 
 
 # The value regimes a compiled graph's further input sets cycle through (same shapes, so no recompile).
@@ -131,7 +140,7 @@ class CaseDrawer:
         self.config = config
         self.whole = case_generator(config, backends)
         self.ops = list(self.whole.op_names)
-        self.regimes = parse_regime_list(",".join(config.regimes or []), integers=all_exact(backends))
+        self.regimes = campaign_regimes(config, backends)
         # The value regimes the campaign allows, for the further input sets of compiled graphs.
         self.value_regimes = tuple(name for name in VALUE_REGIMES if name in {r.name for r in self.regimes})
         self._small: CaseGenerator | None = None

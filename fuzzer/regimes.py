@@ -54,6 +54,9 @@ class Regime:
     layouts: bool = False  # inputs get non-default torch memory layouts (fuzzer/layouts.py)
     contraction_dims: tuple[int, ...] = ()  # the graph starts with a contraction whose every dim is one of these
     ladder: bool = False  # the graph starts with an op whose reduction or contraction axis is a rung (fuzzer/ladder.py)
+    # A ladder graph may put its rung on jax-vmap's batch instead (Graph.vmapped): off in a campaign
+    # without jax-vmap, where no backend would batch it (pipeline.campaign_regimes).
+    vmapped: bool = True
 
 
 def compose(first: Regime, second: Regime, weight: int = 0) -> Regime:

@@ -152,7 +152,8 @@ def _drawn_families(regimes: tuple) -> dict:
             "layouts": any(regime.layouts for regime in regimes),
             "special": any("special" in regime.value_profiles for regime in regimes),
             "large": any(d > LARGE_EXTENT for regime in regimes for d in regime.large_dims),
-            "ladder": any(regime.ladder for regime in regimes)}
+            "ladder": any(regime.ladder for regime in regimes),
+            "vmapped": any(regime.ladder and regime.vmapped for regime in regimes)}
 
 
 def _drawn(region: str, drawn: dict) -> bool:
@@ -165,6 +166,8 @@ def _drawn(region: str, drawn: dict) -> bool:
         return drawn["special"]
     if region in (LARGE_SIZE, LARGE_REDUCTION):
         return drawn["large"]
+    if region.startswith("ladder=vmapped:"):
+        return drawn["vmapped"]
     if region.startswith("ladder="):
         return drawn["ladder"]
     return True  # the op's own keys (OpDef.regions)

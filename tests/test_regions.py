@@ -28,20 +28,23 @@ WITHOUT_LADDER = [regime.name for regime in REGIMES if not regime.ladder]
 
 
 @pytest.fixture(scope="module")
-def declared_default():
-    return declared_regions(sorted(name for name, op in registry().items() if op.float_dtypes), REGIMES)  # float backends' ops
-
-
-@pytest.fixture(scope="module")
 def default_drawer():
     return CaseDrawer(WorkerConfig(backends=[EAGER], seed=1), parse_backend_list(EAGER))
 
 
+@pytest.fixture(scope="module")
+def declared_default(default_drawer):
+    """The keys of a campaign of the float backends' ops on torch eager (no jax-vmap: no vmapped rung)."""
+    return declared_regions(sorted(name for name, op in registry().items() if op.float_dtypes), default_drawer.regimes)
+
+
 def test_the_default_op_set_declares_distinct_paths_only(declared_default):
     declared = set(declared_default)
-    rungs = {key for key in declared if ":ladder=" in key}  # a laddered op: 39 rungs of its axis, 39 vmapped
+    rungs = {key for key in declared if ":ladder=" in key}  # a laddered op: 39 rungs of its axis
     assert 500 < len(declared - rungs) < 1500
-    assert len(rungs) == 2 * 3 * len(ladder.POWERS) * sum(op.ladder is not None for op in registry().values())
+    assert len(rungs) == 3 * len(ladder.POWERS) * sum(op.ladder is not None for op in registry().values())
+    assert not {key for key in rungs if ":ladder=vmapped:" in key}, "no jax-vmap in the campaign: no rung on a batch"
+
     assert {op_of(key) for key in declared} <= set(registry())
     assert {"conv2d:stride=2", "softmax:dim<0", "sum:dims<0", "sum:extent>4096", "softmax:input-has:-inf",
             "tanh:regime=magnitudes", "matmul:regime=batch-threshold", "add:regime=size-1", "div:input-has:-0.0",
@@ -50,6 +53,14 @@ def test_the_default_op_set_declares_distinct_paths_only(declared_default):
     assert not {"matmul:regime=large-op", "softmax:regime=special-values", "relu:regime=layout", "relu:regime=small",
                 "conv2d:out_channels=4", "relu:elements>4096", "relu:layout=strided", "reshape:input-has:nan",
                 "tanh:input-has:-0.0", "floor:input-has:subnormal", "sin:regime=big-contraction"} & declared
+
+
+def test_a_campaign_with_jax_vmap_declares_and_draws_the_vmapped_rungs():
+    names = [EAGER, "jax-vmap:cpu:float32"]
+    drawer = CaseDrawer(WorkerConfig(backends=names, seed=1), parse_backend_list(",".join(names)))
+    declared = declared_regions(["sum"], drawer.regimes)
+    assert "sum:ladder=vmapped:2^14+1" in declared and "sum:ladder=reduction:2^14+1" in declared
+    assert _reached_by_steering(drawer, "sum:ladder=vmapped:2^14+1", tries=8)
 
 
 def test_keys_of_a_regime_the_campaign_leaves_out_are_not_declared():
