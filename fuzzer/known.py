@@ -388,11 +388,11 @@ def allowed_names() -> dict[str, dict[str, None]]:
     """The names each match list may hold now (plugins add backends), in the order a refusal lists them;
     dicts, quick to look up. Taken once per registry read, not per entry."""
     from fuzzer.backends import table
-    from fuzzer.ops import registry as op_registry
+    from fuzzer.ops import known_op_names
 
     names = {
         "verdicts": [v.name for v in verdicts.TABLE if v.is_bug],
-        "ops": sorted(op_registry()),
+        "ops": sorted(known_op_names()),
         "paths": sorted({cls.path for cls in table().classes.values() if cls.path}),
         "frameworks": sorted({cls.family for cls in table().classes.values()}),
         "devices": list(DEVICES),
@@ -409,13 +409,13 @@ def entry_for_bucket(bucket: dict, bug_id: str, link: str, status: str, title: s
     compiler paths (a plugin's backend: its name), devices and dtypes of its own members
     (fuzzer/buckets.py: an inherited member is its base's finding, never matched), its normalized
     error text (an anchored, escaped pattern), and releases from `release` (release_of) on."""
-    from fuzzer.ops import registry as op_registry
+    from fuzzer.ops import known_op_names
 
     own = [BackendName.parse(m["backend"]) for m in bucket.get("members", []) if m["verdict"] != verdicts.INHERITED]
     own = own or [BackendName.parse(bucket["backend"])]
     match: dict[str, Any] = {"verdicts": [verdicts.bucket_verdict(bucket["verdict"])]}
     op = bucket["culprit"].partition("@")[0]
-    if op in op_registry():
+    if op in known_op_names():
         match["ops"] = [op]
     paths = sorted({kind_path(name) for name in own if kind_path(name)})
     kinds = sorted({str(name) for name in own if not kind_path(name)})  # a plugin's backend: its whole name

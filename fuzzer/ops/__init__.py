@@ -198,6 +198,13 @@ def get_op(name: str) -> OpDef:
     return derived[name]
 
 
+def known_op_names() -> set[str]:
+    """Every name get_op resolves: the hand-written and plugin ops, and those derived from torch's op database."""
+    from fuzzer.ops.derived import derived_registry
+
+    return set(registry()) | set(derived_registry())
+
+
 def parse_op_list(text: str | None) -> list[str]:
     """'conv2d,layer_norm' -> validated names; None or '' -> all hand-written and plugin ops; the word
     `derived` stands for every op derived from torch's op database (opt-in, fuzzer/ops/derived/)."""
