@@ -3,8 +3,10 @@ table.py stores and validates it, ops.py turns its entries into registry ops).
 
 The table for the installed torch release comes from the user's cache ($FUZZ_DERIVED_CACHE, default
 ~/.cache/fuzzer/derived/), else from the one shipped in this folder; where neither exists it is
-built once (importing torch's op database, a few minutes) and cached. A table that cannot be read or
-built leaves no derived ops, and `problem()` says why in one sentence.
+built once (importing torch's op database, a few minutes) and cached, but only where derived ops are
+asked for (`--ops derived`, a case naming one, `fuzz ops --rebuild-derived`): loading the known-bug
+registry or a misspelt op name never starts a build. A table that cannot be read or built leaves no
+derived ops, and `problem()` says why in one sentence.
 """
 
 from __future__ import annotations
@@ -16,8 +18,12 @@ from fuzzer.errors import UserError
 _LOADED: tuple[dict, list[str], str | None] | None = None
 
 
-def _load() -> tuple[dict, dict, str | None]:
-    """({name: OpDef}, {derived name: hand-written twin}, problem sentence or None)."""
+NOT_BUILT = "no derived-op table for torch {release} here yet: `fuzz ops --rebuild-derived` (or `--ops derived`) builds it once."
+
+
+def _load(build: bool) -> tuple[dict, dict, str | None]:
+    """({name: OpDef}, {derived name: hand-written twin}, problem sentence or None); a missing table is
+    built only with `build`."""
     from fuzzer.ops import registry
     from fuzzer.ops.derived import table
     from fuzzer.ops.derived.ops import derived_ops
@@ -26,6 +32,8 @@ def _load() -> tuple[dict, dict, str | None]:
     if release is None:
         return {}, {}, "torch is not installed, so no ops are derived from its op database."
     path = table.table_path(release)
+    if path is None and not build:
+        return {}, {}, NOT_BUILT.format(release=release)
     try:
         if path is None:
             path = table.cache_dir() / table.table_name(release)
@@ -44,16 +52,18 @@ def _load() -> tuple[dict, dict, str | None]:
     return ops, twins, None
 
 
-def loaded() -> tuple[dict, dict, str | None]:
+def loaded(build: bool = False) -> tuple[dict, dict, str | None]:
+    """The table's ops, twins and problem (see _load), read once; with `build`, built first if it was missing."""
     global _LOADED
-    if _LOADED is None:
-        _LOADED = _load()
+    if _LOADED is None or (build and _LOADED[2] is not None and _LOADED[2].startswith(NOT_BUILT[:30])):
+        _LOADED = _load(build)
     return _LOADED
 
 
-def derived_registry() -> dict:
-    """{name: OpDef} of the derived ops (empty where the table cannot be had: see `problem`)."""
-    return loaded()[0]
+def derived_registry(build: bool = False) -> dict:
+    """{name: OpDef} of the derived ops (empty where the table cannot be had: see `problem`); `build`:
+    build a missing table (derived ops were asked for)."""
+    return loaded(build)[0]
 
 
 def problem() -> str | None:
