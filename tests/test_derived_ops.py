@@ -156,3 +156,12 @@ def test_a_fault_only_a_derived_op_exposes_is_found_and_its_case_replays(cache, 
         done = CliRunner().invoke(main, [*command, "--db", str(corpus_path)])
         assert done.exit_code == exit_code, (command, done.output)
     assert f"{ERFCX}(" in script.read_text()
+
+
+def test_a_derived_op_never_places_its_result_on_the_cpu(cache):
+    """The op database samples ones_like(x, device="cpu"): kept, the argument pins a CUDA backend's result to
+    the CPU (a crash of ours on the GPU machine: block_diag(ones_like(x0), x1, x2) on torch-eager:cuda)."""
+    ones_like = get_op("torch.ones_like")
+    assert "device" not in ones_like.taken_attrs()
+    assert all("device" not in op.taken_attrs() and "pin_memory" not in op.taken_attrs()
+               for op in derived.derived_registry(build=True).values())

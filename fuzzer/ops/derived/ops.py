@@ -27,6 +27,9 @@ from fuzzer.ops.elementwise import jax_function, torch_function
 NUMPY, TORCH_FLOAT64 = "derived: numpy ref", "derived: torch f64"
 FREE = frozenset(DIMS)  # a template dim that took every one of these sizes (at build time) takes any size
 FAMILY = "derived"
+# Keyword arguments that place a result rather than compute it: the op database's samples run on the CPU
+# (ones_like(x, device="cpu")), and kept they pin a CUDA backend's result to the CPU, a crash of ours.
+PLACEMENT = ("device", "pin_memory")
 
 
 def resolve(call: str):
@@ -97,7 +100,8 @@ class DerivedOp:
     def __init__(self, entry: dict):
         self.entry = entry
         self.call = entry["call"]
-        self.templates = entry["templates"]
+        self.templates = [{**template, "kwargs": {key: value for key, value in template["kwargs"].items() if key not in PLACEMENT}}
+                          for template in entry["templates"]]
         self.dtypes = frozenset(entry["dtypes"])
         self._function = None
 
