@@ -371,8 +371,9 @@ def _accepting(op_names: tuple[str, ...], shape: tuple[int, ...]) -> tuple[str, 
 @st.composite
 def graphs(draw, op_names: tuple[str, ...] | None = None, max_nodes: int = 8, regimes: tuple[Regime, ...] = REGIMES,
            focus: Callable[[], Focus | None] = lambda: None) -> Graph:
-    """`focus()`: the Focus of the graph drawn now, or None for the plain mix (CaseGenerator.case)."""
-    ops = {name: get_op(name) for name in (op_names or sorted(registry()))}
+    """`focus()`: the Focus of the graph drawn now, or None for the plain mix (CaseGenerator.case). No
+    `op_names`: the float ops (a comparison's bool fed to a float-only op is no graph a float campaign draws)."""
+    ops = {name: get_op(name) for name in (op_names or sorted(name for name, op in registry().items() if op.float_dtypes))}
     steer = focus()
     steer = steer if steer is not None and steer.op in ops else None
     allowed = {regime.name: regime for regime in regimes}
