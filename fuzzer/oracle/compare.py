@@ -82,7 +82,7 @@ import numpy as np
 from fuzzer.errors import normalize_error
 import fuzzer.oracle.paths as paths
 from fuzzer.exact_dtypes import is_exact
-from fuzzer.oracle import exact
+import fuzzer.oracle.exact as exact
 from fuzzer.oracle.dtypes import RTOL, TINY, nonfinite_class
 from fuzzer.oracle.indices import compare_indices
 from fuzzer.oracle.reference import Reference
