@@ -44,6 +44,11 @@ from fuzzer import judged_share, oracle
 from fuzzer.errors import InternalError
 from fuzzer.generate import CaseGenerator
 from fuzzer.ops import registry
+
+
+def float_ops() -> list[str]:
+    """The ops a float backend runs (the integer-only ones are judged exactly: tests/test_exact_dtypes.py)."""
+    return sorted(name for name, op in registry().items() if op.float_dtypes)
 from fuzzer.pipeline import seed_for
 from fuzzer.verdicts import AGREE
 
@@ -203,7 +208,7 @@ FLOAT32_MISSES = {
 # An index output (argmax) is judged exactly in every dtype (oracle/indices.py): none of its pairs misses.
 EXPECTED_MISSES: dict[tuple[str, str], tuple[frozenset, str]] = {
     **{(op, dtype): (frozenset({"rtol"}), CAUSES["rtol"]) for op, definition in registry().items()
-       if definition.numerics.indexes is None for dtype in ("float16", "bfloat16")},
+       if definition.numerics.indexes is None and definition.float_dtypes for dtype in ("float16", "bfloat16")},
     **{(op, "float32"): missed for op, missed in FLOAT32_MISSES.items()},
 }
 
@@ -243,7 +248,7 @@ def sampled():
     return tallies
 
 
-@pytest.mark.parametrize("op", sorted(registry()))
+@pytest.mark.parametrize("op", float_ops())
 def test_planted_errors_are_detected(op, sampled):
     """The sampled run (CI): SAMPLED_CASES cases of every op."""
     check_detection(op, sampled(op), full=False)
@@ -253,7 +258,7 @@ def test_planted_errors_are_detected_over_the_sample_of_every_op(sampled):
     """The sample's unlisted pairs together reach REQUIRED_RATE: a loosening that spreads over many
     ops shows in CI, where one op's few cases cannot show a rate."""
     for dtype in PLANTED:
-        tallies = [sampled(op)[dtype] for op in sorted(registry()) if (op, dtype) not in EXPECTED_MISSES]
+        tallies = [sampled(op)[dtype] for op in float_ops() if (op, dtype) not in EXPECTED_MISSES]
         if not tallies:
             continue
         judged, detected = sum(t.judged for t in tallies), sum(t.detected for t in tallies)
@@ -269,7 +274,7 @@ def test_a_loosened_oracle_fails_the_suite(monkeypatch):
 
 
 @pytest.mark.long
-@pytest.mark.parametrize("op", sorted(registry()))
+@pytest.mark.parametrize("op", float_ops())
 def test_planted_errors_are_detected_over_the_full_run(op):
     """FULL_CASES cases of every op (288 s of CPU for all here): `pytest -m long tests/quality`."""
     check_detection(op, measure_op(op, dict.fromkeys(PLANTED, FULL_CASES)), full=True)
@@ -302,4 +307,4 @@ if __name__ == "__main__":
     parser.add_argument("--cases", type=int, default=FULL_CASES, help="single-op cases per op")
     parser.add_argument("--ops", default="", help="comma-separated ops (default: all)")
     arguments = parser.parse_args()
-    print_table(arguments.ops.split(",") if arguments.ops else sorted(registry()), arguments.cases)
+    print_table(arguments.ops.split(",") if arguments.ops else float_ops(), arguments.cases)
