@@ -25,7 +25,7 @@ from fuzzer.arrays import materialize, regime_profiles
 from fuzzer.errors import InternalError, ShapeError
 from fuzzer.ir import Case, Graph, Node, TensorSpec
 from fuzzer.layouts import CONTIGUOUS, layouts_for
-from fuzzer.ops import OpDef, get_op, registry
+from fuzzer.ops import OpDef, float_op_names, get_op
 from fuzzer.ops._common import DIMS, numel
 from fuzzer.ops.matmul import TILE_EDGE_SIZES
 from fuzzer.regimes import REGIMES, Regime
@@ -373,7 +373,7 @@ def graphs(draw, op_names: tuple[str, ...] | None = None, max_nodes: int = 8, re
            focus: Callable[[], Focus | None] = lambda: None) -> Graph:
     """`focus()`: the Focus of the graph drawn now, or None for the plain mix (CaseGenerator.case). No
     `op_names`: the float ops (a comparison's bool fed to a float-only op is no graph a float campaign draws)."""
-    ops = {name: get_op(name) for name in (op_names or sorted(name for name, op in registry().items() if op.float_dtypes))}
+    ops = {name: get_op(name) for name in (op_names or float_op_names())}
     steer = focus()
     steer = steer if steer is not None and steer.op in ops else None
     allowed = {regime.name: regime for regime in regimes}

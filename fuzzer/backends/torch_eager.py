@@ -120,7 +120,9 @@ class TorchEager(Backend):
                 self._input_tensors(graph, inputs),
                 {node: {k: self._to_torch(v) for k, v in ps.items()} for node, ps in params.items()},
             )
-        return [result_array(out.detach().cpu().numpy(), self.dtype) for out in outputs]
+        # A float result to float64 in torch: numpy has no bfloat16 (an integer or bool one stays exact).
+        return [result_array((out.double() if out.is_floating_point() else out).detach().cpu().numpy(), self.dtype)
+                for out in outputs]
 
 
 BACKENDS = [TorchEager]

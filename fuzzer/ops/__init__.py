@@ -198,6 +198,12 @@ def get_op(name: str) -> OpDef:
     return derived[name]
 
 
+def float_op_names() -> list[str]:
+    """The hand-written and plugin ops a float backend runs (a float campaign's, before its backends'
+    support is asked): the integer-only ops and the comparisons, whose results are not floats, left out."""
+    return sorted(name for name, op in registry().items() if op.float_dtypes)
+
+
 def known_op_names() -> set[str]:
     """Every name get_op resolves: the hand-written and plugin ops, and those derived from torch's op database
     where its table is here already (a known-bug entry may name one; reading the registry never builds it)."""

@@ -43,12 +43,7 @@ import pytest
 from fuzzer import judged_share, oracle
 from fuzzer.errors import InternalError
 from fuzzer.generate import CaseGenerator
-from fuzzer.ops import registry
-
-
-def float_ops() -> list[str]:
-    """The ops a float backend runs (the integer-only ones are judged exactly: tests/test_exact_dtypes.py)."""
-    return sorted(name for name, op in registry().items() if op.float_dtypes)
+from fuzzer.ops import float_op_names as float_ops, registry
 from fuzzer.pipeline import seed_for
 from fuzzer.verdicts import AGREE
 
