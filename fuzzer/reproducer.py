@@ -31,6 +31,8 @@ import re
 import textwrap
 
 from fuzzer import verdicts
+from fuzzer.errors import UserError
+from fuzzer.exact_dtypes import is_exact
 from fuzzer.backend_verdict import reference_for
 from fuzzer.backends import Backend
 from fuzzer.ir import Case
@@ -164,6 +166,9 @@ def build_script(case: Case, backend: Backend, title: str, pytest_style: bool = 
     """The full harness for `backend` on `case` (normally the shrunk case of a finding with
     `verdict`; a hang runs under a timeout): inputs and expected values as stored, every output
     judged entry by entry as the campaign judged it."""
+    if is_exact(backend.dtype):
+        raise UserError(f"The full harness (--format script or pytest) judges float backends by the tolerance model; "
+                        f"export this {backend.dtype} case with the minimal script (the default format) or as JSON.")
     framework, program = program_under_test(case, backend, verdict, in_child)
     data = _data_lines(case)
     expected = _expected_lines(case, backend)

@@ -15,7 +15,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from click.testing import CliRunner
 
+from fuzzer.cli import main
+from fuzzer.exact_dtypes import is_exact
 from fuzzer.arrays import materialize
 from fuzzer.backends import get_backend
 from fuzzer.corpus import Corpus, load_case_file
@@ -60,10 +63,11 @@ def exported(tmp_path_factory, canaries):
             stored, backend = corpus.get_case(case_id), get_backend(_backend_of(data))
             finding = next((f for f in stored.findings if f.get("backend") == backend.name), None)
             title = stored.signature or path.stem
+            full = not is_exact(backend.dtype)  # an integer case: the minimal script (build_script refuses it)
             texts[path.name] = {
                 "minimal": build_minimal_script(stored.case, backend, title, finding),
-                "script": build_script(stored.case, backend, title, verdict=(finding or {}).get("verdict", "")),
-                "pytest": build_script(stored.case, backend, title, pytest_style=True),
+                "script": build_script(stored.case, backend, title, verdict=(finding or {}).get("verdict", "")) if full else None,
+                "pytest": build_script(stored.case, backend, title, pytest_style=True) if full else None,
                 "json": json.dumps(corpus.export_case(case_id)),
                 "issue": export_issue(corpus, case_id, backend, folder / "README.md", canary_names(), replayer)
                 if finding else "",
@@ -78,7 +82,8 @@ def test_every_case_file_exports_in_every_format_and_the_python_ones_compile(exp
     assert len(texts) == len(CASE_FILES) >= 20
     for name, formats in texts.items():
         for fmt in ("minimal", "script", "pytest"):
-            compile(formats[fmt], f"{name} as {fmt}", "exec")
+            if formats[fmt] is not None:
+                compile(formats[fmt], f"{name} as {fmt}", "exec")
         assert json.loads(formats["json"])["graph"]["nodes"]
         assert not formats["issue"] or formats["issue"].startswith("# "), name
         assert "fuzz replay" not in formats["issue"] or "--db" not in formats["issue"], "the issue names no local corpus"
@@ -224,3 +229,13 @@ def test_a_gru_canary_s_selftest_finding_exports_in_every_format(tmp_path):
 @pytest.mark.long
 def test_every_canary_s_selftest_finding_exports_in_every_format(tmp_path):
     _assert_every_format_exported(_selftest_exports(tmp_path, canary_names()))
+
+
+def test_an_integer_case_exports_a_minimal_script_and_refuses_the_full_harness_in_one_sentence(tmp_path):
+    db = str(tmp_path / "fuzz.db")
+    runner = CliRunner()
+    assert runner.invoke(main, ["import", "--db", db, str(ROOT / "corpus" / "known" / "torch-int-trunc-div-min-sigfpe.json")]).exit_code == 0
+    minimal = runner.invoke(main, ["export", "1", "--db", db])
+    assert minimal.exit_code == 0 and "trunc" in minimal.output, minimal.output
+    full = runner.invoke(main, ["export", "1", "--db", db, "--format", "script"])
+    assert full.exit_code == 2 and "minimal script" in full.output and len(full.output.strip().splitlines()) == 1, full.output
