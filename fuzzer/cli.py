@@ -1087,7 +1087,7 @@ def localize(db_path, handle, plugins, timeout, as_json):
     corpus = open_corpus(db_path)
     case_id, bucket = corpus.named_case(handle)
     stored = corpus.get_case(case_id)
-    backend = localizable_backend(stored.findings)
+    backend = localizable_backend(stored.findings, bucket["backend"] if bucket else None)
     result = localize(stored.case, backend, list(plugins), timeout)
     if bucket is not None and result.trials:
         corpus.record_localization(bucket["signature"], result.stored(versions()))

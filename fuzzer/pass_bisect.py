@@ -92,8 +92,10 @@ def localization_phrase(data: dict) -> str:
     return f"Pass: {data['summary']} (on {data['backend']}{', ' + versions if versions else ''}, {data['checked_at'][:10]})"
 
 
-def localizable_backend(findings: list[dict]) -> str:
-    """The first finding backend of a case whose compiler `fuzz localize` can bisect, or a UserError."""
+def localizable_backend(findings: list[dict], bucket_backend: str | None = None) -> str:
+    """The first finding backend of a case whose compiler `fuzz localize` can bisect (the named bucket's
+    own first, where the case is in several buckets), or a UserError."""
+    findings = sorted(findings, key=lambda finding: finding.get("backend") != bucket_backend)
     for finding in findings:
         name = finding.get("backend", "")
         if kind_path(BackendName.parse(name)) in (XLA_PATH, INDUCTOR_PATH):

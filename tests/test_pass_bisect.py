@@ -55,6 +55,8 @@ def test_the_passes_are_read_from_a_real_xla_dump(tmp_path):
 def test_only_compiler_findings_are_localized():
     assert localizable_backend([{"backend": "torch-eager:cpu:float32"}, {"backend": "jax-jit:cpu:float32"}]) == "jax-jit:cpu:float32"
     assert localizable_backend([{"backend": "torch-compile-grad:cpu:float32"}]) == "torch-compile-grad:cpu:float32"
+    both = [{"backend": "torch-compile:cpu:float32"}, {"backend": "jax-jit:cpu:float32"}]
+    assert localizable_backend(both, bucket_backend="jax-jit:cpu:float32") == "jax-jit:cpu:float32", "the bucket named"
     with pytest.raises(UserError, match="covers the torch.compile"):
         localizable_backend([{"backend": "torch-eager:cpu:float32"}, {"backend": "ort:cpu:float32"}])
 
