@@ -71,11 +71,17 @@ def accuracy_regression():
 
 
 def regression_policy():
-    """Another release of torch eager whose tanh is off by half its allowance with TF32 (a stand-in,
+    """Another release of torch eager whose tanh is off by half of each entry's allowance with TF32 (a stand-in,
     test_precision_culprit) and exact without: ten times eager's error is that release's precision."""
+    import torch
+
+    from fuzzer.oracle import compute_reference
+    from fuzzer.oracle.compare import entry_allowance
+
     case = case_of("tanh", [(4, 5)])
-    [eager] = check_case(case, [get_backend("torch-eager:cpu:float32")]).verdicts
-    release = TF32StandIn("cpu", "float32", {"tanh": tanh_with_errors(0.5 * eager.allowed, 0.0)}, name="torch-eager:cpu:float32@tf32")
+    # Half of each entry's own allowance (oracle/compare.py, "Per entry"): within it, ten times eager's error.
+    half = torch.as_tensor(0.5 * entry_allowance(compute_reference(case, {"float32"}), 0, "float32"), dtype=torch.float32)
+    release = TF32StandIn("cpu", "float32", {"tanh": tanh_with_errors(half, 0.0)}, name="torch-eager:cpu:float32@tf32")
     return case, [get_backend("torch-eager:cpu:float32"), release], [verdicts.AGREE, verdicts.PRECISION_POLICY], [
         verdicts.AGREE, verdicts.ACCURACY_REGRESSION]
 
