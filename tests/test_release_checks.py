@@ -277,7 +277,7 @@ def test_a_schema_6_corpus_opens_as_the_current_schema_keeping_everything(tmp_pa
     before = contents()
     assert sum(map(len, before.values())) > 30 and len(before["cases"]) == 6
     with Corpus(db) as corpus:
-        assert corpus.schema_version() == SCHEMA_VERSION == 8
+        assert corpus.schema_version() == SCHEMA_VERSION == 9
         assert corpus.bucket(SDPA_BUCKET)["release_checks"] == []
         corpus.record_release_checks(SDPA_BUCKET, SDPA, [{"environment": "latest", "outcome": "present", "detail": "",
                                                           "versions": {"python": "3.12.3", "torch": "2.15.0"}}])
