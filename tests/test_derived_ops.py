@@ -17,6 +17,7 @@ from fuzzer.cli import main
 from fuzzer.corpus import Corpus
 from fuzzer.errors import OpUnsupported, UserError
 from fuzzer.generate import CaseGenerator
+from fuzzer.ir import Case, Graph, Node, TensorSpec
 from fuzzer.ops import derived, get_op, parse_op_list, registry
 from fuzzer.ops.derived import table
 from fuzzer.ops.derived.ops import NUMPY, derived_ops, reference_source
@@ -165,3 +166,16 @@ def test_a_derived_op_never_places_its_result_on_the_cpu(cache):
     assert "device" not in ones_like.taken_attrs()
     assert all("device" not in op.taken_attrs() and "pin_memory" not in op.taken_attrs()
                for op in derived.derived_registry(build=True).values())
+
+
+def test_as_strided_of_a_view_reads_the_views_values_not_its_bases_storage(cache):
+    """as_strided's storage_offset counts from the start of the storage: on a slice it read the base's
+    elements before the slice (shrunk from a default campaign: a mismatch on every torch kind, nan on
+    torch-layout, whose copy's storage holds padding). Its operand is a fresh contiguous copy now."""
+    graph = Graph((TensorSpec("x0", (6,)),),
+                  (Node("n0", "slice", ("x0",), {"dim": -1, "start": 3, "step": 1, "stop": 10}),
+                   Node("n1", "torch.as_strided", ("n0",), {"size": [2, 1, 1, 2], "stride": [1, 7, 7, 1], "storage_offset": 0})),
+                  ("n1",))
+    case = Case(graph, {"x0": np.array([1.0, 0.0, 0.0, 0.0, 0.0, 0.0])}, seed=0)
+    result = check_case(case, [get_backend(b) for b in ("torch-eager:cpu:float32", "torch-layout:cpu:float32")])
+    assert result.verdict == verdicts.AGREE and not result.findings, result.verdicts

@@ -30,6 +30,11 @@ FAMILY = "derived"
 # Keyword arguments that place a result rather than compute it: the op database's samples run on the CPU
 # (ones_like(x, device="cpu")), and kept they pin a CUDA backend's result to the CPU, a crash of ours.
 PLACEMENT = ("device", "pin_memory")
+# Ops that read their operand's storage, not its values: as_strided's storage_offset counts from the start
+# of the storage, which a view (a slice, a transpose) shares with its base, so a result would depend on how
+# a backend laid the operand out. They get a fresh contiguous copy, whose storage holds its values alone,
+# as the reference's operands do.
+STORAGE_READERS = ("torch.as_strided", "torch.as_strided_copy", "torch.as_strided_scatter")
 
 
 def resolve(call: str):
@@ -192,6 +197,8 @@ class DerivedOp:
         dtype = str(xs[0].dtype).removeprefix("torch.")
         if dtype not in self.dtypes:
             raise OpUnsupported(f"{self.call} has no {dtype} kernel on the CPU in torch's op database")
+        if self.call in STORAGE_READERS:
+            xs = [x.contiguous().clone() for x in xs]
         return self.function()(*xs, **attrs)
 
     def torch_float64(self, xs, ps, attrs):
