@@ -38,6 +38,7 @@ from fuzzer.plugins import load_plugins
 from fuzzer.records import CaseReply, CheckReply, FoundCase, ShrinkReply
 from fuzzer.shape_variants import shape_variant
 from fuzzer.shrink import shrink_case
+from fuzzer.unmasked import unmasked_findings
 
 THREADS_ENV = "FUZZ_WORKER_THREADS"
 SINGLE_DRAWS = 4  # seeds a compiler tries for an op's one-op graph before leaving the op to the other tiers
@@ -405,6 +406,8 @@ class Pipeline:
                 continue
             if result.findings:
                 reply.found.append(self._found_case(current, result, known_signatures))
+            for cut, cut_result in unmasked_findings(current, backends, result, self.config.reruns, self.runner):
+                reply.found.append(self._found_case(cut, cut_result, known_signatures))
 
     def _found_case(self, case: Case, result: CaseResult, known: set[str]) -> FoundCase:
         found = FoundCase(case, result.verdict, list(result.findings), list(result.judged), list(result.verdicts))

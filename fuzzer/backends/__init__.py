@@ -82,6 +82,9 @@ class Backend:
     # Compiles with symbolic sizes (torch.compile(dynamic=True)): one compile serves the graph at
     # every size, so campaigns also run it on shape variants of the graphs it compiled.
     dynamic: ClassVar[bool] = False
+    # Runs the graph node by node, so every node's value is there to judge (fuzzer/unmasked.py): eager
+    # kinds and the plugins derived from them; never a compiler (more outputs change what it fuses).
+    computes_every_node: ClassVar[bool] = False
     # The script line that sets VERSIONS, which every reproducer prints first (fuzzer/reproducer.py).
     versions_source: ClassVar[str] = "VERSIONS = 'versions not recorded by this backend'"
     # The named sets (`--backends cpu`, `gpu`, `model`) this kind joins, declared by the class

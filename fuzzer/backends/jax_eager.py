@@ -51,6 +51,7 @@ class JaxEager(Backend):
     devices = ("cpu", "gpu")
     dtypes = ("float32", "float64", "bfloat16", "float16", *EXACT_DTYPES)
     description = "jax, op by op (no jit)"
+    computes_every_node = True
     versions_source = JAX_VERSIONS
     # Every primitive compiles once per new shape: ~0.5 s for a new graph (measured, see
     # bench/). It takes a share of the compile budget (fuzzer/budget.py), like torch.compile.

@@ -35,6 +35,7 @@ class TorchEager(Backend):
     devices = ("cpu", "cuda")
     dtypes = ("float32", "float64", "float16", "bfloat16", *EXACT_DTYPES)
     description = "torch eager, op by op"
+    computes_every_node = True
     versions_source = TORCH_VERSIONS
 
     def unavailable_reason(self) -> str | None:
