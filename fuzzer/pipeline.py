@@ -20,6 +20,7 @@ from typing import Callable
 from fuzzer.arrays import materialize, regime_profiles
 from fuzzer.backend_names import BackendName
 from fuzzer.backends import Backend, all_ops_supported_by, get_backend, parse_backend_list
+from fuzzer.complex_dtypes import is_complex
 from fuzzer.exact_dtypes import is_exact
 from fuzzer.budget import (DEFAULT_SHARE, SINGLE, SMALL, SMALL_NODES, WHOLE, CompileBudget, graph_features, parse_shares,
                            slot_shares)
@@ -104,7 +105,8 @@ def case_generator(config: WorkerConfig, backends: list[Backend]) -> CaseGenerat
 def campaign_regimes(config: WorkerConfig, backends: list[Backend]) -> tuple[Regime, ...]:
     """The campaign's regimes (the integer ones where every backend judges exactly); without a jax-vmap
     backend, no ladder graph puts its rung on a batch."""
-    regimes = parse_regime_list(",".join(config.regimes or []), integers=all_exact(backends))
+    regimes = parse_regime_list(",".join(config.regimes or []), integers=all_exact(backends),
+                                complex_values=all(is_complex(backend.dtype) for backend in backends))
     if any(BackendName.parse(backend.name).kind == "jax-vmap" for backend in backends):
         return regimes
     return tuple(replace(regime, vmapped=False) if regime.ladder else regime for regime in regimes)

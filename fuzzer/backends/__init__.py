@@ -21,6 +21,7 @@ import numpy as np
 
 from fuzzer.backend_names import BackendName
 from fuzzer.errors import UserError
+from fuzzer.complex_dtypes import is_complex
 from fuzzer.exact_dtypes import is_exact
 from fuzzer.ir import Case, Graph, split_arrays
 from fuzzer.ops import get_op, registry
@@ -112,7 +113,10 @@ class Backend:
         if self.dtype == "bfloat16" and get_op(op_name).numerics.exact:
             return False  # see Numerics.exact
         op = get_op(op_name)
-        if (self.dtype not in op.exact_dtypes) if is_exact(self.dtype) else not op.float_dtypes:
+        if is_complex(self.dtype):
+            if not op.complex_dtypes:
+                return False  # a complex backend runs the ops that declare complex semantics (complex-only ones too)
+        elif (self.dtype not in op.exact_dtypes) if is_exact(self.dtype) else not op.float_dtypes:
             return False  # an integer or bool backend runs the ops that declare its semantics, and only it integer-only ops
         return op_name not in self.unsupported_ops
 
