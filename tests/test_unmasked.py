@@ -50,7 +50,7 @@ def test_compilers_and_model_transformations_are_judged_on_their_outputs_only():
 
 @pytest.mark.slow
 def test_a_short_campaign_finds_a_relu_wrong_only_where_a_later_op_hides_it(planted_fault_campaign):
-    rows, shrunk = planted_fault_campaign(PLUGIN, "fault-masked-relu", "relu,clamp", 3, 10)
+    rows, shrunk = planted_fault_campaign(PLUGIN, "fault-masked-relu", "relu,clamp", 1, 5)
     assert {row["signature"] for row in rows} == {"mismatch | fault-masked-relu | relu"}
     first = min((row for row in rows if not row["shrunk_from"]), key=lambda row: row["id"])
     assert first["findings"][0]["detail"].startswith("at node n0, an intermediate"), "found thanks to every node judged"
