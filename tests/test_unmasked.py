@@ -13,7 +13,7 @@ from fuzzer.execute import run_backend
 from fuzzer.ir import Case, Graph, Node, TensorSpec
 from fuzzer.plugins import load_plugins
 from fuzzer.records import BackendVerdict, CaseResult
-from fuzzer.unmasked import unmasked_findings
+from fuzzer.unmasked import PROBED_ONE_IN, unmasked_findings
 from fuzzer.verdicts import AGREE
 
 PLUGIN = str(Path(__file__).parent / "plugins" / "masked_faults.py")
@@ -35,6 +35,9 @@ def test_a_wrong_intermediate_that_a_later_clamp_hides_is_found_at_its_node_and_
     [finding] = cut_result.findings
     assert str(finding.signature) == "mismatch | fault-masked-relu | relu"
     assert finding.detail.startswith("at node n0, an intermediate the drawn graph's later ops hid: worst at [2]: -0.5")
+    unprobed = Case(case.graph, case.arrays, 1)
+    assert unprobed.seed % PROBED_ONE_IN and unmasked_findings(unprobed, [backend], result, 2, run_backend) == [], \
+        "one case in PROBED_ONE_IN is probed, by its seed"
 
 
 def test_compilers_and_model_transformations_are_judged_on_their_outputs_only():
@@ -50,7 +53,7 @@ def test_compilers_and_model_transformations_are_judged_on_their_outputs_only():
 
 @pytest.mark.slow
 def test_a_short_campaign_finds_a_relu_wrong_only_where_a_later_op_hides_it(planted_fault_campaign):
-    rows, shrunk = planted_fault_campaign(PLUGIN, "fault-masked-relu", "relu,clamp", 1, 5)
+    rows, shrunk = planted_fault_campaign(PLUGIN, "fault-masked-relu", "relu,clamp", 3, 5)
     assert {row["signature"] for row in rows} == {"mismatch | fault-masked-relu | relu"}
     first = min((row for row in rows if not row["shrunk_from"]), key=lambda row: row["id"])
     assert first["findings"][0]["detail"].startswith("at node n0, an intermediate"), "found thanks to every node judged"
