@@ -88,6 +88,11 @@ def test_a_result_near_the_end_of_the_range_or_from_an_infinity_is_not_judged_bu
     assert judge(from_infinity, "complex64", [np.array([complex(np.nan, np.nan), np.exp(1j)])]).verdict == verdicts.AGREE
     nan_where_defined = judge(from_infinity, "complex64", [np.array([0j, complex(np.nan, 0)])])
     assert nan_where_defined.verdict == verdicts.NAN_INF, nan_where_defined
+    # (inf + inf j) @ w is nan - inf j in numpy, exp(imag(.)) 0: still computed from an infinity (clean campaign, seed 11).
+    graph = Graph((TensorSpec("x0", (1, 1)), TensorSpec("x1", (1, 1))), (
+        Node("n0", "matmul", ("x0", "x1")), Node("n1", "imag", ("n0",)), Node("n2", "exp", ("n1",))), ("n2",))
+    through_imag = Case(graph, {"x0": np.array([[complex(np.inf, np.inf)]]), "x1": np.array([[-5.7e-4 - 1.05e-3j]])}, 0)
+    assert judge(through_imag, "complex64", [np.array([[np.nan]])]).verdict == verdicts.AGREE
 
 
 def test_an_op_without_complex_semantics_or_a_real_value_where_complex_is_needed_is_unsupported():
@@ -96,6 +101,10 @@ def test_an_op_without_complex_semantics_or_a_real_value_where_complex_is_needed
     result = check_case(case, [get_backend("torch-eager:cpu:complex64")])
     assert [v.verdict for v in result.verdicts] == [verdicts.UNSUPPORTED] and not result.findings
     assert "takes complex values only" in result.verdicts[0].detail
+    graph = Graph((TensorSpec("x0", (1,)),), (Node("n0", "angle", ("x0",)), Node("n1", "mv", ("n0",), {"out_features": 1})), ("n1",))
+    real_by_complex_weight = Case(graph, {"x0": np.array([0j]), "n1.weight": np.array([[0.5]])}, 0)
+    result = check_case(real_by_complex_weight, [get_backend("torch-eager:cpu:complex64")])
+    assert [v.verdict for v in result.verdicts] == [verdicts.UNSUPPORTED], "torch's mv refuses a real vector and a complex64 weight"
     assert not get_backend("torch-eager:cpu:complex64").supports("relu"), "relu has no complex semantics"
 
 

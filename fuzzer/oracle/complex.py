@@ -61,8 +61,9 @@ def evaluate_complex(case: Case, dtype: str, taint_above: float | None = None) -
     def pinned(value):
         value = np.asarray(value)
         value = value.astype(complex_type if value.dtype.kind == "c" else real_type)
-        if taint_above is not None:
-            value = np.where(np.isfinite(value) & (np.abs(value) <= taint_above), value, np.nan)
+        if taint_above is not None:  # nan in both components: imag(nan + 0j) would be a finite 0
+            value = np.where(np.isfinite(value) & (np.abs(value) <= taint_above), value,
+                             complex(np.nan, np.nan) if value.dtype.kind == "c" else np.nan)
         return value
 
     env = {name: pinned(np.asarray(array).astype(complex_type)) for name, array in inputs.items()}
@@ -70,7 +71,8 @@ def evaluate_complex(case: Case, dtype: str, taint_above: float | None = None) -
         for node in case.graph.nodes:
             op = get_op(node.op)
             operands = [env[name] for name in node.inputs]
-            kinds = {operand.dtype.kind for operand in operands}
+            # A backend's parameters are of its complex dtype (a linear's weight): with a real operand, mixed.
+            kinds = {operand.dtype.kind for operand in operands} | ({"c"} if params.get(node.name) else set())
             if not op.complex_dtypes and "c" in kinds:
                 raise IllTyped(f"node '{node.name}' applies {node.op} to a complex value, which it does not take")
             if not op.float_dtypes and kinds != {"c"}:
