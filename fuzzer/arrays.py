@@ -8,6 +8,7 @@ import tokenize
 
 import numpy as np
 
+from fuzzer.complex_dtypes import PROFILE_PREFIX
 from fuzzer.errors import UserError
 from fuzzer.exact_dtypes import integer_values
 from fuzzer.layouts import conform_values
@@ -39,7 +40,7 @@ def from_npy_bytes(data: bytes, what: str = "array", shape: tuple[int, ...] | No
         declared, _, dtype = read_header(stream)
     except (ValueError, KeyError, EOFError, SyntaxError, TypeError, tokenize.TokenError):  # numpy tokenizes the header
         raise UserError(f"The {what} is not a plain numeric .npy array; refusing to load it (pickled objects are never loaded).") from None
-    if dtype.hasobject or dtype.kind not in "fiu" or dtype == np.uint64:
+    if dtype.hasobject or dtype.kind not in "fiuc" or dtype == np.uint64:
         raise UserError(f"The {what} has dtype {dtype}; only numeric arrays are accepted, refusing to load it (pickled objects are never loaded).")
     elements = int(np.prod(declared, dtype=object)) if declared else 1
     per_tensor, _ = element_limits()
@@ -55,8 +56,9 @@ def from_npy_bytes(data: bytes, what: str = "array", shape: tuple[int, ...] | No
         array = np.load(io.BytesIO(data), allow_pickle=False)
     except (ValueError, OSError, EOFError):
         raise UserError(f"The {what} is not a plain numeric .npy array; refusing to load it (pickled objects are never loaded).") from None
-    # Integers stay int64, exactly (an integer case's values: fuzzer/exact_dtypes.py); the rest float64.
-    return array.astype(np.int64 if dtype.kind in "iu" else np.float64)
+    # Integers stay int64, exactly (an integer case's values: fuzzer/exact_dtypes.py); complex values
+    # complex128 (fuzzer/complex_dtypes.py); the rest float64.
+    return array.astype({"i": np.int64, "u": np.int64, "c": np.complex128}.get(dtype.kind, np.float64))
 
 
 def to_base64(array: np.ndarray) -> str:
@@ -134,6 +136,11 @@ def input_values(rng: np.random.Generator, shape: tuple[int, ...], profile: str)
         values = _fill_rows(rng, rng.standard_normal(shape), ROW_FILLS)
     elif profile in ("integers", "integer-edges"):
         return integer_values(rng, shape, profile)  # int64, exact: no float32 rounding
+    elif profile.startswith(PROFILE_PREFIX):  # complex128: each component a float32 value of the profile
+        component = profile.removeprefix(PROFILE_PREFIX)
+        values = input_values(rng, shape, component).astype(np.complex128)
+        values.imag = input_values(rng, shape, component)  # set, not added: 1j * inf would be nan + inf j
+        return values
     else:
         raise ValueError(f"unknown value profile {profile!r}")
     return _as_float32_values(values)

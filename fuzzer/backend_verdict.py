@@ -6,6 +6,7 @@ from __future__ import annotations
 from fuzzer import oracle, verdicts
 from fuzzer.backends import Backend
 from fuzzer.errors import error_headline
+from fuzzer.complex_dtypes import is_complex
 from fuzzer.exact_dtypes import is_exact
 from fuzzer.execute import HANG, OK, UNSUPPORTED, Outcome
 from fuzzer.ir import Case
@@ -23,6 +24,8 @@ def verdict_of(backend: Backend, case: Case, outcome: Outcome, reference: oracle
                at_floor: bool = False) -> oracle.BackendVerdict:
     """`at_floor`: the verdict may agree at the floor, without the honest models (oracle.judge_outputs)."""
     ill_typed = reference.exact.ill_typed(backend.dtype) if is_exact(backend.dtype) and reference.exact else None
+    if is_complex(backend.dtype) and reference.complex:  # an op refusing complex values, or real ones beside them
+        ill_typed = reference.complex.ill_typed()
     if ill_typed:  # the framework refuses it as it should, or computes something no semantics defines
         return oracle.BackendVerdict(backend.name, verdicts.UNSUPPORTED, detail=ill_typed)
     if outcome.status == OK:

@@ -45,8 +45,11 @@ def integer_values(rng: np.random.Generator, shape: tuple[int, ...], profile: st
 
 def result_array(value, backend_dtype: str) -> np.ndarray:
     """A framework's output as numpy: float64 for a float backend (what the tolerance model judges); for
-    an exact backend, integers as int64 (exactly), bools as bool, floats (a mixed graph's) as float64."""
+    an exact backend, integers as int64 (exactly), bools as bool, floats (a mixed graph's) as float64;
+    complex as complex128."""
     array = np.asarray(value)
+    if array.dtype.kind == "c":  # a complex backend's result (fuzzer/complex_dtypes.py): both components
+        return array.astype(np.complex128)
     if not is_exact(backend_dtype) or array.dtype.kind == "f":
         return array.astype(np.float64)
     return array if array.dtype == np.bool_ else array.astype(np.int64)

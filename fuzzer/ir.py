@@ -410,7 +410,8 @@ def hash_content(graph_json: str, arrays: dict) -> str:
         digest.update(name.encode())
         array = np.asarray(arrays[name])
         # Integers by their int64 bytes (float64 cannot tell int64 extremes apart); floats as ever.
-        digest.update(np.ascontiguousarray(array, dtype=np.int64 if array.dtype.kind in "iu" else np.float64).tobytes())
+        kind = array.dtype.kind  # complex values by their complex128 bytes (both components)
+        digest.update(np.ascontiguousarray(array, dtype=np.int64 if kind in "iu" else np.complex128 if kind == "c" else np.float64).tobytes())
     return digest.hexdigest()[:16]
 
 

@@ -58,6 +58,7 @@ def measure(graph: Graph, reference: oracle.Reference, result: CaseResult, backe
     `reference` (the case's own, before any extra outputs). An invalid result has no verdicts: every
     backend of `backends` counts then; a base backend check_case added is looked up by name."""
     from fuzzer.backends import get_backend
+    from fuzzer.complex_dtypes import is_complex
     from fuzzer.exact_dtypes import is_exact
 
     per_output_ops = [sorted({node.op for node in graph.nodes if node.name in graph.ancestors([out])})
@@ -70,8 +71,8 @@ def measure(graph: Graph, reference: oracle.Reference, result: CaseResult, backe
     for backend, verdict in judged_backends:
         if verdict is not None and not verdict.at_floor and reference.models_computed is None:
             continue  # a shape or output-count mismatch: judged before any entry was
-        if is_exact(backend.dtype):
-            continue  # judged exactly (fuzzer/oracle/exact.py): no allowance to meter
+        if is_exact(backend.dtype) or is_complex(backend.dtype):
+            continue  # judged exactly (fuzzer/oracle/exact.py) or by component (oracle/complex.py): not metered here
         touched = set()
         for index, ops in enumerate(per_output_ops):
             entries, judged, allowance = _output(reference, index, backend.dtype, verdict, invalid)

@@ -64,10 +64,11 @@ def layout_source(layout: str, shape: tuple[int, ...], name: str) -> str:
 
 
 def _gap_value(tensor):
-    """What fills the gaps of a strided input: NaN, or in an integer tensor its dtype's minimum (a bool's True)."""
+    """What fills the gaps of a strided input: NaN (a complex one's nan + 0j), or in an integer tensor its dtype's
+    minimum (a bool's True)."""
     import torch
 
-    if tensor.is_floating_point():
+    if tensor.is_floating_point() or tensor.is_complex():
         return float("nan")
     return True if tensor.dtype == torch.bool else torch.iinfo(tensor.dtype).min
 

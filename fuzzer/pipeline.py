@@ -20,6 +20,7 @@ from typing import Callable
 from fuzzer.arrays import materialize, regime_profiles
 from fuzzer.backend_names import BackendName
 from fuzzer.backends import Backend, all_ops_supported_by, get_backend, parse_backend_list
+from fuzzer.complex_dtypes import is_complex
 from fuzzer.exact_dtypes import is_exact
 from fuzzer.budget import (DEFAULT_SHARE, SINGLE, SMALL, SMALL_NODES, WHOLE, CompileBudget, graph_features, parse_shares,
                            slot_shares)
@@ -38,6 +39,7 @@ from fuzzer.plugins import load_plugins
 from fuzzer.records import CaseReply, CheckReply, FoundCase, ShrinkReply
 from fuzzer.shape_variants import shape_variant
 from fuzzer.shrink import shrink_case
+from fuzzer.unmasked import unmasked_findings
 
 THREADS_ENV = "FUZZ_WORKER_THREADS"
 SINGLE_DRAWS = 4  # seeds a compiler tries for an op's one-op graph before leaving the op to the other tiers
@@ -109,7 +111,8 @@ def case_generator(config: WorkerConfig, backends: list[Backend]) -> CaseGenerat
 def campaign_regimes(config: WorkerConfig, backends: list[Backend]) -> tuple[Regime, ...]:
     """The campaign's regimes (the integer ones where every backend judges exactly); without a jax-vmap
     backend, no ladder graph puts its rung on a batch."""
-    regimes = parse_regime_list(",".join(config.regimes or []), integers=all_exact(backends))
+    regimes = parse_regime_list(",".join(config.regimes or []), integers=all_exact(backends),
+                                complex_values=all(is_complex(backend.dtype) for backend in backends))
     if any(BackendName.parse(backend.name).kind == "jax-vmap" for backend in backends):
         return regimes
     return tuple(replace(regime, vmapped=False) if regime.ladder else regime for regime in regimes)
@@ -411,6 +414,8 @@ class Pipeline:
                 continue
             if result.findings:
                 reply.found.append(self._found_case(current, result, known_signatures))
+            for cut, cut_result in unmasked_findings(current, backends, result, self.config.reruns, self.runner):
+                reply.found.append(self._found_case(cut, cut_result, known_signatures))
 
     def _found_case(self, case: Case, result: CaseResult, known: set[str]) -> FoundCase:
         found = FoundCase(case, result.verdict, list(result.findings), list(result.judged), list(result.verdicts))

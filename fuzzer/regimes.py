@@ -111,9 +111,17 @@ INTEGERS = Regime("integers", 85, "integer values: small (-8 .. 8), and a few dt
                   "and max, +-2^k)", value_profiles=("integers", "integers", "integer-edges"))
 _SINGLE[INTEGERS.name] = INTEGERS
 INTEGER_REGIMES = (INTEGERS, *(compose(_SINGLE[name], INTEGERS, 5) for name in ("large-op", "size-1", "layout")))
-BY_NAME = {regime.name: regime for regime in REGIMES + INTEGER_REGIMES}
+# A campaign whose every backend is a complex one (fuzzer/complex_dtypes.py) draws from these: each
+# component of a value from a float profile (plain, magnitudes, special values), stored as complex128.
+COMPLEX = Regime("complex", 85, "complex values: the real and imaginary parts each from the small, magnitude or special-value "
+                 "profiles", value_profiles=tuple(f"complex:{profile}" for profile in (
+                     *SMALL_PROFILES, "log-uniform", "huge", "minuscule", "special", "special", "edge")))
+_SINGLE[COMPLEX.name] = COMPLEX
+COMPLEX_REGIMES = (COMPLEX, *(compose(_SINGLE[name], COMPLEX, 5) for name in ("large-op", "size-1", "layout")))
+BY_NAME = {regime.name: regime for regime in REGIMES + INTEGER_REGIMES + COMPLEX_REGIMES}
 DEFAULT = BY_NAME["small"]
-assert sum(r.weight for r in REGIMES) == sum(r.weight for r in INTEGER_REGIMES) == 100, "regime weights are percentages"
+assert sum(r.weight for r in REGIMES) == sum(r.weight for r in INTEGER_REGIMES) == sum(r.weight for r in COMPLEX_REGIMES) == 100, \
+    "regime weights are percentages"
 
 
 def get_regime(name: str) -> Regime:
@@ -128,11 +136,12 @@ def get_regime(name: str) -> Regime:
     return DEFAULT
 
 
-def parse_regime_list(text: str | None, integers: bool = False) -> tuple[Regime, ...]:
+def parse_regime_list(text: str | None, integers: bool = False, complex_values: bool = False) -> tuple[Regime, ...]:
     """'small,large-op+layout' -> those regimes; None or '' or 'all' -> every regime (compositions too),
-    or with `integers` (only integer and bool backends) every integer regime."""
+    or with `integers` (only integer and bool backends) every integer regime, with `complex_values`
+    (only complex backends) every complex one."""
     if not text or text == "all":
-        return INTEGER_REGIMES if integers else REGIMES
+        return INTEGER_REGIMES if integers else COMPLEX_REGIMES if complex_values else REGIMES
     chosen = []
     for name in (n.strip() for n in text.split(",") if n.strip()):
         if name not in BY_NAME:

@@ -30,6 +30,8 @@ import numpy as np
 
 from fuzzer.arrays import param_values
 from fuzzer.backends.numpy_ref import NumpyReference
+from fuzzer.oracle.complex import IllTyped, evaluate_complex
+from fuzzer.oracle.dtypes import round_to_dtype
 from fuzzer.errors import UserError
 from fuzzer.layouts import CONTIGUOUS, conform_values, layouts_for
 from fuzzer.ir import Case, Graph, Node, TensorSpec, infer_shapes, param_shapes, split_arrays
@@ -108,7 +110,9 @@ def complexity(case: Case) -> tuple:
 
 def entry_costs(array: np.ndarray) -> np.ndarray:
     """Each entry's simplicity: 0 for zero, 1 for minus zero and one, 2 for minus one, 3 for another
-    integer up to 3 in magnitude, 4 for anything else (nan and inf included)."""
+    integer up to 3 in magnitude, 4 for anything else (nan and inf included); a complex entry's, its parts' sum."""
+    if np.iscomplexobj(array):
+        return entry_costs(np.real(array)) + entry_costs(np.imag(array))
     array = np.asarray(array, dtype=np.float64)
     with np.errstate(invalid="ignore"):
         small = np.isfinite(array) & (np.round(array) == array) & (np.abs(array) <= 3)
@@ -188,7 +192,11 @@ def pass_cut_inputs(case: Case, culprit: str):
     """Replace a node by a new graph input holding its reference value: removes everything upstream."""
     graph = case.graph
     inputs, params = split_arrays(case)
-    env = NumpyReference(dtype="float64").execute_all(graph, inputs, params)
+    complex_case = any(np.iscomplexobj(array) for array in case.arrays.values())  # fuzzer/complex_dtypes.py
+    try:
+        env = evaluate_complex(case, "complex128") if complex_case else NumpyReference(dtype="float64").execute_all(graph, inputs, params)
+    except IllTyped:
+        return
     for index, node in enumerate(graph.nodes):
         if node.name in graph.outputs:
             continue
@@ -198,8 +206,7 @@ def pass_cut_inputs(case: Case, culprit: str):
         candidate = rebuild(case, cut)
         if candidate is not None:
             # Non-finite values are kept: a nan or inf an op made is often what the next op mishandles.
-            with np.errstate(over="ignore"):
-                candidate.arrays[name] = np.asarray(env[node.name], dtype=np.float32).astype(np.float64)
+            candidate.arrays[name] = round_to_dtype(env[node.name], "complex64" if complex_case else "float32")
             yield candidate
 
 

@@ -86,3 +86,28 @@ def _read_only(path: Path):
 def read_only():
     """`with read_only(path):` makes `path` unwritable for the block."""
     return _read_only
+
+
+@pytest.fixture
+def planted_fault_campaign(tmp_path):
+    """Runs a short one-worker campaign (seed 0) of a plugin's planted-fault backend restricted to some
+    ops, which must find something (exit 1); gives its stored cases (`fuzz list --cases`) and the
+    first shrunk one (`fuzz show`)."""
+    import json
+    import sys
+
+    fuzz, db = str(Path(sys.executable).with_name("fuzz")), tmp_path / "fuzz.db"
+
+    def run(*args):
+        return subprocess.run([fuzz, *map(str, args)], capture_output=True, text=True, timeout=600)
+
+    def campaign(plugin: str, backend: str, ops: str, max_cases: int, shrink_time: float) -> tuple[list, dict]:
+        result = run("run", "--db", db, "--plugin", plugin, "--backends", backend, "--ops", ops, "--max-cases", max_cases,
+                     "--workers", 1, "--shrink-time", shrink_time, "--seed", 0, "--json")
+        assert result.returncode == 1, result.stderr[-2000:]
+        rows = json.loads(run("list", "--cases", "--db", db, "--json").stdout)
+        shrunk = [row["id"] for row in rows if row["shrunk_from"]]
+        assert shrunk, rows
+        return rows, json.loads(run("show", "--db", db, min(shrunk), "--json").stdout)
+
+    return campaign

@@ -21,6 +21,7 @@ import numpy as np
 
 from fuzzer.backend_names import BackendName
 from fuzzer.errors import UserError
+from fuzzer.complex_dtypes import is_complex
 from fuzzer.exact_dtypes import is_exact
 from fuzzer.ir import Case, Graph, split_arrays
 from fuzzer.ops import get_op, registry
@@ -82,6 +83,9 @@ class Backend:
     # Compiles with symbolic sizes (torch.compile(dynamic=True)): one compile serves the graph at
     # every size, so campaigns also run it on shape variants of the graphs it compiled.
     dynamic: ClassVar[bool] = False
+    # Runs the graph node by node, so every node's value is there to judge (fuzzer/unmasked.py): eager
+    # kinds and the plugins derived from them; never a compiler (more outputs change what it fuses).
+    computes_every_node: ClassVar[bool] = False
     # The script line that sets VERSIONS, which every reproducer prints first (fuzzer/reproducer.py).
     versions_source: ClassVar[str] = "VERSIONS = 'versions not recorded by this backend'"
     # The named sets (`--backends cpu`, `gpu`, `model`) this kind joins, declared by the class
@@ -109,7 +113,10 @@ class Backend:
         if self.dtype == "bfloat16" and get_op(op_name).numerics.exact:
             return False  # see Numerics.exact
         op = get_op(op_name)
-        if (self.dtype not in op.exact_dtypes) if is_exact(self.dtype) else not op.float_dtypes:
+        if is_complex(self.dtype):
+            if not op.complex_dtypes:
+                return False  # a complex backend runs the ops that declare complex semantics (complex-only ones too)
+        elif (self.dtype not in op.exact_dtypes) if is_exact(self.dtype) else not op.float_dtypes:
             return False  # an integer or bool backend runs the ops that declare its semantics, and only it integer-only ops
         return op_name not in self.unsupported_ops
 

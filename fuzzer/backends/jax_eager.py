@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from fuzzer.backends import Backend
+from fuzzer.complex_dtypes import COMPLEX_DTYPES
 from fuzzer.exact_dtypes import EXACT_DTYPES, result_array
 from fuzzer.ir import Case, Graph, interpret
 from fuzzer.program_source import JAX_VERSIONS, jax_program
@@ -49,8 +50,9 @@ class JaxEager(Backend):
     in_sets = {"cpu": {40: "cpu:float32"}, "gpu": {60: "gpu:float32"}}
     family = "jax"
     devices = ("cpu", "gpu")
-    dtypes = ("float32", "float64", "bfloat16", "float16", *EXACT_DTYPES)
+    dtypes = ("float32", "float64", "bfloat16", "float16", *EXACT_DTYPES, *COMPLEX_DTYPES)
     description = "jax, op by op (no jit)"
+    computes_every_node = True
     versions_source = JAX_VERSIONS
     # Every primitive compiles once per new shape: ~0.5 s for a new graph (measured, see
     # bench/). It takes a share of the compile budget (fuzzer/budget.py), like torch.compile.

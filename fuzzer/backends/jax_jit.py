@@ -17,6 +17,7 @@ class JaxJit(JaxEager):
     in_sets = {"cpu": {50: "cpu:float32", 60: "cpu:float64"},
                "gpu": {70: "gpu:float32", 80: "gpu:float64", 90: "gpu:bfloat16"}}
     description = "jax.jit of the whole graph (XLA)"
+    computes_every_node = False
     # One XLA compile per new graph (~57 ms + 36 ms per node), ~43% of a worker's time when it ran
     # on every graph: it takes its share of the compile budget (fuzzer/budget.py) like the others.
     expensive = True

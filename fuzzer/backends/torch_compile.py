@@ -71,6 +71,7 @@ class TorchCompile(TorchEager):
     in_sets = {"cpu": {20: "cpu:float32"}, "gpu": {50: "cuda:float32"}}
     description = "torch.compile (inductor), whole graph, fullgraph=True, dynamic=False"
     expensive = True
+    computes_every_node = False
     # Its slice of the compile share against jax.jit's (~0.1-0.3 s a new structure; budget.py): on
     # CUDA a triton build, ~1-2 s, three slices; on the CPU a g++ build per kernel, twice that (H200
     # machine, 14 workers, 3 slots each, 5 minutes: 152 CPU structures against 338 CUDA; 2.8 s a

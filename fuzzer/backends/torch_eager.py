@@ -8,6 +8,7 @@ import math
 import numpy as np
 
 from fuzzer.backends import Backend
+from fuzzer.complex_dtypes import COMPLEX_DTYPES
 from fuzzer.exact_dtypes import EXACT_DTYPES, result_array
 from fuzzer.ir import Case, Graph, interpret
 from fuzzer.ops import get_op
@@ -33,8 +34,9 @@ class TorchEager(Backend):
                "gpu": {10: "cuda:float32", 20: "cuda:float64", 30: "cuda:float16", 40: "cuda:bfloat16"}}
     family = "torch"
     devices = ("cpu", "cuda")
-    dtypes = ("float32", "float64", "float16", "bfloat16", *EXACT_DTYPES)
+    dtypes = ("float32", "float64", "float16", "bfloat16", *EXACT_DTYPES, *COMPLEX_DTYPES)
     description = "torch eager, op by op"
+    computes_every_node = True
     versions_source = TORCH_VERSIONS
 
     def unavailable_reason(self) -> str | None:

@@ -50,6 +50,7 @@ class ModuleBackend(TorchEager):
     """Base: build the nested module for the case, transform it, run it."""
 
     derives_from_kind = "torch-eager"
+    computes_every_node = False  # a model transformation (folding, export, tracing) may not keep a node's value
 
     devices = ("cpu", "cuda")
     dtypes = ("float32", "float64")

@@ -117,6 +117,15 @@ class OpDef:
     jax_exact_differs: str = ""
     # False for an integer-only op (bitwise, shifts): float backends never draw it.
     float_dtypes: bool = True
+    # How it runs on complex64 and complex128 (fuzzer/complex_dtypes.py; "" not at all): its `reference`
+    # is also the math on complex128, each component judged by the float model (fuzzer/oracle/complex.py).
+    # "complex": a complex result from operands of one kind; "promotes": a pointwise op whose real operand
+    # beside a complex one is made complex (torch and jax promote; a matmul of float32 and complex64 raises
+    # in torch); "real": a real result (abs, angle), the reference's real part (fuzzer/ops/_complex.py).
+    complex_dtypes: str = ""
+    # Why jax's complex convention differs from torch's (and numpy's), where it does (a branch cut on
+    # another side): jax backends are then judged against jax eager's own run.
+    jax_complex_differs: str = ""
     # Regions beyond the generic ones (attribute values, regime, layout, special values, sizes).
     regions: Regions | None = None
     ladder: Ladder | None = None  # its reduction or contraction axes, for the ladder regime

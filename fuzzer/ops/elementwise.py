@@ -15,6 +15,7 @@ import numpy as np
 
 from fuzzer.ops import API_KEYWORDS, API_PATH, WRAPS, OpDef
 from fuzzer.ops._common import check, like, st
+from fuzzer.ops._complex import complex_semantics
 from fuzzer.ops._exact import EXACT_DTYPES, INTEGERS, integer_semantics, promoted
 from fuzzer.ops.numerics import Numerics
 
@@ -325,3 +326,4 @@ OPS = [
         notes="where(a <compare> threshold, a, b), compare in gt/lt/ge/le, thresholds exact in float32",
     ),
 ]
+OPS = complex_semantics(OPS, {"tanh": "complex", "add": "promotes", "sub": "promotes", "mul": "promotes", "div": "promotes"})

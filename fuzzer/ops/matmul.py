@@ -10,6 +10,7 @@ import numpy as np
 
 from fuzzer.ops import Ladder, OpDef, Regions
 from fuzzer.ops._common import DIMS, check, like, rank_between, st
+from fuzzer.ops._complex import complex_semantics
 from fuzzer.ops.numerics import Numerics
 
 TILE_EDGE_SIZES = (1, 3, 7, 9, 15, 17, 31, 33)
@@ -414,3 +415,4 @@ OPS = [
         numerics=CONTRACTION,
     ),
 ]
+OPS = complex_semantics(OPS, dict.fromkeys(("matmul", "mv", "bmm", "einsum"), "complex"))

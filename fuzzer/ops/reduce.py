@@ -18,6 +18,7 @@ from fuzzer.errors import OpUnsupported
 from fuzzer.ops import Ladder, OpDef
 from fuzzer.ops.numerics import PIECEWISE_CONSTANT, Numerics
 from fuzzer.ops._common import check, draw_dim, draw_dims, like, norm_dim, rank_between, release, st
+from fuzzer.ops._complex import complex_semantics
 from fuzzer.ops._exact import INTEGERS, integer_semantics
 
 NORM_ORDERS = (1, 2, "inf")  # JSON has no infinity: the max norm is the string "inf"
@@ -570,3 +571,4 @@ OPS = [
     ), INTEGERS, _exact_cumsum,
         jax_differs="jax's cumsum of int32 stays int32 and wraps; torch's is int64"),
 ]
+OPS = complex_semantics(OPS, dict.fromkeys(("sum", "mean", "cumsum"), "complex"))  # prod: its reference is float-only (frexp)

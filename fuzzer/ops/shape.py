@@ -18,6 +18,7 @@ import math
 import numpy as np
 
 from fuzzer.ops import OpDef
+from fuzzer.ops._complex import complex_semantics
 from fuzzer.ops._exact import EXACT_DTYPES, integer_semantics
 from fuzzer.ops._common import DIMS, check, draw_dim, draw_dims, maybe_negative, norm_dim, numel, rank_between, st
 
@@ -956,3 +957,4 @@ OPS = [
 ]
 # Data movement moves integers and bools as they are (pad's float fill value aside).
 OPS = [op if op.name == "pad" else integer_semantics(op, EXACT_DTYPES) for op in OPS]
+OPS = complex_semantics(OPS, {op.name: "complex" for op in OPS if op.name != "pad"})

@@ -14,6 +14,7 @@ import numpy as np
 
 from fuzzer.errors import OpUnsupported
 from fuzzer.ops._common import st
+from fuzzer.ops._complex import complex_semantics
 from fuzzer.ops._exact import integer_semantics
 from fuzzer.ops.elementwise import erf, sigmoid, unary
 from fuzzer.ops.numerics import PIECEWISE_CONSTANT, Numerics
@@ -217,3 +218,7 @@ OPS = [
         notes="jax has no tanhshrink: written as x - tanh(x)",
     ),
 ]
+OPS = complex_semantics(OPS, {**dict.fromkeys(("exp", "log", "sqrt", "neg", "sin", "cos", "sinh", "cosh", "square", "reciprocal"),
+                                               "complex"), "abs": "real"},
+                        jax_differs={"sqrt": "on its branch cut, the negative real axis, jax's sqrt ignores the sign of a zero "
+                                             "imaginary part: sqrt(-4 - 0j) is +2j there, -2j in C99, numpy and torch"})

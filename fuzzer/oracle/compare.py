@@ -83,6 +83,8 @@ from fuzzer.errors import normalize_error
 import fuzzer.oracle.paths as paths
 from fuzzer.exact_dtypes import is_exact
 import fuzzer.oracle.exact as exact
+import fuzzer.oracle.complex as complex_oracle
+from fuzzer.complex_dtypes import is_complex
 from fuzzer.oracle.dtypes import RTOL, TINY, nonfinite_class
 from fuzzer.oracle.indices import compare_indices
 from fuzzer.oracle.reference import Reference
@@ -155,6 +157,8 @@ def compare_output(y: np.ndarray, index: int, reference: Reference, dtype: str) 
     """(verdict, error, allowed, detail) for one output against the reference."""
     if is_exact(dtype):
         return exact.compare_exact(y, index, reference.exact.outputs(dtype)[index], reference.exact, dtype)
+    if is_complex(dtype):
+        return complex_oracle.compare_complex(y, index, reference.complex, dtype)
     r64 = reference.outputs[index]
     if tuple(y.shape) != tuple(r64.shape):
         return MISMATCH, float("inf"), 0.0, f"shape {list(y.shape)} != reference {list(r64.shape)}"
@@ -253,6 +257,8 @@ def judge_outputs(backend: str, dtype: str, outputs: list[np.ndarray], reference
     output allows it (compare_at_floor), before asking for the honest models (see "Cost" in paths.py)."""
     if is_exact(dtype):
         return exact.judge_exact(backend, dtype, outputs, reference.exact)
+    if is_complex(dtype):
+        return complex_oracle.judge_complex(backend, dtype, outputs, reference.complex)
     if len(outputs) != len(reference.outputs):
         return BackendVerdict(backend, MISMATCH, detail=f"{len(outputs)} outputs, the reference has {len(reference.outputs)}")
     outputs = [np.asarray(y, dtype=np.float64) for y in outputs]

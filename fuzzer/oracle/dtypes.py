@@ -43,7 +43,8 @@ def round_to_dtype(values: np.ndarray, dtype: str) -> np.ndarray:
     """float64 values rounded to `dtype` (and back), so the backend and the reference start from
     the same numbers; bfloat16 through ml_dtypes (a jax dependency)."""
     with np.errstate(over="ignore"):
-        return np.asarray(values).astype(numpy_dtype(dtype)).astype(np.float64)
+        rounded = np.asarray(values).astype(numpy_dtype(dtype))
+    return rounded.astype(np.complex128 if rounded.dtype.kind == "c" else np.float64)
 
 
 def nonfinite_class(values: np.ndarray) -> np.ndarray:

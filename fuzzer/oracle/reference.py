@@ -38,6 +38,8 @@ import fuzzer.oracle.paths as paths
 from fuzzer.exact_dtypes import is_exact
 from fuzzer.oracle.dtypes import flushed, nonfinite_class
 from fuzzer.oracle.entry_scale import entry_scales
+from fuzzer.complex_dtypes import is_complex
+from fuzzer.oracle.complex import ComplexReference
 from fuzzer.oracle.exact import ExactReference
 from fuzzer.oracle.models import HonestModels, honest_models
 from fuzzer.reference import evaluate_all
@@ -65,6 +67,8 @@ class Reference:
     compute_entry_scales: Callable[[], list[np.ndarray | None]] | None = field(default=None, repr=False, compare=False)
     # The exact references of the integer and bool backends (exact.py), None where none is judged.
     exact: ExactReference | None = field(default=None, repr=False, compare=False)
+    # The references of the complex backends (complex.py), None where none is judged.
+    complex: ComplexReference | None = field(default=None, repr=False, compare=False)
 
     @property
     def models(self) -> HonestModels:
@@ -129,6 +133,8 @@ class Reference:
         """Is at least one entry of one output defined in some dtype? If not, the case is invalid."""
         if self.exact is not None:  # an integer or bool result is defined everywhere
             return True
+        if self.complex is not None and not self.same_dtype:  # only complex backends judge it
+            return self.complex.defines_anything()
         indices = [(dtype, index) for dtype in self.same_dtype for index in range(len(self.outputs))]
         # Judged entries first: the defined non-finite ones may need the longdouble run.
         return (any(np.any(self.judged_finite(dtype, index)) for dtype, index in indices)
@@ -138,9 +144,12 @@ class Reference:
 def compute_reference(case: Case, dtypes: set[str]) -> Reference:
     exact_dtypes = sorted(d for d in dtypes if is_exact(d))
     exact = ExactReference(case) if exact_dtypes else None
-    dtypes = {d for d in dtypes if not is_exact(d)}
+    complex_reference = ComplexReference(case) if any(is_complex(d) for d in dtypes) else None
+    dtypes = {d for d in dtypes if not is_exact(d) and not is_complex(d)}
     if not dtypes and exact is not None:
         return _exact_only(case, exact, exact_dtypes[0])
+    if not dtypes and complex_reference is not None:
+        return _complex_only(case, complex_reference)
     graph = case.graph
     inputs, params = split_arrays(case)
     start = time.perf_counter()
@@ -169,7 +178,7 @@ def compute_reference(case: Case, dtypes: set[str]) -> Reference:
             scales.append(float(max(magnitudes, default=0.0)))
         sensitivities.append(1.0 + sum(get_op(n.op).numerics.sensitivity for n in graph.nodes if n.name in ancestors))
         outputs.append(np.asarray(env[out], dtype=np.float64))
-    return Reference(outputs, scales, sensitivities, values=env, float64_cost=float64_cost, exact=exact,
+    return Reference(outputs, scales, sensitivities, values=env, float64_cost=float64_cost, exact=exact, complex=complex_reference,
                      indexers=_indexers(graph, env, params),
                      compute_models=lambda: honest_models(case, inputs, params, env, outputs, dtypes),
                      compute_entry_scales=lambda: entry_scales(graph, env, inputs, params, case.seed))
@@ -195,6 +204,16 @@ def _exact_only(case: Case, exact: ExactReference, dtype: str) -> Reference:
     env = {} if isinstance(env, str) else env
     outputs = [env[name] for name in case.graph.outputs] if env else [np.zeros(0)] * len(case.graph.outputs)
     return Reference(outputs, [0.0] * len(outputs), [1.0] * len(outputs), models_computed=HonestModels(), values=env, exact=exact)
+
+
+def _complex_only(case: Case, reference: ComplexReference) -> Reference:
+    """The Reference of a case only complex backends judge: its values and outputs are the complex128
+    run (for the region keys and localization); complex.py judges them."""
+    env = reference.env("complex128")
+    env = {} if isinstance(env, str) else env
+    outputs = [env[name] for name in case.graph.outputs] if env else [np.zeros(0)] * len(case.graph.outputs)
+    return Reference(outputs, [0.0] * len(outputs), [1.0] * len(outputs), models_computed=HonestModels(), values=env,
+                     complex=reference)
 
 
 def framework_reference(exact: list[np.ndarray], rounded: list[np.ndarray], models: list[list[np.ndarray]],

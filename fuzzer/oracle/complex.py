@@ -1,0 +1,223 @@
+"""Judging complex backends (fuzzer/complex_dtypes.py): each component of a complex result, real and
+imaginary part, is judged as a float output of the component's dtype d (float32 for complex64), by the
+float model's formula (compare.py, "Tolerance model"):
+
+    err     = max |y_c - r64_c|                 over the judged entries, c the real or the imaginary part
+    e_same  = max |r_d_c - r64_c|               r_d: the references run in numpy's complex dtype
+    allowed = K_SAME * e_same + sens * (RTOL[d] * scale + TINY[d])
+
+r64 is each op's float64 `reference` run on complex128 (numpy's complex math), `scale` the largest
+modulus along the way (inputs, parameters and intermediates the output depends on) and `sens` the
+sum of their ops' sensitivities, as for floats. A real result (abs, angle, real, imag) is a complex
+one whose imaginary part is 0.
+
+Judged entries: those finite, in both components, in r_d, and that depend on no value that is not
+finite in r64 or whose modulus is within OVERFLOW_MARGIN of d's largest value, inputs and
+intermediates included (a `tainted` run tells: r64 again with those entries made nan at every
+node, so that every entry computed from them is nan). The rest is skipped: the C99 conventions for
+complex infinities and nans (which component is nan after an inf * 0, exp of -inf + inf j) differ
+between numpy, torch and XLA, and no document makes one of them right; and near the end of d's range
+an honest kernel overflows in its intermediates (cosh's e^y before it halves it: jax's complex64
+cos(3e-6 + 89.02j) is inf, its value 2.3e38). A backend that is not finite where the entry is
+judged gets `nan-inf`.
+
+What this leaves out, beside the float model: the rounding runs and the per-entry allowances
+(an entry far below the output's scale is judged by the output's allowance).
+
+Where jax documents another convention than torch and numpy (OpDef.jax_complex_differs), a jax
+backend is judged against jax eager's own run of the case, so jax-eager itself is not judged there.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+
+import numpy as np
+
+from fuzzer.complex_dtypes import COMPONENT_DTYPE
+from fuzzer.ir import Case, split_arrays
+from fuzzer.ops import get_op
+from fuzzer.oracle.dtypes import LARGEST, RTOL, TINY
+from fuzzer.records import BackendVerdict
+from fuzzer.verdicts import AGREE, MISMATCH, NAN_INF, UNSUPPORTED, severity
+
+K_SAME = 10.0  # compare.K_SAME: the same model
+OVERFLOW_MARGIN = 1 / 16  # of d's largest value: past it, an honest kernel's intermediates may overflow
+PARTS = (("real part", np.real), ("imaginary part", np.imag))
+
+
+class IllTyped(Exception):
+    """The graph applies an op that has no complex semantics to a complex value."""
+
+
+def evaluate_complex(case: Case, dtype: str, taint_above: float | None = None) -> dict:
+    """Every value of the case's graph by name: each op's reference on complex values of `dtype`
+    ("complex128" for r64), each result kept in `dtype`'s precision (a real one in its component's).
+    `taint_above`: every value's entries that are not finite or of a larger modulus made nan (see above)."""
+    inputs, params = split_arrays(case)
+    complex_type, real_type = np.dtype(dtype), np.dtype(COMPONENT_DTYPE[dtype])
+
+    def pinned(value):
+        value = np.asarray(value)
+        value = value.astype(complex_type if value.dtype.kind == "c" else real_type)
+        if taint_above is not None:  # nan in both components: imag(nan + 0j) would be a finite 0
+            value = np.where(np.isfinite(value) & (np.abs(value) <= taint_above), value,
+                             complex(np.nan, np.nan) if value.dtype.kind == "c" else np.nan)
+        return value
+
+    env = {name: pinned(np.asarray(array).astype(complex_type)) for name, array in inputs.items()}
+    with np.errstate(all="ignore"):
+        for node in case.graph.nodes:
+            op = get_op(node.op)
+            operands = [env[name] for name in node.inputs]
+            # A backend's parameters are of its complex dtype (a linear's weight): with a real operand, mixed.
+            kinds = {operand.dtype.kind for operand in operands} | ({"c"} if params.get(node.name) else set())
+            if not op.complex_dtypes and "c" in kinds:
+                raise IllTyped(f"node '{node.name}' applies {node.op} to a complex value, which it does not take")
+            if not op.float_dtypes and kinds != {"c"}:
+                raise IllTyped(f"node '{node.name}' applies {node.op}, which takes complex values only, to a real value")
+            if len(kinds) > 1 and op.complex_dtypes != "promotes":
+                raise IllTyped(f"node '{node.name}' applies {node.op} to a real and a complex value, which torch refuses")
+            if "c" in kinds:  # a real operand beside a complex one is promoted, as torch and jax do
+                operands = [operand.astype(complex_type) for operand in operands]
+            node_params = {k: np.asarray(v).astype(complex_type) for k, v in params.get(node.name, {}).items()}
+            env[node.name] = pinned(op.reference(operands, node_params, node.attrs))
+    return env
+
+
+@dataclass
+class ComplexReference:
+    """A case's complex references, computed when first asked: r64 (complex128) and r_d per dtype."""
+
+    case: Case
+    envs: dict = field(default_factory=dict)  # dtype -> env, or the IllTyped sentence
+    jax_runs: dict = field(default_factory=dict)  # (device, dtype) -> jax eager's outputs, or its failure
+
+    def env(self, dtype: str):
+        if dtype not in self.envs:
+            try:
+                self.envs[dtype] = evaluate_complex(self.case, dtype)
+            except IllTyped as exc:
+                self.envs[dtype] = str(exc)
+        return self.envs[dtype]
+
+    def outputs(self, dtype: str):
+        """The outputs in `dtype`, or the sentence saying why the graph is ill-typed."""
+        env = self.env(dtype)
+        return env if isinstance(env, str) else [env[name] for name in self.case.graph.outputs]
+
+    @cached_property
+    def r64(self):
+        return self.outputs("complex128")
+
+    def judged(self, dtype: str, index: int) -> np.ndarray:
+        """The entries of output `index` judged for `dtype` (see above)."""
+        key = f"tainted:{dtype}"
+        if key not in self.envs:
+            limit = OVERFLOW_MARGIN * LARGEST[COMPONENT_DTYPE[dtype]]
+            self.envs[key] = evaluate_complex(self.case, "complex128", taint_above=limit)
+        tainted = self.envs[key][self.case.graph.outputs[index]]
+        return np.isfinite(tainted) & np.isfinite(np.asarray(self.outputs(dtype)[index]))
+
+    def ill_typed(self) -> str | None:
+        return self.r64 if isinstance(self.r64, str) else None
+
+    def scale(self, index: int) -> tuple[float, float]:
+        """(scale, sens) of output `index`: the largest finite modulus of every value it depends on
+        (parameters included), and 1 + the sensitivities of its ops."""
+        graph, env = self.case.graph, self.env("complex128")
+        ancestors = graph.ancestors([graph.outputs[index]])
+        _, params = split_arrays(self.case)
+        values = [env[name] for name in ancestors] + [p for node, ps in params.items() if node in ancestors for p in ps.values()]
+        with np.errstate(invalid="ignore", over="ignore"):
+            magnitudes = [float(np.max(np.abs(v), where=np.isfinite(np.abs(v)), initial=0.0)) for v in map(np.asarray, values)]
+        sens = 1.0 + sum(get_op(node.op).numerics.sensitivity for node in graph.nodes if node.name in ancestors)
+        return max(magnitudes, default=0.0), sens
+
+    def defines_anything(self) -> bool:
+        """Is one entry of one output finite in both components? An ill-typed graph is judged (unsupported)."""
+        return isinstance(self.r64, str) or any(np.any(np.isfinite(np.asarray(r, dtype=np.complex128))) for r in self.r64)
+
+    def jax_differs(self) -> list[str]:
+        return sorted({node.op for node in self.case.graph.nodes if get_op(node.op).jax_complex_differs})
+
+    def jax_eager_outputs(self, device: str, dtype: str):
+        """jax eager's own outputs of the case (the reference of jax backends where jax's convention differs)."""
+        key = (device, dtype)
+        if key not in self.jax_runs:
+            from fuzzer.backends import get_backend
+
+            try:
+                self.jax_runs[key] = get_backend(f"jax-eager:{device}:{dtype}").run(self.case)
+            except Exception as exc:  # noqa: BLE001 - jax refusing the graph judges nothing
+                self.jax_runs[key] = f"jax eager, its reference here, raised {type(exc).__name__}"
+        return self.jax_runs[key]
+
+
+def compare_complex(y, index: int, reference: ComplexReference, dtype: str,
+                    r64: np.ndarray | None = None, same: np.ndarray | None = None) -> tuple[str, float, float, str]:
+    """(verdict, error, allowed, detail) of one output of a complex backend, its worse component
+    first (see above); `r64` and `same` (r_d) where it is judged against another run (jax eager's)."""
+    r64 = np.asarray(reference.r64[index] if r64 is None else r64, dtype=np.complex128)
+    same = np.asarray(reference.outputs(dtype)[index] if same is None else same, dtype=np.complex128)
+    y = np.asarray(y)
+    if y.shape != r64.shape:
+        return MISMATCH, float("inf"), 0.0, f"shape {list(y.shape)} != reference {list(r64.shape)}"
+    y = y.astype(np.complex128)
+    # np.isfinite of a complex value: both components finite. Against another run, its finite entries too.
+    judged = reference.judged(dtype, index) & np.isfinite(r64) & np.isfinite(same)
+    bad = judged & ~np.isfinite(y)
+    if np.any(bad):
+        at = tuple(int(i) for i in np.argwhere(bad)[0])
+        return NAN_INF, float("inf"), 0.0, (f"{int(bad.sum())} non-finite values where the reference is finite, "
+                                            f"e.g. at {list(at)}: {y[at]} where the reference is {r64[at]:.9g}")
+    component = COMPONENT_DTYPE[dtype]
+    scale, sens = reference.scale(index)
+    floor = sens * (RTOL[component] * scale + TINY[component])
+    worst = (AGREE, 0.0, floor, "")
+    for part, take in PARTS:
+        with np.errstate(invalid="ignore", over="ignore"):
+            distance = np.where(judged, np.abs(take(y) - take(r64)), 0.0)
+            e_same = float(np.max(np.abs(take(same) - take(r64)), where=judged, initial=0.0))
+        allowed, err = K_SAME * e_same + floor, float(np.max(distance, initial=0.0))
+        if err > allowed and err / allowed > worst[1] / worst[2]:
+            at = tuple(int(i) for i in np.unravel_index(np.argmax(distance), y.shape))
+            worst = (MISMATCH, err, allowed, f"worst at {list(at)}, {part}: {take(y[at]):.9g} where the reference is "
+                                             f"{take(r64[at]):.9g}")
+        elif worst[0] == AGREE and err / allowed > worst[1] / worst[2]:
+            worst = (AGREE, err, allowed, "")
+    return worst
+
+
+def judge_complex(backend: str, dtype: str, outputs: list, reference: ComplexReference) -> BackendVerdict:
+    """The verdict of a complex backend: that of its worst output (agree: every output is right)."""
+    from fuzzer.backend_names import BackendName
+    from fuzzer.backends import kind_family
+
+    if reference.ill_typed():
+        return BackendVerdict(backend, UNSUPPORTED, detail=reference.ill_typed())
+    name, differs = BackendName.parse(backend), reference.jax_differs()
+    against = None
+    if differs and kind_family(name) == "jax":
+        if name.kind == "jax-eager":
+            return BackendVerdict(backend, UNSUPPORTED, detail=f"jax's complex convention differs from torch's in "
+                                                               f"{', '.join(differs)}: jax eager is its own reference")
+        against = reference.jax_eager_outputs(name.device or "cpu", dtype)
+        if isinstance(against, str):
+            return BackendVerdict(backend, UNSUPPORTED, detail=against)
+    if len(outputs) != len(reference.r64):
+        return BackendVerdict(backend, MISMATCH, detail=f"{len(outputs)} outputs, the reference has {len(reference.r64)}")
+    worst = BackendVerdict(backend, AGREE)
+    for index, y in enumerate(outputs):
+        # Against jax eager's run, that run is r64 and r_d both (a jax backend of the same dtype).
+        own = None if against is None else against[index]
+        verdict, err, allowed, detail = compare_complex(y, index, reference, dtype, own, own)
+        ratio = err / allowed if allowed > 0 else float(err > 0)
+        worst_ratio = worst.max_error / worst.allowed if worst.allowed > 0 else float(worst.max_error > 0)
+        if severity(verdict) < severity(worst.verdict) or (verdict == worst.verdict and ratio > worst_ratio):
+            worst = BackendVerdict(backend, verdict, err, allowed, index, detail)
+    return worst
+
+
+__all__ = ["ComplexReference", "IllTyped", "compare_complex", "evaluate_complex", "judge_complex"]

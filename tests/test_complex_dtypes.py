@@ -1,0 +1,126 @@
+"""Complex tensors (fuzzer/complex_dtypes.py): stored exactly as complex128, drawn with both components
+from the float value profiles, run by torch and jax in complex64 and complex128, each component judged
+by the float model (fuzzer/oracle/complex.py), and a short campaign that finds a fault planted only there
+(tests/plugins/complex_faults.py)."""
+
+import io
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fuzzer import oracle, verdicts
+from fuzzer.arrays import from_npy_bytes, materialize, to_npy_bytes
+from fuzzer.backends import get_backend
+from fuzzer.check import check_case
+from fuzzer.errors import UserError
+from fuzzer.generate import CaseGenerator
+from fuzzer.ir import Case, Graph, Node, TensorSpec, hash_content
+from fuzzer.ops import registry
+from fuzzer.regimes import COMPLEX_REGIMES
+
+PLUGIN = str(Path(__file__).parent / "plugins" / "complex_faults.py")
+COMPLEX_OPS = sorted(name for name, op in registry().items() if op.complex_dtypes)
+
+
+def one_op_case(op: str, values: dict, attrs: dict | None = None) -> Case:
+    arrays = {name: np.asarray(v, dtype=np.complex128) for name, v in values.items()}
+    inputs = tuple(TensorSpec(name, array.shape) for name, array in arrays.items())
+    return Case(Graph(inputs, (Node("n0", op, tuple(arrays), attrs or {}),), ("n0",)), arrays, 0)
+
+
+def judge(case: Case, dtype: str, outputs: list, backend: str = "torch-eager") -> oracle.BackendVerdict:
+    return oracle.judge_outputs(f"{backend}:cpu:{dtype}", dtype, outputs, oracle.compute_reference(case, {dtype}))
+
+
+def test_complex_values_round_trip_exactly_without_pickle_and_the_hash_sees_the_imaginary_part():
+    values = np.array([complex(1.5, -0.0), complex(np.inf, -np.nan), complex(-0.0, 3e-40)])
+    back = from_npy_bytes(to_npy_bytes(values))
+    assert back.dtype == np.complex128 and np.array_equal(back, values, equal_nan=True)
+    assert np.signbit(back.imag[0]) and back.imag[2] == 3e-40
+    assert hash_content("{}", {"x": values}) != hash_content("{}", {"x": values.real}), "float64 would drop it"
+    pickled = io.BytesIO()
+    np.save(pickled, np.array([1j, None], dtype=object), allow_pickle=True)
+    with pytest.raises(UserError, match="refusing to load it"):  # an object array of complex values stays refused
+        from_npy_bytes(pickled.getvalue())
+
+
+def test_complex_regimes_draw_both_components_from_the_float_profiles_special_values_included():
+    generator = CaseGenerator(["add", "exp", "reshape"], 3, COMPLEX_REGIMES)
+    values = np.concatenate([a.ravel() for seed in range(30) for a in generator.case(seed).arrays.values()])
+    assert values.dtype == np.complex128 and np.any(values.imag != 0) and np.any(values.real != 0)
+    assert np.any(np.isinf(values.imag)) and np.any(np.isnan(values.real)), "special values in each component"
+    assert np.any(np.isinf(values.imag) & np.isfinite(values.real)), "set, not added: 1j * inf would make the real part nan"
+
+
+@pytest.mark.parametrize("name", COMPLEX_OPS)
+def test_each_complex_op_agrees_with_its_complex128_reference_in_torch_and_jax(name):
+    """numpy's complex math is the reference of torch and jax eager in complex64, each component
+    judged; jax is its own reference where its convention differs (OpDef.jax_complex_differs)."""
+    op, generator = registry()[name], CaseGenerator([name], 1, COMPLEX_REGIMES)
+    case = generator.case(0)
+    case = materialize(case.graph, case.seed, {spec.name: "complex:normal" for spec in case.graph.inputs})
+    backends = [get_backend("torch-eager:cpu:complex64"), get_backend("jax-eager:cpu:complex64")]
+    by_backend = {v.backend: v for v in check_case(case, backends).verdicts}
+    assert by_backend[backends[0].name].verdict == verdicts.AGREE, (case.graph.to_json(), by_backend)
+    expected_jax = verdicts.UNSUPPORTED if op.jax_complex_differs else verdicts.AGREE
+    assert by_backend[backends[1].name].verdict == expected_jax, (case.graph.to_json(), by_backend)
+
+
+def test_each_component_is_judged_and_the_verdict_names_it():
+    case = one_op_case("mul", {"x0": [1 + 2j, 3 - 1j], "x1": [2 - 1j, 0.5 + 0.5j]})
+    product = np.array([1 + 2j, 3 - 1j]) * np.array([2 - 1j, 0.5 + 0.5j])
+    assert judge(case, "complex64", [product]).verdict == verdicts.AGREE
+    conjugated = judge(case, "complex64", [np.conj(product)])
+    assert conjugated.verdict == verdicts.MISMATCH and "imaginary part" in conjugated.detail, conjugated
+    real_off = judge(case, "complex64", [product + 1e-3])
+    assert real_off.verdict == verdicts.MISMATCH and "real part" in real_off.detail, real_off
+    assert judge(case, "complex64", [product + 1e-6j]).verdict == verdicts.AGREE, "float32's allowance"
+    assert judge(case, "complex128", [product + 1e-6j]).verdict == verdicts.MISMATCH, "float64's allowance"
+
+
+def test_a_result_near_the_end_of_the_range_or_from_an_infinity_is_not_judged_but_nan_where_defined_is():
+    """jax's complex64 cos(3e-6 + 89.02j) overflows in cosh's e^y (its value is 2.3e38): no finding. An
+    entry computed from an infinite input follows C99 conventions the libraries do not share: skipped."""
+    near_overflow = one_op_case("cos", {"x0": [3.072284698646399e-06 + 89.0205307006836j, 1 + 1j]})
+    assert judge(near_overflow, "complex64", [np.array([complex(np.inf, -np.inf), np.cos(1 + 1j)])]).verdict == verdicts.AGREE
+    from_infinity = one_op_case("exp", {"x0": [complex(-np.inf, np.inf), 1j]})
+    assert judge(from_infinity, "complex64", [np.array([complex(np.nan, np.nan), np.exp(1j)])]).verdict == verdicts.AGREE
+    nan_where_defined = judge(from_infinity, "complex64", [np.array([0j, complex(np.nan, 0)])])
+    assert nan_where_defined.verdict == verdicts.NAN_INF, nan_where_defined
+    # (inf + inf j) @ w is nan - inf j in numpy, exp(imag(.)) 0: still computed from an infinity (clean campaign, seed 11).
+    graph = Graph((TensorSpec("x0", (1, 1)), TensorSpec("x1", (1, 1))), (
+        Node("n0", "matmul", ("x0", "x1")), Node("n1", "imag", ("n0",)), Node("n2", "exp", ("n1",))), ("n2",))
+    through_imag = Case(graph, {"x0": np.array([[complex(np.inf, np.inf)]]), "x1": np.array([[-5.7e-4 - 1.05e-3j]])}, 0)
+    assert judge(through_imag, "complex64", [np.array([[np.nan]])]).verdict == verdicts.AGREE
+
+
+def test_an_op_without_complex_semantics_or_a_real_value_where_complex_is_needed_is_unsupported():
+    graph = Graph((TensorSpec("x0", (3,)),), (Node("n0", "abs", ("x0",)), Node("n1", "angle", ("n0",))), ("n1",))
+    case = Case(graph, {"x0": np.array([1 + 1j, -2j, 3])}, 0)
+    result = check_case(case, [get_backend("torch-eager:cpu:complex64")])
+    assert [v.verdict for v in result.verdicts] == [verdicts.UNSUPPORTED] and not result.findings
+    assert "takes complex values only" in result.verdicts[0].detail
+    graph = Graph((TensorSpec("x0", (1,)),), (Node("n0", "angle", ("x0",)), Node("n1", "mv", ("n0",), {"out_features": 1})), ("n1",))
+    real_by_complex_weight = Case(graph, {"x0": np.array([0j]), "n1.weight": np.array([[0.5]])}, 0)
+    result = check_case(real_by_complex_weight, [get_backend("torch-eager:cpu:complex64")])
+    assert [v.verdict for v in result.verdicts] == [verdicts.UNSUPPORTED], "torch's mv refuses a real vector and a complex64 weight"
+    assert not get_backend("torch-eager:cpu:complex64").supports("relu"), "relu has no complex semantics"
+
+
+def test_jax_is_judged_against_jax_eager_where_its_branch_cut_convention_differs():
+    """sqrt(-4 - 0j): -2j in numpy and torch (C99), +2j in jax. Neither is a finding."""
+    case = one_op_case("sqrt", {"x0": [complex(-4.0, -0.0), 1 + 1j]})
+    backends = [get_backend(f"{kind}:cpu:complex64") for kind in ("torch-eager", "jax-eager", "jax-jit")]
+    result = check_case(case, backends)
+    assert [v.verdict for v in result.verdicts] == [verdicts.AGREE, verdicts.UNSUPPORTED, verdicts.AGREE]
+    assert not result.findings
+
+
+@pytest.mark.slow
+@pytest.mark.long  # CI keeps the cheaper planted-fault campaign of tests/test_unmasked.py; the judging tests above cover components
+def test_a_short_complex_campaign_finds_a_mul_that_conjugates_its_result(planted_fault_campaign):
+    rows, shrunk = planted_fault_campaign(PLUGIN, "fault-conj-mul", "mul,add,reshape,sum", 4, 5)
+    assert {row["signature"] for row in rows} == {"mismatch | fault-conj-mul | mul"}
+    assert [node["op"] for node in shrunk["graph"]["nodes"]] == ["mul"]
+    assert "imaginary part" in shrunk["findings"][0]["detail"]
