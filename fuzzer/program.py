@@ -78,7 +78,10 @@ def aliases(graph, shapes: dict) -> dict[str, Alias]:
     for node in graph.nodes:
         if node.op in VIEWS:
             base = table[node.inputs[0]]
-            index = np.asarray(STATEMENTS[node.op].reference([base.elements(shapes[base.root])], {}, node.attrs))
+            elements = base.elements(shapes[base.root])
+            if node.op in LAYOUT_VIEWS:  # numpy's view needs contiguous memory; check_program refuses what is not
+                elements = np.ascontiguousarray(elements)
+            index = np.asarray(STATEMENTS[node.op].reference([elements], {}, node.attrs))
             table[node.name] = Alias(base.root, index, base.read_only or node.op in READ_ONLY_VIEWS)
         elif node.op in WRITES:
             table[node.name] = table[node.inputs[0]]
