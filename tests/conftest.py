@@ -1,8 +1,10 @@
 """Shared fixtures. Everything here is real: real torch, jax, sqlite files; no mocks."""
 
 import contextlib
+import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -86,3 +88,23 @@ def _read_only(path: Path):
 def read_only():
     """`with read_only(path):` makes `path` unwritable for the block."""
     return _read_only
+
+
+def fuzz(*args) -> subprocess.CompletedProcess:
+    """The `fuzz` command of this Python environment, run with `args`."""
+    return subprocess.run([str(Path(sys.executable).with_name("fuzz")), *map(str, args)], capture_output=True, text=True,
+                          timeout=600)
+
+
+def planted_fault_campaign(tmp_path, plugin, backend: str, ops: str, *options, max_cases: int = 40,
+                           shrink_time: int = 20) -> tuple[set[str], dict]:
+    """A short campaign of a plugin's `backend` (one planted fault) restricted to `ops` (and `options`,
+    e.g. "--regimes", "programs"), which must exit 1: (every stored signature, the smallest shrunk case
+    as `fuzz show --json` gives it)."""
+    db = tmp_path / "fuzz.db"
+    result = fuzz("run", "--db", db, "--plugin", plugin, "--backends", backend, "--ops", ops, *options,
+                  "--max-cases", max_cases, "--workers", 1, "--shrink-time", shrink_time, "--seed", 0, "--json")
+    assert result.returncode == 1, result.stderr[-2000:]
+    rows = json.loads(fuzz("list", "--cases", "--db", db, "--json").stdout)
+    shrunk = json.loads(fuzz("show", "--db", db, min(r["id"] for r in rows if r["shrunk_from"]), "--json").stdout)
+    return {row["signature"] for row in rows}, shrunk
