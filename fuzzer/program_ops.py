@@ -23,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 
 from fuzzer.errors import ShapeError
-from fuzzer.ops import OpDef
+from fuzzer.ops import API_PATH, OpDef
 from fuzzer.ops._common import check, norm_dim, numel
 
 Shape = tuple[int, ...]
@@ -31,6 +31,17 @@ Shape = tuple[int, ...]
 
 def _never(shape) -> bool:  # no plain graph draws a statement
     return False
+
+
+def _method(name: str):
+    """torch's `Tensor.<name>` called on the operands with the attributes as keywords (`x.add_(y, alpha=2.0)`),
+    marked so that a reproducer writes it as that call (fuzzer/op_source.py)."""
+
+    def run(xs, ps, attrs):
+        return getattr(xs[0], name)(*xs[1:], **attrs)
+
+    setattr(run, API_PATH, f"torch.Tensor.{name}")
+    return run
 
 
 def _broadcasts_into(source: Shape, target: Shape, what: str) -> None:
@@ -101,19 +112,19 @@ def _xp(value):
 
 
 WRITE_OPS = [
-    _write("add_", 2, _binary_write_shape, _np_add_, lambda xs, ps, a: xs[0].add_(xs[1], alpha=a.get("alpha", 1.0)),
+    _write("add_", 2, _binary_write_shape, _np_add_, _method("add_"),
            lambda xs, ps, a: xs[0] + a.get("alpha", 1.0) * xs[1], attrs=("alpha?",), out_of_place="add"),
-    _write("mul_", 2, _binary_write_shape, _np_mul_, lambda xs, ps, a: xs[0].mul_(xs[1]),
+    _write("mul_", 2, _binary_write_shape, _np_mul_, _method("mul_"),
            lambda xs, ps, a: xs[0] * xs[1], out_of_place="mul"),
-    _write("clamp_", 1, _same, _np_clamp_, lambda xs, ps, a: xs[0].clamp_(a["min"], a["max"]),
+    _write("clamp_", 1, _same, _np_clamp_, _method("clamp_"),
            lambda xs, ps, a: _xp(xs[0]).clip(xs[0], a["min"], a["max"]), attrs=("min", "max"), out_of_place="clamp"),
-    _write("relu_", 1, _same, _np_relu_, lambda xs, ps, a: xs[0].relu_(),
+    _write("relu_", 1, _same, _np_relu_, _method("relu_"),
            lambda xs, ps, a: _xp(xs[0]).maximum(xs[0], 0), out_of_place="relu"),
-    _write("copy_", 2, _binary_write_shape, _np_copy_, lambda xs, ps, a: xs[0].copy_(xs[1]),
+    _write("copy_", 2, _binary_write_shape, _np_copy_, _method("copy_"),
            lambda xs, ps, a: _xp(xs[0]).broadcast_to(xs[1], xs[0].shape)),
-    _write("fill_", 1, _same, _np_fill_, lambda xs, ps, a: xs[0].fill_(a["value"]),
+    _write("fill_", 1, _same, _np_fill_, _method("fill_"),
            lambda xs, ps, a: _xp(xs[0]).full_like(xs[0], a["value"]), attrs=("value",)),
-    _write("zero_", 1, _same, _np_zero_, lambda xs, ps, a: xs[0].zero_(),
+    _write("zero_", 1, _same, _np_zero_, _method("zero_"),
            lambda xs, ps, a: _xp(xs[0]).zeros_like(xs[0])),
 ]
 # The registry op each write computes out of place, with the same operands and attributes.
@@ -121,10 +132,10 @@ OUT_OF_PLACE = {"add_": "add", "mul_": "mul", "clamp_": "clamp", "relu_": "relu"
 
 
 # -- views --------------------------------------------------------------------------------------------
-def _basic_slice(attrs, rank):
-    """x[..., start:stop:step] on one dim: a basic slice, a real view in numpy as in torch."""
-    dim = norm_dim(attrs["dim"], rank)
-    return (slice(None),) * dim + (slice(attrs["start"], attrs["stop"], attrs["step"]),)
+def _getitem(xs, ps, attrs):
+    """x[:, start:stop:step] (on dim `dim`): a basic slice, a real view in numpy as in torch."""
+    dim = norm_dim(attrs["dim"], xs[0].ndim)
+    return xs[0][(slice(None),) * dim + (slice(attrs["start"], attrs["stop"], attrs["step"]),)]
 
 
 def _getitem_shape(attrs, shapes):
@@ -219,19 +230,15 @@ def _view(name: str, infer, reference, torch_impl, attrs) -> OpDef:
 
 
 VIEW_OPS = [
-    _view("getitem", _getitem_shape, lambda xs, ps, a: xs[0][_basic_slice(a, xs[0].ndim)],
-          lambda xs, ps, a: xs[0][_basic_slice(a, xs[0].ndim)], ("dim", "start", "stop", "step")),
-    _view("swapaxes", _swapaxes_shape, lambda xs, ps, a: np.swapaxes(xs[0], a["axis0"], a["axis1"]),
-          lambda xs, ps, a: xs[0].swapaxes(a["axis0"], a["axis1"]), ("axis0", "axis1")),
-    _view("diagonal", _diagonal_shape, _np_diagonal,
-          lambda xs, ps, a: xs[0].diagonal(a["offset"], a["dim1"], a["dim2"]), ("offset", "dim1", "dim2")),
-    _view("broadcast_to", _expand_shape, lambda xs, ps, a: np.broadcast_to(xs[0], tuple(a["size"])),
-          lambda xs, ps, a: xs[0].broadcast_to(a["size"]), ("size",)),
-    _view("unfold", _unfold_shape, _np_unfold,
-          lambda xs, ps, a: xs[0].unfold(a["dimension"], a["size"], a["step"]), ("dimension", "size", "step")),
-    _view("view", _view_shape, _np_view, lambda xs, ps, a: xs[0].view(*a["size"]), ("size",)),
-    _view("as_strided", _as_strided_shape, _np_as_strided,
-          lambda xs, ps, a: xs[0].as_strided(a["size"], a["stride"], a["storage_offset"]), ("size", "stride", "storage_offset")),
+    _view("getitem", _getitem_shape, _getitem, _getitem, ("dim", "start", "stop", "step")),
+    _view("swapaxes", _swapaxes_shape, lambda xs, ps, a: np.swapaxes(xs[0], a["axis0"], a["axis1"]), _method("swapaxes"),
+          ("axis0", "axis1")),
+    _view("diagonal", _diagonal_shape, _np_diagonal, _method("diagonal"), ("offset", "dim1", "dim2")),
+    _view("broadcast_to", _expand_shape, lambda xs, ps, a: np.broadcast_to(xs[0], tuple(a["size"])), _method("broadcast_to"),
+          ("size",)),
+    _view("unfold", _unfold_shape, _np_unfold, _method("unfold"), ("dimension", "size", "step")),
+    _view("view", _view_shape, _np_view, _method("view"), ("size",)),
+    _view("as_strided", _as_strided_shape, _np_as_strided, _method("as_strided"), ("size", "stride", "storage_offset")),
 ]
 
 # The registry's `slice`, `narrow`, `transpose` and `expand` are out-of-place ops of plain graphs; a program's

@@ -34,6 +34,7 @@ from fuzzer.errors import UserError
 from fuzzer.layouts import CONTIGUOUS, conform_values, layouts_for
 from fuzzer.ir import Case, Graph, Node, TensorSpec, infer_shapes, param_shapes, split_arrays
 from fuzzer.ops import get_op, registry
+from fuzzer.program_ops import WRITES
 
 Predicate = Callable[[Case], bool]
 
@@ -124,8 +125,8 @@ def value_cost(array: np.ndarray) -> int:
 
 
 def prune(graph: Graph) -> Graph:
-    """Drop nodes and inputs that no output depends on."""
-    needed = graph.ancestors(graph.outputs)
+    """Drop nodes and inputs that no output depends on; a program's writes stay (what they write is its result)."""
+    needed = graph.ancestors(graph.outputs + tuple(node.name for node in graph.nodes if node.op in WRITES))
     nodes = tuple(n for n in graph.nodes if n.name in needed)
     inputs = tuple(t for t in graph.inputs if t.name in needed)
     return replace(graph, inputs=inputs, nodes=nodes)

@@ -156,3 +156,19 @@ def test_a_short_campaign_finds_a_fault_that_lives_only_in_programs(tmp_path, ba
     assert signatures == {f"mismatch | {backend} | {culprit}"}
     assert "diagonal" in [node["op"] for node in shrunk["graph"]["nodes"]] if shrunk_ops is None else \
         [node["op"] for node in shrunk["graph"]["nodes"]] == shrunk_ops
+
+
+@pytest.mark.slow
+def test_a_program_s_minimal_script_keeps_the_loop_and_the_views_and_exits_1_when_the_third_update_is_lost(tmp_path):
+    from fuzzer.minimal_reproducer import build_minimal_script
+    from test_reproducers import _run
+
+    graph, arrays, _ = SPECIFICATIONS[0]
+    script = build_minimal_script(Case(graph, arrays), get_backend("torch-eager:cpu:float32"), "a program")
+    assert "for step in range(3):" in script and "torch.Tensor.add_(" in script and "slice(1, 3, 1)" in script
+    assert _run(script, tmp_path, None).returncode == 0
+    fault = ("import torch\nadd_, calls = torch.Tensor.add_, []\n"
+             "def lossy(self, *args, **kwargs):\n    calls.append(1)\n    return self if len(calls) == 3 else add_(self, *args, **kwargs)\n"
+             "torch.Tensor.add_ = lossy\n")
+    lost = _run(script, tmp_path, fault)
+    assert lost.returncode == 1 and "MISMATCH: output 2" in lost.stderr + lost.stdout
