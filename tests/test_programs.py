@@ -139,23 +139,34 @@ def test_a_case_file_asking_for_a_million_steps_exits_2_and_stores_nothing(tmp_p
     assert not (tmp_path / "fuzz.db").exists()
 
 
+def test_the_shrinker_drops_steps_and_replaces_a_write_the_finding_does_not_need_by_its_out_of_place_form():
+    from fuzzer.shrink import shrink_case
+
+    graph = program([("w", "add_", ("x", "y"), {})], ("w",), steps=3, inputs=(("x", (2,)), ("y", (2,))))
+    case = Case(graph, {"x": np.array([1.0, 2.0]), "y": np.array([3.0, 4.0])})
+    reference = get_backend("numpy-ref:cpu:float64")
+    # What a wrong `add` would show on the first call: it needs neither the write nor the later calls.
+    result = shrink_case(case, lambda candidate: float(np.max(reference.run(candidate)[0])) == 6.0)
+    assert result.case.graph.steps == 1 and [node.op for node in result.case.graph.nodes] == ["add"]
+    assert result.stats["fewer_steps"].accepted == 1 and result.stats["out_of_place"].accepted == 1
+
+
 @pytest.mark.slow
 def test_a_short_campaign_finds_a_copy_into_a_view_that_writes_only_the_first_element(tmp_path):
     signatures, shrunk = planted_fault_campaign(tmp_path, PLUGIN, "fault-copy-first", "copy_,getitem,sin", "--regimes", "programs")
     assert signatures == {"mismatch | fault-copy-first | copy_"}
-    assert [node["op"] for node in shrunk["graph"]["nodes"]] == ["getitem", "copy_"]
+    assert [node["op"] for node in shrunk["graph"]["nodes"]] == ["getitem", "copy_"] and shrunk["graph"]["steps"] == 1
 
 
 @pytest.mark.long
-@pytest.mark.parametrize("backend, ops, culprit, shrunk_ops", [
-    ("fault-lost-update", "add_,getitem", "add_", ["add_"]),
-    ("fault-stale-diagonal", "diagonal,add_,fill_", "diagonal", None),
+@pytest.mark.parametrize("backend, ops, culprit, steps", [
+    ("fault-lost-update", "add_,getitem", "add_", 3),  # the update of the third call is lost: three steps stay
+    ("fault-stale-diagonal", "diagonal,add_,fill_", "diagonal", 1),  # stale within one step
 ])
-def test_a_short_campaign_finds_a_fault_that_lives_only_in_programs(tmp_path, backend, ops, culprit, shrunk_ops):
+def test_a_short_campaign_finds_a_fault_that_lives_only_in_programs(tmp_path, backend, ops, culprit, steps):
     signatures, shrunk = planted_fault_campaign(tmp_path, PLUGIN, backend, ops, "--regimes", "programs")
     assert signatures == {f"mismatch | {backend} | {culprit}"}
-    assert "diagonal" in [node["op"] for node in shrunk["graph"]["nodes"]] if shrunk_ops is None else \
-        [node["op"] for node in shrunk["graph"]["nodes"]] == shrunk_ops
+    assert culprit in [node["op"] for node in shrunk["graph"]["nodes"]] and shrunk["graph"]["steps"] == steps
 
 
 @pytest.mark.slow
