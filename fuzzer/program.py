@@ -51,7 +51,8 @@ MAX_STEPS = 8
 PURE_OPS = ("add", "mul", "neg", "abs", "sin", "cos", "tanh", "sigmoid", "relu", "clamp", "exp")
 # Views numpy gives read-only (and torch refuses most writes through): never written through.
 READ_ONLY_VIEWS = ("broadcast_to", "unfold")
-# Views that depend on how the base is laid out in memory: taken of an input only (contiguous in every backend).
+# Views that depend on how the base is laid out in memory: taken of an input or a contiguous part of one (as_strided:
+# of the input itself), contiguous in every backend.
 LAYOUT_VIEWS = ("view", "as_strided")
 
 
@@ -129,6 +130,9 @@ def check_program(graph, shapes: dict) -> None:
         if node.op in LAYOUT_VIEWS and (base.root not in inputs or not _contiguous(base.elements(shapes[base.root]))):
             raise UserError(f"{where} takes a view that depends on memory layout of '{node.inputs[0]}', which is not "
                             "a program input or a contiguous part of one; take it of an input.")
+        if node.op == "as_strided" and base.index is not None:  # torch's offset counts from the storage, numpy's from the view
+            raise UserError(f"{where} takes as_strided of '{node.inputs[0]}', a view, where torch and numpy place it "
+                            "differently; take it of the input itself.")
         if node.op not in WRITES:
             continue
         target = base.elements(shapes[base.root])

@@ -118,6 +118,10 @@ def _with_node(index, **changes):
     (_with_node(0, op="unfold", attrs={"dimension": 1, "size": 2, "step": 1}), "writes through a read-only view"),
     (_with_node(0, op="as_strided", attrs={"size": [2, 2], "stride": [0, 1], "storage_offset": 0}), "whose elements repeat"),
     (OVERLAPPING, "reads 'u', which partly overlaps the elements it writes"),
+    # Found by the first clean campaign: torch places as_strided from the storage's start, numpy from the view's.
+    (program([("v", "getitem", ("x",), {"dim": 0, "start": 1, "stop": 2, "step": 1}),
+              ("s", "as_strided", ("v",), {"size": [2], "stride": [1], "storage_offset": 0}),
+              ("w", "relu_", ("s",), {})], ("w",)).to_dict(), "takes as_strided of 'v', a view"),
     (program([("s", "softmax", ("x",), {"dim": 0}), ("w", "relu_", ("s",), {})], ("w",)).to_dict(), "is not allowed in a program"),
 ])
 def test_a_program_no_framework_defines_is_refused_with_one_sentence(data, message):
