@@ -623,6 +623,7 @@ def show(db_path, handle, rerun, plugins, as_json):
       fuzz show 13 --rerun      # where the bug lives: every default backend on the shrunk case
     """
     from fuzzer.ir import infer_shapes
+    from fuzzer.program import written_inputs
     from fuzzer.pass_bisect import localization_phrase, stored_localization
     from fuzzer.triage import campaign_plugins, require_backends, shrink_history
 
@@ -681,6 +682,9 @@ def show(db_path, handle, rerun, plugins, as_json):
     for node in stored.case.graph.nodes:
         lines.append(f"  {node.name:<12} {node.op:<12} {', '.join(node.inputs):<8} -> {list(shapes[node.name])}  {json.dumps(node.attrs)}")
     lines.append(f"  outputs: {', '.join(stored.case.graph.outputs)}")
+    if stored.case.graph.steps:  # a program (fuzzer/program.py)
+        lines.append(f"  called {stored.case.graph.steps} times on the same inputs; then the inputs it writes: "
+                     f"{', '.join(written_inputs(stored.case.graph)) or 'none'}")
     lines += _value_lines(stored.case.arrays)
     lines.append("Every backend it was checked on, against the float64 reference, and its findings:")
     lines += _checked_lines(stored.verdicts, stored.findings)
