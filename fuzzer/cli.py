@@ -321,6 +321,7 @@ def run(db_path, time_text, max_cases, backends, ops, max_nodes, regimes, seed, 
     from fuzzer.known import load_registry
     from fuzzer.ops import parse_op_list
     from fuzzer.plugins import load_plugins
+    from fuzzer.program_generate import require_programs
     from fuzzer.progress_line import progress_line
     from fuzzer.regimes import parse_regime_list
 
@@ -339,6 +340,7 @@ def run(db_path, time_text, max_cases, backends, ops, max_nodes, regimes, seed, 
     registry = load_registry(known_bugs)  # a malformed registry fails here, before the corpus is created
     load_plugins(list(plugins))  # fail fast, in this process, on a bad plugin or backend (a canary imports torch)
     op_names = parse_op_list(ops) if ops else None
+    require_programs(op_names, regime_names)
     envs.trust_command_line([b.strip() for b in (backends or "").split(",")])
     parsed = name_backend_list(backends)
     compiling = [b for b in parsed if b.expensive]

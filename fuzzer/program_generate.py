@@ -31,6 +31,16 @@ def vocabulary(op_names) -> tuple[list[str], list[str]]:
     return named, [name for name in op_names if name in PURE_OPS]
 
 
+def require_programs(op_names, regime_names) -> None:
+    """Refuse a campaign whose --ops name only a program's statements but whose regimes draw no program."""
+    from fuzzer.regimes import BY_NAME
+
+    if op_names and all(name in STATEMENTS for name in op_names) and \
+            not any(BY_NAME[name].programs for name in regime_names or ()):
+        raise UserError(f"The ops {', '.join(op_names)} are a program's statements, which only programs have; "
+                        "add `--regimes programs` to draw programs.")
+
+
 def _view_attrs(draw, op: str, shape: tuple[int, ...]) -> dict | None:
     rank = len(shape)
     dim = draw(st.integers(0, rank - 1))

@@ -143,6 +143,11 @@ def test_a_case_file_asking_for_a_million_steps_exits_2_and_stores_nothing(tmp_p
     assert not (tmp_path / "fuzz.db").exists()
 
 
+def test_a_campaign_of_statements_only_without_the_programs_regime_is_refused_in_one_sentence(tmp_path):
+    done = fuzz("run", "--db", tmp_path / "fuzz.db", "--ops", "add_,getitem", "--max-cases", 3, "--backends", "torch-eager")
+    assert done.returncode == 2 and "add `--regimes programs` to draw programs" in done.stderr, done.stderr[-2000:]
+
+
 def test_the_shrinker_drops_steps_and_replaces_a_write_the_finding_does_not_need_by_its_out_of_place_form():
     from fuzzer.shrink import shrink_case
 
