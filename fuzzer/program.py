@@ -5,7 +5,7 @@ The smallest extension of the IR that can say "write through this view" and "rea
 write": a program is a `Graph` with `steps` >= 1 whose nodes are statements run in order, with the
 frameworks' own semantics of names. A view node's value aliases its operand (`getitem` (a slice), `swapaxes`,
 `diagonal`, `broadcast_to`, `unfold`, `view`, `as_strided`: fuzzer/program_ops.py); a write node
-(`add_`, `copy_`, `fill_`, ...) writes its first operand, which may be a view, and its value is
+(`add_`, `copy_`, `fill_`, `index_add_`, `masked_fill_`, ...) writes its first operand, which may be a view, and its value is
 that operand. Reading a name reads its memory as it is at that point, so an alias read after a write
 sees the write. Still data: JSON nodes and arrays, no code.
 
@@ -46,6 +46,10 @@ from fuzzer.errors import UserError
 from fuzzer.program_ops import STATEMENTS, VIEWS, WRITES
 
 MAX_STEPS = 8
+# Writes whose operand torch turns into a new tensor first (a mask), and writes at an index (torch refuses any
+# operand sharing memory with their target).
+MASK_WRITES = ("masked_fill_",)
+INDEX_WRITES = ("index_add_", "index_copy_")
 # The registry ops a program may compute with: their results are new tensors in every framework
 # (a registry op whose torch implementation returns a view would alias silently).
 PURE_OPS = ("add", "mul", "neg", "abs", "sin", "cos", "tanh", "sigmoid", "relu", "clamp", "exp")
@@ -142,12 +146,25 @@ def check_program(graph, shapes: dict) -> None:
         if np.unique(target).size != target.size:
             raise UserError(f"{where} writes into '{node.inputs[0]}', whose elements repeat (an overlapping view); "
                             "write into a view whose elements are distinct.")
+        if node.op in MASK_WRITES:  # its operand becomes a new mask tensor before anything is written
+            continue
         for operand in node.inputs[1:]:
             other = table[operand]
-            shown = other.elements(shapes[other.root])
-            if other.root == base.root and not np.array_equal(shown, target) and np.intersect1d(shown, target).size:
-                raise UserError(f"{where} reads '{operand}', which partly overlaps the elements it writes; "
-                                "read a clone or a disjoint view.")
+            if other.root != base.root or not np.intersect1d(other.elements(shapes[other.root]), target).size:
+                continue
+            # torch allows only the very tensor it writes, and an index write not even that.
+            if node.op not in INDEX_WRITES and _tensor_of(graph, operand) == _tensor_of(graph, node.inputs[0]):
+                continue
+            raise UserError(f"{where} reads '{operand}', which shares memory with the elements it writes without being "
+                            "that very tensor; read a clone or a disjoint view.")
+
+
+def _tensor_of(graph, name: str) -> str:
+    """The value `name` is the very tensor of: a write returns its target."""
+    producers = {node.name: node for node in graph.nodes}
+    while name in producers and producers[name].op in WRITES:
+        name = producers[name].inputs[0]
+    return name
 
 
 def _contiguous(elements: np.ndarray) -> bool:

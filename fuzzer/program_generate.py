@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from fuzzer.errors import UserError
 from fuzzer.ir import Graph, Node, TensorSpec, infer_shapes
-from fuzzer.program import PURE_OPS
+from fuzzer.program import INDEX_WRITES, PURE_OPS
 from fuzzer.program_ops import STATEMENTS, VIEWS, WRITES
 
 PROGRAM_DIMS = (1, 2, 3, 4, 5, 7)
@@ -72,12 +72,23 @@ def _view_attrs(draw, op: str, shape: tuple[int, ...]) -> dict | None:
     return None
 
 
+def _index_attrs(draw, op: str, shape: tuple[int, ...]) -> dict:
+    """index_add_'s and index_copy_'s dim and index (index_copy_'s without repeats, where torch's copy is undefined)."""
+    dim = draw(st.integers(0, len(shape) - 1))
+    positions = list(range(shape[dim]))
+    if op == "index_copy_":
+        index = draw(st.permutations(positions))[:draw(st.integers(1, shape[dim]))]
+    else:
+        index = draw(st.lists(st.sampled_from(positions), min_size=1, max_size=shape[dim] + 1))
+    return {"dim": dim, "index": index, **({"alpha": draw(st.sampled_from((1.0, -0.5)))} if op == "index_add_" else {})}
+
+
 def _write_attrs(draw, op: str) -> dict:
     if op == "add_":
         return {"alpha": draw(st.sampled_from((1.0, -0.5, 2.0)))}
     if op == "clamp_":
         return {"min": -0.5, "max": draw(st.sampled_from((0.5, 1.0)))}
-    if op == "fill_":
+    if op in ("fill_", "masked_fill_"):
         return {"value": draw(st.sampled_from((0.5, -1.0, 0.0)))}
     return {}
 
@@ -127,12 +138,17 @@ def programs(draw, op_names=None, regime: str = "") -> Graph:
                 add(Node(name, op, (value,), _write_attrs(draw, op)))
                 continue
             shape = shapes[value]
-            fitting = [v for v in values if shapes[v] in _broadcast_shapes(shape)]
+            if op in INDEX_WRITES:
+                attrs = _index_attrs(draw, op, shape)
+                sources = [tuple(len(attrs["index"]) if d == attrs["dim"] else n for d, n in enumerate(shape))]
+            else:
+                attrs, sources = _write_attrs(draw, op), _broadcast_shapes(shape)
+            fitting = [v for v in values if shapes[v] in sources]
             if fitting and draw(st.booleans()):
-                add(Node(name, op, (value, draw(st.sampled_from(fitting))), _write_attrs(draw, op)))
+                add(Node(name, op, (value, draw(st.sampled_from(fitting))), attrs))
             else:  # a new input: state of its own
-                operand = TensorSpec(f"x{len(inputs)}", draw(st.sampled_from(_broadcast_shapes(shape))))
-                add(Node(name, op, (value, operand.name), _write_attrs(draw, op)), [operand])
+                operand = TensorSpec(f"x{len(inputs)}", draw(st.sampled_from(sources)))
+                add(Node(name, op, (value, operand.name), attrs), [operand])
         elif pure:
             op, value = draw(st.sampled_from(pure)), draw(st.sampled_from(values))
             if op in UNARY_PURE:

@@ -1,5 +1,5 @@
 """The statements only a program (fuzzer/program.py) has: in-place writes and views, under the
-frameworks' own names (`add_`, `copy_`, `swapaxes`, `as_strided`, ...).
+frameworks' own names (`add_`, `copy_`, `index_add_`, `swapaxes`, `as_strided`, ...).
 
 Each is an OpDef, so that a plugin overrides one by name with `derive_backend` like any op, but
 they live outside the op registry (fuzzer/ops/): a plain graph never draws them, and the
@@ -111,6 +111,61 @@ def _xp(value):
     return jax.numpy
 
 
+# -- index writes: the index is an attribute (a short list of ints), the source an operand ---------------
+def _indexed(attrs, rank):
+    """The subscript `[:, index]` (on dim `dim`) as numpy and jax take it."""
+    return (slice(None),) * norm_dim(attrs["dim"], rank) + (np.asarray(attrs["index"], dtype=np.int64),)
+
+
+def _index_shape(attrs, shapes, unique: bool):
+    target = list(shapes[0])
+    dim = norm_dim(attrs["dim"], len(target))
+    index = attrs["index"]
+    check(isinstance(index, list) and 1 <= len(index) <= 64 and all(type(i) is int and 0 <= i < target[dim] for i in index),
+          f"index {str(index)[:80]} must be 1 to 64 positions within 0..{target[dim] - 1} of dim {dim}")
+    check(not unique or len(set(index)) == len(index), f"index {index} repeats a position, where the copy is undefined")
+    target[dim] = len(index)
+    check(tuple(shapes[1]) == tuple(target), f"the source has shape {list(shapes[1])}, not {target}")
+    return tuple(shapes[0])
+
+
+def _np_index_add_(xs, ps, attrs):
+    np.add.at(xs[0], _indexed(attrs, xs[0].ndim), attrs.get("alpha", 1.0) * xs[1])  # unbuffered: repeats accumulate
+    return xs[0]
+
+
+def _np_index_copy_(xs, ps, attrs):
+    xs[0][_indexed(attrs, xs[0].ndim)] = xs[1]
+    return xs[0]
+
+
+def _torch_index_add_(xs, ps, attrs):
+    import torch
+
+    index = torch.tensor(attrs["index"], dtype=torch.int64, device=xs[0].device)
+    return xs[0].index_add_(attrs["dim"], index, xs[1], alpha=attrs.get("alpha", 1.0))
+
+
+def _torch_index_copy_(xs, ps, attrs):
+    import torch
+
+    return xs[0].index_copy_(attrs["dim"], torch.tensor(attrs["index"], dtype=torch.int64, device=xs[0].device), xs[1])
+
+
+def _mask_shape(attrs, shapes):
+    _broadcasts_into(shapes[1], shapes[0], "the mask")
+    return tuple(shapes[0])
+
+
+def _np_masked_fill_(xs, ps, attrs):
+    np.copyto(xs[0], attrs["value"], where=np.broadcast_to(xs[1] > 0, xs[0].shape))
+    return xs[0]
+
+
+def _torch_masked_fill_(xs, ps, attrs):
+    return xs[0].masked_fill_(xs[1] > 0, attrs["value"])
+
+
 WRITE_OPS = [
     _write("add_", 2, _binary_write_shape, _np_add_, _method("add_"),
            lambda xs, ps, a: xs[0] + a.get("alpha", 1.0) * xs[1], attrs=("alpha?",), out_of_place="add"),
@@ -126,6 +181,13 @@ WRITE_OPS = [
            lambda xs, ps, a: _xp(xs[0]).full_like(xs[0], a["value"]), attrs=("value",)),
     _write("zero_", 1, _same, _np_zero_, _method("zero_"),
            lambda xs, ps, a: _xp(xs[0]).zeros_like(xs[0])),
+    _write("index_add_", 2, lambda a, s: _index_shape(a, s, unique=False), _np_index_add_, _torch_index_add_,
+           lambda xs, ps, a: xs[0].at[_indexed(a, xs[0].ndim)].add(a.get("alpha", 1.0) * xs[1]), attrs=("dim", "index", "alpha?")),
+    _write("index_copy_", 2, lambda a, s: _index_shape(a, s, unique=True), _np_index_copy_, _torch_index_copy_,
+           lambda xs, ps, a: xs[0].at[_indexed(a, xs[0].ndim)].set(xs[1]), attrs=("dim", "index")),
+    # The mask is where the second operand is positive (a float case has no bool tensors).
+    _write("masked_fill_", 2, _mask_shape, _np_masked_fill_, _torch_masked_fill_,
+           lambda xs, ps, a: _xp(xs[0]).where(xs[1] > 0, a["value"], xs[0]), attrs=("value",)),
 ]
 # The registry op each write computes out of place, with the same operands and attributes.
 OUT_OF_PLACE = {"add_": "add", "mul_": "mul", "clamp_": "clamp", "relu_": "relu"}

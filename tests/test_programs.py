@@ -87,7 +87,7 @@ def test_every_drawn_program_passes_its_rules_and_uses_views_and_steps():
     graphs = [generator.case(seed).graph for seed in range(60)]
     ops = {node.op for graph in graphs for node in graph.nodes}
     assert {"getitem", "swapaxes", "diagonal", "broadcast_to", "unfold", "view", "as_strided"} <= ops
-    assert {"add_", "mul_", "clamp_", "relu_", "copy_", "fill_", "zero_"} <= ops
+    assert {"add_", "mul_", "clamp_", "relu_", "copy_", "fill_", "zero_", "index_add_", "index_copy_", "masked_fill_"} <= ops
     assert {graph.steps for graph in graphs} == {2, 3, 4}
     for graph in graphs:
         assert Graph.from_json(graph.to_json()) == graph
@@ -117,7 +117,13 @@ def _with_node(index, **changes):
      "as_strided reaches element 6 of a base of 6 elements"),
     (_with_node(0, op="unfold", attrs={"dimension": 1, "size": 2, "step": 1}), "writes through a read-only view"),
     (_with_node(0, op="as_strided", attrs={"size": [2, 2], "stride": [0, 1], "storage_offset": 0}), "whose elements repeat"),
-    (OVERLAPPING, "reads 'u', which partly overlaps the elements it writes"),
+    (OVERLAPPING, "reads 'u', which shares memory with the elements it writes without being that very tensor"),
+    # Found by a clean campaign: the same elements through two as_strided views are no one tensor to torch.
+    (program([("a", "as_strided", ("x",), {"size": [1, 1], "stride": [2, 2], "storage_offset": 0}),
+              ("b", "as_strided", ("x",), {"size": [1, 1], "stride": [1, 1], "storage_offset": 0}),
+              ("w", "mul_", ("b", "a"), {})], ("w",)).to_dict(), "reads 'a', which shares memory"),
+    (program([("w", "index_add_", ("x", "x"), {"dim": 0, "index": [0, 1]})], ("w",)).to_dict(),
+     "reads 'x', which shares memory"),
     # Found by the first clean campaign: torch places as_strided from the storage's start, numpy from the view's.
     (program([("v", "getitem", ("x",), {"dim": 0, "start": 1, "stop": 2, "step": 1}),
               ("s", "as_strided", ("v",), {"size": [2], "stride": [1], "storage_offset": 0}),
