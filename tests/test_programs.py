@@ -6,13 +6,14 @@ that live only there (tests/plugins/program_faults.py)."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from conftest import fuzz, planted_fault_campaign
-from fuzzer.arrays import to_base64
+from fuzzer.arrays import materialize, to_base64
 from fuzzer.backends import get_backend
 from fuzzer.corpus.case_forms import EXPORT_FORMAT, EXPORT_VERSION
 from fuzzer.errors import UserError
@@ -64,6 +65,23 @@ def test_torch_compile_compiles_a_program_s_step_once_and_runs_it_every_step():
     assert torch._dynamo.utils.counters["stats"]["unique_graphs"] - before == 1
     for result, want in zip(results, expected):
         np.testing.assert_array_equal(result, want)
+
+
+@pytest.mark.long  # a dynamic compile: 6 to 16 s on a loaded 2-core machine; campaigns cover the path
+def test_torch_compile_dynamic_runs_a_program_s_step_again_at_another_size():
+    """Sizes that change between calls: the step compiled with symbolic sizes for x of 2 x 3, then called for
+    a shape variant (x of 2 x 5, fuzzer/shape_variants.py) on the same compiled function."""
+    from fuzzer.backends.torch_compile import COMPILED
+
+    backend, reference = get_backend("torch-compile-dynamic:cpu:float32"), get_backend("numpy-ref:cpu:float64")
+    small, _, _ = SPECIFICATIONS[0]
+    wider = replace(small, inputs=(TensorSpec("x", (2, 5)), TensorSpec("y", (2,))))
+    compiled = len(COMPILED.entries)
+    for graph in (small, wider):
+        case = materialize(graph, 0)
+        for result, want in zip(backend.run(case), reference.run(case), strict=True):
+            np.testing.assert_allclose(result, want, rtol=1e-6, atol=1e-6)
+    assert len(COMPILED.entries) == compiled + 1, "one compiled function for both sizes"
 
 
 def test_jax_s_index_maps_agree_with_numpy_s_views_and_torch_on_drawn_programs():
