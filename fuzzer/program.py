@@ -268,7 +268,8 @@ def program_reference(case, dtypes: set[str]):
     models run the same way: float64 at the inputs rounded to d (r_d) and numpy in d itself. As for
     gradients (fuzzer/oracle/reference.py, "Extra outputs"), no non-finite entry is defined: a write
     that a compiler reorders around a nan is no finding of this slice. Scale: the largest magnitude of
-    any result; sensitivity: 1 + every statement's, once per step."""
+    any result; sensitivity: 1 + every statement's once per step (views and the writes that only move
+    values add none: fuzzer/program_ops.py, MOVES_VALUES)."""
     from fuzzer.ops import get_op
     from fuzzer.oracle.models import HonestModels
     from fuzzer.oracle.reference import Reference

@@ -24,6 +24,7 @@ import numpy as np
 
 from fuzzer.errors import ShapeError
 from fuzzer.ops import API_PATH, OpDef
+from fuzzer.ops.numerics import Numerics
 from fuzzer.ops._common import check, norm_dim, numel
 
 Shape = tuple[int, ...]
@@ -62,9 +63,16 @@ def _binary_write_shape(attrs, shapes):
     return tuple(shapes[0])
 
 
-def _write(name: str, arity: int, infer, reference, torch_impl, jax_new, attrs=(), out_of_place: str | None = None) -> OpDef:
+# A write that only moves or selects values (copy_, fill_, relu_, ...) rounds nothing: it adds nothing to the
+# oracle's sensitivity, which the arithmetic ones (add_, mul_, index_add_) do once a step.
+MOVES_VALUES = Numerics(sensitivity=0.0, why={"sensitivity": "moves, selects or fills values exactly: no rounding"})
+
+
+def _write(name: str, arity: int, infer, reference, torch_impl, jax_new, attrs=(), out_of_place: str | None = None,
+           numerics: Numerics = MOVES_VALUES) -> OpDef:
     return OpDef(name=name, infer=infer, reference=reference, torch=torch_impl, jax=jax_new, accepts=_never,
-                 attrs=attrs, arity=(arity, arity), family="program", notes=f"in-place write; out of place: {out_of_place}")
+                 attrs=attrs, arity=(arity, arity), numerics=numerics, family="program",
+                 notes=f"in-place write; out of place: {out_of_place}")
 
 
 def _np_add_(xs, ps, attrs):
@@ -168,9 +176,9 @@ def _torch_masked_fill_(xs, ps, attrs):
 
 WRITE_OPS = [
     _write("add_", 2, _binary_write_shape, _np_add_, _method("add_"),
-           lambda xs, ps, a: xs[0] + a.get("alpha", 1.0) * xs[1], attrs=("alpha?",), out_of_place="add"),
+           lambda xs, ps, a: xs[0] + a.get("alpha", 1.0) * xs[1], attrs=("alpha?",), out_of_place="add", numerics=Numerics()),
     _write("mul_", 2, _binary_write_shape, _np_mul_, _method("mul_"),
-           lambda xs, ps, a: xs[0] * xs[1], out_of_place="mul"),
+           lambda xs, ps, a: xs[0] * xs[1], out_of_place="mul", numerics=Numerics()),
     _write("clamp_", 1, _same, _np_clamp_, _method("clamp_"),
            lambda xs, ps, a: _xp(xs[0]).clip(xs[0], a["min"], a["max"]), attrs=("min", "max"), out_of_place="clamp"),
     _write("relu_", 1, _same, _np_relu_, _method("relu_"),
@@ -182,7 +190,8 @@ WRITE_OPS = [
     _write("zero_", 1, _same, _np_zero_, _method("zero_"),
            lambda xs, ps, a: _xp(xs[0]).zeros_like(xs[0])),
     _write("index_add_", 2, lambda a, s: _index_shape(a, s, unique=False), _np_index_add_, _torch_index_add_,
-           lambda xs, ps, a: xs[0].at[_indexed(a, xs[0].ndim)].add(a.get("alpha", 1.0) * xs[1]), attrs=("dim", "index", "alpha?")),
+           lambda xs, ps, a: xs[0].at[_indexed(a, xs[0].ndim)].add(a.get("alpha", 1.0) * xs[1]), attrs=("dim", "index", "alpha?"),
+           numerics=Numerics()),
     _write("index_copy_", 2, lambda a, s: _index_shape(a, s, unique=True), _np_index_copy_, _torch_index_copy_,
            lambda xs, ps, a: xs[0].at[_indexed(a, xs[0].ndim)].set(xs[1]), attrs=("dim", "index")),
     # The mask is where the second operand is positive (a float case has no bool tensors).

@@ -23,7 +23,8 @@ from fuzzer.program import written_inputs
 from fuzzer.regimes import BY_NAME
 
 PLUGIN = str(Path(__file__).parent / "plugins" / "program_faults.py")
-PROGRAM_BACKENDS = ("numpy-ref:cpu:float64", "torch-eager:cpu:float64", "jax-eager:cpu:float64", "jax-jit:cpu:float64")
+PROGRAM_BACKENDS = ("numpy-ref:cpu:float64", "torch-eager:cpu:float64", "jax-eager:cpu:float64", "jax-jit:cpu:float64",
+                    "jax-jit-donate:cpu:float64")
 
 
 def program(nodes, outputs, steps=3, inputs=(("x", (2, 3)),)) -> Graph:
@@ -53,6 +54,15 @@ def test_a_program_gives_each_step_s_outputs_then_its_written_inputs(backend, gr
     assert len(results) == len(expected)
     for result, want in zip(results, expected):
         np.testing.assert_array_equal(result, want)
+
+
+def test_a_program_s_tolerance_counts_its_arithmetic_once_a_step_and_its_views_and_exact_writes_not_at_all():
+    from fuzzer.program import program_reference
+
+    for (graph, arrays, expected), sensitivity in zip(SPECIFICATIONS, (1 + 3 * 1.0, 1 + 2 * 1.0)):  # add_; mul_ (fill_ rounds nothing)
+        reference = program_reference(Case(graph, arrays), {"float32"})
+        assert reference.sensitivities == [sensitivity] * len(expected)
+        assert reference.scales == [max(float(np.max(np.abs(want))) for want in expected)] * len(expected)
 
 
 def test_torch_compile_compiles_a_program_s_step_once_and_runs_it_every_step():

@@ -112,7 +112,8 @@ class JaxEager(Backend):
         with self.running_context(graph):
             fn, arrays = self._graph_fn(graph), {k: self.put(v) for k, v in inputs.items()}
             if graph.steps:
-                outputs = run_steps(graph, lambda state: fn(state, {}), arrays, lambda out: out)
+                # Each step's outputs copied out as it returns them: a later step may donate their buffers.
+                outputs = run_steps(graph, lambda state: fn(state, {}), arrays, jax.device_get)
             else:
                 outputs = fn(arrays, {node: {k: self.put(v) for k, v in ps.items()} for node, ps in params.items()})
         return [result_array(jax.device_get(out), self.dtype) for out in outputs]
