@@ -226,3 +226,13 @@ def test_a_program_s_minimal_script_keeps_the_loop_and_the_views_and_exits_1_whe
              "torch.Tensor.add_ = lossy\n")
     lost = _run(script, tmp_path, fault)
     assert lost.returncode == 1 and "MISMATCH: output 2" in lost.stderr + lost.stdout
+
+
+@pytest.mark.long  # dynamic compiles of each graph and its shape variants: about a minute on 2 cores
+def test_a_short_campaign_finds_a_result_wrong_only_after_a_recompile_for_a_new_size(tmp_path):
+    """torch-compile-dynamic calls a program's compiled step again for its shape variants; a fault behind a
+    guard on a size no program draws (more than 16 rows) is wrong only in the recompile for that size."""
+    signatures, shrunk = planted_fault_campaign(tmp_path, PLUGIN, "fault-recompiled-add", "add_,getitem",
+                                                "--regimes", "programs", max_cases=3)
+    assert signatures == {"mismatch | fault-recompiled-add | add_"}
+    assert [node["op"] for node in shrunk["graph"]["nodes"]] == ["add_"] and shrunk["graph"]["inputs"][0]["shape"][0] == 17

@@ -6,6 +6,9 @@ statement overridden by name, so that a test can show a short campaign of progra
   program of one add_ a step, the third call's update.
 - `fault-stale-diagonal`: diagonal returns a copy, not a view: a read of it after a write into its
   base sees the value from before the write (and a write through it is lost).
+- `fault-recompiled-add`: torch.compile(dynamic=True) whose add_ drops its alpha where the target has more
+  than 16 rows: dynamo guards on that size, so only the recompile for such a size (a shape variant: programs
+  draw at most 7 rows) computes the wrong value.
 """
 
 from fuzzer.program_ops import STATEMENTS
@@ -33,8 +36,16 @@ def stale_diagonal(xs, ps, attrs):
     return STATEMENTS["diagonal"].torch(xs, ps, attrs).clone()
 
 
+def add_past_16_rows(xs, ps, attrs):
+    target = xs[0]
+    if target.shape[0] > 16:
+        return target.add_(xs[1])
+    return STATEMENTS["add_"].torch(xs, ps, attrs)
+
+
 def register(api):
     base = "torch-eager:cpu:float32"
     api.derive_backend("fault-copy-first", base=base, overrides={"copy_": copy_first})
     api.derive_backend("fault-lost-update", base=base, overrides={"add_": lost_update})
     api.derive_backend("fault-stale-diagonal", base=base, overrides={"diagonal": stale_diagonal})
+    api.derive_backend("fault-recompiled-add", base="torch-compile-dynamic:cpu:float32", overrides={"add_": add_past_16_rows})
