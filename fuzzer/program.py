@@ -60,10 +60,6 @@ READ_ONLY_VIEWS = ("broadcast_to", "unfold")
 LAYOUT_VIEWS = ("view", "as_strided")
 
 
-def is_program(graph) -> bool:
-    return bool(getattr(graph, "steps", 0))
-
-
 @dataclass(frozen=True)
 class Alias:
     """Where a value lives: its root (an input or a pure op's result) and, for a view, the element
@@ -103,14 +99,14 @@ def check_statements(graph, shapes: dict) -> None:
     for node in graph.nodes:
         if node.op in STATEMENTS:
             raise UserError(f"Node '{node.name}' ({node.op}) is a program's statement, but the graph has no 'steps'; "
-                            "set 'steps' (1 to {MAX_STEPS}) to make it a program.".replace("{MAX_STEPS}", str(MAX_STEPS)))
+                            f"set 'steps' (1 to {MAX_STEPS}) to make it a program.")
 
 
 def check_program(graph, shapes: dict) -> None:
     """Refuse, with one sentence naming the node, what numpy and torch do not both define: a write
-    through a read-only view or into elements that repeat, an operand that overlaps the elements it
-    is written into without being them, a layout view of anything but an input, a registry op
-    outside PURE_OPS, a parameter."""
+    through a read-only view or into elements that repeat, an operand sharing memory with the elements
+    it is written into without being that very tensor (for an index write, at all), a layout view of
+    anything but an input (or a contiguous part of one), a registry op outside PURE_OPS, a parameter."""
     from fuzzer.ops import get_op
 
     if not 1 <= graph.steps <= MAX_STEPS:
@@ -182,10 +178,6 @@ def written_inputs(graph) -> list[str]:
         roots[node.name] = roots[node.inputs[0]] if node.op in VIEWS | WRITES else node.name
     written = {roots[node.inputs[0]] for node in graph.nodes if node.op in WRITES}
     return [spec.name for spec in graph.inputs if spec.name in written]
-
-
-def result_count(graph) -> int:
-    return graph.steps * len(graph.outputs) + len(written_inputs(graph))
 
 
 # -- running ---------------------------------------------------------------------------------------

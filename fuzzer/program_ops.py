@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from fuzzer.errors import ShapeError
 from fuzzer.ops import API_PATH, OpDef
 from fuzzer.ops.numerics import Numerics
 from fuzzer.ops._common import check, norm_dim, numel
@@ -318,5 +317,3 @@ VIEW_OPS = [
 STATEMENTS: dict[str, OpDef] = {op.name: op for op in WRITE_OPS + VIEW_OPS}
 WRITES = frozenset(op.name for op in WRITE_OPS)
 VIEWS = frozenset(op.name for op in VIEW_OPS)
-
-__all__ = ["STATEMENTS", "WRITES", "VIEWS", "OUT_OF_PLACE", "ShapeError"]
