@@ -65,6 +65,7 @@ def test_a_program_s_tolerance_counts_its_arithmetic_once_a_step_and_its_views_a
         assert reference.scales == [max(float(np.max(np.abs(want))) for want in expected)] * len(expected)
 
 
+@pytest.mark.slow
 def test_torch_compile_compiles_a_program_s_step_once_and_runs_it_every_step():
     import torch._dynamo
 
