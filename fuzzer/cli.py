@@ -321,6 +321,7 @@ def run(db_path, time_text, max_cases, backends, ops, max_nodes, regimes, seed, 
     from fuzzer.known import load_registry
     from fuzzer.ops import parse_op_list
     from fuzzer.plugins import load_plugins
+    from fuzzer.program_generate import require_programs
     from fuzzer.progress_line import progress_line
     from fuzzer.regimes import parse_regime_list
 
@@ -339,6 +340,7 @@ def run(db_path, time_text, max_cases, backends, ops, max_nodes, regimes, seed, 
     registry = load_registry(known_bugs)  # a malformed registry fails here, before the corpus is created
     load_plugins(list(plugins))  # fail fast, in this process, on a bad plugin or backend (a canary imports torch)
     op_names = parse_op_list(ops) if ops else None
+    require_programs(op_names, regime_names)
     envs.trust_command_line([b.strip() for b in (backends or "").split(",")])
     parsed = name_backend_list(backends)
     compiling = [b for b in parsed if b.expensive]
@@ -623,6 +625,7 @@ def show(db_path, handle, rerun, plugins, as_json):
       fuzz show 13 --rerun      # where the bug lives: every default backend on the shrunk case
     """
     from fuzzer.ir import infer_shapes
+    from fuzzer.program import written_inputs
     from fuzzer.pass_bisect import localization_phrase, stored_localization
     from fuzzer.triage import campaign_plugins, require_backends, shrink_history
 
@@ -681,6 +684,9 @@ def show(db_path, handle, rerun, plugins, as_json):
     for node in stored.case.graph.nodes:
         lines.append(f"  {node.name:<12} {node.op:<12} {', '.join(node.inputs):<8} -> {list(shapes[node.name])}  {json.dumps(node.attrs)}")
     lines.append(f"  outputs: {', '.join(stored.case.graph.outputs)}")
+    if stored.case.graph.steps:  # a program (fuzzer/program.py)
+        lines.append(f"  called {stored.case.graph.steps} times on the same inputs; then the inputs it writes: "
+                     f"{', '.join(written_inputs(stored.case.graph)) or 'none'}")
     lines += _value_lines(stored.case.arrays)
     lines.append("Every backend it was checked on, against the float64 reference, and its findings:")
     lines += _checked_lines(stored.verdicts, stored.findings)

@@ -396,6 +396,10 @@ def graphs(draw, op_names: tuple[str, ...] | None = None, max_nodes: int = 8, re
     ops = _graph_pool(draw, ops, steer)
     allowed = {regime.name: regime for regime in regimes}
     regime = allowed[steer.regime] if steer and steer.regime in allowed else _draw_regime(draw, regimes)
+    if regime.programs:
+        from fuzzer.program_generate import programs
+
+        return draw(programs(op_names, regime.name))
     vmapped = _vmapped_rung(draw, regime, steer)
     # A vmapped rung's copies are stacked: each tensor gets its share of the regime's bound, and at
     # least VMAPPED_ELEMENTS (a 2^17 + 1 batch of 16-element tensors, 8 nodes: 3e7 elements stacked).

@@ -76,6 +76,7 @@ class Graph:
     outputs: tuple[str, ...]
     regime: str = ""  # the regime the generator drew this graph in (fuzzer/regimes.py); "" = small
     vmapped: int = 0  # the rung of the ladder jax-vmap batches this graph over (fuzzer/ladder.py); 0: its default
+    steps: int = 0  # a program's calls (fuzzer/program.py): its nodes may write in place and take views; 0: a graph
 
     def __post_init__(self):
         object.__setattr__(self, "inputs", tuple(self.inputs))
@@ -112,6 +113,7 @@ class Graph:
             # Written only when set, so graphs drawn before regimes keep their content hashes.
             **({"regime": self.regime} if self.regime else {}),
             **({"vmapped": self.vmapped} if self.vmapped else {}),
+            **({"steps": self.steps} if self.steps else {}),
         }
 
     def to_json(self) -> str:
@@ -146,7 +148,13 @@ class Graph:
         vmapped = data.get("vmapped", 0)
         if type(vmapped) is not int or not 0 <= vmapped <= MAX_VMAPPED:
             raise UserError(f"Malformed graph JSON: 'vmapped' must be a whole number from 0 to {MAX_VMAPPED}, not {vmapped!r}.")
-        return cls(tuple(inputs), tuple(nodes), tuple(outputs), regime, vmapped)
+        from fuzzer.program import MAX_STEPS
+
+        steps = data.get("steps", 0)
+        if type(steps) is not int or not 0 <= steps <= MAX_STEPS:
+            raise UserError(f"Malformed graph JSON: 'steps' must be a whole number from 0 (a graph) to {MAX_STEPS}, "
+                            f"not {str(steps)[:40]!r}.")
+        return cls(tuple(inputs), tuple(nodes), tuple(outputs), regime, vmapped, steps)
 
     @classmethod
     def from_json(cls, text: str) -> "Graph":
@@ -303,6 +311,9 @@ def infer_shapes(graph: Graph) -> dict[str, tuple[int, ...]]:
             raise UserError(f"Output '{out}' is not an input or node of the graph.")
     if not graph.outputs:
         raise UserError("The graph has no outputs; list at least one node name in 'outputs'.")
+    from fuzzer.program import check_statements
+
+    check_statements(graph, shapes)
     return shapes
 
 

@@ -17,6 +17,7 @@ from fuzzer.backends.numpy_ref import NumpyReference
 from fuzzer.execute import HANG, OK, UNSUPPORTED, Outcome, Runner, run_backend
 from fuzzer.errors import normalize_error
 from fuzzer.ir import Case, TensorSpec, split_arrays
+from fuzzer.program_localize import localize_program
 from fuzzer.records import Finding
 
 
@@ -24,10 +25,18 @@ def localized_finding(backend: Backend, case: Case, verdict: oracle.BackendVerdi
                       peer: Backend | None = None) -> Finding:
     """The finding of `verdict`, localized (`peer`: the release an accuracy regression is measured against)."""
     if outcome.status != OK:
-        culprit = localize_crash(backend, case, outcome.error, runner) if verdict.verdict == verdicts.CRASH else "-"
+        if verdict.verdict != verdicts.CRASH:
+            culprit = "-"
+        elif case.graph.steps:  # a program (fuzzer/program_localize.py)
+            culprit = localize_program(backend, case, runner, outcome.error)
+        else:
+            culprit = localize_crash(backend, case, outcome.error, runner)
         sig = oracle.signature(verdict.verdict, backend.name, culprit, outcome.error)
     elif verdict.verdict == verdicts.ACCURACY_REGRESSION:
         culprit = localize_regression(backend, peer, case, runner, verdict.output or 0)
+        sig = oracle.signature(verdicts.bucket_verdict(verdict.verdict), backend.name, culprit)
+    elif case.graph.steps:  # a program: charged to a statement by its prefixes (fuzzer/program_localize.py)
+        culprit = localize_program(backend, case, runner)
         sig = oracle.signature(verdicts.bucket_verdict(verdict.verdict), backend.name, culprit)
     else:
         # A wrong value that TF32 and reduced-precision defaults do not explain is localized without

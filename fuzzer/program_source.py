@@ -22,6 +22,7 @@ from typing import Callable
 import numpy as np
 
 from fuzzer.arrays import to_npy_bytes
+from fuzzer.errors import UserError
 from fuzzer.ir import Case, infer_shapes
 from fuzzer.layouts import layout_source
 from fuzzer.op_source import Source, write_call
@@ -274,6 +275,19 @@ def torch_outputs(expression: str) -> str:
     return f"outputs = [o.detach().to('cpu', torch.float64).numpy() for o in {expression}]"
 
 
+def torch_steps(case: Case, call: str) -> list[str]:
+    """A program's run (fuzzer/program.py): `call` once a step on the same tensors `args`, each step's
+    outputs copied as it returns them, then the inputs the program writes, as they are after the last step."""
+    from fuzzer.program import written_inputs
+
+    written = [argument_names(case).index(name) for name in written_inputs(case.graph)]
+    return ["results = []",
+            f"for step in range({case.graph.steps}):  # the same tensors every step: what one step writes, the next reads",
+            f"    results += [o.clone() for o in {call}]",
+            *([f"results += [args[i] for i in {written}]  # the inputs it writes, after the last step"] if written else []),
+            torch_outputs("results")]
+
+
 def strict_precision(device: str) -> list[str]:
     """On CUDA the campaign judges with TF32 and reduced-precision reductions off; so does the script."""
     if device != "cuda":
@@ -294,8 +308,13 @@ def torch_program(case: Case, backend, transform: list[str], call: str, context:
     graph = graph_function(case, backend.impl_for, source, fixed_shapes=not getattr(backend, "dynamic", False))
     code = with_notes(source, "\n\n\n".join(part for part in (source.text(), graph) if part))
     device = [f"DEVICE = {backend.device!r}"] * any("DEVICE" in line for line in transform)  # e.g. torch.load's map_location
-    tensors, call = _arguments_in_call(torch_tensors(case, backend.device, backend.dtype, layouts).split("\n"), transform, call)
-    run = [f"with {context}:", "    " + torch_outputs(call)] if context else [torch_outputs(call)]
+    tensors = torch_tensors(case, backend.device, backend.dtype, layouts).split("\n")
+    if case.graph.steps:  # a program: `args` must stay one list, the state its steps write
+        run = torch_steps(case, call)
+    else:
+        tensors, call = _arguments_in_call(tensors, transform, call)
+        run = [torch_outputs(call)]
+    run = [f"with {context}:", *("    " + line for line in run)] if context else run
     body = [*device, *tensors, *strict_precision(backend.device), *transform, *run]
     return source.imports, code + "\n\n\n" + "\n".join(body)
 
@@ -339,6 +358,9 @@ def module_program(case: Case, backend, transform: list[str], context: str, buff
 def jax_program(case: Case, backend, transform: list[str], call: str, helpers: tuple[Callable, ...] = ()) -> tuple[list[str], str]:
     """(imports, code) of a reproducer for a jax `backend`, as `torch_program`. x64 is on, as in
     the campaign (fuzzer/backends/jax_eager.py), so float64 stays float64."""
+    if case.graph.steps:
+        raise UserError("No script writer for a jax program yet (jax runs it translated: fuzzer/program.py); "
+                        "`fuzz export --format json` gives the case as data, and `fuzz replay` re-runs it.")
     source = Source(imports=["import jax"])
     for helper in helpers:
         source.add_function(helper)

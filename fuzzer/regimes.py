@@ -57,6 +57,7 @@ class Regime:
     # A ladder graph may put its rung on jax-vmap's batch instead (Graph.vmapped): off in a campaign
     # without jax-vmap, where no backend would batch it (pipeline.campaign_regimes).
     vmapped: bool = True
+    programs: bool = False  # draws programs (fuzzer/program.py) instead of graphs
 
 
 def compose(first: Regime, second: Regime, weight: int = 0) -> Regime:
@@ -118,7 +119,11 @@ COMPLEX = Regime("complex", 85, "complex values: the real and imaginary parts ea
                      *SMALL_PROFILES, "log-uniform", "huge", "minuscule", "special", "special", "edge")))
 _SINGLE[COMPLEX.name] = COMPLEX
 COMPLEX_REGIMES = (COMPLEX, *(compose(_SINGLE[name], COMPLEX, 5) for name in ("large-op", "size-1", "layout")))
-BY_NAME = {regime.name: regime for regime in REGIMES + INTEGER_REGIMES + COMPLEX_REGIMES}
+# Programs: in-place writes, views and steps (fuzzer/program_generate.py); chosen with `--regimes programs`,
+# not yet in the default mix.
+PROGRAMS = Regime("programs", 5, "programs: views written through and read after the writes, 2 to 4 steps with carried state",
+                  programs=True)
+BY_NAME = {regime.name: regime for regime in REGIMES + INTEGER_REGIMES + COMPLEX_REGIMES + (PROGRAMS,)}
 DEFAULT = BY_NAME["small"]
 assert sum(r.weight for r in REGIMES) == sum(r.weight for r in INTEGER_REGIMES) == sum(r.weight for r in COMPLEX_REGIMES) == 100, \
     "regime weights are percentages"

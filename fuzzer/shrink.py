@@ -6,8 +6,8 @@ by construction, trivial ones first; a candidate is accepted only if it is a
 valid graph AND `still_fails(candidate)` (same verdict and same signature: the
 shrinker may not slide into another, easier bug). Passes are not looped to a
 fixed point; the whole list is repeated while a round made progress, within a
-time budget. "Simpler" means, in this order: fewer nodes, fewer elements in
-inputs and parameters, fewer input dims (no leading size-1 ones: `pass_drop_leading_ones`),
+time budget. "Simpler" means, in this order: fewer nodes, fewer steps and in-place
+writes (a program: fuzzer/program_shrink.py), fewer elements in inputs and parameters, fewer input dims (no leading size-1 ones: `pass_drop_leading_ones`),
 contiguous inputs, simpler attributes (stride 1, no padding,
 no bias, ...), simpler values (zeros, ones, minus ones, small integers: `value_cost`).
 Values are simplified entry by entry too, in halving blocks, so a bug that one value
@@ -36,6 +36,8 @@ from fuzzer.errors import UserError
 from fuzzer.layouts import CONTIGUOUS, conform_values, layouts_for
 from fuzzer.ir import Case, Graph, Node, TensorSpec, infer_shapes, param_shapes, split_arrays
 from fuzzer.ops import get_op, registry
+from fuzzer.program_ops import WRITES
+from fuzzer.program_shrink import pass_fewer_steps, pass_out_of_place
 
 Predicate = Callable[[Case], bool]
 
@@ -102,10 +104,13 @@ def case_elements(case: Case) -> int:
 
 
 def complexity(case: Case) -> tuple:
-    """The documented order: nodes, then elements, then input dims, then attribute size, then values."""
+    """The documented order: nodes, then a program's steps and writes, then elements, then input dims, then
+    attribute size, then values."""
     attr_size = sum(len(str(node.attrs)) for node in case.graph.nodes)
     dims = sum(len(spec.shape) for spec in case.graph.inputs)
-    return (len(case.graph.nodes), case_elements(case), dims, attr_size, sum(value_cost(a) for a in case.arrays.values()))
+    writes = sum(node.op in WRITES for node in case.graph.nodes)
+    return (len(case.graph.nodes), case.graph.steps, writes, case_elements(case), dims, attr_size,
+            sum(value_cost(a) for a in case.arrays.values()))
 
 
 def entry_costs(array: np.ndarray) -> np.ndarray:
@@ -128,8 +133,8 @@ def value_cost(array: np.ndarray) -> int:
 
 
 def prune(graph: Graph) -> Graph:
-    """Drop nodes and inputs that no output depends on."""
-    needed = graph.ancestors(graph.outputs)
+    """Drop nodes and inputs that no output depends on; a program's writes stay (what they write is its result)."""
+    needed = graph.ancestors(graph.outputs + tuple(node.name for node in graph.nodes if node.op in WRITES))
     nodes = tuple(n for n in graph.nodes if n.name in needed)
     inputs = tuple(t for t in graph.inputs if t.name in needed)
     return replace(graph, inputs=inputs, nodes=nodes)
@@ -191,6 +196,8 @@ def pass_single_output(case: Case, culprit: str):
 def pass_cut_inputs(case: Case, culprit: str):
     """Replace a node by a new graph input holding its reference value: removes everything upstream."""
     graph = case.graph
+    if graph.steps:  # a program's values change from step to step: no one value stands for a node
+        return
     inputs, params = split_arrays(case)
     complex_case = any(np.iscomplexobj(array) for array in case.arrays.values())  # fuzzer/complex_dtypes.py
     try:
@@ -375,9 +382,11 @@ def pass_simplify_entries(case: Case, culprit: str):
 
 
 PASSES = [
+    ("fewer_steps", pass_fewer_steps),
     ("single_output", pass_single_output),
     ("cut_inputs", pass_cut_inputs),
     ("bypass_nodes", pass_bypass_nodes),
+    ("out_of_place", pass_out_of_place),
     ("shrink_size_attrs", pass_shrink_size_attrs),
     ("shrink_input_dims", pass_shrink_input_dims),
     ("drop_leading_ones", pass_drop_leading_ones),

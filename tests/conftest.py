@@ -1,8 +1,10 @@
 """Shared fixtures. Everything here is real: real torch, jax, sqlite files; no mocks."""
 
 import contextlib
+import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -88,26 +90,21 @@ def read_only():
     return _read_only
 
 
-@pytest.fixture
-def planted_fault_campaign(tmp_path):
-    """Runs a short one-worker campaign (seed 0) of a plugin's planted-fault backend restricted to some
-    ops, which must find something (exit 1); gives its stored cases (`fuzz list --cases`) and the
-    first shrunk one (`fuzz show`)."""
-    import json
-    import sys
+def fuzz(*args) -> subprocess.CompletedProcess:
+    """The `fuzz` command of this Python environment, run with `args`."""
+    return subprocess.run([str(Path(sys.executable).with_name("fuzz")), *map(str, args)], capture_output=True, text=True,
+                          timeout=600)
 
-    fuzz, db = str(Path(sys.executable).with_name("fuzz")), tmp_path / "fuzz.db"
 
-    def run(*args):
-        return subprocess.run([fuzz, *map(str, args)], capture_output=True, text=True, timeout=600)
-
-    def campaign(plugin: str, backend: str, ops: str, max_cases: int, shrink_time: float) -> tuple[list, dict]:
-        result = run("run", "--db", db, "--plugin", plugin, "--backends", backend, "--ops", ops, "--max-cases", max_cases,
-                     "--workers", 1, "--shrink-time", shrink_time, "--seed", 0, "--json")
-        assert result.returncode == 1, result.stderr[-2000:]
-        rows = json.loads(run("list", "--cases", "--db", db, "--json").stdout)
-        shrunk = [row["id"] for row in rows if row["shrunk_from"]]
-        assert shrunk, rows
-        return rows, json.loads(run("show", "--db", db, min(shrunk), "--json").stdout)
-
-    return campaign
+def planted_fault_campaign(tmp_path, plugin, backend: str, ops: str, *options, max_cases: int = 40,
+                           shrink_time: int = 20) -> tuple[list[dict], dict]:
+    """A short campaign of a plugin's `backend` (one planted fault) restricted to `ops` (and `options`,
+    e.g. "--regimes", "programs"), which must exit 1: (every stored case as `fuzz list --cases --json`
+    gives it, the smallest shrunk one as `fuzz show --json` gives it)."""
+    db = tmp_path / "fuzz.db"
+    result = fuzz("run", "--db", db, "--plugin", plugin, "--backends", backend, "--ops", ops, *options,
+                  "--max-cases", max_cases, "--workers", 1, "--shrink-time", shrink_time, "--seed", 0, "--json")
+    assert result.returncode == 1, result.stderr[-2000:]
+    rows = json.loads(fuzz("list", "--cases", "--db", db, "--json").stdout)
+    shrunk = json.loads(fuzz("show", "--db", db, min(r["id"] for r in rows if r["shrunk_from"]), "--json").stdout)
+    return rows, shrunk

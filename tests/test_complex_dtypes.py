@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from conftest import planted_fault_campaign
 from fuzzer import oracle, verdicts
 from fuzzer.arrays import from_npy_bytes, materialize, to_npy_bytes
 from fuzzer.backends import get_backend
@@ -119,8 +120,8 @@ def test_jax_is_judged_against_jax_eager_where_its_branch_cut_convention_differs
 
 @pytest.mark.slow
 @pytest.mark.long  # CI keeps the cheaper planted-fault campaign of tests/test_unmasked.py; the judging tests above cover components
-def test_a_short_complex_campaign_finds_a_mul_that_conjugates_its_result(planted_fault_campaign):
-    rows, shrunk = planted_fault_campaign(PLUGIN, "fault-conj-mul", "mul,add,reshape,sum", 4, 5)
+def test_a_short_complex_campaign_finds_a_mul_that_conjugates_its_result(tmp_path):
+    rows, shrunk = planted_fault_campaign(tmp_path, PLUGIN, "fault-conj-mul", "mul,add,reshape,sum", max_cases=4, shrink_time=5)
     assert {row["signature"] for row in rows} == {"mismatch | fault-conj-mul | mul"}
     assert [node["op"] for node in shrunk["graph"]["nodes"]] == ["mul"]
     assert "imaginary part" in shrunk["findings"][0]["detail"]

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from conftest import planted_fault_campaign
 from fuzzer import ladder
 from fuzzer.arrays import materialize
 from fuzzer.backends import get_backend
@@ -105,9 +106,9 @@ def test_steering_reaches_a_rung_in_a_few_graphs(region_key):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("op", ["sum", pytest.param("matmul", marks=pytest.mark.long)])  # CI keeps one
-def test_a_short_campaign_finds_an_op_wrong_only_on_a_high_rung(planted_fault_campaign, op):
+def test_a_short_campaign_finds_an_op_wrong_only_on_a_high_rung(tmp_path, op):
     backend = f"fault-ladder-{op}"
-    rows, shrunk = planted_fault_campaign(PLUGIN, backend, op, 80, 10)
+    rows, shrunk = planted_fault_campaign(tmp_path, PLUGIN, backend, op, max_cases=80, shrink_time=10)
     assert {row["signature"] for row in rows} == {f"mismatch | {backend} | {op}"}
     assert [node["op"] for node in shrunk["graph"]["nodes"]] == [op]
     assert set(shrunk["graph"]["inputs"][0]["shape"]) & FAULTY, "the shrinker keeps the rung"

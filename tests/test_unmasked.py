@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from conftest import planted_fault_campaign
 from fuzzer.backends import get_backend
 from fuzzer.check import check_case
 from fuzzer.execute import run_backend
@@ -52,8 +53,8 @@ def test_compilers_and_model_transformations_are_judged_on_their_outputs_only():
 
 
 @pytest.mark.slow
-def test_a_short_campaign_finds_a_relu_wrong_only_where_a_later_op_hides_it(planted_fault_campaign):
-    rows, shrunk = planted_fault_campaign(PLUGIN, "fault-masked-relu", "relu,clamp", 3, 5)
+def test_a_short_campaign_finds_a_relu_wrong_only_where_a_later_op_hides_it(tmp_path):
+    rows, shrunk = planted_fault_campaign(tmp_path, PLUGIN, "fault-masked-relu", "relu,clamp", max_cases=3, shrink_time=5)
     assert {row["signature"] for row in rows} == {"mismatch | fault-masked-relu | relu"}
     first = min((row for row in rows if not row["shrunk_from"]), key=lambda row: row["id"])
     assert first["findings"][0]["detail"].startswith("at node n0, an intermediate"), "found thanks to every node judged"

@@ -92,6 +92,9 @@ class Backend:
     # itself (not inherited): set name -> {position: "DEVICE:DTYPE"}. A campaign checks a set's
     # backends in the order of their positions, which are unique within a set (backend_sets()).
     in_sets: ClassVar[dict[str, dict[int, str]]] = {}
+    # Runs programs (fuzzer/program.py). Declared by the class itself, not inherited: a subclass that
+    # transforms the graph (a module tree, a layout, vmap, gradients) has not learned to run one.
+    runs_programs: ClassVar[bool] = False
 
     def __init__(self, device: str = "cpu", dtype: str | None = None, overrides: dict | None = None, name: str | None = None):
         self.device = device
@@ -121,6 +124,8 @@ class Backend:
         return op_name not in self.unsupported_ops
 
     def supports_graph(self, graph: Graph) -> bool:
+        if graph.steps and not vars(type(self)).get("runs_programs", False):
+            return False
         return all(self.supports(node.op) for node in graph.nodes)
 
     def other_environment(self) -> tuple[str, dict] | None:

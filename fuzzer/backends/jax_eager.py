@@ -12,7 +12,8 @@ import numpy as np
 from fuzzer.backends import Backend
 from fuzzer.complex_dtypes import COMPLEX_DTYPES
 from fuzzer.exact_dtypes import EXACT_DTYPES, result_array
-from fuzzer.ir import Case, Graph, interpret
+from fuzzer.ir import Case, Graph, infer_shapes, interpret
+from fuzzer.program import functional_step, run_steps
 from fuzzer.program_source import JAX_VERSIONS, jax_program
 
 
@@ -54,6 +55,7 @@ class JaxEager(Backend):
     description = "jax, op by op (no jit)"
     computes_every_node = True
     versions_source = JAX_VERSIONS
+    runs_programs = True
     # Every primitive compiles once per new shape: ~0.5 s for a new graph (measured, see
     # bench/). It takes a share of the compile budget (fuzzer/budget.py), like torch.compile.
     expensive = True
@@ -89,6 +91,14 @@ class JaxEager(Backend):
         return stack
 
     def _graph_fn(self, graph: Graph):
+        return self._body(graph)
+
+    def _body(self, graph: Graph):
+        """The function of (inputs, params) this backend runs: the graph, or a program's step, translated
+        without views or in-place writes (fuzzer/program.py), which returns the state it leaves too."""
+        if graph.steps:
+            step = functional_step(graph, self.impl_for, infer_shapes(graph))
+            return lambda state, params: step(state)
         return lambda inputs, params: interpret(graph, inputs, params, self.impl_for)
 
     def reproducer_program(self, case: Case) -> tuple[list[str], str]:
@@ -102,10 +112,12 @@ class JaxEager(Backend):
     def _execute(self, graph: Graph, inputs: dict, params: dict) -> list[np.ndarray]:
         jax = import_jax()
         with self.running_context(graph):
-            outputs = self._graph_fn(graph)(
-                {k: self.put(v) for k, v in inputs.items()},
-                {node: {k: self.put(v) for k, v in ps.items()} for node, ps in params.items()},
-            )
+            fn, arrays = self._graph_fn(graph), {k: self.put(v) for k, v in inputs.items()}
+            if graph.steps:
+                # Each step's outputs copied out as it returns them: a later step may donate their buffers.
+                outputs = run_steps(graph, lambda state: fn(state, {}), arrays, jax.device_get)
+            else:
+                outputs = fn(arrays, {node: {k: self.put(v) for k, v in ps.items()} for node, ps in params.items()})
         return [result_array(jax.device_get(out), self.dtype) for out in outputs]
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fuzzer.backends import CompiledCache
 from fuzzer.backends.jax_eager import JaxEager, import_jax
-from fuzzer.ir import Case, Graph, interpret
+from fuzzer.ir import Case, Graph
 from fuzzer.program_source import jax_program
 
 JITTED = CompiledCache(limit=1024)
@@ -21,12 +21,13 @@ class JaxJit(JaxEager):
     # One XLA compile per new graph (~57 ms + 36 ms per node), ~43% of a worker's time when it ran
     # on every graph: it takes its share of the compile budget (fuzzer/budget.py) like the others.
     expensive = True
+    runs_programs = True  # a program's step jitted once, called for every step
 
     def _graph_fn(self, graph: Graph):
         jax = import_jax()
         return JITTED.get(
             (self.name, graph.structure_key()),
-            lambda: jax.jit(lambda inputs, params: interpret(graph, inputs, params, self.impl_for)),
+            lambda: jax.jit(self._body(graph)),
         )
 
     def reproducer_program(self, case: Case) -> tuple[list[str], str]:

@@ -9,7 +9,7 @@ import warnings
 
 from fuzzer.backends.jax_eager import import_jax
 from fuzzer.backends.jax_jit import JITTED, JaxJit
-from fuzzer.ir import Case, Graph, interpret
+from fuzzer.ir import Case, Graph
 from fuzzer.program_source import jax_program
 
 
@@ -19,12 +19,12 @@ class JaxJitDonate(JaxJit):
     kind = "jax-jit-donate"
     description = "jax.jit with the graph inputs donated (donate_argnums=0: outputs may reuse input buffers)"
     donate_argnums = (0,)  # the graph inputs (argument 0); the parameters (argument 1) are kept
+    runs_programs = True  # a program's state donated to each step, which returns the next (fuzzer/program.py)
 
     def _graph_fn(self, graph: Graph):
         jax = import_jax()
         jitted = JITTED.get((self.name, graph.structure_key()),
-                            lambda: jax.jit(lambda inputs, params: interpret(graph, inputs, params, self.impl_for),
-                                            donate_argnums=self.donate_argnums))
+                            lambda: jax.jit(self._body(graph), donate_argnums=self.donate_argnums))
 
         def run(inputs, params):
             with warnings.catch_warnings():

@@ -6,7 +6,8 @@ import numpy as np
 
 from fuzzer.backends import Backend
 from fuzzer.ir import Graph
-from fuzzer.reference import evaluate_all
+from fuzzer.program import run_in_numpy
+from fuzzer.reference import evaluate_all, numpy_dtype
 
 
 class NumpyReference(Backend):
@@ -16,8 +17,11 @@ class NumpyReference(Backend):
     dtypes = ("float64", "float32", "float16", "bfloat16")
     default_dtype = "float64"
     description = "plain numpy written from the math; float64 is the oracle's arbiter"
+    runs_programs = True
 
     def _execute(self, graph: Graph, inputs: dict, params: dict) -> list[np.ndarray]:
+        if graph.steps:  # a program, run literally on numpy's views (fuzzer/program.py)
+            return run_in_numpy(graph, inputs, numpy_dtype(self.dtype), self.impl_for)
         env = self.execute_all(graph, inputs, params)
         return [np.asarray(env[name], dtype=np.float64) for name in graph.outputs]
 

@@ -77,6 +77,7 @@ class TorchCompile(TorchEager):
     # machine, 14 workers, 3 slots each, 5 minutes: 152 CPU structures against 338 CUDA; 2.8 s a
     # CPU structure with a cold cache on 2 cores), six.
     compile_weight = 3.0
+    runs_programs = True  # a program's step compiled once, called for every step
     cpu_compile_weight: ClassVar[float] = 6.0
 
     def __init__(self, device="cpu", dtype=None, overrides=None, name=None):

@@ -33,6 +33,8 @@ class TorchCompileDynamic(TorchCompile):
     kind = "torch-compile-dynamic"
     description = "torch.compile (inductor), whole graph, fullgraph=True, dynamic=True, one compile per shape-free structure"
     dynamic = True
+    # A program's step, compiled once with symbolic sizes: its shape variants call it again at other sizes.
+    runs_programs = True
 
     def cache_key(self, graph: Graph) -> tuple:
         return (self.name, shape_free_key(graph))

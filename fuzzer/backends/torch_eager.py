@@ -12,6 +12,7 @@ from fuzzer.complex_dtypes import COMPLEX_DTYPES
 from fuzzer.exact_dtypes import EXACT_DTYPES, result_array
 from fuzzer.ir import Case, Graph, interpret
 from fuzzer.ops import get_op
+from fuzzer.program import run_steps
 from fuzzer.program_source import TORCH_VERSIONS, torch_program
 
 # How far past its allowance the error of a graph on cuDNN's RNN kernels may go and still be
@@ -38,6 +39,7 @@ class TorchEager(Backend):
     description = "torch eager, op by op"
     computes_every_node = True
     versions_source = TORCH_VERSIONS
+    runs_programs = True
 
     def unavailable_reason(self) -> str | None:
         try:
@@ -118,10 +120,12 @@ class TorchEager(Backend):
 
         fn = self._graph_fn(graph)
         with torch.no_grad(), self.precision_context(graph):
-            outputs = fn(
-                self._input_tensors(graph, inputs),
-                {node: {k: self._to_torch(v) for k, v in ps.items()} for node, ps in params.items()},
-            )
+            tensors = self._input_tensors(graph, inputs)
+            if graph.steps:  # a program: the same input tensors every step, written in place (fuzzer/program.py)
+                state = {name: tensor.clone() for name, tensor in tensors.items()}
+                outputs = run_steps(graph, lambda state: (fn(state, {}), state), state, lambda out: out.clone())
+            else:
+                outputs = fn(tensors, {node: {k: self._to_torch(v) for k, v in ps.items()} for node, ps in params.items()})
         # A float result to float64 in torch: numpy has no bfloat16 (an integer or bool one stays exact).
         return [result_array((out.double() if out.is_floating_point() else out).detach().cpu().numpy(), self.dtype)
                 for out in outputs]

@@ -193,11 +193,15 @@ def register_op(op: OpDef) -> None:
 
 
 def get_op(name: str) -> OpDef:
-    """A hand-written or plugin op, else one derived from torch's op database (fuzzer/ops/derived/),
-    read from its table only when a name is not a hand-written one."""
+    """A hand-written or plugin op, a program's statement (fuzzer/program_ops.py), else one derived from
+    torch's op database (fuzzer/ops/derived/), read from its table only when a name is none of those."""
     ops = registry()
     if name in ops:
         return ops[name]
+    from fuzzer.program_ops import STATEMENTS
+
+    if name in STATEMENTS:
+        return STATEMENTS[name]
     from fuzzer.ops.derived import derived_registry, problem
 
     derived = derived_registry(build=name.startswith("torch."))  # a derived op's name: build a missing table

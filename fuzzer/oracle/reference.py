@@ -142,6 +142,10 @@ class Reference:
 
 
 def compute_reference(case: Case, dtypes: set[str]) -> Reference:
+    if case.graph.steps:  # a program: its literal numpy runs (fuzzer/program.py); no integer backend runs one
+        from fuzzer.program import program_reference
+
+        return program_reference(case, {d for d in dtypes if not is_exact(d)})
     exact_dtypes = sorted(d for d in dtypes if is_exact(d))
     exact = ExactReference(case) if exact_dtypes else None
     complex_reference = ComplexReference(case) if any(is_complex(d) for d in dtypes) else None

@@ -1,0 +1,319 @@
+"""The statements only a program (fuzzer/program.py) has: in-place writes and views, under the
+frameworks' own names (`add_`, `copy_`, `index_add_`, `swapaxes`, `as_strided`, ...).
+
+Each is an OpDef, so that a plugin overrides one by name with `derive_backend` like any op, but
+they live outside the op registry (fuzzer/ops/): a plain graph never draws them, and the
+registry-wide tests (references, jax twins, regions) do not apply to them. `get_op` finds them.
+
+What each implementation means:
+- `torch`: the literal statement (`x.add_(y)`, `x.swapaxes(0, 1)`): torch eager and torch.compile
+  run it as written, so functionalization and aliasing analysis are what a program tests.
+- `reference`: the literal statement in numpy, on numpy's own views (basic slicing, swapaxes,
+  `shape` assignment and as_strided are real views; np.diagonal's read-only view is made writable;
+  broadcast_to and sliding windows stay read-only, and a program never writes through them).
+- `jax`: a write's new value of its target, computed out of place (`x + y`); fuzzer/program.py
+  scatters it into the target's base. A view has none: jax reads views through index maps made
+  by running the view's `reference` on an array of element numbers.
+`WRITES` and `VIEWS` name them; `OUT_OF_PLACE` is each write's out-of-place form in the op
+registry, where it has one (the shrinker's "replace an in-place op by its out-of-place form").
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from fuzzer.ops import API_PATH, OpDef
+from fuzzer.ops.numerics import Numerics
+from fuzzer.ops._common import check, norm_dim, numel
+
+Shape = tuple[int, ...]
+
+
+def _never(shape) -> bool:  # no plain graph draws a statement
+    return False
+
+
+def _method(name: str):
+    """torch's `Tensor.<name>` called on the operands with the attributes as keywords (`x.add_(y, alpha=2.0)`),
+    marked so that a reproducer writes it as that call (fuzzer/op_source.py)."""
+
+    def run(xs, ps, attrs):
+        return getattr(xs[0], name)(*xs[1:], **attrs)
+
+    setattr(run, API_PATH, f"torch.Tensor.{name}")
+    return run
+
+
+def _broadcasts_into(source: Shape, target: Shape, what: str) -> None:
+    """Refuse a source that does not broadcast to the target's shape (an in-place op never resizes)."""
+    try:
+        shape = np.broadcast_shapes(tuple(source), tuple(target))
+    except ValueError:
+        shape = None
+    check(shape == tuple(target), f"{what} of shape {list(source)} does not broadcast to the written shape {list(target)}")
+
+
+def _same(attrs, shapes):
+    return tuple(shapes[0])
+
+
+def _binary_write_shape(attrs, shapes):
+    _broadcasts_into(shapes[1], shapes[0], "the operand")
+    return tuple(shapes[0])
+
+
+# A write that only moves or selects values (copy_, fill_, relu_, ...) rounds nothing: it adds nothing to the
+# oracle's sensitivity, which the arithmetic ones (add_, mul_, index_add_) do once a step.
+MOVES_VALUES = Numerics(sensitivity=0.0, why={"sensitivity": "moves, selects or fills values exactly: no rounding"})
+
+
+def _write(name: str, arity: int, infer, reference, torch_impl, jax_new, attrs=(), out_of_place: str | None = None,
+           numerics: Numerics = MOVES_VALUES) -> OpDef:
+    return OpDef(name=name, infer=infer, reference=reference, torch=torch_impl, jax=jax_new, accepts=_never,
+                 attrs=attrs, arity=(arity, arity), numerics=numerics, family="program",
+                 notes=f"in-place write; out of place: {out_of_place}")
+
+
+def _np_add_(xs, ps, attrs):
+    xs[0] += attrs.get("alpha", 1.0) * xs[1]
+    return xs[0]
+
+
+def _np_mul_(xs, ps, attrs):
+    xs[0] *= xs[1]
+    return xs[0]
+
+
+def _np_clamp_(xs, ps, attrs):
+    np.clip(xs[0], attrs["min"], attrs["max"], out=xs[0])
+    return xs[0]
+
+
+def _np_relu_(xs, ps, attrs):
+    np.maximum(xs[0], 0, out=xs[0])
+    return xs[0]
+
+
+def _np_copy_(xs, ps, attrs):
+    xs[0][...] = xs[1]
+    return xs[0]
+
+
+def _np_fill_(xs, ps, attrs):
+    xs[0][...] = attrs["value"]
+    return xs[0]
+
+
+def _np_zero_(xs, ps, attrs):
+    xs[0][...] = 0
+    return xs[0]
+
+
+def _xp(value):
+    """The array module of `value` (jax.numpy for a jax array), for the out-of-place forms."""
+    if isinstance(value, np.ndarray):
+        return np
+    import jax.numpy
+
+    return jax.numpy
+
+
+# -- index writes: the index is an attribute (a short list of ints), the source an operand ---------------
+def _indexed(attrs, rank):
+    """The subscript `[:, index]` (on dim `dim`) as numpy and jax take it."""
+    return (slice(None),) * norm_dim(attrs["dim"], rank) + (np.asarray(attrs["index"], dtype=np.int64),)
+
+
+def _index_shape(attrs, shapes, unique: bool):
+    target = list(shapes[0])
+    dim = norm_dim(attrs["dim"], len(target))
+    index = attrs["index"]
+    check(isinstance(index, list) and 1 <= len(index) <= 64 and all(type(i) is int and 0 <= i < target[dim] for i in index),
+          f"index {str(index)[:80]} must be 1 to 64 positions within 0..{target[dim] - 1} of dim {dim}")
+    check(not unique or len(set(index)) == len(index), f"index {index} repeats a position, where the copy is undefined")
+    target[dim] = len(index)
+    check(tuple(shapes[1]) == tuple(target), f"the source has shape {list(shapes[1])}, not {target}")
+    return tuple(shapes[0])
+
+
+def _np_index_add_(xs, ps, attrs):
+    np.add.at(xs[0], _indexed(attrs, xs[0].ndim), attrs.get("alpha", 1.0) * xs[1])  # unbuffered: repeats accumulate
+    return xs[0]
+
+
+def _np_index_copy_(xs, ps, attrs):
+    xs[0][_indexed(attrs, xs[0].ndim)] = xs[1]
+    return xs[0]
+
+
+def _torch_index_add_(xs, ps, attrs):
+    import torch
+
+    index = torch.tensor(attrs["index"], dtype=torch.int64, device=xs[0].device)
+    return xs[0].index_add_(attrs["dim"], index, xs[1], alpha=attrs.get("alpha", 1.0))
+
+
+def _torch_index_copy_(xs, ps, attrs):
+    import torch
+
+    return xs[0].index_copy_(attrs["dim"], torch.tensor(attrs["index"], dtype=torch.int64, device=xs[0].device), xs[1])
+
+
+def _mask_shape(attrs, shapes):
+    _broadcasts_into(shapes[1], shapes[0], "the mask")
+    return tuple(shapes[0])
+
+
+def _np_masked_fill_(xs, ps, attrs):
+    np.copyto(xs[0], attrs["value"], where=np.broadcast_to(xs[1] > 0, xs[0].shape))
+    return xs[0]
+
+
+def _torch_masked_fill_(xs, ps, attrs):
+    return xs[0].masked_fill_(xs[1] > 0, attrs["value"])
+
+
+WRITE_OPS = [
+    _write("add_", 2, _binary_write_shape, _np_add_, _method("add_"),
+           lambda xs, ps, a: xs[0] + a.get("alpha", 1.0) * xs[1], attrs=("alpha?",), out_of_place="add", numerics=Numerics()),
+    _write("mul_", 2, _binary_write_shape, _np_mul_, _method("mul_"),
+           lambda xs, ps, a: xs[0] * xs[1], out_of_place="mul", numerics=Numerics()),
+    _write("clamp_", 1, _same, _np_clamp_, _method("clamp_"),
+           lambda xs, ps, a: _xp(xs[0]).clip(xs[0], a["min"], a["max"]), attrs=("min", "max"), out_of_place="clamp"),
+    _write("relu_", 1, _same, _np_relu_, _method("relu_"),
+           lambda xs, ps, a: _xp(xs[0]).maximum(xs[0], 0), out_of_place="relu"),
+    _write("copy_", 2, _binary_write_shape, _np_copy_, _method("copy_"),
+           lambda xs, ps, a: _xp(xs[0]).broadcast_to(xs[1], xs[0].shape)),
+    _write("fill_", 1, _same, _np_fill_, _method("fill_"),
+           lambda xs, ps, a: _xp(xs[0]).full_like(xs[0], a["value"]), attrs=("value",)),
+    _write("zero_", 1, _same, _np_zero_, _method("zero_"),
+           lambda xs, ps, a: _xp(xs[0]).zeros_like(xs[0])),
+    _write("index_add_", 2, lambda a, s: _index_shape(a, s, unique=False), _np_index_add_, _torch_index_add_,
+           lambda xs, ps, a: xs[0].at[_indexed(a, xs[0].ndim)].add(a.get("alpha", 1.0) * xs[1]), attrs=("dim", "index", "alpha?"),
+           numerics=Numerics()),
+    _write("index_copy_", 2, lambda a, s: _index_shape(a, s, unique=True), _np_index_copy_, _torch_index_copy_,
+           lambda xs, ps, a: xs[0].at[_indexed(a, xs[0].ndim)].set(xs[1]), attrs=("dim", "index")),
+    # The mask is where the second operand is positive (a float case has no bool tensors).
+    _write("masked_fill_", 2, _mask_shape, _np_masked_fill_, _torch_masked_fill_,
+           lambda xs, ps, a: _xp(xs[0]).where(xs[1] > 0, a["value"], xs[0]), attrs=("value",)),
+]
+# The registry op each write computes out of place, with the same operands and attributes.
+OUT_OF_PLACE = {"add_": "add", "mul_": "mul", "clamp_": "clamp", "relu_": "relu"}
+
+
+# -- views --------------------------------------------------------------------------------------------
+def _getitem(xs, ps, attrs):
+    """x[:, start:stop:step] (on dim `dim`): a basic slice, a real view in numpy as in torch."""
+    dim = attrs["dim"] % xs[0].ndim  # checked by the shape rule; no message string here, which dynamo traces
+    return xs[0][(slice(None),) * dim + (slice(attrs["start"], attrs["stop"], attrs["step"]),)]
+
+
+def _getitem_shape(attrs, shapes):
+    shape = list(shapes[0])
+    dim = norm_dim(attrs["dim"], len(shape))
+    start, stop, step = attrs["start"], attrs["stop"], attrs["step"]
+    check(0 <= start < stop <= shape[dim] and step >= 1,
+          f"slice [{start}:{stop}:{step}] of dim {dim} is outside 0..{shape[dim]} (start < stop, step >= 1)")
+    shape[dim] = len(range(start, stop, step))
+    return tuple(shape)
+
+
+def _swapaxes_shape(attrs, shapes):
+    shape = list(shapes[0])
+    a, b = norm_dim(attrs["axis0"], len(shape)), norm_dim(attrs["axis1"], len(shape))
+    shape[a], shape[b] = shape[b], shape[a]
+    return tuple(shape)
+
+
+def _diagonal_shape(attrs, shapes):
+    shape = list(shapes[0])
+    check(len(shape) >= 2, "diagonal needs at least 2 dims")
+    a, b = norm_dim(attrs["dim1"], len(shape)), norm_dim(attrs["dim2"], len(shape))
+    check(a != b, "diagonal's dim1 and dim2 must differ")
+    offset = attrs["offset"]
+    length = max(0, min(shape[a] + min(offset, 0), shape[b] - max(offset, 0)))
+    check(length >= 1, f"diagonal offset {offset} leaves no element of a {shape[a]} x {shape[b]} plane")
+    rest = [d for i, d in enumerate(shape) if i not in (a, b)]
+    return tuple(rest + [length])
+
+
+def _np_diagonal(xs, ps, attrs):
+    view = np.diagonal(xs[0], attrs["offset"], attrs["dim1"], attrs["dim2"])
+    view.flags.writeable = xs[0].flags.writeable  # numpy returns it read-only; it is a real view
+    return view
+
+
+def _expand_shape(attrs, shapes):
+    source, size = tuple(shapes[0]), tuple(attrs["size"])
+    check(len(size) == len(source) and all(s == t or s == 1 for s, t in zip(source, size)) and all(t >= 1 for t in size),
+          f"broadcast_to of shape {list(source)} to {list(size)} (only size-1 dims grow)")
+    return size
+
+
+def _unfold_shape(attrs, shapes):
+    shape = list(shapes[0])
+    dim = norm_dim(attrs["dimension"], len(shape))
+    size, step = attrs["size"], attrs["step"]
+    check(1 <= size <= shape[dim] and step >= 1, f"unfold window {size} (step {step}) does not fit dim {dim} of {shape[dim]}")
+    shape[dim] = (shape[dim] - size) // step + 1
+    return tuple(shape + [size])
+
+
+def _np_unfold(xs, ps, attrs):
+    x = xs[0]
+    dim = norm_dim(attrs["dimension"], x.ndim)
+    windows = np.lib.stride_tricks.sliding_window_view(x, attrs["size"], axis=dim)
+    return windows[(slice(None),) * dim + (slice(None, None, attrs["step"]),)]
+
+
+def _view_shape(attrs, shapes):
+    size = tuple(attrs["size"])
+    check(all(d >= 1 for d in size) and numel(size) == numel(shapes[0]),
+          f"view as {list(size)} of {numel(shapes[0])} elements")
+    return size
+
+
+def _np_view(xs, ps, attrs):
+    view = xs[0].view()
+    view.shape = tuple(attrs["size"])  # raises where numpy would need a copy: fuzzer/program.py allows none
+    return view
+
+
+def _as_strided_shape(attrs, shapes):
+    size, stride, offset = tuple(attrs["size"]), tuple(attrs["stride"]), attrs["storage_offset"]
+    check(len(size) == len(stride) and all(d >= 1 for d in size) and all(s >= 0 for s in stride) and offset >= 0,
+          f"as_strided size {list(size)}, stride {list(stride)}, offset {offset} (positive sizes, non-negative strides)")
+    last = offset + sum((d - 1) * s for d, s in zip(size, stride))
+    check(last < numel(shapes[0]), f"as_strided reaches element {last} of a base of {numel(shapes[0])} elements")
+    return size
+
+
+def _np_as_strided(xs, ps, attrs):
+    flat = xs[0].reshape(-1)[attrs["storage_offset"]:]  # a view: fuzzer/program.py allows as_strided on an input only
+    strides = tuple(s * flat.itemsize for s in attrs["stride"])
+    return np.lib.stride_tricks.as_strided(flat, tuple(attrs["size"]), strides, writeable=flat.flags.writeable)
+
+
+def _view(name: str, infer, reference, torch_impl, attrs) -> OpDef:
+    return OpDef(name=name, infer=infer, reference=reference, torch=torch_impl, jax=None, accepts=_never, attrs=attrs,
+                 family="program", notes="a view: its result aliases its operand")
+
+
+VIEW_OPS = [
+    _view("getitem", _getitem_shape, _getitem, _getitem, ("dim", "start", "stop", "step")),
+    _view("swapaxes", _swapaxes_shape, lambda xs, ps, a: np.swapaxes(xs[0], a["axis0"], a["axis1"]), _method("swapaxes"),
+          ("axis0", "axis1")),
+    _view("diagonal", _diagonal_shape, _np_diagonal, _method("diagonal"), ("offset", "dim1", "dim2")),
+    _view("broadcast_to", _expand_shape, lambda xs, ps, a: np.broadcast_to(xs[0], tuple(a["size"])), _method("broadcast_to"),
+          ("size",)),
+    _view("unfold", _unfold_shape, _np_unfold, _method("unfold"), ("dimension", "size", "step")),
+    _view("view", _view_shape, _np_view, _method("view"), ("size",)),
+    _view("as_strided", _as_strided_shape, _np_as_strided, _method("as_strided"), ("size", "stride", "storage_offset")),
+]
+
+# The registry's `slice`, `narrow`, `transpose` and `expand` are out-of-place ops of plain graphs; a program's
+# views take torch's other names for the same views: getitem (a basic slice, as dynamo's graphs name it),
+# swapaxes, broadcast_to (an expand).
+STATEMENTS: dict[str, OpDef] = {op.name: op for op in WRITE_OPS + VIEW_OPS}
+WRITES = frozenset(op.name for op in WRITE_OPS)
+VIEWS = frozenset(op.name for op in VIEW_OPS)

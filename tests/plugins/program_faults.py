@@ -1,0 +1,51 @@
+"""Test plugin: faults that live only in programs (fuzzer/program.py), each torch eager with one
+statement overridden by name, so that a test can show a short campaign of programs finds them.
+
+- `fault-copy-first`: copy_ into a view (a tensor with a `_base`) writes only its first element.
+- `fault-lost-update`: the third add_ into the same tensor (through any view of it) is lost: in a
+  program of one add_ a step, the third call's update.
+- `fault-stale-diagonal`: diagonal returns a copy, not a view: a read of it after a write into its
+  base sees the value from before the write (and a write through it is lost).
+- `fault-recompiled-add`: torch.compile(dynamic=True) whose add_ drops its alpha where the target has more
+  than 16 rows: dynamo guards on that size, so only the recompile for such a size (a shape variant: programs
+  draw at most 7 rows) computes the wrong value.
+"""
+
+from fuzzer.program_ops import STATEMENTS
+
+
+def copy_first(xs, ps, attrs):
+    target, source = xs
+    if target._base is None:
+        return target.copy_(source)
+    first = (0,) * target.dim()
+    target[first].copy_(source.broadcast_to(target.shape)[first])
+    return target
+
+
+def lost_update(xs, ps, attrs):
+    target = xs[0]
+    base = target if target._base is None else target._base
+    base.fuzz_adds = getattr(base, "fuzz_adds", 0) + 1
+    if base.fuzz_adds == 3:
+        return target
+    return STATEMENTS["add_"].torch(xs, ps, attrs)
+
+
+def stale_diagonal(xs, ps, attrs):
+    return STATEMENTS["diagonal"].torch(xs, ps, attrs).clone()
+
+
+def add_past_16_rows(xs, ps, attrs):
+    target = xs[0]
+    if target.shape[0] > 16:
+        return target.add_(xs[1])
+    return STATEMENTS["add_"].torch(xs, ps, attrs)
+
+
+def register(api):
+    base = "torch-eager:cpu:float32"
+    api.derive_backend("fault-copy-first", base=base, overrides={"copy_": copy_first})
+    api.derive_backend("fault-lost-update", base=base, overrides={"add_": lost_update})
+    api.derive_backend("fault-stale-diagonal", base=base, overrides={"diagonal": stale_diagonal})
+    api.derive_backend("fault-recompiled-add", base="torch-compile-dynamic:cpu:float32", overrides={"add_": add_past_16_rows})

@@ -1,0 +1,239 @@
+"""Programs (fuzzer/program.py): in-place writes through views, aliases read after the writes, and
+steps with carried state, run literally by torch and numpy and through index maps by jax; bounded
+and refused with one sentence where a case asks for what no framework defines; reaching faults
+that live only there (tests/plugins/program_faults.py)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import fuzz, planted_fault_campaign
+from fuzzer.arrays import materialize, to_base64
+from fuzzer.backends import get_backend
+from fuzzer.corpus.case_forms import EXPORT_FORMAT, EXPORT_VERSION
+from fuzzer.errors import UserError
+from fuzzer.generate import CaseGenerator
+from fuzzer.ir import Case, Graph, Node, TensorSpec
+from fuzzer.program import written_inputs
+from fuzzer.regimes import BY_NAME
+
+PLUGIN = str(Path(__file__).parent / "plugins" / "program_faults.py")
+PROGRAM_BACKENDS = ("numpy-ref:cpu:float64", "torch-eager:cpu:float64", "jax-eager:cpu:float64", "jax-jit:cpu:float64",
+                    "jax-jit-donate:cpu:float64")
+
+
+def program(nodes, outputs, steps=3, inputs=(("x", (2, 3)),)) -> Graph:
+    return Graph(tuple(TensorSpec(name, shape) for name, shape in inputs),
+                 tuple(Node(name, op, operands, attrs) for name, op, operands, attrs in nodes), outputs, "programs", steps=steps)
+
+
+SLICE_ADD = program([("v", "getitem", ("x",), {"dim": 1, "start": 1, "stop": 3, "step": 1}),
+                     ("w", "add_", ("v", "y"), {"alpha": 1.0})], ("v",), inputs=(("x", (2, 3)), ("y", (2,))))
+# Every step: the diagonal read after x is filled sees the fill, and a write through the diagonal lands in x.
+DIAGONAL_AFTER_FILL = program([("d", "diagonal", ("x",), {"offset": 0, "dim1": 0, "dim2": 1}),
+                               ("f", "fill_", ("x",), {"value": 2.0}),
+                               ("m", "mul_", ("d", "d"), {})], ("d",), steps=2, inputs=(("x", (2, 2)),))
+SPECIFICATIONS = [
+    # x = 0, y = 1: x[:, 1:3] += y, three times; each step's view as it returns, then x.
+    (SLICE_ADD, {"x": np.zeros((2, 3)), "y": np.ones(2)},
+     [np.full((2, 2), 1.0), np.full((2, 2), 2.0), np.full((2, 2), 3.0), np.array([[0.0, 3.0, 3.0], [0.0, 3.0, 3.0]])]),
+    (DIAGONAL_AFTER_FILL, {"x": np.arange(4.0).reshape(2, 2)},
+     [np.array([4.0, 4.0]), np.array([4.0, 4.0]), np.array([[4.0, 2.0], [2.0, 4.0]])]),
+]
+
+
+@pytest.mark.parametrize("backend", PROGRAM_BACKENDS)
+@pytest.mark.parametrize("graph, arrays, expected", SPECIFICATIONS, ids=["slice-add", "diagonal-after-fill"])
+def test_a_program_gives_each_step_s_outputs_then_its_written_inputs(backend, graph, arrays, expected):
+    results = get_backend(backend).run(Case(graph, arrays))
+    assert len(results) == len(expected)
+    for result, want in zip(results, expected):
+        np.testing.assert_array_equal(result, want)
+
+
+def test_a_program_s_tolerance_counts_its_arithmetic_once_a_step_and_its_views_and_exact_writes_not_at_all():
+    from fuzzer.program import program_reference
+
+    for (graph, arrays, expected), sensitivity in zip(SPECIFICATIONS, (1 + 3 * 1.0, 1 + 2 * 1.0)):  # add_; mul_ (fill_ rounds nothing)
+        reference = program_reference(Case(graph, arrays), {"float32"})
+        assert reference.sensitivities == [sensitivity] * len(expected)
+        assert reference.scales == [max(float(np.max(np.abs(want))) for want in expected)] * len(expected)
+
+
+@pytest.mark.slow
+def test_torch_compile_compiles_a_program_s_step_once_and_runs_it_every_step():
+    import torch._dynamo
+
+    torch._dynamo.reset()
+    before = torch._dynamo.utils.counters["stats"]["unique_graphs"]
+    graph, arrays, expected = SPECIFICATIONS[0]
+    results = get_backend("torch-compile:cpu:float32").run(Case(graph, arrays))
+    assert torch._dynamo.utils.counters["stats"]["unique_graphs"] - before == 1
+    for result, want in zip(results, expected):
+        np.testing.assert_array_equal(result, want)
+
+
+@pytest.mark.long  # a dynamic compile: 6 to 16 s on a loaded 2-core machine; campaigns cover the path
+def test_torch_compile_dynamic_runs_a_program_s_step_again_at_another_size():
+    """Sizes that change between calls: the step compiled with symbolic sizes for x of 2 x 3, then called for
+    a shape variant (x of 2 x 5, fuzzer/shape_variants.py) on the same compiled function."""
+    from fuzzer.backends.torch_compile import COMPILED
+
+    backend, reference = get_backend("torch-compile-dynamic:cpu:float32"), get_backend("numpy-ref:cpu:float64")
+    small, _, _ = SPECIFICATIONS[0]
+    wider = replace(small, inputs=(TensorSpec("x", (2, 5)), TensorSpec("y", (2,))))
+    compiled = len(COMPILED.entries)
+    for graph in (small, wider):
+        case = materialize(graph, 0)
+        for result, want in zip(backend.run(case), reference.run(case), strict=True):
+            np.testing.assert_allclose(result, want, rtol=1e-6, atol=1e-6)
+    assert len(COMPILED.entries) == compiled + 1, "one compiled function for both sizes"
+
+
+def test_jax_s_index_maps_agree_with_numpy_s_views_and_torch_on_drawn_programs():
+    """The reference's aliasing comes from numpy's memory model, jax's from our index maps: on drawn
+    programs, in float64, the two (and torch's own views) agree to the last bits."""
+    generator = CaseGenerator(None, 8, (BY_NAME["programs"],))
+    backends = [get_backend(name) for name in ("numpy-ref:cpu:float64", "torch-eager:cpu:float64", "jax-jit:cpu:float64")]
+    written = 0
+    for seed in range(25):
+        case = generator.case(seed)
+        written += bool(written_inputs(case.graph))
+        reference, *others = [backend.run(case) for backend in backends]
+        for results in others:
+            for want, got in zip(reference, results, strict=True):
+                np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12, err_msg=case.graph.to_json())
+    assert written >= 20, "most drawn programs write into their state"
+
+
+def test_every_drawn_program_passes_its_rules_and_uses_views_and_steps():
+    generator = CaseGenerator(None, 8, (BY_NAME["programs"],))
+    graphs = [generator.case(seed).graph for seed in range(60)]
+    ops = {node.op for graph in graphs for node in graph.nodes}
+    assert {"getitem", "swapaxes", "diagonal", "broadcast_to", "unfold", "view", "as_strided"} <= ops
+    assert {"add_", "mul_", "clamp_", "relu_", "copy_", "fill_", "zero_", "index_add_", "index_copy_", "masked_fill_"} <= ops
+    assert {graph.steps for graph in graphs} == {2, 3, 4}
+    for graph in graphs:
+        assert Graph.from_json(graph.to_json()) == graph
+
+
+GOOD = SLICE_ADD.to_dict()
+
+
+OVERLAPPING = program([("v", "getitem", ("x",), {"dim": 1, "start": 0, "stop": 2, "step": 1}),
+                       ("u", "getitem", ("x",), {"dim": 1, "start": 1, "stop": 3, "step": 1}),
+                       ("w", "add_", ("v", "u"), {})], ("w",)).to_dict()
+
+
+def _with_node(index, **changes):
+    nodes = [dict(node) for node in GOOD["nodes"]]
+    nodes[index].update(changes)
+    return {**GOOD, "nodes": nodes}
+
+
+@pytest.mark.parametrize("data, message", [
+    ({**GOOD, "steps": 1_000_000}, "'steps' must be a whole number from 0 (a graph) to 8, not '1000000'"),
+    ({**GOOD, "steps": "3"}, "'steps' must be a whole number"),
+    ({**GOOD, "steps": 0}, "Node 'v' (getitem) is a program's statement, but the graph has no 'steps'"),
+    (_with_node(0, attrs={"dim": 1, "start": 1, "stop": 9, "step": 1}), "slice [1:9:1] of dim 1 is outside 0..3"),
+    (_with_node(0, op="broadcast_to", attrs={"size": [4, 2, 3]}), "broadcast_to of shape [2, 3] to [4, 2, 3]"),
+    (_with_node(0, op="as_strided", attrs={"size": [2, 2], "stride": [3, 2], "storage_offset": 1}),
+     "as_strided reaches element 6 of a base of 6 elements"),
+    (_with_node(0, op="unfold", attrs={"dimension": 1, "size": 2, "step": 1}), "writes through a read-only view"),
+    (_with_node(0, op="as_strided", attrs={"size": [2, 2], "stride": [0, 1], "storage_offset": 0}), "whose elements repeat"),
+    (OVERLAPPING, "reads 'u', which shares memory with the elements it writes without being that very tensor"),
+    # Found by a clean campaign: the same elements through two as_strided views are no one tensor to torch.
+    (program([("a", "as_strided", ("x",), {"size": [1, 1], "stride": [2, 2], "storage_offset": 0}),
+              ("b", "as_strided", ("x",), {"size": [1, 1], "stride": [1, 1], "storage_offset": 0}),
+              ("w", "mul_", ("b", "a"), {})], ("w",)).to_dict(), "reads 'a', which shares memory"),
+    (program([("w", "index_add_", ("x", "x"), {"dim": 0, "index": [0, 1]})], ("w",)).to_dict(),
+     "reads 'x', which shares memory"),
+    # Found by the first clean campaign: torch places as_strided from the storage's start, numpy from the view's.
+    (program([("v", "getitem", ("x",), {"dim": 0, "start": 1, "stop": 2, "step": 1}),
+              ("s", "as_strided", ("v",), {"size": [2], "stride": [1], "storage_offset": 0}),
+              ("w", "relu_", ("s",), {})], ("w",)).to_dict(), "takes as_strided of 'v', a view"),
+    (program([("s", "softmax", ("x",), {"dim": 0}), ("w", "relu_", ("s",), {})], ("w",)).to_dict(), "is not allowed in a program"),
+])
+def test_a_program_no_framework_defines_is_refused_with_one_sentence(data, message):
+    from fuzzer.ir import infer_shapes
+
+    with pytest.raises(UserError, match=message.replace("[", r"\[").replace("(", r"\(").replace(")", r"\)")) as refused:
+        infer_shapes(Graph.from_dict(data))
+    assert str(refused.value).count(". ") == 0, "one sentence"
+
+
+def test_a_case_file_asking_for_a_million_steps_exits_2_and_stores_nothing(tmp_path):
+    case_file = tmp_path / "case.json"
+    arrays = {"x": to_base64(np.zeros((2, 3))), "y": to_base64(np.ones(2))}
+    case_file.write_text(json.dumps({"format": EXPORT_FORMAT, "version": EXPORT_VERSION, "graph": {**GOOD, "steps": 10**6},
+                                     "arrays": arrays, "seed": 0, "verdict": "agree", "findings": [], "backends": []}))
+    done = fuzz("import", "--db", tmp_path / "fuzz.db", case_file)
+    assert done.returncode == 2, done.stderr
+    assert "'steps' must be a whole number from 0 (a graph) to 8" in done.stderr and "Traceback" not in done.stderr
+    assert not (tmp_path / "fuzz.db").exists()
+
+
+def test_a_campaign_of_statements_only_without_the_programs_regime_is_refused_in_one_sentence(tmp_path):
+    done = fuzz("run", "--db", tmp_path / "fuzz.db", "--ops", "add_,getitem", "--max-cases", 3, "--backends", "torch-eager")
+    assert done.returncode == 2 and "add `--regimes programs` to draw programs" in done.stderr, done.stderr[-2000:]
+
+
+def test_the_shrinker_drops_steps_and_replaces_a_write_the_finding_does_not_need_by_its_out_of_place_form():
+    from fuzzer.shrink import shrink_case
+
+    graph = program([("w", "add_", ("x", "y"), {})], ("w",), steps=3, inputs=(("x", (2,)), ("y", (2,))))
+    case = Case(graph, {"x": np.array([1.0, 2.0]), "y": np.array([3.0, 4.0])})
+    reference = get_backend("numpy-ref:cpu:float64")
+    # What a wrong `add` would show on the first call: it needs neither the write nor the later calls.
+    result = shrink_case(case, lambda candidate: float(np.max(reference.run(candidate)[0])) == 6.0)
+    assert result.case.graph.steps == 1 and [node.op for node in result.case.graph.nodes] == ["add"]
+    assert result.stats["fewer_steps"].accepted == 1 and result.stats["out_of_place"].accepted == 1
+
+
+@pytest.mark.slow
+def test_a_short_campaign_finds_a_copy_into_a_view_that_writes_only_the_first_element(tmp_path):
+    rows, shrunk = planted_fault_campaign(tmp_path, PLUGIN, "fault-copy-first", "copy_,getitem,sin", "--regimes", "programs")
+    assert {row["signature"] for row in rows} == {"mismatch | fault-copy-first | copy_"}
+    assert [node["op"] for node in shrunk["graph"]["nodes"]] == ["getitem", "copy_"] and shrunk["graph"]["steps"] == 1
+
+
+@pytest.mark.long
+@pytest.mark.parametrize("backend, ops, culprit, steps", [
+    ("fault-lost-update", "add_,getitem", "add_", 3),  # the update of the third call is lost: three steps stay
+    ("fault-stale-diagonal", "diagonal,add_,fill_", "diagonal", 1),  # stale within one step
+])
+def test_a_short_campaign_finds_a_fault_that_lives_only_in_programs(tmp_path, backend, ops, culprit, steps):
+    rows, shrunk = planted_fault_campaign(tmp_path, PLUGIN, backend, ops, "--regimes", "programs")
+    assert {row["signature"] for row in rows} == {f"mismatch | {backend} | {culprit}"}
+    assert culprit in [node["op"] for node in shrunk["graph"]["nodes"]] and shrunk["graph"]["steps"] == steps
+
+
+@pytest.mark.slow
+def test_a_program_s_minimal_script_keeps_the_loop_and_the_views_and_exits_1_when_the_third_update_is_lost(tmp_path):
+    from fuzzer.minimal_reproducer import build_minimal_script
+    from test_reproducers import _run
+
+    graph, arrays, _ = SPECIFICATIONS[0]
+    script = build_minimal_script(Case(graph, arrays), get_backend("torch-eager:cpu:float32"), "a program")
+    assert "for step in range(3):" in script and "torch.Tensor.add_(" in script and "slice(1, 3, 1)" in script
+    assert _run(script, tmp_path, None).returncode == 0
+    fault = ("import torch\nadd_, calls = torch.Tensor.add_, []\n"
+             "def lossy(self, *args, **kwargs):\n    calls.append(1)\n    return self if len(calls) == 3 else add_(self, *args, **kwargs)\n"
+             "torch.Tensor.add_ = lossy\n")
+    lost = _run(script, tmp_path, fault)
+    assert lost.returncode == 1 and "MISMATCH: output 2" in lost.stderr + lost.stdout
+
+
+@pytest.mark.long  # dynamic compiles of each graph and its shape variants: about a minute on 2 cores
+def test_a_short_campaign_finds_a_result_wrong_only_after_a_recompile_for_a_new_size(tmp_path):
+    """torch-compile-dynamic calls a program's compiled step again for its shape variants; a fault behind a
+    guard on a size no program draws (more than 16 rows) is wrong only in the recompile for that size."""
+    rows, shrunk = planted_fault_campaign(tmp_path, PLUGIN, "fault-recompiled-add", "add_,getitem",
+                                                "--regimes", "programs", max_cases=3)
+    assert {row["signature"] for row in rows} == {"mismatch | fault-recompiled-add | add_"}
+    assert [node["op"] for node in shrunk["graph"]["nodes"]] == ["add_"] and shrunk["graph"]["inputs"][0]["shape"][0] == 17
