@@ -369,31 +369,31 @@ def _accepting(op_names: tuple[str, ...], shape: tuple[int, ...]) -> tuple[str, 
     return tuple(sorted(name for name in op_names if get_op(name).accepts(shape)))
 
 
-# The share of a default campaign's graphs that draw from the ops derived from torch's op database: the
-# rest draw the hand-written ops alone, so the derived ops (more than twice as many) do not crowd out the
-# reviewed ops and their motifs, and the backends without a twin for a derived op (jax has one for a
-# third of them) still judge most graphs. A campaign given its ops (--ops) draws them all alike.
+# The share of graphs that draw from the ops derived from torch's op database where the campaign has both
+# kinds: the rest draw the hand-written ops alone, so the derived ops (more than twice as many) do not
+# crowd out the reviewed ops and their motifs, and the backends without a twin for a derived op (jax
+# has one for a third of them) still judge most graphs.
 DERIVED_GRAPH_SHARE = 0.3
 
 
-def _graph_pool(draw, ops: dict[str, OpDef], steer: Focus | None, derived_share: float | None) -> dict[str, OpDef]:
-    """The ops this graph draws from: all of `ops` in `derived_share` of graphs (None: in all), else
-    the hand-written ones (with the steered op, whatever it is)."""
+def _graph_pool(draw, ops: dict[str, OpDef], steer: Focus | None) -> dict[str, OpDef]:
+    """The ops this graph draws from: all of `ops` in DERIVED_GRAPH_SHARE of graphs, else the
+    hand-written ones (with the steered op, whatever it is)."""
     hand_written = {name: op for name, op in ops.items() if op.family != DERIVED_FAMILY}
-    if derived_share is None or len(hand_written) in (0, len(ops)) or draw(st.floats(0, 1)) < derived_share:
+    if len(hand_written) in (0, len(ops)) or draw(st.floats(0, 1)) < DERIVED_GRAPH_SHARE:
         return ops
     return {**hand_written, **({steer.op: ops[steer.op]} if steer else {})}
 
 
 @st.composite
 def graphs(draw, op_names: tuple[str, ...] | None = None, max_nodes: int = 8, regimes: tuple[Regime, ...] = REGIMES,
-           focus: Callable[[], Focus | None] = lambda: None, derived_share: float | None = None) -> Graph:
+           focus: Callable[[], Focus | None] = lambda: None) -> Graph:
     """`focus()`: the Focus of the graph drawn now, or None for the plain mix (CaseGenerator.case). No
     `op_names`: the float ops (a comparison's bool fed to a float-only op is no graph a float campaign draws)."""
     ops = {name: get_op(name) for name in (op_names or float_op_names())}
     steer = focus()
     steer = steer if steer is not None and steer.op in ops else None
-    ops = _graph_pool(draw, ops, steer, derived_share)
+    ops = _graph_pool(draw, ops, steer)
     allowed = {regime.name: regime for regime in regimes}
     regime = allowed[steer.regime] if steer and steer.regime in allowed else _draw_regime(draw, regimes)
     if regime.programs:
@@ -444,8 +444,8 @@ def graphs(draw, op_names: tuple[str, ...] | None = None, max_nodes: int = 8, re
 
 @st.composite
 def cases(draw, op_names: tuple[str, ...] | None = None, max_nodes: int = 8, regimes: tuple[Regime, ...] = REGIMES,
-          focus: Callable[[], Focus | None] = lambda: None, derived_share: float | None = None) -> Case:
-    graph = draw(graphs(op_names, max_nodes, regimes, focus, derived_share))
+          focus: Callable[[], Focus | None] = lambda: None) -> Case:
+    graph = draw(graphs(op_names, max_nodes, regimes, focus))
     seed = draw(st.integers(0, 2**31 - 1))
     profiles, steer = regime_profiles(graph, seed), focus()
     if steer is not None and steer.profile and graph.nodes[0].op == steer.op:
@@ -458,16 +458,14 @@ class CaseGenerator:
 
     BUFFER_BYTES = 8192
 
-    def __init__(self, op_names: list[str] | None = None, max_nodes: int = 8, regimes: tuple[Regime, ...] = REGIMES,
-                 derived_share: float | None = None):
+    def __init__(self, op_names: list[str] | None = None, max_nodes: int = 8, regimes: tuple[Regime, ...] = REGIMES):
         self.op_names = tuple(op_names) if op_names else None
         self.max_nodes = max_nodes
-        self.derived_share = derived_share
         self._drawn: list[Case] = []
         self._focus: Focus | None = None
 
         @settings(database=None, deadline=None, suppress_health_check=list(HealthCheck))
-        @given(cases(self.op_names, max_nodes, regimes, lambda: self._focus, derived_share))
+        @given(cases(self.op_names, max_nodes, regimes, lambda: self._focus))
         def capture(case):
             self._drawn.append(case)
 

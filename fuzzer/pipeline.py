@@ -28,7 +28,7 @@ from fuzzer.check import CaseResult, Finding, check_case, still_fails_predicate
 from fuzzer.localize import NodeIsolation
 from fuzzer.errors import DevicePoisoned, DiskFull, InternalError, UserError, fills_disk, poisons_device
 from fuzzer.execute import ERROR, OK, UNSUPPORTED, run_backend
-from fuzzer.generate import DERIVED_GRAPH_SHARE, CaseGenerator
+from fuzzer.generate import CaseGenerator
 from fuzzer.regimes import Regime, parse_regime_list
 from fuzzer.regions import focus_of, graph_regions
 from fuzzer.ir import Case
@@ -105,8 +105,7 @@ def all_exact(backends: list[Backend]) -> bool:
 
 def case_generator(config: WorkerConfig, backends: list[Backend]) -> CaseGenerator:
     """The campaign's case stream: its ops (those every backend supports), size and regimes."""
-    return CaseGenerator(campaign_ops(config.ops, backends), config.max_nodes, campaign_regimes(config, backends),
-                         None if config.ops else DERIVED_GRAPH_SHARE)
+    return CaseGenerator(campaign_ops(config.ops, backends), config.max_nodes, campaign_regimes(config, backends))
 
 
 def campaign_regimes(config: WorkerConfig, backends: list[Backend]) -> tuple[Regime, ...]:
@@ -165,8 +164,7 @@ class CaseDrawer:
             return self._single[source.op].case(seed + 1)
         if source.tier == SMALL:
             if self._small is None:
-                self._small = CaseGenerator(self.ops, min(SMALL_NODES, self.config.max_nodes), self.regimes,
-                                            self.whole.derived_share)
+                self._small = CaseGenerator(self.ops, min(SMALL_NODES, self.config.max_nodes), self.regimes)
             return self._small.case(seed + 2)
         return self.whole.case(seed, focus_of(source.focus) if source.focus else None)
 

@@ -16,7 +16,7 @@ from fuzzer.check import check_case
 from fuzzer.cli import main
 from fuzzer.corpus import Corpus
 from fuzzer.errors import OpUnsupported, UserError
-from fuzzer.generate import DERIVED_GRAPH_SHARE, CaseGenerator
+from fuzzer.generate import CaseGenerator
 from fuzzer.ir import Case, Graph, Node, TensorSpec
 from fuzzer.ops import derived, get_op, parse_op_list, registry
 from fuzzer.ops.derived import table
@@ -186,7 +186,7 @@ def test_a_default_campaign_draws_derived_ops_in_a_share_of_its_graphs(cache):
     backends = [get_backend(name) for name in ("torch-eager:cpu:float32", "jax-jit:cpu:float32")]
     ops = campaign_ops(None, backends)
     assert ERFCX in ops and "conv2d" in ops
-    generator = CaseGenerator(ops, max_nodes=4, derived_share=DERIVED_GRAPH_SHARE)
+    generator = CaseGenerator(ops, max_nodes=4)
     with_derived = [any(node.op in derived.derived_registry() for node in generator.case(seed).graph.nodes) for seed in range(40)]
     # DERIVED_GRAPH_SHARE (0.3) of the graphs may draw them; the rest keep the hand-written ops alone.
     assert 3 <= sum(with_derived) <= 24, sum(with_derived)
