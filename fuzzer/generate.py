@@ -27,7 +27,6 @@ from fuzzer.ir import Case, Graph, Node, TensorSpec
 from fuzzer.layouts import CONTIGUOUS, layouts_for
 from fuzzer.ops import OpDef, float_op_names, get_op
 from fuzzer.ops._common import DIMS, numel
-from fuzzer.ops.derived.ops import FAMILY as DERIVED_FAMILY
 from fuzzer.ops.matmul import TILE_EDGE_SIZES
 from fuzzer.regimes import REGIMES, Regime
 from fuzzer.region_keys import drawn_regions
@@ -369,22 +368,6 @@ def _accepting(op_names: tuple[str, ...], shape: tuple[int, ...]) -> tuple[str, 
     return tuple(sorted(name for name in op_names if get_op(name).accepts(shape)))
 
 
-# The share of graphs that draw from the ops derived from torch's op database where the campaign has both
-# kinds: the rest draw the hand-written ops alone, so the derived ops (more than twice as many) do not
-# crowd out the reviewed ops and their motifs, and the backends without a twin for a derived op (jax
-# has one for a third of them) still judge most graphs.
-DERIVED_GRAPH_SHARE = 0.3
-
-
-def _graph_pool(draw, ops: dict[str, OpDef], steer: Focus | None) -> dict[str, OpDef]:
-    """The ops this graph draws from: all of `ops` in DERIVED_GRAPH_SHARE of graphs, else the
-    hand-written ones (with the steered op, whatever it is)."""
-    hand_written = {name: op for name, op in ops.items() if op.family != DERIVED_FAMILY}
-    if len(hand_written) in (0, len(ops)) or draw(st.floats(0, 1)) < DERIVED_GRAPH_SHARE:
-        return ops
-    return {**hand_written, **({steer.op: ops[steer.op]} if steer else {})}
-
-
 @st.composite
 def graphs(draw, op_names: tuple[str, ...] | None = None, max_nodes: int = 8, regimes: tuple[Regime, ...] = REGIMES,
            focus: Callable[[], Focus | None] = lambda: None) -> Graph:
@@ -393,7 +376,6 @@ def graphs(draw, op_names: tuple[str, ...] | None = None, max_nodes: int = 8, re
     ops = {name: get_op(name) for name in (op_names or float_op_names())}
     steer = focus()
     steer = steer if steer is not None and steer.op in ops else None
-    ops = _graph_pool(draw, ops, steer)
     allowed = {regime.name: regime for regime in regimes}
     regime = allowed[steer.regime] if steer and steer.regime in allowed else _draw_regime(draw, regimes)
     if regime.programs:

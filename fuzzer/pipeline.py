@@ -82,14 +82,8 @@ def seed_for(campaign_seed: int, index: int) -> int:
 
 def campaign_ops(requested: list[str] | None, backends: list[Backend]) -> list[str]:
     """The ops a campaign draws from: those requested (default: all) that every backend supports,
-    so a plugin declaring a few ops gets graphs it can run. The default takes the ops derived from
-    torch's op database too where their table is here already (shipped for the release it was built
-    on, or built before by `fuzz ops --rebuild-derived`): a default campaign never starts a build."""
-    from fuzzer.ops.derived import derived_registry
-
+    so a plugin declaring a few ops gets graphs it can run."""
     supported = all_ops_supported_by(backends)
-    if requested is None:
-        supported += [name for name in sorted(derived_registry()) if all(b.supports(name) for b in backends)]
     # A requested derived op (fuzzer/ops/derived/) is outside registry(), which all_ops_supported_by walks.
     ops = [op for op in (requested or supported) if op in supported or all(b.supports(op) for b in backends)]
     if not ops:

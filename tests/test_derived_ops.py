@@ -21,7 +21,6 @@ from fuzzer.ir import Case, Graph, Node, TensorSpec
 from fuzzer.ops import derived, get_op, parse_op_list, registry
 from fuzzer.ops.derived import table
 from fuzzer.ops.derived.ops import NUMPY, derived_ops, reference_source
-from fuzzer.pipeline import campaign_ops
 from fuzzer.plugins import _LOADED
 
 SHIPPED = table.SHIPPED_DIR / "torch-2.13.0.json"
@@ -180,21 +179,3 @@ def test_as_strided_of_a_view_reads_the_views_values_not_its_bases_storage(cache
     case = Case(graph, {"x0": np.array([1.0, 0.0, 0.0, 0.0, 0.0, 0.0])}, seed=0)
     result = check_case(case, [get_backend(b) for b in ("torch-eager:cpu:float32", "torch-layout:cpu:float32")])
     assert result.verdict == verdicts.AGREE and not result.findings, result.verdicts
-
-
-def test_a_default_campaign_draws_derived_ops_in_a_share_of_its_graphs(cache):
-    backends = [get_backend(name) for name in ("torch-eager:cpu:float32", "jax-jit:cpu:float32")]
-    ops = campaign_ops(None, backends)
-    assert ERFCX in ops and "conv2d" in ops
-    generator = CaseGenerator(ops, max_nodes=4)
-    with_derived = [any(node.op in derived.derived_registry() for node in generator.case(seed).graph.nodes) for seed in range(40)]
-    # DERIVED_GRAPH_SHARE (0.3) of the graphs may draw them; the rest keep the hand-written ops alone.
-    assert 3 <= sum(with_derived) <= 24, sum(with_derived)
-
-
-def test_a_default_campaign_without_a_table_for_its_release_draws_hand_written_ops_and_builds_nothing(cache, monkeypatch):
-    monkeypatch.setattr(table, "SHIPPED_DIR", cache / "nothing-shipped")
-    derived.forget()
-    ops = campaign_ops(None, [get_backend("torch-eager:cpu:float32")])
-    assert "conv2d" in ops and not any(name.startswith("torch.") for name in ops)
-    assert not cache.exists()  # no table was built into the user's cache

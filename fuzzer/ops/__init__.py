@@ -227,7 +227,7 @@ def known_op_names() -> set[str]:
 
 def parse_op_list(text: str | None) -> list[str]:
     """'conv2d,layer_norm' -> validated names; None or '' -> all hand-written and plugin ops; the word
-    `derived` stands for every op derived from torch's op database (fuzzer/ops/derived/)."""
+    `derived` stands for every op derived from torch's op database (opt-in, fuzzer/ops/derived/)."""
     if not text:
         return sorted(registry())
     names = [n.strip() for n in text.split(",") if n.strip()]
