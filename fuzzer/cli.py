@@ -274,7 +274,7 @@ def main():
                    "0 keeps the libraries' defaults. Use more workers rather than more threads.")
 @click.option("--memory-limit", type=bounded("memory_limit_mb"), metavar="MB",
               help="Address-space limit per worker, at most the shell's hard limit (ulimit -Hv); 0 for none of ours. "
-                   "[default: 80% of this machine's memory divided by --workers, at least 4096, within the hard "
+                   "[default: 80% of this machine's memory divided by --workers, at least 4096 + 512 a core (threads' malloc arenas), within the hard "
                    "limit; none with GPU backends, whose drivers reserve address space]")
 @click.option("--recycle-memory", type=bounded("recycle_rss_mb"), default=3000, show_default=True, metavar="MB",
               help="Replace a worker whose peak memory passed this (compiled-graph caches grow over long campaigns).")

@@ -85,14 +85,21 @@ def within_hard_limit(limit_mb: int | None) -> int | None:
     return min(limit_mb, hard // 2**20)
 
 
+def address_space_floor_mb() -> int:
+    """The least address space a worker gets: torch and jax imported take ~2 GB of it, and each thread
+    glibc gives a malloc arena reserves 64 MB (up to 8 arenas a core). On 16 cores, 14 workers' 7 GB
+    shares made oneDNN fail ("could not create a primitive") and XLA abort on 1-element graphs."""
+    return 4096 + 512 * (os.cpu_count() or 1)
+
+
 def default_memory_limit_mb(workers: int, backends: list) -> int | None:
-    """A worker's address-space limit: its share of 80% of the machine's memory, at least 4 GB (torch and
-    jax imported take ~2 GB of address space), within the shell's hard limit. None with a GPU backend:
-    CUDA reserves address space at start."""
+    """A worker's address-space limit: its share of 80% of the machine's memory, at least
+    address_space_floor_mb (address space, not memory: reserved, mostly never touched), within the
+    shell's hard limit. None with a GPU backend: CUDA reserves address space at start."""
     if any(backend.device != "cpu" for backend in backends):
         return None
     total_mb = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2**20
-    return within_hard_limit(max(4096, int(total_mb * 0.8 / max(1, workers))))
+    return within_hard_limit(max(address_space_floor_mb(), int(total_mb * 0.8 / max(1, workers))))
 
 
 def require_within_hard_limit(memory_limit_mb: int) -> None:

@@ -341,12 +341,14 @@ def test_deeply_nested_json_is_refused(tmp_path, db, depth):
 def test_default_memory_limit_is_a_share_of_the_machine(tmp_path):
     from fuzzer.backends import get_backend
     from fuzzer.cli import default_memory_limit_mb
+    from fuzzer.workers import address_space_floor_mb
 
     total_mb = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2**20
-    cpu = [get_backend(TORCH)]
-    assert default_memory_limit_mb(1, cpu) == max(4096, int(total_mb * 0.8))
-    assert default_memory_limit_mb(1000, cpu) == 4096
-    assert default_memory_limit_mb(2, cpu) <= max(4096, total_mb // 2)
+    cpu, floor = [get_backend(TORCH)], address_space_floor_mb()
+    assert floor >= 4096 + 512 * os.cpu_count()  # the malloc arenas of a many-core machine's threads
+    assert default_memory_limit_mb(1, cpu) == max(floor, int(total_mb * 0.8))
+    assert default_memory_limit_mb(1000, cpu) == floor
+    assert default_memory_limit_mb(2, cpu) <= max(floor, total_mb // 2)
 
 
 # -- exit codes: one row of the README's table each ---------------------------------------------------
