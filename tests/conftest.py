@@ -1,8 +1,10 @@
 """Shared fixtures. Everything here is real: real torch, jax, sqlite files; no mocks."""
 
 import contextlib
+import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -86,3 +88,28 @@ def _read_only(path: Path):
 def read_only():
     """`with read_only(path):` makes `path` unwritable for the block."""
     return _read_only
+
+
+FUZZ = str(Path(sys.executable).with_name("fuzz"))
+
+
+def fuzz(*args) -> subprocess.CompletedProcess:
+    return subprocess.run([FUZZ, *map(str, args)], capture_output=True, text=True, timeout=600)
+
+
+def _planted_fault_campaign(db: Path, plugin: str, backend: str, ops: str, max_cases: int, shrink_time: int):
+    """`fuzz run` of `backend` (a plugin's planted fault) restricted to `ops`, which must exit 1; returns
+    (the signatures of every stored case, the op sequence of the first shrunk case)."""
+    result = fuzz("run", "--db", db, "--plugin", plugin, "--backends", backend, "--ops", ops, "--max-cases", max_cases,
+                  "--workers", 1, "--shrink-time", shrink_time, "--seed", 0, "--json")
+    assert result.returncode == 1, result.stderr[-2000:]
+    rows = json.loads(fuzz("list", "--cases", "--db", db, "--json").stdout)
+    shrunk = json.loads(fuzz("show", "--db", db, min(r["id"] for r in rows if r["shrunk_from"]), "--json").stdout)
+    return {row["signature"] for row in rows}, shrunk
+
+
+@pytest.fixture
+def planted_fault_campaign(tmp_path):
+    """`planted_fault_campaign(plugin, backend, ops, max_cases, shrink_time)` -> (signatures, shrunk case as
+    `fuzz show --json` gives it): the short campaign the planted-fault tests share."""
+    return lambda *args: _planted_fault_campaign(tmp_path / "fuzz.db", *args)

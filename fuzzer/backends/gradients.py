@@ -173,7 +173,9 @@ def torch_rounded_gradient():
 
 
 def torch_eager_gradients(case: Case, dtype: str, noise: tuple[str, int] | None = None,
-                          parameters: bool = False, device: str = "cpu") -> list[np.ndarray]:
+                          parameters: bool = False, device: str = "cpu", differentiate=None) -> list[np.ndarray]:
+    """The gradient outputs by eager autograd: `differentiate(fn, args)` (default torch_outputs_and_gradients)
+    returns the outputs, then what it derives from them (second_order.py: first and second order)."""
     import torch
 
     names = differentiated(case, parameters)
@@ -193,7 +195,7 @@ def torch_eager_gradients(case: Case, dtype: str, noise: tuple[str, int] | None 
         return interpret(case.graph, {spec.name: arrays[spec.name] for spec in case.graph.inputs}, weights, impl_for)
 
     with torch.enable_grad():
-        results = torch_outputs_and_gradients(graph_fn, [tensors[name] for name in names])
+        results = (differentiate or torch_outputs_and_gradients)(graph_fn, [tensors[name] for name in names])
     return [grad.detach().to("cpu", torch.float64).numpy() for grad in results[len(case.graph.outputs):]]
 
 
@@ -227,7 +229,7 @@ def jax_rounded_gradient(jax):
 
 
 def jax_eager_gradients(case: Case, dtype: str, noise: tuple[str, int] | None = None,
-                        device: str = "cpu") -> list[np.ndarray]:
+                        device: str = "cpu", differentiate=None) -> list[np.ndarray]:
     from fuzzer.backends.jax_eager import import_jax
 
     jax = import_jax()
@@ -245,5 +247,5 @@ def jax_eager_gradients(case: Case, dtype: str, noise: tuple[str, int] | None = 
         return interpret(case.graph, xs, weights, impl_for)
 
     with jax.default_device(jax.devices(device)[0]):
-        results = jax_outputs_and_gradients(graph_fn, {name: as_dtype(inputs[name]) for name in names}, names)
+        results = (differentiate or jax_outputs_and_gradients)(graph_fn, {name: as_dtype(inputs[name]) for name in names}, names)
     return [np.asarray(grad, dtype=np.float64) for grad in results[len(case.graph.outputs):]]
