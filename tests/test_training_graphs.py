@@ -1,0 +1,63 @@
+"""Training-graph features (issue 54, items 2-4): double backward (fuzzer/backends/second_order.py),
+judged against float64 eager double backward, and short campaigns that find faults planted only
+there (tests/plugins/training_faults.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fuzzer import verdicts
+from fuzzer.arrays import materialize
+from fuzzer.backends import get_backend
+from fuzzer.backends.gradients import cotangent, torch_eager_gradients
+from fuzzer.backends.second_order import torch_double_backward
+from fuzzer.check import check_case
+from fuzzer.ir import Graph, Node, TensorSpec
+from fuzzer.ops import registry
+
+PLUGIN = str(Path(__file__).parent / "plugins" / "training_faults.py")
+
+
+def one_op(op: str, *inputs: str, shape=(2, 3)) -> Graph:
+    return Graph([TensorSpec(name, shape) for name in dict.fromkeys(inputs)], [Node("n0", op, inputs, {})], ["n0"])
+
+
+def test_the_second_order_output_is_the_gradient_of_the_gradient_norm():
+    """sin: g = c cos x, N = 1/2 sum (c cos x)^2, dN/dx = -c^2 sin x cos x (the math, not autograd's word)."""
+    case = materialize(one_op("sin", "x"), 0)
+    x, c = case.arrays["x"], cotangent(0, (2, 3))
+    gradient, second = torch_eager_gradients(case, "float64", differentiate=torch_double_backward)
+    np.testing.assert_allclose(gradient, c * np.cos(x), rtol=1e-12)
+    np.testing.assert_allclose(second, -c * c * np.sin(x) * np.cos(x), rtol=1e-12, atol=1e-15)
+
+
+def test_a_second_derivative_autograd_gives_as_a_zero_tensor_is_zeros():
+    """abs: autograd's second derivative is a ZeroTensor, which numpy cannot take."""
+    case = materialize(one_op("abs", "x"), 0)
+    assert not torch_eager_gradients(case, "float64", differentiate=torch_double_backward)[1].any()
+
+
+def test_jax_double_grad_agrees_and_returns_outputs_gradients_and_second_order():
+    case = materialize(Graph([TensorSpec("x", (3, 4))], [Node("n0", "tanh", ["x"], {}), Node("n1", "mul", ["n0", "x"], {})], ["n1"]), 0)
+    backend = get_backend("jax-double-grad:cpu:float32")
+    assert [out.shape for out in backend.run(case)] == [(3, 4)] * 3
+    assert check_case(case, [backend]).verdict == verdicts.AGREE
+
+
+def test_an_op_without_a_second_derivative_declares_it_and_is_not_drawn_there():
+    undeclared = sorted(name for name, op in registry().items() if not op.second_order)
+    assert undeclared == ["hardsigmoid"]
+    with pytest.raises(RuntimeError, match="not implemented"):  # the declaration is torch's fact, checked
+        torch_eager_gradients(materialize(one_op("hardsigmoid", "x"), 0), "float64", differentiate=torch_double_backward)
+    for kind in ("torch-compile-double-grad", "jax-double-grad"):
+        assert not get_backend(kind).supports("hardsigmoid") and get_backend(kind).supports("sin")
+
+
+@pytest.mark.slow
+def test_a_short_campaign_finds_a_double_backward_that_drops_its_second_order_term(planted_fault_campaign):
+    signatures, shrunk = planted_fault_campaign(PLUGIN, "fault-double-grad-sin", "sin", 1, 20)
+    assert signatures == {"mismatch | fault-double-grad-sin | sin@double-vjp"}
+    assert [node["op"] for node in shrunk["graph"]["nodes"]] == ["sin"]
