@@ -1,6 +1,7 @@
 """Training-graph features (issue 54, items 2-4): double backward (fuzzer/backends/second_order.py),
-judged against float64 eager double backward, and short campaigns that find faults planted only
-there (tests/plugins/training_faults.py)."""
+judged against float64 eager double backward; custom autograd.Function nodes (fuzzer/ops/autograd_function.py),
+judged against the plain op's autograd; and short campaigns that find faults planted only there
+(tests/plugins/training_faults.py)."""
 
 from __future__ import annotations
 
@@ -12,11 +13,13 @@ import pytest
 from fuzzer import verdicts
 from fuzzer.arrays import materialize
 from fuzzer.backends import get_backend
-from fuzzer.backends.gradients import cotangent, torch_eager_gradients
+from fuzzer.backends.gradients import cotangent, torch_eager_gradients, torch_outputs_and_gradients
 from fuzzer.backends.second_order import torch_double_backward
 from fuzzer.check import check_case
 from fuzzer.ir import Graph, Node, TensorSpec
-from fuzzer.ops import registry
+from fuzzer.ops import get_op, registry
+from fuzzer.ops.autograd_function import WRAPPED
+from fuzzer.plugins import load_plugins
 
 PLUGIN = str(Path(__file__).parent / "plugins" / "training_faults.py")
 
@@ -61,3 +64,36 @@ def test_a_short_campaign_finds_a_double_backward_that_drops_its_second_order_te
     signatures, shrunk = planted_fault_campaign(PLUGIN, "fault-double-grad-sin", "sin", 1, 20)
     assert signatures == {"mismatch | fault-double-grad-sin | sin@double-vjp"}
     assert [node["op"] for node in shrunk["graph"]["nodes"]] == ["sin"]
+
+
+@pytest.mark.parametrize("op", WRAPPED)
+def test_a_custom_function_s_backward_from_the_math_equals_autograd_of_the_plain_op(op):
+    """Broadcast operands summed back to their shapes, and one tensor as both operands (two contributions)."""
+    import torch
+
+    custom, plain = get_op(f"custom_grad_{op}"), get_op(op)
+    assert custom.custom_gradient_of == op and custom.reference is plain.reference
+    x = torch.rand(2, 3, 3, dtype=torch.float64) + 0.5
+    operand_sets = [[x]] if plain.arity == (1, 1) else [[x, x[:1, :, :]], [x, x]]
+    for operands in operand_sets:
+        ours = torch_outputs_and_gradients(lambda *xs: [custom.torch(list(xs), {}, {})], operands)
+        stock = torch_outputs_and_gradients(lambda *xs: [plain.torch(list(xs), {}, {})], operands)
+        for a, b in zip(ours, stock):
+            torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
+
+
+def test_a_custom_function_given_one_tensor_twice_is_judged_against_the_plain_op_s_gradient():
+    load_plugins([PLUGIN])
+    backend = get_backend("fault-custom-grad-twice")
+    twice, distinct = one_op("custom_grad_mul", "x", "x"), one_op("custom_grad_mul", "x", "y")
+    assert check_case(materialize(twice, 0), [backend]).verdict == verdicts.MISMATCH
+    assert check_case(materialize(distinct, 0), [backend]).verdict == verdicts.AGREE
+    assert not get_backend("torch-compile-double-grad").supports("custom_grad_mul"), "pytorch#193279"
+
+
+@pytest.mark.slow
+def test_a_short_campaign_finds_a_custom_function_that_halves_its_gradient_given_one_tensor_twice(planted_fault_campaign):
+    signatures, shrunk = planted_fault_campaign(PLUGIN, "fault-custom-grad-twice", "custom_grad_mul", 20, 20)
+    assert signatures == {"mismatch | fault-custom-grad-twice | custom_grad_mul@vjp"}
+    [node] = shrunk["graph"]["nodes"]
+    assert node["op"] == "custom_grad_mul" and node["inputs"][0] == node["inputs"][1]

@@ -182,7 +182,8 @@ def torch_eager_gradients(case: Case, dtype: str, noise: tuple[str, int] | None 
     tensor = lambda array: torch.from_numpy(np.array(array, dtype=np.float64)).to(device, getattr(torch, dtype))  # noqa: E731
     tensors = {name: tensor(value) for name, value in case.arrays.items()}
 
-    impl_for = lambda op: get_op(op).impl("torch")  # noqa: E731
+    # A custom autograd.Function node is differentiated as the op it wraps: the reference shares none of our backward.
+    impl_for = lambda op: get_op(get_op(op).custom_gradient_of or op).impl("torch")  # noqa: E731
     if noise:
         impl_for = rounded_op_outputs(impl_for, noise[0], noise[1], lambda values, like: torch.as_tensor(values, dtype=like.dtype),
                                       torch_rounded_gradient())

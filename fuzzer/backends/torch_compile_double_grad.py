@@ -31,7 +31,10 @@ class TorchCompileDoubleGrad(TorchCompileGrad):
     cpu_compile_weight = 2 * TorchCompileGrad.cpu_compile_weight
 
     def supports(self, op_name: str) -> bool:
-        return get_op(op_name).second_order and super().supports(op_name)
+        # Not a custom autograd.Function node: dynamo drops its backward under torch.func.grad (pytorch#193279,
+        # still in torch 2.13) and differentiates the forward instead, so that backward would go untested here.
+        op = get_op(op_name)
+        return op.second_order and not op.custom_gradient_of and super().supports(op_name)
 
     def _traced_function(self, graph: Graph, impls: dict):
         import torch

@@ -4,6 +4,10 @@ every region but its own.
 - fault-double-grad-sin: torch.compile of a double backward through a sin whose derivative is a
   constant of the backward (a first-order Taylor step around the detached input): its gradient is
   right, the gradient of that gradient drops its second-order term.
+- fault-custom-grad-twice: eager autograd (torch-module-grad) of a custom autograd.Function mul that
+  halves its gradients when it is given one tensor as both operands (pytorch#183604). Eager, not
+  compiled: dynamo refuses an autograd.Function given one tensor twice (a graph break, "duplicate
+  tensor input", torch 2.13), so torch-compile-grad gives no verdict on such a graph.
 """
 
 import torch
@@ -15,6 +19,28 @@ def sin_dropping_its_second_order_term(xs, ps, attrs):
     return torch.sin(at) + torch.cos(at) * (x - at)  # = sin(x), d/dx = cos(x) taken as a constant
 
 
+class MulHalvedWhenGivenOneTensorTwice(torch.autograd.Function):
+    @staticmethod
+    def forward(a, b):
+        return a * b
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(*inputs)
+        ctx.scale = 0.5 if inputs[0] is inputs[1] else 1.0
+
+    @staticmethod
+    def backward(ctx, grad):
+        a, b = ctx.saved_tensors
+        return (ctx.scale * grad * b).sum_to_size(a.shape), (ctx.scale * grad * a).sum_to_size(b.shape)
+
+
+def mul_halved_when_given_one_tensor_twice(xs, ps, attrs):
+    return MulHalvedWhenGivenOneTensorTwice.apply(*xs)
+
+
 def register(api):
     api.derive_backend("fault-double-grad-sin", base="torch-compile-double-grad:cpu:float32",
                        overrides={"sin": sin_dropping_its_second_order_term})
+    api.derive_backend("fault-custom-grad-twice", base="torch-module-grad:cpu:float32",
+                       overrides={"custom_grad_mul": mul_halved_when_given_one_tensor_twice})
