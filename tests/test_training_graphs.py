@@ -1,6 +1,8 @@
 """Training-graph features (issue 54, items 2-4): double backward (fuzzer/backends/second_order.py),
 judged against float64 eager double backward; custom autograd.Function nodes (fuzzer/ops/autograd_function.py),
-judged against the plain op's autograd; and short campaigns that find faults planted only there
+judged against the plain op's autograd; autocast regions (fuzzer/backends/torch_compile_autocast_grad.py)
+with nested autocast(enabled=False) regions (fuzzer/ops/autocast_region.py), judged in the dtype autocast
+chose for each op; and short campaigns that find faults planted only there
 (tests/plugins/training_faults.py)."""
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from fuzzer.arrays import materialize
 from fuzzer.backends import get_backend
 from fuzzer.backends.gradients import cotangent, torch_eager_gradients, torch_outputs_and_gradients
 from fuzzer.backends.second_order import torch_double_backward
+from fuzzer.backends.torch_compile_autocast_grad import autocast_choices
 from fuzzer.check import check_case
 from fuzzer.ir import Graph, Node, TensorSpec
 from fuzzer.ops import get_op, registry
@@ -97,3 +100,19 @@ def test_a_short_campaign_finds_a_custom_function_that_halves_its_gradient_given
     assert signatures == {"mismatch | fault-custom-grad-twice | custom_grad_mul@vjp"}
     [node] = shrunk["graph"]["nodes"]
     assert node["op"] == "custom_grad_mul" and node["inputs"][0] == node["inputs"][1]
+
+
+def test_the_dtype_autocast_chose_is_read_from_an_autocast_run_and_a_nested_disabled_region_keeps_float32():
+    graph = Graph([TensorSpec("x", (2, 3)), TensorSpec("w", (3, 4))],
+                  [Node("n0", "matmul", ["x", "w"], {}), Node("n1", "sin", ["n0"], {}),
+                   Node("n2", "autocast_off_matmul", ["x", "w"], {}), Node("n3", "tanh", ["n2"], {})], ["n1", "n3"])
+    assert autocast_choices(materialize(graph, 0), "cpu", "bfloat16") == {
+        "matmul": "bfloat16", "sin": "bfloat16", "autocast_off_matmul": "float32", "tanh": "float32"}
+
+
+@pytest.mark.long  # compiles a graph and its shrunk candidates under autocast: ~2 minutes on a loaded 2-core machine
+def test_a_short_campaign_finds_a_disabled_autocast_region_ignored_in_backward(planted_fault_campaign):
+    backend = "fault-autocast-off-ignored-in-backward"
+    signatures, shrunk = planted_fault_campaign(PLUGIN, backend, "autocast_off_matmul", 1, 30)
+    assert signatures == {f"mismatch | {backend} | autocast_off_matmul@autocast-vjp"}
+    assert [node["op"] for node in shrunk["graph"]["nodes"]] == ["autocast_off_matmul"]

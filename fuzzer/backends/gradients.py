@@ -59,25 +59,27 @@ def rounding_noise(rng: np.random.Generator, shape, dtype: str) -> np.ndarray:
     return oracle.ROUNDING_SLACK * oracle.UNIT_ROUNDOFF[dtype] * rng.uniform(-1.0, 1.0, shape)
 
 
-def rounded_op_outputs(impl_for, dtype: str, seed: int, as_array, rounded_gradient):
+def rounded_op_outputs(impl_for, dtype: str | dict, seed: int, as_array, rounded_gradient):
     """`impl_for` with every op's output multiplied by 1 + rounding_noise (a constant: autograd
     carries it into the backward pass too), modelling the rounding of each intermediate value,
     which moves a saturated softmax's or a cancelling sum's gradient far more than the inputs';
     and each operand's gradient, as the op hands it back, multiplied by its own 1 + rounding_noise
     (`rounded_gradient(x, factor)`: x forward, gradient * factor backward), modelling the rounding
     of each contribution before autograd sums them: div(x, x)'s two contributions, 1/x and -x/x^2,
-    cancel exactly in float64 and to an ulp of 1/x in float32, which no perturbation of values shows."""
+    cancel exactly in float64 and to an ulp of 1/x in float32, which no perturbation of values shows.
+    `dtype` may be {op name: dtype} where ops round in different dtypes (autocast's choice per op)."""
     rng = np.random.default_rng(seed)
 
-    def factor(like):
-        return as_array(1.0 + rounding_noise(rng, tuple(like.shape), dtype), like)
+    def factor(like, op_dtype):
+        return as_array(1.0 + rounding_noise(rng, tuple(like.shape), op_dtype), like)
 
     def impl(op_name):
         fn = impl_for(op_name)
+        op_dtype = dtype[op_name] if isinstance(dtype, dict) else dtype
 
         def run(xs, ps, attrs):
-            out = fn([rounded_gradient(x, factor(x)) for x in xs], ps, attrs)
-            return out * factor(out)
+            out = fn([rounded_gradient(x, factor(x, op_dtype)) for x in xs], ps, attrs)
+            return out * factor(out, op_dtype)
 
         return run
 
@@ -173,9 +175,10 @@ def torch_rounded_gradient():
 
 
 def torch_eager_gradients(case: Case, dtype: str, noise: tuple[str, int] | None = None,
-                          parameters: bool = False, device: str = "cpu", differentiate=None) -> list[np.ndarray]:
-    """The gradient outputs by eager autograd: `differentiate(fn, args)` (default torch_outputs_and_gradients)
-    returns the outputs, then what it derives from them (second_order.py: first and second order)."""
+                          parameters: bool = False, device: str = "cpu", differentiate=None,
+                          with_outputs: bool = False) -> list[np.ndarray]:
+    """The gradient outputs by eager autograd (`with_outputs`: the graph outputs first): `differentiate(fn, args)`
+    (default torch_outputs_and_gradients) returns the outputs, then what it derives from them (second_order.py)."""
     import torch
 
     names = differentiated(case, parameters)
@@ -197,7 +200,7 @@ def torch_eager_gradients(case: Case, dtype: str, noise: tuple[str, int] | None 
 
     with torch.enable_grad():
         results = (differentiate or torch_outputs_and_gradients)(graph_fn, [tensors[name] for name in names])
-    return [grad.detach().to("cpu", torch.float64).numpy() for grad in results[len(case.graph.outputs):]]
+    return [grad.detach().to("cpu", torch.float64).numpy() for grad in results[0 if with_outputs else len(case.graph.outputs):]]
 
 
 # -- jax --------------------------------------------------------------------------------

@@ -8,6 +8,9 @@ every region but its own.
   halves its gradients when it is given one tensor as both operands (pytorch#183604). Eager, not
   compiled: dynamo refuses an autograd.Function given one tensor twice (a graph break, "duplicate
   tensor input", torch 2.13), so torch-compile-grad gives no verdict on such a graph.
+- fault-autocast-off-ignored-in-backward: torch.compile under autocast of a nested
+  autocast(enabled=False) matmul whose backward runs in the outer region's dtype (pytorch#179804);
+  without autocast around it, its backward is float32 and right.
 """
 
 import torch
@@ -39,8 +42,34 @@ def mul_halved_when_given_one_tensor_twice(xs, ps, attrs):
     return MulHalvedWhenGivenOneTensorTwice.apply(*xs)
 
 
+class MatmulWithBackwardIn(torch.autograd.Function):
+    @staticmethod
+    def forward(a, b, backward_dtype):
+        return torch.matmul(a, b)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        a, b, ctx.backward_dtype = inputs
+        ctx.save_for_backward(a, b)
+
+    @staticmethod
+    def backward(ctx, grad):
+        a, b = (x.to(ctx.backward_dtype) for x in ctx.saved_tensors)
+        grad = grad.to(ctx.backward_dtype)
+        return (grad @ b.mT).float().sum_to_size(a.shape), (a.mT @ grad).float().sum_to_size(b.shape), None
+
+
+def matmul_region_ignored_in_backward(xs, ps, attrs):
+    device = xs[0].device.type
+    outer = torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else xs[0].dtype
+    with torch.autocast(device, enabled=False):
+        return MatmulWithBackwardIn.apply(*(x.float() for x in xs), outer)
+
+
 def register(api):
     api.derive_backend("fault-double-grad-sin", base="torch-compile-double-grad:cpu:float32",
                        overrides={"sin": sin_dropping_its_second_order_term})
     api.derive_backend("fault-custom-grad-twice", base="torch-module-grad:cpu:float32",
                        overrides={"custom_grad_mul": mul_halved_when_given_one_tensor_twice})
+    api.derive_backend("fault-autocast-off-ignored-in-backward", base="torch-compile-autocast-grad:cpu:float32",
+                       overrides={"autocast_off_matmul": matmul_region_ignored_in_backward})
