@@ -2,7 +2,7 @@
 judged against float64 eager double backward; custom autograd.Function nodes (fuzzer/ops/autograd_function.py),
 judged against the plain op's autograd; autocast regions (fuzzer/backends/torch_compile_autocast_grad.py)
 with nested autocast(enabled=False) regions (fuzzer/ops/autocast_region.py), judged in the dtype autocast
-chose for each op; and short campaigns that find faults planted only there
+chose for each op; subgradients at ties, which the perturbed honest runs keep; and short campaigns that find faults planted only there
 (tests/plugins/training_faults.py)."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from fuzzer.backends.gradients import cotangent, torch_eager_gradients, torch_ou
 from fuzzer.backends.second_order import torch_double_backward
 from fuzzer.backends.torch_compile_autocast_grad import autocast_choices
 from fuzzer.check import check_case
-from fuzzer.ir import Graph, Node, TensorSpec
+from fuzzer.ir import Case, Graph, Node, TensorSpec
 from fuzzer.ops import get_op, registry
 from fuzzer.ops.autograd_function import WRAPPED
 from fuzzer.plugins import load_plugins
@@ -116,3 +116,15 @@ def test_a_short_campaign_finds_a_disabled_autocast_region_ignored_in_backward(p
     signatures, shrunk = planted_fault_campaign(PLUGIN, backend, "autocast_off_matmul", 1, 30)
     assert signatures == {f"mismatch | {backend} | autocast_off_matmul@autocast-vjp"}
     assert [node["op"] for node in shrunk["graph"]["nodes"]] == ["autocast_off_matmul"]
+
+
+def test_a_wrong_subgradient_at_a_tie_is_a_mismatch_and_torch_s_own_agrees():
+    """maximum(x, y) where x == y: torch gives each operand half the gradient. The perturbed honest runs
+    move equal values alike (gradients.rounding_noise), so they keep the tie, and the allowance stays a
+    float32 one; when they broke it, it was the cotangent's size and a whole gradient to both passed."""
+    load_plugins([PLUGIN])
+    graph = Graph([TensorSpec("x", (2, 4)), TensorSpec("y", (2, 4))], [Node("n0", "maximum", ["x", "y"], {})], ["n0"])
+    x = np.array([[0.0, 1.0, -2.0, 3.0], [2.0, 2.0, 0.5, -1.0]])
+    case = Case(graph, {"x": x, "y": np.where([[1, 1, 0, 1], [1, 0, 1, 0]], x, -x)}, 0)
+    assert check_case(case, [get_backend("torch-module-grad:cpu:float32")]).verdict == verdicts.AGREE
+    assert check_case(case, [get_backend("fault-maximum-tie-gradient")]).verdict == verdicts.MISMATCH

@@ -11,6 +11,8 @@ every region but its own.
 - fault-autocast-off-ignored-in-backward: torch.compile under autocast of a nested
   autocast(enabled=False) matmul whose backward runs in the outer region's dtype (pytorch#179804);
   without autocast around it, its backward is float32 and right.
+- fault-maximum-tie-gradient: eager autograd (torch-module-grad) of a maximum that gives the whole
+  gradient to both operands where they tie, where torch's documented subgradient gives each half.
 """
 
 import torch
@@ -66,6 +68,13 @@ def matmul_region_ignored_in_backward(xs, ps, attrs):
         return MatmulWithBackwardIn.apply(*(x.float() for x in xs), outer)
 
 
+def maximum_whole_gradient_to_both_at_a_tie(xs, ps, attrs):
+    a, b = xs
+    tie = (a == b).detach()
+    # Forward: maximum. Backward: where they tie, d/da = d/db = 1 (a + b - (one of them, detached)).
+    return torch.where(tie, a + b - a.detach(), torch.maximum(a, b))
+
+
 def register(api):
     api.derive_backend("fault-double-grad-sin", base="torch-compile-double-grad:cpu:float32",
                        overrides={"sin": sin_dropping_its_second_order_term})
@@ -73,3 +82,5 @@ def register(api):
                        overrides={"custom_grad_mul": mul_halved_when_given_one_tensor_twice})
     api.derive_backend("fault-autocast-off-ignored-in-backward", base="torch-compile-autocast-grad:cpu:float32",
                        overrides={"autocast_off_matmul": matmul_region_ignored_in_backward})
+    api.derive_backend("fault-maximum-tie-gradient", base="torch-module-grad:cpu:float32",
+                       overrides={"maximum": maximum_whole_gradient_to_both_at_a_tie})
