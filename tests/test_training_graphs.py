@@ -7,6 +7,8 @@ chose for each op; subgradients at ties, which the perturbed honest runs keep; a
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -23,6 +25,7 @@ from fuzzer.ir import Case, Graph, Node, TensorSpec
 from fuzzer.ops import get_op, registry
 from fuzzer.ops.autograd_function import WRAPPED
 from fuzzer.plugins import load_plugins
+from fuzzer.reproducer import build_script
 
 PLUGIN = str(Path(__file__).parent / "plugins" / "training_faults.py")
 
@@ -128,3 +131,21 @@ def test_a_wrong_subgradient_at_a_tie_is_a_mismatch_and_torch_s_own_agrees():
     case = Case(graph, {"x": x, "y": np.where([[1, 1, 0, 1], [1, 0, 1, 0]], x, -x)}, 0)
     assert check_case(case, [get_backend("torch-module-grad:cpu:float32")]).verdict == verdicts.AGREE
     assert check_case(case, [get_backend("fault-maximum-tie-gradient")]).verdict == verdicts.MISMATCH
+
+
+@pytest.mark.long  # a fresh-process compile each, 10-20 s; CI keeps the campaigns above
+@pytest.mark.parametrize("backend, op, inputs, exit_code", [
+    ("fault-double-grad-sin", "sin", ("x",), 1),
+    ("jax-double-grad:cpu:float32", "sin", ("x",), 0),
+    ("fault-autocast-off-ignored-in-backward", "autocast_off_matmul", ("x", "w"), 1),
+    ("torch-compile-autocast-grad:cpu:float32", "autocast_off_matmul", ("x", "w"), 0),
+])
+def test_a_new_kind_s_reproducer_runs_its_own_transformation(tmp_path, backend, op, inputs, exit_code):
+    """The script runs the double backward or the autocast region as the campaign did: exit 1 on a planted fault, 0 on the stock kind."""
+    load_plugins([PLUGIN])
+    shapes = {"x": (2, 3), "w": (3, 4)}
+    case = materialize(Graph([TensorSpec(name, shapes[name]) for name in inputs], [Node("n0", op, inputs, {})], ["n0"]), 0)
+    script = tmp_path / "repro.py"
+    script.write_text(build_script(case, get_backend(backend), "planted"))
+    ran = subprocess.run([sys.executable, script.name], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert ran.returncode == exit_code, ran.stdout[-2000:] + ran.stderr[-2000:]

@@ -12,6 +12,7 @@ from fuzzer.backends.jax_jit import JITTED
 from fuzzer.backends.second_order import jax_double_backward
 from fuzzer.ir import Case, Graph, interpret
 from fuzzer.ops import get_op
+from fuzzer.program_source import jax_program
 
 
 class JaxDoubleGrad(JaxGrad):
@@ -33,6 +34,22 @@ class JaxDoubleGrad(JaxGrad):
             return jax_double_backward(lambda xs: interpret(graph, xs, params, self.impl_for), inputs, names)
 
         return JITTED.get((self.name, graph.structure_key()), lambda: jax.jit(double_backward))
+
+    def reproducer_program(self, case: Case) -> tuple[list[str], str]:
+        # The campaign's own jax_double_backward, written out: the same vjp, cotangents and norm.
+        names = [spec.name for spec in case.graph.inputs]
+        transform = [
+            f"NAMES = {names!r}",
+            "",
+            "",
+            "def double_backward(*args):",
+            "    inputs, weights = dict(zip(NAMES, args)), args[len(NAMES):]",
+            "    # the outputs, the gradient of each graph input, then the gradients of their norm 1/2 sum ||g||^2",
+            "    return jax_double_backward(lambda xs: graph(*[xs[n] for n in NAMES], *weights), inputs, NAMES)",
+            "",
+            "",
+        ]
+        return jax_program(case, self, transform, "jax.jit(double_backward)(*args)", helpers=(jax_double_backward,))
 
     def eager_gradients(self, case: Case, dtype: str, noise=None, device: str = "cpu") -> list[np.ndarray]:
         return jax_eager_gradients(case, dtype, noise, device, differentiate=jax_double_backward)

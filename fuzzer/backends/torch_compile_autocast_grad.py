@@ -72,6 +72,17 @@ class TorchCompileAutocastGrad(TorchCompileGrad):
     def _traced_function(self, graph: Graph, impls: dict):
         return under_autocast(super()._traced_function(graph, impls), self.device, self.autocast_dtype)
 
+    def compile_source(self) -> str:
+        # The reproducer's program: the graph's forward in the same autocast region, compiled (its backward runs outside).
+        compiled = super().compile_source().replace("torch.compile(graph,", "torch.compile(autocast_graph,")
+        return "\n".join([
+            "def autocast_graph(*args):",
+            f"    with torch.autocast({self.device!r}, dtype=torch.{self.autocast_dtype}):",
+            "        return graph(*args)",
+            "",
+            "",
+            compiled])
+
     def _eager_run(self, case: Case, dtype: str, noise=None, autocast: bool = False) -> list[np.ndarray]:
         """The outputs and gradients by eager autograd in `dtype`; `autocast`: the forward in the autocast region."""
         region = (lambda fn, args: torch_outputs_and_gradients(under_autocast(fn, self.device, self.autocast_dtype), args)) \

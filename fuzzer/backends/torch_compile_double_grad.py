@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from fuzzer.backends.gradients import cotangent, torch_eager_gradients
+from fuzzer.backends.gradients import cotangent, differentiated, torch_eager_gradients
 from fuzzer.backends.second_order import torch_double_backward, torch_functional_double_backward
 from fuzzer.backends.torch_compile import inductor_config
 from fuzzer.backends.torch_compile_grad import TorchCompileGrad
+from fuzzer.backends.torch_compile import with_inductor_config
 from fuzzer.ir import Case, Graph, infer_shapes, interpret
+from fuzzer.op_source import Source
 from fuzzer.ops import get_op
+from fuzzer.program_source import argument_names, torch_program
 
 
 class TorchCompileDoubleGrad(TorchCompileGrad):
@@ -71,6 +74,24 @@ class TorchCompileDoubleGrad(TorchCompileGrad):
 
     def eager_gradients(self, case: Case, dtype: str, noise=None, device: str = "cpu") -> list[np.ndarray]:
         return torch_eager_gradients(case, dtype, noise, parameters=True, device=device, differentiate=torch_double_backward)
+
+    def reproducer_program(self, case: Case) -> tuple[list[str], str]:
+        # The campaign's own torch_functional_double_backward and cotangents, compiled whole as it compiles them.
+        source = Source(imports=["import torch"])
+        source.add_function(torch_functional_double_backward)
+        source.add_function(cotangent)
+        differentiable = set(differentiated(case, parameters=True))
+        constants = [index for index, name in enumerate(argument_names(case)) if name not in differentiable]
+        shapes = infer_shapes(case.graph)
+        transform = [
+            f"COTANGENTS = [torch.as_tensor(cotangent(i, shape), dtype=torch.{self.dtype}, device={self.device!r})",
+            f"              for i, shape in enumerate({[tuple(shapes[name]) for name in case.graph.outputs]!r})]",
+            "# outputs, gradients of the inputs and weights, then the gradients of their norm 1/2 sum ||g||^2",
+            f"program = torch.compile(lambda *args: torch_functional_double_backward(graph, args, {constants!r}, COTANGENTS),",
+            f'                        backend="inductor", fullgraph=True, dynamic={self.dynamic})',
+        ]
+        context = with_inductor_config("torch.enable_grad()", self.compile_options, source)
+        return torch_program(case, self, transform, "program(*args)", context, source=source)
 
 
 BACKENDS = [TorchCompileDoubleGrad]
