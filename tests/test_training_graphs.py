@@ -88,6 +88,17 @@ def test_a_custom_function_s_backward_from_the_math_equals_autograd_of_the_plain
             torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
 
 
+def test_a_custom_div_s_backward_stays_finite_where_the_divisor_s_square_underflows():
+    """Found by a clean campaign: a = 0, b = 3.6e-42 (float32 subnormal); -grad * a / (b * b) was 0 / 0."""
+    import torch
+
+    a, b = torch.zeros(1), torch.tensor([3.6e-42, 0.5])
+    ours = torch_outputs_and_gradients(lambda *xs: [get_op("custom_grad_div").torch(list(xs), {}, {})], [a, b])
+    stock = torch_outputs_and_gradients(lambda *xs: [torch.div(*xs)], [a, b])
+    for x, y in zip(ours[1:], stock[1:]):
+        torch.testing.assert_close(x, y)
+
+
 def test_a_custom_function_given_one_tensor_twice_is_judged_against_the_plain_op_s_gradient():
     load_plugins([PLUGIN])
     backend = get_backend("fault-custom-grad-twice")

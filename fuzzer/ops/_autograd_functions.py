@@ -48,7 +48,8 @@ class Div(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad):
         a, b = ctx.saved_tensors
-        return (grad / b).sum_to_size(a.shape), (-grad * a / (b * b)).sum_to_size(b.shape)
+        # -grad * (a / b) / b, not -grad * a / (b * b): b * b underflows for a subnormal b (0 / 0 where a is 0).
+        return (grad / b).sum_to_size(a.shape), (-grad * ((a / b) / b)).sum_to_size(b.shape)
 
 
 class Sin(torch.autograd.Function):
