@@ -49,6 +49,16 @@ def test_a_second_derivative_autograd_gives_as_a_zero_tensor_is_zeros():
     assert not torch_eager_gradients(case, "float64", differentiate=torch_double_backward)[1].any()
 
 
+def test_a_graph_with_no_float_output_has_zero_gradients_of_both_orders():
+    import torch
+
+    from fuzzer.backends.second_order import torch_functional_double_backward
+
+    x = torch.rand(2, 3)
+    argmax, *gradients = torch_functional_double_backward(lambda x: [torch.argmax(x, 1)], [x], [], [torch.ones(2)])
+    assert argmax.tolist() == torch.argmax(x, 1).tolist() and len(gradients) == 2 and not any(g.any() for g in gradients)
+
+
 def test_jax_double_grad_agrees_and_returns_outputs_gradients_and_second_order():
     case = materialize(Graph([TensorSpec("x", (3, 4))], [Node("n0", "tanh", ["x"], {}), Node("n1", "mul", ["n0", "x"], {})], ["n1"]), 0)
     backend = get_backend("jax-double-grad:cpu:float32")

@@ -75,6 +75,10 @@ def torch_functional_double_backward(fn, args, constants, cotangents) -> tuple:
         return half_squared_norm(grads), (outputs, grads)
 
     leaves = [args[index] for index in varying]
+    outputs = list(fn(*args))  # which outputs are float (an unused forward: the compiler drops it)
+    if not any(out.is_floating_point() for out in outputs):  # argmax, a comparison: nothing to differentiate
+        zeros = [torch.zeros_like(leaf) for leaf in leaves]
+        return (*outputs, *zeros, *zeros)
     second, (outputs, grads) = torch.func.grad(gradient_norm, argnums=tuple(range(len(leaves))), has_aux=True)(*leaves)
     return (*outputs, *grads, *second)
 
