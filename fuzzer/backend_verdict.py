@@ -16,6 +16,9 @@ def reference_for(backend: Backend, case: Case, reference: oracle.Reference) -> 
     """What `backend`'s outputs are judged against: the numpy reference of the graph's outputs,
     followed by the backend's own reference for the extra outputs it returns after them
     (gradients, vmapped copies: a method `extra_reference(case)`; see fuzzer/oracle/reference.py, "Extra outputs")."""
+    own_reference = getattr(backend, "own_reference", None)  # every output judged by the backend's own models (autocast)
+    if own_reference is not None:
+        return own_reference(case)
     extra_reference = getattr(backend, "extra_reference", None)
     return reference if extra_reference is None else oracle.extended(reference, extra_reference(case))
 

@@ -259,7 +259,7 @@ def test_piecewise_constant_ops_are_exact_and_continuous_ones_are_not():
 
 def test_ops_whose_result_follows_the_sign_of_a_zero_declare_it():
     declared = {name for name, op in registry().items() if op.numerics.zero_sign_matters}
-    assert declared == {"atan2", "div", "log", "pow", "pow_scalar", "reciprocal", "rsqrt", "sqrt"}
+    assert declared == {"custom_grad_div", "atan2", "div", "log", "pow", "pow_scalar", "reciprocal", "rsqrt", "sqrt"}
     # Each gives more than a zero of another sign when a zero operand changes sign, or turns nan just
     # below zero (fuzzer/oracle/rules.py, "Signed zeros").
     for name, attrs, at_zero, at_negative_zero, just_below in [

@@ -48,36 +48,50 @@ def value_variants(case: Case, dtype: str) -> list[Case]:
     rounded = {name: oracle.round_to_dtype(value, dtype) for name, value in case.arrays.items()}
     variants = [case, replace(case, arrays=rounded)]
     for run in range(oracle.NOISY_RUNS):
-        rng = np.random.default_rng([case.seed % 2**32, run, 1])
-        moved = {name: value * (1.0 + rounding_noise(rng, np.shape(value), dtype)) for name, value in case.arrays.items()}
+        seed = (case.seed % 2**32) * oracle.NOISY_RUNS + run
+        moved = {name: value * (1.0 + rounding_noise(value, seed, dtype)) for name, value in case.arrays.items()}
         variants.append(replace(case, arrays=moved))
     return variants
 
 
-def rounding_noise(rng: np.random.Generator, shape, dtype: str) -> np.ndarray:
-    """Relative errors of a few units of `dtype`'s roundoff (oracle.ROUNDING_SLACK), one per entry."""
-    return oracle.ROUNDING_SLACK * oracle.UNIT_ROUNDOFF[dtype] * rng.uniform(-1.0, 1.0, shape)
+def rounding_noise(values, seed: int, dtype: str) -> np.ndarray:
+    """Relative errors of a few units of `dtype`'s roundoff (oracle.ROUNDING_SLACK), one per entry, each
+    a function of the entry's value and `seed`: equal values move alike, as rounding moves them, so a tie
+    (maximum(a, b) at a == b, two equal entries of an amax) stays a tie, and the perturbed runs take
+    the subgradient the reference takes there (torch's: half the gradient to each side) rather than
+    breaking the tie one way, which would allow any gradient of that output up to the cotangent's size."""
+    bits = np.ascontiguousarray(values, dtype=np.float64).view(np.uint64)
+    with np.errstate(over="ignore"):  # a hash: uint64 arithmetic wraps
+        mixed = (bits ^ np.uint64(seed * 0x9E3779B97F4A7C15 % 2**64)) * np.uint64(0xBF58476D1CE4E5B9)
+        mixed ^= mixed >> np.uint64(31)
+        mixed *= np.uint64(0x94D049BB133111EB)
+        mixed ^= mixed >> np.uint64(29)
+    uniform = (mixed >> np.uint64(11)).astype(np.float64) / 2.0**52 - 1.0  # in [-1, 1)
+    return oracle.ROUNDING_SLACK * oracle.UNIT_ROUNDOFF[dtype] * uniform
 
 
-def rounded_op_outputs(impl_for, dtype: str, seed: int, as_array, rounded_gradient):
+def rounded_op_outputs(impl_for, dtype: str | dict, seed: int, as_array, values_of, rounded_gradient):
     """`impl_for` with every op's output multiplied by 1 + rounding_noise (a constant: autograd
     carries it into the backward pass too), modelling the rounding of each intermediate value,
     which moves a saturated softmax's or a cancelling sum's gradient far more than the inputs';
     and each operand's gradient, as the op hands it back, multiplied by its own 1 + rounding_noise
     (`rounded_gradient(x, factor)`: x forward, gradient * factor backward), modelling the rounding
     of each contribution before autograd sums them: div(x, x)'s two contributions, 1/x and -x/x^2,
-    cancel exactly in float64 and to an ulp of 1/x in float32, which no perturbation of values shows."""
-    rng = np.random.default_rng(seed)
+    cancel exactly in float64 and to an ulp of 1/x in float32, which no perturbation of values shows.
+    `dtype` may be {op name: dtype} where ops round in different dtypes (autocast's choice per op).
+    Each factor is a function of the value it moves (rounding_noise; `values_of(x)`: x's values in numpy)."""
 
-    def factor(like):
-        return as_array(1.0 + rounding_noise(rng, tuple(like.shape), dtype), like)
+    def factor(like, op_dtype, salt):
+        return as_array(1.0 + rounding_noise(values_of(like), 1000 * seed + salt, op_dtype), like)
 
     def impl(op_name):
         fn = impl_for(op_name)
+        op_dtype = dtype[op_name] if isinstance(dtype, dict) else dtype
 
         def run(xs, ps, attrs):
-            out = fn([rounded_gradient(x, factor(x)) for x in xs], ps, attrs)
-            return out * factor(out)
+            # Each operand's contribution rounds on its own (div(x, x)'s two), the output by its value alone.
+            out = fn([rounded_gradient(x, factor(x, op_dtype, 1 + position)) for position, x in enumerate(xs)], ps, attrs)
+            return out * factor(out, op_dtype, 0)
 
         return run
 
@@ -173,16 +187,21 @@ def torch_rounded_gradient():
 
 
 def torch_eager_gradients(case: Case, dtype: str, noise: tuple[str, int] | None = None,
-                          parameters: bool = False, device: str = "cpu") -> list[np.ndarray]:
+                          parameters: bool = False, device: str = "cpu", differentiate=None,
+                          with_outputs: bool = False) -> list[np.ndarray]:
+    """The gradient outputs by eager autograd (`with_outputs`: the graph outputs first): `differentiate(fn, args)`
+    (default torch_outputs_and_gradients) returns the outputs, then what it derives from them (second_order.py)."""
     import torch
 
     names = differentiated(case, parameters)
     tensor = lambda array: torch.from_numpy(np.array(array, dtype=np.float64)).to(device, getattr(torch, dtype))  # noqa: E731
     tensors = {name: tensor(value) for name, value in case.arrays.items()}
 
-    impl_for = lambda op: get_op(op).impl("torch")  # noqa: E731
+    # A custom autograd.Function node is differentiated as the op it wraps: the reference shares none of our backward.
+    impl_for = lambda op: get_op(get_op(op).custom_gradient_of or op).impl("torch")  # noqa: E731
     if noise:
         impl_for = rounded_op_outputs(impl_for, noise[0], noise[1], lambda values, like: torch.as_tensor(values, dtype=like.dtype),
+                                      lambda like: like.detach().to("cpu", torch.float64).numpy(),
                                       torch_rounded_gradient())
 
     _, params = split_arrays(case)
@@ -193,8 +212,8 @@ def torch_eager_gradients(case: Case, dtype: str, noise: tuple[str, int] | None 
         return interpret(case.graph, {spec.name: arrays[spec.name] for spec in case.graph.inputs}, weights, impl_for)
 
     with torch.enable_grad():
-        results = torch_outputs_and_gradients(graph_fn, [tensors[name] for name in names])
-    return [grad.detach().to("cpu", torch.float64).numpy() for grad in results[len(case.graph.outputs):]]
+        results = (differentiate or torch_outputs_and_gradients)(graph_fn, [tensors[name] for name in names])
+    return [grad.detach().to("cpu", torch.float64).numpy() for grad in results[0 if with_outputs else len(case.graph.outputs):]]
 
 
 # -- jax --------------------------------------------------------------------------------
@@ -227,7 +246,7 @@ def jax_rounded_gradient(jax):
 
 
 def jax_eager_gradients(case: Case, dtype: str, noise: tuple[str, int] | None = None,
-                        device: str = "cpu") -> list[np.ndarray]:
+                        device: str = "cpu", differentiate=None) -> list[np.ndarray]:
     from fuzzer.backends.jax_eager import import_jax
 
     jax = import_jax()
@@ -239,11 +258,12 @@ def jax_eager_gradients(case: Case, dtype: str, noise: tuple[str, int] | None = 
     impl_for = lambda op: get_op(op).impl("jax")  # noqa: E731
     if noise:
         impl_for = rounded_op_outputs(impl_for, noise[0], noise[1], lambda values, like: jax.numpy.asarray(values, dtype=like.dtype),
+                                      lambda like: np.asarray(jax.lax.stop_gradient(like), dtype=np.float64),
                                       jax_rounded_gradient(jax))
 
     def graph_fn(xs):
         return interpret(case.graph, xs, weights, impl_for)
 
     with jax.default_device(jax.devices(device)[0]):
-        results = jax_outputs_and_gradients(graph_fn, {name: as_dtype(inputs[name]) for name in names}, names)
+        results = (differentiate or jax_outputs_and_gradients)(graph_fn, {name: as_dtype(inputs[name]) for name in names}, names)
     return [np.asarray(grad, dtype=np.float64) for grad in results[len(case.graph.outputs):]]

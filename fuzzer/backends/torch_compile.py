@@ -102,12 +102,8 @@ class TorchCompile(TorchEager):
             # Looked up outside the traced function: dynamo need not trace the op registry
             # (older releases fail to, e.g. torch 2.1 on its first, registry-filling call).
             impls = {op: self.impl_for(op) for op in graph.op_names()}
-
-            def run_graph(inputs, params):
-                return interpret(graph, inputs, params, impls.__getitem__)
-
-            return torch.compile(_own_code_object(run_graph, f"fuzz_graph_{key[1]}"), mode=self.compile_mode,
-                                 dynamic=self.dynamic, fullgraph=True)
+            return torch.compile(_own_code_object(self._traced_function(graph, impls), f"fuzz_graph_{key[1]}"),
+                                 mode=self.compile_mode, dynamic=self.dynamic, fullgraph=True)
 
         compiled = COMPILED.get(key, build)
 
@@ -125,6 +121,14 @@ class TorchCompile(TorchEager):
                 raise GraphBreak(BROKEN[key]) from None
 
         return run
+
+    def _traced_function(self, graph: Graph, impls: dict):
+        """The function torch.compile traces: (inputs, params) -> what the backend returns."""
+
+        def run_graph(inputs, params):
+            return interpret(graph, inputs, params, impls.__getitem__)
+
+        return run_graph
 
     def reproducer_program(self, case: Case) -> tuple[list[str], str]:
         source = Source(imports=["import torch"])

@@ -106,6 +106,12 @@ class OpDef:
     declares_numerics: bool = True
     # False where jax cannot differentiate the op's jax implementation, so jax-grad skips it.
     jax_differentiable: bool = True
+    # False where torch or jax does not implement the op's second derivative (its backward's own
+    # backward), so the double-gradient backends (fuzzer/backends/second_order.py) skip it.
+    second_order: bool = True
+    # The op this one computes in a torch.autograd.Function with a backward of ours (ops/autograd_function.py):
+    # gradient references differentiate that op's stock implementation instead; "" for every other op.
+    custom_gradient_of: str = ""
     # The integer and bool dtypes (fuzzer/exact_dtypes.py) the op runs on, judged exactly against
     # `exact_reference` (fuzzer/oracle/exact.py); () for a float-only op.
     exact_dtypes: tuple[str, ...] = ()
