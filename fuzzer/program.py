@@ -28,7 +28,7 @@ Who runs it how, and why
   a scatter (`.at[].set`) into the root. This is our bookkeeping; the campaign checks it against
   numpy's views on every case, as the other backends are checked.
 The oracle compares every step's outputs and the final written inputs against the float64 literal
-run, with honest models run the same way in each dtype (`program_reference`).
+run, with honest models run the same way in each dtype (fuzzer/oracle/reference.py, `program_reference`).
 
 Bounds: a view stays inside its base (the view's shape rule), at most MAX_STEPS steps, and the
 writes are ones both numpy and torch define (`check_program`), all before anything runs.
@@ -36,7 +36,6 @@ writes are ones both numpy and torch define (`check_program`), all before anythi
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from typing import Callable
 
@@ -253,40 +252,3 @@ def run_in_numpy(graph, inputs: dict, dtype, impl_for: Callable | None = None) -
     with np.errstate(all="ignore"):
         results = run_steps(graph, literal_step(graph, impl_for, fresh), state, lambda value: np.array(value, dtype=dtype))
     return [np.asarray(result, dtype=np.float64) for result in results]
-
-
-def program_reference(case, dtypes: set[str]):
-    """The oracle's Reference of a program case: its float64 literal run, and per dtype d the honest
-    models run the same way: float64 at the inputs rounded to d (r_d) and numpy in d itself. As for
-    gradients (fuzzer/oracle/reference.py, "Extra outputs"), no non-finite entry is defined: a write
-    that a compiler reorders around a nan is no finding of this slice. Scale: the largest magnitude of
-    any result; sensitivity: 1 + every statement's once per step (views and the writes that only move
-    values add none: fuzzer/program_ops.py, MOVES_VALUES)."""
-    from fuzzer.ops import get_op
-    from fuzzer.oracle.models import HonestModels
-    from fuzzer.oracle.reference import Reference
-    from fuzzer.reference import numpy_dtype
-
-    graph, inputs = case.graph, {spec.name: case.arrays[spec.name] for spec in case.graph.inputs}
-    start = time.perf_counter()
-    exact = run_in_numpy(graph, inputs, np.float64)
-    cost = {"float64": (1, time.perf_counter() - start)}
-    with np.errstate(invalid="ignore"):
-        scale = float(max((np.max(np.abs(r), where=np.isfinite(r), initial=0.0) for r in exact), default=0.0))
-    sensitivity = 1.0 + graph.steps * sum(get_op(node.op).numerics.sensitivity for node in graph.nodes
-                                          if node.op not in VIEWS)
-    models = HonestModels({}, {}, {}, {})
-    for dtype in sorted(dtypes):
-        numpy_type = numpy_dtype(dtype)
-        rounded = run_in_numpy(graph, {k: np.asarray(v, dtype=numpy_type) for k, v in inputs.items()}, np.float64)
-        runs = [rounded, run_in_numpy(graph, inputs, numpy_type)]
-        models.same_dtype[dtype], models.rounding_noise[dtype] = rounded, []
-        models.judged[dtype], models.nonfinite_candidates[dtype] = [], []
-        for index, r64 in enumerate(exact):
-            judged = np.isfinite(r64) & np.logical_and.reduce([np.isfinite(run[index]) for run in runs])
-            models.judged[dtype].append(judged)
-            models.nonfinite_candidates[dtype].append(np.zeros(np.shape(r64), dtype=bool))
-            with np.errstate(invalid="ignore", over="ignore"):
-                noise = max(float(np.max(np.abs(run[index] - r64), where=judged, initial=0.0)) for run in runs)
-            models.rounding_noise[dtype].append(noise)
-    return Reference(exact, [scale] * len(exact), [sensitivity] * len(exact), models_computed=models, float64_cost=cost)

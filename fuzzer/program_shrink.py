@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from fuzzer.ir import Case
+from fuzzer.ir import Case, Graph
 from fuzzer.program_ops import OUT_OF_PLACE
 
 
@@ -17,15 +17,13 @@ def pass_fewer_steps(case: Case, culprit: str):
         yield replace(case, graph=replace(case.graph, steps=steps))
 
 
-def pass_out_of_place(case: Case, culprit: str):
-    """Each write that has an out-of-place form (add_ -> add where alpha is 1, mul_, clamp_, relu_), replaced
-    by it: its consumers read the new value, while other aliases of its target keep the old one."""
-    from fuzzer.shrink import rebuild
-
-    graph = case.graph
+def out_of_place_graphs(graph: Graph):
+    """The graph with each write that has an out-of-place form (add_ -> add where alpha is 1, mul_, clamp_,
+    relu_) replaced by it: its consumers read the new value, while other aliases of its target keep the old
+    one (fuzzer/shrink.py's pass_out_of_place turns each into a case)."""
     for index, node in enumerate(graph.nodes):
         if node.op not in OUT_OF_PLACE or node.attrs.get("alpha", 1.0) != 1.0:
             continue
         attrs = {key: value for key, value in node.attrs.items() if key != "alpha"}
         nodes = graph.nodes[:index] + (replace(node, op=OUT_OF_PLACE[node.op], attrs=attrs),) + graph.nodes[index + 1:]
-        yield rebuild(case, replace(graph, nodes=nodes))
+        yield replace(graph, nodes=nodes)

@@ -37,7 +37,7 @@ from fuzzer.layouts import CONTIGUOUS, conform_values, layouts_for
 from fuzzer.ir import Case, Graph, Node, TensorSpec, infer_shapes, param_shapes, split_arrays
 from fuzzer.ops import get_op, registry
 from fuzzer.program_ops import WRITES
-from fuzzer.program_shrink import pass_fewer_steps, pass_out_of_place
+from fuzzer.program_shrink import out_of_place_graphs, pass_fewer_steps
 
 Predicate = Callable[[Case], bool]
 
@@ -379,6 +379,12 @@ def pass_simplify_entries(case: Case, culprit: str):
                             values = conform_values(values, layouts[name])
                         yield replace(case, arrays={**case.arrays, name: values})
                 block = block // 2 if block > 1 else 0
+
+
+def pass_out_of_place(case: Case, culprit: str):
+    """A program's in-place writes, each replaced by its out-of-place form (program_shrink.out_of_place_graphs)."""
+    for graph in out_of_place_graphs(case.graph):
+        yield rebuild(case, graph)
 
 
 PASSES = [

@@ -57,7 +57,7 @@ def test_a_program_gives_each_step_s_outputs_then_its_written_inputs(backend, gr
 
 
 def test_a_program_s_tolerance_counts_its_arithmetic_once_a_step_and_its_views_and_exact_writes_not_at_all():
-    from fuzzer.program import program_reference
+    from fuzzer.oracle.reference import program_reference
 
     for (graph, arrays, expected), sensitivity in zip(SPECIFICATIONS, (1 + 3 * 1.0, 1 + 2 * 1.0)):  # add_; mul_ (fill_ rounds nothing)
         reference = program_reference(Case(graph, arrays), {"float32"})

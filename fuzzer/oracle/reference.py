@@ -42,7 +42,7 @@ from fuzzer.complex_dtypes import is_complex
 from fuzzer.oracle.complex import ComplexReference
 from fuzzer.oracle.exact import ExactReference
 from fuzzer.oracle.models import HonestModels, honest_models
-from fuzzer.reference import evaluate_all
+from fuzzer.reference import evaluate_all, numpy_dtype
 
 
 @dataclass
@@ -143,8 +143,6 @@ class Reference:
 
 def compute_reference(case: Case, dtypes: set[str]) -> Reference:
     if case.graph.steps:  # a program: its literal numpy runs (fuzzer/program.py); no integer backend runs one
-        from fuzzer.program import program_reference
-
         return program_reference(case, {d for d in dtypes if not is_exact(d)})
     exact_dtypes = sorted(d for d in dtypes if is_exact(d))
     exact = ExactReference(case) if exact_dtypes else None
@@ -255,3 +253,37 @@ def extended(reference: Reference, extra: Reference) -> Reference:
     return Reference(reference.outputs + extra.outputs, reference.scales + extra.scales,
                      reference.sensitivities + extra.sensitivities, compute_models=joined, indexers=reference.indexers,
                      compute_entry_scales=lambda: reference.entry_scales)
+
+
+def program_reference(case, dtypes: set[str]):
+    """The oracle's Reference of a program case: its float64 literal run, and per dtype d the honest
+    models run the same way: float64 at the inputs rounded to d (r_d) and numpy in d itself. As for
+    gradients (fuzzer/oracle/reference.py, "Extra outputs"), no non-finite entry is defined: a write
+    that a compiler reorders around a nan is no finding of this slice. Scale: the largest magnitude of
+    any result; sensitivity: 1 + every statement's once per step (views and the writes that only move
+    values add none: fuzzer/program_ops.py, MOVES_VALUES)."""
+    from fuzzer.program import VIEWS, run_in_numpy
+
+    graph, inputs = case.graph, {spec.name: case.arrays[spec.name] for spec in case.graph.inputs}
+    start = time.perf_counter()
+    exact = run_in_numpy(graph, inputs, np.float64)
+    cost = {"float64": (1, time.perf_counter() - start)}
+    with np.errstate(invalid="ignore"):
+        scale = float(max((np.max(np.abs(r), where=np.isfinite(r), initial=0.0) for r in exact), default=0.0))
+    sensitivity = 1.0 + graph.steps * sum(get_op(node.op).numerics.sensitivity for node in graph.nodes
+                                          if node.op not in VIEWS)
+    models = HonestModels({}, {}, {}, {})
+    for dtype in sorted(dtypes):
+        numpy_type = numpy_dtype(dtype)
+        rounded = run_in_numpy(graph, {k: np.asarray(v, dtype=numpy_type) for k, v in inputs.items()}, np.float64)
+        runs = [rounded, run_in_numpy(graph, inputs, numpy_type)]
+        models.same_dtype[dtype], models.rounding_noise[dtype] = rounded, []
+        models.judged[dtype], models.nonfinite_candidates[dtype] = [], []
+        for index, r64 in enumerate(exact):
+            judged = np.isfinite(r64) & np.logical_and.reduce([np.isfinite(run[index]) for run in runs])
+            models.judged[dtype].append(judged)
+            models.nonfinite_candidates[dtype].append(np.zeros(np.shape(r64), dtype=bool))
+            with np.errstate(invalid="ignore", over="ignore"):
+                noise = max(float(np.max(np.abs(run[index] - r64), where=judged, initial=0.0)) for run in runs)
+            models.rounding_noise[dtype].append(noise)
+    return Reference(exact, [scale] * len(exact), [sensitivity] * len(exact), models_computed=models, float64_cost=cost)
