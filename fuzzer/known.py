@@ -57,6 +57,7 @@ from packaging.version import InvalidVersion, Version
 
 from fuzzer import jsonform, verdicts
 from fuzzer.exact_dtypes import EXACT_DTYPES
+from fuzzer.complex_dtypes import COMPLEX_DTYPES
 from fuzzer.backend_names import BackendName
 from fuzzer.backends import kind_family, kind_path
 from fuzzer.error_patterns import ErrorPattern, UnsafePattern, compile_pattern
@@ -71,7 +72,7 @@ CASES_FOLDER = "known"  # where `fuzz known add` writes an entry's case, beside 
 ID_PATTERN = re.compile(r"[a-z0-9][a-z0-9.\-]*")
 STATUS_PATTERN = re.compile(r"open|convention|fixed-in \S+")
 DEVICES = ("cpu", "cuda", "gpu")
-DTYPES = ("float16", "bfloat16", "float32", "float64", *EXACT_DTYPES)
+DTYPES = ("float16", "bfloat16", "float32", "float64", *EXACT_DTYPES, *COMPLEX_DTYPES)
 ENTRY_KEYS = ("id", "title", "match", "status", "link", "affected", "cases", "report")
 REQUIRED_KEYS = ("id", "title", "match", "status")
 MATCH_LISTS = ("verdicts", "ops", "paths", "kinds", "except_kinds", "frameworks", "devices", "dtypes")
