@@ -390,10 +390,11 @@ def allowed_names() -> dict[str, dict[str, None]]:
     dicts, quick to look up. Taken once per registry read, not per entry."""
     from fuzzer.backends import table
     from fuzzer.ops import known_op_names
+    from fuzzer.ops.derived import shipped_names
 
     names = {
         "verdicts": [v.name for v in verdicts.TABLE if v.is_bug],
-        "ops": sorted(known_op_names()),
+        "ops": sorted(known_op_names() | shipped_names()),
         "paths": sorted({cls.path for cls in table().classes.values() if cls.path}),
         "frameworks": sorted({cls.family for cls in table().classes.values()}),
         "devices": list(DEVICES),

@@ -75,3 +75,16 @@ def forget() -> None:
     """Read the table again on next use (after a rebuild, or a test that changed the cache folder)."""
     global _LOADED
     _LOADED = None
+
+
+def shipped_names() -> set[str]:
+    """The op names of every table shipped in this folder (whatever torch is installed), read as data: a
+    known-bug entry may name a derived op on a release whose own table is not here (yet)."""
+    import json
+
+    from fuzzer.ops.derived import table
+
+    names = set()
+    for path in sorted(table.SHIPPED_DIR.glob("torch-*.json")):
+        names |= {entry["name"] for entry in json.loads(path.read_text())["ops"]}
+    return names
