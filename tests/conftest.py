@@ -1,8 +1,10 @@
 """Shared fixtures. Everything here is real: real torch, jax, sqlite files; no mocks."""
 
 import contextlib
+import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -86,3 +88,26 @@ def _read_only(path: Path):
 def read_only():
     """`with read_only(path):` makes `path` unwritable for the block."""
     return _read_only
+
+
+FUZZ = str(Path(sys.executable).with_name("fuzz"))
+
+
+def fuzz(*args, timeout: float = 600) -> subprocess.CompletedProcess:
+    """The `fuzz` command of this environment, run with `args`."""
+    return subprocess.run([FUZZ, *map(str, args)], capture_output=True, text=True, timeout=timeout)
+
+
+def find_planted_fault(db: Path, plugin: str, backends: str, *options) -> tuple[str, dict]:
+    """Runs `fuzz run` with a plugin's faulty backends and `options` (a short campaign: --max-cases,
+    --ops, ...), asserts that it ends on a new finding (exit 1) in one new bucket (a known bug of the
+    frameworks may fill others), and returns that bucket's signature and its shrunk case (as `fuzz
+    show --json` gives it)."""
+    result = fuzz("run", "--db", db, "--plugin", plugin, "--backends", backends, "--workers", 1, "--json", *options)
+    assert result.returncode == 1, result.stderr[-2000:]
+    new = {bucket["signature"] for bucket in json.loads(fuzz("list", "--db", db, "--json").stdout) if bucket["status"] == "new"}
+    assert len(new) == 1, new
+    signature = new.pop()
+    rows = [row for row in json.loads(fuzz("list", "--cases", "--db", db, "--json").stdout) if row["signature"] == signature]
+    shrunk = json.loads(fuzz("show", "--db", db, min(r["id"] for r in rows if r["shrunk_from"]), "--json").stdout)
+    return signature, shrunk

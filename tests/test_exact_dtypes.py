@@ -2,15 +2,13 @@
 integer semantics torch documents, judged exactly (fuzzer/oracle/exact.py), Python scalars of every kind
 as region keys, and short campaigns that find faults planted only there (tests/plugins/integer_faults.py)."""
 
-import json
 import math
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from conftest import find_planted_fault
 from fuzzer import oracle, verdicts
 from fuzzer.arrays import from_npy_bytes, materialize, to_npy_bytes
 from fuzzer.backends import get_backend
@@ -22,7 +20,6 @@ from fuzzer.ops import registry
 from fuzzer.region_keys import attribute_regions
 from fuzzer.regimes import INTEGER_REGIMES
 
-FUZZ = str(Path(sys.executable).with_name("fuzz"))
 PLUGIN = str(Path(__file__).parent / "plugins" / "integer_faults.py")
 EXACT_OPS = sorted(name for name, op in registry().items() if op.exact_dtypes)
 
@@ -131,10 +128,6 @@ def test_scalar_ops_draw_every_kind_of_python_scalar():
     assert any(value == 0 and math.copysign(1, value) < 0 for value in drawn if isinstance(value, float)), "-0.0 is drawn"
 
 
-def fuzz(*args):
-    return subprocess.run([FUZZ, *map(str, args)], capture_output=True, text=True, timeout=600)
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("backend, ops, culprit", [
     ("fault-saturating-mul", "mul,add,reshape,sum", "mul"),
@@ -142,11 +135,7 @@ def fuzz(*args):
     pytest.param("fault-int-plus-float-scalar", "add_scalar,add,reshape,sum", "add_scalar", marks=pytest.mark.long),
 ])
 def test_a_short_integer_campaign_finds_a_fault_planted_on_integers(tmp_path, backend, ops, culprit):
-    db = tmp_path / "fuzz.db"
-    result = fuzz("run", "--db", db, "--plugin", PLUGIN, "--backends", backend, "--ops", ops,
-                  "--max-cases", 40, "--workers", 1, "--shrink-time", 20, "--seed", 0, "--json")
-    assert result.returncode == 1, result.stderr[-2000:]
-    rows = json.loads(fuzz("list", "--cases", "--db", db, "--json").stdout)
-    assert {row["signature"] for row in rows} == {f"mismatch | {backend} | {culprit}"}
-    shrunk = json.loads(fuzz("show", "--db", db, min(r["id"] for r in rows if r["shrunk_from"]), "--json").stdout)
+    signature, shrunk = find_planted_fault(tmp_path / "fuzz.db", PLUGIN, backend, "--ops", ops, "--max-cases", 40,
+                                           "--shrink-time", 20, "--seed", 0)
+    assert signature == f"mismatch | {backend} | {culprit}"
     assert [node["op"] for node in shrunk["graph"]["nodes"]] == [culprit]

@@ -4,15 +4,13 @@ fault (tests/plugins/ladder_faults.py) that no other regime's sizes reach."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from conftest import find_planted_fault
 from fuzzer import ladder
 from fuzzer.arrays import materialize
 from fuzzer.backends import get_backend
@@ -29,7 +27,6 @@ from fuzzer.region_keys import drawn_regions
 from fuzzer.regions import focus_of, graph_regions
 from fuzzer.reproducer import build_script
 
-FUZZ = str(Path(sys.executable).with_name("fuzz"))
 PLUGIN = str(Path(__file__).parent / "plugins" / "ladder_faults.py")
 LADDER = BY_NAME["ladder"]
 FAULTY = {ladder.size(power, 1) for power in ladder.POWERS if power >= 16}  # the plugin's faulty extents
@@ -107,20 +104,13 @@ def test_steering_reaches_a_rung_in_a_few_graphs(region_key):
     pytest.fail(f"{region_key} not reached in 4 steered graphs")
 
 
-def fuzz(*args):
-    return subprocess.run([FUZZ, *map(str, args)], capture_output=True, text=True, timeout=600)
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("op", ["sum", pytest.param("matmul", marks=pytest.mark.long)])  # CI keeps one
 def test_a_short_campaign_finds_an_op_wrong_only_on_a_high_rung(tmp_path, op):
-    db, backend = tmp_path / "fuzz.db", f"fault-ladder-{op}"
-    result = fuzz("run", "--db", db, "--plugin", PLUGIN, "--backends", backend, "--ops", op,
-                  "--max-cases", 80, "--workers", 1, "--shrink-time", 10, "--seed", 0, "--json")
-    assert result.returncode == 1, result.stderr[-2000:]
-    rows = json.loads(fuzz("list", "--cases", "--db", db, "--json").stdout)
-    assert {row["signature"] for row in rows} == {f"mismatch | {backend} | {op}"}
-    shrunk = json.loads(fuzz("show", "--db", db, min(r["id"] for r in rows if r["shrunk_from"]), "--json").stdout)
+    backend = f"fault-ladder-{op}"
+    signature, shrunk = find_planted_fault(tmp_path / "fuzz.db", PLUGIN, backend, "--ops", op, "--max-cases", 80,
+                                           "--shrink-time", 10, "--seed", 0)
+    assert signature == f"mismatch | {backend} | {op}"
     assert [node["op"] for node in shrunk["graph"]["nodes"]] == [op]
     assert set(shrunk["graph"]["inputs"][0]["shape"]) & FAULTY, "the shrinker keeps the rung"
 
