@@ -72,7 +72,7 @@ def compose(first: Regime, second: Regime, weight: int = 0) -> Regime:
 
 
 SINGLE_REGIMES = (
-    Regime("small", 45, "small dims from a fixed set, O(1) values, contiguous inputs"),
+    Regime("small", 48, "small dims from a fixed set, O(1) values, contiguous inputs"),
     Regime("large-op", 6, "one input dim just off a power of two (127 .. 32769), up to 1e6 elements a tensor",
            max_elements=1_000_000, large_dims=LARGE_DIMS),
     Regime("batch-threshold", 5, "a leading (batch) dim above 32/64/128/256", max_elements=200_000,
@@ -90,7 +90,7 @@ SINGLE_REGIMES = (
     # 2^20 elements a tensor: a rung of 2^17 + 1 keeps 7 elements on the other axes of its operand.
     Regime("ladder", 3, "one reduction, contraction or vmapped axis of 2^k - 1, 2^k or 2^k + 1 elements (k 5 .. 17), "
            "the other axes small", max_elements=2**20, ladder=True),
-    Regime("branch-points", 6, "an op's own branch points (thresholds, ties, overflow boundaries, poles), exact and one "
+    Regime("branch-points", 3, "an op's own branch points (thresholds, ties, overflow boundaries, poles), exact and one "
            "ulp either side, in the inputs it reads", branch_points=True),
 )
 _SINGLE = {regime.name: regime for regime in SINGLE_REGIMES}

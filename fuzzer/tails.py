@@ -3,9 +3,10 @@
 A kernel that runs 4, 8, 16 or 32 lanes at a time handles the last r elements of an axis on a path
 of its own (a masked or scalar remainder loop), and a fault there needs the extent to leave that
 remainder on the axis the kernel walks: the innermost dim of an op's first operand, or the
-innermost axis a reduction reduces. The generator draws such an extent on the innermost dim of a
-TAIL_SHARE of the inputs it makes, in every regime and so under every layout (fuzzer/generate.py),
-and a steered graph puts one on the axis its key names. The keys (fuzzer/region_keys.py):
+innermost axis a reduction reduces. The generator draws such an extent on the innermost dim (or
+another an op may reduce) of a TAIL_SHARE of the inputs it makes, in every regime without a large
+dim and so under every layout (fuzzer/generate.py), and a steered graph puts one on the axis its
+key names. k is 1: a larger k reaches no other remainder, and its larger tensors cost throughput. The keys (fuzzer/region_keys.py):
 `OP:tail=CLASS` for the innermost dim, `OP:reduced-tail=CLASS` for the innermost reduced axis of an
 op whose ladder reduces (OpDef.ladder), and for the resampling, pooling and attention ops (whose
 kernels tile their output) `OP:output=1` and `OP:output-tail=CLASS` for a spatial or sequence dim
@@ -21,8 +22,8 @@ from fuzzer.ops._common import st
 LANES = 16
 CLASSES = {"1": (1, 1), "2-3": (2, 3), "4-7": (4, 7), "8-15": (8, 15)}
 MAX_RANK = 5  # as fuzzer/generate.py's
-MAX_BLOCKS = 3  # k of 16k + r: 17 .. 63 elements, small enough for every regime's bound
-TAIL_SHARE = 0.2  # of the inputs the generator makes: the innermost dim is 16k + r
+MAX_BLOCKS = 1  # k of 16k + r: 17 .. 31 elements, twice DIMS' largest at most
+TAIL_SHARE = 0.15  # of the inputs the generator makes: a dim is 16k + r
 INNERMOST, REDUCED, OUTPUT_TAIL = "tail=", "reduced-tail=", "output-tail="
 OUTPUT_ONE = "output=1"
 OUTPUT_FAMILIES = ("resize", "pool", "attention")  # kernels that tile their output
