@@ -23,6 +23,8 @@ LANES = 16
 CLASSES = {"1": (1, 1), "2-3": (2, 3), "4-7": (4, 7), "8-15": (8, 15)}
 MAX_RANK = 5  # as fuzzer/generate.py's
 MAX_BLOCKS = 1  # k of 16k + r: 17 .. 31 elements, twice DIMS' largest at most
+# A steered graph's k: 1 or 2, so an op that halves its input (pixel_unshuffle) has output tails too.
+STEERED_BLOCKS = 2
 TAIL_SHARE = 0.15  # of the inputs the generator makes: a dim is 16k + r
 INNERMOST, REDUCED, OUTPUT_TAIL = "tail=", "reduced-tail=", "output-tail="
 OUTPUT_ONE = "output=1"
@@ -37,10 +39,10 @@ def tail_class(extent: int) -> str | None:
     return next(name for name, (low, high) in CLASSES.items() if low <= remainder <= high)
 
 
-def draw_extent(draw, tail: str | None = None) -> int:
-    """16k + r for k in 1..MAX_BLOCKS and r in `tail`'s class (any r > 0 without one)."""
+def draw_extent(draw, tail: str | None = None, blocks: int = MAX_BLOCKS) -> int:
+    """16k + r for k in 1..blocks and r in `tail`'s class (any r > 0 without one)."""
     low, high = CLASSES[tail] if tail else (1, LANES - 1)
-    return LANES * draw(st.integers(1, MAX_BLOCKS)) + draw(st.integers(low, high))
+    return LANES * draw(st.integers(1, blocks)) + draw(st.integers(low, high))
 
 
 def _reduced_axis(op, attrs: dict, shape: tuple[int, ...]) -> int | None:
@@ -108,7 +110,7 @@ def steered(draw, op, attrs: dict, shape: tuple[int, ...], region: str) -> tuple
         return shape, attrs
     dims = list(shape)
     for axis in axes:
-        dims[axis] = draw_extent(draw, tail)
+        dims[axis] = draw_extent(draw, tail, STEERED_BLOCKS)
     shape = tuple(dims)
     if not region.startswith(REDUCED):
         return shape, op.draw_attrs(draw, [shape])
