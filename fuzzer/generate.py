@@ -20,7 +20,7 @@ from typing import Callable
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from fuzzer import ladder
+from fuzzer import branch_points, ladder, tails
 from fuzzer.arrays import materialize, regime_profiles
 from fuzzer.errors import InternalError, ShapeError
 from fuzzer.ir import Case, Graph, Node, TensorSpec
@@ -28,7 +28,7 @@ from fuzzer.layouts import CONTIGUOUS, layouts_for
 from fuzzer.ops import OpDef, float_op_names, get_op
 from fuzzer.ops._common import DIMS, numel
 from fuzzer.ops.matmul import TILE_EDGE_SIZES
-from fuzzer.regimes import REGIMES, Regime
+from fuzzer.regimes import REGIMES, Regime, get_regime
 from fuzzer.region_keys import drawn_regions
 
 PATTERNS = ("conv-layout-norm", "rnn-sequence", "matmul-chain", "norm-dropout", "conv-bn", "attention", "free", "free")
@@ -90,6 +90,10 @@ class _Builder:
         for _ in range(count):
             size_one = regime.size_one_share and low <= 1 and draw(st.floats(0, 1)) < regime.size_one_share
             dims.append(1 if size_one else draw(st.sampled_from(small)))
+        # A tail on the innermost dim, or another an op may reduce; not beside a large dim (its own sizes
+        # leave tails), where it would double a tensor of up to 1e6 elements.
+        if not regime.large_dims and draw(st.floats(0, 1)) < tails.TAIL_SHARE:
+            dims[-1 if draw(st.booleans()) else draw(st.integers(0, count - 1))] = tails.draw_extent(draw)
         if regime.leading_dims and count >= 2:
             dims[0] = draw(st.sampled_from(regime.leading_dims))
         if regime.large_dims:
@@ -251,7 +255,7 @@ class Focus:
     profile: str | None = None
 
 
-FOCUS_TRIES = 8
+FOCUS_TRIES = 12
 MAX_RANK = 5
 
 
@@ -276,8 +280,12 @@ def _focused_start(builder: _Builder, focus: Focus) -> str:
         if not op.accepts(shape) or not (start or focus.layout is None or focus.layout in layouts_for(shape)):
             continue
         attrs = op.draw_attrs(draw, [shape])
+        tailed, attrs = (shape, attrs) if start else tails.steered(draw, op, attrs, shape, region)
+        if tailed != shape and not (op.accepts(tailed) and numel(tailed) <= builder.regime.max_elements and _applies(draw, op, attrs, tailed)):
+            continue  # a tail the op's attributes do not fit
+        shape = tailed
         chosen = chosen or (shape, attrs)
-        if not region or region in drawn_regions(op, attrs, shape):
+        if not region or region in drawn_regions(op, attrs, shape) | tails.output_regions(op, attrs, [shape]):
             chosen = (shape, attrs)
             break
     assume(chosen is not None)
@@ -321,6 +329,13 @@ def _ladder_start(builder: _Builder, focus: Focus | None = None) -> str | None:
             return added
         builder.inputs, builder.shapes = inputs, shapes  # an operand past the bound: no trace of the try
     return None
+
+
+def _pointed_start(builder: _Builder) -> str | None:
+    """A first node whose op declares branch points (fuzzer/branch_points.py), on a new input, where
+    the branch-points regime places them; None where no op of the campaign declares any."""
+    pointed = sorted(name for name, op in builder.ops.items() if op.branch_points is not None)
+    return _focused_start(builder, Focus(builder.draw(st.sampled_from(pointed)))) if pointed else None
 
 
 VMAPPED_SHARE = 3  # one ladder graph in this many puts its rung on jax-vmap's batch instead of an op's axis
@@ -395,6 +410,7 @@ def graphs(draw, op_names: tuple[str, ...] | None = None, max_nodes: int = 8, re
     else:
         pattern = draw(st.sampled_from(PATTERNS))
         last = ((regime.contraction_dims and _big_contraction(builder)) or (sizes.ladder and _ladder_start(builder))
+                or (regime.branch_points and _pointed_start(builder))
                 or _seed_pattern(builder, pattern))
         if len(builder.nodes) > max(1, max_nodes):  # --max-nodes is a hard maximum: a longer pattern keeps its start
             last = builder.keep_first(max(1, max_nodes))
@@ -432,7 +448,8 @@ def cases(draw, op_names: tuple[str, ...] | None = None, max_nodes: int = 8, reg
     profiles, steer = regime_profiles(graph, seed), focus()
     if steer is not None and steer.profile and graph.nodes[0].op == steer.op:
         profiles.update(dict.fromkeys(set(graph.nodes[0].inputs) & set(profiles), steer.profile))
-    return materialize(graph, seed, profiles)
+    case = materialize(graph, seed, profiles)
+    return branch_points.place_in_case(case, seed) if get_regime(graph.regime).branch_points else case
 
 
 class CaseGenerator:

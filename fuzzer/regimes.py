@@ -58,6 +58,7 @@ class Regime:
     # without jax-vmap, where no backend would batch it (pipeline.campaign_regimes).
     vmapped: bool = True
     programs: bool = False  # draws programs (fuzzer/program.py) instead of graphs
+    branch_points: bool = False  # inputs an op reads first hold its branch points (fuzzer/branch_points.py)
 
 
 def compose(first: Regime, second: Regime, weight: int = 0) -> Regime:
@@ -72,7 +73,7 @@ def compose(first: Regime, second: Regime, weight: int = 0) -> Regime:
 
 
 SINGLE_REGIMES = (
-    Regime("small", 51, "small dims from a fixed set, O(1) values, contiguous inputs"),
+    Regime("small", 48, "small dims from a fixed set, O(1) values, contiguous inputs"),
     Regime("large-op", 6, "one input dim just off a power of two (127 .. 32769), up to 1e6 elements a tensor",
            max_elements=1_000_000, large_dims=LARGE_DIMS),
     Regime("batch-threshold", 5, "a leading (batch) dim above 32/64/128/256", max_elements=200_000,
@@ -90,6 +91,8 @@ SINGLE_REGIMES = (
     # 2^20 elements a tensor: a rung of 2^17 + 1 keeps 7 elements on the other axes of its operand.
     Regime("ladder", 3, "one reduction, contraction or vmapped axis of 2^k - 1, 2^k or 2^k + 1 elements (k 5 .. 17), "
            "the other axes small", max_elements=2**20, ladder=True),
+    Regime("branch-points", 3, "an op's own branch points (thresholds, ties, overflow boundaries, poles), exact and one "
+           "ulp either side, in the inputs it reads", branch_points=True),
 )
 _SINGLE = {regime.name: regime for regime in SINGLE_REGIMES}
 # Pairs whose features combine (sizes or layouts from the first, values or layouts from the

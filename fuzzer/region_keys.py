@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from fuzzer import ladder
+from fuzzer import ladder, tails
 from fuzzer.ops import OpDef
 from fuzzer.ops._common import numel
 
@@ -70,6 +70,8 @@ def drawn_regions(op: OpDef, attrs: dict, first: tuple[int, ...]) -> set[str]:
     if op.ladder is not None:
         rungs = (ladder.rung_of(first[axis]) for axis in op.ladder.axes(attrs, [first]))
         regions.update(ladder.region(op.ladder.kind, *rung) for rung in rungs if rung)
+    if op.family not in DATA_MOVING_FAMILIES:
+        regions |= tails.regions(op, attrs, first)
     return regions
 
 

@@ -37,6 +37,15 @@ families, and the ops that get each without declaring anything:
              op's reduction or contraction axis (KIND reduction or contraction, as OpDef.ladder
              declares) or on jax-vmap's batch (KIND vmapped, Graph.vmapped), k 5 .. 17: 78 keys for
              each op with a ladder, where the ladder regime is drawn.
+  tail       `tail=CLASS` (the innermost dim of the first operand) and, for an op whose ladder
+             reduces, `reduced-tail=CLASS` (its innermost reduced axis): an extent of 16k + r, CLASS
+             grouping r as 1, 2-3, 4-7, 8-15 (fuzzer/tails.py); every regime draws them. Not for
+             DATA_MOVING_FAMILIES, nor a class the op's accepted shapes cannot hold (an RNN's width).
+  output     `output=1` and `output-tail=CLASS` for one of the last two output dims of the
+             resampling, pooling and attention ops (tails.OUTPUT_FAMILIES), whose kernels tile them.
+  branch     `branch=NAME`: a point where the op's own math or kernels switch path, declared beside
+             the op (OpDef.branch_points: softplus's threshold / beta, round's ties, exp's overflow
+             boundary), held exactly by its first operand; where the branch-points regime is drawn.
 An op whose kernels switch on something these miss declares it (OpDef.regions, e.g. matmul's
 batch broadcasting).
 
@@ -59,7 +68,7 @@ import functools
 import random
 from collections.abc import Iterable
 
-from fuzzer import ladder
+from fuzzer import branch_points, ladder, tails
 from fuzzer.generate import BIG_CONTRACTIONS, Focus, focus_ranks, focused_graphs
 from fuzzer.ir import Graph, infer_shapes
 from fuzzer.layouts import CONTIGUOUS, layouts_for
@@ -98,12 +107,17 @@ def op_regions(op_name: str) -> frozenset[str]:
     if op.family not in DATA_MOVING_FAMILIES:
         values = ["nan", "inf", "-inf"] + ["subnormal"] * (not op.numerics.exact) + ["-0.0"] * op.numerics.zero_sign_matters
         regions.update(f"input-has:{value}" for value in values)
+    if op.branch_points is not None:
+        regions.update(branch_points.region(name) for name in op.branch_points.declared)
+    if op.family not in DATA_MOVING_FAMILIES:
+        regions |= tails.declared(op)
     return frozenset(regions | set(op.regions.declared if op.regions is not None else ()))
 
 
 def _kept(op_name: str, region: str) -> bool:
     """Is `region`, exercised by a node of `op_name`, one of the op's keys? (Attribute keys always are.)"""
-    attribute = not region.startswith(("regime=", "layout=", "input-has:", "elements", "extent", "ladder="))
+    attribute = not region.startswith(("regime=", "layout=", "input-has:", "elements", "extent", "ladder=", branch_points.PREFIX,
+                                       tails.INNERMOST, tails.REDUCED, tails.OUTPUT_TAIL, tails.OUTPUT_ONE))
     return attribute or region in op_regions(op_name)
 
 
@@ -118,7 +132,7 @@ def graph_regions(graph: Graph, values: dict | None = None) -> set[str]:
     for node in graph.nodes:
         op = get_op(node.op)
         operand_shapes = [tuple(shapes[name]) for name in node.inputs]
-        mine = drawn_regions(op, node.attrs, operand_shapes[0])
+        mine = drawn_regions(op, node.attrs, operand_shapes[0]) | tails.output_regions(op, node.attrs, operand_shapes)
         if op.regions is not None:
             mine.update(op.regions.of(node.attrs, operand_shapes))
         mine.update(f"regime={regime}" for regime in regimes)
@@ -130,6 +144,8 @@ def graph_regions(graph: Graph, values: dict | None = None) -> set[str]:
                 if name not in specials:
                     specials[name] = special_regions(values[name]) if name in values else set()
                 mine |= specials[name]
+        if values is not None and op.branch_points is not None and node.inputs[0] in values:
+            mine |= branch_points.regions_met(op.branch_points, node.attrs, values[node.inputs[0]])
         regions.update(key(node.op, region) for region in mine if _kept(node.op, region))
     return regions
 
@@ -153,7 +169,8 @@ def _drawn_families(regimes: tuple) -> dict:
             "special": any("special" in regime.value_profiles for regime in regimes),
             "large": any(d > LARGE_EXTENT for regime in regimes for d in regime.large_dims),
             "ladder": any(regime.ladder for regime in regimes),
-            "vmapped": any(regime.ladder and regime.vmapped for regime in regimes)}
+            "vmapped": any(regime.ladder and regime.vmapped for regime in regimes),
+            "branch": any(regime.branch_points for regime in regimes)}
 
 
 def _drawn(region: str, drawn: dict) -> bool:
@@ -170,6 +187,8 @@ def _drawn(region: str, drawn: dict) -> bool:
         return drawn["vmapped"]
     if region.startswith("ladder="):
         return drawn["ladder"]
+    if region.startswith(branch_points.PREFIX):
+        return drawn["branch"]
     return True  # the op's own keys (OpDef.regions)
 
 
@@ -214,6 +233,8 @@ def focus_of(region_key: str):
         regime = "large-op"
     elif region.startswith("ladder="):
         regime = "ladder"
+    elif region.startswith(branch_points.PREFIX):
+        return Focus(op, "branch-points")  # the regime places the points: no shape or attribute to redraw toward
     return Focus(op, regime, layout, region_key, profile)
 
 

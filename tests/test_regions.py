@@ -29,7 +29,9 @@ WITHOUT_LADDER = [regime.name for regime in REGIMES if not regime.ladder]
 
 @pytest.fixture(scope="module")
 def default_drawer():
-    return CaseDrawer(WorkerConfig(backends=[EAGER], seed=1), parse_backend_list(EAGER))
+    # A value drawn 1 time in 40 (conv_transpose1d:groups=3) may miss all 8 steered graphs of a seed:
+    # seed 1 does since vector tails took a draw of each shape (before them, seeds 4 and 5 did).
+    return CaseDrawer(WorkerConfig(backends=[EAGER], seed=2), parse_backend_list(EAGER))
 
 
 @pytest.fixture(scope="module")
@@ -41,7 +43,7 @@ def declared_default(default_drawer):
 def test_the_default_op_set_declares_distinct_paths_only(declared_default):
     declared = set(declared_default)
     rungs = {key for key in declared if ":ladder=" in key}  # a laddered op: 39 rungs of its axis
-    assert 500 < len(declared - rungs) < 1500
+    assert 500 < len(declared - rungs) < 2000  # 1,632: 579 of them tail, output-size and branch-point keys
     assert len(rungs) == 3 * len(ladder.POWERS) * sum(op.ladder is not None for op in registry().values())
     assert not {key for key in rungs if ":ladder=vmapped:" in key}, "no jax-vmap in the campaign: no rung on a batch"
 
@@ -65,7 +67,9 @@ def test_a_campaign_with_jax_vmap_declares_and_draws_the_vmapped_rungs():
 
 def test_keys_of_a_regime_the_campaign_leaves_out_are_not_declared():
     small = [r for r in REGIMES if r.name == "small"]
-    assert declared_regions(["softmax"], small) == ["softmax:dim<0", "softmax:dim>=0"]
+    declared = declared_regions(["softmax"], small)
+    assert [key for key in declared if "tail=" not in key] == ["softmax:dim<0", "softmax:dim>=0"]
+    assert len(declared) == 2 + 8, "every regime draws vector tails (fuzzer/tails.py): innermost and reduced, 4 classes each"
 
 
 def test_keys_of_a_handcrafted_graph():

@@ -17,6 +17,7 @@ from typing import Callable
 
 import numpy as np
 
+from fuzzer.branch_points import BranchPoints
 from fuzzer.errors import UserError, did_you_mean
 from fuzzer.ops.numerics import Numerics
 
@@ -135,6 +136,7 @@ class OpDef:
     # Regions beyond the generic ones (attribute values, regime, layout, special values, sizes).
     regions: Regions | None = None
     ladder: Ladder | None = None  # its reduction or contraction axes, for the ladder regime
+    branch_points: BranchPoints | None = None  # where its math or kernels switch (fuzzer/branch_points.py)
     family: str = ""
     notes: str = ""
 

@@ -13,6 +13,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from fuzzer.branch_points import BranchPoints, declare, fixed
 from fuzzer.ops import API_KEYWORDS, API_PATH, WRAPS, OpDef
 from fuzzer.ops._common import check, like, st
 from fuzzer.ops._complex import complex_semantics
@@ -262,7 +263,7 @@ def _jax_where_threshold(a, b, compare, threshold):
 
 
 OPS = [
-    unary("relu", lambda x: np.maximum(x, 0), "relu", "nn.relu"),
+    declare(unary("relu", lambda x: np.maximum(x, 0), "relu", "nn.relu"), fixed(zero=0.0)),
     unary(
         "gelu",
         _gelu_reference,
@@ -275,7 +276,8 @@ OPS = [
         # ~roundoff * |x| / 2, which the rounding model's gelu(|x|) ~ |x| magnitude already allows.
         notes="approximate drawn: 'none' (erf) or 'tanh'; the two differ by ~1e-3",
     ),
-    unary("tanh", np.tanh, "tanh", "numpy.tanh"),
+    # Eigen's float tanh (XLA:CPU, torch's vectorized kernels) returns x below 0.0004 and clamps at 7.9053.
+    declare(unary("tanh", np.tanh, "tanh", "numpy.tanh"), fixed(small=0.0004, saturation=7.90531110763549805)),
     unary("sigmoid", sigmoid, "sigmoid", "nn.sigmoid"),
     integer_semantics(binary("add", np.add, "add", "numpy.add"), EXACT_DTYPES, promoted(np.add)),
     integer_semantics(binary("sub", np.subtract, "sub", "numpy.subtract"), INTEGERS, promoted(np.subtract)),
@@ -314,7 +316,7 @@ OPS = [
         choices={"compare": tuple(sorted(COMPARISONS))},
         notes="where(a <compare> b, a, b), compare in gt/lt/ge/le",
     ), INTEGERS, promoted(_where_reference)),
-    binary(
+    declare(binary(
         "where_threshold",
         _where_threshold_reference,
         _torch_where_threshold,
@@ -324,6 +326,6 @@ OPS = [
         choices={"compare": tuple(sorted(COMPARISONS))},
         numerics=Numerics(exact=True, why={"exact": "a comparison: one rounding of a can move it across the threshold, a whole step"}),
         notes="where(a <compare> threshold, a, b), compare in gt/lt/ge/le, thresholds exact in float32",
-    ),
+    ), BranchPoints(("threshold",), lambda attrs, dtype: {"threshold": attrs["threshold"]})),
 ]
 OPS = complex_semantics(OPS, {"tanh": "complex", "add": "promotes", "sub": "promotes", "mul": "promotes", "div": "promotes"})

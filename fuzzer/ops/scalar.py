@@ -12,6 +12,7 @@ import math
 
 import numpy as np
 
+from fuzzer.branch_points import BranchPoints, declare
 from fuzzer.jsonform import number
 from fuzzer.ops._common import st
 from fuzzer.ops._exact import EXACT_DTYPES, FLOAT_RESULT, INTEGERS, as_weak_scalar, integer_semantics, scalar_result_dtype
@@ -130,6 +131,11 @@ def _draw_clamp(draw, shapes):
     }
 
 
+# Its bounds are its branch points (fuzzer/branch_points.py), where given.
+CLAMP_BOUNDS = BranchPoints(("min", "max"), lambda attrs, dtype: {
+    bound: attrs[bound] for bound in ("min", "max") if attrs.get(bound) is not None})
+
+
 def _jax_clamp(x, min=None, max=None):
     import jax
 
@@ -171,6 +177,6 @@ OPS = [
         "as rsqrt and x ** 0.5 as sqrt, so -0 ** -0.5 is -inf in torch where IEEE pow (numpy, jax) "
         "gives +inf"
     )),
-    unary("clamp", _clamp_reference, "clamp", _jax_clamp, draw_attrs=_draw_clamp, attrs=("min", "max"),
-          numerics=Numerics(weak_scalars=("min", "max"), why={"weak_scalars": WEAK_SCALAR})),
+    declare(unary("clamp", _clamp_reference, "clamp", _jax_clamp, draw_attrs=_draw_clamp, attrs=("min", "max"),
+                  numerics=Numerics(weak_scalars=("min", "max"), why={"weak_scalars": WEAK_SCALAR})), CLAMP_BOUNDS),
 ]

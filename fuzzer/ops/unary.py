@@ -14,6 +14,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from fuzzer.branch_points import BranchPoints, declare, fixed, overflow_boundary
 from fuzzer.errors import OpUnsupported
 from fuzzer.ops._common import st
 from fuzzer.ops._complex import complex_semantics
@@ -155,6 +156,27 @@ def _jax_tanhshrink(x):
     return x - jax.numpy.tanh(x)
 
 
+# Branch points (fuzzer/branch_points.py): where these ops' math or their kernels switch path.
+AT_ZERO = fixed(zero=0.0)  # relu-likes, sign, and the edge of log's and sqrt's domain
+# exp-like functions overflow the dtype past log(max); exp's result turns subnormal below log(tiny).
+OVERFLOW_POINT = BranchPoints(("overflow",), lambda attrs, dtype: {"overflow": overflow_boundary(dtype)})
+EXPONENTIAL_POINTS = BranchPoints(("overflow", "subnormal"), lambda attrs, dtype: {
+    "overflow": overflow_boundary(dtype), "subnormal": float(np.log(np.finfo(dtype).tiny))})
+# sinh and cosh are e^|x| / 2: they overflow log 2 later (XLA computes exp(|x| + log(1/2)) to get there).
+HALF_EXPONENTIAL_POINTS = BranchPoints(("overflow",), lambda attrs, dtype: {"overflow": overflow_boundary(dtype, shift=-np.log(2.0))})
+HARD_BENDS = fixed(low=-3.0, high=3.0)  # hardswish and hardsigmoid are piecewise at +-3
+# Ties go to even: 0.5 down, 1.5 up; 2^22 + 0.5 is where an add-2^23 trick's rounding meets the tie.
+ROUND_TIES = fixed(tie=0.5, odd_tie=1.5, negative_tie=-2.5, large_tie=2.0**22 + 0.5)
+# fdlibm's (and so many libms') range reductions: atan at 7/16, 11/16, 19/16 and 39/16; erf at
+# 0.84375, 1.25, 1 / 0.35 and 6, where it switches rational approximations.
+ATAN_POINTS = fixed(seven_sixteenths=7 / 16, eleven_sixteenths=11 / 16, nineteen_sixteenths=19 / 16, thirty_nine_sixteenths=39 / 16)
+ERF_POINTS = fixed(small=0.84375, medium=1.25, large=1 / 0.35, saturated=6.0)
+# beta * x > threshold returns x itself; exp(beta * x) overflows past log(max) / beta where the
+# threshold is above that.
+SOFTPLUS_POINTS = BranchPoints(("threshold", "overflow"), lambda attrs, dtype: {
+    "threshold": attrs.get("threshold", 20.0) / attrs.get("beta", 1.0),
+    "overflow": overflow_boundary(dtype) / attrs.get("beta", 1.0)})
+
 NAN_BELOW_ZERO = Numerics(zero_sign_matters=True, why={"zero_sign_matters": "the result at +-0 and just below 0 differs in class"})
 PERIODIC = Numerics(forward_error=_argument_rounding, period=2 * np.pi, why={
     "forward_error": "a computed argument's rounding (a roundoff of |x|) is carried whole",
@@ -163,32 +185,32 @@ SHIFTED_EXPONENTIAL = Numerics(forward_error=_shifted_exponential, why={
     "forward_error": "computed as exp(|x| + log(1/2)), which rounds the shifted argument (XLA)"})
 
 OPS = [
-    unary("exp", np.exp, "exp", "numpy.exp", notes="overflows to inf above ~88.7 in float32"),
-    unary("expm1", np.expm1, "expm1", "numpy.expm1", notes="e^x - 1 without cancellation near 0"),
-    unary("log", np.log, "log", "numpy.log", numerics=NAN_BELOW_ZERO, notes="log(0) = -inf, log(x < 0) = nan"),
-    unary("log1p", np.log1p, "log1p", "numpy.log1p", notes="log1p(-1) = -inf, log1p(x < -1) = nan", numerics=Numerics(
+    declare(unary("exp", np.exp, "exp", "numpy.exp", notes="overflows to inf above ~88.7 in float32"), EXPONENTIAL_POINTS),
+    declare(unary("expm1", np.expm1, "expm1", "numpy.expm1", notes="e^x - 1 without cancellation near 0"), OVERFLOW_POINT),
+    declare(unary("log", np.log, "log", "numpy.log", numerics=NAN_BELOW_ZERO, notes="log(0) = -inf, log(x < 0) = nan"), AT_ZERO),
+    declare(unary("log1p", np.log1p, "log1p", "numpy.log1p", notes="log1p(-1) = -inf, log1p(x < -1) = nan", numerics=Numerics(
         integer_matters=True, why={"integer_matters": "a computed operand a rounding moves onto -1 (float32 tanh(-9.88) is -1) "
-                                                      "meets the pole: -inf"})),
-    unary("sqrt", np.sqrt, "sqrt", "numpy.sqrt", numerics=NAN_BELOW_ZERO, notes="sqrt(x < 0) = nan, sqrt(-0) = -0"),
-    unary("rsqrt", _rsqrt_reference, "rsqrt", "lax.rsqrt", numerics=Numerics(
-        zero_sign_matters=True, why={"zero_sign_matters": "rsqrt(+-0) is +-inf, and nan just below 0"})),
+                                                      "meets the pole: -inf"})), fixed(pole=-1.0)),
+    declare(unary("sqrt", np.sqrt, "sqrt", "numpy.sqrt", numerics=NAN_BELOW_ZERO, notes="sqrt(x < 0) = nan, sqrt(-0) = -0"), AT_ZERO),
+    declare(unary("rsqrt", _rsqrt_reference, "rsqrt", "lax.rsqrt", numerics=Numerics(
+        zero_sign_matters=True, why={"zero_sign_matters": "rsqrt(+-0) is +-inf, and nan just below 0"})), AT_ZERO),
     integer_semantics(unary("abs", np.abs, "abs", "numpy.abs", notes="on integers abs(INT_MIN) wraps to INT_MIN")),
     integer_semantics(unary("neg", np.negative, "neg", "numpy.negative", notes="on integers -INT_MIN wraps to INT_MIN")),
-    unary("sign", _sign_reference, "sign", "numpy.sign", numerics=PIECEWISE_CONSTANT),
+    declare(unary("sign", _sign_reference, "sign", "numpy.sign", numerics=PIECEWISE_CONSTANT), AT_ZERO),
     unary("sin", np.sin, "sin", "numpy.sin", numerics=PERIODIC),
     unary("cos", np.cos, "cos", "numpy.cos", numerics=PERIODIC),
-    unary("sinh", np.sinh, "sinh", "numpy.sinh", numerics=SHIFTED_EXPONENTIAL),
-    unary("cosh", np.cosh, "cosh", "numpy.cosh", numerics=SHIFTED_EXPONENTIAL),
+    declare(unary("sinh", np.sinh, "sinh", "numpy.sinh", numerics=SHIFTED_EXPONENTIAL), HALF_EXPONENTIAL_POINTS),
+    declare(unary("cosh", np.cosh, "cosh", "numpy.cosh", numerics=SHIFTED_EXPONENTIAL), HALF_EXPONENTIAL_POINTS),
     unary("asinh", np.arcsinh, "asinh", "numpy.arcsinh"),
-    unary("atan", np.arctan, "atan", "numpy.arctan"),
-    unary("erf", erf, "erf", "lax.erf"),
-    unary("reciprocal", lambda x: 1.0 / x, "reciprocal", "numpy.reciprocal", notes="1 / +-0 = +-inf", numerics=Numerics(
-        zero_sign_matters=True, why={"zero_sign_matters": "1 / +-0 is +-inf by the zero's sign"})),
+    declare(unary("atan", np.arctan, "atan", "numpy.arctan"), ATAN_POINTS),
+    declare(unary("erf", erf, "erf", "lax.erf"), ERF_POINTS),
+    declare(unary("reciprocal", lambda x: 1.0 / x, "reciprocal", "numpy.reciprocal", notes="1 / +-0 = +-inf", numerics=Numerics(
+        zero_sign_matters=True, why={"zero_sign_matters": "1 / +-0 is +-inf by the zero's sign"})), fixed(pole=0.0)),
     unary("square", np.square, "square", "numpy.square"),
-    unary("floor", np.floor, "floor", "numpy.floor", numerics=PIECEWISE_CONSTANT),
-    unary("round", _round_reference, "round", "numpy.round", numerics=PIECEWISE_CONSTANT, notes="ties to even"),
+    declare(unary("floor", np.floor, "floor", "numpy.floor", numerics=PIECEWISE_CONSTANT), fixed(integer=1.0, negative_integer=-1.0)),
+    declare(unary("round", _round_reference, "round", "numpy.round", numerics=PIECEWISE_CONSTANT, notes="ties to even"), ROUND_TIES),
     unary("silu", _silu_reference, "nn.functional.silu", "nn.silu"),
-    unary(
+    declare(unary(
         "softplus",
         _softplus_reference,
         "nn.functional.softplus",
@@ -196,21 +218,22 @@ OPS = [
         draw_attrs=_draw_softplus,
         attrs=("beta", "threshold"),
         notes="jax has no beta/threshold: written as where(beta x > threshold, x, softplus(beta x) / beta)",
-    ),
-    unary("mish", _mish_reference, "nn.functional.mish", _jax_mish),
-    unary("hardswish", _hardswish_reference, "nn.functional.hardswish", "nn.hard_swish"),
+    ), SOFTPLUS_POINTS),
+    declare(unary("mish", _mish_reference, "nn.functional.mish", _jax_mish), fixed(softplus_threshold=20.0)),
+    declare(unary("hardswish", _hardswish_reference, "nn.functional.hardswish", "nn.hard_swish"), HARD_BENDS),
     # torch implements no derivative of hardsigmoid_backward (torch 2.13).
-    replace(unary("hardsigmoid", _hardsigmoid_reference, "nn.functional.hardsigmoid", "nn.hard_sigmoid"), second_order=False),
-    unary(
+    replace(declare(unary("hardsigmoid", _hardsigmoid_reference, "nn.functional.hardsigmoid", "nn.hard_sigmoid"), HARD_BENDS),
+            second_order=False),
+    declare(unary(
         "leaky_relu",
         _leaky_relu_reference,
         "nn.functional.leaky_relu",
         "nn.leaky_relu",
         draw_attrs=_draw_leaky_relu,
         attrs=("negative_slope",),
-    ),
-    unary("elu", _elu_reference, "nn.functional.elu", "nn.elu", draw_attrs=_draw_elu, attrs=("alpha",), numerics=Numerics(
-        forward_error=_elu_error, why={"forward_error": "torch computes alpha * (exp(x) - 1), which cancels near 0"})),
+    ), AT_ZERO),
+    declare(unary("elu", _elu_reference, "nn.functional.elu", "nn.elu", draw_attrs=_draw_elu, attrs=("alpha",), numerics=Numerics(
+        forward_error=_elu_error, why={"forward_error": "torch computes alpha * (exp(x) - 1), which cancels near 0"})), AT_ZERO),
     unary("logsigmoid", _logsigmoid_reference, "nn.functional.logsigmoid", "nn.log_sigmoid"),
     unary(
         "tanhshrink",
