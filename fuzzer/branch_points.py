@@ -82,16 +82,15 @@ def regions_met(points: BranchPoints, attrs: dict, values: np.ndarray) -> set[st
     return {region(name) for name, present in zip(at, found) if present}
 
 
-def place_in_case(case, seed: int):
-    """`case` (fuzzer/ir.py's Case) with the branch points of each node's op placed in its first
-    operand where that is a graph input (the first node to read an input places its points)."""
-    from fuzzer.ops import get_op  # the ops declare their points with this module: import when run
-
+def place_in_case(case, seed: int, points_of: Callable[[str], "BranchPoints | None"]):
+    """`case` (fuzzer/ir.py's Case) with the branch points of each node's op (`points_of(op name)`: the
+    ops declare them with this module, so it takes them from its caller) placed in its first operand
+    where that is a graph input (the first node to read an input places its points)."""
     rng = np.random.default_rng([seed, 2])
     inputs = {spec.name: spec for spec in case.graph.inputs}
     arrays, placed = dict(case.arrays), set()
     for node in case.graph.nodes:
-        points, first = get_op(node.op).branch_points, node.inputs[0]
+        points, first = points_of(node.op), node.inputs[0]
         if points is None or first not in inputs or first in placed or arrays[first].dtype.kind != "f":
             continue
         placed.add(first)

@@ -449,7 +449,7 @@ def cases(draw, op_names: tuple[str, ...] | None = None, max_nodes: int = 8, reg
     if steer is not None and steer.profile and graph.nodes[0].op == steer.op:
         profiles.update(dict.fromkeys(set(graph.nodes[0].inputs) & set(profiles), steer.profile))
     case = materialize(graph, seed, profiles)
-    return branch_points.place_in_case(case, seed) if get_regime(graph.regime).branch_points else case
+    return branch_points.place_in_case(case, seed, lambda name: get_op(name).branch_points) if get_regime(graph.regime).branch_points else case
 
 
 class CaseGenerator:

@@ -77,8 +77,9 @@ def test_the_golden_set_holds_every_regime_and_verdict():
     cases, _ = golden()
     regimes = collections.Counter(entry["graph"].get("regime") or "small" for entry in cases)
     # but the big contractions (every dim 128 .. 512: a megabyte a case), which the builder leaves out, and
-    # the ladder (axes of up to 2^17 + 1 elements), which came after the set was built
-    assert set(regimes) == {regime.name for regime in REGIMES if not regime.contraction_dims and not regime.ladder}, regimes
+    # the ladder (axes of up to 2^17 + 1 elements) and the branch points, which came after the set was built
+    assert set(regimes) == {regime.name for regime in REGIMES
+                            if not regime.contraction_dims and not regime.ladder and not regime.branch_points}, regimes
     found = set().union(*map(verdicts_of, cases))
     assert {AGREE, MISMATCH, NAN_INF, ALL_ZEROS, CONSTANT} <= found
     assert any(not entry["expected"]["defines_anything"] for entry in cases)  # invalid cases

@@ -40,11 +40,11 @@ def test_canary_campaign_on_ray_actors(tmp_path):
     corpus = Corpus(db)
     try:
         options = CampaignOptions(
-            backends=[REFERENCE, "canary-layout-layernorm"], plugins=["layout-layernorm"], max_cases=10, workers=2,
+            backends=[REFERENCE, "canary-layout-layernorm"], plugins=["layout-layernorm"], max_cases=20, workers=2,
             shrink_time=10, timeout=60, ray="local",
         )
         progress = run_campaign(corpus, options)
-        assert progress.status == "finished" and progress.graphs == 10
+        assert progress.status == "finished" and progress.graphs == 20
         assert corpus.campaign(progress.campaign_id)["status"] == "finished"
         assert progress.finding_cases >= 1 and progress.crashes == 0
         findings = stored_findings(corpus)

@@ -54,8 +54,9 @@ def test_compilers_and_model_transformations_are_judged_on_their_outputs_only():
 
 @pytest.mark.slow
 def test_a_short_campaign_finds_a_relu_wrong_only_where_a_later_op_hides_it(tmp_path):
-    rows, shrunk = planted_fault_campaign(tmp_path, PLUGIN, "fault-masked-relu", "relu,clamp", max_cases=3, shrink_time=5)
+    rows, shrunk = planted_fault_campaign(tmp_path, PLUGIN, "fault-masked-relu", "relu,clamp", max_cases=6, shrink_time=5,
+                                          seed=3)  # seed 3: a drawn graph where the clamp hides the relu (not so on seeds 0-2 since vector tails)
     assert {row["signature"] for row in rows} == {"mismatch | fault-masked-relu | relu"}
-    first = min((row for row in rows if not row["shrunk_from"]), key=lambda row: row["id"])
-    assert first["findings"][0]["detail"].startswith("at node n0, an intermediate"), "found thanks to every node judged"
+    found = [row["findings"][0]["detail"] for row in rows if not row["shrunk_from"]]
+    assert any(detail.startswith("at node n0, an intermediate") for detail in found), ("found thanks to every node judged", found)
     assert [node["op"] for node in shrunk["graph"]["nodes"]] == ["relu"] and shrunk["graph"]["outputs"] == ["n0"]

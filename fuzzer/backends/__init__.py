@@ -314,4 +314,4 @@ def default_backends() -> tuple[str, ...]:
 
 
 def all_ops_supported_by(backends: list[Backend]) -> list[str]:
-    return [name for name in sorted(registry()) if all(b.supports(name) for b in backends)]
+    return [name for name, op in sorted(registry().items()) if not op.named_only and all(b.supports(name) for b in backends)]

@@ -138,6 +138,9 @@ class OpDef:
     ladder: Ladder | None = None  # its reduction or contraction axes, for the ladder regime
     branch_points: BranchPoints | None = None  # where its math or kernels switch (fuzzer/branch_points.py)
     family: str = ""
+    # Forward-identical to another op (a custom autograd.Function, an autocast region): only gradient
+    # backends tell them apart, so they are drawn only where named (--ops), never in a default campaign.
+    named_only: bool = False
     notes: str = ""
 
     def arity_ok(self, n: int) -> bool:
@@ -222,7 +225,7 @@ def get_op(name: str) -> OpDef:
 def float_op_names() -> list[str]:
     """The hand-written and plugin ops a float backend runs (a float campaign's, before its backends'
     support is asked): the integer-only ops and the comparisons, whose results are not floats, left out."""
-    return sorted(name for name, op in registry().items() if op.float_dtypes)
+    return sorted(name for name, op in registry().items() if op.float_dtypes and not op.named_only)
 
 
 def known_op_names() -> set[str]:

@@ -30,7 +30,7 @@ def _autocast_off(plain):
 
 def _region(op: OpDef) -> OpDef:
     return replace(op, name=f"autocast_off_{op.name}", torch=_autocast_off(op.torch), exact_dtypes=(),
-                   exact_reference=None, family="",
+                   exact_reference=None, family="", named_only=True,
                    notes=f"{op.name} in a nested torch.autocast(enabled=False) region, operands widened to float32")
 
 

@@ -35,7 +35,7 @@ def _apply(op_name: str):
 def _custom_grad(op: OpDef) -> OpDef:
     # Float only: a backward is written for float tensors (the plain op keeps its integer semantics).
     return replace(op, name=f"custom_grad_{op.name}", torch=_apply(op.name), custom_gradient_of=op.name,
-                   exact_dtypes=(), exact_reference=None, family="",
+                   exact_dtypes=(), exact_reference=None, family="", named_only=True,
                    notes=f"{op.name} in a torch.autograd.Function with our backward; jax runs the plain {op.name}")
 
 
