@@ -30,7 +30,6 @@ backend is judged against jax eager's own run of the case, so jax-eager itself i
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from functools import cached_property
 
 import numpy as np
@@ -39,16 +38,13 @@ from fuzzer.complex_dtypes import COMPONENT_DTYPE
 from fuzzer.ir import Case, split_arrays
 from fuzzer.ops import get_op
 from fuzzer.oracle.dtypes import LARGEST, RTOL, TINY
+from fuzzer.oracle.exact import IllTyped, TypedReference
 from fuzzer.records import BackendVerdict
 from fuzzer.verdicts import AGREE, MISMATCH, NAN_INF, UNSUPPORTED, severity
 
 K_SAME = 10.0  # compare.K_SAME: the same model
 OVERFLOW_MARGIN = 1 / 16  # of d's largest value: past it, an honest kernel's intermediates may overflow
 PARTS = (("real part", np.real), ("imaginary part", np.imag))
-
-
-class IllTyped(Exception):
-    """The graph applies an op that has no complex semantics to a complex value."""
 
 
 def evaluate_complex(case: Case, dtype: str, taint_above: float | None = None) -> dict:
@@ -86,26 +82,14 @@ def evaluate_complex(case: Case, dtype: str, taint_above: float | None = None) -
     return env
 
 
-@dataclass
-class ComplexReference:
+class ComplexReference(TypedReference):
     """A case's complex references, computed when first asked: r64 (complex128) and r_d per dtype."""
 
-    case: Case
-    envs: dict = field(default_factory=dict)  # dtype -> env, or the IllTyped sentence
-    jax_runs: dict = field(default_factory=dict)  # (device, dtype) -> jax eager's outputs, or its failure
+    def evaluate(self, dtype: str) -> dict:
+        return evaluate_complex(self.case, dtype)
 
-    def env(self, dtype: str):
-        if dtype not in self.envs:
-            try:
-                self.envs[dtype] = evaluate_complex(self.case, dtype)
-            except IllTyped as exc:
-                self.envs[dtype] = str(exc)
-        return self.envs[dtype]
-
-    def outputs(self, dtype: str):
-        """The outputs in `dtype`, or the sentence saying why the graph is ill-typed."""
-        env = self.env(dtype)
-        return env if isinstance(env, str) else [env[name] for name in self.case.graph.outputs]
+    def differs_in_jax(self, op) -> str:
+        return op.jax_complex_differs
 
     @cached_property
     def r64(self):
@@ -138,21 +122,6 @@ class ComplexReference:
     def defines_anything(self) -> bool:
         """Is one entry of one output finite in both components? An ill-typed graph is judged (unsupported)."""
         return isinstance(self.r64, str) or any(np.any(np.isfinite(np.asarray(r, dtype=np.complex128))) for r in self.r64)
-
-    def jax_differs(self) -> list[str]:
-        return sorted({node.op for node in self.case.graph.nodes if get_op(node.op).jax_complex_differs})
-
-    def jax_eager_outputs(self, device: str, dtype: str):
-        """jax eager's own outputs of the case (the reference of jax backends where jax's convention differs)."""
-        key = (device, dtype)
-        if key not in self.jax_runs:
-            from fuzzer.backends import get_backend
-
-            try:
-                self.jax_runs[key] = get_backend(f"jax-eager:{device}:{dtype}").run(self.case)
-            except Exception as exc:  # noqa: BLE001 - jax refusing the graph judges nothing
-                self.jax_runs[key] = f"jax eager, its reference here, raised {type(exc).__name__}"
-        return self.jax_runs[key]
 
 
 def compare_complex(y, index: int, reference: ComplexReference, dtype: str,

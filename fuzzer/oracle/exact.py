@@ -62,17 +62,27 @@ def evaluate_exact(case: Case, dtype: str) -> dict:
 
 
 @dataclass
-class ExactReference:
-    """A case's exact references, per exact dtype, computed when first asked."""
+class TypedReference:
+    """A case's references per dtype, computed when first asked, each an env or the sentence saying why
+    the graph is ill-typed there (`evaluate`), and jax eager's own runs (the reference of jax backends
+    where jax documents other semantics than torch: the ops `jax_differs` names). Subclasses: exact
+    (integer and bool) and complex (fuzzer/oracle/complex.py)."""
 
     case: Case
     envs: dict = field(default_factory=dict)  # dtype -> env, or the IllTyped sentence
     jax_runs: dict = field(default_factory=dict)  # (device, dtype) -> jax eager's outputs, or its failure
 
+    def evaluate(self, dtype: str) -> dict:
+        raise NotImplementedError
+
+    def differs_in_jax(self, op) -> str:
+        """The op's note where jax's semantics differ from the reference's for this kind of dtype, else ''."""
+        raise NotImplementedError
+
     def env(self, dtype: str):
         if dtype not in self.envs:
             try:
-                self.envs[dtype] = evaluate_exact(self.case, dtype)
+                self.envs[dtype] = self.evaluate(dtype)
             except IllTyped as exc:
                 self.envs[dtype] = str(exc)
         return self.envs[dtype]
@@ -82,13 +92,8 @@ class ExactReference:
         env = self.env(dtype)
         return env if isinstance(env, str) else [env[name] for name in self.case.graph.outputs]
 
-    def ill_typed(self, dtype: str) -> str | None:
-        """Why the graph is ill-typed in `dtype` (an op given a dtype it does not take), or None."""
-        env = self.env(dtype)
-        return env if isinstance(env, str) else None
-
     def jax_differs(self) -> list[str]:
-        return sorted({node.op for node in self.case.graph.nodes if get_op(node.op).jax_exact_differs})
+        return sorted({node.op for node in self.case.graph.nodes if self.differs_in_jax(get_op(node.op))})
 
     def jax_eager_outputs(self, device: str, dtype: str):
         """jax eager's own outputs of the case (the reference of jax backends where jax's semantics differ)."""
@@ -101,6 +106,21 @@ class ExactReference:
             except Exception as exc:  # noqa: BLE001 - jax refusing the graph judges nothing
                 self.jax_runs[key] = f"jax eager, its reference here, raised {type(exc).__name__}"
         return self.jax_runs[key]
+
+
+class ExactReference(TypedReference):
+    """A case's exact references, per exact dtype."""
+
+    def evaluate(self, dtype: str) -> dict:
+        return evaluate_exact(self.case, dtype)
+
+    def differs_in_jax(self, op) -> str:
+        return op.jax_exact_differs
+
+    def ill_typed(self, dtype: str) -> str | None:
+        """Why the graph is ill-typed in `dtype` (an op given a dtype it does not take), or None."""
+        env = self.env(dtype)
+        return env if isinstance(env, str) else None
 
     def scale(self, dtype: str, index: int) -> tuple[float, float]:
         """(scale, sens) of output `index`: its ancestors' largest finite magnitude, and 1 + their node count."""
