@@ -27,34 +27,40 @@ class JaxGrad(GradientOutputs, JaxJit):
         # Ops whose jax implementation jax cannot differentiate (`OpDef.jax_differentiable`).
         self.unsupported_ops = {op_name for op_name, op in registry().items() if not op.jax_differentiable}
 
+    # What is differentiated, and how the reproducer says it: jax-double-grad swaps in its own transform.
+    differentiate = staticmethod(jax_outputs_and_gradients)
+    transform_name = "forward_and_gradients"
+    transform_comment = "the outputs, then the gradient of each graph input"
+
     def _graph_fn(self, graph: Graph):
         jax = import_jax()
         names = [spec.name for spec in graph.inputs]
 
-        def forward_and_gradients(inputs, params):
-            return jax_outputs_and_gradients(lambda xs: interpret(graph, xs, params, self.impl_for), inputs, names)
+        def transformed(inputs, params):
+            return self.differentiate(lambda xs: interpret(graph, xs, params, self.impl_for), inputs, names)
 
-        return JITTED.get((self.name, graph.structure_key()), lambda: jax.jit(forward_and_gradients))
+        return JITTED.get((self.name, graph.structure_key()), lambda: jax.jit(transformed))
 
     def reproducer_program(self, case: Case) -> tuple[list[str], str]:
-        # The campaign's own jax_outputs_and_gradients, written out: the same vjp and cotangents.
+        # The campaign's own transform, written out: the same vjp and cotangents.
         names = [spec.name for spec in case.graph.inputs]
+        helper = self.differentiate.__name__
         transform = [
             f"NAMES = {names!r}",
             "",
             "",
-            "def forward_and_gradients(*args):",
+            f"def {self.transform_name}(*args):",
             "    inputs, weights = dict(zip(NAMES, args)), args[len(NAMES):]",
-            "    # the outputs, then the gradient of each graph input",
-            "    return jax_outputs_and_gradients(lambda xs: graph(*[xs[n] for n in NAMES], *weights), inputs, NAMES)",
+            f"    # {self.transform_comment}",
+            f"    return {helper}(lambda xs: graph(*[xs[n] for n in NAMES], *weights), inputs, NAMES)",
             "",
             "",
         ]
-        return jax_program(case, self, transform, "jax.jit(forward_and_gradients)(*args)",
-                           helpers=(jax_outputs_and_gradients,))
+        return jax_program(case, self, transform, f"jax.jit({self.transform_name})(*args)",
+                           helpers=(self.differentiate,))
 
     def eager_gradients(self, case: Case, dtype: str, noise=None, device: str = "cpu") -> list[np.ndarray]:
-        return jax_eager_gradients(case, dtype, noise, device)
+        return jax_eager_gradients(case, dtype, noise, device, differentiate=self.differentiate)
 
 
 BACKENDS = [JaxGrad]
