@@ -376,15 +376,26 @@ def _nonfinite_precision_policy(backend: Backend, case: Case, verdict, outcome: 
     return replace(verdict, verdict=verdicts.PRECISION_POLICY, detail=detail)
 
 
-def still_fails_predicate(backend: Backend, signature: str, reruns: int = 2, runner: Runner = run_backend):
+# A shrunk mismatch keeps its error at least this many times its allowance (or the original's ratio,
+# where that was less): else the shrinker walks to the tolerance's edge, where a reproducer's 3-digit
+# allowance or another machine's rounding flips it (a softmax shrunk from 5.2x to 1.0006x).
+SHRUNK_MISMATCH_MARGIN = 1.5
+
+
+def still_fails_predicate(backend: Backend, signature: str, reruns: int = 2, runner: Runner = run_backend,
+                          original: Finding | None = None):
     """For the shrinker: does a candidate give the same verdict and signature on this backend?
 
     A nondeterministic finding must show up on eight checks in a row. Otherwise the
     shrinker walks down to inputs so small that the randomness rarely shows (dropout
     with p=0.1 on one element keeps the same mask in 2 re-runs two times in three) and
     the reproducer would be flaky; eight in a row stops it where detection is reliable.
+    A mismatch keeps a margin over its allowance (SHRUNK_MISMATCH_MARGIN, `original`: the finding shrunk).
     """
     confirmations = 8 if signature.startswith(verdicts.NONDETERMINISTIC) else 1
+    margin = 1.0
+    if original is not None and original.verdict == verdicts.MISMATCH and original.allowed > 0:
+        margin = max(1.0, min(SHRUNK_MISMATCH_MARGIN, original.max_error / original.allowed))
 
     def still_fails(candidate: Case) -> bool:
         for _ in range(confirmations):
@@ -394,7 +405,8 @@ def still_fails_predicate(backend: Backend, signature: str, reruns: int = 2, run
                 raise
             except Exception:  # noqa: BLE001 - a candidate the reference cannot run is simply not kept
                 return False
-            if result.finding_for(signature) is None:
+            found = result.finding_for(signature)
+            if found is None or (margin > 1.0 and found.max_error < margin * found.allowed):
                 return False
         return True
 

@@ -41,7 +41,7 @@ from fuzzer.backend_verdict import reference_for
 from fuzzer.backends import Backend, get_backend
 from fuzzer.ir import Case
 from fuzzer.op_source import Source
-from fuzzer.oracle import Reference, allowed_error, compute_reference, judge_outputs
+from fuzzer.oracle import Reference, allowed_error, compute_reference, entry_allowance, judge_outputs
 from fuzzer.ops import get_op
 from fuzzer.program_source import JAX_X64, compact_array, compact_arrays, graph_arguments, graph_function, with_readable_names
 from fuzzer.reproducer import docstring, environment_note, killed_its_process, program_under_test, standard_imports
@@ -133,17 +133,25 @@ def _check_lines(reference: Reference, dtype: str) -> list[str]:
     """The oracle's verdict in a few lines: every entry the math defines within the oracle's
     allowance (3 significant digits) of `expected`, non-finite ones the same kind; else one
     MISMATCH line and exit 1 (SystemExit with a message: no traceback)."""
-    allowed = [f"{allowed_error(reference, index, dtype):.3g}" for index in range(len(reference.outputs))]
-    masks = [reference.judged[dtype][index] | reference.defined_nonfinite[dtype][index] for index in range(len(allowed))]
-    lines = []
+    masks = [reference.judged[dtype][index] | reference.defined_nonfinite[dtype][index] for index in range(len(reference.outputs))]
+    allowed, lines = [], []
+    for index in range(len(reference.outputs)):
+        per_entry = _per_entry_allowance(reference, index, dtype)
+        if per_entry is None:
+            allowed.append(f"{allowed_error(reference, index, dtype):.3g}")
+        else:
+            lines += compact_array(f"allowed{index}", per_entry, "float64", "numpy")
+            lines[-1] += "  # each entry's own allowance (the fuzzer's per-entry tolerance), where tighter than the output's"
+            allowed.append(f"allowed{index}")
     for index, mask in enumerate(masks):
         if not mask.all():
             lines += compact_array(f"defined{index}", mask, "bool", "numpy")
-    if lines:
+    if any(not mask.all() for mask in masks):
         lines[-1] += "  # the entries whose value the math defines in " + dtype
-    columns = ["got", "want", "allowed"] + ["defined"] * bool(lines)
+    defined = any(not mask.all() for mask in masks)
+    columns = ["got", "want", "allowed"] + ["defined"] * defined
     zipped = f"zip(outputs, expected, [{', '.join(allowed)}]"
-    if lines:
+    if defined:
         zipped += f", [{', '.join(f'defined{index}' if not mask.all() else 'True' for index, mask in enumerate(masks))}]"
     loop = f"for {', '.join(columns)} in {zipped})"
     which = ""
@@ -153,16 +161,29 @@ def _check_lines(reference: Reference, dtype: str) -> list[str]:
             f"{loop}:  # allowed: the largest error of a correct {dtype} implementation here (the fuzzer's tolerance model)",
             "    if got.shape != want.shape:",
             f"        raise SystemExit(f'MISMATCH: {which}shape {{got.shape}}, float64 reference {{want.shape}}')",
-            f"    wrong = ~np.isclose(got, want, rtol=0, atol=allowed, equal_nan=True){' & defined' if lines else ''}"
+            f"    wrong = ~np.isclose(got, want, rtol=0, atol=allowed, equal_nan=True){' & defined' if defined else ''}"
             "  # inf == inf, nan == nan",
             "    if wrong.any():",
             "        at = np.unravel_index(np.argmax(np.nan_to_num(abs(np.subtract(got, want, where=wrong, out=np.zeros(got.shape))), "
             "nan=np.inf)), got.shape)",
             # A non-finite entry has no error to allow: it is the wrong kind, said in words.
             f"        raise SystemExit(f'MISMATCH: {which}{{wrong.sum()}} of {{wrong.size}} entries differ, worst at {{[int(k) for k in at]}}: ' + "
-            "(f'got {float(got[at])}, float64 reference {float(want[at])} (allowed error {allowed:.3g})' "
+            "(f'got {float(got[at])}, float64 reference {float(want[at])} (allowed error {float(np.broadcast_to(allowed, got.shape)[at]):.3g})' "
             "if np.isfinite([got[at], want[at]]).all() else f'expected {float(want[at])}, got {float(got[at])}'))",
             "print('OK: every entry within the allowed error of the float64 reference')"]
+
+
+def _per_entry_allowance(reference: Reference, index: int, dtype: str) -> np.ndarray | None:
+    """Output `index`'s per-entry allowances (compare.py "Per entry"), each rounded up to 3 significant
+    digits so the script is never stricter than the oracle; None where none is tighter than the output's."""
+    per_entry = entry_allowance(reference, index, dtype)
+    output = float(f"{allowed_error(reference, index, dtype):.3g}")
+    if per_entry is None or not np.any(per_entry < output):
+        return None
+    with np.errstate(divide="ignore", invalid="ignore"):
+        step = 10.0 ** (np.floor(np.log10(per_entry)) - 2)
+        rounded = np.where(per_entry > 0, np.ceil(per_entry / step) * step, per_entry)
+    return np.minimum(np.array([float(f"{value:.3g}") for value in rounded.reshape(-1)]).reshape(np.shape(per_entry)), output)
 
 
 def _printed_versions(versions_source: str) -> tuple[list[str], list[str]]:

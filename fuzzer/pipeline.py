@@ -426,7 +426,7 @@ class Pipeline:
 
     def shrink(self, case: Case, finding: Finding, seconds: float | None = None) -> ShrinkReply:
         backend = get_backend(finding.backend)
-        predicate = still_fails_predicate(backend, finding.signature, self.config.reruns, self.runner)
+        predicate = still_fails_predicate(backend, finding.signature, self.config.reruns, self.runner, original=finding)
         shrunk = shrink_case(case, predicate, finding.culprit, seconds or self.config.shrink_time)
         final = check_case(shrunk.case, [backend], self.config.reruns, self.runner)
         return ShrinkReply(finding.signature, shrunk.case, shrunk.log(), final.verdict, list(final.findings),

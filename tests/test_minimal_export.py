@@ -62,6 +62,20 @@ def test_a_jit_bug_exits_1_with_one_mismatch_line_and_0_once_the_values_agree(tm
     assert code == 0 and output.splitlines()[-1].startswith("OK: ") and not errors, output + errors
 
 
+def test_a_finding_past_an_entrys_own_allowance_exits_1_though_the_outputs_allowance_passes_it(tmp_path):
+    """A real bug (reports/bugs/torch-cpu-softmax-outer-dim-accuracy): torch CPU's float32 softmax over a
+    non-last dim, ~1,000 ulp off at entries of 6e-5 while the output's allowance (from its largest entry,
+    1.8e-4) is 9e-5. The script carries the per-entry allowances, so it fails as the oracle did."""
+    case = materialize(Graph([TensorSpec("x0", (16385, 1))], [Node("n0", "softmax", ["x0"], {"dim": 0})], ["n0"]), seed=0)
+    case.arrays["x0"] = np.zeros((16385, 1))
+    case.arrays["x0"][0, 0] = 1.0
+    finding = {"verdict": "mismatch", "culprit": "softmax"}
+    script = build_minimal_script(case, get_backend("torch-eager:cpu:float32"), "mismatch | torch-eager | softmax", finding)
+    assert "allowed0 = np.full((16385, 1), " in script, script
+    code, _, errors = _run(script, tmp_path)
+    assert code == 1 and errors.startswith("MISMATCH: ") and "(allowed error 1.54e-08)" in errors, (script, errors)
+
+
 def test_shapes_a_helper_computes_are_written_out_and_nothing_unused_is_imported():
     script = build_minimal_script(_case(np.inf), get_backend(JAX_JIT), "title", FINDING)
     assert "n6 = n5.reshape((1, 1, 1))" in script and "_infer_flatten" not in script and "def check" not in script
