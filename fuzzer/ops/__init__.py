@@ -229,11 +229,13 @@ def float_op_names() -> list[str]:
 
 
 def known_op_names() -> set[str]:
-    """Every name get_op resolves: the hand-written and plugin ops, and those derived from torch's op database
-    where its table is here already (a known-bug entry may name one; reading the registry never builds it)."""
+    """Every name get_op resolves: the hand-written and plugin ops, programs' statements (a known-bug entry
+    may name `masked_fill_`), and those derived from torch's op database where its table is here already
+    (a known-bug entry may name one; reading the registry never builds it)."""
     from fuzzer.ops.derived import derived_registry
+    from fuzzer.program_ops import STATEMENTS
 
-    return set(registry()) | set(derived_registry())
+    return set(registry()) | set(STATEMENTS) | set(derived_registry())
 
 
 def parse_op_list(text: str | None) -> list[str]:

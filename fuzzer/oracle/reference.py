@@ -257,7 +257,10 @@ def extended(reference: Reference, extra: Reference) -> Reference:
 
 def program_reference(case, dtypes: set[str]):
     """The oracle's Reference of a program case: its float64 literal run, and per dtype d the honest
-    models run the same way: float64 at the inputs rounded to d (r_d) and numpy in d itself. As for
+    models run the same way: float64 at the inputs rounded to d (r_d), numpy in d itself, and numpy in d
+    with every computed value below d's smallest normal made zero (_flushing: a kernel that flushes, or
+    whose order of operations underflows, as float32 1 / (1 + exp(93.96)) is 0 on CUDA where numpy's
+    sigmoid is 1.7e-41: a later `x > 0` mask flips; GPU campaign 2026-12-02). As for
     gradients (fuzzer/oracle/reference.py, "Extra outputs"), no non-finite entry is defined: a write
     that a compiler reorders around a nan is no finding of this slice. Scale: the largest magnitude of
     any result; sensitivity: 1 + every statement's once per step (views and the writes that only move
@@ -276,7 +279,7 @@ def program_reference(case, dtypes: set[str]):
     for dtype in sorted(dtypes):
         numpy_type = numpy_dtype(dtype)
         rounded = run_in_numpy(graph, {k: np.asarray(v, dtype=numpy_type) for k, v in inputs.items()}, np.float64)
-        runs = [rounded, run_in_numpy(graph, inputs, numpy_type)]
+        runs = [rounded, run_in_numpy(graph, inputs, numpy_type), run_in_numpy(graph, inputs, numpy_type, _flushing(dtype))]
         models.same_dtype[dtype], models.rounding_noise[dtype] = rounded, []
         models.judged[dtype], models.nonfinite_candidates[dtype] = [], []
         for index, r64 in enumerate(exact):
@@ -287,3 +290,25 @@ def program_reference(case, dtypes: set[str]):
                 noise = max(float(np.max(np.abs(run[index] - r64), where=judged, initial=0.0)) for run in runs)
             models.rounding_noise[dtype].append(noise)
     return Reference(exact, [scale] * len(exact), [sensitivity] * len(exact), models_computed=models, float64_cost=cost)
+
+
+def _flushing(dtype: str) -> Callable:
+    """Statement implementations (program_reference's impl_for) whose results below `dtype`'s smallest
+    normal are zero: written through (a write's result is its destination's memory), a view left as it is."""
+    from fuzzer.program_ops import VIEWS, WRITES
+
+    def impl_for(name: str) -> Callable:
+        reference = get_op(name).reference
+        if name in VIEWS:
+            return reference
+
+        def flushed_result(xs, ps, attrs):
+            result = reference(xs, ps, attrs)
+            if name in WRITES:
+                np.copyto(result, flushed(result, dtype))
+                return result
+            return flushed(np.asarray(result), dtype)
+
+        return flushed_result
+
+    return impl_for
