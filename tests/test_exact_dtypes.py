@@ -138,3 +138,13 @@ def test_a_short_integer_campaign_finds_a_fault_planted_on_integers(tmp_path, ba
     rows, shrunk = planted_fault_campaign(tmp_path, PLUGIN, backend, ops)
     assert {row["signature"] for row in rows} == {f"mismatch | {backend} | {culprit}"}
     assert [node["op"] for node in shrunk["graph"]["nodes"]] == [culprit]
+
+
+def test_the_shrinker_cuts_no_integer_node_into_an_input():
+    """A GPU campaign's shrinks of integer findings stopped at an internal error: cutting a node into an
+    input took its float64 value, and shift_right has no float64 (an int32 value also differs from int64's)."""
+    from fuzzer.shrink import pass_cut_inputs
+
+    graph = Graph((TensorSpec("x", (4,)),), (Node("a", "abs", ("x",), {}), Node("s", "shift_right", ("a",), {"shift": 33})), ("s",))
+    case = Case(graph, {"x": np.array([-6, 8, 0, 3], dtype=np.int64)}, seed=0)
+    assert list(pass_cut_inputs(case, "shift_right")) == []
