@@ -96,6 +96,21 @@ def test_a_result_near_the_end_of_the_range_or_from_an_infinity_is_not_judged_bu
     assert judge(through_imag, "complex64", [np.array([[np.nan]])]).verdict == verdicts.AGREE
 
 
+def test_an_entry_the_sign_of_a_computed_zero_decides_is_not_judged_and_the_rest_still_is():
+    """GPU campaign (torch 2.11 CUDA): a complex matmul of zeros gives -0j there and +0j in numpy, and angle
+    turns that into pi against -pi: 11 of 14 complex64 buckets. Both signs are honest; the entry is skipped."""
+    graph = Graph((TensorSpec("a", (2, 1)), TensorSpec("b", (1, 2))),
+                  (Node("m", "matmul", ("a", "b")), Node("t", "angle", ("m",))), ("t",))
+    case = Case(graph, {"a": np.array([[-1 + 0j], [2 + 0j]]), "b": np.array([[1 + 0j, 0j]])}, 0)
+    exact = np.angle(np.array([[-1 + 0j], [2 + 0j]]) @ np.array([[1 + 0j, 0j]]))
+    minus_zero = exact.copy()
+    minus_zero[0, 0] = -np.pi  # angle(-1 - 0j): the same product with the other zero
+    assert judge(case, "complex64", [minus_zero]).verdict == verdicts.AGREE
+    wrong_elsewhere = minus_zero.copy()
+    wrong_elsewhere[1, 0] = 1.0  # angle(2 + 0j) is 0 whatever the zero's sign
+    assert judge(case, "complex64", [wrong_elsewhere]).verdict == verdicts.MISMATCH
+
+
 def test_an_op_without_complex_semantics_or_a_real_value_where_complex_is_needed_is_unsupported():
     graph = Graph((TensorSpec("x0", (3,)),), (Node("n0", "abs", ("x0",)), Node("n1", "angle", ("n0",))), ("n1",))
     case = Case(graph, {"x0": np.array([1 + 1j, -2j, 3])}, 0)

@@ -19,7 +19,12 @@ complex infinities and nans (which component is nan after an inf * 0, exp of -in
 between numpy, torch and XLA, and no document makes one of them right; and near the end of d's range
 an honest kernel overflows in its intermediates (cosh's e^y before it halves it: jax's complex64
 cos(3e-6 + 89.02j) is inf, its value 2.3e38). A backend that is not finite where the entry is
-judged gets `nan-inf`.
+judged gets `nan-inf`. Nor is an entry judged where the sign of a computed zero decides it: r64 runs
+twice more with every computed component within ZERO_REACH roundoffs of d (relative to its node's
+largest modulus) made +0 and then -0, and an entry the two runs disagree on is skipped. The sign of
+such a zero is the kernel's order of operations (a CUDA complex matmul of zeros gives -0j where numpy
+gives +0j), and angle, log and sqrt turn it into a jump of pi or 2 pi (GPU campaign 2026-12-02: 11
+of 14 complex64 buckets on torch 2.11 CUDA).
 
 What this leaves out, beside the float model: the rounding runs and the per-entry allowances
 (an entry far below the output's scale is judged by the output's allowance).
@@ -37,22 +42,36 @@ import numpy as np
 from fuzzer.complex_dtypes import COMPONENT_DTYPE
 from fuzzer.ir import Case, split_arrays
 from fuzzer.ops import get_op
-from fuzzer.oracle.dtypes import LARGEST, RTOL, TINY
+from fuzzer.oracle.dtypes import LARGEST, RTOL, TINY, UNIT_ROUNDOFF
 from fuzzer.oracle.exact import IllTyped, TypedReference
 from fuzzer.records import BackendVerdict
 from fuzzer.verdicts import AGREE, MISMATCH, NAN_INF, UNSUPPORTED, severity
 
 K_SAME = 10.0  # compare.K_SAME: the same model
 OVERFLOW_MARGIN = 1 / 16  # of d's largest value: past it, an honest kernel's intermediates may overflow
+ZERO_REACH = 4.0  # roundoffs of d, relative to a node's largest modulus, within which a component may come out as +-0
 PARTS = (("real part", np.real), ("imaginary part", np.imag))
 
 
-def evaluate_complex(case: Case, dtype: str, taint_above: float | None = None) -> dict:
+def evaluate_complex(case: Case, dtype: str, taint_above: float | None = None,
+                     zeros_within: tuple[float, float] | None = None) -> dict:
     """Every value of the case's graph by name: each op's reference on complex values of `dtype`
     ("complex128" for r64), each result kept in `dtype`'s precision (a real one in its component's).
-    `taint_above`: every value's entries that are not finite or of a larger modulus made nan (see above)."""
+    `taint_above`: every value's entries that are not finite or of a larger modulus made nan (see above).
+    `zeros_within` (sign, relative reach): every computed component within that fraction of its node's
+    largest finite modulus made a zero of that sign (see above)."""
     inputs, params = split_arrays(case)
     complex_type, real_type = np.dtype(dtype), np.dtype(COMPONENT_DTYPE[dtype])
+
+    def signed_zeros(value):
+        sign, reach = zeros_within
+        largest = float(np.max(np.abs(value), where=np.isfinite(value), initial=0.0))
+        snap = lambda part: np.where(np.abs(part) <= reach * largest, np.copysign(0.0, sign), part)  # noqa: E731
+        if value.dtype.kind != "c":
+            return snap(value)
+        snapped = np.empty_like(value)  # parts set one by one: x + 1j * -0.0 would lose the zero's sign
+        snapped.real, snapped.imag = snap(value.real), snap(value.imag)
+        return snapped
 
     def pinned(value):
         value = np.asarray(value)
@@ -78,7 +97,8 @@ def evaluate_complex(case: Case, dtype: str, taint_above: float | None = None) -
             if "c" in kinds:  # a real operand beside a complex one is promoted, as torch and jax do
                 operands = [operand.astype(complex_type) for operand in operands]
             node_params = {k: np.asarray(v).astype(complex_type) for k, v in params.get(node.name, {}).items()}
-            env[node.name] = pinned(op.reference(operands, node_params, node.attrs))
+            result = pinned(op.reference(operands, node_params, node.attrs))
+            env[node.name] = result if zeros_within is None else pinned(signed_zeros(result))
     return env
 
 
@@ -102,7 +122,15 @@ class ComplexReference(TypedReference):
             limit = OVERFLOW_MARGIN * LARGEST[COMPONENT_DTYPE[dtype]]
             self.envs[key] = evaluate_complex(self.case, "complex128", taint_above=limit)
         tainted = self.envs[key][self.case.graph.outputs[index]]
-        return np.isfinite(tainted) & np.isfinite(np.asarray(self.outputs(dtype)[index]))
+        name = self.case.graph.outputs[index]
+        reach = ZERO_REACH * UNIT_ROUNDOFF[COMPONENT_DTYPE[dtype]]
+        for sign in (1.0, -1.0):
+            if f"zeros{sign}:{dtype}" not in self.envs:
+                self.envs[f"zeros{sign}:{dtype}"] = evaluate_complex(self.case, "complex128", zeros_within=(sign, reach))
+        plus, minus = (self.envs[f"zeros{sign}:{dtype}"][name] for sign in (1.0, -1.0))
+        with np.errstate(invalid="ignore"):
+            zero_signs_agree = np.isclose(plus, minus, rtol=1e-6, atol=0.0, equal_nan=True)
+        return np.isfinite(tainted) & np.isfinite(np.asarray(self.outputs(dtype)[index])) & zero_signs_agree
 
     def ill_typed(self) -> str | None:
         return self.r64 if isinstance(self.r64, str) else None
