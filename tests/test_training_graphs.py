@@ -77,6 +77,7 @@ def test_an_op_without_a_second_derivative_declares_it_and_is_not_drawn_there():
 
 
 @pytest.mark.slow
+@pytest.mark.long  # 6 minutes of CI beside another compile (71 s alone); CI keeps the fault's reproducer test below
 def test_a_short_campaign_finds_a_double_backward_that_drops_its_second_order_term(tmp_path):
     rows, shrunk = planted_fault_campaign(tmp_path, PLUGIN, "fault-double-grad-sin", "sin", max_cases=1, shrink_time=20)
     assert {row["signature"] for row in rows} == {"mismatch | fault-double-grad-sin | sin@double-vjp"}
