@@ -39,6 +39,9 @@ import numpy as np
 from fuzzer import verdicts
 from fuzzer.backend_verdict import reference_for
 from fuzzer.backends import Backend, get_backend
+from fuzzer.complex_dtypes import is_complex
+from fuzzer.errors import UserError
+from fuzzer.exact_dtypes import is_exact
 from fuzzer.ir import Case
 from fuzzer.op_source import Source
 from fuzzer.oracle import Reference, allowed_error, compute_reference, entry_allowance, judge_outputs
@@ -120,25 +123,29 @@ def _as_one_expression(function: str, family: str) -> str | None:
     return "[" + ", ".join(REFERENCE_OUTPUTS[family].format(ast.unparse(item)) for item in computed.elts) + "]"
 
 
-def _written_expected(reference: Reference) -> list[str]:
-    """Lines setting `expected` to the fuzzer's reference values (no framework computes them right)."""
+def _written_expected(outputs: list, what: str) -> list[str]:
+    """Lines setting `expected` to the fuzzer's reference values `outputs` (no framework computes them right),
+    as float64 (the script compares float64 copies of the outputs: exact for integers up to 2^53)."""
     lines = []
-    for index, values in enumerate(reference.outputs):
-        lines += compact_array(f"expected{index}", values, "float64", "numpy")
-    names = ", ".join(f"expected{index}" for index in range(len(reference.outputs)))
-    return [*lines, f"expected = [{names}]  # float64 reference: the fuzzer's numpy code, computed when this was written"]
+    for index, values in enumerate(outputs):
+        lines += compact_array(f"expected{index}", np.asarray(values, dtype=np.float64), "float64", "numpy")
+    names = ", ".join(f"expected{index}" for index in range(len(outputs)))
+    return [*lines, f"expected = [{names}]  # {what}, computed when this was written"]
 
 
-def _check_lines(reference: Reference, dtype: str) -> list[str]:
+def _check_lines(reference: Reference, dtype: str, exact: bool = False) -> list[str]:
     """The oracle's verdict in a few lines: every entry the math defines within the oracle's
     allowance (3 significant digits) of `expected`, non-finite ones the same kind; else one
-    MISMATCH line and exit 1 (SystemExit with a message: no traceback)."""
-    masks = [reference.judged[dtype][index] | reference.defined_nonfinite[dtype][index] for index in range(len(reference.outputs))]
+    MISMATCH line and exit 1 (SystemExit with a message: no traceback). `exact`: an integer or
+    bool dtype, every entry equal (fuzzer/oracle/exact.py)."""
+    count = len(reference.exact.outputs(dtype)) if exact else len(reference.outputs)
+    masks = [np.ones(1, dtype=bool) if exact else reference.judged[dtype][index] | reference.defined_nonfinite[dtype][index]
+             for index in range(count)]
     allowed, lines = [], []
-    for index in range(len(reference.outputs)):
-        per_entry = _per_entry_allowance(reference, index, dtype)
+    for index in range(count):
+        per_entry = None if exact else _per_entry_allowance(reference, index, dtype)
         if per_entry is None:
-            allowed.append(f"{allowed_error(reference, index, dtype):.3g}")
+            allowed.append("0" if exact else f"{allowed_error(reference, index, dtype):.3g}")
         else:
             lines += compact_array(f"allowed{index}", per_entry, "float64", "numpy")
             lines[-1] += "  # each entry's own allowance (the fuzzer's per-entry tolerance), where tighter than the output's"
@@ -261,6 +268,9 @@ def build_minimal_script(case: Case, backend: Backend, title: str, finding: dict
     case on `backend`)."""
     finding = finding or {}
     verdict = finding.get("verdict", "")
+    if is_complex(backend.dtype) and verdict not in (verdicts.CRASH, verdicts.HANG):
+        raise UserError(f"The minimal script of a {backend.dtype} finding's values is not written yet: `fuzz replay` "
+                        "reproduces it, and `fuzz export ID --format json` keeps the case.")
     case = failing_part(case, finding)
     framework, program = program_under_test(case, backend, verdict, killed_its_process(finding))
     definitions, run = _split_after_graph(program)
@@ -270,6 +280,10 @@ def build_minimal_script(case: Case, backend: Backend, title: str, finding: dict
         after = ["print('OK: it ran')"]
     else:
         graph_reference = compute_reference(case, {backend.dtype})
+        if is_exact(backend.dtype):
+            after = [*_written_expected(graph_reference.exact.outputs(backend.dtype), "the exact reference"),
+                     *_check_lines(graph_reference, backend.dtype, exact=True)]
+            return _assembled(case, backend, finding, framework, program, definitions, data, run, after)
         reference = reference_for(backend, case, graph_reference)
         # A program's expected values are the reference's, written in (no framework's float64 run is its judge here).
         same_outputs = len(reference.outputs) == len(graph_reference.outputs) and not case.graph.steps
@@ -281,8 +295,15 @@ def build_minimal_script(case: Case, backend: Backend, title: str, finding: dict
             definitions = "\n\n\n".join(part for part in (definitions, more_definitions) if part)
             after = [expected]
         else:
-            after = _written_expected(reference)
+            after = _written_expected(reference.outputs, "float64 reference: the fuzzer's numpy code")
         after += _check_lines(reference, backend.dtype)
+    return _assembled(case, backend, finding, framework, program, definitions, data, run, after)
+
+
+def _assembled(case: Case, backend: Backend, finding: dict, framework: list, program: str, definitions: str, data: list,
+               run: str, after: list) -> str:
+    """The script: docstring, imports, the graph's definitions, then its data, run and check lines."""
+    verdict = finding.get("verdict", "")
     fixed = "0 once fixed" + (", 2 where the device it needs is missing" if "sys.exit(2)" in program else "")
     header = docstring(f"{_summary(case, backend, finding)} Exit 1 while the bug is there, {fixed}.") + environment_note(backend)
     version_imports, versions = _printed_versions(backend.versions_source)

@@ -140,3 +140,12 @@ def test_a_short_complex_campaign_finds_a_mul_that_conjugates_its_result(tmp_pat
     assert {row["signature"] for row in rows} == {"mismatch | fault-conj-mul | mul"}
     assert [node["op"] for node in shrunk["graph"]["nodes"]] == ["mul"]
     assert "imaginary part" in shrunk["findings"][0]["detail"]
+
+
+def test_the_minimal_script_of_a_complex_value_finding_is_refused_in_one_sentence():
+    """It stopped at an internal error (exit 3); until it is written, one sentence says what to use instead."""
+    from fuzzer.minimal_reproducer import build_minimal_script
+
+    case = one_op_case("mul", {"x0": [1 + 2j], "x1": [2 - 1j]})
+    with pytest.raises(UserError, match="not written yet: `fuzz replay` reproduces it"):
+        build_minimal_script(case, get_backend("torch-eager:cpu:complex64"), "mismatch", {"verdict": "mismatch", "culprit": "mul"})

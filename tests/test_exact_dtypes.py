@@ -148,3 +148,22 @@ def test_the_shrinker_cuts_no_integer_node_into_an_input():
     graph = Graph((TensorSpec("x", (4,)),), (Node("a", "abs", ("x",), {}), Node("s", "shift_right", ("a",), {"shift": 33})), ("s",))
     case = Case(graph, {"x": np.array([-6, 8, 0, 3], dtype=np.int64)}, seed=0)
     assert list(pass_cut_inputs(case, "shift_right")) == []
+
+
+def test_an_integer_finding_s_minimal_script_compares_exactly_and_exits_1(tmp_path):
+    """`fuzz export` of an integer finding stopped at an internal error (the float oracle's masks): its
+    script now writes the exact reference and allows no error."""
+    import subprocess
+    import sys
+
+    from fuzzer.minimal_reproducer import build_minimal_script
+    from fuzzer.plugins import load_plugin
+
+    load_plugin(PLUGIN)
+    graph = Graph((TensorSpec("x", (3,)), TensorSpec("y", (3,))), (Node("m", "mul", ("x", "y"), {}),), ("m",))
+    case = Case(graph, {"x": np.array([2**20, 3, -7], dtype=np.int64), "y": np.array([2**12, 5, 2], dtype=np.int64)}, 0)
+    script = build_minimal_script(case, get_backend("fault-saturating-mul"), "mismatch | fault-saturating-mul | mul",
+                                  {"verdict": "mismatch", "culprit": "mul"})
+    (tmp_path / "repro.py").write_text(script)
+    ran = subprocess.run([sys.executable, "repro.py"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert ran.returncode == 1 and "(allowed error 0)" in ran.stderr, (script, ran.stderr)
