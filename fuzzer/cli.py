@@ -321,7 +321,7 @@ def run(db_path, time_text, max_cases, backends, ops, max_nodes, regimes, seed, 
     from fuzzer.known import load_registry
     from fuzzer.ops import parse_op_list
     from fuzzer.plugins import load_plugins
-    from fuzzer.program_generate import require_programs
+    from fuzzer.program_generate import require_program_runners, require_programs
     from fuzzer.progress_line import progress_line
     from fuzzer.regimes import parse_regime_list
 
@@ -343,6 +343,7 @@ def run(db_path, time_text, max_cases, backends, ops, max_nodes, regimes, seed, 
     require_programs(op_names, regime_names)
     envs.trust_command_line([b.strip() for b in (backends or "").split(",")])
     parsed = name_backend_list(backends)
+    require_program_runners(regime_names, parsed)
     compiling = [b for b in parsed if b.expensive]
     if compile_share is None:
         compile_share = default_share([b.name for b in parsed if not b.expensive], [eager_peer(b) for b in compiling])

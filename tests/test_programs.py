@@ -251,3 +251,10 @@ def test_a_short_campaign_finds_a_result_wrong_only_after_a_recompile_for_a_new_
                                                 "--regimes", "programs", max_cases=3)
     assert {row["signature"] for row in rows} == {"mismatch | fault-recompiled-add | add_"}
     assert [node["op"] for node in shrunk["graph"]["nodes"]] == ["add_"] and shrunk["graph"]["inputs"][0]["shape"][0] == 17
+
+
+def test_a_programs_campaign_whose_backends_run_no_program_is_refused_before_it_starts(tmp_path):
+    """It ran 21,286 graphs and 0 cases in 10 minutes, then exited 0: every drawn program was skipped."""
+    result = fuzz("run", "--db", tmp_path / "fuzz.db", "--max-cases", 5, "--regimes", "programs", "--backends", "torch-layout")
+    assert result.returncode == 2 and "runs programs" in result.stderr, result.stderr
+    assert not (tmp_path / "fuzz.db").exists()
