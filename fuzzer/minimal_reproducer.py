@@ -153,9 +153,9 @@ def _check_lines(reference: Reference, dtype: str, exact: bool = False) -> list[
     for index, mask in enumerate(masks):
         if not mask.all():
             lines += compact_array(f"defined{index}", mask, "bool", "numpy")
-    if any(not mask.all() for mask in masks):
-        lines[-1] += "  # the entries whose value the math defines in " + dtype
     defined = any(not mask.all() for mask in masks)
+    if defined:
+        lines[-1] += "  # the entries whose value the math defines in " + dtype
     columns = ["got", "want", "allowed"] + ["defined"] * defined
     zipped = f"zip(outputs, expected, [{', '.join(allowed)}]"
     if defined:
