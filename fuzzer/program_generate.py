@@ -44,13 +44,15 @@ def require_programs(op_names, regime_names) -> None:
 def require_program_runners(regime_names, backends) -> None:
     """Refuse a campaign that draws programs only where none of its backends runs one (a backend of another
     environment, KIND@ENV, does not yet): every graph would be skipped, and the campaign would end with nothing run."""
+    from fuzzer.backends import table
     from fuzzer.regimes import BY_NAME
 
     if regime_names and all(BY_NAME[name].programs for name in regime_names) and not any(
-            vars(type(backend)).get("runs_programs", False) for backend in backends):
+            backend.runs_program_steps() for backend in backends):
+        runners = sorted(kind for kind, cls in table().classes.items() if cls.runs_program_steps())
         raise UserError(f"None of the backends {', '.join(b.name for b in backends)} runs programs (in-place writes "
-                        "and views), which are all `--regimes programs` draws; name torch-eager, torch-compile, "
-                        "torch-compile-dynamic, jax-eager, jax-jit or jax-jit-donate of this environment.")
+                        f"and views), which are all `--regimes programs` draws; name one of {', '.join(runners)} "
+                        "of this environment.")
 
 
 def _view_attrs(draw, op: str, shape: tuple[int, ...]) -> dict | None:

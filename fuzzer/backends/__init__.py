@@ -123,8 +123,13 @@ class Backend:
             return False  # an integer or bool backend runs the ops that declare its semantics, and only it integer-only ops
         return op_name not in self.unsupported_ops
 
+    @classmethod
+    def runs_program_steps(cls) -> bool:
+        """Does this kind run programs? Its class's own `runs_programs`, never an inherited one (see above)."""
+        return vars(cls).get("runs_programs", False)
+
     def supports_graph(self, graph: Graph) -> bool:
-        if graph.steps and not vars(type(self)).get("runs_programs", False):
+        if graph.steps and not self.runs_program_steps():
             return False
         return all(self.supports(node.op) for node in graph.nodes)
 

@@ -23,7 +23,7 @@ judged gets `nan-inf`. Nor is an entry judged where the sign of a computed zero 
 twice more with every computed component within ZERO_REACH roundoffs of d (relative to its node's
 largest modulus) made +0 and then -0, and an entry the two runs disagree on is skipped. The sign of
 such a zero is the kernel's order of operations (a CUDA complex matmul of zeros gives -0j where numpy
-gives +0j), and angle, log and sqrt turn it into a jump of pi or 2 pi (GPU campaign 2026-12-02: 11
+gives +0j), and angle, log and sqrt turn it into a jump of pi or 2 pi (GPU campaign 2026-12-02: 8
 of 14 complex64 buckets on torch 2.11 CUDA).
 
 What this leaves out, beside the float model: the rounding runs and the per-entry allowances
@@ -123,14 +123,18 @@ class ComplexReference(TypedReference):
             self.envs[key] = evaluate_complex(self.case, "complex128", taint_above=limit)
         tainted = self.envs[key][self.case.graph.outputs[index]]
         name = self.case.graph.outputs[index]
-        reach = ZERO_REACH * UNIT_ROUNDOFF[COMPONENT_DTYPE[dtype]]
-        for sign in (1.0, -1.0):
-            if f"zeros{sign}:{dtype}" not in self.envs:
-                self.envs[f"zeros{sign}:{dtype}"] = evaluate_complex(self.case, "complex128", zeros_within=(sign, reach))
-        plus, minus = (self.envs[f"zeros{sign}:{dtype}"][name] for sign in (1.0, -1.0))
+        plus, minus = (self._signed_zero_run(sign, dtype)[name] for sign in (1.0, -1.0))
         with np.errstate(invalid="ignore"):
             zero_signs_agree = np.isclose(plus, minus, rtol=1e-6, atol=0.0, equal_nan=True)
         return np.isfinite(tainted) & np.isfinite(np.asarray(self.outputs(dtype)[index])) & zero_signs_agree
+
+    def _signed_zero_run(self, sign: float, dtype: str) -> dict:
+        """r64 with every computed component within ZERO_REACH roundoffs of `dtype` made a zero of `sign`."""
+        key = f"zeros{sign}:{dtype}"
+        if key not in self.envs:
+            reach = ZERO_REACH * UNIT_ROUNDOFF[COMPONENT_DTYPE[dtype]]
+            self.envs[key] = evaluate_complex(self.case, "complex128", zeros_within=(sign, reach))
+        return self.envs[key]
 
     def ill_typed(self) -> str | None:
         return self.r64 if isinstance(self.r64, str) else None
