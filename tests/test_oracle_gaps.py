@@ -853,3 +853,20 @@ def test_an_overflow_times_a_flushed_subnormal_is_undefined_but_not_an_overflow_
     assert judged(normal, "float32", [np.array([[np.nan]])]) == verdicts.NAN_INF
     # And an overflow alone is judged: tanh of inf is -1 or 1, never nan.
     assert judged(normal, "float32", [np.array([[-1.0]])]) == verdicts.AGREE
+
+
+def _dot_then_cosh(terms):
+    graph = Graph([TensorSpec("x0", (1, 1, 3)), TensorSpec("x1", (1, 3, 1))],
+                  [Node("n0", "bmm", ["x0", "x1"], {}), Node("n1", "cosh", ["n0"], {})], ["n1"])
+    return [Case(graph, {"x0": np.array(terms).reshape(1, 1, 3), "x1": np.ones((1, 3, 1))}, seed=seed) for seed in range(1, 9)]
+
+
+def test_a_float64_sum_that_cancels_to_zero_in_one_order_may_be_its_rounding_bound_in_another():
+    # Default CPU campaign, jax-eager:cpu:float64, bmm > cosh: 1e21 + 65504 - 1e21 is 0 in numpy's
+    # order (cosh 1) and 65,504 summed otherwise (cosh inf). The directed runs snapped the computed
+    # zero back to 0 though its rounding bound reaches 1e5: inf was a false nan-inf on seeds 3 .. 8.
+    for case in _dot_then_cosh([1e21, 65504.0, -1e21]):
+        assert judged(case, "float64", [np.full((1, 1, 1), np.inf)]) in (verdicts.AGREE, verdicts.INVALID)
+    # Planted: a sum that cancels exactly within the subnormals' reach (1 - 1): cosh is 1, inf is wrong.
+    for case in _dot_then_cosh([1.0, 0.0, -1.0]):
+        assert judged(case, "float64", [np.full((1, 1, 1), np.inf)]) == verdicts.NAN_INF

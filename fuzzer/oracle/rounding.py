@@ -82,8 +82,13 @@ def rounding_runs(case: Case, inputs: dict, params: dict, dtype: str, env: dict 
                 bound = bound + min(roundoff, UNIT_ROUNDOFF["float32"]) * _accumulation_reach(op, xs, ps, attrs) * scale
             noisy = perturb(out, bound * (rng.uniform(-1.0, 1.0, out.shape) if sign is None else sign))
             with np.errstate(invalid="ignore"):
-                # A directed run keeps a computed zero on its side of 0 (exp of it is then 0 or inf).
-                snap = (np.abs(out) < tiny) if directed else (np.abs(out) <= bound) | (np.abs(out) < tiny)
+                # A directed run keeps a computed zero on its side of 0 (exp of it is then 0 or inf), and
+                # moves an underflowed one by its bound where that reaches past the subnormals: a float64
+                # sum of 1e21, 65504 and -1e21 is 0 in numpy's order and 65504 in another (cosh: inf).
+                if directed:
+                    snap = (np.abs(out) < tiny) & (bound < tiny)
+                else:
+                    snap = (np.abs(out) <= bound) | (np.abs(out) < tiny)
                 noisy = np.where(np.isfinite(out) & snap, zero, noisy)
                 noisy = np.where(np.isfinite(magnitude) & (magnitude > largest), np.copysign(np.inf, out), noisy)
             # An op's own declared error (e.g. a rounded mean shared by a whole row) is systematic:
