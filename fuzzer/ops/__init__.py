@@ -119,9 +119,6 @@ class OpDef:
     # (inputs, params, attrs) -> the result in torch's dtype and semantics on integer and bool operands
     # (sum of int32 is int64); None where `reference`, run on them, already is that.
     exact_reference: Callable | None = None
-    # Why jax's integer semantics differ from torch's (jax's cumsum of int32 stays int32 and wraps),
-    # where they do: jax backends are then judged against jax eager's own run, not the torch reference.
-    jax_exact_differs: str = ""
     # False for an integer-only op (bitwise, shifts): float backends never draw it.
     float_dtypes: bool = True
     # How it runs on complex64 and complex128 (fuzzer/complex_dtypes.py; "" not at all): its `reference`

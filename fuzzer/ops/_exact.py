@@ -55,12 +55,12 @@ def promoted(function):
     return run
 
 
-def integer_semantics(op, dtypes=INTEGERS, reference=None, jax_differs: str = "", floats: bool = True):
+def integer_semantics(op, dtypes=INTEGERS, reference=None, floats: bool = True):
     """`op` declared on the exact `dtypes` (integers by default; EXACT_DTYPES adds bool), with its exact
-    reference (None: its float reference, run on integers, already has torch's semantics), why jax's
-    semantics differ where they do, and `floats` False for an integer-only op (bitwise, shifts)."""
-    return replace(op, exact_dtypes=tuple(dtypes), exact_reference=reference, jax_exact_differs=jax_differs,
-                   float_dtypes=floats)
+    reference (None: its float reference, run on integers, already has torch's semantics), and `floats`
+    False for an integer-only op (bitwise, shifts). Its jax function computes in torch's dtypes too
+    (jnp.sum of uint8 is given dtype=int64), so every integer backend has one reference."""
+    return replace(op, exact_dtypes=tuple(dtypes), exact_reference=reference, float_dtypes=floats)
 
 
 __all__ = ["EXACT_DTYPES", "INTEGERS", "integer_semantics", "promoted", "result_dtype", "scalar_result_dtype",

@@ -423,13 +423,23 @@ def _torch_reduce(name):
     return run
 
 
-def _jax_reduce(name):
+def _jax_reduce(name, widened=False):
+    """jnp.`name`; `widened`: an integer or bool operand accumulates in int64, as torch's sum and prod do
+    (jax's own sum of uint8 is uint64, so a later negative value wraps: GPU campaign, uint8 sum - 128)."""
     def run(x, dims, attrs):
         import jax.numpy as jnp
 
-        return getattr(jnp, name)(x, axis=dims, keepdims=attrs["keepdim"])
+        widen = {"dtype": _torch_integer_accumulator(x)} if widened else {}  # jnp.max takes no dtype
+        return getattr(jnp, name)(x, axis=dims, keepdims=attrs["keepdim"], **widen)
 
     return run
+
+
+def _torch_integer_accumulator(x):
+    """jnp.int64 for an integer or bool jax array (torch sums, multiplies and scans those in int64), else None."""
+    import jax.numpy as jnp
+
+    return jnp.int64 if jnp.issubdtype(x.dtype, jnp.integer) or x.dtype == jnp.bool_ else None
 
 
 # -- cumsum ----------------------------------------------------------------------
@@ -464,7 +474,7 @@ def _torch_cumsum(xs, ps, attrs):
 def _jax_cumsum(xs, ps, attrs):
     import jax.numpy as jnp
 
-    return jnp.cumsum(xs[0], axis=attrs["dim"])
+    return jnp.cumsum(xs[0], axis=attrs["dim"], dtype=_torch_integer_accumulator(xs[0]))
 
 
 def _reduction(name, reference, torch_reduce, jax_reduce, draw_attrs=_draw_dims, infer=_infer,
@@ -501,7 +511,7 @@ LOW_PRECISION_VARIANCE = ("a narrower kernel takes plain deviations in its dtype
                           "combine of partial results (_variance_in_dtype)")
 
 OPS = [
-    integer_semantics(_reduction("sum", _numpy_reduce(np.sum), _torch_reduce("sum"), _jax_reduce("sum")), INTEGERS,
+    integer_semantics(_reduction("sum", _numpy_reduce(np.sum), _torch_reduce("sum"), _jax_reduce("sum", widened=True)), INTEGERS,
                       _shaped(_widened(np.sum), as_given=False)),
     _reduction("mean", _numpy_reduce(np.mean), _torch_reduce("mean"), _jax_reduce("mean")),
     integer_semantics(_reduction("amax", _numpy_reduce(np.max), _torch_reduce("amax"), _jax_reduce("max"))),
@@ -514,7 +524,7 @@ OPS = [
         "prod",
         _product,
         _torch_dim_reduce("prod"),
-        _jax_reduce("prod"),
+        _jax_reduce("prod", widened=True),
         _draw_dim,
         attrs=("dim", "keepdim"),
         numerics=Numerics(undefined=_product_undefined, low_precision_model=_product_in_dtype, why={
@@ -522,8 +532,7 @@ OPS = [
             "low_precision_model": "some multiplication order overflows, or flushes a subnormal partial product "
                                    "(_product_in_dtype)"}),
         notes="one dim: torch.prod takes a single int dim",
-    ), INTEGERS, _shaped(_widened(np.prod), as_given=False),
-        jax_differs="jax's prod of uint8 is uint64, torch's int64: a product past 2^63 differs in sign"),
+    ), INTEGERS, _shaped(_widened(np.prod), as_given=False)),
     _reduction(
         "var",
         _variance,
@@ -568,7 +577,6 @@ OPS = [
             "sensitivity": "a running sum of many rounded terms",
             "scans_in_dtype": "torch's CUDA cumsum carries the running value in float16/bfloat16, as its maintainers "
                               "intend (pytorch#180150, #180155)"}),
-    ), INTEGERS, _exact_cumsum,
-        jax_differs="jax's cumsum of int32 stays int32 and wraps; torch's is int64"),
+    ), INTEGERS, _exact_cumsum),
 ]
 OPS = complex_semantics(OPS, dict.fromkeys(("sum", "mean", "cumsum"), "complex"))  # prod: its reference is float-only (frexp)

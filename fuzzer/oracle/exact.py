@@ -19,9 +19,8 @@ An op applied to a value of a dtype it does not declare (a bitwise op on the flo
 plus a float scalar gave; neg of a comparison's bool) makes the graph ill-typed, as torch refuses it:
 the backend's verdict is `unsupported`, never a finding.
 
-Where torch and jax document different integer semantics (OpDef.jax_exact_differs: jax's cumsum of
-int32 stays int32), a jax backend is judged against jax eager's own run of the case instead, so
-jax-eager itself is not judged on such a graph (it is its own reference).
+Every backend, jax's too, has this one reference: the jax functions compute in torch's dtypes where
+jax's own would differ (jnp.sum of uint8 is uint64: it is given dtype=int64).
 """
 
 from __future__ import annotations
@@ -64,19 +63,13 @@ def evaluate_exact(case: Case, dtype: str) -> dict:
 @dataclass
 class TypedReference:
     """A case's references per dtype, computed when first asked, each an env or the sentence saying why
-    the graph is ill-typed there (`evaluate`), and jax eager's own runs (the reference of jax backends
-    where jax documents other semantics than torch: the ops `jax_differs` names). Subclasses: exact
-    (integer and bool) and complex (fuzzer/oracle/complex.py)."""
+    the graph is ill-typed there (`evaluate`). Subclasses: exact (integer and bool) and complex
+    (fuzzer/oracle/complex.py)."""
 
     case: Case
     envs: dict = field(default_factory=dict)  # dtype -> env, or the IllTyped sentence
-    jax_runs: dict = field(default_factory=dict)  # (device, dtype) -> jax eager's outputs, or its failure
 
     def evaluate(self, dtype: str) -> dict:
-        raise NotImplementedError
-
-    def differs_in_jax(self, op) -> str:
-        """The op's note where jax's semantics differ from the reference's for this kind of dtype, else ''."""
         raise NotImplementedError
 
     def env(self, dtype: str):
@@ -92,30 +85,12 @@ class TypedReference:
         env = self.env(dtype)
         return env if isinstance(env, str) else [env[name] for name in self.case.graph.outputs]
 
-    def jax_differs(self) -> list[str]:
-        return sorted({node.op for node in self.case.graph.nodes if self.differs_in_jax(get_op(node.op))})
-
-    def jax_eager_outputs(self, device: str, dtype: str):
-        """jax eager's own outputs of the case (the reference of jax backends where jax's semantics differ)."""
-        key = (device, dtype)
-        if key not in self.jax_runs:
-            from fuzzer.backends import get_backend
-
-            try:
-                self.jax_runs[key] = get_backend(f"jax-eager:{device}:{dtype}").run(self.case)
-            except Exception as exc:  # noqa: BLE001 - jax refusing the graph judges nothing
-                self.jax_runs[key] = f"jax eager, its reference here, raised {type(exc).__name__}"
-        return self.jax_runs[key]
-
 
 class ExactReference(TypedReference):
     """A case's exact references, per exact dtype."""
 
     def evaluate(self, dtype: str) -> dict:
         return evaluate_exact(self.case, dtype)
-
-    def differs_in_jax(self, op) -> str:
-        return op.jax_exact_differs
 
     def ill_typed(self, dtype: str) -> str | None:
         """Why the graph is ill-typed in `dtype` (an op given a dtype it does not take), or None."""
@@ -166,23 +141,9 @@ def compare_exact(y, index: int, expected: np.ndarray, exact: ExactReference, dt
     return MISMATCH, float(distance[at]), allowed, f"worst at {list(at)}: {y[at]:.9g} where the reference is {expected[at]:.9g}"
 
 
-def expected_outputs(backend: str, dtype: str, exact: ExactReference):
-    """What `backend`'s outputs are judged against (see above), or the sentence saying why nothing."""
-    from fuzzer.backend_names import BackendName
-    from fuzzer.backends import kind_family
-
-    name = BackendName.parse(backend)
-    differs = exact.jax_differs()
-    if differs and kind_family(name) == "jax":
-        if name.kind == "jax-eager":
-            return f"jax's integer semantics differ from torch's in {', '.join(differs)}: jax eager is its own reference"
-        return exact.jax_eager_outputs(name.device or "cpu", dtype)
-    return exact.outputs(dtype)
-
-
 def judge_exact(backend: str, dtype: str, outputs: list, exact: ExactReference) -> BackendVerdict:
     """The verdict of an exact backend: that of its first wrong output (agree: every output is right)."""
-    expected = expected_outputs(backend, dtype, exact)
+    expected = exact.outputs(dtype)
     if isinstance(expected, str):
         return BackendVerdict(backend, UNSUPPORTED, detail=expected)
     if len(outputs) != len(expected):
