@@ -149,3 +149,34 @@ def test_the_minimal_script_of_a_complex_value_finding_is_refused_in_one_sentenc
     case = one_op_case("mul", {"x0": [1 + 2j], "x1": [2 - 1j]})
     with pytest.raises(UserError, match="not written yet: `fuzz replay` reproduces it"):
         build_minimal_script(case, get_backend("torch-eager:cpu:complex64"), "mismatch", {"verdict": "mismatch", "culprit": "mul"})
+
+
+def _judged_complex(case: Case, outputs: list) -> str:
+    reference = oracle.compute_reference(case, {"complex64"})
+    return oracle.judge_outputs("torch-eager:cuda:complex64", "complex64", outputs, reference).verdict
+
+
+def test_a_matmul_whose_products_add_past_the_range_may_overflow_though_its_result_does_not():
+    # GPU complex64 campaign, torch CUDA matmul of 1e19 entries: products of 1.8e38 cancel to 1.35e36 in
+    # numpy's order and overflow in another (torch's own CPU kernel gives inf here): a false nan-inf.
+    graph = Graph([TensorSpec("x0", (1, 4)), TensorSpec("x1", (4, 1))], [Node("n0", "matmul", ["x0", "x1"], {})], ["n0"])
+
+    def case_of(big):
+        return Case(graph, {"x0": np.full((1, 4), big) + 0j, "x1": np.array([[big], [-big], [big], [-big + 1e17]]) + 0j}, 1)
+
+    overflowing = case_of(1.35e19)
+    torch_output = get_backend("torch-eager:cpu:complex64").run(overflowing)
+    assert not np.isfinite(torch_output[0]).all() and _judged_complex(overflowing, torch_output) == verdicts.AGREE
+    # Planted: products of 1.8e36 add to 7e36, far inside the range: inf is wrong.
+    assert _judged_complex(case_of(1.35e18), [np.array([[complex(np.inf, 0)]])]) == verdicts.NAN_INF
+
+
+def test_a_periodic_op_of_a_computed_value_one_rounding_moves_by_a_quarter_period_is_undefined():
+    # GPU complex64 campaign: log(sin(|z|)) of |z| = 2.9e31; one float32 roundoff of |z| is 1.7e24 radians, so
+    # sin's sign is the kernel's rounding of |z| (CUDA: negative, log nan; numpy: positive).
+    graph = Graph([TensorSpec("x0", (1,))], [Node("n1", "abs", ["x0"], {}), Node("n2", "sin", ["n1"], {}),
+                                             Node("n3", "log", ["n2"], {})], ["n3"])
+    nan = [np.array([complex(np.nan, 0)])]
+    assert _judged_complex(Case(graph, {"x0": np.array([2.8689826187722268e31 + 3.921416255137455e30j])}, 1), nan) == verdicts.AGREE
+    # Planted: |z| = 2.8, whose sin is 0.33 whatever its rounding: nan is wrong.
+    assert _judged_complex(Case(graph, {"x0": np.array([2.8 + 0.3j])}, 1), nan) == verdicts.NAN_INF

@@ -130,6 +130,10 @@ class OpDef:
     # Why jax's complex convention differs from torch's (and numpy's), where it does (a branch cut on
     # another side): jax backends are then judged against jax eager's own run.
     jax_complex_differs: str = ""
+    # The period of its complex result in a component of its operand (exp and sinh in the imaginary
+    # part, sin in the real part: 2 pi; tanh: pi), where it has one: an operand a rounding of the dtype
+    # moves a quarter of it leaves the result undefined there (fuzzer/oracle/complex.py).
+    complex_period: float | None = None
     # Regions beyond the generic ones (attribute values, regime, layout, special values, sizes).
     regions: Regions | None = None
     ladder: Ladder | None = None  # its reduction or contraction axes, for the ladder regime

@@ -20,14 +20,17 @@ def _real_part(reference):
     return run
 
 
-def complex_semantics(ops: list, kinds: dict[str, str], jax_differs: dict[str, str] | None = None) -> list:
+def complex_semantics(ops: list, kinds: dict[str, str], jax_differs: dict[str, str] | None = None,
+                      periods: dict[str, float] | None = None) -> list:
     """`ops` with those named in `kinds` declared on the complex dtypes, each of its kind (KINDS; see
-    OpDef.complex_dtypes), and why jax's convention differs where `jax_differs` names it."""
-    jax_differs = jax_differs or {}
+    OpDef.complex_dtypes), why jax's convention differs where `jax_differs` names it, and the period
+    of the result in an operand's component where `periods` names one (OpDef.complex_period)."""
+    jax_differs, periods = jax_differs or {}, periods or {}
     names = {op.name for op in ops}
-    unknown = (set(kinds) | set(jax_differs)) - names
+    unknown = (set(kinds) | set(jax_differs) | set(periods)) - names
     if unknown or not set(kinds.values()) <= set(KINDS):
         raise ValueError(f"complex_semantics: unknown ops {sorted(unknown)} or kinds {sorted(set(kinds.values()) - set(KINDS))}")
     return [replace(op, complex_dtypes=kinds[op.name], jax_complex_differs=jax_differs.get(op.name, ""),
+                    complex_period=periods.get(op.name),
                     reference=_real_part(op.reference) if kinds[op.name] == "real" else op.reference)
             if op.name in kinds else op for op in ops]

@@ -328,4 +328,5 @@ OPS = [
         notes="where(a <compare> threshold, a, b), compare in gt/lt/ge/le, thresholds exact in float32",
     ), BranchPoints(("threshold",), lambda attrs, dtype: {"threshold": attrs["threshold"]})),
 ]
-OPS = complex_semantics(OPS, {"tanh": "complex", "add": "promotes", "sub": "promotes", "mul": "promotes", "div": "promotes"})
+OPS = complex_semantics(OPS, {"tanh": "complex", "add": "promotes", "sub": "promotes", "mul": "promotes", "div": "promotes"},
+                        periods={"tanh": np.pi})

@@ -247,4 +247,5 @@ OPS = [
 OPS = complex_semantics(OPS, {**dict.fromkeys(("exp", "log", "sqrt", "neg", "sin", "cos", "sinh", "cosh", "square", "reciprocal"),
                                                "complex"), "abs": "real"},
                         jax_differs={"sqrt": "on its branch cut, the negative real axis, jax's sqrt ignores the sign of a zero "
-                                             "imaginary part: sqrt(-4 - 0j) is +2j there, -2j in C99, numpy and torch"})
+                                             "imaginary part: sqrt(-4 - 0j) is +2j there, -2j in C99, numpy and torch"},
+                        periods=dict.fromkeys(("exp", "sin", "cos", "sinh", "cosh"), 2 * np.pi))

@@ -26,6 +26,12 @@ such a zero is the kernel's order of operations (a CUDA complex matmul of zeros 
 gives +0j), and angle, log and sqrt turn it into a jump of pi or 2 pi (GPU campaign 2026-12-02: 8
 of 14 complex64 buckets on torch 2.11 CUDA).
 
+Nor is an entry judged that an honest kernel's own rounding or intermediates leave undefined, which
+the taint run marks too: where an accumulating op's terms' moduli add past the same margin (a complex64
+matmul of 1e19 entries overflows in its partial products though its result is 1e36), and where a
+periodic op (OpDef.complex_period: sin in the real part, exp in the imaginary part) reads a computed
+component that ZERO_REACH roundoffs of d move a quarter period (sin of a float32 |z| of 2.9e31).
+
 What this leaves out, beside the float model: the rounding runs and the per-entry allowances
 (an entry far below the output's scale is judged by the output's allowance).
 
@@ -45,6 +51,7 @@ from fuzzer.ir import Case, split_arrays
 from fuzzer.ops import get_op
 from fuzzer.oracle.dtypes import LARGEST, RTOL, TINY, UNIT_ROUNDOFF
 from fuzzer.oracle.exact import IllTyped, TypedReference
+from fuzzer.oracle.rounding import ACCUMULATING_FAMILIES
 from fuzzer.records import BackendVerdict
 from fuzzer.verdicts import AGREE, MISMATCH, NAN_INF, UNSUPPORTED, severity
 
@@ -54,11 +61,12 @@ ZERO_REACH = 4.0  # roundoffs of d, relative to a node's largest modulus, within
 PARTS = (("real part", np.real), ("imaginary part", np.imag))
 
 
-def evaluate_complex(case: Case, dtype: str, taint_above: float | None = None,
+def evaluate_complex(case: Case, dtype: str, taint_above: float | None = None, reach: float = 0.0,
                      zeros_within: tuple[float, float] | None = None) -> dict:
     """Every value of the case's graph by name: each op's reference on complex values of `dtype`
     ("complex128" for r64), each result kept in `dtype`'s precision (a real one in its component's).
-    `taint_above`: every value's entries that are not finite or of a larger modulus made nan (see above).
+    `taint_above`: every value's entries that are not finite or of a larger modulus made nan, and those
+    an honest kernel's rounding (`reach`, relative) or intermediates leave undefined (_rounding_taint).
     `zeros_within` (sign, relative reach): every computed component within that fraction of its node's
     largest finite modulus made a zero of that sign (see above)."""
     inputs, params = split_arrays(case)
@@ -99,8 +107,32 @@ def evaluate_complex(case: Case, dtype: str, taint_above: float | None = None,
                 operands = [operand.astype(complex_type) for operand in operands]
             node_params = {k: np.asarray(v).astype(complex_type) for k, v in params.get(node.name, {}).items()}
             result = pinned(op.reference(operands, node_params, node.attrs))
+            if taint_above is not None:
+                computed = [name not in inputs for name in node.inputs]
+                result = _rounding_taint(op, operands, computed, node_params, node.attrs, result, taint_above, reach)
             env[node.name] = result if zeros_within is None else pinned(signed_zeros(result))
     return env
+
+
+def _rounding_taint(op, operands: list, computed: list[bool], params: dict, attrs: dict, result: np.ndarray,
+                    limit: float, reach: float) -> np.ndarray:
+    """`result` with nan where an honest kernel of the dtype may give anything (see above): an
+    accumulating op (a matmul, a sum) whose terms' moduli add past `limit` (its partial sums may
+    overflow though the result does not: 1e19 * 1e19 products in a complex64 matmul), and a periodic
+    op (OpDef.complex_period) whose computed operand has a component that `reach` roundoffs move a
+    quarter period (sin of a float32 |z| of 2.9e31, one roundoff of which is 1.7e24)."""
+    undefined = np.zeros(np.shape(result), dtype=bool)
+    if op.family in ACCUMULATING_FAMILIES:
+        moduli = op.reference([np.abs(x) for x in operands], {k: np.abs(v) for k, v in params.items()}, attrs)
+        undefined |= np.abs(moduli) > limit
+    if op.complex_period is not None:
+        for operand, is_computed in zip(operands, computed):
+            if is_computed:
+                largest_part = np.maximum(np.abs(np.real(operand)), np.abs(np.imag(operand)))
+                undefined |= np.broadcast_to(reach * largest_part >= op.complex_period / 4, undefined.shape)
+    if not undefined.any():
+        return result
+    return np.where(undefined, complex(np.nan, np.nan) if result.dtype.kind == "c" else np.nan, result)
 
 
 @dataclass
@@ -138,7 +170,8 @@ class ComplexReference(TypedReference):
         key = f"tainted:{dtype}"
         if key not in self.envs:
             limit = OVERFLOW_MARGIN * LARGEST[COMPONENT_DTYPE[dtype]]
-            self.envs[key] = evaluate_complex(self.case, "complex128", taint_above=limit)
+            reach = ZERO_REACH * UNIT_ROUNDOFF[COMPONENT_DTYPE[dtype]]
+            self.envs[key] = evaluate_complex(self.case, "complex128", taint_above=limit, reach=reach)
         tainted = self.envs[key][self.case.graph.outputs[index]]
         name = self.case.graph.outputs[index]
         plus, minus = (self._signed_zero_run(sign, dtype)[name] for sign in (1.0, -1.0))
