@@ -83,9 +83,9 @@ def fuzz(*args):
 @pytest.mark.slow
 @pytest.mark.parametrize("backend, regime, ops, culprit", [
     ("fault-large-sum", "large-op", "sum,relu,reshape,add,mul", "sum"),
-    # -m long: two of the four (CI's 15 minutes); the regime draws above still cover their regimes.
+    # -m long: three of the four (CI's 15 minutes); the regime draws above still cover their regimes.
     pytest.param("fault-tiny-tanh", "magnitudes", "tanh,relu,add,mul", "tanh", marks=pytest.mark.long),
-    ("fault-channels-last-conv", "layout", "conv2d,relu,add,permute,layer_norm", "conv2d"),
+    pytest.param("fault-channels-last-conv", "layout", "conv2d,relu,add,permute,layer_norm", "conv2d", marks=pytest.mark.long),
     pytest.param("fault-ceil-mode-pool", "small", "max_pool2d,conv2d,relu,add", "max_pool2d", marks=pytest.mark.long),
 ])
 def test_a_short_campaign_in_the_regime_finds_a_fault_that_lives_only_there(tmp_path, backend, regime, ops, culprit):

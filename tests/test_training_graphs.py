@@ -120,7 +120,7 @@ def test_a_custom_function_given_one_tensor_twice_is_judged_against_the_plain_op
     assert not get_backend("torch-compile-double-grad").supports("custom_grad_mul"), "pytorch#193279"
 
 
-@pytest.mark.slow
+@pytest.mark.long  # 28 s of CI; CI keeps the judging test of one tensor given twice above
 def test_a_short_campaign_finds_a_custom_function_that_halves_its_gradient_given_one_tensor_twice(tmp_path):
     rows, shrunk = planted_fault_campaign(tmp_path, PLUGIN, "fault-custom-grad-twice", "custom_grad_mul", max_cases=20, shrink_time=20)
     assert {row["signature"] for row in rows} == {"mismatch | fault-custom-grad-twice | custom_grad_mul@vjp"}
