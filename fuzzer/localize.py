@@ -118,6 +118,8 @@ def localize(backend: Backend, case: Case, runner: Runner = run_backend, failing
     if suspect is None:
         ops = {n.name: n.op for n in nodes}
         return f"{ops.get(failing, failing)}@fused", None
+    if not isolation.faithful([suspect]):
+        return nodes[suspect].op, suspect_verdict  # the first wrong node, whose float operand no cut can feed it
     own_operands = NodeIsolation(backend, case, runner, outcome.outputs[:len(nodes)])
     carried = own_operands.outcome(suspect)
     if own_operands.judge([suspect], carried)[0] != verdicts.AGREE:
@@ -187,8 +189,11 @@ class NodeIsolation:
         has them already (localize's probe reference); computed here otherwise."""
         self.backend, self.case, self.runner = backend, case, runner
         inputs, self.params = split_arrays(case)
-        exact = ExactReference(case).env(backend.dtype) if is_exact(backend.dtype) and node_values is None else None
-        if isinstance(exact, dict):  # an integer or bool backend's nodes get their exact values (oracle/exact.py)
+        exact = ExactReference(case).env(backend.dtype) if is_exact(backend.dtype) else None
+        # Values an integer or bool backend's inputs cannot hold (an int tensor plus a float scalar is float).
+        self.float_values = {name for name, value in exact.items() if np.asarray(value).dtype.kind == "f"} \
+            if isinstance(exact, dict) else set()
+        if isinstance(exact, dict) and node_values is None:  # its nodes get their exact values (oracle/exact.py)
             self.values = exact
         elif node_values is None:
             with np.errstate(all="ignore"):
@@ -208,13 +213,22 @@ class NodeIsolation:
         inputs = tuple(specs.get(name) or TensorSpec(name, tuple(np.shape(self.values[name]))) for name in operands)
         return Case(replace(graph, inputs=inputs, nodes=nodes, outputs=(nodes[-1].name,)), arrays, self.case.seed)
 
+    def faithful(self, indices: list[int]) -> bool:
+        """Can the nodes at `indices` be fed every operand they do not compute? Not a float value on an
+        integer or bool backend, whose inputs are cast to its dtype: nan would arrive as an integer."""
+        computed = {self.case.graph.nodes[index].name for index in indices}
+        return not any(name in self.float_values and name not in computed
+                       for index in indices for name in self.case.graph.nodes[index].inputs)
+
     def outcome(self, index: int) -> Outcome:
         return self.runner(self.backend, self.case_for([index]))
 
     def judge(self, indices: list[int], outcome: Outcome | None = None) -> tuple[str, float]:
         """(verdict, error / allowed) of the nodes at `indices` alone (`outcome`: their run, where the
-        caller has it); nodes that fail to run alone are not blamed for a wrong value (their verdict
-        there is agree, ratio 0)."""
+        caller has it); nodes that fail to run alone, or cannot be fed faithfully, are not blamed for a
+        wrong value (their verdict there is agree, ratio 0)."""
+        if not self.faithful(indices):
+            return verdicts.AGREE, 0.0
         single = self.case_for(indices)
         outcome = outcome if outcome is not None else self.runner(self.backend, single)
         reference = oracle.compute_reference(single, {self.backend.dtype})

@@ -173,3 +173,25 @@ def test_jax_sums_multiplies_and_scans_integers_in_int64_as_torch_does():
         result = check_case(case, [get_backend(f"torch-eager:cpu:{dtype}"), get_backend(f"jax-eager:cpu:{dtype}")])
         assert [v.verdict for v in result.verdicts] == [verdicts.AGREE] * 2, result.verdicts
     assert [np.asarray(y).tolist() for y in get_backend("jax-eager:cpu:uint8").run(Case(chain, {"x0": np.array([[0, 0]])}, 0))] == [[-1]]
+
+
+def test_a_node_whose_float_operand_an_integer_backend_cannot_be_fed_is_blamed_not_its_producer():
+    """GPU integer campaign: (x + nan) * False on torch.compile int32 was blamed on add_scalar, because
+    mul_scalar cut out alone got its nan operand cast to int32 (and agreed); the first wrong node is."""
+    from fuzzer.localize import localize
+    from fuzzer.plugins import load_plugin
+
+    load_plugin(PLUGIN)
+    graph = Graph((TensorSpec("x", (2,)),), (Node("a", "add_scalar", ("x",), {"value": "nan"}),
+                                             Node("m", "mul_scalar", ("a",), {"value": False})), ("m",))
+    case = Case(graph, {"x": np.array([0, 3])}, 0)
+    backend = get_backend("fault-mul-by-zero-drops-nan")
+    assert check_case(case, [backend]).verdicts[0].verdict == verdicts.NAN_INF
+    assert localize(backend, case)[0] == "mul_scalar"
+    # Planted elsewhere: the same graph with a wrong add_scalar is still blamed on add_scalar.
+    assert localize(get_backend("fault-int-plus-float-scalar"), _add_then_double(case, 1.5))[0] == "add_scalar"
+
+
+def _add_then_double(case: Case, value) -> Case:
+    nodes = (Node("a", "add_scalar", ("x",), {"value": value}), Node("m", "mul_scalar", ("a",), {"value": 2}))
+    return Case(Graph(case.graph.inputs, nodes, ("m",)), case.arrays, 0)

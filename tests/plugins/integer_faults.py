@@ -6,6 +6,9 @@ torch-eager:cpu:int32 (fuzzer/exact_dtypes.py), which exact judging must find.
 - `fault-int-plus-float-scalar`: add_scalar that adds a finite float scalar to an integer tensor in
   integer arithmetic (the scalar truncated) and only then converts to float32: int32 + 1.5 gives
   x + 1.0 where torch's type promotion gives x + 1.5.
+- `fault-mul-by-zero-drops-nan`: mul_scalar by a zero (0, 0.0 or False) gives zeros, nan and inf
+  included, as inductor's x * 0 fold did before pytorch#187580: on an int32 backend it lives only
+  where a float scalar made the tensor float first.
 """
 
 import math
@@ -31,7 +34,15 @@ def integer_float_add(xs, ps, attrs):
     return (x + math.trunc(value)).to(torch.float32)
 
 
+def zero_fold_mul(xs, ps, attrs):
+    x, value = xs[0], scalar_value(attrs["value"])
+    if x.is_floating_point() and value == 0:
+        return torch.zeros_like(x)
+    return get_op("mul_scalar").torch(xs, ps, attrs)
+
+
 def register(api):
     base = "torch-eager:cpu:int32"
     api.derive_backend("fault-saturating-mul", base=base, overrides={"mul": saturating_mul})
     api.derive_backend("fault-int-plus-float-scalar", base=base, overrides={"add_scalar": integer_float_add})
+    api.derive_backend("fault-mul-by-zero-drops-nan", base=base, overrides={"mul_scalar": zero_fold_mul})
