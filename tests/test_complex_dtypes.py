@@ -180,3 +180,26 @@ def test_a_periodic_op_of_a_computed_value_one_rounding_moves_by_a_quarter_perio
     assert _judged_complex(Case(graph, {"x0": np.array([2.8689826187722268e31 + 3.921416255137455e30j])}, 1), nan) == verdicts.AGREE
     # Planted: |z| = 2.8, whose sin is 0.33 whatever its rounding: nan is wrong.
     assert _judged_complex(Case(graph, {"x0": np.array([2.8 + 0.3j])}, 1), nan) == verdicts.NAN_INF
+
+
+def test_an_honest_rounding_a_later_op_amplifies_is_allowed_and_a_larger_error_is_not():
+    # GPU complex128 campaign: 1 / cos(angle(z)) with angle(z) 3.3e-9 from pi/2 (CUDA's atan2 one ulp off: 20.6
+    # off of 3e8, where the allowance without the noise runs was 1.22), and angle(log(tanh(z))) with tanh(z)
+    # rounding near 1 (CUDA: -2.0127 for -2.0218). Both were false mismatches.
+    reciprocal = Graph([TensorSpec("x0", (1,)), TensorSpec("x1", (1,))],
+                       [Node("n0", "angle", ["x0"], {}), Node("n1", "cos", ["n0"], {}), Node("n2", "div", ["x1", "n1"], {})], ["n2"])
+    near_pole = Case(reciprocal, {"x0": np.array([-2.3978491299203597e-06 + 729.5100708007812j]), "x1": np.array([1 + 0j])}, 1)
+    log_angle = Graph([TensorSpec("x0", (1,))], [Node("n0", "tanh", ["x0"], {}), Node("n1", "log", ["n0"], {}),
+                                                 Node("n2", "angle", ["n1"], {})], ["n2"])
+    near_one = Case(log_angle, {"x0": np.array([16.4219913482666 - 16.273649215698242j])}, 1)
+
+    def verdict(case, output):
+        reference = oracle.compute_reference(case, {"complex128"})
+        return oracle.judge_outputs("torch-eager:cuda:complex128", "complex128", [output], reference).verdict
+
+    pole_r64 = oracle.compute_reference(near_pole, {"complex128"}).complex.r64[0]
+    assert verdict(near_pole, pole_r64 * (1 - 6.6e-8)) == verdicts.AGREE
+    assert verdict(near_one, np.array([-2.01268443 + 0j])) == verdicts.AGREE
+    # Planted: 1e-4 relative off near the pole, and an angle of -1.5 for -2.02: beyond any rounding.
+    assert verdict(near_pole, pole_r64 * (1 - 1e-4)) == verdicts.MISMATCH
+    assert verdict(near_one, np.array([-1.5 + 0j])) == verdicts.MISMATCH

@@ -3,7 +3,10 @@ imaginary part, is judged as a float output of the component's dtype d (float32 
 float model's formula (compare.py, "Tolerance model"):
 
     err     = max |y_c - r64_c|                 over the judged entries, c the real or the imaginary part
-    e_same  = max |r_d_c - r64_c|               r_d: the references run in numpy's complex dtype
+    e_same  = max |h_c - r64_c|                 h: r_d, the references run in numpy's complex dtype, and
+                                                the NOISY_RUNS noise runs (r64 with every computed component
+                                                moved by up to ROUNDING_SLACK roundoffs of d of its rounding
+                                                scale: the float model's rounding runs, on results only)
     allowed = K_SAME * e_same + sens * (RTOL[d] * scale + TINY[d])
 
 r64 is each op's float64 `reference` run on complex128 (numpy's complex math), `scale` the largest
@@ -32,8 +35,11 @@ matmul of 1e19 entries overflows in its partial products though its result is 1e
 periodic op (OpDef.complex_period: sin in the real part, exp in the imaginary part) reads a computed
 component that ZERO_REACH roundoffs of d move a quarter period (sin of a float32 |z| of 2.9e31).
 
-What this leaves out, beside the float model: the rounding runs and the per-entry allowances
-(an entry far below the output's scale is judged by the output's allowance).
+The noise runs are what lets a later op amplify an honest rounding (cos of an angle near pi/2 in
+complex128, log of a tanh that rounds near 1; GPU complex campaign 2026-12-02, 4 of 6 buckets): an entry
+a noise run makes non-finite is not judged either. What this leaves out, beside the float model: the
+directed and flushing runs, and the per-entry allowances (an entry far below the output's scale is judged
+by the output's allowance).
 
 Where jax documents another convention than torch and numpy (OpDef.jax_complex_differs), a jax
 backend is judged against jax eager's own run of the case, so jax-eager itself is not judged there.
@@ -49,9 +55,9 @@ import numpy as np
 from fuzzer.complex_dtypes import COMPONENT_DTYPE
 from fuzzer.ir import Case, split_arrays
 from fuzzer.ops import get_op
-from fuzzer.oracle.dtypes import LARGEST, RTOL, TINY, UNIT_ROUNDOFF
+from fuzzer.oracle.dtypes import LARGEST, ROUNDING_SLACK, RTOL, TINY, UNIT_ROUNDOFF
 from fuzzer.oracle.exact import IllTyped, TypedReference
-from fuzzer.oracle.rounding import ACCUMULATING_FAMILIES
+from fuzzer.oracle.rounding import ACCUMULATING_FAMILIES, NOISY_RUNS
 from fuzzer.records import BackendVerdict
 from fuzzer.verdicts import AGREE, MISMATCH, NAN_INF, UNSUPPORTED, severity
 
@@ -62,14 +68,16 @@ PARTS = (("real part", np.real), ("imaginary part", np.imag))
 
 
 def evaluate_complex(case: Case, dtype: str, taint_above: float | None = None, reach: float = 0.0,
-                     zeros_within: tuple[float, float] | None = None) -> dict:
+                     zeros_within: tuple[float, float] | None = None, noise: tuple[int, float] | None = None) -> dict:
     """Every value of the case's graph by name: each op's reference on complex values of `dtype`
     ("complex128" for r64), each result kept in `dtype`'s precision (a real one in its component's).
     `taint_above`: every value's entries that are not finite or of a larger modulus made nan, and those
     an honest kernel's rounding (`reach`, relative) or intermediates leave undefined (_rounding_taint).
     `zeros_within` (sign, relative reach): every computed component within that fraction of its node's
-    largest finite modulus made a zero of that sign (see above)."""
+    largest finite modulus made a zero of that sign (see above). `noise` (run, relative): every computed
+    component moved by a draw within that fraction of its rounding scale (_rounding_noise)."""
     inputs, params = split_arrays(case)
+    rng = None if noise is None else np.random.default_rng([case.seed % 2**32, noise[0]])
     complex_type, real_type = np.dtype(dtype), np.dtype(COMPONENT_DTYPE[dtype])
 
     def signed_zeros(value):
@@ -107,6 +115,8 @@ def evaluate_complex(case: Case, dtype: str, taint_above: float | None = None, r
                 operands = [operand.astype(complex_type) for operand in operands]
             node_params = {k: np.asarray(v).astype(complex_type) for k, v in params.get(node.name, {}).items()}
             result = pinned(op.reference(operands, node_params, node.attrs))
+            if noise is not None:
+                result = pinned(_rounding_noise(op, operands, node_params, node.attrs, result, noise[1], rng))
             if taint_above is not None:
                 computed = [name not in inputs for name in node.inputs]
                 result = _rounding_taint(op, operands, computed, node_params, node.attrs, result, taint_above, reach)
@@ -123,8 +133,7 @@ def _rounding_taint(op, operands: list, computed: list[bool], params: dict, attr
     quarter period (sin of a float32 |z| of 2.9e31, one roundoff of which is 1.7e24)."""
     undefined = np.zeros(np.shape(result), dtype=bool)
     if op.family in ACCUMULATING_FAMILIES:
-        moduli = op.reference([np.abs(x) for x in operands], {k: np.abs(v) for k, v in params.items()}, attrs)
-        undefined |= np.abs(moduli) > limit
+        undefined |= _terms_moduli(op, operands, params, attrs) > limit
     if op.complex_period is not None:
         for operand, is_computed in zip(operands, computed):
             if is_computed:
@@ -133,6 +142,29 @@ def _rounding_taint(op, operands: list, computed: list[bool], params: dict, attr
     if not undefined.any():
         return result
     return np.where(undefined, complex(np.nan, np.nan) if result.dtype.kind == "c" else np.nan, result)
+
+
+def _terms_moduli(op, operands: list, params: dict, attrs: dict) -> np.ndarray:
+    """The op on its operands' moduli: for a sum or a matmul, the sum of its terms' moduli per entry."""
+    return np.abs(op.reference([np.abs(x) for x in operands], {k: np.abs(v) for k, v in params.items()}, attrs))
+
+
+def _rounding_noise(op, operands: list, params: dict, attrs: dict, result: np.ndarray, relative: float,
+                    rng: np.random.Generator) -> np.ndarray:
+    """`result` with each component moved by a uniform draw within `relative` of its rounding scale: the
+    entry's modulus, or for an accumulating op the sum of its terms' moduli (the float model's rounding
+    runs, rounding.py, on the result only). An honest kernel's rounding of one op then reaches whatever
+    a later op amplifies it to: cos of an angle near pi/2, log of a tanh that rounds near 1, sin of a
+    matmul whose terms cancel."""
+    with np.errstate(all="ignore"):
+        scale = np.abs(result)
+        if op.family in ACCUMULATING_FAMILIES:
+            scale = np.fmax(scale, _terms_moduli(op, operands, params, attrs))
+        scale = np.where(np.isfinite(scale), scale, 0.0)
+        moved = result + relative * scale * rng.uniform(-1.0, 1.0, np.shape(result))
+        if np.asarray(result).dtype.kind == "c":
+            moved = moved + 1j * relative * scale * rng.uniform(-1.0, 1.0, np.shape(result))
+    return moved
 
 
 @dataclass
@@ -177,7 +209,17 @@ class ComplexReference(TypedReference):
         plus, minus = (self._signed_zero_run(sign, dtype)[name] for sign in (1.0, -1.0))
         with np.errstate(invalid="ignore"):
             zero_signs_agree = np.isclose(plus, minus, rtol=1e-6, atol=0.0, equal_nan=True)
-        return np.isfinite(tainted) & np.isfinite(np.asarray(self.outputs(dtype)[index])) & zero_signs_agree
+        noisy_finite = [np.isfinite(np.asarray(run[name])) for run in self.noise_runs(dtype)]
+        return (np.isfinite(tainted) & np.isfinite(np.asarray(self.outputs(dtype)[index])) & zero_signs_agree
+                & np.logical_and.reduce(noisy_finite))
+
+    def noise_runs(self, dtype: str) -> list[dict]:
+        """r64 twice with every computed component moved within ROUNDING_SLACK roundoffs of `dtype` (see above)."""
+        key = f"noise:{dtype}"
+        if key not in self.envs:
+            relative = ROUNDING_SLACK * UNIT_ROUNDOFF[COMPONENT_DTYPE[dtype]]
+            self.envs[key] = [evaluate_complex(self.case, "complex128", noise=(run, relative)) for run in range(NOISY_RUNS)]
+        return self.envs[key]
 
     def _signed_zero_run(self, sign: float, dtype: str) -> dict:
         """r64 with every computed component within ZERO_REACH roundoffs of `dtype` made a zero of `sign`."""
@@ -211,8 +253,10 @@ def compare_complex(y, index: int, reference: ComplexReference, dtype: str,
                     r64: np.ndarray | None = None, same: np.ndarray | None = None) -> tuple[str, float, float, str]:
     """(verdict, error, allowed, detail) of one output of a complex backend, its worse component
     first (see above); `r64` and `same` (r_d) where it is judged against another run (jax eager's)."""
+    honest = [same] if same is not None else [reference.outputs(dtype)[index]] + [
+        run[reference.case.graph.outputs[index]] for run in reference.noise_runs(dtype)]
     r64 = np.asarray(reference.r64[index] if r64 is None else r64, dtype=np.complex128)
-    same = np.asarray(reference.outputs(dtype)[index] if same is None else same, dtype=np.complex128)
+    same = np.asarray(honest[0], dtype=np.complex128)
     y = np.asarray(y)
     if y.shape != r64.shape:
         return MISMATCH, float("inf"), 0.0, f"shape {list(y.shape)} != reference {list(r64.shape)}"
@@ -231,7 +275,8 @@ def compare_complex(y, index: int, reference: ComplexReference, dtype: str,
     for part, take in PARTS:
         with np.errstate(invalid="ignore", over="ignore"):
             distance = np.where(judged, np.abs(take(y) - take(r64)), 0.0)
-            e_same = float(np.max(np.abs(take(same) - take(r64)), where=judged, initial=0.0))
+            e_same = max(float(np.max(np.abs(take(np.asarray(run, dtype=np.complex128)) - take(r64)), where=judged, initial=0.0))
+                         for run in honest)
         allowed, err = K_SAME * e_same + floor, float(np.max(distance, initial=0.0))
         if err > allowed and err / allowed > worst[1] / worst[2]:
             at = tuple(int(i) for i in np.unravel_index(np.argmax(distance), y.shape))
