@@ -36,6 +36,7 @@ import math
 import sys
 import textwrap
 import types
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -419,8 +420,10 @@ def _known(node: ast.expr):
         if isinstance(part, ast.Attribute) and part.attr.startswith("__"):
             return _UNKNOWN
     try:
-        value = eval(compile(ast.fix_missing_locations(ast.Expression(copy.deepcopy(node))), "<known>", "eval"),
-                     {"__builtins__": SAFE_BUILTINS})  # noqa: S307 - literals and safe builtins only, checked above
+        with warnings.catch_warnings():  # `2 is not None`, an attribute put into an `is` test: true, and no fault of the user's
+            warnings.simplefilter("ignore", SyntaxWarning)
+            value = eval(compile(ast.fix_missing_locations(ast.Expression(copy.deepcopy(node))), "<known>", "eval"),
+                         {"__builtins__": SAFE_BUILTINS})  # noqa: S307 - literals and safe builtins only, checked above
     except Exception:  # noqa: BLE001 - an expression that fails now stays in the script (it fails there too)
         return _UNKNOWN
     return value
