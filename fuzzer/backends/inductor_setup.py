@@ -140,7 +140,10 @@ def prepare_inductor() -> None:
         return
     _PREPARED = True
     if not os.environ.get("TORCH_LOGS"):
-        logging.getLogger("torch._inductor").setLevel(logging.CRITICAL + 1)
+        # fake_tensor logs a traceback for every meta kernel that refuses an ill-typed graph (a complex bmm's
+        # dtype check); the backend's exception says it once, as the case's verdict.
+        for logger in ("torch._inductor", "torch._subclasses.fake_tensor"):
+            logging.getLogger(logger).setLevel(logging.CRITICAL + 1)
     warnings.filterwarnings("ignore", category=UserWarning, module=r"torch\._inductor")
     _remember_isa_probes()
 
