@@ -25,7 +25,8 @@ from fuzzer.arrays import to_npy_bytes
 from fuzzer.errors import UserError
 from fuzzer.ir import Case, infer_shapes
 from fuzzer.layouts import layout_source
-from fuzzer.op_source import Source, write_call
+from fuzzer.op_source import Source, literal, write_call
+from fuzzer.ops import API_PATH
 
 # What each framework's reproducer prints first (maintainers ask for it); `Backend.versions_source`.
 TORCH_VERSIONS = ("VERSIONS = (f'torch {torch.__version__}, CUDA {torch.version.cuda}, cuDNN {torch.backends.cudnn.version()}, '\n"
@@ -226,24 +227,57 @@ def graph_function(case: Case, impl_for: Callable, source: Source, name: str = "
     """`def graph(x, n0_weight, ...)`: the case's nodes in order as calls of the implementations
     `impl_for(op name)` gives (a backend's own: fuzzer/op_source.py), returning the graph outputs.
     `fixed_shapes`: shapes an implementation computes are written as the case's (not for a
-    compiler that traces them symbolically, torch.compile(dynamic=True))."""
+    compiler that traces them symbolically, torch.compile(dynamic=True)); there, the integer
+    attributes of a torch call are `graph`'s keyword defaults (_symbolic_attributes)."""
     params = [name.split(".", 1) for name in _param_names(case)]
     shapes = {}
     if fixed_shapes:
         shapes = {variable_name(name): shape for name, shape in infer_shapes(case.graph).items()}
         shapes |= {variable_name(name): np.shape(case.arrays[name]) for name in _param_names(case)}
-    lines = [f"def {name}({', '.join(graph_arguments(case))}):"]
+    body, defaults = [], {}
     for node in case.graph.nodes:
         node_params = {p: variable_name(f"{owner}.{p}") for owner, p in params if owner == node.name}
-        statements, call = write_call(impl_for(node.op), [variable_name(i) for i in node.inputs], node_params, node.attrs,
+        impl, attrs = impl_for(node.op), node.attrs
+        if not fixed_shapes and hasattr(impl, API_PATH):
+            attrs = _symbolic_attributes(node, defaults)
+        statements, call = write_call(impl, [variable_name(i) for i in node.inputs], node_params, attrs,
                                       source, shapes, lambda local, node=node: variable_name(f"{node.name}_{local}"))
-        lines += [f"    {statement}" for statement in statements] + [f"    {variable_name(node.name)} = {call}"]
+        body += [f"    {statement}" for statement in statements] + [f"    {variable_name(node.name)} = {call}"]
+    keywords = [f"{default}={literal(value)}" for default, value in defaults.items()]
+    lines = [f"def {name}({', '.join(graph_arguments(case) + keywords)}):"]
+    if defaults:
+        lines.append("    # Integers as defaults, not literals: dynamic=True traces them as symbols, as the campaign's compile did")
+    lines += body
     returned = [variable_name(o) for o in case.graph.outputs]
     last = variable_name(case.graph.nodes[-1].name) if case.graph.nodes else None
     if returned.count(last) == 1:  # the last call goes into the return, as one writes it by hand
         returned[returned.index(last)] = lines.pop().removeprefix(f"    {last} = ")
     lines.append(f"    return [{', '.join(returned)}]")
     return "\n".join(lines)
+
+
+class _DefaultName(str):
+    """A keyword default's name, written bare where an attribute's value would be (literal() uses repr)."""
+
+    def __repr__(self) -> str:
+        return str(self)
+
+
+def _symbolic_attributes(node, defaults: dict) -> dict:
+    """The node's attributes with each integer, or list of integers, replaced by the name of a keyword
+    default of `graph` holding it (added to `defaults`). torch.compile(dynamic=True) reads an integer
+    from a function's defaults or closure as a symbol, and from a literal as a constant: the campaign's
+    compiled program got its attributes the first way (a view size of 14 on a 2 x 7 input is a symbol
+    there, which an unfold's strides then depend on), so the script must too."""
+    written = {}
+    for key, value in node.attrs.items():
+        items = value if isinstance(value, (list, tuple)) else [value]
+        if items and all(isinstance(item, int) and not isinstance(item, bool) for item in items):
+            default = _DefaultName(variable_name(f"{node.name}_{key}"))
+            defaults[default] = value
+            value = default
+        written[key] = value
+    return written
 
 
 def torch_tensors(case: Case, device: str, dtype: str, layouts: dict[int, str] | None = None) -> str:

@@ -258,3 +258,24 @@ def test_a_programs_campaign_whose_backends_run_no_program_is_refused_before_it_
     result = fuzz("run", "--db", tmp_path / "fuzz.db", "--max-cases", 5, "--regimes", "programs", "--backends", "torch-layout")
     assert result.returncode == 2 and "runs programs" in result.stderr, result.stderr
     assert not (tmp_path / "fuzz.db").exists()
+
+
+def test_a_dynamic_compile_s_script_reads_integer_attributes_as_the_campaign_s_compile_did(tmp_path):
+    """GPU programs campaign: view(14) > unfold > add_ crashed torch-compile-dynamic (an unfold's strides
+    computed from a symbolic view size) and its script, with `size=[14]` a literal (a constant to dynamo),
+    ran clean. The script now takes the integers as `graph`'s keyword defaults, which dynamo reads as
+    symbols as it read the campaign's: the script and the backend give one outcome, bug or no bug."""
+    from fuzzer.execute import OK, run_backend
+    from fuzzer.minimal_reproducer import build_minimal_script
+    from test_reproducers import _run
+
+    graph = program([("v", "view", ("x",), {"size": [14]}), ("u", "unfold", ("v",), {"dimension": 0, "size": 3, "step": 1}),
+                     ("w", "add_", ("v", "y"), {"alpha": 2.0})], ("u",), steps=1, inputs=(("x", (2, 7)), ("y", (1,))))
+    case = Case(graph, {"x": np.zeros((2, 7)), "y": np.zeros(1)})
+    backend = get_backend("torch-compile-dynamic:cpu:float32")
+    script = build_minimal_script(case, backend, "a dynamic program")
+    assert "def graph(x0, x1, v_size=[14], u_dimension=0, u_size=3, u_step=1):" in script
+    assert "view(x0, size=[14])" in build_minimal_script(case, get_backend("torch-compile:cpu:float32"), "a static program")
+    crashed_here = run_backend(backend, case).status != OK
+    ran = _run(script, tmp_path, None)
+    assert (ran.returncode == 1) == crashed_here, (crashed_here, ran.stdout + ran.stderr)
