@@ -5,7 +5,8 @@ of which import anything else at module level. Started as `python -s -m fuzzer.e
 it first writes {"versions": {...}}, then answers one JSON line per request:
 
   -> {"backend": "jax-jit:cpu:float32", "case": FOLDER, "strict": false}
-  <- {"ok": true}                         outputs written to FOLDER/outputs (fuzzer/case_folder.py)
+  <- {"ok": true, "outputs": N}          N outputs written to FOLDER/outputs (fuzzer/case_folder.py): a
+                                          program's every step and written inputs, a grad kind's gradients
   <- {"unsupported": OP, "reason": TEXT}  this release lacks an API that OP's implementation uses
   <- {"unsupported": null, "reason": TEXT}
                                           this release cannot take this case: OpUnsupported, raised
@@ -99,7 +100,7 @@ class Worker:
                 return {"unsupported": None, "reason": text}
             return {"error": text}
         case_folder.write_outputs(outputs, root)
-        return {"ok": True}
+        return {"ok": True, "outputs": len(outputs)}
 
     def check(self, request: dict) -> dict:
         from fuzzer.backends import get_backend

@@ -380,3 +380,21 @@ def test_cross_version_campaign_finds_shrinks_stores_replays_and_bisects_a_real_
     assert not (home / "venvs" / "old-jax").exists()
     names = [e["name"] for e in json.loads(fuzz("env", "list", "--json", env_home=home).stdout)]
     assert sorted(name.rsplit("-", 1)[0] for name in names) == [f"bisect-jax-{OLD_JAX}", "bisect-jax-0.4.27"]
+
+
+@pytest.mark.parametrize("kind", ["torch-eager", "torch-compile"])
+def test_a_program_runs_in_an_environment_as_in_process_every_step_and_written_input(here, kind):
+    """Programs reach KIND@ENV (torch 2.15's compiler, from a campaign on this interpreter): a 10-minute
+    programs campaign of such backends drew 21,286 programs and ran none. Every step's outputs and the
+    written inputs come back, not the graph's outputs alone."""
+    from fuzzer.regimes import BY_NAME
+
+    generator = CaseGenerator(None, 5, [BY_NAME["programs"]])
+    local, remote = get_backend(kind), get_backend(f"{kind}@here")
+    case = next(case for seed in range(20) if local.supports_graph((case := generator.case(seed)).graph) and case.graph.steps > 1)
+    assert remote.supports_graph(case.graph)
+    mine, theirs = run_backend(local, case), run_backend(remote, case)
+    assert (mine.status, theirs.status) == (OK, OK), theirs.error
+    assert len(theirs.outputs) == len(mine.outputs) > len(case.graph.outputs)
+    for a, b in zip(mine.outputs, theirs.outputs):
+        np.testing.assert_array_equal(a, b)

@@ -147,6 +147,10 @@ class EnvBackend(Backend):
     def other_environment(self) -> tuple[str, dict]:
         return self.env.name, dict(self.env.versions)
 
+    def runs_program_steps(self) -> bool:
+        """Whether its base kind runs programs: a program then runs in the environment as it does here."""
+        return self.base.runs_program_steps()
+
     def unavailable_reason(self) -> str | None:
         try:
             reason = self.worker.ask({"check": self.base.name}, envs.PROBE_TIMEOUT)["reason"]
@@ -192,7 +196,7 @@ class EnvBackend(Backend):
                 raise OpUnsupported(f"op '{op}' is unsupported by {where}: {answer['reason']}")
             if "error" in answer:
                 raise EnvWorkerError(answer["error"])
-            return case_folder.read_outputs(root, len(case.graph.outputs), f"backend '{self.name}'")
+            return case_folder.read_outputs(root, answer["outputs"], f"backend '{self.name}'")
 
 
 # Names KIND[:DEVICE[:DTYPE]]@ENV resolve here (fuzzer.backends.get_backend).
