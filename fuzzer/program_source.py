@@ -26,7 +26,6 @@ from fuzzer.errors import UserError
 from fuzzer.ir import Case, infer_shapes
 from fuzzer.layouts import layout_source
 from fuzzer.op_source import Source, literal, write_call
-from fuzzer.ops import API_PATH
 
 # What each framework's reproducer prints first (maintainers ask for it); `Backend.versions_source`.
 TORCH_VERSIONS = ("VERSIONS = (f'torch {torch.__version__}, CUDA {torch.version.cuda}, cuDNN {torch.backends.cudnn.version()}, '\n"
@@ -228,7 +227,7 @@ def graph_function(case: Case, impl_for: Callable, source: Source, name: str = "
     `impl_for(op name)` gives (a backend's own: fuzzer/op_source.py), returning the graph outputs.
     `fixed_shapes`: shapes an implementation computes are written as the case's (not for a
     compiler that traces them symbolically, torch.compile(dynamic=True)); there, the integer
-    attributes of a torch call are `graph`'s keyword defaults (_symbolic_attributes)."""
+    attributes are `graph`'s keyword defaults (_symbolic_attributes), inlined implementations' too."""
     params = [name.split(".", 1) for name in _param_names(case)]
     shapes = {}
     if fixed_shapes:
@@ -238,7 +237,7 @@ def graph_function(case: Case, impl_for: Callable, source: Source, name: str = "
     for node in case.graph.nodes:
         node_params = {p: variable_name(f"{owner}.{p}") for owner, p in params if owner == node.name}
         impl, attrs = impl_for(node.op), node.attrs
-        if not fixed_shapes and hasattr(impl, API_PATH):
+        if not fixed_shapes:
             attrs = _symbolic_attributes(node, defaults)
         statements, call = write_call(impl, [variable_name(i) for i in node.inputs], node_params, attrs,
                                       source, shapes, lambda local, node=node: variable_name(f"{node.name}_{local}"))

@@ -279,3 +279,8 @@ def test_a_dynamic_compile_s_script_reads_integer_attributes_as_the_campaign_s_c
     crashed_here = run_backend(backend, case).status != OK
     ran = _run(script, tmp_path, None)
     assert (ran.returncode == 1) == crashed_here, (crashed_here, ran.stdout + ran.stderr)
+    # An implementation the script inlines takes them too (a getitem's slice: the GPU campaign's fill_ finding).
+    inlined = program([("s", "swapaxes", ("x",), {"axis0": 2, "axis1": 0}),
+                       ("g", "getitem", ("s",), {"dim": 0, "start": 1, "step": 2, "stop": 2}),
+                       ("f", "fill_", ("g",), {"value": 0.0})], ("f",), steps=1, inputs=(("x", (1, 2, 2)),))
+    assert "slice(g_start, g_stop, g_step)" in build_minimal_script(Case(inlined, {"x": np.ones((1, 2, 2))}), backend, "inlined")
