@@ -272,7 +272,9 @@ def _symbolic_attributes(node, defaults: dict) -> dict:
     for key, value in node.attrs.items():
         items = value if isinstance(value, (list, tuple)) else [value]
         if items and all(isinstance(item, int) and not isinstance(item, bool) for item in items):
-            default = _DefaultName(variable_name(f"{node.name}_{key}"))
+            # "n0:size", which no node, input or parameter ("n0.weight") is named: read as n0_size, or n0_size_
+            # where a node of that name takes n0_size (with_readable_names)
+            default = _DefaultName(variable_name(f"{node.name}:{key}"))
             defaults[default] = value
             value = default
         written[key] = value
