@@ -167,6 +167,11 @@ def _rounding_noise(op, operands: list, params: dict, attrs: dict, result: np.nd
     return moved
 
 
+def _roundoffs(count: float, dtype: str) -> float:
+    """`count` roundoffs of complex `dtype`'s component dtype, relative."""
+    return count * UNIT_ROUNDOFF[COMPONENT_DTYPE[dtype]]
+
+
 @dataclass
 class ComplexReference(TypedReference):
     """A case's complex references, computed when first asked: r64 (complex128) and r_d per dtype, and
@@ -202,8 +207,7 @@ class ComplexReference(TypedReference):
         key = f"tainted:{dtype}"
         if key not in self.envs:
             limit = OVERFLOW_MARGIN * LARGEST[COMPONENT_DTYPE[dtype]]
-            reach = ZERO_REACH * UNIT_ROUNDOFF[COMPONENT_DTYPE[dtype]]
-            self.envs[key] = evaluate_complex(self.case, "complex128", taint_above=limit, reach=reach)
+            self.envs[key] = evaluate_complex(self.case, "complex128", taint_above=limit, reach=_roundoffs(ZERO_REACH, dtype))
         tainted = self.envs[key][self.case.graph.outputs[index]]
         name = self.case.graph.outputs[index]
         plus, minus = (self._signed_zero_run(sign, dtype)[name] for sign in (1.0, -1.0))
@@ -217,7 +221,7 @@ class ComplexReference(TypedReference):
         """r64 twice with every computed component moved within ROUNDING_SLACK roundoffs of `dtype` (see above)."""
         key = f"noise:{dtype}"
         if key not in self.envs:
-            relative = ROUNDING_SLACK * UNIT_ROUNDOFF[COMPONENT_DTYPE[dtype]]
+            relative = _roundoffs(ROUNDING_SLACK, dtype)
             self.envs[key] = [evaluate_complex(self.case, "complex128", noise=(run, relative)) for run in range(NOISY_RUNS)]
         return self.envs[key]
 
@@ -225,8 +229,7 @@ class ComplexReference(TypedReference):
         """r64 with every computed component within ZERO_REACH roundoffs of `dtype` made a zero of `sign`."""
         key = f"zeros{sign}:{dtype}"
         if key not in self.envs:
-            reach = ZERO_REACH * UNIT_ROUNDOFF[COMPONENT_DTYPE[dtype]]
-            self.envs[key] = evaluate_complex(self.case, "complex128", zeros_within=(sign, reach))
+            self.envs[key] = evaluate_complex(self.case, "complex128", zeros_within=(sign, _roundoffs(ZERO_REACH, dtype)))
         return self.envs[key]
 
     def ill_typed(self) -> str | None:
@@ -255,8 +258,9 @@ def compare_complex(y, index: int, reference: ComplexReference, dtype: str,
     first (see above); `r64` and `same` (r_d) where it is judged against another run (jax eager's)."""
     honest = [same] if same is not None else [reference.outputs(dtype)[index]] + [
         run[reference.case.graph.outputs[index]] for run in reference.noise_runs(dtype)]
+    honest = [np.asarray(run, dtype=np.complex128) for run in honest]
     r64 = np.asarray(reference.r64[index] if r64 is None else r64, dtype=np.complex128)
-    same = np.asarray(honest[0], dtype=np.complex128)
+    same = honest[0]
     y = np.asarray(y)
     if y.shape != r64.shape:
         return MISMATCH, float("inf"), 0.0, f"shape {list(y.shape)} != reference {list(r64.shape)}"
@@ -275,8 +279,7 @@ def compare_complex(y, index: int, reference: ComplexReference, dtype: str,
     for part, take in PARTS:
         with np.errstate(invalid="ignore", over="ignore"):
             distance = np.where(judged, np.abs(take(y) - take(r64)), 0.0)
-            e_same = max(float(np.max(np.abs(take(np.asarray(run, dtype=np.complex128)) - take(r64)), where=judged, initial=0.0))
-                         for run in honest)
+            e_same = max(float(np.max(np.abs(take(run) - take(r64)), where=judged, initial=0.0)) for run in honest)
         allowed, err = K_SAME * e_same + floor, float(np.max(distance, initial=0.0))
         if err > allowed and err / allowed > worst[1] / worst[2]:
             at = tuple(int(i) for i in np.unravel_index(np.argmax(distance), y.shape))
