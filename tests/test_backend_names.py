@@ -8,6 +8,7 @@ import pytest
 from fuzzer.backend_names import BackendName
 from fuzzer.backends import backend_sets, get_backend, kind_family, kind_path, table
 from fuzzer.budget import _share_matches
+from fuzzer.errors import UserError
 
 
 def table_names() -> list[str]:
@@ -28,6 +29,20 @@ def test_every_name_the_table_makes_round_trips_with_its_parts():
         assert str(BackendName.parse(backend.strict_variant().name)) == backend.strict_variant().name
     for members in backend_sets().values():
         assert all(str(BackendName.parse(text)) == text for text in members)
+
+
+def test_a_variants_name_resolves_to_that_variant():
+    """A worker that dies in a strict re-run names the variant it ran (its heartbeat); the parent
+    reads that name back to replay and shrink the death. The GPU training campaign of 2026-12-02 ended
+    at its summary on 'Backend 'torch-eager' does not support dtype 'float32+strict''."""
+    for text in table_names():
+        strict = get_backend(text).strict_variant()
+        again = get_backend(strict.name)
+        assert (again.name, again.strict, type(again)) == (strict.name, True, type(strict))
+    cudnn = get_backend("torch-eager:cuda:float32").variant("strict-cudnn")
+    assert get_backend(cudnn.name).keeps_cudnn and get_backend(cudnn.name).strict
+    with pytest.raises(UserError, match="has no variant"):
+        get_backend("torch-eager:cpu:float32+loose")
 
 
 @pytest.mark.parametrize("text, parts", [

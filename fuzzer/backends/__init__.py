@@ -179,6 +179,13 @@ class Backend:
         strict.name = f"{self.name}+strict"
         return strict
 
+    def variant(self, suffix: str) -> "Backend":
+        """The variant named NAME+SUFFIX ("strict": strict_variant), for a variant's name read back
+        (a worker that died in a strict re-run names the variant it was running)."""
+        if suffix == "strict":
+            return self.strict_variant()
+        raise UserError(f"Backend '{self.name}' has no variant '+{suffix}' (it has '+strict').")
+
     def same_kernels_strict_variant(self, graph: Graph) -> "Backend | None":
         """Where the strict variant runs `graph` on other kernels (torch on CUDA: an RNN off cuDNN),
         the strict variant on the default run's own kernels; None where it runs the same ones. It
@@ -232,6 +239,8 @@ def table() -> BackendTable:
 
 
 def register_derived(backend: Backend) -> None:
+    if "+" in backend.name:
+        raise UserError(f"Backend name '{backend.name}' has a '+', which names a backend's variant ('NAME+strict'); choose another.")
     table().derived[backend.name] = backend
 
 
@@ -254,7 +263,11 @@ def kind_family(name: BackendName) -> str | None:
 
 def get_backend(spec: str) -> Backend:
     """'torch-eager', 'torch-eager:cpu', 'torch-eager:cpu:float64', a plugin backend's name,
-    or any of those in another Python environment: 'jax-jit@jax-0.4.30' (see fuzzer/envs.py)."""
+    or any of those in another Python environment: 'jax-jit@jax-0.4.30' (see fuzzer/envs.py);
+    any of them + a variant's suffix: 'torch-eager:cuda:float32+strict'."""
+    base, plus, suffix = spec.partition("+")
+    if plus:  # a variant's name (Backend.variant)
+        return get_backend(base).variant(suffix)
     tab = table()
     if spec in tab.derived:
         return tab.derived[spec]

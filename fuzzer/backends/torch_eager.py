@@ -75,8 +75,13 @@ class TorchEager(Backend):
     def same_kernels_strict_variant(self, graph: Graph):
         if not self._runs_cudnn_rnn(graph):
             return None
+        return self.variant("strict-cudnn")
+
+    def variant(self, suffix: str):
+        if suffix != "strict-cudnn":
+            return super().variant(suffix)
         variant = self.strict_variant()
-        variant.keeps_cudnn, variant.name = True, f"{self.name}+strict-cudnn"
+        variant.keeps_cudnn, variant.name = True, f"{self.name}+{suffix}"
         return variant
 
     @contextlib.contextmanager
