@@ -1403,10 +1403,10 @@ def regimes(as_json):
     Example:
       fuzz regimes --json
     """
-    from fuzzer.regimes import REGIMES
+    from fuzzer.regimes import MIX
 
     rows = [{"name": r.name, "percent": r.weight, "description": r.description, "max_elements": r.max_elements,
-             "value_profiles": sorted(set(r.value_profiles))} for r in REGIMES]
+             "value_profiles": sorted(set(r.value_profiles))} for r in MIX]
     emit(as_json, rows, "\n".join(f"{r['name']:<30} {r['percent']:>3}%  {r['description']}" for r in rows))
 
 

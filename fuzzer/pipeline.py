@@ -104,9 +104,11 @@ def case_generator(config: WorkerConfig, backends: list[Backend]) -> CaseGenerat
 
 def campaign_regimes(config: WorkerConfig, backends: list[Backend]) -> tuple[Regime, ...]:
     """The campaign's regimes (the integer ones where every backend judges exactly); without a jax-vmap
-    backend, no ladder graph puts its rung on a batch."""
+    backend, no ladder graph puts its rung on a batch; without a backend that runs programs, no program."""
     regimes = parse_regime_list(",".join(config.regimes or []), integers=all_exact(backends),
                                 complex_values=all(is_complex(backend.dtype) for backend in backends))
+    if not any(backend.runs_program_steps() for backend in backends):
+        regimes = tuple(regime for regime in regimes if not regime.programs)
     if any(BackendName.parse(backend.name).kind == "jax-vmap" for backend in backends):
         return regimes
     return tuple(replace(regime, vmapped=False) if regime.ladder else regime for regime in regimes)

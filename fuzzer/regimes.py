@@ -73,7 +73,7 @@ def compose(first: Regime, second: Regime, weight: int = 0) -> Regime:
 
 
 SINGLE_REGIMES = (
-    Regime("small", 48, "small dims from a fixed set, O(1) values, contiguous inputs"),
+    Regime("small", 45, "small dims from a fixed set, O(1) values, contiguous inputs"),
     Regime("large-op", 6, "one input dim just off a power of two (127 .. 32769), up to 1e6 elements a tensor",
            max_elements=1_000_000, large_dims=LARGE_DIMS),
     Regime("batch-threshold", 5, "a leading (batch) dim above 32/64/128/256", max_elements=200_000,
@@ -122,13 +122,16 @@ COMPLEX = Regime("complex", 85, "complex values: the real and imaginary parts ea
                      *SMALL_PROFILES, "log-uniform", "huge", "minuscule", "special", "special", "edge")))
 _SINGLE[COMPLEX.name] = COMPLEX
 COMPLEX_REGIMES = (COMPLEX, *(compose(_SINGLE[name], COMPLEX, 5) for name in ("large-op", "size-1", "layout")))
-# Programs: in-place writes, views and steps (fuzzer/program_generate.py); chosen with `--regimes programs`,
-# not yet in the default mix.
-PROGRAMS = Regime("programs", 5, "programs: views written through and read after the writes, 2 to 4 steps with carried state",
-                  programs=True)
-BY_NAME = {regime.name: regime for regime in REGIMES + INTEGER_REGIMES + COMPLEX_REGIMES + (PROGRAMS,)}
+# Programs: in-place writes, views and steps (fuzzer/program_generate.py); `--regimes programs` draws only them.
+PROGRAMS = Regime("programs", 3, "programs: views written through and read after the writes, 2 to 4 steps with carried "
+                  "state (where a backend runs programs)", programs=True)
+# A float campaign's default mix: the graph regimes and programs, which a campaign none of whose backends runs
+# programs leaves out (pipeline.campaign_regimes). Programs come right after small, whose share they took, so
+# that a seed draws the same regime as before wherever it does not draw a program.
+MIX = (REGIMES[0], PROGRAMS, *REGIMES[1:])
+BY_NAME = {regime.name: regime for regime in MIX + INTEGER_REGIMES + COMPLEX_REGIMES}
 DEFAULT = BY_NAME["small"]
-assert sum(r.weight for r in REGIMES) == sum(r.weight for r in INTEGER_REGIMES) == sum(r.weight for r in COMPLEX_REGIMES) == 100, \
+assert sum(r.weight for r in MIX) == sum(r.weight for r in INTEGER_REGIMES) == sum(r.weight for r in COMPLEX_REGIMES) == 100, \
     "regime weights are percentages"
 
 
@@ -145,11 +148,11 @@ def get_regime(name: str) -> Regime:
 
 
 def parse_regime_list(text: str | None, integers: bool = False, complex_values: bool = False) -> tuple[Regime, ...]:
-    """'small,large-op+layout' -> those regimes; None or '' or 'all' -> every regime (compositions too),
-    or with `integers` (only integer and bool backends) every integer regime, with `complex_values`
-    (only complex backends) every complex one."""
+    """'small,large-op+layout' -> those regimes; None or '' or 'all' -> the default mix (compositions and
+    programs too), or with `integers` (only integer and bool backends) every integer regime, with
+    `complex_values` (only complex backends) every complex one."""
     if not text or text == "all":
-        return INTEGER_REGIMES if integers else COMPLEX_REGIMES if complex_values else REGIMES
+        return INTEGER_REGIMES if integers else COMPLEX_REGIMES if complex_values else MIX
     chosen = []
     for name in (n.strip() for n in text.split(",") if n.strip()):
         if name not in BY_NAME:

@@ -118,3 +118,16 @@ def test_reproducers_rebuild_the_layout_the_backends_run(layout, shape):
     exec(f"result = {layout_source(layout, shape, 't')}", scope)  # the test runs the text a reproducer prints
     assert applied.stride() == scope["result"].stride() and not applied.is_contiguous()
     assert torch.equal(applied, scope["result"]) and torch.equal(applied, tensor)
+
+
+def test_a_float_campaign_draws_programs_at_their_share_where_one_of_its_backends_runs_them():
+    from fuzzer.backends import get_backend
+    from fuzzer.pipeline import WorkerConfig, campaign_regimes
+
+    config = WorkerConfig(backends=[])
+    with_runner = campaign_regimes(config, [get_backend("torch-eager:cpu:float32"), get_backend("jax-grad:cpu:float32")])
+    assert BY_NAME["programs"] in with_runner
+    assert not any(regime.programs for regime in campaign_regimes(config, [get_backend("jax-grad:cpu:float32")]))
+    generator = CaseGenerator(regimes=with_runner)
+    programs = sum(bool(generator.case(seed).graph.steps) for seed in range(600))
+    assert 6 <= programs <= 40, programs  # 3% of 600 is 18
