@@ -165,8 +165,10 @@ def test_a_matmul_whose_products_add_past_the_range_may_overflow_though_its_resu
         return Case(graph, {"x0": np.full((1, 4), big) + 0j, "x1": np.array([[big], [-big], [big], [-big + 1e17]]) + 0j}, 1)
 
     overflowing = case_of(1.35e19)
-    torch_output = get_backend("torch-eager:cpu:complex64").run(overflowing)
-    assert not np.isfinite(torch_output[0]).all() and _judged_complex(overflowing, torch_output) == verdicts.AGREE
+    # torch's CPU kernel overflows here in one summation order and not in another (its threads decide):
+    # both are honest, and so is the inf the CUDA kernel gave.
+    assert _judged_complex(overflowing, get_backend("torch-eager:cpu:complex64").run(overflowing)) == verdicts.AGREE
+    assert _judged_complex(overflowing, [np.array([[complex(np.inf, 0)]])]) == verdicts.AGREE
     # Planted: products of 1.8e36 add to 7e36, far inside the range: inf is wrong.
     assert _judged_complex(case_of(1.35e18), [np.array([[complex(np.inf, 0)]])]) == verdicts.NAN_INF
 
