@@ -19,7 +19,7 @@ from typing import Callable
 
 from fuzzer.arrays import materialize, regime_profiles
 from fuzzer.backend_names import BackendName
-from fuzzer.backends import Backend, all_ops_supported_by, get_backend, parse_backend_list
+from fuzzer.backends import Backend, all_ops_supported_by, get_backend, kind_family, parse_backend_list
 from fuzzer.complex_dtypes import is_complex
 from fuzzer.exact_dtypes import is_exact
 from fuzzer.budget import (DEFAULT_SHARE, SINGLE, SMALL, SMALL_NODES, WHOLE, CompileBudget, graph_features, parse_shares,
@@ -104,10 +104,13 @@ def case_generator(config: WorkerConfig, backends: list[Backend]) -> CaseGenerat
 
 def campaign_regimes(config: WorkerConfig, backends: list[Backend]) -> tuple[Regime, ...]:
     """The campaign's regimes (the integer ones where every backend judges exactly); without a jax-vmap
-    backend, no ladder graph puts its rung on a batch; without a backend that runs programs, no program."""
+    backend, no ladder graph puts its rung on a batch. The default mix draws programs only where a
+    backend runs them, and not for a campaign narrowed to some ops or holding a plugin's backend: a
+    program's statements are ops of their own, which those would not have chosen."""
     regimes = parse_regime_list(",".join(config.regimes or []), integers=all_exact(backends),
                                 complex_values=all(is_complex(backend.dtype) for backend in backends))
-    if not any(backend.runs_program_steps() for backend in backends):
+    if not config.regimes and (config.ops or not any(backend.runs_program_steps() for backend in backends)
+                               or any(kind_family(BackendName.parse(backend.name)) is None for backend in backends)):
         regimes = tuple(regime for regime in regimes if not regime.programs)
     if any(BackendName.parse(backend.name).kind == "jax-vmap" for backend in backends):
         return regimes

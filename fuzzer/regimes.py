@@ -20,7 +20,7 @@ and the report count coverage and findings per regime, and the shrinker keeps it
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 
 from fuzzer.errors import UserError, did_you_mean
 
@@ -73,7 +73,7 @@ def compose(first: Regime, second: Regime, weight: int = 0) -> Regime:
 
 
 SINGLE_REGIMES = (
-    Regime("small", 45, "small dims from a fixed set, O(1) values, contiguous inputs"),
+    Regime("small", 48, "small dims from a fixed set, O(1) values, contiguous inputs"),
     Regime("large-op", 6, "one input dim just off a power of two (127 .. 32769), up to 1e6 elements a tensor",
            max_elements=1_000_000, large_dims=LARGE_DIMS),
     Regime("batch-threshold", 5, "a leading (batch) dim above 32/64/128/256", max_elements=200_000,
@@ -125,11 +125,11 @@ COMPLEX_REGIMES = (COMPLEX, *(compose(_SINGLE[name], COMPLEX, 5) for name in ("l
 # Programs: in-place writes, views and steps (fuzzer/program_generate.py); `--regimes programs` draws only them.
 PROGRAMS = Regime("programs", 3, "programs: views written through and read after the writes, 2 to 4 steps with carried "
                   "state (where a backend runs programs)", programs=True)
-# A float campaign's default mix: the graph regimes and programs, which a campaign none of whose backends runs
-# programs leaves out (pipeline.campaign_regimes). Programs come right after small, whose share they took, so
-# that a seed draws the same regime as before wherever it does not draw a program.
-MIX = (REGIMES[0], PROGRAMS, *REGIMES[1:])
-BY_NAME = {regime.name: regime for regime in MIX + INTEGER_REGIMES + COMPLEX_REGIMES}
+# A float campaign's default mix: the graph regimes and programs, which pipeline.campaign_regimes leaves out
+# where no backend runs programs. Programs come right after small, whose share they take, so that a seed
+# draws the same regime as before wherever it does not draw a program.
+MIX = (replace(REGIMES[0], weight=REGIMES[0].weight - PROGRAMS.weight), PROGRAMS, *REGIMES[1:])
+BY_NAME = {regime.name: regime for regime in (*REGIMES, PROGRAMS, *INTEGER_REGIMES, *COMPLEX_REGIMES)}  # small at its own share
 DEFAULT = BY_NAME["small"]
 assert sum(r.weight for r in MIX) == sum(r.weight for r in INTEGER_REGIMES) == sum(r.weight for r in COMPLEX_REGIMES) == 100, \
     "regime weights are percentages"

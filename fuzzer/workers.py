@@ -31,8 +31,7 @@ Replies:   ("running", backend_name, compiles, source)  heartbeat before each ba
                                                after it with backend_name None: the worker's own work again
            ("result", payload)                 the request's record (fuzzer/records.py: CaseReply,
                                                CheckReply, ShrinkReply); for "outputs" a dict
-           ("user-error", message)             bad input (an unknown backend, a missing environment) in a
-                                               request the user made (not "case" nor "recheck"):
+           ("user-error", message)             bad input (an unknown backend, a missing environment):
                                                the parent raises it as the UserError it was
            ("error", traceback_text)           a bug in us while handling the request
            ("poisoned", backend_name, error, source, culprit)
@@ -209,18 +208,11 @@ def _worker_main(conn, config: WorkerConfig, trusted_paths: str, known_bugs: Reg
             conn.send(poisoned.reply())
             return  # nothing this process runs now can be trusted: the parent starts a fresh worker
         except UserError as exc:
-            if request[0] in CAMPAIGN_REQUESTS:  # nothing in them came from the user unchecked: a bug of ours
-                conn.send(("error", traceback.format_exc()))
-            else:
-                conn.send(("user-error", str(exc)))
+            conn.send(("user-error", str(exc)))
         except Exception:  # noqa: BLE001
             conn.send(("error", traceback.format_exc()))
 
 
-# A campaign's own requests: their backends and cases were checked when it started, so a UserError
-# while handling one is a bug of ours, which the campaign counts and goes on from (with its traceback),
-# rather than ending a long campaign on one sentence.
-CAMPAIGN_REQUESTS = ("case", "recheck")
 DIED_MESSAGE = "worker process "  # then how it ended: "killed by signal SIGSEGV", "exited with status 1"
 # A worker silent while it holds its address-space limit ran out of memory, not time (issue 51: a memory
 # hog under --memory-limit 3000 was filed as a `hang`): WorkerDied.message then starts with this.

@@ -239,9 +239,13 @@ def test_log_softmax_near_zero_is_a_computed_zero_before_a_negative_power():
     # reference (pow(., -0.0004) is nan) and 0 in torch (log of a sum rounded to 1): pow gives inf.
     graph = chain((1, 5), ("log_softmax", {"dim": -1}), ("pow", {}, ["x1"]), extra_inputs=[("x1", (1,))])
     case = Case(graph, {"x0": np.array([[0.0, 0.0, 0.0, 0.0, 38.0137901306]]), "x1": np.array([-0.0003733404])}, seed=1)
+    assert np.isnan(oracle.compute_reference(case, {"float64"}).outputs[0][0, 4])
+    # torch's own run, whose sum rounds to 1 or not by its order of summation (its thread count), and inf there.
     torch_output = get_backend("torch-eager:cpu:float64").run(case)
-    assert np.isposinf(torch_output[0][0, 4]) and np.isnan(oracle.compute_reference(case, {"float64"}).outputs[0][0, 4])
     assert judged(case, "float64", torch_output) == verdicts.AGREE
+    inf_at_zero = torch_output[0].copy()
+    inf_at_zero[0, 4] = np.inf
+    assert judged(case, "float64", [inf_at_zero]) == verdicts.AGREE
     # The other entries are -38, whose nan is required; and a largest entry of -0.6 is no zero.
     assert judged(case, "float64", [np.full((1, 5), np.inf)]) == verdicts.NAN_INF
     planted = Case(graph, {"x0": np.array([[0.0, 0.0, 0.0, 0.0, 1.0]]), "x1": np.array([-0.0003733404])}, seed=1)
@@ -622,10 +626,11 @@ def test_a_float64_sum_that_lands_on_an_integer_may_land_half_off_it_under_a_neg
     # torch's (float64 is spaced 0.5 there): pow(t, t) is 0 in one and nan in the other. Seeds 1, 10,
     # 12, 18, 19 and 20 kept every run on the integer (a false nan-inf on CPU and CUDA alike).
     case = _conv_then_self_power(9.999999980506448e+18)
-    torch_output = get_backend("torch-eager:cpu:float64").run(case)
-    assert np.isnan(torch_output[0]).all() and (oracle.compute_reference(case, {"float64"}).outputs[0] == 0.0).all()
-    for seed in range(1, 25):
-        assert judged(replace(case, seed=seed), "float64", torch_output) in (verdicts.AGREE, verdicts.INVALID)
+    assert (oracle.compute_reference(case, {"float64"}).outputs[0] == 0.0).all()
+    # torch's own run (its order of summation, so its thread count, decides which) and the nan it gave.
+    for output in (get_backend("torch-eager:cpu:float64").run(case), [np.full((1, 1, 1, 1), np.nan)]):
+        for seed in range(1, 25):
+            assert judged(replace(case, seed=seed), "float64", output) in (verdicts.AGREE, verdicts.INVALID)
     # Planted: the same sum 100 times larger, near 4e17, where float64 holds integers only: 0 is required.
     planted = _conv_then_self_power(1e21)
     assert judged(planted, "float64", [np.full((1, 1, 1, 1), np.nan)]) == verdicts.NAN_INF

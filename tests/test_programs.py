@@ -16,7 +16,9 @@ from conftest import fuzz, planted_fault_campaign
 from fuzzer.arrays import materialize, to_base64
 from fuzzer.backends import get_backend
 from fuzzer.corpus.case_forms import EXPORT_FORMAT, EXPORT_VERSION
+from fuzzer import verdicts
 from fuzzer.errors import UserError
+from fuzzer.execute import OK, Outcome
 from fuzzer.generate import CaseGenerator
 from fuzzer.ir import Case, Graph, Node, TensorSpec
 from fuzzer.program import written_inputs
@@ -77,6 +79,25 @@ def test_a_mask_from_a_value_an_honest_float32_kernel_may_underflow_to_zero_is_n
     reference = program_reference(Case(graph, {"x": np.array([-93.9615249633789])}), {"float32"})
     assert reference.outputs[0].tolist() == [-1.0]
     assert allowed_error(reference, 0, "float32") >= 1.0
+
+
+def test_a_subnormal_input_that_xla_reads_as_zero_is_no_finding_and_a_normal_one_is():
+    """2.15 clean campaign, jax 0.12.0.1 CPU: masked_fill_(x0, x1 > 0) with x1 = 2.3e-41 did not fill (XLA on
+    the CPU reads subnormals as zero), where numpy fills: a false mismatch until the flushing model read its
+    operands flushed too."""
+    from fuzzer.check import check_case, verdict_of
+    from fuzzer.oracle.reference import program_reference
+
+    graph = program([("m", "masked_fill_", ("x0", "x1"), {"value": -1.0})], ("m",), steps=1,
+                    inputs=(("x0", (1,)), ("x1", (1,))))
+    backend = get_backend("jax-eager:cpu:float32")
+    subnormal = Case(graph, {"x0": np.array([0.0]), "x1": np.array([2.2846770162351818e-41])})
+    assert backend.run(subnormal)[0].tolist() == [0.0]  # jax read the mask as zero
+    assert check_case(subnormal, [backend]).verdict == verdicts.AGREE
+    # Planted: a normal mask is positive on every kernel, so not filling it stays a finding.
+    normal = Case(graph, {"x0": np.array([0.0]), "x1": np.array([2.0e-30])})
+    unfilled = Outcome(backend.name, OK, outputs=[np.array([0.0]), np.array([0.0])])
+    assert verdict_of(backend, normal, unfilled, program_reference(normal, {"float32"})).verdict == verdicts.MISMATCH
 
 
 @pytest.mark.slow
