@@ -46,6 +46,7 @@ def _compile_in_child(env) -> tuple[int, int, str, float]:
     return int(probes), int(importing), isa, float(total)
 
 
+@pytest.mark.long  # two cold inductor starts, 38 s
 def test_a_second_process_answers_the_isa_probes_from_the_cache_and_the_first_probes_without_importing_torch(tmp_path):
     memo = tmp_path / "isa.json"
     memo.write_text("not json: a cache file from elsewhere is probed again, not trusted")

@@ -382,7 +382,7 @@ def test_torch_compile_agrees_on_a_seed_pattern():
     assert result.verdict == verdicts.AGREE
 
 
-@pytest.mark.slow
+@pytest.mark.long  # 32 s of compiles past dynamo's limit
 def test_torch_compile_keeps_compiling_past_dynamo_recompile_limit():
     """dynamo silently falls back to eager after 8 variants of one code object: each graph
     must get its own, or torch-compile stops being a compiled backend after 8 graphs."""

@@ -100,7 +100,7 @@ def test_steering_reaches_a_rare_key_of_each_kind_in_a_few_graphs(default_drawer
         assert _reached_by_steering(default_drawer, region_key, tries=3), region_key
 
 
-@pytest.mark.slow
+@pytest.mark.long  # 32 s; test_steering_reaches_a_key_the_plain_mix_does_not stays in CI
 def test_steering_reaches_every_declared_key_of_the_default_op_set(default_drawer, declared_default):
     """What the declared set promises (the module docstring): each key is reached in a few steered graphs."""
     unreached = [k for k in declared_default if not _reached_by_steering(default_drawer, k, tries=8)]

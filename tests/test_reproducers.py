@@ -173,7 +173,7 @@ def _run(script: str, folder, fault: str | None) -> subprocess.CompletedProcess:
 # transformations, jax-jit and jax-eager): the configured compiles (inductor or a C++ compiler three
 # times, a minute or more each) and the kinds added with them.
 LONG = {"torch-compile-frozen", "torch-compile-dynamic", "torch-aoti", "torch-eager", "torch-module", "torch-module-grad",
-        "jax-jit-donate", "jax-vmap", "jax-grad"}
+        "torch-export", "torch-jit-trace", "jax-jit-donate", "jax-vmap", "jax-grad"}
 
 
 @pytest.mark.slow
