@@ -31,7 +31,7 @@ def test_every_name_the_table_makes_round_trips_with_its_parts():
         assert all(str(BackendName.parse(text)) == text for text in members)
 
 
-def test_a_variants_name_resolves_to_that_variant():
+def test_a_variants_name_resolves_to_that_variant(tmp_path, monkeypatch):
     """A worker that dies in a strict re-run names the variant it ran (its heartbeat); the parent
     reads that name back to replay and shrink the death. The GPU training campaign of 2026-12-02 ended
     at its summary on 'Backend 'torch-eager' does not support dtype 'float32+strict''."""
@@ -42,7 +42,10 @@ def test_a_variants_name_resolves_to_that_variant():
     cudnn = get_backend("torch-eager:cuda:float32").variant("strict-cudnn")
     assert get_backend(cudnn.name).keeps_cudnn and get_backend(cudnn.name).strict
     with pytest.raises(UserError, match="has no variant"):
-        get_backend("torch-eager:cpu:float32+loose")
+        get_backend("jax-jit:cpu:float32+strict-cudnn")
+    monkeypatch.setenv("FUZZ_ENV_HOME", str(tmp_path))  # an environment's name may hold a '+': no variant's
+    with pytest.raises(UserError, match="No environment named 'jax-0.4.30\\+cpu'"):
+        get_backend("jax-jit:cpu:float32@jax-0.4.30+cpu")
 
 
 @pytest.mark.parametrize("text, parts", [

@@ -179,7 +179,7 @@ class Backend:
         strict.name = f"{self.name}+strict"
         return strict
 
-    def variant(self, suffix: str) -> "Backend":
+    def variant(self, suffix: str) -> "Backend":  # suffix: one of VARIANTS
         """The variant named NAME+SUFFIX ("strict": strict_variant), for a variant's name read back
         (a worker that died in a strict re-run names the variant it was running)."""
         if suffix == "strict":
@@ -238,9 +238,11 @@ def table() -> BackendTable:
     return _TABLE
 
 
+# The suffixes of variants' names (Backend.variant): "NAME+strict", and torch on CUDA's "NAME+strict-cudnn".
+VARIANTS = ("strict", "strict-cudnn")
+
+
 def register_derived(backend: Backend) -> None:
-    if "+" in backend.name:
-        raise UserError(f"Backend name '{backend.name}' has a '+', which names a backend's variant ('NAME+strict'); choose another.")
     table().derived[backend.name] = backend
 
 
@@ -265,8 +267,8 @@ def get_backend(spec: str) -> Backend:
     """'torch-eager', 'torch-eager:cpu', 'torch-eager:cpu:float64', a plugin backend's name,
     or any of those in another Python environment: 'jax-jit@jax-0.4.30' (see fuzzer/envs.py);
     any of them + a variant's suffix: 'torch-eager:cuda:float32+strict'."""
-    base, plus, suffix = spec.partition("+")
-    if plus:  # a variant's name (Backend.variant)
+    base, plus, suffix = spec.rpartition("+")
+    if plus and suffix in VARIANTS:  # a variant's name (Backend.variant); an environment's name may hold a '+'
         return get_backend(base).variant(suffix)
     tab = table()
     if spec in tab.derived:
