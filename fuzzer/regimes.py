@@ -126,12 +126,12 @@ COMPLEX_REGIMES = (COMPLEX, *(compose(_SINGLE[name], COMPLEX, 5) for name in ("l
 PROGRAMS = Regime("programs", 3, "programs: views written through and read after the writes, 2 to 4 steps with carried "
                   "state (where a backend runs programs)", programs=True)
 # A float campaign's default mix: the graph regimes and programs, which pipeline.campaign_regimes leaves out
-# where no backend runs programs. Programs come right after small, whose share they take, so that a seed
-# draws the same regime as before wherever it does not draw a program.
+# where no backend runs programs or --ops or a plugin's backend narrows the campaign. Programs come right after
+# small, whose share they take, so that a seed draws the same regime as before wherever it draws no program.
 MIX = (replace(REGIMES[0], weight=REGIMES[0].weight - PROGRAMS.weight), PROGRAMS, *REGIMES[1:])
 BY_NAME = {regime.name: regime for regime in (*REGIMES, PROGRAMS, *INTEGER_REGIMES, *COMPLEX_REGIMES)}  # small at its own share
 DEFAULT = BY_NAME["small"]
-assert sum(r.weight for r in MIX) == sum(r.weight for r in INTEGER_REGIMES) == sum(r.weight for r in COMPLEX_REGIMES) == 100, \
+assert sum(r.weight for r in REGIMES) == sum(r.weight for r in MIX) == sum(r.weight for r in INTEGER_REGIMES) == sum(r.weight for r in COMPLEX_REGIMES) == 100, \
     "regime weights are percentages"
 
 
