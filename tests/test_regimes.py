@@ -128,6 +128,8 @@ def test_a_float_campaign_draws_programs_at_their_share_where_one_of_its_backend
     with_runner = campaign_regimes(config, [get_backend("torch-eager:cpu:float32"), get_backend("jax-grad:cpu:float32")])
     assert BY_NAME["programs"] in with_runner
     assert not any(regime.programs for regime in campaign_regimes(config, [get_backend("jax-grad:cpu:float32")]))
+    narrowed = WorkerConfig(backends=[], ops=["relu", "sum"])  # --ops: a program's statements are not among them
+    assert not any(regime.programs for regime in campaign_regimes(narrowed, [get_backend("torch-eager:cpu:float32")]))
     generator = CaseGenerator(regimes=with_runner)
     programs = sum(bool(generator.case(seed).graph.steps) for seed in range(600))
     assert 6 <= programs <= 40, programs  # 3% of 600 is 18
