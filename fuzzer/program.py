@@ -5,8 +5,8 @@ The smallest extension of the IR that can say "write through this view" and "rea
 write": a program is a `Graph` with `steps` >= 1 whose nodes are statements run in order, with the
 frameworks' own semantics of names. A view node's value aliases its operand (`getitem` (a slice), `swapaxes`,
 `diagonal`, `broadcast_to`, `unfold`, `view`, `as_strided`: fuzzer/program_ops.py); a write node
-(`add_`, `copy_`, `fill_`, `index_add_`, `masked_fill_`, ...) writes its first operand, which may be a view, and its value is
-that operand. Reading a name reads its memory as it is at that point, so an alias read after a write
+(`add_`, `sin_`, `addcdiv_`, `copy_`, `fill_`, `index_add_`, `scatter_`, `index_put_`, `masked_fill_`, `add_out` (torch.add's
+out=), ...) writes its first operand, which may be a view, and its value is that operand. Reading a name reads its memory as it is at that point, so an alias read after a write
 sees the write. Still data: JSON nodes and arrays, no code.
 
 The whole body is one step, called `steps` times with the same input tensors: what it wrote into an
@@ -48,10 +48,10 @@ MAX_STEPS = 8
 # Writes whose operand torch turns into a new tensor first (a mask), and writes at an index (torch refuses any
 # operand sharing memory with their target).
 MASK_WRITES = ("masked_fill_",)
-INDEX_WRITES = ("index_add_", "index_copy_")
+INDEX_WRITES = ("index_add_", "index_copy_", "scatter_", "scatter_add_", "index_put_")
 # The registry ops a program may compute with: their results are new tensors in every framework
 # (a registry op whose torch implementation returns a view would alias silently).
-PURE_OPS = ("add", "mul", "neg", "abs", "sin", "cos", "tanh", "sigmoid", "relu", "clamp", "exp")
+PURE_OPS = ("add", "sub", "mul", "div", "neg", "abs", "sin", "cos", "tanh", "sigmoid", "relu", "clamp", "exp")
 # Views numpy gives read-only (and torch refuses most writes through): never written through.
 READ_ONLY_VIEWS = ("broadcast_to", "unfold")
 # Views that depend on how the base is laid out in memory: taken of an input or a contiguous part of one (as_strided:

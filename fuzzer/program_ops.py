@@ -57,9 +57,16 @@ def _same(attrs, shapes):
     return tuple(shapes[0])
 
 
-def _binary_write_shape(attrs, shapes):
-    _broadcasts_into(shapes[1], shapes[0], "the operand")
+def _pointwise_write_shape(attrs, shapes):
+    for source in shapes[1:]:
+        _broadcasts_into(source, shapes[0], "the operand")
+    for key in ("alpha", "value", "weight"):
+        check(key not in attrs or _is_number(attrs[key]), f"{key} {str(attrs.get(key))[:40]} must be a finite number")
     return tuple(shapes[0])
+
+
+def _is_number(value) -> bool:
+    return type(value) in (int, float) and bool(np.isfinite(value))
 
 
 # A write that only moves or selects values (copy_, fill_, relu_, ...) rounds nothing: it adds nothing to the
@@ -81,6 +88,31 @@ def _np_add_(xs, ps, attrs):
 
 def _np_mul_(xs, ps, attrs):
     xs[0] *= xs[1]
+    return xs[0]
+
+
+def _np_sub_(xs, ps, attrs):
+    xs[0] -= attrs.get("alpha", 1.0) * xs[1]
+    return xs[0]
+
+
+def _np_div_(xs, ps, attrs):
+    xs[0] /= xs[1]
+    return xs[0]
+
+
+def _np_addcmul_(xs, ps, attrs):
+    xs[0] += attrs.get("value", 1.0) * xs[1] * xs[2]
+    return xs[0]
+
+
+def _np_addcdiv_(xs, ps, attrs):
+    xs[0] += attrs.get("value", 1.0) * (xs[1] / xs[2])
+    return xs[0]
+
+
+def _np_lerp_(xs, ps, attrs):
+    xs[0] += attrs["weight"] * (xs[1] - xs[0])
     return xs[0]
 
 
@@ -109,6 +141,64 @@ def _np_zero_(xs, ps, attrs):
     return xs[0]
 
 
+# -- writes of a registry op's value: in place (`x.sin_()`) or into `out` (`torch.add(a, b, out=c)`) -------------
+def _np_assigned(op: str, first: int):
+    """numpy: the registry op `op`'s reference of operands `first`.. written into the first operand, so it
+    computes as the out-of-place op does in the same run (float64 in the reference's)."""
+
+    def run(xs, ps, attrs):
+        from fuzzer.ops import get_op  # the registry loads on first use: it finds this module's statements
+
+        xs[0][...] = get_op(op).reference(xs[first:], ps, attrs)
+        return xs[0]
+
+    return run
+
+
+def _jax_computed(op: str, first: int):
+    """jax: the registry op `op`'s value of operands `first`.. (the target's new value)."""
+
+    def run(xs, ps, attrs):
+        from fuzzer.ops import get_op
+
+        return get_op(op).jax(xs[first:], ps, attrs)
+
+    return run
+
+
+def _torch_out(function: str):
+    """`torch.<function>(*operands, out=target)`: the value written into the first operand."""
+
+    def run(xs, ps, attrs):
+        import torch
+
+        return getattr(torch, function)(*xs[1:], out=xs[0])
+
+    return run
+
+
+def _out_shape(attrs, shapes):
+    try:
+        shape = np.broadcast_shapes(*(tuple(source) for source in shapes[1:]))
+    except ValueError:
+        shape = None
+    check(shape == tuple(shapes[0]), f"the operands of shapes {[list(s) for s in shapes[1:]]} do not make the out "
+          f"tensor's shape {list(shapes[0])} (an out tensor of another shape would be resized)")
+    return tuple(shapes[0])
+
+
+def _in_place(op: str, numerics: Numerics) -> OpDef:
+    """`x.sin_()`: the registry op `op` of x written into x."""
+    return _write(f"{op}_", 1, _same, _np_assigned(op, 0), _method(f"{op}_"), _jax_computed(op, 0), out_of_place=op,
+                  numerics=numerics)
+
+
+def _out_form(op: str, arity: int) -> OpDef:
+    """`torch.add(a, b, out=c)`, the node `add_out(c, a, b)`: the registry op `op` written into c, of its exact shape."""
+    return _write(f"{op}_out", arity + 1, _out_shape, _np_assigned(op, 1), _torch_out(op), _jax_computed(op, 1),
+                  out_of_place=op, numerics=Numerics())
+
+
 def _xp(value):
     """The array module of `value` (jax.numpy for a jax array), for the out-of-place forms."""
     if isinstance(value, np.ndarray):
@@ -124,15 +214,28 @@ def _indexed(attrs, rank):
     return (slice(None),) * norm_dim(attrs["dim"], rank) + (np.asarray(attrs["index"], dtype=np.int64),)
 
 
-def _index_shape(attrs, shapes, unique: bool):
-    target = list(shapes[0])
-    dim = norm_dim(attrs["dim"], len(target))
+def _selected_shape(attrs, target: Shape, unique: bool) -> list[int]:
+    """The target's shape with dim `dim` cut to the positions `index` selects, refusing positions out of bounds
+    (or repeated, where `unique`: a copy to one position twice is undefined)."""
+    shape = list(target)
+    dim = norm_dim(attrs["dim"], len(shape))
     index = attrs["index"]
-    check(isinstance(index, list) and 1 <= len(index) <= 64 and all(type(i) is int and 0 <= i < target[dim] for i in index),
-          f"index {str(index)[:80]} must be 1 to 64 positions within 0..{target[dim] - 1} of dim {dim}")
+    check(isinstance(index, list) and 1 <= len(index) <= 64 and all(type(i) is int and 0 <= i < shape[dim] for i in index),
+          f"index {str(index)[:80]} must be 1 to 64 positions within 0..{shape[dim] - 1} of dim {dim}")
     check(not unique or len(set(index)) == len(index), f"index {index} repeats a position, where the copy is undefined")
-    target[dim] = len(index)
-    check(tuple(shapes[1]) == tuple(target), f"the source has shape {list(shapes[1])}, not {target}")
+    shape[dim] = len(index)
+    return shape
+
+
+def _index_shape(attrs, shapes, unique: bool):
+    selected = _selected_shape(attrs, shapes[0], unique)
+    check(tuple(shapes[1]) == tuple(selected), f"the source has shape {list(shapes[1])}, not {selected}")
+    return tuple(shapes[0])
+
+
+def _index_fill_shape(attrs, shapes):
+    _selected_shape(attrs, shapes[0], unique=False)  # a fill writes one value, so a repeated position is harmless
+    check(_is_number(attrs["value"]), f"value {str(attrs['value'])[:40]} must be a finite number")
     return tuple(shapes[0])
 
 
@@ -159,6 +262,118 @@ def _torch_index_copy_(xs, ps, attrs):
     return xs[0].index_copy_(attrs["dim"], torch.tensor(attrs["index"], dtype=torch.int64, device=xs[0].device), xs[1])
 
 
+def _np_index_fill_(xs, ps, attrs):
+    xs[0][_indexed(attrs, xs[0].ndim)] = attrs["value"]
+    return xs[0]
+
+
+def _torch_index_fill_(xs, ps, attrs):
+    import torch
+
+    index = torch.tensor(attrs["index"], dtype=torch.int64, device=xs[0].device)
+    return xs[0].index_fill_(attrs["dim"], index, attrs["value"])
+
+
+# -- scatter: source element (i, j, ...) goes to the target's (i, index[i][j], ...) along dim `dim` (dim 1 here) -----
+MAX_INDEX_ELEMENTS = 1024
+
+
+def _nested_shape(value) -> tuple[int, ...] | None:
+    """The shape of a regular nested list of ints (an int: ()), None where it is ragged or holds anything else."""
+    if type(value) is int:
+        return ()
+    if not isinstance(value, list) or not value:
+        return None
+    inner = {_nested_shape(item) for item in value}
+    return None if len(inner) != 1 or None in inner else (len(value), *inner.pop())
+
+
+def _scatter_shape(attrs, shapes, unique: bool):
+    target, source = tuple(shapes[0]), tuple(shapes[1])
+    dim = norm_dim(attrs["dim"], len(target))
+    check(len(source) == len(target) and all(s == t for d, (s, t) in enumerate(zip(source, target)) if d != dim)
+          and 1 <= source[dim] <= 64, f"the source has shape {list(source)}, which must be the target's "
+          f"{list(target)} but for 1 to 64 entries along dim {dim}")
+    index = attrs["index"]
+    check(_nested_shape(index) == source and numel(source) <= MAX_INDEX_ELEMENTS
+          and bool(np.all((np.asarray(index) >= 0) & (np.asarray(index) < target[dim]))),
+          f"index {str(index)[:80]} must be a nested list of the source's shape {list(source)} (at most "
+          f"{MAX_INDEX_ELEMENTS} entries) of positions within 0..{target[dim] - 1}")
+    lines = np.sort(np.asarray(index), axis=dim)
+    check(not unique or not np.any(np.diff(lines, axis=dim) == 0),
+          f"index {str(index)[:80]} sends two entries of one line along dim {dim} to one position, where the scatter is undefined")
+    return target
+
+
+def _scattered(attrs, rank):
+    """The subscript of the target's elements a scatter writes, in the source's shape (numpy and jax take it)."""
+    index = np.asarray(attrs["index"], dtype=np.int64)
+    dim = norm_dim(attrs["dim"], rank)
+    return tuple(index if d == dim else grid for d, grid in enumerate(np.indices(index.shape)))
+
+
+def _np_scatter_(xs, ps, attrs):
+    xs[0][_scattered(attrs, xs[0].ndim)] = xs[1]
+    return xs[0]
+
+
+def _np_scatter_add_(xs, ps, attrs):
+    np.add.at(xs[0], _scattered(attrs, xs[0].ndim), xs[1])
+    return xs[0]
+
+
+def _torch_scatter(method: str):
+    """torch's scatter_ or scatter_add_, the index a tensor made from the attribute."""
+
+    def run(xs, ps, attrs):
+        import torch
+
+        index = torch.tensor(attrs["index"], dtype=torch.int64, device=xs[0].device)
+        return getattr(xs[0], method)(attrs["dim"], index, xs[1])
+
+    return run
+
+
+# -- index_put_: positions as one list of indices per leading dim ---------------------------------------
+def _index_put_shape(attrs, shapes):
+    target = tuple(shapes[0])
+    indices = attrs["indices"]
+    count = _nested_shape(indices)
+    check(count is not None and len(count) == 2 and count[0] <= len(target) and count[1] <= 64
+          and all(0 <= i < target[d] for d, row in enumerate(indices) for i in row),
+          f"indices {str(indices)[:80]} must be one list of 1 to 64 positions per leading dim (at most {len(target)}), "
+          f"each within that dim of {list(target)}")
+    check(type(attrs["accumulate"]) is bool, f"accumulate {str(attrs['accumulate'])[:40]} must be true or false")
+    check(attrs["accumulate"] or len(set(zip(*indices))) == count[1],
+          f"indices {str(indices)[:80]} repeat a position, where a put without accumulate is undefined")
+    _broadcasts_into(shapes[1], (count[1], *target[count[0]:]), "the values")
+    return target
+
+
+def _positions(attrs):
+    return tuple(np.asarray(row, dtype=np.int64) for row in attrs["indices"])
+
+
+def _np_index_put_(xs, ps, attrs):
+    if attrs["accumulate"]:
+        np.add.at(xs[0], _positions(attrs), xs[1])
+    else:
+        xs[0][_positions(attrs)] = xs[1]
+    return xs[0]
+
+
+def _torch_index_put_(xs, ps, attrs):
+    import torch
+
+    indices = torch.tensor(attrs["indices"], dtype=torch.int64, device=xs[0].device).unbind(0)
+    return xs[0].index_put_(indices, xs[1], accumulate=attrs["accumulate"])
+
+
+def _jax_index_put_(xs, ps, attrs):
+    at = xs[0].at[_positions(attrs)]
+    return at.add(xs[1]) if attrs["accumulate"] else at.set(xs[1])
+
+
 def _mask_shape(attrs, shapes):
     _broadcasts_into(shapes[1], shapes[0], "the mask")
     return tuple(shapes[0])
@@ -173,16 +388,21 @@ def _torch_masked_fill_(xs, ps, attrs):
     return xs[0].masked_fill_(xs[1] > 0, attrs["value"])
 
 
+# In-place math under torch's names (`sin_`), computing as the registry's out-of-place op of that name; the
+# registry ops `torch.add(..., out=c)` writes (`add_out`), with their arity.
+ROUNDING_MATH = ("sin", "exp", "tanh", "sigmoid")
+EXACT_MATH = ("abs", "neg")
+OUT_FORMS = (("add", 2), ("mul", 2), ("sin", 1))
 WRITE_OPS = [
-    _write("add_", 2, _binary_write_shape, _np_add_, _method("add_"),
+    _write("add_", 2, _pointwise_write_shape, _np_add_, _method("add_"),
            lambda xs, ps, a: xs[0] + a.get("alpha", 1.0) * xs[1], attrs=("alpha?",), out_of_place="add", numerics=Numerics()),
-    _write("mul_", 2, _binary_write_shape, _np_mul_, _method("mul_"),
+    _write("mul_", 2, _pointwise_write_shape, _np_mul_, _method("mul_"),
            lambda xs, ps, a: xs[0] * xs[1], out_of_place="mul", numerics=Numerics()),
     _write("clamp_", 1, _same, _np_clamp_, _method("clamp_"),
            lambda xs, ps, a: _xp(xs[0]).clip(xs[0], a["min"], a["max"]), attrs=("min", "max"), out_of_place="clamp"),
     _write("relu_", 1, _same, _np_relu_, _method("relu_"),
            lambda xs, ps, a: _xp(xs[0]).maximum(xs[0], 0), out_of_place="relu"),
-    _write("copy_", 2, _binary_write_shape, _np_copy_, _method("copy_"),
+    _write("copy_", 2, _pointwise_write_shape, _np_copy_, _method("copy_"),
            lambda xs, ps, a: _xp(xs[0]).broadcast_to(xs[1], xs[0].shape)),
     _write("fill_", 1, _same, _np_fill_, _method("fill_"),
            lambda xs, ps, a: _xp(xs[0]).full_like(xs[0], a["value"]), attrs=("value",)),
@@ -196,9 +416,32 @@ WRITE_OPS = [
     # The mask is where the second operand is positive (a float case has no bool tensors).
     _write("masked_fill_", 2, _mask_shape, _np_masked_fill_, _torch_masked_fill_,
            lambda xs, ps, a: _xp(xs[0]).where(xs[1] > 0, a["value"], xs[0]), attrs=("value",)),
+    _write("sub_", 2, _pointwise_write_shape, _np_sub_, _method("sub_"),
+           lambda xs, ps, a: xs[0] - a.get("alpha", 1.0) * xs[1], attrs=("alpha?",), out_of_place="sub", numerics=Numerics()),
+    _write("div_", 2, _pointwise_write_shape, _np_div_, _method("div_"),
+           lambda xs, ps, a: xs[0] / xs[1], out_of_place="div", numerics=Numerics()),
+    _write("addcmul_", 3, _pointwise_write_shape, _np_addcmul_, _method("addcmul_"),
+           lambda xs, ps, a: xs[0] + a.get("value", 1.0) * xs[1] * xs[2], attrs=("value?",), numerics=Numerics()),
+    _write("addcdiv_", 3, _pointwise_write_shape, _np_addcdiv_, _method("addcdiv_"),
+           lambda xs, ps, a: xs[0] + a.get("value", 1.0) * (xs[1] / xs[2]), attrs=("value?",), numerics=Numerics()),
+    _write("lerp_", 2, _pointwise_write_shape, _np_lerp_, _method("lerp_"),
+           lambda xs, ps, a: xs[0] + a["weight"] * (xs[1] - xs[0]), attrs=("weight",), numerics=Numerics()),
+    *(_in_place(op, Numerics()) for op in ROUNDING_MATH),
+    *(_in_place(op, MOVES_VALUES) for op in EXACT_MATH),
+    _write("index_fill_", 1, _index_fill_shape, _np_index_fill_, _torch_index_fill_,
+           lambda xs, ps, a: xs[0].at[_indexed(a, xs[0].ndim)].set(a["value"]), attrs=("dim", "index", "value")),
+    _write("scatter_", 2, lambda a, s: _scatter_shape(a, s, unique=True), _np_scatter_, _torch_scatter("scatter_"),
+           lambda xs, ps, a: xs[0].at[_scattered(a, xs[0].ndim)].set(xs[1]), attrs=("dim", "index")),
+    _write("scatter_add_", 2, lambda a, s: _scatter_shape(a, s, unique=False), _np_scatter_add_, _torch_scatter("scatter_add_"),
+           lambda xs, ps, a: xs[0].at[_scattered(a, xs[0].ndim)].add(xs[1]), attrs=("dim", "index"), numerics=Numerics()),
+    # Rounds where it accumulates: declared so for both (a put that only moves values gets a tolerance a little wide).
+    _write("index_put_", 2, _index_put_shape, _np_index_put_, _torch_index_put_, _jax_index_put_,
+           attrs=("indices", "accumulate"), numerics=Numerics()),
+    *(_out_form(op, arity) for op, arity in OUT_FORMS),
 ]
 # The registry op each write computes out of place, with the same operands and attributes.
-OUT_OF_PLACE = {"add_": "add", "mul_": "mul", "clamp_": "clamp", "relu_": "relu"}
+OUT_OF_PLACE = {"add_": "add", "mul_": "mul", "clamp_": "clamp", "relu_": "relu", "sub_": "sub", "div_": "div",
+                **{f"{op}_": op for op in ROUNDING_MATH + EXACT_MATH}}
 
 
 # -- views --------------------------------------------------------------------------------------------
