@@ -54,6 +54,15 @@ def value_variants(case: Case, dtype: str) -> list[Case]:
     return variants
 
 
+def inputs_flushed(case: Case, dtype: str) -> Case | None:
+    """The case with every value subnormal in `dtype` read as 0, as a compiled kernel that sets DAZ reads it
+    (std of [0, 2.8e-40]: its derivative is 0.5 there and 0 at [0, 0]); None where the case has none."""
+    arrays = {name: oracle.flushed(value, dtype) for name, value in case.arrays.items()}
+    if all(np.array_equal(arrays[name], value) for name, value in case.arrays.items()):
+        return None
+    return replace(case, arrays=arrays)
+
+
 def rounding_noise(values, seed: int, dtype: str) -> np.ndarray:
     """Relative errors of a few units of `dtype`'s roundoff (oracle.ROUNDING_SLACK), one per entry, each
     a function of the entry's value and `seed`: equal values move alike, as rounding moves them, so a tie
@@ -117,6 +126,13 @@ class GradientOutputs:
         with self.strict_variant().precision_context(case.graph):
             return self.eager_gradients(case, self.dtype, device=self.device)
 
+    def other_route(self, case: Case, dtype: str) -> list[np.ndarray] | None:
+        """The same derivatives by another honest route in `dtype` (forward_mode.py), None where there is none.
+        In float64, an entry where it is not the reference's (a kink or singular point, where each route
+        takes its own convention) is not judged; in the backend's dtype it is one more same-dtype model
+        (the routes round differently: softmax's jvp is not its vjp's formula)."""
+        return None
+
     def extra_reference(self, case: Case) -> oracle.Reference:
         """The reference of the gradient outputs (check.py appends it to the numpy reference): float64
         eager runs at the case's values, rounded and perturbed (oracle.framework_reference; the
@@ -131,10 +147,34 @@ class GradientOutputs:
             exact, rounded = self.eager_gradients(exact, "float64"), self.eager_gradients(rounded, "float64")
             same_dtype = [self.eager_gradients(case, self.dtype)]
             on_device = self.device_eager_gradients(case)
+            if (flushed := inputs_flushed(case, self.dtype)) is not None:  # a kernel that reads subnormals as 0 (DAZ)
+                same_dtype.append(self.eager_gradients(flushed, "float64"))
+            conventions = []
+            if (other := self.other_route(case, "float64")) is not None:
+                conventions = [[same_convention(value, r64) for value, r64 in zip(other, exact)]]
+                same_dtype.append(self.other_route(case, self.dtype))
         if on_device is not None:
             same_dtype.append(on_device)
         sensitivity = 1.0 + sum(get_op(node.op).numerics.sensitivity for node in case.graph.nodes)
-        return oracle.framework_reference(exact, rounded, [*same_dtype, *noisy], self.dtype, sensitivity)
+        # var's tangent at a constant column is 0 by cancellation, of terms x - mean(x) each an ulp of x in float32
+        # summed in another order (inductor's forward mode: 1e-7 at x = -1.1): scaled by the values, not by 0.
+        with np.errstate(invalid="ignore"):
+            values = max((float(np.max(np.abs(a), where=np.isfinite(a), initial=0.0)) for a in case.arrays.values()), default=0.0)
+        return oracle.framework_reference(exact, rounded, [*same_dtype, *noisy, *conventions], self.dtype, sensitivity, values)
+
+
+# Two float64 routes to one derivative differ by float64 rounding, amplified: far below this, relative to
+# the entry and the output's scale. Past it they took different conventions (a tie, a kink).
+CONVENTION_TOLERANCE = 1e-6
+
+
+def same_convention(other: np.ndarray, r64: np.ndarray) -> np.ndarray:
+    """The reference where `other` (another route's float64 run) agrees with it, nan (unjudged) elsewhere:
+    an honest model that adds no rounding noise of its own, only unjudged entries."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        scale = np.max(np.abs(r64), where=np.isfinite(r64), initial=0.0)
+        agrees = np.isfinite(other) & (np.abs(other - r64) <= CONVENTION_TOLERANCE * (np.abs(r64) + scale))
+    return np.where(agrees, r64, np.nan)
 
 
 def differentiated(case: Case, parameters: bool) -> list[str]:
@@ -229,19 +269,18 @@ def jax_outputs_and_gradients(fn, inputs: dict, names: list[str]) -> list:
 
 
 def jax_rounded_gradient(jax):
-    """rounded_op_outputs's `rounded_gradient` in jax: a custom_vjp."""
+    """rounded_op_outputs's `rounded_gradient` in jax: a custom_jvp scaling the tangent, which jax
+    transposes into the same scaling of the cotangent, so one rule serves jax.vjp and jax.jvp."""
 
-    @jax.custom_vjp
+    @jax.custom_jvp
     def rounded_gradient(x, factor):
         return x
 
-    def forward(x, factor):
-        return x, factor
+    @rounded_gradient.defjvp
+    def scaled_tangent(primals, tangents):
+        (x, factor), (x_tangent, _) = primals, tangents
+        return x, x_tangent * factor
 
-    def backward(factor, gradient):
-        return gradient * factor, jax.numpy.zeros_like(factor)
-
-    rounded_gradient.defvjp(forward, backward)
     return rounded_gradient
 
 

@@ -107,15 +107,15 @@ class TorchCompile(TorchEager):
 
         compiled = COMPILED.get(key, build)
 
-        def run(inputs, params):
+        def run(*args):  # (inputs, params), and what a subclass's traced function takes besides
             try:
                 with inductor_config(self.compile_options):
-                    return compiled(inputs, params)
+                    return compiled(*args)
             except torch._dynamo.exc.FailOnRecompileLimitHit:
                 # This function was compiled for more shape variants than dynamo keeps per code
                 # object (recompile_limit): start a new one rather than fail the case.
                 COMPILED.entries.pop(key, None)
-                return self._graph_fn(graph)(inputs, params)
+                return self._graph_fn(graph)(*args)
             except torch._dynamo.exc.Unsupported as exc:
                 BROKEN[key] = f"graph break under fullgraph=True: {str(exc).strip().splitlines()[0]}"
                 raise GraphBreak(BROKEN[key]) from None

@@ -26,7 +26,7 @@ The names other modules use are importable from fuzzer.oracle itself.
 from fuzzer.oracle import paths
 from fuzzer.oracle.compare import (K_SAME, allowed_error, compare_at_floor, compare_output, entry_allowance, floor_allowance,
                                    judge_outputs, signature)
-from fuzzer.oracle.dtypes import (DTYPES, LARGEST, ROUNDING_SLACK, RTOL, TINY, UNIT_ROUNDOFF, nonfinite_class,
+from fuzzer.oracle.dtypes import (DTYPES, LARGEST, ROUNDING_SLACK, RTOL, TINY, UNIT_ROUNDOFF, flushed, nonfinite_class,
                                   round_to_dtype)
 from fuzzer.oracle.models import MODELS, HonestModels
 from fuzzer.oracle.reference import Reference, compute_reference, extended, framework_reference
@@ -35,6 +35,6 @@ from fuzzer.oracle.rules import UNDEFINED_RULES, VALUE_RULES
 from fuzzer.records import BackendVerdict
 
 __all__ = ["paths", "K_SAME", "allowed_error", "compare_at_floor", "compare_output", "entry_allowance", "floor_allowance",
-           "judge_outputs", "signature", "DTYPES", "LARGEST", "ROUNDING_SLACK", "RTOL", "TINY", "UNIT_ROUNDOFF", "nonfinite_class",
+           "judge_outputs", "signature", "DTYPES", "LARGEST", "ROUNDING_SLACK", "RTOL", "TINY", "UNIT_ROUNDOFF", "flushed", "nonfinite_class",
            "round_to_dtype", "MODELS", "HonestModels", "Reference", "compute_reference", "extended", "framework_reference",
            "NOISY_RUNS", "UNDEFINED_RULES", "VALUE_RULES", "BackendVerdict"]

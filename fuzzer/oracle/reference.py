@@ -219,11 +219,13 @@ def _complex_only(case: Case, reference: ComplexReference) -> Reference:
 
 
 def framework_reference(exact: list[np.ndarray], rounded: list[np.ndarray], models: list[list[np.ndarray]],
-                        dtype: str, sensitivity: float) -> Reference:
+                        dtype: str, sensitivity: float, scale_floor: float = 0.0) -> Reference:
     """The Reference of outputs only a framework computes (see "Extra outputs" above): `exact` (r64) and
     `rounded` (r_d) are float64 runs at the case's values and at them rounded to `dtype`; `models`
-    are further honest runs (the framework's eager run in `dtype`, the perturbed float64 runs)."""
-    scale = float(max((np.max(np.abs(y[np.isfinite(y)]), initial=0.0) for y in exact), default=0.0))
+    are further honest runs (the framework's eager run in `dtype`, the perturbed float64 runs).
+    `scale_floor`: the magnitude of the values they are computed from, below which their scale does not
+    go (a derivative that cancels to 0 is computed from terms of that size, each rounded)."""
+    scale = float(max((np.max(np.abs(y[np.isfinite(y)]), initial=scale_floor) for y in exact), default=scale_floor))
     honest = HonestModels({dtype: rounded}, {dtype: []}, {dtype: []}, {dtype: []})
     for index, r64 in enumerate(exact):
         runs = [rounded[index], *(model[index] for model in models)]

@@ -13,6 +13,8 @@ every region but its own.
   without autocast around it, its backward is float32 and right.
 - fault-maximum-tie-gradient: eager autograd (torch-module-grad) of a maximum that gives the whole
   gradient to both operands where they tie, where torch's documented subgradient gives each half.
+- fault-jvp-mul-drops-a-term: eager forward mode (torch-jvp) of a custom autograd.Function mul whose
+  jvp rule drops a * tb; its forward and backward are right, so every reverse-mode kind passes it.
 """
 
 import torch
@@ -75,6 +77,30 @@ def maximum_whole_gradient_to_both_at_a_tie(xs, ps, attrs):
     return torch.where(tie, a + b - a.detach(), torch.maximum(a, b))
 
 
+class MulWhoseJvpDropsATerm(torch.autograd.Function):
+    @staticmethod
+    def forward(a, b):
+        return a * b
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(*inputs)
+        ctx.b = inputs[1]
+
+    @staticmethod
+    def backward(ctx, grad):
+        a, b = ctx.saved_tensors
+        return (grad * b).sum_to_size(a.shape), (grad * a).sum_to_size(b.shape)
+
+    @staticmethod
+    def jvp(ctx, a_tangent, b_tangent):
+        return a_tangent * ctx.b  # d(ab) = da b + a db: the second term dropped
+
+
+def mul_whose_jvp_drops_a_term(xs, ps, attrs):
+    return MulWhoseJvpDropsATerm.apply(*xs)
+
+
 def register(api):
     api.derive_backend("fault-double-grad-sin", base="torch-compile-double-grad:cpu:float32",
                        overrides={"sin": sin_dropping_its_second_order_term})
@@ -84,3 +110,4 @@ def register(api):
                        overrides={"autocast_off_matmul": matmul_region_ignored_in_backward})
     api.derive_backend("fault-maximum-tie-gradient", base="torch-module-grad:cpu:float32",
                        overrides={"maximum": maximum_whole_gradient_to_both_at_a_tie})
+    api.derive_backend("fault-jvp-mul-drops-a-term", base="torch-jvp:cpu:float32", overrides={"mul": mul_whose_jvp_drops_a_term})
