@@ -1,5 +1,6 @@
 """The statements only a program (fuzzer/program.py) has: in-place writes and views, under the
-frameworks' own names (`add_`, `copy_`, `index_add_`, `swapaxes`, `as_strided`, ...).
+frameworks' own names (`add_`, `sin_`, `copy_`, `index_add_`, `scatter_`, `swapaxes`, `as_strided`, ...), and
+writes through `out=` (`add_out(c, a, b)` is `torch.add(a, b, out=c)`: the first operand is always the target).
 
 Each is an OpDef, so that a plugin overrides one by name with `derive_backend` like any op, but
 they live outside the op registry (fuzzer/ops/): a plain graph never draws them, and the

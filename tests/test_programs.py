@@ -22,6 +22,7 @@ from fuzzer.execute import OK, Outcome
 from fuzzer.generate import CaseGenerator
 from fuzzer.ir import Case, Graph, Node, TensorSpec
 from fuzzer.program import written_inputs
+from fuzzer.program_ops import WRITES
 from fuzzer.regimes import BY_NAME
 
 PLUGIN = str(Path(__file__).parent / "plugins" / "program_faults.py")
@@ -100,6 +101,84 @@ def test_a_subnormal_input_that_xla_reads_as_zero_is_no_finding_and_a_normal_one
     assert verdict_of(backend, normal, unfilled, program_reference(normal, {"float32"})).verdict == verdicts.MISMATCH
 
 
+# The writes beyond add_ ... masked_fill_, each through x[:, ::2] (3 x 2) of a 3 x 4 x: (op, its operands' shapes, attributes).
+THROUGH_A_VIEW = ("v", "getitem", ("x",), {"dim": 1, "start": 0, "stop": 4, "step": 2})
+WIDER_WRITES = [
+    *((op, (), {}) for op in ("sin_", "exp_", "tanh_", "sigmoid_", "abs_", "neg_")),
+    ("sub_", ((2,),), {"alpha": 2.0}),
+    ("div_", ((2,),), {}),
+    ("addcmul_", ((3, 2), (2,)), {"value": -0.5}),
+    ("addcdiv_", ((3, 2), (2,)), {"value": -0.5}),
+    ("lerp_", ((3, 2),), {"weight": 0.75}),
+    ("index_fill_", (), {"dim": 0, "index": [2, 0, 2], "value": -1.0}),
+    ("scatter_", ((2, 2),), {"dim": 0, "index": [[2, 0], [0, 1]]}),
+    ("scatter_add_", ((3, 3),), {"dim": 1, "index": [[0, 0, 1], [1, 1, 1], [0, 1, 0]]}),
+    ("index_put_", ((3,),), {"indices": [[0, 2, 0], [1, 1, 1]], "accumulate": True}),
+    ("index_put_", ((2, 2),), {"indices": [[2, 0]], "accumulate": False}),
+    ("add_out", ((3, 2), (2,)), {}),
+    ("mul_out", ((3, 2), (2,)), {}),
+    ("sin_out", ((3, 2),), {}),
+]
+
+
+def wider_write(op, shapes, attrs) -> Graph:
+    operands = tuple(f"y{index}" for index in range(len(shapes)))
+    return program([THROUGH_A_VIEW, ("w", op, ("v", *operands), attrs)], ("w",), steps=3,  # an odd count: neg_ twice is no write
+                   inputs=(("x", (3, 4)), *zip(operands, shapes)))
+
+
+@pytest.mark.parametrize("op, shapes, attrs", WIDER_WRITES, ids=[f"{op}-{i}" for i, (op, _, _) in enumerate(WIDER_WRITES)])
+def test_each_wider_write_through_a_view_agrees_in_torch_numpy_and_jax(op, shapes, attrs):
+    graph = wider_write(op, shapes, attrs)
+    rng = np.random.default_rng(0)
+    # Operands in [0.5, 2]: a divisor away from 0, as the generator keeps it (program_generate.DIVIDING).
+    arrays = {"x": rng.uniform(-2.0, 2.0, (3, 4)), **{name: rng.uniform(0.5, 2.0, shape) for name, shape in zip(("y0", "y1"), shapes)}}
+    reference, *others = [get_backend(name).run(Case(graph, arrays))
+                          for name in ("numpy-ref:cpu:float64", "torch-eager:cpu:float64", "jax-eager:cpu:float64")]
+    assert not np.array_equal(reference[-1], arrays["x"]) and np.array_equal(reference[-1][:, 1::2], arrays["x"][:, 1::2]), \
+        "the write lands in x through the view, and only there"
+    for results in others:
+        for got, want in zip(results, reference, strict=True):
+            np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+
+
+def _refused_write(op, shapes, attrs, data):
+    graph = wider_write(op, shapes, attrs).to_dict()
+    return {**graph, "nodes": [graph["nodes"][0], {**graph["nodes"][1], **data}]}
+
+
+@pytest.mark.parametrize("op, change, message", [
+    ("sin_", {"attrs": {"alpha": 2.0}}, "has the attribute 'alpha', which sin_ does not take"),
+    ("sub_", {"attrs": {"alpha": "2"}}, "alpha 2 must be a finite number"),
+    ("div_", {"inputs": ["v", "x"]}, "the operand of shape [3, 4] does not broadcast to the written shape [3, 2]"),
+    ("addcmul_", {"attrs": {"value": [1.0]}}, "value [1.0] must be a finite number"),
+    ("addcdiv_", {"attrs": {"value": True}}, "value True must be a finite number"),
+    ("lerp_", {"attrs": {}}, "lacks the attribute 'weight'"),
+    ("index_fill_", {"attrs": {"dim": 0, "index": [3], "value": 1.0}}, "index [3] must be 1 to 64 positions within 0..2 of dim 0"),
+    ("scatter_", {"attrs": {"dim": 0, "index": [[0, 1], [0, 0]]}}, "sends two entries of one line along dim 0 to one position"),
+    ("scatter_add_", {"attrs": {"dim": 1, "index": [[0, 0, 1], [1, 2, 1], [0, 1, 0]]}}, "of positions within 0..1"),
+    ("scatter_add_", {"attrs": {"dim": 1, "index": [[0, 0], [1, 1], [0, 1]]}}, "must be a nested list of the source's shape [3, 3]"),
+    ("index_put_", {"attrs": {"indices": [[0, 2, 0], [1, 1, 1]], "accumulate": False}}, "repeat a position"),
+    ("index_put_", {"attrs": {"indices": [[0, 3, 0], [1, 1, 1]], "accumulate": True}}, "each within that dim of [3, 2]"),
+    ("add_out", {"inputs": ["v", "y1", "y1"]}, "the operands of shapes [[2], [2]] do not make the out tensor's shape [3, 2]"),
+])
+def test_a_malformed_wider_write_exits_2_with_one_sentence_and_stores_nothing(tmp_path, op, change, message):
+    from click.testing import CliRunner
+
+    from fuzzer.cli import main
+
+    shapes, attrs = next((shapes, attrs) for name, shapes, attrs in WIDER_WRITES if name == op)
+    graph = _refused_write(op, shapes, attrs, change)
+    arrays = {spec["name"]: to_base64(np.ones(spec["shape"])) for spec in graph["inputs"]}
+    case_file = tmp_path / "case.json"
+    case_file.write_text(json.dumps({"format": EXPORT_FORMAT, "version": EXPORT_VERSION, "graph": graph, "arrays": arrays,
+                                     "seed": 0, "verdict": "agree", "findings": [], "backends": []}))
+    done = CliRunner().invoke(main, ["import", "--db", str(tmp_path / "fuzz.db"), str(case_file)])
+    assert done.exit_code == 2 and message in done.stderr, (done.exit_code, done.stderr)
+    assert done.stderr.count(". ") == 0 and "Traceback" not in done.stderr, "one sentence"
+    assert not (tmp_path / "fuzz.db").exists()
+
+
 @pytest.mark.slow
 def test_torch_compile_compiles_a_program_s_step_once_and_runs_it_every_step():
     import torch._dynamo
@@ -151,7 +230,7 @@ def test_every_drawn_program_passes_its_rules_and_uses_views_and_steps():
     graphs = [generator.case(seed).graph for seed in range(60)]
     ops = {node.op for graph in graphs for node in graph.nodes}
     assert {"getitem", "swapaxes", "diagonal", "broadcast_to", "unfold", "view", "as_strided"} <= ops
-    assert {"add_", "mul_", "clamp_", "relu_", "copy_", "fill_", "zero_", "index_add_", "index_copy_", "masked_fill_"} <= ops
+    assert WRITES <= ops
     assert {graph.steps for graph in graphs} == {2, 3, 4}
     for graph in graphs:
         assert Graph.from_json(graph.to_json()) == graph
@@ -235,6 +314,15 @@ def test_a_short_campaign_finds_a_copy_into_a_view_that_writes_only_the_first_el
     rows, shrunk = planted_fault_campaign(tmp_path, PLUGIN, "fault-copy-first", "copy_,getitem,sin", "--regimes", "programs")
     assert {row["signature"] for row in rows} == {"mismatch | fault-copy-first | copy_"}
     assert [node["op"] for node in shrunk["graph"]["nodes"]] == ["getitem", "copy_"] and shrunk["graph"]["steps"] == 1
+
+
+@pytest.mark.slow
+def test_a_short_campaign_finds_an_addcdiv_that_ignores_its_value_and_shrinks_it_to_one_step(tmp_path):
+    rows, shrunk = planted_fault_campaign(tmp_path, PLUGIN, "fault-addcdiv-value", "addcdiv_,getitem", "--regimes", "programs")
+    assert {row["signature"] for row in rows} == {"mismatch | fault-addcdiv-value | addcdiv_"}
+    ops = [node["op"] for node in shrunk["graph"]["nodes"]]
+    assert ops[-1] == "addcdiv_" and len(ops) <= 2 and shrunk["graph"]["steps"] == 1, ops
+    assert shrunk["graph"]["nodes"][-1]["attrs"]["value"] != 1.0
 
 
 @pytest.mark.long

@@ -9,6 +9,7 @@ statement overridden by name, so that a test can show a short campaign of progra
 - `fault-recompiled-add`: torch.compile(dynamic=True) whose add_ drops its alpha where the target has more
   than 16 rows: dynamo guards on that size, so only the recompile for such a size (a shape variant: programs
   draw at most 7 rows) computes the wrong value.
+- `fault-addcdiv-value`: addcdiv_ ignores its `value` (adds t1 / t2 once), as a kernel that drops a scalar would.
 """
 
 from fuzzer.program_ops import STATEMENTS
@@ -43,9 +44,14 @@ def add_past_16_rows(xs, ps, attrs):
     return STATEMENTS["add_"].torch(xs, ps, attrs)
 
 
+def addcdiv_without_value(xs, ps, attrs):
+    return xs[0].addcdiv_(xs[1], xs[2])
+
+
 def register(api):
     base = "torch-eager:cpu:float32"
     api.derive_backend("fault-copy-first", base=base, overrides={"copy_": copy_first})
     api.derive_backend("fault-lost-update", base=base, overrides={"add_": lost_update})
     api.derive_backend("fault-stale-diagonal", base=base, overrides={"diagonal": stale_diagonal})
+    api.derive_backend("fault-addcdiv-value", base=base, overrides={"addcdiv_": addcdiv_without_value})
     api.derive_backend("fault-recompiled-add", base="torch-compile-dynamic:cpu:float32", overrides={"add_": add_past_16_rows})
