@@ -3,18 +3,19 @@ write through those views, compute with pure ops and read aliases after the writ
 
 Valid by construction where it is cheap (shapes fit, operands broadcast), and otherwise by asking the
 program's own rules (fuzzer.ir.infer_shapes, which runs check_program) of each statement as it is
-added: a statement they refuse is not added, so every drawn program passes them.
+added: a statement they refuse is not added, so every drawn program passes them. A division reads its divisor
+through a clamp away from 0, and exp_ writes a target a clamp_ bounded first (DIVIDING, BOUNDED_TARGET): the
+honest rounding of a value near a pole or of a huge phase is no finding.
 """
 
 from __future__ import annotations
 
+import numpy as np
 from hypothesis import assume
 from hypothesis import strategies as st
 
 from fuzzer.errors import UserError
 from fuzzer.ir import Graph, Node, TensorSpec, infer_shapes
-import numpy as np
-
 from fuzzer.program import PURE_OPS
 from fuzzer.program_ops import STATEMENTS, VIEWS, WRITES
 
