@@ -1,7 +1,9 @@
 """Forward-mode AD (fuzzer/backends/forward_mode.py): torch-jvp (eager torch.func.jvp), torch-compile-jvp and
 jax-jvp return the outputs, then J t of each output along fixed tangents; torch's are judged against
 float64 eager reverse mode (the gradient of <J^T u, t> w.r.t. u), jax's against its float64 eager jvp.
-A fault planted in a forward-mode rule only (tests/plugins/training_faults.py) is found and reproduced."""
+torch-compile-hvp and jax-hvp return H t by forward over reverse (the hessians' composition), judged
+against reverse over reverse (fuzzer/backends/second_order.py). Faults planted in a forward-mode rule
+only (tests/plugins/training_faults.py) are found and reproduced."""
 
 from __future__ import annotations
 
@@ -18,13 +20,14 @@ from fuzzer.arrays import materialize
 from fuzzer.backends import get_backend
 from fuzzer.backends.forward_mode import tangent, torch_functional_jvp, torch_jvp_by_reverse, torch_tangents
 from fuzzer.backends.gradients import cotangent
+from fuzzer.backends.second_order import torch_forward_over_reverse, torch_hvp_by_reverse
 from fuzzer.check import check_case
 from fuzzer.ir import Graph, Node, TensorSpec
 from fuzzer.plugins import load_plugins
 from fuzzer.reproducer import build_script
 
 PLUGIN = str(Path(__file__).parent / "plugins" / "training_faults.py")
-KINDS = ("torch-jvp", "torch-compile-jvp", "jax-jvp")
+KINDS = ("torch-jvp", "torch-compile-jvp", "jax-jvp", "torch-compile-hvp", "jax-hvp")
 # linear -> batch_norm (eval) -> tanh: weights that get tangents, running statistics that get none.
 GRAPH = Graph(inputs=[TensorSpec("x", (4, 3))],
               nodes=[Node("n0", "linear", ["x"], {"out_features": 5, "bias": True}),
@@ -54,6 +57,29 @@ def test_reverse_mode_s_jvp_is_forward_mode_s_and_the_finite_difference_s():
         torch.testing.assert_close(derived, expected, rtol=1e-6, atol=1e-6)
 
 
+def test_reverse_over_reverse_s_hvp_is_forward_over_reverse_s_and_the_gradient_s_difference():
+    import torch
+
+    def fn(x, w):
+        return [torch.nn.functional.layer_norm(x @ w, (4,)).sin(), (x * x).sum(-1)]
+
+    args = [torch.rand(3, 4, dtype=torch.float64), torch.rand(4, 4, dtype=torch.float64)]
+    reverse, forward = torch_hvp_by_reverse(fn, args), torch_forward_over_reverse(fn, args)
+    for a, b in zip(reverse, forward):
+        torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
+    step = 1e-6  # central difference of the gradient along the tangents
+
+    def gradient(values):
+        values = [v.detach().requires_grad_(True) for v in values]
+        outputs = fn(*values)
+        loss = sum((out * torch.as_tensor(cotangent(i, out.shape))).sum() for i, out in enumerate(outputs))
+        return torch.autograd.grad(loss, values)
+
+    moved = [[arg + sign * step * t for arg, t in zip(args, torch_tangents(args))] for sign in (1, -1)]
+    for derived, up, down in zip(reverse[2:], gradient(moved[0]), gradient(moved[1])):
+        torch.testing.assert_close(derived, (up - down) / (2 * step), rtol=1e-5, atol=1e-5)
+
+
 def test_tangents_are_quarter_integers_of_their_own_stream():
     t = tangent(0, (5, 7))
     assert t.shape == (5, 7) and np.all(t * 4 == np.round(t * 4)) and np.abs(t).max() <= 1
@@ -63,11 +89,14 @@ def test_tangents_are_quarter_integers_of_their_own_stream():
 @pytest.mark.parametrize("kind", KINDS)
 def test_each_kind_agrees_on_a_graph_with_weights_and_returns_outputs_then_tangents(kind):
     backend = get_backend(f"{kind}:cpu:float32")
-    graph = GRAPH if kind != "jax-jvp" else one_op("tanh", "x")
+    graph = GRAPH if kind.startswith("torch") else one_op("tanh", "x")
     case = materialize(graph, 0)
     assert check_case(case, [backend]).verdict == verdicts.AGREE
     outputs = backend.run(case)
-    assert len(outputs) == 2 and outputs[1].shape == outputs[0].shape and np.abs(outputs[1]).max() > 0
+    # outputs, then J t per output, or H t per input and weight (x, n0.weight, n0.bias, n1.weight, n1.bias)
+    hvp = kind.endswith("hvp")
+    assert len(outputs) == 1 + (len(case.arrays) - 2 if hvp and kind.startswith("torch") else 1)  # no running statistics
+    assert outputs[1].shape == (case.arrays["x"] if hvp else outputs[0]).shape and np.abs(outputs[1]).max() > 0
 
 
 def test_a_tangent_is_zero_where_no_float_output_depends_on_the_inputs():
@@ -118,6 +147,13 @@ def test_inductor_s_forward_mode_roundings_found_by_campaigns_are_honest():
         assert check_case(case, [backend]).verdict == verdicts.AGREE
 
 
+def test_a_hessian_vector_product_that_drops_its_second_order_term_is_a_finding():
+    load_plugins([PLUGIN])
+    case = materialize(one_op("sin", "x"), 0)
+    # sin alone: H t is its second-order term only, so dropped it leaves zeros where the reference is not
+    assert check_case(case, [get_backend("fault-hvp-sin")]).verdict == verdicts.ALL_ZEROS
+
+
 def test_a_short_campaign_finds_a_forward_mode_rule_that_drops_a_term(tmp_path):
     rows, shrunk = planted_fault_campaign(tmp_path, PLUGIN, "fault-jvp-mul-drops-a-term", "mul", max_cases=3, shrink_time=10)
     assert {row["signature"] for row in rows} == {"mismatch | fault-jvp-mul-drops-a-term | mul@jvp"}
@@ -126,7 +162,8 @@ def test_a_short_campaign_finds_a_forward_mode_rule_that_drops_a_term(tmp_path):
 
 @pytest.mark.parametrize("backend, exit_code", [("fault-jvp-mul-drops-a-term", 1), ("torch-jvp:cpu:float32", 0),
                                                 pytest.param("torch-compile-jvp:cpu:float32", 0, marks=pytest.mark.long),
-                                                ("jax-jvp:cpu:float32", 0)])
+                                                ("jax-jvp:cpu:float32", 0), ("jax-hvp:cpu:float32", 0),
+                                                pytest.param("torch-compile-hvp:cpu:float32", 0, marks=pytest.mark.long)])
 def test_the_script_runs_forward_mode_as_the_campaign_did(tmp_path, backend, exit_code):
     load_plugins([PLUGIN])
     case = materialize(one_op("mul", "a", "b"), 0)

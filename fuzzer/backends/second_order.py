@@ -98,3 +98,101 @@ def jax_double_backward(fn, inputs: dict, names: list[str]) -> list:
 
     second, (outputs, grads) = jax.grad(gradient_norm, has_aux=True)(inputs)
     return [*outputs, *(grads[name] for name in names), *(second[name] for name in names)]
+
+
+# -- Hessian-vector products: H t, t the tangents of forward_mode.py ----------------------------------
+
+
+def torch_hvp_by_reverse(fn, args, constants=()) -> tuple:
+    """(*fn(*args), *H t w.r.t. each arg but those at the indices in `constants`) by eager reverse over
+    reverse: the gradient of <grad L, t>, L = sum_i <output_i, cotangent_i> (gradients.py), t the tangents
+    of forward_mode.py; an arg that nothing second-order depends on gets zeros."""
+    import torch
+
+    from fuzzer.backends.forward_mode import torch_tangents
+
+    args = [arg if index in constants else arg.detach().requires_grad_(True) for index, arg in enumerate(args)]
+    leaves = [arg for index, arg in enumerate(args) if index not in constants]
+    outputs = list(fn(*args))
+    zeros = [torch.zeros_like(leaf) for leaf in leaves]
+    pairs = [(out, torch.as_tensor(cotangent(i, out.shape), dtype=out.dtype, device=out.device))
+             for i, out in enumerate(outputs) if out.requires_grad]
+    if not pairs:
+        return (*outputs, *zeros)
+    grads = torch.autograd.grad([out for out, _ in pairs], leaves, grad_outputs=[c for _, c in pairs],
+                                allow_unused=True, create_graph=True)
+    products = [(grad * t).sum() for grad, t in zip(grads, torch_tangents(leaves)) if grad is not None and grad.requires_grad]
+    second = torch.autograd.grad(sum(products), leaves, allow_unused=True) if products else [None] * len(leaves)
+    return (*(out.detach() for out in outputs), *(zero if value is None else zero + value for value, zero in zip(second, zeros)))
+
+
+def torch_functional_hvp(fn, args, constants, tangents, cotangents) -> tuple:
+    """torch_hvp_by_reverse's results by forward over reverse, as torch.func.hessian composes them
+    (jacfwd of jacrev): torch.func.jvp of torch.func.grad of L along `tangents` (those of the args not at
+    the indices in `constants`), with `cotangents[i]` for output i (its float outputs only)."""
+    import torch
+
+    fixed = {index: args[index] for index in constants}
+    varying = [index for index in range(len(args)) if index not in fixed]
+
+    def loss(*leaves):
+        by_index = {**fixed, **dict(zip(varying, leaves))}
+        outputs = list(fn(*(by_index[index] for index in range(len(args)))))
+        return sum((out * c).sum() for out, c in zip(outputs, cotangents) if out.is_floating_point()), outputs
+
+    leaves = tuple(args[index] for index in varying)
+    outputs = list(fn(*args))  # which outputs are float
+    if not any(out.is_floating_point() for out in outputs):
+        return (*outputs, *(torch.zeros_like(leaf) for leaf in leaves))
+    gradient = torch.func.grad(loss, argnums=tuple(range(len(leaves))), has_aux=True)
+    _, products, outputs = torch.func.jvp(gradient, leaves, tuple(tangents), has_aux=True)
+    return (*outputs, *products)
+
+
+def torch_forward_over_reverse(fn, args) -> tuple:
+    """torch_functional_hvp of every arg with the fixed tangents and cotangents (torch_eager_gradients' `differentiate`)."""
+    import torch
+
+    from fuzzer.backends.forward_mode import torch_tangents
+
+    cotangents = [torch.as_tensor(cotangent(i, out.shape), dtype=out.dtype, device=out.device) for i, out in enumerate(fn(*args))]
+    return torch_functional_hvp(fn, args, (), torch_tangents(args), cotangents)
+
+
+def _jax_loss(fn):
+    import jax
+
+    def loss(xs):
+        outputs = fn(xs)
+        floats = [(i, out) for i, out in enumerate(outputs) if jax.numpy.issubdtype(out.dtype, jax.numpy.floating)]
+        return sum((out * jax.numpy.asarray(cotangent(i, out.shape), dtype=out.dtype)).sum() for i, out in floats), outputs
+
+    return loss
+
+
+def jax_hessian_vector_products(fn, inputs: dict, names: list[str]) -> list:
+    """fn(inputs) -> outputs, then H t of each input in `names` order: jax.jvp of jax.grad of L (forward
+    over reverse, jax.hessian's composition: jacfwd of jacrev), t the tangents of forward_mode.py."""
+    import jax
+
+    from fuzzer.backends.forward_mode import tangent
+
+    tangents = {name: jax.numpy.asarray(tangent(j, inputs[name].shape), dtype=inputs[name].dtype) for j, name in enumerate(names)}
+    _, products, outputs = jax.jvp(jax.grad(_jax_loss(fn), has_aux=True), (inputs,), (tangents,), has_aux=True)
+    return [*outputs, *(products[name] for name in names)]
+
+
+def jax_hvp_by_reverse(fn, inputs: dict, names: list[str]) -> list:
+    """jax_hessian_vector_products' results by reverse over reverse: jax.grad of <jax.grad L, t>."""
+    import jax
+
+    from fuzzer.backends.forward_mode import tangent
+
+    tangents = {name: jax.numpy.asarray(tangent(j, inputs[name].shape), dtype=inputs[name].dtype) for j, name in enumerate(names)}
+
+    def directional(xs):
+        grads, outputs = jax.grad(_jax_loss(fn), has_aux=True)(xs)
+        return sum((grads[name] * tangents[name]).sum() for name in names), outputs
+
+    products, outputs = jax.grad(directional, has_aux=True)(inputs)
+    return [*outputs, *(products[name] for name in names)]

@@ -31,9 +31,10 @@ def buffer_indices(graph: Graph, names: list[str]) -> list[int]:
     return [index for index, name in enumerate(names) if name in buffers]
 
 
-def forward_mode_function(graph: Graph, impl_for):
-    """(inputs, params, tangents) -> the outputs, then J t of each output: torch_functional_jvp of the graph
-    over its inputs and parameters (buffers fixed), `tangents` those of the differentiated ones in order."""
+def forward_mode_function(graph: Graph, impl_for, transform=torch_functional_jvp):
+    """(inputs, params, tangents) -> the outputs, then J t of each output: `transform` (torch_functional_jvp,
+    or second_order.torch_functional_hvp) of the graph over its inputs and parameters (buffers fixed),
+    `tangents` those of the differentiated ones in order."""
 
     def forward_mode(inputs, params, tangents):
         names = [*inputs, *(f"{node}.{name}" for node, ps in params.items() for name in ps)]
@@ -44,7 +45,7 @@ def forward_mode_function(graph: Graph, impl_for):
             weights = {node: {name: by_name[f"{node}.{name}"] for name in ps} for node, ps in params.items()}
             return interpret(graph, {name: by_name[name] for name in inputs}, weights, impl_for)
 
-        return torch_functional_jvp(graph_fn, args, buffer_indices(graph, names), tangents)
+        return transform(graph_fn, args, buffer_indices(graph, names), tangents)
 
     return forward_mode
 

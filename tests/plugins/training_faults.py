@@ -13,6 +13,8 @@ every region but its own.
   without autocast around it, its backward is float32 and right.
 - fault-maximum-tie-gradient: eager autograd (torch-module-grad) of a maximum that gives the whole
   gradient to both operands where they tie, where torch's documented subgradient gives each half.
+- fault-hvp-sin: fault-double-grad-sin's sin under torch-compile-hvp (forward over reverse): H t drops
+  the second-order term, the gradient stays right.
 - fault-jvp-mul-drops-a-term: eager forward mode (torch-jvp) of a custom autograd.Function mul whose
   jvp rule drops a * tb; its forward and backward are right, so every reverse-mode kind passes it.
 """
@@ -111,3 +113,4 @@ def register(api):
     api.derive_backend("fault-maximum-tie-gradient", base="torch-module-grad:cpu:float32",
                        overrides={"maximum": maximum_whole_gradient_to_both_at_a_tie})
     api.derive_backend("fault-jvp-mul-drops-a-term", base="torch-jvp:cpu:float32", overrides={"mul": mul_whose_jvp_drops_a_term})
+    api.derive_backend("fault-hvp-sin", base="torch-compile-hvp:cpu:float32", overrides={"sin": sin_dropping_its_second_order_term})
