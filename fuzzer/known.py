@@ -184,8 +184,8 @@ def culprit_ops(culprit: str, graph: Graph | None) -> set[str]:
     culprit ("layer_norm@fused": no op was wrong alone, fuzzer/check.py), every op that the fused
     output depends on in `graph`. A known bug of an op that the compiler fused into its consumer
     (a minimum fused into a sum under jax.jit) is found only as the consumer's fusion."""
-    op, _, how = culprit.partition("@")
-    if how != "fused" or graph is None:
+    op, *how = culprit.split("@")  # "matmul@fused@jvp": a fusion under a transformation is a fusion too
+    if "fused" not in how or graph is None:
         return {op}
     fused = [node.name for node in graph.nodes if node.op == op]
     needed = graph.ancestors(fused)

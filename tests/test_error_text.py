@@ -63,6 +63,8 @@ def test_addresses_paths_and_numbers_are_dropped_and_calls_kept():
      "CUDA_ERROR_ILLEGAL_ADDRESS: an illegal memory access was encountered", True),
     ("XlaRuntimeError: INTERNAL: CUDA error: Could not synchronize CUDA stream: CUDA_ERROR_MISALIGNED_ADDRESS", True),
     ("RuntimeError: cudaErrorIllegalAddress", True),
+    # a compiled jvp's failed trace left its forward-mode level open: every later jvp in the process fails
+    ("torch._dynamo.exc.InternalTorchDynamoError: RuntimeError: Nested forward mode AD is not supported at the moment", True),
     ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB", False),
     ("RuntimeError: CUDA error: invalid configuration argument", False),
     ("RuntimeError: CUDA error: too many resources requested for launch", False),

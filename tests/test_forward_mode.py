@@ -115,6 +115,28 @@ def test_an_expanded_input_goes_in_as_a_contiguous_copy():
     torch.testing.assert_close(outputs[1], torch.as_tensor(tangent(0, (2, 3)), dtype=torch.float32))
 
 
+def test_torch_s_documented_forward_mode_gaps_give_no_verdict():
+    from fuzzer.backends.forward_mode import forward_ad_implemented
+    from fuzzer.errors import OpUnsupported
+
+    for message in ("Trying to use forward AD with mkldnn_rnn_layer that does not support it because it has not been "
+                    "implemented yet.", "Cannot access storage of TensorWrapper"):
+        with pytest.raises(OpUnsupported, match=message[:20]), forward_ad_implemented():
+            raise NotImplementedError(message)
+    with pytest.raises(RuntimeError), forward_ad_implemented():  # anything else stays the case's crash
+        raise RuntimeError("shape '[2, 3]' is invalid for input of size 7")
+
+
+def test_the_hessian_vector_product_of_an_expanded_input_is_its_contiguous_copy_s():
+    import torch
+
+    x = torch.rand(1, 3, dtype=torch.float64).expand(2, 3)
+    fn = lambda a: [(a * a).sin()]  # noqa: E731
+    expanded, copied = torch_forward_over_reverse(fn, [x]), torch_forward_over_reverse(fn, [x.contiguous()])
+    for a, b in zip(expanded, copied):
+        torch.testing.assert_close(a, b)
+
+
 def test_where_the_modes_take_different_conventions_the_entry_is_not_judged():
     """maximum(nan, 0): reverse mode passes t_a + t_b, forward mode t_b (torch 2.13); cos(-inf - floor(x)):
     reverse mode multiplies floor's zero derivative into the nan, forward mode gets nan * 0 (both found by a

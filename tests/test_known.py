@@ -345,6 +345,17 @@ def test_a_known_bug_of_an_op_fused_into_its_consumer_matches_the_fusion_finding
     assert check_case(fused_minimum_case(nan_at=None), [get_backend("jax-jit:cpu:float32")]).findings == []
 
 
+def test_a_fusion_under_a_transformation_is_charged_to_its_fused_ancestors_too():
+    """GPU campaign (torch-compile-jvp): `matmul@fused@jvp` after a softmax over a dim of size 1 is the known FMA
+    contraction; the transformation's suffix hid the fusion, so only matmul was matched."""
+    from fuzzer.known import culprit_ops
+
+    graph = Graph(inputs=[TensorSpec("q", (3, 1, 8)), TensorSpec("v", (3, 1, 8))], outputs=["n1"],
+                  nodes=[Node("n0", "softmax", ("q",), {"dim": -1}), Node("n1", "matmul", ("n0", "v"))])
+    assert culprit_ops("matmul@fused@jvp", graph) == culprit_ops("matmul@fused", graph) == {"matmul", "softmax"}
+    assert culprit_ops("matmul@jvp", graph) == {"matmul"}
+
+
 def test_an_imported_or_reshrunk_case_of_a_known_bug_lands_in_its_known_bucket(tmp_path):
     # GPU campaign cases 961 and 324, re-shrunk after a localization fix, named the known bugs'
     # culprits (rms_norm, conv_transpose2d) but stayed `new`: only a campaign applied the registry.

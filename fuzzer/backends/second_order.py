@@ -140,7 +140,9 @@ def torch_functional_hvp(fn, args, constants, tangents, cotangents) -> tuple:
         outputs = list(fn(*(by_index[index] for index in range(len(args)))))
         return sum((out * c).sum() for out, c in zip(outputs, cotangents) if out.is_floating_point()), outputs
 
-    leaves = tuple(args[index] for index in varying)
+    from fuzzer.backends.forward_mode import without_overlap
+
+    leaves = without_overlap(args[index] for index in varying)
     outputs = list(fn(*args))  # which outputs are float
     if not any(out.is_floating_point() for out in outputs):
         return (*outputs, *(torch.zeros_like(leaf) for leaf in leaves))

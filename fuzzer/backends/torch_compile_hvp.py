@@ -40,7 +40,7 @@ class TorchCompileHvp(TorchForwardMode, TorchCompileGrad):
                 for i, name in enumerate(graph.outputs)]
 
     def _traced_function(self, graph: Graph, impls: dict):
-        return forward_mode_function(graph, impls.__getitem__, partial(torch_functional_hvp, cotangents=self._cotangents(graph)))
+        return forward_mode_function(graph, lambda op: impls[op], partial(torch_functional_hvp, cotangents=self._cotangents(graph)))
 
     def eager_gradients(self, case: Case, dtype: str, noise=None, device: str = "cpu") -> list[np.ndarray]:
         return torch_eager_gradients(case, dtype, noise, parameters=True, device=device, differentiate=torch_hvp_by_reverse)
