@@ -1,6 +1,7 @@
 """The two kinds of failure: the user's input is wrong, or we have a bug; the text of errors, and the
 errors that leave a device unusable."""
 
+import contextlib
 import difflib
 import errno
 import os
@@ -34,6 +35,19 @@ class ForeignError(Exception):
 class OpUnsupported(Exception):
     """A backend cannot run an op of this case (an older release lacks the API it needs):
     that backend gives no verdict on the case, and it is not a finding."""
+
+
+@contextlib.contextmanager
+def documented_gaps(gaps: tuple[str, ...]):
+    """Turns an error that says one of `gaps` (phrases of a framework's documented limitations, each
+    declared with its reason where it is used) into OpUnsupported with the line that says it."""
+    try:
+        yield
+    except Exception as exc:  # eager raises its own error; a compile wraps it in one of dynamo's
+        line = next((line for line in str(exc).splitlines() if any(gap in line for gap in gaps)), None)
+        if line is None:
+            raise
+        raise OpUnsupported(line.strip()) from None
 
 
 class ShapeError(ValueError):

@@ -70,6 +70,21 @@ def test_vmap_judges_every_batch_copy_and_finds_a_rule_that_ignores_a_batch_axis
     finds("vmap-ignores-batch", case, "add@vmap")  # copy 0 reads its own operand: only the other copies are wrong
 
 
+def test_torch_compile_vmap_judges_every_batch_copy_and_finds_a_rule_that_ignores_a_batch_axis(planted):
+    case = case_of("mul", [(3, 4), (3, 4)])
+    assert verdict_of("torch-compile-ignores-batch", case).verdict == verdicts.AGREE, "compile alone never batches"
+    assert verdict_of("torch-compile-vmap:cpu:float32", case).verdict == verdicts.AGREE
+    assert len(get_backend("torch-compile-vmap:cpu:float32").run(case)) == 3, "copy 0, then the other two copies"
+    finds("torch-vmap-ignores-batch", case, "mul@vmap")
+
+
+def test_dynamic_gradients_compile_once_per_shape_free_structure():
+    misses = COMPILED.misses
+    for shape in ((3, 4), (5, 6)):
+        assert verdict_of("torch-compile-grad-dynamic:cpu:float32", case_of("tanh", [shape])).verdict == verdicts.AGREE
+    assert COMPILED.misses == misses + 1, "the second shape must reuse the first shape's dynamic compile"
+
+
 def test_jax_grad_finds_a_wrong_vjp_that_the_forward_cannot_show(planted):
     case = case_of("sin", [(3, 4)])
     assert verdict_of("jit-wrong-vjp", case).verdict == verdicts.AGREE

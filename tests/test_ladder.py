@@ -14,7 +14,7 @@ from conftest import planted_fault_campaign
 from fuzzer import ladder
 from fuzzer.arrays import materialize
 from fuzzer.backends import get_backend
-from fuzzer.backends.jax_vmap import judged_copies
+from fuzzer.backends.batching import judged_copies
 from fuzzer.check import check_case
 from fuzzer.errors import UserError
 from fuzzer.generate import VMAPPED_ELEMENTS, CaseGenerator

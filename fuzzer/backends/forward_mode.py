@@ -31,11 +31,8 @@ CPU's; a forward-mode formula of torch's that disagrees with reverse mode in eve
 
 from __future__ import annotations
 
-import contextlib
-
 import numpy as np
 
-from fuzzer.errors import OpUnsupported
 
 # Seeds the tangents apart from the cotangents (gradients.cotangent), which share their index and shape.
 TANGENT_STREAM = 7919
@@ -61,18 +58,6 @@ def torch_tangents(leaves) -> list:
 # ("Trying to use forward AD with mkldnn_rnn_layer that does not support it", lstm on the CPU, torch 2.13), and
 # cuDNN's RNN, which reads its weights' storage, which functorch's wrappers have none of (pytorch/functorch#629).
 FORWARD_AD_GAPS = ("Trying to use forward AD with", "Cannot access storage of TensorWrapper")
-
-
-@contextlib.contextmanager
-def forward_ad_implemented():
-    """A run that meets one of FORWARD_AD_GAPS raises OpUnsupported, with the sentence that says which."""
-    try:
-        yield
-    except Exception as exc:  # eager raises NotImplementedError; a compile wraps it in its own error
-        sentence = next((line for line in str(exc).splitlines() if any(gap in line for gap in FORWARD_AD_GAPS)), None)
-        if sentence is None:
-            raise
-        raise OpUnsupported(sentence.strip()) from None
 
 
 def torch_jvp_by_reverse(fn, args, constants=()) -> tuple:

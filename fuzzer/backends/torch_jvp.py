@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from fuzzer.backends.forward_mode import (forward_ad_implemented, torch_forward_mode, torch_functional_jvp, torch_jvp_by_reverse,
+from fuzzer.backends.forward_mode import (FORWARD_AD_GAPS, torch_forward_mode, torch_functional_jvp, torch_jvp_by_reverse,
                                           torch_tangents)
 from fuzzer.backends.gradients import GradientOutputs, differentiated, torch_eager_gradients
 from fuzzer.backends.torch_eager import TorchEager
+from fuzzer.errors import documented_gaps
 from fuzzer.ir import Case, Graph, interpret
 from fuzzer.op_source import Source
 from fuzzer.ops import get_op
@@ -80,7 +81,7 @@ class TorchForwardMode(GradientOutputs):
         args = [*tensors.values(), *(value for ps in weights.values() for value in ps.values())]
         constants = buffer_indices(graph, [*tensors, *(f"{node}.{name}" for node, ps in weights.items() for name in ps)])
         tangents = torch_tangents([arg for index, arg in enumerate(args) if index not in constants])
-        with self.precision_context(graph), forward_ad_implemented():
+        with self.precision_context(graph), documented_gaps(FORWARD_AD_GAPS):
             results = self._graph_fn(graph)(tensors, weights, tangents)
         return [out.detach().to("cpu", torch.float64).numpy() for out in results]
 
