@@ -16,10 +16,12 @@ from fuzzer.op_source import Source
 from fuzzer.program_source import torch_program
 
 
-# functorch has no batching rule for the fused RNN ops: eager vmap loops over the batch with a warning, a
-# compile raises (pytorch/pytorch#134606, open).
+# functorch's documented gaps, no verdict: no batching rule for the fused RNN ops (eager vmap loops over the
+# batch with a warning, a compile raises; pytorch/pytorch#134606, open), and batch_norm in training mode,
+# whose running statistics are updated in place and not batched (functorch's "Batch norm got a batched
+# tensor as input while the running_mean or running_var ... were not batched"; its docs' UX limitations).
 VMAP_GAPS = ("Batching rule not implemented for aten::gru", "Batching rule not implemented for aten::lstm",
-             "Batching rule not implemented for aten::rnn")
+             "Batching rule not implemented for aten::rnn", "Batch norm got a batched tensor as input while the running_mean")
 
 
 class TorchCompileVmap(TorchCompile):
