@@ -32,6 +32,17 @@ def half_squared_norm(gradients):
 # -- torch ------------------------------------------------------------------------------
 
 
+def torch_graph_cotangents(graph, dtype: str, device: str) -> list:
+    """The fixed cotangent of each graph output (gradients.cotangent) as a tensor of `dtype` on `device`."""
+    import torch
+
+    from fuzzer.ir import infer_shapes
+
+    shapes = infer_shapes(graph)
+    return [torch.as_tensor(cotangent(i, shapes[name]), dtype=getattr(torch, dtype), device=device)
+            for i, name in enumerate(graph.outputs)]
+
+
 def torch_double_backward(fn, args, constants=()) -> tuple:
     """(*fn(*args), *first-order gradients, *gradients of N) by eager autograd, w.r.t. each arg but those
     at the indices in `constants`; a gradient that nothing depends on is zeros, as in gradients.py."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from fuzzer.backends.gradients import cotangent, differentiated, torch_eager_gradients
-from fuzzer.backends.second_order import torch_double_backward, torch_functional_double_backward
+from fuzzer.backends.second_order import torch_double_backward, torch_functional_double_backward, torch_graph_cotangents
 from fuzzer.backends.torch_compile import inductor_config
 from fuzzer.backends.torch_compile_grad import TorchCompileGrad
 from fuzzer.backends.torch_compile import with_inductor_config
@@ -40,15 +40,10 @@ class TorchCompileDoubleGrad(TorchCompileGrad):
         return op.second_order and not op.custom_gradient_of and super().supports(op_name)
 
     def _traced_function(self, graph: Graph, impls: dict):
-        import torch
-
         from fuzzer.model import buffer_weights
 
         buffers = buffer_weights(graph)
-        shapes = infer_shapes(graph)
-        # Fixed per structure (a cache key), so they are constants of the traced graph.
-        cotangents = [torch.as_tensor(cotangent(i, shapes[name]), dtype=getattr(torch, self.dtype), device=self.device)
-                      for i, name in enumerate(graph.outputs)]
+        cotangents = torch_graph_cotangents(graph, self.dtype, self.device)  # fixed per structure: constants of the trace
 
         def double_backward(inputs, params):
             names = [*inputs, *(f"{node}.{name}" for node, ps in params.items() for name in ps)]

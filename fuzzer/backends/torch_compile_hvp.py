@@ -12,8 +12,10 @@ from functools import partial
 
 import numpy as np
 
+from fuzzer.backends.forward_mode import torch_tangents
 from fuzzer.backends.gradients import cotangent, differentiated, torch_eager_gradients
-from fuzzer.backends.second_order import torch_forward_over_reverse, torch_functional_hvp, torch_hvp_by_reverse
+from fuzzer.backends.second_order import (torch_forward_over_reverse, torch_functional_hvp, torch_graph_cotangents,
+                                          torch_hvp_by_reverse)
 from fuzzer.backends.torch_compile_grad import TorchCompileGrad
 from fuzzer.backends.torch_jvp import TorchForwardMode, forward_mode_function
 from fuzzer.ir import Case, Graph, infer_shapes
@@ -32,15 +34,8 @@ class TorchCompileHvp(TorchForwardMode, TorchCompileGrad):
     compile_weight = 2 * TorchCompileGrad.compile_weight
     cpu_compile_weight = 2 * TorchCompileGrad.cpu_compile_weight
 
-    def _cotangents(self, graph: Graph) -> list:
-        import torch
-
-        shapes = infer_shapes(graph)  # fixed per structure (a cache key): constants of the traced graph
-        return [torch.as_tensor(cotangent(i, shapes[name]), dtype=getattr(torch, self.dtype), device=self.device)
-                for i, name in enumerate(graph.outputs)]
-
     def _traced_function(self, graph: Graph, impls: dict):
-        return forward_mode_function(graph, lambda op: impls[op], partial(torch_functional_hvp, cotangents=self._cotangents(graph)))
+        return forward_mode_function(graph, lambda op: impls[op], partial(torch_functional_hvp, cotangents=torch_graph_cotangents(graph, self.dtype, self.device)))
 
     def eager_gradients(self, case: Case, dtype: str, noise=None, device: str = "cpu") -> list[np.ndarray]:
         return torch_eager_gradients(case, dtype, noise, parameters=True, device=device, differentiate=torch_hvp_by_reverse)
@@ -52,8 +47,6 @@ class TorchCompileHvp(TorchForwardMode, TorchCompileGrad):
         source = Source(imports=["import torch"])
         source.add_function(torch_functional_hvp)
         source.add_function(cotangent)
-        from fuzzer.backends.forward_mode import torch_tangents
-
         source.add_function(torch_tangents)
         differentiable = set(differentiated(case, parameters=True))
         constants = [index for index, name in enumerate(argument_names(case)) if name not in differentiable]
