@@ -1,4 +1,5 @@
-"""Forward-mode outputs (Jacobian-vector products), shared by torch-jvp, torch-compile-jvp and jax-jvp.
+"""Forward-mode outputs (Jacobian-vector products), shared by torch-jvp, torch-compile-jvp and jax-jvp (and
+the tangents of the Hessian-vector kinds, second_order.py).
 
 A forward-mode backend returns the graph's outputs, then one tangent per graph output: J t, the
 derivative of that output along fixed tangents t_j of the differentiated arrays (`tangent`:
@@ -23,10 +24,10 @@ gets nan * 0 = nan. An entry where torch's float64 eager forward mode is not the
 is left unjudged (`other_route`, gradients.same_convention); forward mode in the backend's dtype is
 one more honest same-dtype model (it rounds in another order than reverse mode: softmax's jvp). So
 torch-compile-jvp judges the compiler's forward mode against eager's, and torch-jvp, whose same-dtype
-model is its own stock run,
-judges a plugin's forward-mode rules (derive_backend) and, off the CPU, the device's kernels against the
-CPU's; a forward-mode formula of torch's that disagrees with reverse mode in every dtype is unjudged
-(torch's own OpInfo tests check each formula against numerical derivatives: check_forward_ad).
+model is its own stock run, judges a plugin's forward-mode rules (derive_backend) and, off the CPU, the
+device's kernels against the CPU's; a forward-mode formula of torch's that disagrees with reverse mode in
+every dtype is unjudged (torch's own OpInfo tests check each formula against numerical derivatives:
+check_forward_ad).
 """
 
 from __future__ import annotations
