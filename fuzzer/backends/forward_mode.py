@@ -115,12 +115,18 @@ def torch_forward_mode(fn, args) -> tuple:
 # -- jax --------------------------------------------------------------------------------
 
 
+def jax_tangents(inputs: dict, names: list[str]) -> dict:
+    """tangent(j, ...) for the input named names[j], as an array of its dtype."""
+    import jax
+
+    return {name: jax.numpy.asarray(tangent(j, inputs[name].shape), dtype=inputs[name].dtype) for j, name in enumerate(names)}
+
+
 def jax_outputs_and_tangents(fn, inputs: dict, names: list[str]) -> list:
     """fn(inputs) -> outputs, then J t of each output (jax.jvp), t the tangent of each input in `names`
     order; a non-float output's tangent (jax's float0) as zeros."""
     import jax
 
-    tangents = {name: jax.numpy.asarray(tangent(j, inputs[name].shape), dtype=inputs[name].dtype) for j, name in enumerate(names)}
-    outputs, derived = jax.jvp(fn, (inputs,), (tangents,))
+    outputs, derived = jax.jvp(fn, (inputs,), (jax_tangents(inputs, names),))
     return [*outputs, *(jax.numpy.zeros(out.shape) if value.dtype == jax.dtypes.float0 else value
                         for out, value in zip(outputs, derived))]

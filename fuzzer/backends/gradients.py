@@ -188,6 +188,15 @@ def differentiated(case: Case, parameters: bool) -> list[str]:
     return [name for name in argument_names(case) if name not in buffers]
 
 
+def undifferentiated_indices(case: Case) -> list[int]:
+    """Positions, in the graph function's arguments, of the arrays a torch gradient kind passes as they are
+    (buffers: `differentiated` with parameters leaves them out): its reproducer's `constants`."""
+    from fuzzer.program_source import argument_names
+
+    differentiable = set(differentiated(case, parameters=True))
+    return [index for index, name in enumerate(argument_names(case)) if name not in differentiable]
+
+
 # -- torch ------------------------------------------------------------------------------
 
 

@@ -21,6 +21,7 @@ and are not drawn by these backends.
 
 from __future__ import annotations
 
+from fuzzer.backends.forward_mode import jax_tangents, torch_tangents, without_overlap
 from fuzzer.backends.gradients import cotangent
 
 
@@ -43,9 +44,11 @@ def torch_graph_cotangents(graph, dtype: str, device: str) -> list:
             for i, name in enumerate(graph.outputs)]
 
 
-def torch_double_backward(fn, args, constants=()) -> tuple:
-    """(*fn(*args), *first-order gradients, *gradients of N) by eager autograd, w.r.t. each arg but those
-    at the indices in `constants`; a gradient that nothing depends on is zeros, as in gradients.py."""
+def _torch_gradients_with_graph(fn, args, constants) -> tuple:
+    """(outputs, leaves, zeros, gradients): fn's outputs at `args` (each but those at the indices in
+    `constants` a leaf requiring grad), and the gradient of sum_i <output_i, cotangent_i> w.r.t. each leaf
+    with its graph kept (create_graph), zeros where nothing depends on a leaf; None where no output is
+    differentiable (argmax, a comparison)."""
     import torch
 
     args = [arg if index in constants else arg.detach().requires_grad_(True) for index, arg in enumerate(args)]
@@ -55,16 +58,32 @@ def torch_double_backward(fn, args, constants=()) -> tuple:
              for i, out in enumerate(outputs) if out.requires_grad]
     zeros = [torch.zeros_like(leaf) for leaf in leaves]
     if not pairs:
-        return (*outputs, *zeros, *zeros)
+        return outputs, leaves, zeros, None
     grads = torch.autograd.grad([out for out, _ in pairs], leaves, grad_outputs=[c for _, c in pairs],
                                 allow_unused=True, create_graph=True)
-    grads = [zero if grad is None else grad for grad, zero in zip(grads, zeros)]
-    # A gradient that does not depend on the arrays (linear's w.r.t. its input, for fixed weights) adds nothing to N's.
+    return outputs, leaves, zeros, [zero if grad is None else grad for grad, zero in zip(grads, zeros)]
+
+
+def _gradient_of(scalar, leaves, zeros) -> list:
+    """The gradient of `scalar` w.r.t. `leaves`, zeros where it does not depend on one, and all zeros where
+    `scalar` is None (nothing second-order to differentiate). `zero + g`: autograd may give a ZeroTensor
+    (abs's second derivative), which numpy cannot take."""
+    import torch
+
+    second = torch.autograd.grad(scalar, leaves, allow_unused=True) if scalar is not None else [None] * len(leaves)
+    return [zero if grad is None else zero + grad for grad, zero in zip(second, zeros)]
+
+
+def torch_double_backward(fn, args, constants=()) -> tuple:
+    """(*fn(*args), *first-order gradients, *gradients of N) by eager autograd, w.r.t. each arg but those
+    at the indices in `constants`; a gradient that nothing depends on is zeros, as in gradients.py."""
+    outputs, leaves, zeros, grads = _torch_gradients_with_graph(fn, args, constants)
+    if grads is None:
+        return (*outputs, *zeros, *zeros)
+    # A gradient constant in the leaves (linear's w.r.t. its input, for fixed weights) adds nothing to N's.
     varying = [grad for grad in grads if grad.requires_grad]
-    second = torch.autograd.grad(half_squared_norm(varying), leaves, allow_unused=True) if varying else [None] * len(leaves)
-    # `zero + grad`: autograd may give a ZeroTensor (abs's second derivative), which numpy cannot take.
-    return (*(out.detach() for out in outputs), *(grad.detach() for grad in grads),
-            *(zero if grad is None else zero + grad for grad, zero in zip(second, zeros)))
+    second = _gradient_of(half_squared_norm(varying) if varying else None, leaves, zeros)
+    return (*(out.detach() for out in outputs), *(grad.detach() for grad in grads), *second)
 
 
 def torch_functional_double_backward(fn, args, constants, cotangents) -> tuple:
@@ -118,23 +137,11 @@ def torch_hvp_by_reverse(fn, args, constants=()) -> tuple:
     """(*fn(*args), *H t w.r.t. each arg but those at the indices in `constants`) by eager reverse over
     reverse: the gradient of <grad L, t>, L = sum_i <output_i, cotangent_i> (gradients.py), t the tangents
     of forward_mode.py; an arg that nothing second-order depends on gets zeros."""
-    import torch
-
-    from fuzzer.backends.forward_mode import torch_tangents
-
-    args = [arg if index in constants else arg.detach().requires_grad_(True) for index, arg in enumerate(args)]
-    leaves = [arg for index, arg in enumerate(args) if index not in constants]
-    outputs = list(fn(*args))
-    zeros = [torch.zeros_like(leaf) for leaf in leaves]
-    pairs = [(out, torch.as_tensor(cotangent(i, out.shape), dtype=out.dtype, device=out.device))
-             for i, out in enumerate(outputs) if out.requires_grad]
-    if not pairs:
+    outputs, leaves, zeros, grads = _torch_gradients_with_graph(fn, args, constants)
+    if grads is None:
         return (*outputs, *zeros)
-    grads = torch.autograd.grad([out for out, _ in pairs], leaves, grad_outputs=[c for _, c in pairs],
-                                allow_unused=True, create_graph=True)
-    products = [(grad * t).sum() for grad, t in zip(grads, torch_tangents(leaves)) if grad is not None and grad.requires_grad]
-    second = torch.autograd.grad(sum(products), leaves, allow_unused=True) if products else [None] * len(leaves)
-    return (*(out.detach() for out in outputs), *(zero if value is None else zero + value for value, zero in zip(second, zeros)))
+    products = [(grad * t).sum() for grad, t in zip(grads, torch_tangents(leaves)) if grad.requires_grad]
+    return (*(out.detach() for out in outputs), *_gradient_of(sum(products) if products else None, leaves, zeros))
 
 
 def torch_functional_hvp(fn, args, constants, tangents, cotangents) -> tuple:
@@ -151,8 +158,6 @@ def torch_functional_hvp(fn, args, constants, tangents, cotangents) -> tuple:
         outputs = list(fn(*(by_index[index] for index in range(len(args)))))
         return sum((out * c).sum() for out, c in zip(outputs, cotangents) if out.is_floating_point()), outputs
 
-    from fuzzer.backends.forward_mode import without_overlap
-
     leaves = without_overlap(args[index] for index in varying)
     outputs = list(fn(*args))  # which outputs are float
     if not any(out.is_floating_point() for out in outputs):
@@ -165,8 +170,6 @@ def torch_functional_hvp(fn, args, constants, tangents, cotangents) -> tuple:
 def torch_forward_over_reverse(fn, args) -> tuple:
     """torch_functional_hvp of every arg with the fixed tangents and cotangents (torch_eager_gradients' `differentiate`)."""
     import torch
-
-    from fuzzer.backends.forward_mode import torch_tangents
 
     cotangents = [torch.as_tensor(cotangent(i, out.shape), dtype=out.dtype, device=out.device) for i, out in enumerate(fn(*args))]
     return torch_functional_hvp(fn, args, (), torch_tangents(args), cotangents)
@@ -188,10 +191,7 @@ def jax_hessian_vector_products(fn, inputs: dict, names: list[str]) -> list:
     over reverse, jax.hessian's composition: jacfwd of jacrev), t the tangents of forward_mode.py."""
     import jax
 
-    from fuzzer.backends.forward_mode import tangent
-
-    tangents = {name: jax.numpy.asarray(tangent(j, inputs[name].shape), dtype=inputs[name].dtype) for j, name in enumerate(names)}
-    _, products, outputs = jax.jvp(jax.grad(_jax_loss(fn), has_aux=True), (inputs,), (tangents,), has_aux=True)
+    _, products, outputs = jax.jvp(jax.grad(_jax_loss(fn), has_aux=True), (inputs,), (jax_tangents(inputs, names),), has_aux=True)
     return [*outputs, *(products[name] for name in names)]
 
 
@@ -199,9 +199,7 @@ def jax_hvp_by_reverse(fn, inputs: dict, names: list[str]) -> list:
     """jax_hessian_vector_products' results by reverse over reverse: jax.grad of <jax.grad L, t>."""
     import jax
 
-    from fuzzer.backends.forward_mode import tangent
-
-    tangents = {name: jax.numpy.asarray(tangent(j, inputs[name].shape), dtype=inputs[name].dtype) for j, name in enumerate(names)}
+    tangents = jax_tangents(inputs, names)
 
     def directional(xs):
         grads, outputs = jax.grad(_jax_loss(fn), has_aux=True)(xs)

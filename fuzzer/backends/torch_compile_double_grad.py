@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from fuzzer.backends.gradients import cotangent, differentiated, torch_eager_gradients
+from fuzzer.backends.gradients import cotangent, torch_eager_gradients, undifferentiated_indices
 from fuzzer.backends.second_order import torch_double_backward, torch_functional_double_backward, torch_graph_cotangents
 from fuzzer.backends.torch_compile import inductor_config
 from fuzzer.backends.torch_compile_grad import TorchCompileGrad
@@ -19,7 +19,16 @@ from fuzzer.backends.torch_compile import with_inductor_config
 from fuzzer.ir import Case, Graph, infer_shapes, interpret
 from fuzzer.op_source import Source
 from fuzzer.ops import get_op
-from fuzzer.program_source import argument_names, torch_program
+from fuzzer.program_source import torch_program
+
+
+def cotangents_source(case: Case, dtype: str, device: str, source: Source) -> list[str]:
+    """A reproducer's lines that set COTANGENTS as the campaign's compile takes them (torch_graph_cotangents),
+    with `cotangent` written out into `source`."""
+    source.add_function(cotangent)
+    shapes = infer_shapes(case.graph)
+    return [f"COTANGENTS = [torch.as_tensor(cotangent(i, shape), dtype=torch.{dtype}, device={device!r})",
+            f"              for i, shape in enumerate({[tuple(shapes[name]) for name in case.graph.outputs]!r})]"]
 
 
 class TorchCompileDoubleGrad(TorchCompileGrad):
@@ -74,13 +83,9 @@ class TorchCompileDoubleGrad(TorchCompileGrad):
         # The campaign's own torch_functional_double_backward and cotangents, compiled whole as it compiles them.
         source = Source(imports=["import torch"])
         source.add_function(torch_functional_double_backward)
-        source.add_function(cotangent)
-        differentiable = set(differentiated(case, parameters=True))
-        constants = [index for index, name in enumerate(argument_names(case)) if name not in differentiable]
-        shapes = infer_shapes(case.graph)
+        constants = undifferentiated_indices(case)
         transform = [
-            f"COTANGENTS = [torch.as_tensor(cotangent(i, shape), dtype=torch.{self.dtype}, device={self.device!r})",
-            f"              for i, shape in enumerate({[tuple(shapes[name]) for name in case.graph.outputs]!r})]",
+            *cotangents_source(case, self.dtype, self.device, source),
             "# outputs, gradients of the inputs and weights, then the gradients of their norm 1/2 sum ||g||^2",
             f"program = torch.compile(lambda *args: torch_functional_double_backward(graph, args, {constants!r}, COTANGENTS),",
             f'                        backend="inductor", fullgraph=True, dynamic={self.dynamic})',

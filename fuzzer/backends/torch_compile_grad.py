@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from fuzzer.backends.gradients import GradientOutputs, differentiated, torch_eager_gradients, torch_outputs_and_gradients
+from fuzzer.backends.gradients import GradientOutputs, torch_eager_gradients, torch_outputs_and_gradients, undifferentiated_indices
 from fuzzer.backends.torch_compile import TorchCompile, inductor_config, with_inductor_config
 from fuzzer.ir import Case, Graph
 from fuzzer.op_source import Source
-from fuzzer.program_source import argument_names, torch_program
+from fuzzer.program_source import torch_program
 
 
 class TorchCompileGrad(GradientOutputs, TorchCompile):
@@ -63,8 +63,7 @@ class TorchCompileGrad(GradientOutputs, TorchCompile):
         # backward run through the compiled forward (inductor compiles it there).
         source = Source(imports=["import torch"])
         source.add_function(torch_outputs_and_gradients)
-        differentiable = set(differentiated(case, parameters=True))
-        constants = [index for index, name in enumerate(argument_names(case)) if name not in differentiable]
+        constants = undifferentiated_indices(case)
         call = (f"torch_outputs_and_gradients(program, args, constants={constants})" if constants
                 else "torch_outputs_and_gradients(program, args)")
         context = with_inductor_config("torch.enable_grad()", self.compile_options, source)

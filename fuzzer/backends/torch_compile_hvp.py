@@ -13,14 +13,15 @@ from functools import partial
 import numpy as np
 
 from fuzzer.backends.forward_mode import torch_tangents
-from fuzzer.backends.gradients import cotangent, differentiated, torch_eager_gradients
+from fuzzer.backends.gradients import torch_eager_gradients, undifferentiated_indices
 from fuzzer.backends.second_order import (torch_forward_over_reverse, torch_functional_hvp, torch_graph_cotangents,
                                           torch_hvp_by_reverse)
+from fuzzer.backends.torch_compile_double_grad import cotangents_source
 from fuzzer.backends.torch_compile_grad import TorchCompileGrad
 from fuzzer.backends.torch_jvp import TorchForwardMode, forward_mode_function
-from fuzzer.ir import Case, Graph, infer_shapes
+from fuzzer.ir import Case, Graph
 from fuzzer.op_source import Source
-from fuzzer.program_source import argument_names, torch_program
+from fuzzer.program_source import torch_program
 
 
 class TorchCompileHvp(TorchForwardMode, TorchCompileGrad):
@@ -46,15 +47,11 @@ class TorchCompileHvp(TorchForwardMode, TorchCompileGrad):
     def reproducer_program(self, case: Case) -> tuple[list[str], str]:
         source = Source(imports=["import torch"])
         source.add_function(torch_functional_hvp)
-        source.add_function(cotangent)
         source.add_function(torch_tangents)
-        differentiable = set(differentiated(case, parameters=True))
-        constants = [index for index, name in enumerate(argument_names(case)) if name not in differentiable]
-        shapes = infer_shapes(case.graph)
+        constants = undifferentiated_indices(case)
         transform = [
             f"TANGENTS = torch_tangents([a for i, a in enumerate(args) if i not in {constants!r}])",
-            f"COTANGENTS = [torch.as_tensor(cotangent(i, shape), dtype=torch.{self.dtype}, device={self.device!r})",
-            f"              for i, shape in enumerate({[tuple(shapes[name]) for name in case.graph.outputs]!r})]",
+            *cotangents_source(case, self.dtype, self.device, source),
             "# the outputs, then H t: forward over reverse, as torch.func.hessian composes them",
             f"program = torch.compile(lambda *args: torch_functional_hvp(graph, args, {constants!r}, TANGENTS, COTANGENTS),",
             f'                        backend="inductor", fullgraph=True, dynamic={self.dynamic})',

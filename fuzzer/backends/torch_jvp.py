@@ -8,13 +8,13 @@ import numpy as np
 
 from fuzzer.backends.forward_mode import (FORWARD_AD_GAPS, torch_forward_mode, torch_functional_jvp, torch_jvp_by_reverse,
                                           torch_tangents)
-from fuzzer.backends.gradients import GradientOutputs, differentiated, torch_eager_gradients
+from fuzzer.backends.gradients import GradientOutputs, torch_eager_gradients, undifferentiated_indices
 from fuzzer.backends.torch_eager import TorchEager
 from fuzzer.errors import documented_gaps
 from fuzzer.ir import Case, Graph, interpret
 from fuzzer.op_source import Source
 from fuzzer.ops import get_op
-from fuzzer.program_source import argument_names, torch_program
+from fuzzer.program_source import torch_program
 
 
 def draws_forward_mode(op_name: str) -> bool:
@@ -56,8 +56,7 @@ def jvp_reproducer_lines(case: Case, source: Source, wrap=lambda expression: exp
     the compile around it), with the campaign's own torch_functional_jvp and tangents written out."""
     source.add_function(torch_functional_jvp)
     source.add_function(torch_tangents)
-    differentiable = set(differentiated(case, parameters=True))
-    constants = [index for index, name in enumerate(argument_names(case)) if name not in differentiable]
+    constants = undifferentiated_indices(case)
     return [f"TANGENTS = torch_tangents([a for i, a in enumerate(args) if i not in {constants!r}])",
             "# the outputs, then J t of each output along TANGENTS (forward mode)",
             f"program = {wrap(f'lambda *args: torch_functional_jvp(graph, args, {constants!r}, TANGENTS)')}"]
