@@ -14,7 +14,9 @@ findings of one cause under a signature of its own,
              wrong the same way in float32 and float16, or in this release and an older one, is
              one cause; another device or kind runs other code (a CUDA kernel, inductor's
              generated code, a model transformation): another bucket.
-    CULPRIT  the op the finding is localized to, as it has it ("softmax@fused", "sin@grad")
+    CULPRIT  the op the finding is localized to, as it has it ("softmax@fused", "sin@grad"); for a
+             compiler's finding that `fuzz localize` placed in another pass than its bucket's, the
+             pass follows ("var [pass inductor/lowerings: var]"): see "The pass" below
     ERROR    a crash's or hang's normalized error text (errors.normalize_error)
 
 An `inherited` finding (a derived backend computing exactly its base's wrong answer:
@@ -29,6 +31,15 @@ transformation, its compiler): its own bucket, even where the base is wrong on t
 A bucket's members are the finding signatures it holds, each counted (fuzzer/corpus/, table
 `members`), so `fuzz list` and `fuzz show` say which backend:device:dtype it was found on, how
 often, and which members are inherited. Triage belongs to the bucket, so to all its members.
+
+The pass. A compiler's bucket is also the pass that breaks it: two bugs of one op in different passes
+are two bugs. `fuzz localize` (fuzzer/pass_bisect.py; a campaign runs it on each new compiler bucket)
+names the pass on the bucket's smallest case and keeps it on the bucket (`localization`), whose
+signature stays as it was: every later finding of that signature joins it without a localization of
+its own, as before. Localizing another case of the bucket that names another pass gives that case's
+findings the pass (Finding.compiler_pass), and with it a bucket of their own, "... | var [pass X]",
+triaged afresh (fuzzer/corpus/triage.py, record_localization). A corpus from before has no pass on
+any finding, so its buckets regroup as they were.
 
 `plan_regroup` is `fuzz rebucket` (and the corpus's upgrade to schema 6): it recomputes every
 stored finding's signature and bucket and says how buckets, their triage and their counts move.
@@ -65,11 +76,13 @@ def bucket_path(backend: str) -> str:
 
 
 def own_bucket(finding: dict) -> str:
-    """The bucket of a finding by its own signature: its backend part replaced by the path."""
+    """The bucket of a finding by its own signature: its backend part replaced by the path, and its
+    culprit followed by the compiler pass it was localized to where that differs from its bucket's."""
     parsed = Signature.parse(finding["signature"])
     if parsed is None:  # not a signature this fuzzer wrote: a bucket of its own
         return finding["signature"]
-    return str(parsed.replaced(backend=bucket_path(parsed.backend)))
+    culprit = parsed.culprit + (f" [pass {finding['compiler_pass']}]" if finding.get("compiler_pass") else "")
+    return str(parsed.replaced(backend=bucket_path(parsed.backend), culprit=culprit))
 
 
 def derived_base(backend: str) -> str | None:

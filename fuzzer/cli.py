@@ -289,6 +289,10 @@ def main():
 @known_bugs_option
 @click.option("--ray", "ray_address", metavar="ADDRESS",
               help="Run the workers as Ray actors: 'local' starts a local Ray instance; 'auto' or ray://host:port joins a cluster.")
+@click.option("--localize-time", "localize_text", metavar="DURATION",
+              help="Time after the campaign to name the compiler pass of each new torch.compile or XLA bucket, as "
+                   "`fuzz localize` does (one bucket after another, each trial within --compile-timeout); 0 for none. "
+                   "[default: a quarter of --time, at least 2 minutes; 5 minutes with --max-cases alone]")
 @click.option("--steer/--no-steer", default=True, show_default=True,
               help="Draw one graph in four toward a region key (op attribute value, regime, layout, special value, "
                    "size) the campaign has not covered yet, or only the plain mix.")
@@ -296,7 +300,7 @@ def main():
 def run(db_path, time_text, max_cases, backends, ops, max_nodes, regimes, seed, workers, timeout, compile_timeout, shrink_time,
         compiled_inputs, inputs_per_graph,
         compile_share, threads, memory_limit, recycle_memory, plugins, resume, fail_on, fail_on_finding, known_bugs,
-        ray_address, steer, as_json):
+        ray_address, localize_text, steer, as_json):
     """Run a fuzz campaign and store every finding, shrunk, in the corpus.
 
     Progress goes to stderr (a JSON line per update with --json); the summary to stdout.
@@ -318,6 +322,8 @@ def run(db_path, time_text, max_cases, backends, ops, max_nodes, regimes, seed, 
     from fuzzer.check import eager_peer
     from fuzzer.generate import weak_hypothesis_warning
     from fuzzer.judged_share import low_judged, low_judged_summary
+    from fuzzer.new_bucket_passes import NewBucketPasses, localize_new_buckets
+    from fuzzer.pass_bisect import is_localizable
     from fuzzer.known import load_registry
     from fuzzer.ops import parse_op_list
     from fuzzer.plugins import load_plugins
@@ -331,6 +337,8 @@ def run(db_path, time_text, max_cases, backends, ops, max_nodes, regimes, seed, 
     time_limit = parse_duration(time_text)
     if time_limit == 0:
         raise UserError(f"--time {time_text} leaves the campaign no time; pass a longer one (e.g. 90s or 10m).")
+    localize_seconds = (parse_duration(localize_text) if localize_text is not None
+                        else max(120.0, time_limit / 4) if time_limit else 300.0)
     if resume is not None:
         open_corpus(db_path).campaign(resume)  # a campaign that is not there is refused now
     op_names = parse_op_list(ops) if ops and not plugins else None  # a plugin's ops are known once it is loaded
@@ -404,8 +412,13 @@ def run(db_path, time_text, max_cases, backends, ops, max_nodes, regimes, seed, 
             last_line[0] = p.elapsed
             click.echo(progress_line(p, options.time_limit, last_new_bucket[0]), err=True)
 
+    new_compiler_buckets: list[str] = []  # localized after the campaign (fuzzer/new_bucket_passes.py)
+
     def on_new_bucket(p, finding, case_id):
-        bucket_id = corpus.bucket(finding.signature)["id"]  # the handle `fuzz show` and `fuzz triage` take
+        bucket = corpus.bucket(finding.signature)
+        bucket_id = bucket["id"]  # the handle `fuzz show` and `fuzz triage` take
+        if is_localizable(finding.backend):
+            new_compiler_buckets.append(bucket["signature"])
         if as_json:
             click.echo(jsonform.dumps({"event": "new-bucket", "campaign_id": p.campaign_id, "signature": finding.signature,
                                    "bucket_id": bucket_id, "case": case_id, "graphs": p.graphs,
@@ -421,10 +434,18 @@ def run(db_path, time_text, max_cases, backends, ops, max_nodes, regimes, seed, 
     progress = run_campaign(corpus, options, on_progress, resume=resume, on_new_bucket=on_new_bucket, known_bugs=registry)
     if interactive and not as_json:
         click.echo("", err=True)
+    passes = NewBucketPasses()
+    if new_compiler_buckets and localize_seconds and progress.status != "interrupted":
+        if not as_json:
+            click.echo(f"Naming the compiler pass of {len(new_compiler_buckets)} new bucket(s), within {localize_seconds:.0f} s "
+                       "(--localize-time)...", err=True)
+        passes = localize_new_buckets(
+            corpus, new_compiler_buckets, list(plugins), options.compile_timeout, localize_seconds,
+            on_result=lambda item: click.echo(jsonform.dumps({"event": "localized", **item}), err=True) if as_json else None)
     stored = corpus.stored_by_campaign(progress.campaign_id)
     summary = {**progress.event_dict(), "seed": corpus.campaign(progress.campaign_id)["seed"],
                "region_coverage": progress.region_coverage(), "db": db_path, "stored_cases": stored,
-               "low_judged": low_judged(progress.judged_share)}
+               "low_judged": low_judged(progress.judged_share), "passes": passes.to_dict()}
     shares = ", ".join(f"{name} {share:.0%}" for name, share in progress.backend_time_share().items())
     if resume is not None:  # the resumed campaign's own backends and shares, not this command line's defaults
         options = CampaignOptions(**resumed_options(corpus.campaign(resume), list(plugins))[0], plugins=list(plugins))
@@ -440,7 +461,9 @@ def run(db_path, time_text, max_cases, backends, ops, max_nodes, regimes, seed, 
         f"TF32-style default, or a finding of the backend a plugin derives from), {progress.invalid} invalid (the "
         f"reference defines no entry), {progress.abandoned} abandoned at "
         f"the deadline.\n{_what_ran(progress, options.backends, compile_shares)}\nShare of worker time: {shares}.\n"
-        f"{_region_summary(progress.region_coverage())}\n{low_judged_summary(progress.judged_share)}Next: fuzz list --db {db_path}"
+        f"{_region_summary(progress.region_coverage())}\n{low_judged_summary(progress.judged_share)}"
+        + (passes.text(f" --db {db_path}" if db_path != DEFAULT_DB else "") + "\n" if passes.localized or passes.left else "")
+        + f"Next: fuzz list --db {db_path}"
     )
     if progress.poisoned_restarts:
         text += (f"\n{progress.poisoned_restarts} poisoned worker restart(s): a backend's error left a worker's device "
@@ -522,13 +545,25 @@ def _short_time(stamp: str | None) -> str:
     return (stamp or "-")[:16].replace("T", " ")
 
 
+def _with_pass(rows: list[dict]) -> list[dict]:
+    """Bucket rows with `pass`: the compiler pass `fuzz localize` named for the bucket, or None."""
+    from fuzzer.pass_bisect import pass_label, stored_localization
+
+    for row in rows:
+        localized = stored_localization(row.get("localization"))
+        row["pass"] = pass_label(localized["passes"]) if localized else None
+    return rows
+
+
 def _bucket_lines(rows: list[dict]) -> list[str]:
     lines = [f"{'bucket':>6} {'case':>5}  {'status':<9} {'count':>5} {'nodes':>5} {'elements':>9}  {'first seen':<16}  "
              f"{'last seen':<16}  signature"]
     for row in rows:
+        named_pass = row["pass"] and f"[pass {row['pass']}]" not in row["signature"]  # a split bucket's says it already
         lines.append(f"{'B' + str(row['id']):>6} {row['representative'] or '-':>5}  {row['status']:<9} {row['count']:>5} {row['nodes'] or '-':>5} "
                      f"{row['elements'] if row['elements'] is not None else '-':>9}  {_short_time(row['first_seen']):<16}  "
                      f"{_short_time(row['last_seen']):<16}  {row['signature']}"
+                     + (f" [pass {row['pass']}]" if named_pass else "")
                      + (f"  [known bug {row['known_bug']}]" if row.get("known_bug") else ""))
         if len(row["members"]) > 1:
             lines.append(f"{'':>14}members: {_members_text(row['members'])}")
@@ -589,7 +624,7 @@ def list_cases(db_path, per_case, status, verdict, backend, op, limit, show_all,
     else:
         bug_verdicts = tuple(v.name for v in verdicts.TABLE if v.is_bug) if bugs_only else None
         rows, total = corpus.list_buckets(**filters, limit=limit, verdicts_in=bug_verdicts)
-        noun, lines = "buckets", _bucket_lines(rows)
+        noun, lines = "buckets", _bucket_lines(_with_pass(rows))
     emit(as_json, rows, "\n".join(lines) if rows else f"No {noun} match." + ("" if per_case else " (`fuzz list --cases` lists every stored case.)"))
     if total > len(rows):
         click.echo(f"showing {len(rows)} of {total} {noun}; use --limit to see more", err=True)
@@ -1079,8 +1114,11 @@ def localize(db_path, handle, plugins, timeout, as_json):
     process. For an XLA kind (jax-jit and its variants, jax-vmap, jax-grad): the smallest set of HLO passes
     whose disabling (--xla_disable_hlo_passes) makes the case agree, found by halving the passes its
     compile ran; each trial runs in a fresh worker, so a pass that aborts is a trial, not our crash.
-    Named by bucket (B7), the result is kept on the bucket (`fuzz show`, `fuzz export --format issue`).
-    Exit 0 when one pass explains it, 1 when none or several do (or it no longer reproduces).
+    The result is kept on the case's bucket (`fuzz list`, `fuzz show`, `fuzz export --format issue`), and
+    the pass is part of a compiler bucket's identity: localizing another case of a bucket (fuzz localize 12)
+    that names another pass moves that case to a bucket of its own. A campaign localizes each new
+    compiler bucket itself (`fuzz run --localize-time`). Exit 0 when one pass explains it, 1 when none or
+    several do (or it no longer reproduces).
 
     \b
     Example:
@@ -1095,12 +1133,18 @@ def localize(db_path, handle, plugins, timeout, as_json):
     case_id, bucket = corpus.named_case(handle)
     stored = corpus.get_case(case_id)
     backend = localizable_backend(stored.findings, bucket["backend"] if bucket else None)
+    if bucket is None:  # a case: the bucket of its finding on that backend
+        bucket = corpus.bucket(next(f["signature"] for f in stored.findings if f.get("backend") == backend))
     result = localize(stored.case, backend, list(plugins), timeout)
+    kept = None
     if bucket is not None and result.trials:
-        corpus.record_localization(bucket["signature"], result.stored(versions()))
-    emit(as_json, {"case": case_id, **result.to_dict()},
+        kept = corpus.record_localization(bucket["signature"], result.stored(versions(), case_id))
+    moved = kept is not None and kept != bucket["signature"]
+    emit(as_json, {"case": case_id, **result.to_dict(), "bucket": kept and corpus.bucket(kept)["id"], "split": moved},
          f"Case {case_id} on {backend}: {result.summary} ({result.trials} trials"
-         + (f" over {result.candidates} passes.)" if result.compiler == "xla" else ".)"))
+         + (f" over {result.candidates} passes.)" if result.compiler == "xla" else ".)")
+         + (f"\nIts bucket B{bucket['id']} names another pass: the case now has a bucket of its own, "
+            f"B{corpus.bucket(kept)['id']} ({kept})." if moved else ""))
     sys.exit(0 if len(result.passes) == 1 else 1)
 
 

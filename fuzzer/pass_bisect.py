@@ -30,6 +30,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -61,11 +62,26 @@ class PassVerdict:
     def to_dict(self) -> dict:
         return asdict(self)
 
-    def stored(self, versions: dict) -> dict:
-        """The form a bucket keeps (Corpus.record_localization): this result, the versions it ran on, and when."""
+    @property
+    def label(self) -> str | None:
+        """The pass as part of a bucket's identity (fuzzer/buckets.py): the pass, or the two or three passes
+        that only together explain it; None where nothing was named or the set is too large to be a cause."""
+        return pass_label(self.passes)
+
+    def stored(self, versions: dict, case_id: int | None = None) -> dict:
+        """The form a bucket keeps (Corpus.record_localization): this result, the case it ran on, the
+        versions it ran on, and when."""
         from fuzzer.corpus.connection import utc_now
 
-        return {**self.to_dict(), "versions": versions, "checked_at": utc_now()}
+        return {**self.to_dict(), "case": case_id, "versions": versions, "checked_at": utc_now()}
+
+
+# More passes than this, together and no fewer, is a pipeline that went wrong, not a culprit to file a bug under.
+MOST_PASSES_IN_A_LABEL = 3
+
+
+def pass_label(passes: list[str]) -> str | None:
+    return ", ".join(passes) if 0 < len(passes) <= MOST_PASSES_IN_A_LABEL else None
 
 
 def stored_localization(text: str | None) -> dict | None:
@@ -76,7 +92,8 @@ def stored_localization(text: str | None) -> dict | None:
         data = json.loads(text)
         fine = (isinstance(data, dict) and isinstance(data.get("summary"), str) and isinstance(data.get("backend"), str)
                 and isinstance(data.get("passes"), list) and all(isinstance(name, str) for name in data["passes"])
-                and isinstance(data.get("versions"), dict) and isinstance(data.get("checked_at"), str))
+                and isinstance(data.get("versions"), dict) and isinstance(data.get("checked_at"), str)
+                and (data.get("case") is None or type(data["case"]) is int))
     except ValueError:
         fine = False
     if not fine:
@@ -98,37 +115,45 @@ def localizable_backend(findings: list[dict], bucket_backend: str | None = None)
     findings = sorted(findings, key=lambda finding: finding.get("backend") != bucket_backend)
     for finding in findings:
         name = finding.get("backend", "")
-        if kind_path(BackendName.parse(name)) in (XLA_PATH, INDUCTOR_PATH):
+        if is_localizable(name):
             return name
     names = ", ".join(sorted({f.get("backend", "?") for f in findings})) or "none"
     raise UserError("Pass localization covers the torch.compile (inductor) and XLA kinds; "
                     f"this case's findings are on {names}.")
 
 
-def localize(case: Case, backend: str, plugins: list[str], timeout: float) -> PassVerdict:
-    """localize_xla or localize_inductor, by the backend's compiler path."""
+def localize(case: Case, backend: str, plugins: list[str], timeout: float, seconds: float | None = None) -> PassVerdict:
+    """localize_xla or localize_inductor, by the backend's compiler path. `timeout` bounds one trial;
+    `seconds`, where given, the whole localization (a campaign's budget): past it, the result says so."""
     if kind_path(BackendName.parse(backend)) == XLA_PATH:
-        return localize_xla(case, backend, plugins, timeout)
-    return localize_inductor(case, backend, plugins, timeout)
+        return localize_xla(case, backend, plugins, timeout, seconds)
+    return localize_inductor(case, backend, plugins, timeout, seconds)
+
+
+def is_localizable(backend: str) -> bool:
+    """Does `fuzz localize` know how to bisect this backend's compiler?"""
+    return kind_path(BackendName.parse(backend)) in (XLA_PATH, INDUCTOR_PATH)
 
 
 # torch's CompilerBisector calls the test function about 20 times; the child gets that many trials' time.
 INDUCTOR_TRIALS = 30
 
 
-def localize_inductor(case: Case, backend: str, plugins: list[str], timeout: float) -> PassVerdict:
+def localize_inductor(case: Case, backend: str, plugins: list[str], timeout: float,
+                      seconds: float | None = None) -> PassVerdict:
     """torch's CompilerBisector over `backend`'s compile of `case`, in a child process (see the module docstring)."""
     from fuzzer.case_folder import write_case
 
     result = PassVerdict(backend, "inductor")
+    limit = timeout * INDUCTOR_TRIALS if seconds is None else min(seconds, timeout * INDUCTOR_TRIALS)
     with tempfile.TemporaryDirectory(prefix="fuzz-inductor-bisect-") as folder:
         root = Path(folder)
         write_case(case, root)
         command = [sys.executable, "-m", "fuzzer.pass_bisect", str(root), backend, *plugins]
         try:
-            child = subprocess.run(command, capture_output=True, text=True, timeout=timeout * INDUCTOR_TRIALS)
+            child = subprocess.run(command, capture_output=True, text=True, timeout=limit)
         except subprocess.TimeoutExpired:
-            result.summary = f"torch's CompilerBisector did not finish within {timeout * INDUCTOR_TRIALS:g} s."
+            result.summary = f"torch's CompilerBisector did not finish within {limit:g} s."
             return result
         answer = root / "bisection.json"
         if child.returncode != 0 or not answer.exists():
@@ -184,21 +209,36 @@ def _bisect_inductor_here(root: Path, backend_name: str, plugins: list[str]) -> 
         "number": found.bisect_number if found else None, "debug": found.debug_info if found else None}))
 
 
-def localize_xla(case: Case, backend: str, plugins: list[str], timeout: float) -> PassVerdict:
+class _OutOfTime(Exception):
+    """A localization's whole time (`seconds`) ran out before its next trial."""
+
+
+def localize_xla(case: Case, backend: str, plugins: list[str], timeout: float, seconds: float | None = None) -> PassVerdict:
     """The smallest set of HLO passes whose disabling makes `backend` agree on `case` (see the module docstring)."""
     result = PassVerdict(backend, "xla")
-    with tempfile.TemporaryDirectory(prefix="fuzz-xla-dump-") as dump:
-        reproduces = _trial(case, backend, plugins, timeout, f"--xla_dump_to={dump} --xla_dump_hlo_pass_re=.*", result)
-        passes = ran_passes(Path(dump))
-    result.candidates = len(passes)
-    if not reproduces:
-        result.summary = "The finding does not reproduce here; nothing to localize."
+    deadline = None if seconds is None else time.monotonic() + seconds
+
+    def trial(flags: str) -> bool:
+        if deadline is not None and time.monotonic() + timeout > deadline:
+            raise _OutOfTime
+        return _trial(case, backend, plugins, timeout, flags, result)
+
+    try:
+        with tempfile.TemporaryDirectory(prefix="fuzz-xla-dump-") as dump:
+            reproduces = trial(f"--xla_dump_to={dump} --xla_dump_hlo_pass_re=.*")
+            passes = ran_passes(Path(dump))
+        result.candidates = len(passes)
+        if not reproduces:
+            result.summary = "The finding does not reproduce here; nothing to localize."
+            return result
+        if not passes or trial(disabled_flag(passes)):
+            result.summary = (f"Disabling all {len(passes)} HLO passes the compile ran does not remove it: the cause is "
+                              "outside the HLO passes (emitter, runtime or a pass XLA does not let us disable).")
+            return result
+        culprits = _halve(passes, lambda subset: not trial(disabled_flag(subset)))
+    except _OutOfTime:
+        result.summary = f"The localization ran out of its {seconds:g} s after {result.trials} trials; nothing named."
         return result
-    if not passes or _trial(case, backend, plugins, timeout, disabled_flag(passes), result):
-        result.summary = (f"Disabling all {len(passes)} HLO passes the compile ran does not remove it: the cause is "
-                          "outside the HLO passes (emitter, runtime or a pass XLA does not let us disable).")
-        return result
-    culprits = _halve(passes, lambda subset: not _trial(case, backend, plugins, timeout, disabled_flag(subset), result))
     result.passes = culprits
     result.summary = (f"Disabling the HLO pass '{culprits[0]}' alone makes it agree (--xla_disable_hlo_passes={culprits[0]})."
                       if len(culprits) == 1 else

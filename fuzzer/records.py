@@ -106,6 +106,9 @@ class BackendVerdict:
         return jsonform.read(cls, data)
 
 
+_WRITTEN_WHEN_SET = ("node", "compiler_pass")  # a Finding's fields that most findings lack: absent, not null, in JSON
+
+
 @dataclass
 class Finding:
     """One backend's disagreement on one case. Its JSON form (to_dict / from_dict) is what the
@@ -120,15 +123,19 @@ class Finding:
     detail: str = ""
     error: str = ""
     node: dict | None = None  # Ray campaigns: the node it was found on ({"hostname", "ip"}); written only when set
+    # The compiler pass `fuzz localize` named for this case where it differs from its bucket's: the finding
+    # is then a bucket of its own (fuzzer/buckets.py, own_bucket); written only when set
+    compiler_pass: str | None = None
 
     def __post_init__(self):
         self.signature = Signature.parse(self.signature) or self.signature  # typed where it enters, text or not
 
     def to_dict(self) -> dict:
-        data = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "node"}
+        data = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in _WRITTEN_WHEN_SET}
         data["signature"] = str(self.signature)
-        if self.node is not None:
-            data["node"] = self.node
+        for name in _WRITTEN_WHEN_SET:
+            if getattr(self, name) is not None:
+                data[name] = getattr(self, name)
         return jsonform.written(self, data)
 
     @classmethod

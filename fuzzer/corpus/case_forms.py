@@ -71,7 +71,7 @@ def is_finding(value: Any) -> bool:
 def _has_optional_fields(value: dict) -> bool:
     """A finding's or verdict's numbers and texts, where it has them, of their kind (`fuzz show` prints them)."""
     return (all(_is_number(value.get(key, 0.0)) for key in ("max_error", "allowed"))
-            and all(isinstance(value.get(key, ""), str) for key in ("detail", "error")))
+            and all(isinstance(value.get(key, ""), str) for key in ("detail", "error", "compiler_pass")))
 
 
 def _is_number(value: Any) -> bool:

@@ -34,7 +34,7 @@ class Shaped:
 ROW_ID = Number(whole=True, low=1, high=INT64)
 STATUS = Shaped(lambda value: value in STATUSES, f"one of {', '.join(STATUSES)}")
 FINDING = Shaped(is_finding, "an object with string 'signature', 'verdict', 'backend' and 'culprit' (and numbers "
-                             "'max_error' and 'allowed', strings 'detail' and 'error', where it has them)")
+                             "'max_error' and 'allowed', strings 'detail', 'error' and 'compiler_pass', where it has them)")
 VERDICT = Shaped(is_verdict, "an object with string 'backend' and 'verdict' (and numbers 'max_error' and 'allowed', "
                              "a string 'detail', where it has them)")
 

@@ -7,11 +7,12 @@ from __future__ import annotations
 from typing import Callable
 
 from fuzzer import jsonform
-from fuzzer.buckets import check_status, plan_regroup
-from fuzzer.corpus.connection import CorpusFile
+from fuzzer.buckets import check_status, own_bucket, plan_regroup
+from fuzzer.corpus.connection import CorpusFile, stored_json
 from fuzzer.corpus.schema import sorted_json
 from fuzzer.corpus.stored_rows import checked_case_row, checked_member_row
 from fuzzer.corpus.store import primary_signature
+from fuzzer.errors import UserError
 
 
 class Triage(CorpusFile):
@@ -27,10 +28,55 @@ class Triage(CorpusFile):
                             [status, note, bucket["signature"]])
         return self.bucket(bucket["signature"])
 
-    def record_localization(self, signature: str, localization: dict) -> None:
-        """Store what `fuzz localize` named for bucket `signature` (pass_bisect.PassVerdict.stored), replacing an older one."""
+    def record_localization(self, signature: str, localization: dict) -> str:
+        """Store what `fuzz localize` named (pass_bisect.PassVerdict.stored) for a case of bucket `signature`;
+        returns the bucket it is kept on. The pass joins a compiler bucket's identity (fuzzer/buckets.py,
+        "The pass"): where the bucket already names another pass, found on another case, this case's
+        findings of the bucket (and those of the cases it was shrunk from) take the new pass and move to a
+        bucket of their own, triaged afresh. Otherwise it replaces the bucket's older localization, unless
+        it names nothing where the older one, of another case, named a pass."""
+        from fuzzer.pass_bisect import pass_label
+
         with self._write():
-            self.db.execute("UPDATE buckets SET localization = ? WHERE signature = ?", [sorted_json(localization), signature])
+            row = self._one("SELECT id, localization FROM buckets WHERE signature = ?", [signature])
+            if row is None:
+                raise UserError(f"No bucket '{signature}' in {self.path}; run `fuzz list` to see the buckets.")
+            old = stored_json(row["localization"])
+            new_label, old_label = pass_label(localization["passes"]), old and pass_label(old.get("passes", []))
+            # A localization stored before they named their case was of the representative: not another case.
+            other_case = old is not None and old.get("case") is not None and old["case"] != localization.get("case")
+            if other_case and old_label and new_label and new_label != old_label and localization.get("case"):
+                return self._split_by_pass(signature, row["id"], localization, new_label, old_label)
+            if not (other_case and old_label and not new_label):
+                self.db.execute("UPDATE buckets SET localization = ? WHERE signature = ?", [sorted_json(localization), signature])
+            return signature
+
+    def _split_by_pass(self, signature: str, bucket_id: int, localization: dict, label: str, old_label: str) -> str:
+        """record_localization's split: the localized case and its origins give their findings of bucket
+        `signature` the pass `label`, the buckets regroup (as `fuzz rebucket` does), and the new bucket
+        keeps the localization, status new."""
+        chain, case_id = [], localization["case"]
+        while case_id is not None:
+            row = self._one("SELECT id, findings, shrunk_from FROM cases WHERE id = ?", [case_id])
+            if row is None:
+                break
+            chain.append(checked_case_row(row, self.path))
+            case_id = row["shrunk_from"]
+        moved = None
+        for row in chain:
+            findings = row["findings"]
+            held = self._buckets_of(findings)
+            marked = [{**finding, "compiler_pass": label} if bucket == signature else finding
+                      for finding, bucket in zip(findings, held)]
+            moved = moved or next((own_bucket(f) for f, bucket in zip(marked, held) if bucket == signature), None)
+            self.db.execute("UPDATE cases SET findings = ? WHERE id = ?", [jsonform.dumps(marked), row["id"]])
+        if moved is None:
+            raise UserError(f"Case {localization['case']} has no finding in bucket B{bucket_id}; localize one of its cases.")
+        self.resign_findings(lambda finding: finding["signature"], merged_by="`fuzz localize`")
+        self.db.execute("UPDATE buckets SET localization = ?, status = 'new', known_bug = NULL, note = ? WHERE signature = ?",
+                        [sorted_json(localization), f"split from B{bucket_id} by `fuzz localize`: pass {label}, not "
+                         f"{old_label}", moved])
+        return moved
 
     def mark_known(self, signature: str, bug_id: str, keep_triage: bool = True) -> None:
         """Record that a bucket is the known bug `bug_id`, with status `known` unless `keep_triage` and a

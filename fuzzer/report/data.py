@@ -79,6 +79,7 @@ class BucketRow:
     last_seen_at: datetime.datetime | None
     status: Any
     note: Any
+    compiler_pass: str | None = None  # what `fuzz localize` named for a compiler bucket (fuzzer/pass_bisect.py)
     case_id: int | None = None
     shrunk_from: int | None = None
     op_sequence: str = ""
@@ -194,7 +195,19 @@ def _bucket_row(index: int, bucket: dict) -> BucketRow:
         last_seen_at=_time(bucket.get("last_seen")),
         status=bucket.get("status"),
         note=bucket.get("note"),
+        compiler_pass=_compiler_pass(bucket.get("localization")),
     )
+
+
+def _compiler_pass(localization: Any) -> str | None:
+    """The pass a bucket's stored localization names; None for none, or for a row the report cannot read."""
+    from fuzzer.pass_bisect import pass_label, stored_localization
+
+    try:
+        stored = stored_localization(localization if isinstance(localization, str) else None)
+    except UserError:
+        return None
+    return pass_label(stored["passes"]) if stored else None
 
 
 def _add_reproducer(corpus: Corpus, row: BucketRow, representative: Any, members: set[str], bounded) -> None:

@@ -169,6 +169,10 @@ def _region_section(campaigns) -> str:
     return _table(("campaign", "region keys covered", "never reached"), rows)
 
 
+def _pass_html(row) -> str:
+    return f"<br><span class=small>pass {esc(row.compiler_pass)}</span>" if row.compiler_pass else ""
+
+
 def _bucket_table(rows, empty: str) -> str:
     if not rows:
         return f'<p class="empty">{esc(empty)}</p>'
@@ -180,7 +184,7 @@ def _bucket_table(rows, empty: str) -> str:
                 else '<span class="muted">none</span>')
         out.append(
             f'<tr id="bucket-{row.index}"><td class=num>{row.index}</td><td>{_verdict_badge(row.verdict)}</td>'
-            f"<td class=nowrap>{esc(row.backend)}</td><td class=nowrap><code>{esc(row.culprit)}</code></td>"
+            f"<td class=nowrap>{esc(row.backend)}</td><td class=nowrap><code>{esc(row.culprit)}</code>{_pass_html(row)}</td>"
             f"<td class=sig>{esc(row.signature)}</td><td class=num>{esc(row.count)}</td>"
             f"<td class='nowrap small'>{esc(_short_time(row.first_seen_at, row.first_seen))}<br>"
             f"{esc(_short_time(row.last_seen_at, row.last_seen))}</td>"
@@ -384,7 +388,8 @@ def render_markdown(data, html_name: str = "report.html") -> str:
             ("#", "verdict", "backend", "culprit", "signature", "count", "first seen", "last seen", "status", "note",
              "max error", "case"),
             [
-                [str(r.index), md_cell(r.verdict), md_cell(r.backend), md_cell(r.culprit),
+                [str(r.index), md_cell(r.verdict), md_cell(r.backend),
+                 md_cell(f"{r.culprit} (pass {r.compiler_pass})" if r.compiler_pass else r.culprit),
                  md_cell(r.signature), md_cell(r.count), md_cell(r.first_seen),
                  md_cell(r.last_seen), md_cell(r.status), md_cell(r.note or ""),
                  md_cell(_error_text(r)), md_cell(r.case_id)]
