@@ -60,6 +60,10 @@ WHOLE_EVERY = 3
 # release's eager against numpy, a default campaign's work, while 2.3.1's inductor compiles a
 # structure in 3-9 s (115 structures, 79 ops alone, in 10 minutes at 0.6).
 CROSS_RELEASE_SHARE = "0.9"
+# Compilers whose share of a default campaign is declared, not weighed. torch-compile-grad compiles
+# the forward and the backward (twice torch-compile's seconds a structure), so by weight it would take
+# twice torch-compile's time; a training graph's compile gets a sixth of the default total instead.
+DECLARED_SHARES = {"torch-compile-grad": 0.1}
 SLIVER = 0.25  # of a worker slot: a compiler's smaller piece joins its largest (assign_compilers)
 MAX_SLOT_SHARE = 0.9  # the most of a worker's time its compilers may take once pieces are joined
 
@@ -119,13 +123,19 @@ def parse_shares(text: str, compiling: list[str], weights: dict[str, float] | No
     return shares
 
 
-def default_share(cheap: list[str], compiler_peers: list[str | None]) -> str:
+def default_share(cheap: list[str], compiler_peers: list[str | None], compiling: list[str] = ()) -> str:
     """The default --compile-share: CROSS_RELEASE_SHARE where every cheap backend is the eager peer,
     in this release, of a compiler from another release (`compiler_peers`: each compiler's eager
-    peer, release included: check.eager_peer), else DEFAULT_SHARE."""
+    peer, release included: check.eager_peer), else DEFAULT_SHARE; the DECLARED_SHARES of the
+    `compiling` backends' kinds named, and taken from that total."""
     peers = [BackendName.parse(peer) for peer in compiler_peers if peer]
     other_release = {str(peer.here) for peer in peers if peer.env is not None}
-    return CROSS_RELEASE_SHARE if cheap and set(cheap) <= other_release else DEFAULT_SHARE
+    total = CROSS_RELEASE_SHARE if cheap and set(cheap) <= other_release else DEFAULT_SHARE
+    kinds = {BackendName.parse(name).kind for name in compiling}
+    declared = {kind: share for kind, share in DECLARED_SHARES.items() if kind in kinds}
+    if not declared:
+        return total
+    return ",".join([f"{float(total) - sum(declared.values()):g}"] + [f"{kind}={share:g}" for kind, share in declared.items()])
 
 
 def assign_compilers(shares: dict[str, float], workers: int) -> list[dict[str, float] | None]:

@@ -266,7 +266,8 @@ def main():
               help=f"Worker time for the backends that compile per new graph (jax-jit, torch.compile, torch.export, "
                    f"jax eager), spent on each op alone first, then small and drawn graphs [default: {DEFAULT_SHARE}; "
                    f"{CROSS_RELEASE_SHARE} where the other backends are only this release's eager peers of other "
-                   f"releases' compilers, as in torch-eager,torch-compile@torch-2.3.1]: a total split by "
+                   f"releases' compilers, as in torch-eager,torch-compile@torch-2.3.1; torch-compile-grad takes a declared "
+                   f"0.1 of it]: a total split by "
                    "each kind's weight (torch.compile's structures cost most: 3 slices on CUDA, 6 on the CPU), and/or NAME=SHARE per "
                    "backend, kind or KIND@ENV (jax-jit=0.2,torch-compile@torch-2.3.1=0.3).")
 @click.option("--threads", type=bounded("threads"), default=1, show_default=True, envvar="FUZZ_WORKER_THREADS",
@@ -354,7 +355,8 @@ def run(db_path, time_text, max_cases, backends, ops, max_nodes, regimes, seed, 
     require_program_runners(regime_names, parsed)
     compiling = [b for b in parsed if b.expensive]
     if compile_share is None:
-        compile_share = default_share([b.name for b in parsed if not b.expensive], [eager_peer(b) for b in compiling])
+        compile_share = default_share([b.name for b in parsed if not b.expensive], [eager_peer(b) for b in compiling],
+                                      [b.name for b in compiling])
     compile_shares = {} if resume is not None else parse_shares(  # a resumed campaign's are its stored ones
         compile_share, [b.name for b in compiling], {b.name: b.compile_weight for b in compiling})
     interactive = sys.stderr.isatty()

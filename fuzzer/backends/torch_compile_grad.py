@@ -25,7 +25,7 @@ class TorchCompileGrad(GradientOutputs, TorchCompile):
     # A forward it computes exactly as torch-compile, wrong the same way, is torch-compile's finding.
     derives_from_kind = "torch-compile"
     kind = "torch-compile-grad"
-    in_sets = {"grad": {30: "cpu:float32"}}
+    in_sets = {"grad": {30: "cpu:float32"}, "cpu": {25: "cpu:float32"}, "gpu": {55: "cuda:float32"}}
     description = ("torch.compile (inductor) of the forward and its backward: outputs, then gradients w.r.t. "
                    "inputs and parameters (vs float64 eager autograd)")
     dtypes = ("float32", "float64")
