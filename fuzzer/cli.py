@@ -1079,6 +1079,8 @@ def localize(db_path, handle, plugins, timeout, as_json):
     process. For an XLA kind (jax-jit and its variants, jax-vmap, jax-grad): the smallest set of HLO passes
     whose disabling (--xla_disable_hlo_passes) makes the case agree, found by halving the passes its
     compile ran; each trial runs in a fresh worker, so a pass that aborts is a trial, not our crash.
+    For an ONNX Runtime kind: the lowest graph optimization level (ORT_DISABLE_ALL, then BASIC,
+    EXTENDED, ALL) at which the case fails, each in a fresh worker.
     Named by bucket (B7), the result is kept on the bucket (`fuzz show`, `fuzz export --format issue`).
     Exit 0 when one pass explains it, 1 when none or several do (or it no longer reproduces).
 
@@ -1086,11 +1088,13 @@ def localize(db_path, handle, plugins, timeout, as_json):
     Example:
       fuzz localize B4     # Disabling the HLO pass 'algsimp' alone makes it agree (...)
       fuzz localize B9     # torch's CompilerBisector: first bad at inductor/lowerings: var
+      fuzz localize B2     # Appears at ORT_ENABLE_EXTENDED: an extended graph optimization (...)
     """
-    from fuzzer.pass_bisect import localizable_backend, localize
-
     from fuzzer.environment import versions
+    from fuzzer.pass_bisect import localizable_backend, localize
+    from fuzzer.plugins import load_plugins
 
+    load_plugins(list(plugins))  # a plugin's backend is on its base's compiler path
     corpus = open_corpus(db_path)
     case_id, bucket = corpus.named_case(handle)
     stored = corpus.get_case(case_id)

@@ -15,6 +15,11 @@ trial is a fresh worker (XLA reads XLA_FLAGS once, at start), so a pass that abo
 (a CHECK failure) is a trial that reproduces, not our crash. The halving assumes one culprit;
 where disabling no half of a set helps but disabling the set does, the set is the answer, and
 the result says that no single pass explains it.
+For an ONNX Runtime kind (the "onnx/ort" path) the case is run again, each time in a fresh worker,
+at ORT's graph optimization levels from ORT_DISABLE_ALL up (fuzzer/backends/ort.py reads the level
+from $FUZZ_ORT_OPTIMIZATION); the lowest level at which it reproduces names the kind of
+optimization that breaks it, and ORT_DISABLE_ALL means no optimizer pass: the exported model or a
+kernel.
 
 A trial reproduces when the backend's verdict on the case does not pass (as `fuzz replay` decides
 its exit code); a pass whose disabling breaks the compile in another way counts as
@@ -39,7 +44,8 @@ from fuzzer.backend_names import BackendName
 from fuzzer.errors import UserError
 from fuzzer.ir import Case
 
-XLA_PATH, INDUCTOR_PATH = "jax/xla", "torch/inductor"
+XLA_PATH, INDUCTOR_PATH, ORT_PATH = "jax/xla", "torch/inductor", "onnx/ort"
+LOCALIZABLE_PATHS = (XLA_PATH, INDUCTOR_PATH, ORT_PATH)
 # A pass dump's file name: module_0003.jit_graph.0012.simplification.after_algsimp.before_dce.txt
 _DUMPED_PASS = re.compile(r"\.after_([A-Za-z0-9_-]+)\.before_([A-Za-z0-9_-]+)\.txt$")
 _PIPELINE_MARKS = {"pipeline-start", "pipeline-end"}
@@ -50,9 +56,10 @@ class PassVerdict:
     """What `fuzz localize` found for one backend of one case."""
 
     backend: str
-    compiler: str  # "xla" or "inductor"
+    compiler: str  # "xla", "inductor" or "ort"
     # XLA: the smallest set of passes whose disabling makes it agree; inductor: one "backend/subsystem"
-    # (and the bisected item, e.g. "inductor/lowerings: var"), or none
+    # (and the bisected item, e.g. "inductor/lowerings: var"), or none; ORT: the lowest optimization level
+    # that shows it ("ORT_ENABLE_EXTENDED"; "ORT_DISABLE_ALL": no optimizer pass)
     passes: list[str] = field(default_factory=list)
     candidates: int = 0  # how many passes the case's compile ran
     trials: int = 0
@@ -98,17 +105,19 @@ def localizable_backend(findings: list[dict], bucket_backend: str | None = None)
     findings = sorted(findings, key=lambda finding: finding.get("backend") != bucket_backend)
     for finding in findings:
         name = finding.get("backend", "")
-        if kind_path(BackendName.parse(name)) in (XLA_PATH, INDUCTOR_PATH):
+        if kind_path(BackendName.parse(name)) in LOCALIZABLE_PATHS:
             return name
     names = ", ".join(sorted({f.get("backend", "?") for f in findings})) or "none"
-    raise UserError("Pass localization covers the torch.compile (inductor) and XLA kinds; "
+    raise UserError("Pass localization covers the torch.compile (inductor), XLA and ONNX Runtime kinds; "
                     f"this case's findings are on {names}.")
 
 
 def localize(case: Case, backend: str, plugins: list[str], timeout: float) -> PassVerdict:
-    """localize_xla or localize_inductor, by the backend's compiler path."""
+    """localize_xla, localize_ort or localize_inductor, by the backend's compiler path."""
     if kind_path(BackendName.parse(backend)) == XLA_PATH:
         return localize_xla(case, backend, plugins, timeout)
+    if kind_path(BackendName.parse(backend)) == ORT_PATH:
+        return localize_ort(case, backend, plugins, timeout)
     return localize_inductor(case, backend, plugins, timeout)
 
 
@@ -188,17 +197,19 @@ def localize_xla(case: Case, backend: str, plugins: list[str], timeout: float) -
     """The smallest set of HLO passes whose disabling makes `backend` agree on `case` (see the module docstring)."""
     result = PassVerdict(backend, "xla")
     with tempfile.TemporaryDirectory(prefix="fuzz-xla-dump-") as dump:
-        reproduces = _trial(case, backend, plugins, timeout, f"--xla_dump_to={dump} --xla_dump_hlo_pass_re=.*", result)
+        reproduces = _trial(case, backend, plugins, timeout, _xla_environment(f"--xla_dump_to={dump} --xla_dump_hlo_pass_re=.*"),
+                            result)
         passes = ran_passes(Path(dump))
     result.candidates = len(passes)
     if not reproduces:
         result.summary = "The finding does not reproduce here; nothing to localize."
         return result
-    if not passes or _trial(case, backend, plugins, timeout, disabled_flag(passes), result):
+    if not passes or _trial(case, backend, plugins, timeout, _xla_environment(disabled_flag(passes)), result):
         result.summary = (f"Disabling all {len(passes)} HLO passes the compile ran does not remove it: the cause is "
                           "outside the HLO passes (emitter, runtime or a pass XLA does not let us disable).")
         return result
-    culprits = _halve(passes, lambda subset: not _trial(case, backend, plugins, timeout, disabled_flag(subset), result))
+    culprits = _halve(passes, lambda subset: not _trial(case, backend, plugins, timeout,
+                                                          _xla_environment(disabled_flag(subset)), result))
     result.passes = culprits
     result.summary = (f"Disabling the HLO pass '{culprits[0]}' alone makes it agree (--xla_disable_hlo_passes={culprits[0]})."
                       if len(culprits) == 1 else
@@ -235,23 +246,52 @@ def disabled_flag(passes: list[str]) -> str:
     return "--xla_disable_hlo_passes=" + ",".join(passes)
 
 
-def _trial(case: Case, backend: str, plugins: list[str], timeout: float, flags: str, result: PassVerdict) -> bool:
-    """Does the finding reproduce with these XLA flags (a fresh worker, which reads them at start)?"""
+def localize_ort(case: Case, backend: str, plugins: list[str], timeout: float) -> PassVerdict:
+    """The lowest ORT graph optimization level at which `backend` fails on `case` (see the module docstring)."""
+    from fuzzer.backends.ort import OPTIMIZATION_ENV, OPTIMIZATION_LEVELS, available_levels
+
+    result = PassVerdict(backend, "ort")
+    levels = available_levels()
+    result.candidates = len(levels)
+    first = next((level for level in levels
+                  if _trial(case, backend, plugins, timeout, {OPTIMIZATION_ENV: level}, result)), None)
+    if first is None:
+        result.summary = "The finding does not reproduce here at any graph optimization level; nothing to localize."
+        return result
+    result.passes = [first]
+    if first == levels[0]:
+        result.summary = (f"There even with {OPTIMIZATION_LEVELS[first]} ({first}): the exported model or an ORT kernel, "
+                          "not an optimizer pass.")
+    else:
+        below = levels[levels.index(first) - 1]
+        result.summary = (f"Appears at {first}: {OPTIMIZATION_LEVELS[first]} ({below} agrees; "
+                          f"SessionOptions.graph_optimization_level={below} avoids it).")
+    return result
+
+
+def _trial(case: Case, backend: str, plugins: list[str], timeout: float, environment: dict[str, str],
+           result: PassVerdict) -> bool:
+    """Does the finding reproduce with these environment variables (a fresh worker, which reads them at start)?"""
     from fuzzer.replay import replay_case
 
     result.trials += 1
-    with _xla_flags(flags):
+    with _environment(environment):
         reply = replay_case(case, [backend], plugins, timeout)
     return not verdicts.passes(reply.verdict)
 
 
+def _xla_environment(flags: str) -> dict[str, str]:
+    """XLA_FLAGS for a trial's worker (the user's own kept in front), and no persistent jax cache there:
+    its key leaves the dump flags out, so a cached executable would compile nothing."""
+    user = os.environ.get("XLA_FLAGS")
+    return {"XLA_FLAGS": f"{user} {flags}" if user else flags, "FUZZ_JAX_CACHE": ""}
+
+
 @contextlib.contextmanager
-def _xla_flags(flags: str):
-    """XLA_FLAGS for the workers started inside (the user's own kept in front), and no persistent jax
-    cache there: its key leaves the dump flags out, so a cached executable would compile nothing."""
-    saved = {name: os.environ.get(name) for name in ("XLA_FLAGS", "FUZZ_JAX_CACHE")}
-    os.environ["XLA_FLAGS"] = f"{saved['XLA_FLAGS']} {flags}" if saved["XLA_FLAGS"] else flags
-    os.environ["FUZZ_JAX_CACHE"] = ""
+def _environment(values: dict[str, str]):
+    """These environment variables for the workers started inside; the previous values back after."""
+    saved = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
     try:
         yield
     finally:
