@@ -1241,7 +1241,8 @@ def export_case(db_path, handle, fmt, backend, expect, plugins, timeout, output,
             from fuzzer.issue_report import refuse_unless_forced
             from fuzzer.known import load_registry
 
-            reason = refuse_unless_forced(corpus, case_id, get_backend(name), load_registry(known_bugs), force)
+            registry = load_registry(known_bugs)
+            reason = refuse_unless_forced(corpus, case_id, get_backend(name), registry, force)
             if reason:
                 click.echo(f"Warning: {reason}; exporting it as an issue anyway (--force).", err=True)
         # The scripts compute the reference in-process; a minimal script of a crash or hang needs none
@@ -1251,7 +1252,8 @@ def export_case(db_path, handle, fmt, backend, expect, plugins, timeout, output,
         if fmt == "issue":
             from fuzzer.issue_report import export_issue
 
-            text = export_issue(corpus, case_id, get_backend(name), output, list(plugins), not_a_bug_reason=reason)
+            text = export_issue(corpus, case_id, get_backend(name), output, list(plugins), not_a_bug_reason=reason,
+                                registry=registry)
         else:
             title = stored.signature or f"case {case_id}"
             if fmt == "minimal":
