@@ -61,7 +61,7 @@ class PassVerdict:
     # (and the bisected item, e.g. "inductor/lowerings: var"), or none; ORT: the lowest optimization level
     # that shows it ("ORT_ENABLE_EXTENDED"; "ORT_DISABLE_ALL": no optimizer pass)
     passes: list[str] = field(default_factory=list)
-    candidates: int = 0  # how many passes the case's compile ran
+    candidates: int = 0  # how many passes the case's compile ran (ORT: optimization levels)
     trials: int = 0
     summary: str = ""
 
@@ -248,10 +248,13 @@ def disabled_flag(passes: list[str]) -> str:
 
 def localize_ort(case: Case, backend: str, plugins: list[str], timeout: float) -> PassVerdict:
     """The lowest ORT graph optimization level at which `backend` fails on `case` (see the module docstring)."""
-    from fuzzer.backends.ort import OPTIMIZATION_ENV, OPTIMIZATION_LEVELS, available_levels
+    from fuzzer.backends.ort import INSTALL_HINT, OPTIMIZATION_ENV, OPTIMIZATION_LEVELS, available_levels
 
     result = PassVerdict(backend, "ort")
-    levels = available_levels()
+    try:
+        levels = available_levels()
+    except ImportError:
+        raise UserError(f"Localizing {backend}'s finding needs onnxruntime here; `{INSTALL_HINT}` installs it.") from None
     result.candidates = len(levels)
     first = next((level for level in levels
                   if _trial(case, backend, plugins, timeout, {OPTIMIZATION_ENV: level}, result)), None)
