@@ -77,9 +77,10 @@ class NoveltyChecks:
 
 
 def search_op_name(culprit: str) -> str:
-    """The culprit's op as a tracker knows it: "softmax@fused" and "torch.softmax" are softmax, "pow_scalar" pow."""
+    """The culprit's op as a tracker knows it: "softmax@fused" and "torch.softmax" are softmax, "pow_scalar"
+    pow; "" for the graph as a whole (culprit "-")."""
     op = culprit.partition("@")[0]
-    return op.removeprefix("torch.").removesuffix("_scalar")
+    return "" if op == "-" else op.removeprefix("torch.").removesuffix("_scalar")
 
 
 def symptom_words(finding: dict) -> str:
@@ -114,16 +115,17 @@ def upstream_searches(finding: dict, family: str, path: str | None, device: str,
     where = " ".join(word for word in (PATH_WORDS.get(path or ""), DEVICE_WORDS.get(device)) if word)
     searches = []
     for repository in TRACKERS.get(family, ()):
-        if op and op != "-":
+        if op:
             searches.append(Search("op", repository, f"{op} {where}".strip()))
-        if symptom:
-            searches.append(Search("symptom", repository, symptom if symptom.startswith('"') else f"{op} {symptom}"))
+        if symptom:  # a crash's quoted words find it whatever op the message names
+            searches.append(Search("symptom", repository, symptom if symptom.startswith('"') else f"{op} {symptom}".strip()))
     if localization is None:  # an eager kind has no pass to search by
         return searches, "fuzz localize has named no pass for this bucket yet" if path in LOCALIZABLE_PATHS else ""
     if len(localization["passes"]) != 1 or localization["passes"][0] == "ORT_DISABLE_ALL":
         return searches, f"fuzz localize named no single pass ({localization['summary']})"
-    repository = PASS_TRACKERS.get(localization.get("compiler", ""), (TRACKERS.get(family) or ("",))[-1])
-    searches.append(Search("pass", repository, f"{pass_words(localization)} {symptom}".strip()))
+    tracker = PASS_TRACKERS.get(str(localization.get("compiler")))
+    if tracker:
+        searches.append(Search("pass", tracker, f"{pass_words(localization)} {symptom}".strip()))
     return searches, ""
 
 
