@@ -35,7 +35,7 @@ TRACKERS = {"torch": ("pytorch/pytorch",), "jax": ("jax-ml/jax", "openxla/xla"),
 PASS_TRACKERS = {"inductor": "pytorch/pytorch", "xla": "openxla/xla", "ort": "microsoft/onnxruntime"}
 # A word for where the op ran, where the tracker's own issues use one (Backend.path).
 PATH_WORDS = {"torch/inductor": "inductor", "jax/xla": "jit"}
-DEVICE_WORDS = {"cuda": "cuda", "gpu": "gpu"}
+GPU_DEVICES = ("cuda", "gpu")  # named in the op's search: a CPU finding's issues rarely say "cpu"
 # What the finding does wrong, in the words issues use (a crash: its own error text).
 SYMPTOM_WORDS = {verdicts.NAN_INF: "nan", verdicts.MISMATCH: "wrong", verdicts.ALL_ZEROS: "zeros",
                  verdicts.NONDETERMINISTIC: "nondeterministic", verdicts.HANG: "hang"}
@@ -112,7 +112,7 @@ def upstream_searches(finding: dict, family: str, path: str | None, device: str,
     on `path` and `device`; `localization`: the bucket's stored `fuzz localize` result, or None."""
     op = search_op_name(str(finding.get("culprit") or ""))
     symptom = symptom_words(finding)
-    where = " ".join(word for word in (PATH_WORDS.get(path or ""), DEVICE_WORDS.get(device)) if word)
+    where = " ".join(word for word in (PATH_WORDS.get(path or ""), device if device in GPU_DEVICES else "") if word)
     searches = []
     for repository in TRACKERS.get(family, ()):
         if op:
