@@ -617,7 +617,8 @@ def _reproduce_hints(case_id: int, db_path: str, plugins: list[str]) -> list[str
 @json_option
 def show(db_path, handle, rerun, plugins, as_json):
     """Show one case (ID 7) or a bucket's smallest case (ID B7): the triage of its buckets and the
-    releases each was checked on (`fuzz replay --on`), the compiler pass `fuzz localize` named, graph, shapes, how it was shrunk, each
+    releases each was checked on (`fuzz replay --on`), the compiler pass `fuzz localize` named, the upstream searches
+    that decide whether it is new and the nearest known bugs, graph, shapes, how it was shrunk, each
     backend's verdict and error vs the reference, versions, and the commands that reproduce it.
 
     \b
@@ -626,6 +627,8 @@ def show(db_path, handle, rerun, plugins, as_json):
       fuzz show 13 --rerun      # where the bug lives: every default backend on the shrunk case
     """
     from fuzzer.ir import infer_shapes
+    from fuzzer.known import load_registry
+    from fuzzer.novelty import bucket_novelty
     from fuzzer.program import written_inputs
     from fuzzer.pass_bisect import localization_phrase, stored_localization
     from fuzzer.triage import campaign_plugins, require_backends, shrink_history
@@ -666,6 +669,8 @@ def show(db_path, handle, rerun, plugins, as_json):
         "release_checks": bucket["release_checks"] if bucket else [],
         "localization": stored_localization(bucket["localization"]) if bucket else None,
     }
+    novelty = bucket_novelty(stored, bucket, load_registry()) if bucket else None
+    data["novelty"] = novelty.to_dict() if novelty else None
     lines = [f"Case {stored.id}: {stored.verdict}  {stored.signature or ''}"]
     for shown in ([named] if named else buckets):  # each bucket of the case, with the handle that triages it
         lines.append(f"Triage: {shown['status']}" + (f" (known bug {shown['known_bug']})" if shown["known_bug"] else "")
@@ -676,6 +681,7 @@ def show(db_path, handle, rerun, plugins, as_json):
         localized = stored_localization(shown.get("localization"))
         if localized:
             lines.append(localization_phrase(localized))
+    lines += novelty.lines() if novelty else []
     if history:
         lines.append(history[0].upper() + history[1:] + ".")
     lines.append(f"Graph (regime {stored.case.graph.regime or 'small'}):")

@@ -229,8 +229,8 @@ def gather_issue(corpus: Corpus, case_id: int, backend: Backend, plugins: list[s
     environment, environment_failure = (environment_report(backend.family, _environment_python(backend))
                                         if backend.family in ENVIRONMENT_TOOLS else ("", ""))
     triage = corpus.bucket(stored.signature) if stored.signature else None
-    novelty = novelty_checks(finding, stored.case.graph, backend.family, backend.path, backend.device,
-                             stored_localization((triage or {}).get("localization")), registry or load_registry())
+    novelty = novelty_checks(finding, stored.case.graph, stored_localization((triage or {}).get("localization")),
+                             registry or load_registry())
     return IssueData(
         case_id=case_id, finding=finding, family=backend.family,
         backend={"description": backend.description, "device": backend.device, "dtype": backend.dtype},
@@ -412,7 +412,7 @@ def _upstream_searches(data: IssueData) -> list[str]:
         lines += [f"- by {search.by}, {search.repository}: [{inline(search.query)}]({search.url}): {NOT_RUN_YET}"
                   for search in checks.searches]
     else:
-        lines.append(f"No issue tracker is known for the {inline(data.family or 'plugin')} backend: search its own tracker by op and symptom.")
+        lines.append("No issue tracker is known for this backend's framework (a plugin's, an external one): search its own tracker.")
     if checks.no_pass_search:
         lines += ["", f"No search by pass: {inline(checks.no_pass_search)}."]
     if checks.nearest:

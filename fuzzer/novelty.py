@@ -18,14 +18,16 @@ shares neither the op nor both of the others is not near.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from urllib.parse import urlencode
 
 from fuzzer import verdicts
+from fuzzer.backend_names import BackendName
+from fuzzer.backends import kind_family, kind_path
 from fuzzer.errors import error_headline, normalize_error
 from fuzzer.ir import Graph
 from fuzzer.known import Registry, culprit_ops
-from fuzzer.pass_bisect import LOCALIZABLE_PATHS
+from fuzzer.pass_bisect import LOCALIZABLE_PATHS, stored_localization
 from fuzzer.workers import ended_its_process
 
 # The trackers of a framework family (Backend.family), searched by op and by symptom.
@@ -75,6 +77,19 @@ class NoveltyChecks:
     no_pass_search: str = ""  # why there is no search by pass, where one could be
     nearest: list[NearEntry] = field(default_factory=list)
 
+    def to_dict(self) -> dict:
+        """The JSON form (`fuzz show --json`): each search with its link."""
+        return {"searches": [{**asdict(search), "url": search.url} for search in self.searches],
+                "no_pass_search": self.no_pass_search, "nearest": [asdict(entry) for entry in self.nearest]}
+
+    def lines(self) -> list[str]:
+        """The checks as `fuzz show` prints them (the issue export gives the searches as links)."""
+        lines = ["Upstream searches that decide whether it is new (`fuzz export --format issue` links them):"]
+        lines += [f"  by {search.by}, {search.repository}: {search.query}" for search in self.searches] or ["  none: no tracker known"]
+        lines += [f"  no search by pass: {self.no_pass_search}"] if self.no_pass_search else []
+        return lines + [f"Nearest known bug: {entry.id} ({entry.status}; same {', '.join(entry.shares)}; "
+                        f"{entry.link or 'not reported upstream'})" for entry in self.nearest]
+
 
 def search_op_name(culprit: str) -> str:
     """The culprit's op as a tracker knows it: "softmax@fused" and "torch.softmax" are softmax, "pow_scalar"
@@ -106,15 +121,17 @@ def pass_words(localization: dict) -> str:
     return " ".join(named.rpartition("/")[2].replace(":", " ").split())
 
 
-def upstream_searches(finding: dict, family: str, path: str | None, device: str,
-                      localization: dict | None) -> tuple[list[Search], str]:
-    """(the searches, why there is no search by pass or "") for a finding of a backend of `family`
-    on `path` and `device`; `localization`: the bucket's stored `fuzz localize` result, or None."""
+def upstream_searches(finding: dict, localization: dict | None) -> tuple[list[Search], str]:
+    """(the searches, why there is no search by pass or "") for a finding, in the trackers of its backend's
+    framework (none for a plugin's backend: its bug is the plugin's); `localization`: the bucket's stored
+    `fuzz localize` result, or None."""
+    name = BackendName.parse(str(finding.get("backend") or ""))
+    family, path, device = kind_family(name), kind_path(name), name.device if name.full else None
     op = search_op_name(str(finding.get("culprit") or ""))
     symptom = symptom_words(finding)
     where = " ".join(word for word in (PATH_WORDS.get(path or ""), device if device in GPU_DEVICES else "") if word)
     searches = []
-    for repository in TRACKERS.get(family, ()):
+    for repository in TRACKERS.get(family or "", ()):
         if op:
             searches.append(Search("op", repository, f"{op} {where}".strip()))
         if symptom:  # a crash's quoted words find it whatever op the message names
@@ -145,8 +162,16 @@ def nearest_entries(registry: Registry, finding: dict, graph: Graph | None, limi
     return [entry for *_, entry in sorted(ranked, key=lambda row: row[:2])[:limit]]
 
 
-def novelty_checks(finding: dict, graph: Graph | None, family: str, path: str | None, device: str,
-                   localization: dict | None, registry: Registry) -> NoveltyChecks:
-    """Everything that decides whether `finding` is new: its upstream searches and nearest registry entries."""
-    searches, no_pass_search = upstream_searches(finding, family, path, device, localization)
+def bucket_novelty(stored, bucket: dict, registry: Registry) -> NoveltyChecks | None:
+    """novelty_checks of a stored case's finding in `bucket` (a member's), or None where it has none there."""
+    members = {member["signature"] for member in bucket["members"]}
+    finding = next((f for f in stored.findings if f.get("signature") in members), None)
+    return None if finding is None else novelty_checks(finding, stored.case.graph,
+                                                       stored_localization(bucket.get("localization")), registry)
+
+
+def novelty_checks(finding: dict, graph: Graph | None, localization: dict | None, registry: Registry) -> NoveltyChecks:
+    """Everything that decides whether `finding` (on a case of `graph`) is new: its upstream searches and
+    nearest registry entries."""
+    searches, no_pass_search = upstream_searches(finding, localization)
     return NoveltyChecks(searches, no_pass_search, nearest_entries(registry, finding, graph))

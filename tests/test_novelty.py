@@ -1,6 +1,6 @@
 """Is a finding new? `fuzz export --format issue` lists the upstream searches that decide it (by op, by
 symptom, by the pass `fuzz localize` named) as links to the framework's trackers, and the nearest
-entries of our known-bug registry (fuzzer/novelty.py)."""
+entries of our known-bug registry (fuzzer/novelty.py); `fuzz show` prints the same lists."""
 
 import re
 from pathlib import Path
@@ -49,17 +49,20 @@ def test_the_issue_lists_the_three_searches_and_the_nearest_known_bugs(tmp_path)
     assert nearest[0] == ("xla-cpu-conv-lhs-dilation-abort", "open", "op, backend, symptom", "not reported upstream")
     assert 1 < len(nearest) <= 3 and all("op" in shares or shares == "backend, symptom" for _, _, shares, _ in nearest)
 
+    shown = runner.invoke(main, ["show", "B1", "--db", db]).output
+    assert "  by pass, openxla/xla: algsimp abort\n" in shown and "Nearest known bug: xla-cpu-conv-lhs-dilation-abort (open" in shown
+
 
 def test_a_crash_is_searched_by_its_own_words_and_an_eager_kind_has_no_pass_to_search():
     finding = {"backend": "torch-eager:cpu:float32", "verdict": "crash", "culprit": "local_response_norm",
                "error": "RuntimeError: view size is not compatible with input tensor's size and stride (at least one "
                         "dimension spans across two contiguous subspaces). Use .reshape(...) instead."}
     assert symptom_words(finding) == '"view size is not compatible with"'
-    searches, no_pass_search = upstream_searches(finding, "torch", "torch/eager", "cpu", None)
+    searches, no_pass_search = upstream_searches(finding, None)
     assert [(s.by, s.query) for s in searches] == [("op", "local_response_norm"), ("symptom", '"view size is not compatible with"')]
     assert no_pass_search == ""
     compiled = {**finding, "backend": "torch-compile:cuda:float32", "verdict": "nan-inf", "culprit": "var@fused"}
-    searches, no_pass_search = upstream_searches(compiled, "torch", "torch/inductor", "cuda", None)
+    searches, no_pass_search = upstream_searches(compiled, None)
     assert [s.query for s in searches] == ["var inductor cuda", "var nan"] and "named no pass" in no_pass_search
     assert nearest_entries(load_registry(), finding, None)[0].id == "torch-local-response-norm-5d-view"
 
@@ -67,9 +70,9 @@ def test_a_crash_is_searched_by_its_own_words_and_an_eager_kind_has_no_pass_to_s
 def test_an_ort_level_is_searched_in_onnxruntime_s_tracker_unless_it_is_no_optimizer_pass():
     finding = {"backend": "ort:cpu:float32", "verdict": "mismatch", "culprit": "log_softmax"}
     localized = {"passes": ["ORT_ENABLE_EXTENDED"], "compiler": "ort", "summary": "Appears at ORT_ENABLE_EXTENDED: ..."}
-    searches, _ = upstream_searches(finding, "onnxruntime", "onnx/ort", "cpu", localized)
+    searches, _ = upstream_searches(finding, localized)
     assert (searches[-1].by, searches[-1].repository, searches[-1].query) == ("pass", "microsoft/onnxruntime",
                                                                              "ORT_ENABLE_EXTENDED wrong")
     kernel = {**localized, "passes": ["ORT_DISABLE_ALL"], "summary": "There even with every graph optimization off"}
-    searches, no_pass_search = upstream_searches(finding, "onnxruntime", "onnx/ort", "cpu", kernel)
+    searches, no_pass_search = upstream_searches(finding, kernel)
     assert "pass" not in [s.by for s in searches] and no_pass_search.startswith("fuzz localize named no single pass (There even")
