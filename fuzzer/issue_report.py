@@ -2,7 +2,8 @@
 issue templates ask for, in the framework's terms: a title saying what the op does wrong on which
 input, the minimal snippet, expected vs actual, the framework's own environment report
 (`python -m torch.utils.collect_env`, `jax.print_environment_info()`), and the fuzzer's own words
-(campaign, regime, case seed, `fuzz replay`) only in a collapsed "How it was found" at the end.
+(campaign, regime, case seed, `fuzz replay`) only in a collapsed "How it was found" at the end,
+after the upstream searches that decide whether it is new and the nearest known bugs (fuzzer/novelty.py).
 
 `gather_issue` reads the corpus and re-runs the case once, the float64 reference and the backend
 under test, for the expected-vs-actual table (the entries beyond the allowance only), and runs
@@ -14,7 +15,8 @@ LOCAL_PATH for every path of it that the report could meet (`local_paths`: the c
 environments', the home directory), which an error text can hold (an ImportError names its file,
 a dying worker its runner's). Every value read from the corpus is data: inline text goes through
 `inline` (no Markdown, no HTML, no line breaks), blocks sit in a fence longer than any backtick run
-they hold, and nothing from the corpus becomes a link or is run.
+they hold, and nothing from the corpus becomes a link or is run (a search link is a tracker's fixed address
+with the query URL-encoded).
 """
 
 from __future__ import annotations
