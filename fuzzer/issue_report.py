@@ -402,29 +402,30 @@ TITLE_SHOWN = 120  # characters of a registry entry's title
 
 
 def _upstream_searches(data: IssueData) -> list[str]:
-    """The searches that decide whether this is new, as links to run (each says NOT_RUN_YET until
-    someone writes what it returned), and the nearest entries of the fuzzer's known-bug registry.
-    The links are ours: a fixed tracker address and a query with every character URL-encoded."""
+    """The searches that decide whether this is new, as links to run, each NOT_RUN_YET until the filer
+    writes what it returned: a maintainer reads which searches found nothing. The links are ours: a fixed
+    tracker address and a query with every character URL-encoded."""
+    checks = data.novelty
+    if checks is None or not checks.searches:
+        return []
+    return ["## Upstream searches", "", f"Open and closed issues; replace each \"{NOT_RUN_YET}\" with what the search returned:", "",
+            *(f"- by {search.by}, {search.repository}: [{inline(search.query)}]({search.url}): {NOT_RUN_YET}"
+              for search in checks.searches), ""]
+
+
+def _novelty_notes(data: IssueData) -> list[str]:
+    """For the filer, in the fuzzer's words: why there is no search by pass, and the nearest known bugs."""
     checks = data.novelty
     if checks is None:
         return []
-    lines = ["## Upstream searches", ""]
-    if checks.searches:
-        lines += ["Before claiming this is new, run each search and replace its \"" + NOT_RUN_YET + "\" with what it returned:", ""]
-        lines += [f"- by {search.by}, {search.repository}: [{inline(search.query)}]({search.url}): {NOT_RUN_YET}"
-                  for search in checks.searches]
-    else:
-        lines.append("No issue tracker is known for this backend's framework (a plugin's, an external one): search its own tracker.")
+    lines = [] if checks.searches else ["- no issue tracker is known for this backend's framework: search its own"]
     if checks.no_pass_search:
-        lines += ["", f"No search by pass: {inline(checks.no_pass_search)}."]
-    if checks.nearest:
-        lines += ["", "The nearest entries of the fuzzer's known-bug registry:", ""]
-        for entry in checks.nearest:
-            title = entry.title if len(entry.title) <= TITLE_SHOWN else entry.title[:TITLE_SHOWN - 1] + "…"
-            where = entry.link or "not reported upstream"
-            lines.append(f"- {inline(entry.id)} ({inline(entry.status)}; same {', '.join(entry.shares)}): "
-                         f"{inline(title)}; {inline(where)}")
-    return lines + [""]
+        lines.append(f"- no search by pass: {inline(checks.no_pass_search)}")
+    for entry in checks.nearest:
+        title = entry.title if len(entry.title) <= TITLE_SHOWN else entry.title[:TITLE_SHOWN - 1] + "…"
+        lines.append(f"- near known bug {inline(entry.id)} ({inline(entry.status)}; same {', '.join(entry.shares)}): "
+                     f"{inline(title)}; {inline(entry.link or 'not reported upstream')}")
+    return lines
 
 
 def _how_found(data: IssueData) -> list[str]:
@@ -443,6 +444,7 @@ def _how_found(data: IssueData) -> list[str]:
         lines.append(f"- {inline(data.shrink)}")
     if data.triage and (data.triage.get("status") != "new" or data.triage.get("note")):
         lines.append(f"- triage: {inline(data.triage.get('status'))}; {inline(data.triage.get('note'))}")
+    lines += _novelty_notes(data)
     commands = [f"fuzz replay {data.case_id} --backends {f.get('backend')}", data.script_command]
     lines += ["", "From the corpus that holds it:", "",
               fenced("\n".join(command for command in commands if command), "sh"), "", "</details>", ""]
