@@ -654,7 +654,8 @@ def _reproduce_hints(case_id: int, db_path: str, plugins: list[str]) -> list[str
 @json_option
 def show(db_path, handle, rerun, plugins, as_json):
     """Show one case (ID 7) or a bucket's smallest case (ID B7): the triage of its buckets and the
-    releases each was checked on (`fuzz replay --on`), the compiler pass `fuzz localize` named, graph, shapes, how it was shrunk, each
+    releases each was checked on (`fuzz replay --on`), the compiler pass `fuzz localize` named, the upstream searches
+    that decide whether it is new and the nearest known bugs, graph, shapes, how it was shrunk, each
     backend's verdict and error vs the reference, versions, and the commands that reproduce it.
 
     \b
@@ -663,6 +664,8 @@ def show(db_path, handle, rerun, plugins, as_json):
       fuzz show 13 --rerun      # where the bug lives: every default backend on the shrunk case
     """
     from fuzzer.ir import infer_shapes
+    from fuzzer.known import load_registry
+    from fuzzer.novelty import bucket_novelty
     from fuzzer.program import written_inputs
     from fuzzer.pass_bisect import localization_phrase, stored_localization
     from fuzzer.triage import campaign_plugins, require_backends, shrink_history
@@ -703,6 +706,8 @@ def show(db_path, handle, rerun, plugins, as_json):
         "release_checks": bucket["release_checks"] if bucket else [],
         "localization": stored_localization(bucket["localization"]) if bucket else None,
     }
+    novelty = bucket_novelty(stored, bucket, load_registry()) if bucket else None
+    data["novelty"] = novelty.to_dict() if novelty else None
     lines = [f"Case {stored.id}: {stored.verdict}  {stored.signature or ''}"]
     for shown in ([named] if named else buckets):  # each bucket of the case, with the handle that triages it
         lines.append(f"Triage: {shown['status']}" + (f" (known bug {shown['known_bug']})" if shown["known_bug"] else "")
@@ -713,6 +718,7 @@ def show(db_path, handle, rerun, plugins, as_json):
         localized = stored_localization(shown.get("localization"))
         if localized:
             lines.append(localization_phrase(localized))
+    lines += novelty.lines() if novelty else []
     if history:
         lines.append(history[0].upper() + history[1:] + ".")
     lines.append(f"Graph (regime {stored.case.graph.regime or 'small'}):")
@@ -1116,6 +1122,8 @@ def localize(db_path, handle, plugins, timeout, as_json):
     process. For an XLA kind (jax-jit and its variants, jax-vmap, jax-grad): the smallest set of HLO passes
     whose disabling (--xla_disable_hlo_passes) makes the case agree, found by halving the passes its
     compile ran; each trial runs in a fresh worker, so a pass that aborts is a trial, not our crash.
+    For an ONNX Runtime kind: the lowest graph optimization level (ORT_DISABLE_ALL, then BASIC,
+    EXTENDED, ALL) at which the case fails, each in a fresh worker.
     The result is kept on the case's bucket (`fuzz list`, `fuzz show`, `fuzz export --format issue`), and
     the pass is part of a compiler bucket's identity: localizing another case of a bucket (fuzz localize 12)
     that names another pass moves that case to a bucket of its own. A campaign localizes each new
@@ -1126,11 +1134,13 @@ def localize(db_path, handle, plugins, timeout, as_json):
     Example:
       fuzz localize B4     # Disabling the HLO pass 'algsimp' alone makes it agree (...)
       fuzz localize B9     # torch's CompilerBisector: first bad at inductor/lowerings: var
+      fuzz localize B2     # Appears at ORT_ENABLE_EXTENDED: an extended graph optimization (...)
     """
-    from fuzzer.pass_bisect import localizable_backend, localize
-
     from fuzzer.environment import versions
+    from fuzzer.pass_bisect import localizable_backend, localize
+    from fuzzer.plugins import load_plugins
 
+    load_plugins(list(plugins))  # a plugin's backend is on its base's compiler path
     corpus = open_corpus(db_path)
     case_id, bucket = corpus.named_case(handle)
     stored = corpus.get_case(case_id)
@@ -1283,7 +1293,8 @@ def export_case(db_path, handle, fmt, backend, expect, plugins, timeout, output,
             from fuzzer.issue_report import refuse_unless_forced
             from fuzzer.known import load_registry
 
-            reason = refuse_unless_forced(corpus, case_id, get_backend(name), load_registry(known_bugs), force)
+            registry = load_registry(known_bugs)
+            reason = refuse_unless_forced(corpus, case_id, get_backend(name), registry, force)
             if reason:
                 click.echo(f"Warning: {reason}; exporting it as an issue anyway (--force).", err=True)
         # The scripts compute the reference in-process; a minimal script of a crash or hang needs none
@@ -1293,7 +1304,8 @@ def export_case(db_path, handle, fmt, backend, expect, plugins, timeout, output,
         if fmt == "issue":
             from fuzzer.issue_report import export_issue
 
-            text = export_issue(corpus, case_id, get_backend(name), output, list(plugins), not_a_bug_reason=reason)
+            text = export_issue(corpus, case_id, get_backend(name), output, list(plugins), not_a_bug_reason=reason,
+                                registry=registry)
         else:
             title = stored.signature or f"case {case_id}"
             if fmt == "minimal":

@@ -2,7 +2,8 @@
 issue templates ask for, in the framework's terms: a title saying what the op does wrong on which
 input, the minimal snippet, expected vs actual, the framework's own environment report
 (`python -m torch.utils.collect_env`, `jax.print_environment_info()`), and the fuzzer's own words
-(campaign, regime, case seed, `fuzz replay`) only in a collapsed "How it was found" at the end.
+(campaign, regime, case seed, `fuzz replay`) only in a collapsed "How it was found" at the end,
+after the upstream searches that decide whether it is new and the nearest known bugs (fuzzer/novelty.py).
 
 `gather_issue` reads the corpus and re-runs the case once, the float64 reference and the backend
 under test, for the expected-vs-actual table (the entries beyond the allowance only), and runs
@@ -14,7 +15,8 @@ LOCAL_PATH for every path of it that the report could meet (`local_paths`: the c
 environments', the home directory), which an error text can hold (an ImportError names its file,
 a dying worker its runner's). Every value read from the corpus is data: inline text goes through
 `inline` (no Markdown, no HTML, no line breaks), blocks sit in a fence longer than any backtick run
-they hold, and nothing from the corpus becomes a link or is run.
+they hold, and nothing from the corpus becomes a link or is run (a search link is a tracker's fixed address
+with the query URL-encoded).
 """
 
 from __future__ import annotations
@@ -38,8 +40,9 @@ from fuzzer.corpus import Corpus, StoredCase
 from fuzzer.corpus.releases import OUTCOMES
 from fuzzer.errors import UserError, error_headline
 from fuzzer.ir import infer_shapes
-from fuzzer.known import Registry
+from fuzzer.known import Registry, load_registry
 from fuzzer.minimal_reproducer import build_minimal_script, failing_part
+from fuzzer.novelty import NoveltyChecks, novelty_checks
 from fuzzer.reproducer import ENVIRONMENT_KEYS
 from fuzzer.oracle import allowed_error, compute_reference, nonfinite_class
 from fuzzer.report.render import md_cell
@@ -82,6 +85,7 @@ class IssueData:
     environment_failure: str = ""  # why there is none ("did not finish within 120 s")
     not_a_bug: str = ""  # exported anyway (--force): why this is no bug to report
     script_command: str = ""  # how to write a script too long to show inline
+    novelty: NoveltyChecks | None = None  # the upstream searches and nearest registry entries that decide "new"
 
 
 # ---------------------------------------------------------------- gathering
@@ -211,10 +215,11 @@ def refuse_unless_forced(corpus: Corpus, case_id: int, backend: Backend, registr
 
 
 def gather_issue(corpus: Corpus, case_id: int, backend: Backend, plugins: list[str] = (),
-                 replayer: Replayer | None = None) -> IssueData:
+                 replayer: Replayer | None = None, registry: Registry | None = None) -> IssueData:
     """Read case `case_id` and re-run it once on `backend`, which must be the backend of one of its
     findings (`plugins` as the campaign loaded them, for the worker that re-runs it; `replayer`: a
-    worker to re-run it in, for several reports), and run the framework's environment tool."""
+    worker to re-run it in, for several reports), and run the framework's environment tool;
+    `registry` (default: the shipped one) gives the nearest known bugs."""
     stored = corpus.get_case(case_id)
     finding = _finding_on(stored, backend.name)
     script, script_note = _script(stored, backend, stored.signature or f"case {case_id}", finding)
@@ -225,14 +230,17 @@ def gather_issue(corpus: Corpus, case_id: int, backend: Backend, plugins: list[s
     culprit_inputs, ops = _culprit_inputs(stored, finding)
     environment, environment_failure = (environment_report(backend.family, _environment_python(backend))
                                         if backend.family in ENVIRONMENT_TOOLS else ("", ""))
+    triage = corpus.bucket(stored.signature) if stored.signature else None
+    novelty = novelty_checks(finding, stored.case.graph, stored_localization((triage or {}).get("localization")),
+                             registry or load_registry())
     return IssueData(
         case_id=case_id, finding=finding, family=backend.family,
         backend={"description": backend.description, "device": backend.device, "dtype": backend.dtype},
         culprit_inputs=culprit_inputs, ops=ops, regime=stored.case.graph.regime or "small", case_seed=stored.case.seed,
         campaign=corpus.campaign(stored.campaign_id) if stored.campaign_id else None, script=script,
         script_note=script_note, entries=entries, rerun_error=rerun_error,
-        triage=corpus.bucket(stored.signature) if stored.signature else None, shrink=shrink,
-        environment=environment, environment_failure=environment_failure,
+        triage=triage, shrink=shrink, environment=environment, environment_failure=environment_failure,
+        novelty=novelty,
     )
 
 
@@ -389,6 +397,37 @@ def _localized(data: IssueData) -> list[str]:
     return [inline(localization_phrase(stored)), ""] if stored else []
 
 
+NOT_RUN_YET = "not run yet"  # tests/test_bug_report_status.py refuses `Status: new` while a search says so
+TITLE_SHOWN = 120  # characters of a registry entry's title
+
+
+def _upstream_searches(data: IssueData) -> list[str]:
+    """The searches that decide whether this is new, as links to run, each NOT_RUN_YET until the filer
+    writes what it returned: a maintainer reads which searches found nothing. The links are ours: a fixed
+    tracker address and a query with every character URL-encoded."""
+    checks = data.novelty
+    if checks is None or not checks.searches:
+        return []
+    return ["## Upstream searches", "", f"Open and closed issues; replace each \"{NOT_RUN_YET}\" with what the search returned:", "",
+            *(f"- by {search.by}, {search.repository}: [{inline(search.query)}]({search.url}): {NOT_RUN_YET}"
+              for search in checks.searches), ""]
+
+
+def _novelty_notes(data: IssueData) -> list[str]:
+    """For the filer, in the fuzzer's words: why there is no search by pass, and the nearest known bugs."""
+    checks = data.novelty
+    if checks is None:
+        return []
+    lines = [] if checks.searches else ["- no issue tracker is known for this backend's framework: search its own"]
+    if checks.no_pass_search:
+        lines.append(f"- no search by pass: {inline(checks.no_pass_search)}")
+    for entry in checks.nearest:
+        title = entry.title if len(entry.title) <= TITLE_SHOWN else entry.title[:TITLE_SHOWN - 1] + "…"
+        lines.append(f"- near known bug {inline(entry.id)} ({inline(entry.status)}; same {', '.join(entry.shares)}): "
+                     f"{inline(title)}; {inline(entry.link or 'not reported upstream')}")
+    return lines
+
+
 def _how_found(data: IssueData) -> list[str]:
     """The fuzzer's own words, collapsed at the end: a maintainer needs none of them."""
     f = data.finding
@@ -405,6 +444,7 @@ def _how_found(data: IssueData) -> list[str]:
         lines.append(f"- {inline(data.shrink)}")
     if data.triage and (data.triage.get("status") != "new" or data.triage.get("note")):
         lines.append(f"- triage: {inline(data.triage.get('status'))}; {inline(data.triage.get('note'))}")
+    lines += _novelty_notes(data)
     commands = [f"fuzz replay {data.case_id} --backends {f.get('backend')}", data.script_command]
     lines += ["", "From the corpus that holds it:", "",
               fenced("\n".join(command for command in commands if command), "sh"), "", "</details>", ""]
@@ -420,16 +460,16 @@ def render_issue(data: IssueData) -> str:
     lines += [f"## {headings['bug']}", "", _description(data), ""]
     lines += _snippet(data) + _expected_vs_actual(data) + _localized(data)
     lines += [f"## {headings['versions']}", "", *_versions(data), "", *_checked_on(data)]
-    lines += _how_found(data)
+    lines += _upstream_searches(data) + _how_found(data)
     return "\n".join(lines)
 
 
 def export_issue(corpus: Corpus, case_id: int, backend: Backend, output: Path | None, plugins: list[str] = (),
-                 replayer: Replayer | None = None, not_a_bug_reason: str = "") -> str:
+                 replayer: Replayer | None = None, not_a_bug_reason: str = "", registry: Registry | None = None) -> str:
     """The report's Markdown; `not_a_bug_reason` (`refuse_unless_forced`'s) is said at its top. A script
     too long to show inline is written beside `output` (and named there); without `output` the report
     says how to write it."""
-    data = gather_issue(corpus, case_id, backend, plugins, replayer)
+    data = gather_issue(corpus, case_id, backend, plugins, replayer, registry)
     data.not_a_bug = not_a_bug_reason
     if data.script is not None and len(data.script) > INLINE_SCRIPT_LIMIT:
         if output is not None:

@@ -102,17 +102,24 @@ class Rule:
     def matches(self, verdict: str, backend: str, ops: set[str], error_text: str, versions: dict | None = None) -> bool:
         """`ops`: the ops the finding may be charged to (culprit_ops); `versions`: those it ran with
         (a campaign's record; None: this process's, looked up only when a range is to be checked)."""
+        return (self.covers_verdict(verdict)
+                and (not self.ops or not ops.isdisjoint(self.ops))
+                and self.covers_backend(backend)
+                and (self.error is None or self.error.search(normalize_error(error_text)))
+                and (not self.releases or self.in_releases(ran_with(BackendName.parse(backend), versions))))
+
+    def covers_verdict(self, verdict: str) -> bool:
+        return verdict in self.verdicts or verdicts.bucket_verdict(verdict) in self.verdicts
+
+    def covers_backend(self, backend: str) -> bool:
+        """Do the entry's kinds, paths, frameworks, devices and dtypes take in this backend?"""
         name = BackendName.parse(backend)
         kind, device, dtype = (name.kind, name.device, name.dtype) if name.full else (backend, None, None)
-        return ((verdict in self.verdicts or verdicts.bucket_verdict(verdict) in self.verdicts)
-                and (not self.ops or not ops.isdisjoint(self.ops))
-                and (not (self.kinds or self.paths) or kind in self.kinds or kind_path(name) in self.paths)
+        return ((not (self.kinds or self.paths) or kind in self.kinds or kind_path(name) in self.paths)
                 and kind not in self.except_kinds
                 and (not self.frameworks or kind_family(name) in self.frameworks)
                 and (not self.devices or device in self.devices)
-                and (not self.dtypes or dtype in self.dtypes)
-                and (self.error is None or self.error.search(normalize_error(error_text)))
-                and (not self.releases or self.in_releases(ran_with(name, versions))))
+                and (not self.dtypes or dtype in self.dtypes))
 
     def in_releases(self, versions: dict) -> bool:
         """Is every recorded version of a package the entry names inside its range?"""

@@ -15,6 +15,11 @@ trial is a fresh worker (XLA reads XLA_FLAGS once, at start), so a pass that abo
 (a CHECK failure) is a trial that reproduces, not our crash. The halving assumes one culprit;
 where disabling no half of a set helps but disabling the set does, the set is the answer, and
 the result says that no single pass explains it.
+For an ONNX Runtime kind (the "onnx/ort" path) the case is run again, each time in a fresh worker,
+at ORT's graph optimization levels from ORT_DISABLE_ALL up (fuzzer/backends/ort.py reads the level
+from $FUZZ_ORT_OPTIMIZATION); the lowest level at which it reproduces names the kind of
+optimization that breaks it, and ORT_DISABLE_ALL means no optimizer pass: the exported model or a
+kernel.
 
 A trial reproduces when the backend's verdict on the case does not pass (as `fuzz replay` decides
 its exit code); a pass whose disabling breaks the compile in another way counts as
@@ -40,7 +45,8 @@ from fuzzer.backend_names import BackendName
 from fuzzer.errors import UserError
 from fuzzer.ir import Case
 
-XLA_PATH, INDUCTOR_PATH = "jax/xla", "torch/inductor"
+XLA_PATH, INDUCTOR_PATH, ORT_PATH = "jax/xla", "torch/inductor", "onnx/ort"
+LOCALIZABLE_PATHS = (XLA_PATH, INDUCTOR_PATH, ORT_PATH)
 # A pass dump's file name: module_0003.jit_graph.0012.simplification.after_algsimp.before_dce.txt
 _DUMPED_PASS = re.compile(r"\.after_([A-Za-z0-9_-]+)\.before_([A-Za-z0-9_-]+)\.txt$")
 _PIPELINE_MARKS = {"pipeline-start", "pipeline-end"}
@@ -51,11 +57,12 @@ class PassVerdict:
     """What `fuzz localize` found for one backend of one case."""
 
     backend: str
-    compiler: str  # "xla" or "inductor"
+    compiler: str  # "xla", "inductor" or "ort"
     # XLA: the smallest set of passes whose disabling makes it agree; inductor: one "backend/subsystem"
-    # (and the bisected item, e.g. "inductor/lowerings: var"), or none
+    # (and the bisected item, e.g. "inductor/lowerings: var"), or none; ORT: the lowest optimization level
+    # that shows it ("ORT_ENABLE_EXTENDED"; "ORT_DISABLE_ALL": no optimizer pass)
     passes: list[str] = field(default_factory=list)
-    candidates: int = 0  # how many passes the case's compile ran
+    candidates: int = 0  # how many passes the case's compile ran (ORT: optimization levels)
     trials: int = 0
     summary: str = ""
 
@@ -118,21 +125,22 @@ def localizable_backend(findings: list[dict], bucket_backend: str | None = None)
         if is_localizable(name):
             return name
     names = ", ".join(sorted({f.get("backend", "?") for f in findings})) or "none"
-    raise UserError("Pass localization covers the torch.compile (inductor) and XLA kinds; "
+    raise UserError("Pass localization covers the torch.compile (inductor), XLA and ONNX Runtime kinds; "
                     f"this case's findings are on {names}.")
 
 
 def localize(case: Case, backend: str, plugins: list[str], timeout: float, seconds: float | None = None) -> PassVerdict:
-    """localize_xla or localize_inductor, by the backend's compiler path. `timeout` bounds one trial;
-    `seconds`, where given, the whole localization (a campaign's budget): past it, the result says so."""
-    if kind_path(BackendName.parse(backend)) == XLA_PATH:
-        return localize_xla(case, backend, plugins, timeout, seconds)
-    return localize_inductor(case, backend, plugins, timeout, seconds)
+    """localize_xla, localize_ort or localize_inductor, by the backend's compiler path. `timeout` bounds
+    one trial; `seconds`, where given, the whole localization (a campaign's budget): past it, the
+    result says so."""
+    path = kind_path(BackendName.parse(backend))
+    localizer = {XLA_PATH: localize_xla, ORT_PATH: localize_ort}.get(path, localize_inductor)
+    return localizer(case, backend, plugins, timeout, seconds)
 
 
 def is_localizable(backend: str) -> bool:
     """Does `fuzz localize` know how to bisect this backend's compiler?"""
-    return kind_path(BackendName.parse(backend)) in (XLA_PATH, INDUCTOR_PATH)
+    return kind_path(BackendName.parse(backend)) in LOCALIZABLE_PATHS
 
 
 # torch's CompilerBisector calls the test function about 20 times; the child gets that many trials' time.
@@ -209,8 +217,27 @@ def _bisect_inductor_here(root: Path, backend_name: str, plugins: list[str]) -> 
         "number": found.bisect_number if found else None, "debug": found.debug_info if found else None}))
 
 
+# A trial with less than this left before its localization's deadline is not started: a fresh worker's
+# imports and compile take several seconds.
+LEAST_TRIAL_SECONDS = 10.0
+
+
 class _OutOfTime(Exception):
     """A localization's whole time (`seconds`) ran out before its next trial."""
+
+
+# A trial with less than this left before its localization's deadline is not started: a fresh worker's
+# imports and compile take several seconds.
+LEAST_TRIAL_SECONDS = 10.0
+
+
+class _OutOfTime(Exception):
+    """A localization's whole time (`seconds`) ran out before its next trial."""
+
+
+def _out_of_time(result: PassVerdict, seconds: float) -> PassVerdict:
+    result.summary = f"The localization ran out of its {seconds:g} s after {result.trials} trials; nothing named."
+    return result
 
 
 def localize_xla(case: Case, backend: str, plugins: list[str], timeout: float, seconds: float | None = None) -> PassVerdict:
@@ -219,9 +246,7 @@ def localize_xla(case: Case, backend: str, plugins: list[str], timeout: float, s
     deadline = None if seconds is None else time.monotonic() + seconds
 
     def trial(flags: str) -> bool:
-        if deadline is not None and time.monotonic() + timeout > deadline:
-            raise _OutOfTime
-        return _trial(case, backend, plugins, timeout, flags, result)
+        return _trial(case, backend, plugins, timeout, _xla_environment(flags), result, deadline)
 
     try:
         with tempfile.TemporaryDirectory(prefix="fuzz-xla-dump-") as dump:
@@ -237,8 +262,7 @@ def localize_xla(case: Case, backend: str, plugins: list[str], timeout: float, s
             return result
         culprits = _halve(passes, lambda subset: not trial(disabled_flag(subset)))
     except _OutOfTime:
-        result.summary = f"The localization ran out of its {seconds:g} s after {result.trials} trials; nothing named."
-        return result
+        return _out_of_time(result, seconds)
     result.passes = culprits
     result.summary = (f"Disabling the HLO pass '{culprits[0]}' alone makes it agree (--xla_disable_hlo_passes={culprits[0]})."
                       if len(culprits) == 1 else
@@ -275,23 +299,68 @@ def disabled_flag(passes: list[str]) -> str:
     return "--xla_disable_hlo_passes=" + ",".join(passes)
 
 
-def _trial(case: Case, backend: str, plugins: list[str], timeout: float, flags: str, result: PassVerdict) -> bool:
-    """Does the finding reproduce with these XLA flags (a fresh worker, which reads them at start)?"""
+def localize_ort(case: Case, backend: str, plugins: list[str], timeout: float, seconds: float | None = None) -> PassVerdict:
+    """The lowest ORT graph optimization level at which `backend` fails on `case` (see the module docstring)."""
+    from fuzzer.backends.ort import INSTALL_HINT, OPTIMIZATION_ENV, OPTIMIZATION_LEVELS, available_levels
+
+    result = PassVerdict(backend, "ort")
+    deadline = None if seconds is None else time.monotonic() + seconds
+    try:
+        levels = available_levels()
+    except ImportError:
+        raise UserError(f"Localizing {backend}'s finding needs onnxruntime here; `{INSTALL_HINT}` installs it.") from None
+    result.candidates = len(levels)
+    try:
+        first = next((level for level in levels
+                      if _trial(case, backend, plugins, timeout, {OPTIMIZATION_ENV: level}, result, deadline)), None)
+    except _OutOfTime:
+        return _out_of_time(result, seconds)
+    if first is None:
+        result.summary = "The finding does not reproduce here at any graph optimization level; nothing to localize."
+        return result
+    result.passes = [first]
+    if first == levels[0]:
+        result.summary = (f"There even with {OPTIMIZATION_LEVELS[first]} ({first}): the exported model or an ORT kernel, "
+                          "not an optimizer pass.")
+    else:
+        below = levels[levels.index(first) - 1]
+        result.summary = (f"Appears at {first}: {OPTIMIZATION_LEVELS[first]} ({below} agrees; "
+                          f"SessionOptions.graph_optimization_level={below} avoids it).")
+    return result
+
+
+def _trial(case: Case, backend: str, plugins: list[str], timeout: float, environment: dict[str, str],
+           result: PassVerdict, deadline: float | None = None) -> bool:
+    """Does the finding reproduce with these environment variables (a fresh worker, which reads them at
+    start)? A trial gets `timeout`, or what is left before `deadline` (time.monotonic); one that has
+    too little left to compile, or that the deadline cut short, is _OutOfTime, not an answer."""
     from fuzzer.replay import replay_case
 
+    cut = deadline is not None and deadline - time.monotonic() < timeout
+    if cut:
+        timeout = deadline - time.monotonic()
+        if timeout < LEAST_TRIAL_SECONDS:
+            raise _OutOfTime
     result.trials += 1
-    with _xla_flags(flags):
+    with _environment(environment):
         reply = replay_case(case, [backend], plugins, timeout)
+    if cut and reply.verdict == verdicts.HANG:
+        raise _OutOfTime
     return not verdicts.passes(reply.verdict)
 
 
+def _xla_environment(flags: str) -> dict[str, str]:
+    """XLA_FLAGS for a trial's worker (the user's own kept in front), and no persistent jax cache there:
+    its key leaves the dump flags out, so a cached executable would compile nothing."""
+    user = os.environ.get("XLA_FLAGS")
+    return {"XLA_FLAGS": f"{user} {flags}" if user else flags, "FUZZ_JAX_CACHE": ""}
+
+
 @contextlib.contextmanager
-def _xla_flags(flags: str):
-    """XLA_FLAGS for the workers started inside (the user's own kept in front), and no persistent jax
-    cache there: its key leaves the dump flags out, so a cached executable would compile nothing."""
-    saved = {name: os.environ.get(name) for name in ("XLA_FLAGS", "FUZZ_JAX_CACHE")}
-    os.environ["XLA_FLAGS"] = f"{saved['XLA_FLAGS']} {flags}" if saved["XLA_FLAGS"] else flags
-    os.environ["FUZZ_JAX_CACHE"] = ""
+def _environment(values: dict[str, str]):
+    """These environment variables for the workers started inside; the previous values back after."""
+    saved = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
     try:
         yield
     finally:

@@ -1,5 +1,6 @@
-"""`fuzz localize`: the HLO pass whose disabling makes an XLA finding agree, and torch's CompilerBisector's
-first bad stage of a torch.compile finding (fuzzer/pass_bisect.py).
+"""`fuzz localize`: the HLO pass whose disabling makes an XLA finding agree, torch's CompilerBisector's
+first bad stage of a torch.compile finding, and the lowest ORT graph optimization level that shows an
+ONNX Runtime finding (fuzzer/pass_bisect.py).
 
 The halving and the reading of a real XLA pass dump run in CI; the whole localization of a stored
 real bug (XLA:CPU's algebraic simplifier aborting on a transposed convolution, whose known
@@ -7,6 +8,7 @@ workaround is disabling `algsimp`) spawns a worker per trial and is `long`."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import sqlite3
@@ -23,10 +25,15 @@ from fuzzer.cli import main
 from fuzzer.corpus import Corpus
 from fuzzer.errors import UserError
 from fuzzer.ir import Graph, Node, TensorSpec
-from fuzzer.pass_bisect import PassVerdict, _halve, disabled_flag, localizable_backend, localize_inductor, ran_passes
+from fuzzer.plugins import load_plugin
+from fuzzer.pass_bisect import PassVerdict, _halve, disabled_flag, localizable_backend, localize, localize_inductor, ran_passes
 
 ROOT = Path(__file__).resolve().parent.parent
 CONV_ABORT = ROOT / "reports" / "bugs" / "xla-cpu-conv-lhs-dilation-abort" / "case.json"
+ORT_PLANTED = str(ROOT / "tests" / "plugins" / "ort_planted_fault.py")
+needs_onnxruntime = pytest.mark.skipif(
+    any(importlib.util.find_spec(name) is None for name in ("onnxruntime", "onnx", "onnxscript")),
+    reason="onnxruntime, onnx or onnxscript is not installed; `pip install 'opdiff-fuzz[onnx]'` adds them")
 
 
 def test_halving_keeps_the_half_whose_disabling_helps_and_stops_where_no_half_does():
@@ -57,8 +64,25 @@ def test_only_compiler_findings_are_localized():
     assert localizable_backend([{"backend": "torch-compile-grad:cpu:float32"}]) == "torch-compile-grad:cpu:float32"
     both = [{"backend": "torch-compile:cpu:float32"}, {"backend": "jax-jit:cpu:float32"}]
     assert localizable_backend(both, bucket_backend="jax-jit:cpu:float32") == "jax-jit:cpu:float32", "the bucket named"
-    with pytest.raises(UserError, match="covers the torch.compile"):
-        localizable_backend([{"backend": "torch-eager:cpu:float32"}, {"backend": "ort:cpu:float32"}])
+    assert localizable_backend([{"backend": "torch-eager:cpu:float32"}, {"backend": "ort:cpu:float32"}]) == "ort:cpu:float32"
+    with pytest.raises(UserError, match="covers the torch.compile .inductor., XLA and ONNX Runtime kinds; .* torch-eager"):
+        localizable_backend([{"backend": "torch-eager:cpu:float32"}, {"backend": "jax-eager:cpu:float32"}])
+
+
+@needs_onnxruntime
+@pytest.mark.slow
+def test_an_ort_finding_is_charged_to_the_lowest_optimization_level_that_shows_it():
+    """log(softmax(x, dim=0)): the planted fusion drops the axis. Planted as an extended optimization it
+    appears at ORT_ENABLE_EXTENDED; planted before the session, it is there with every optimization off."""
+    graph = Graph([TensorSpec("x", (3, 4))], [Node("n0", "softmax", ["x"], {"dim": 0}), Node("n1", "log", ["n0"], {})], ["n1"])
+    case = materialize(graph, 0)
+    load_plugin(ORT_PLANTED)  # the plugin's kinds are on ORT's path here too, as `fuzz localize --plugin` loads them
+    extended = localize(case, "ort-planted-extended-fault:cpu:float32", [ORT_PLANTED], 120.0)
+    assert (extended.compiler, extended.passes, extended.trials) == ("ort", ["ORT_ENABLE_EXTENDED"], 3), extended
+    assert extended.summary.startswith("Appears at ORT_ENABLE_EXTENDED: an extended graph optimization"), extended.summary
+    everywhere = localize(case, "ort-planted-fault:cpu:float32", [ORT_PLANTED], 120.0)
+    assert (everywhere.passes, everywhere.trials) == (["ORT_DISABLE_ALL"], 1), everywhere
+    assert "not an optimizer pass" in everywhere.summary
 
 
 @pytest.mark.long

@@ -35,6 +35,10 @@ What is a finding, and what is not:
 
 A plugin can put a graph pass of its own between export and session (`rewrite_model`), which
 is how tests/plugins/ort_planted_fault.py plants an optimizer fault.
+
+$FUZZ_ORT_OPTIMIZATION, where set to one of OPTIMIZATION_LEVELS, replaces every ORT kind's own
+level: `fuzz localize` reruns a finding in fresh workers at each level, lowest first
+(fuzzer/pass_bisect.py `localize_ort`).
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ import base64
 import contextlib
 import io
 import logging
+import os
 import warnings
 from dataclasses import dataclass
 
@@ -68,6 +73,24 @@ EXPORT_GAPS = {
 # Exported models by graph structure, shared by every ORT kind (the export is the same).
 EXPORTS = CompiledCache(limit=256)
 PROVIDERS = {"cpu": "CPUExecutionProvider", "cuda": "CUDAExecutionProvider"}
+OPTIMIZATION_ENV = "FUZZ_ORT_OPTIMIZATION"
+# ORT's graph optimization levels, lowest first, each adding to the one before, in ORT's words.
+# ORT_ENABLE_LAYOUT is newer than some releases we support (available_levels leaves it out there).
+OPTIMIZATION_LEVELS = {
+    "ORT_DISABLE_ALL": "every graph optimization off",
+    "ORT_ENABLE_BASIC": "a basic graph optimization (constant folding, redundant node eliminations, "
+                        "semantics-preserving node fusions)",
+    "ORT_ENABLE_EXTENDED": "an extended graph optimization (complex node fusions)",
+    "ORT_ENABLE_LAYOUT": "a layout optimization",
+    "ORT_ENABLE_ALL": "an optimization only ORT_ENABLE_ALL turns on",
+}
+
+
+def available_levels() -> list[str]:
+    """OPTIMIZATION_LEVELS that the installed onnxruntime has, lowest first."""
+    import onnxruntime
+
+    return [level for level in OPTIMIZATION_LEVELS if hasattr(onnxruntime.GraphOptimizationLevel, level)]
 
 
 @dataclass
@@ -166,11 +189,18 @@ class OnnxRuntime(Backend):
             return f"onnxruntime, onnx or onnxscript is missing ({exc}); `{INSTALL_HINT}` installs them."
         if PROVIDERS[self.device] not in onnxruntime.get_available_providers():
             return f"onnxruntime has no {PROVIDERS[self.device]} here; install onnxruntime-gpu on a CUDA machine."
+        if self.graph_optimization_level() not in available_levels():
+            return (f"{OPTIMIZATION_ENV}={self.graph_optimization_level()!r} is not a graph optimization level of this "
+                    f"onnxruntime; set one of {', '.join(available_levels())} or unset it.")
         return None
 
     def impl_for(self, op_name: str):
         """The graph is written with torch's implementations (then exported)."""
         return self.overrides.get(op_name) or get_op(op_name).torch
+
+    def graph_optimization_level(self) -> str:
+        """The kind's own level, or $FUZZ_ORT_OPTIMIZATION's where it is set."""
+        return os.environ.get(OPTIMIZATION_ENV) or self.optimization_level
 
     def rewrite_model(self, model):
         """A graph pass between export and session (a plugin's own optimization); none by default."""
@@ -212,7 +242,7 @@ class OnnxRuntime(Backend):
         import torch
 
         options = onnxruntime.SessionOptions()
-        options.graph_optimization_level = getattr(onnxruntime.GraphOptimizationLevel, self.optimization_level)
+        options.graph_optimization_level = getattr(onnxruntime.GraphOptimizationLevel, self.graph_optimization_level())
         # As many threads as torch uses here (campaign workers set it: workers.limit_threads).
         options.intra_op_num_threads = torch.get_num_threads()
         options.inter_op_num_threads = 1
@@ -243,7 +273,7 @@ class OnnxRuntime(Backend):
             f"# The graph as torch.onnx exported it ({exported.versions}), weights included.",
             f"MODEL = base64.b64decode('{blob}')",
             "options = onnxruntime.SessionOptions()",
-            f"options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.{self.optimization_level}",
+            f"options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.{self.graph_optimization_level()}",
             f"session = onnxruntime.InferenceSession(MODEL, options, providers=[{PROVIDERS[self.device]!r}])",
             f"feeds = {{{feeds}}}",
             "wanted = {i.name for i in session.get_inputs()}",

@@ -5,13 +5,16 @@ session (`OnnxRuntime.rewrite_model`): it fuses Log(Softmax(x, axis)) into LogSo
 drops the axis, so the fused node normalizes over the last axis (LogSoftmax's default). Right
 when the softmax was over the last axis, wrong over any other; like a real fusion, it leaves
 the pair alone when the softmax output is read elsewhere too.
+
+`ort-planted-extended-fault` plants the same fusion as one of ORT's extended optimizations would
+be: only at ORT_ENABLE_EXTENDED and above (tests/test_novelty.py localizes it there).
 """
 
 from collections import Counter
 
 from onnx import helper
 
-from fuzzer.backends.ort import OnnxRuntime
+from fuzzer.backends.ort import OPTIMIZATION_LEVELS, OnnxRuntime
 
 
 def fuse_log_softmax_dropping_axis(model):
@@ -41,5 +44,17 @@ class PlantedFault(OnnxRuntime):
         return fuse_log_softmax_dropping_axis(model)
 
 
+class PlantedExtendedFault(OnnxRuntime):
+    kind = "ort-planted-extended-fault"
+    description = "ort with the planted fusion from ORT_ENABLE_EXTENDED up"
+    derives_from_kind = None
+
+    def rewrite_model(self, model):
+        levels = list(OPTIMIZATION_LEVELS)
+        extended = levels.index(self.graph_optimization_level()) >= levels.index("ORT_ENABLE_EXTENDED")
+        return fuse_log_softmax_dropping_axis(model) if extended else model
+
+
 def register(api):
     api.add_backend(PlantedFault)
+    api.add_backend(PlantedExtendedFault)
