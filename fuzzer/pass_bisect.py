@@ -226,15 +226,6 @@ class _OutOfTime(Exception):
     """A localization's whole time (`seconds`) ran out before its next trial."""
 
 
-# A trial with less than this left before its localization's deadline is not started: a fresh worker's
-# imports and compile take several seconds.
-LEAST_TRIAL_SECONDS = 10.0
-
-
-class _OutOfTime(Exception):
-    """A localization's whole time (`seconds`) ran out before its next trial."""
-
-
 def _out_of_time(result: PassVerdict, seconds: float) -> PassVerdict:
     result.summary = f"The localization ran out of its {seconds:g} s after {result.trials} trials; nothing named."
     return result
