@@ -250,3 +250,35 @@ def _batch_invariance(backend, case: Case, outputs: list[np.ndarray], runner: Ru
 
 # Each contract's judge: (backend, case, its outputs, runner) -> what differs, or None.
 JUDGES = {"strict-numerics": _strict_numerics, "batch-invariance": _batch_invariance}
+
+
+# The script's comparison of two lists of float64 arrays, `ours` against `theirs`, bit for bit (as _difference).
+_SCRIPT_COMPARE = [
+    "for index, (got, want) in enumerate(zip(ours, theirs)):",
+    "    same = (got == want) & (np.signbit(got) == np.signbit(want)) | (np.isnan(got) & np.isnan(want))",
+    "    if got.shape != want.shape or not same.all():",
+    "        raise SystemExit(f'{BROKEN}: output {index}, {(~same).sum() if got.shape == want.shape else got.shape} entries differ')",
+]
+
+
+def reproducer_check(backend, case: Case) -> list[str]:
+    """The minimal reproducer's last lines for a contract finding: the promise checked bit for bit
+    after the script computed `outputs` from `program(*args)` (fuzzer/minimal_reproducer.py)."""
+    from fuzzer.backends.torch_compile import with_inductor_config
+    from fuzzer.op_source import Source
+
+    terms = contract(backend.contract)
+    context = with_inductor_config("torch.no_grad()", backend.compile_options, Source())
+    as_numpy = "[o.detach().to('cpu', torch.float64).numpy() for o in {}]"  # float64 holds every lower dtype's bits
+    broken = f"BROKEN = {f'{terms.title}: {terms.violation}'.upper()!r}"
+    if terms.name == "strict-numerics":
+        return [broken, "with torch.no_grad():", f"    eager = {as_numpy.format('graph(*args)')}  # torch eager, same device and dtype",
+                "ours, theirs = outputs, eager", *_SCRIPT_COMPARE, "print('OK: bitwise equal to torch eager')"]
+    try:
+        sizes = [k for k, _ in batch_slices(case)]
+    except NotJudged:
+        sizes = [1]
+    return [broken, f"for k in {sizes}:  # f(x)[:k] against f(x[:k]), compiled alike",
+            f"    with {context}:", f"        part = {as_numpy.format('program(*[a[:k] for a in args])')}",
+            "    ours, theirs = [o[:k] for o in outputs], part", *("    " + line for line in _SCRIPT_COMPARE),
+            "print('OK: every slice of the batch bitwise equal to the same rows of the whole')"]
