@@ -121,7 +121,8 @@ def load_scope(path: str) -> dict[str, Contract]:
         raise UserError(f"{where} cannot be read as JSON ({exc}); fix it or unset FUZZ_CONTRACT_SCOPE.") from None
     if not isinstance(data, dict) or data.get("schema") != SCHEMA:
         raise UserError(f"{where} is not scope schema {SCHEMA}; fix it or unset FUZZ_CONTRACT_SCOPE.")
-    contracts = {name: _read_contract(name, entry, where) for name, entry in _checked(data, "contracts", dict, where).items()}
+    declared = _checked(data, "contracts", dict, where)
+    contracts = {name: _read_contract(name, entry, where) for name, entry in declared.items()}
     if set(contracts) != set(JUDGES):
         raise UserError(f"{where} declares {sorted(contracts)} where the fuzzer judges {sorted(JUDGES)}; "
                         "fix it or unset FUZZ_CONTRACT_SCOPE.")
@@ -137,22 +138,22 @@ def judged(backend, case: Case, verdict: BackendVerdict, outcome, runner: Runner
     """`verdict` (an agreeing one) judged against `backend`'s contract too: a `contract` finding where
     it is broken, else the verdict with a detail that says whether the contract held or why it was not judged."""
     terms = contract(backend.contract)
-    reason = None if not case.graph.steps else f"{terms.title} not judged on a program"
-    reason = reason or terms.not_judged_reason(backend.device, backend.dtype, case.graph.op_names())
-    if reason is None:
-        try:
-            broken = JUDGES[terms.name](backend, case, outcome.outputs, runner)
-        except NotJudged as exc:
-            reason = f"{terms.title} not judged: {exc}"
-        else:
-            if broken is not None:
-                return replace(verdict, verdict=verdicts.CONTRACT, detail=f"{terms.title}: {terms.violation}: {broken}"[:300])
-            return replace(verdict, detail=f"{terms.title}: held (bitwise)")
-    return replace(verdict, detail=reason)
+    if case.graph.steps:
+        return replace(verdict, detail=f"{terms.title} not judged on a program")
+    reason = terms.not_judged_reason(backend.device, backend.dtype, case.graph.op_names())
+    if reason is not None:
+        return replace(verdict, detail=reason)
+    try:
+        broken = JUDGES[terms.name](backend, case, outcome.outputs, runner)
+    except NotJudged as exc:
+        return replace(verdict, detail=f"{terms.title} not judged: {exc}")
+    if broken is None:
+        return replace(verdict, detail=f"{terms.title}: held (bitwise)")
+    return replace(verdict, verdict=verdicts.CONTRACT, detail=f"{terms.title}: {terms.violation}: {broken}"[:300])
 
 
 def violates(backend, case: Case, runner: Runner) -> bool:
-    """Does `backend` break its contract on `case` (run afresh)? For localization and shrinking."""
+    """Does `backend` break its contract on `case` (run afresh)? For localization."""
     outcome = runner(backend, case)
     if outcome.status != OK:
         return False
@@ -176,17 +177,21 @@ def localize_violation(backend, case: Case, runner: Runner) -> str:
 
 def _difference(ours: list[np.ndarray], theirs: list[np.ndarray], dtype: str) -> str | None:
     """Where two runs' outputs differ in any bit (a NaN equals any NaN; -0 is not +0): the first such
-    output, how many entries differ and by how many units in the last place; None where none does."""
+    output, how many entries differ and, where both are finite, by how many units in the last place
+    of `dtype`; None where none does."""
     for index, (a, b) in enumerate(zip(ours, theirs)):
         a, b = np.asarray(a), np.asarray(b)
         if a.shape != b.shape:
             return f"output {index} has shape {a.shape} against {b.shape}"
         same = (a == b) & (np.signbit(a) == np.signbit(b)) | (np.isnan(a) & np.isnan(b))
-        if not same.all():
-            differ = ~same
-            spacing = np.spacing(np.abs(b[differ]).astype(dtype)).astype(np.float64) if dtype in ("float16", "float32", "float64") else None
-            ulps = "" if spacing is None else f", by up to {np.nanmax(np.abs(a[differ] - b[differ]) / spacing):.3g} ulp"
-            return f"output {index}: {int(differ.sum())} of {a.size} entries differ{ulps}"
+        if same.all():
+            continue
+        finite = ~same & np.isfinite(a) & np.isfinite(b)
+        ulps = ""
+        if finite.any() and dtype in ("float16", "float32", "float64"):
+            spacing = np.spacing(np.abs(b[finite]).astype(dtype)).astype(np.float64)
+            ulps = f", by up to {np.max(np.abs(a[finite] - b[finite]) / spacing):.3g} ulp"
+        return f"output {index}: {int((~same).sum())} of {a.size} entries differ{ulps}"
     return None
 
 
@@ -229,7 +234,8 @@ def batch_slices(case: Case) -> list[tuple[int, Case]]:
         for name in graph.outputs:
             expected, got = np.asarray(whole[name])[:k], np.asarray(part[name])
             scale = float(np.max(np.abs(expected[np.isfinite(expected)]), initial=0.0))
-            if got.shape != expected.shape or not np.allclose(got, expected, rtol=1e-9, atol=1e-12 * scale, equal_nan=True):
+            tolerance = {"rtol": 1e-9, "atol": 1e-12 * scale, "equal_nan": True}  # float64's own reordering only
+            if got.shape != expected.shape or not np.allclose(got, expected, **tolerance):
                 raise NotJudged(f"its rows are not independent: the float64 reference of the first {k} rows is not "
                                 "the first rows of the whole (an op mixes rows)")
         slices.append((k, sliced))
@@ -255,9 +261,11 @@ JUDGES = {"strict-numerics": _strict_numerics, "batch-invariance": _batch_invari
 # The script's comparison of two lists of float64 arrays, `ours` against `theirs`, bit for bit (as _difference).
 _SCRIPT_COMPARE = [
     "for index, (got, want) in enumerate(zip(ours, theirs)):",
+    "    if got.shape != want.shape:",
+    "        raise SystemExit(f'{BROKEN}: output {index} has shape {got.shape}, not {want.shape}')",
     "    same = (got == want) & (np.signbit(got) == np.signbit(want)) | (np.isnan(got) & np.isnan(want))",
-    "    if got.shape != want.shape or not same.all():",
-    "        raise SystemExit(f'{BROKEN}: output {index}, {(~same).sum() if got.shape == want.shape else got.shape} entries differ')",
+    "    if not same.all():",
+    "        raise SystemExit(f'{BROKEN}: output {index}, {(~same).sum()} of {same.size} entries differ')",
 ]
 
 
@@ -272,7 +280,8 @@ def reproducer_check(backend, case: Case) -> list[str]:
     as_numpy = "[o.detach().to('cpu', torch.float64).numpy() for o in {}]"  # float64 holds every lower dtype's bits
     broken = f"BROKEN = {f'{terms.title}: {terms.violation}'.upper()!r}"
     if terms.name == "strict-numerics":
-        return [broken, "with torch.no_grad():", f"    eager = {as_numpy.format('graph(*args)')}  # torch eager, same device and dtype",
+        eager = as_numpy.format("graph(*args)")
+        return [broken, "with torch.no_grad():", f"    eager = {eager}  # torch eager, same device and dtype",
                 "ours, theirs = outputs, eager", *_SCRIPT_COMPARE, "print('OK: bitwise equal to torch eager')"]
     try:
         sizes = [k for k, _ in batch_slices(case)]

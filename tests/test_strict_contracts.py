@@ -6,6 +6,7 @@ faults run under a scope file that also covers the CPU (FUZZ_CONTRACT_SCOPE), as
 widening the scope would."""
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -107,7 +108,7 @@ def test_outside_the_documented_scope_the_contract_is_not_judged_and_says_so():
     backend = get_backend("torch-compile-batch-invariant:cpu:float32")
     [verdict] = check_case(one_node_case("relu", (4, 3)), [backend]).verdicts
     assert verdict.verdict == verdicts.AGREE
-    assert verdict.detail.startswith("batch invariance not judged on cpu: inductor honours it in its Triton kernels only")
+    assert verdict.detail.startswith("batch invariance not judged on cpu: inductor honours it in its Triton kernels")
 
 
 def test_outside_the_scope_the_oracle_still_judges(planted):
@@ -134,7 +135,8 @@ def test_batch_invariance_broken_by_one_ulp_on_one_row_is_a_contract_finding(pla
     script = tmp_path / "repro.py"
     script.write_text(build_minimal_script(case, backend, "planted", finding.to_dict()))
     run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=600)
-    assert run.returncode == 1 and "BATCH INVARIANCE: F(X)[:K] != F(X[:K]) BITWISE: output 0" in run.stderr, run.stderr[-2000:]
+    assert run.returncode == 1, run.stderr[-2000:]
+    assert re.search(r"BATCH INVARIANCE: F\(X\)\[:K\] != F\(X\[:K\]\) BITWISE: output 0, \d+ of 5 entries differ", run.stderr)
 
 
 def test_a_graph_that_mixes_rows_is_not_judged_for_batch_invariance(planted, cpu_scope):
@@ -146,7 +148,8 @@ def test_a_graph_that_mixes_rows_is_not_judged_for_batch_invariance(planted, cpu
 
 
 def test_a_clean_row_wise_graph_holds_batch_invariance(cpu_scope):
-    [verdict] = check_case(one_node_case("relu", (6, 5)), [get_backend("torch-compile-batch-invariant:cpu:float32")]).verdicts
+    backend = get_backend("torch-compile-batch-invariant:cpu:float32")
+    [verdict] = check_case(one_node_case("relu", (6, 5)), [backend]).verdicts
     assert (verdict.verdict, verdict.detail) == (verdicts.AGREE, "batch invariance: held (bitwise)")
 
 
@@ -158,5 +161,5 @@ def test_strict_numerics_broken_by_one_ulp_only_when_compiled_is_a_contract_find
     result = check_case(materialize(graph, 0), [get_backend("strict-exp-ulp")])
     [finding] = result.findings
     assert finding.signature == "contract | strict-exp-ulp | exp"
-    assert finding.detail.startswith("strict numerics: not bitwise equal to torch eager (same dtype and device): output 0")
+    assert finding.detail.startswith("strict numerics: not bitwise equal to torch eager (same dtype and device): output 0:")
     assert np.isfinite(finding.max_error) and finding.max_error < finding.allowed, "the oracle alone agrees"
