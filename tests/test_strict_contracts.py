@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import planted_fault_campaign
 
 from fuzzer import verdicts
 from fuzzer.arrays import materialize
@@ -137,6 +138,17 @@ def test_batch_invariance_broken_by_one_ulp_on_one_row_is_a_contract_finding(pla
     run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=600)
     assert run.returncode == 1, run.stderr[-2000:]
     assert re.search(r"BATCH INVARIANCE: F\(X\)\[:K\] != F\(X\[:K\]\) BITWISE: output 0, \d+ of 5 entries differ", run.stderr)
+
+
+@pytest.mark.slow
+def test_a_campaign_finds_the_batch_size_fault_and_shrinks_it_to_two_rows(cpu_scope, tmp_path):
+    """Through the workers, the shrinker (which keeps the contract verdict and its culprit) and the corpus."""
+    rows, shrunk = planted_fault_campaign(tmp_path, PLUGINS / "contract_faults.py", "batch-size-relu", "relu,tanh,add",
+                                          max_cases=12)
+    assert {row["signature"] for row in rows} == {"contract | batch-size-relu | relu"}
+    [finding] = shrunk["findings"]
+    assert finding["detail"].startswith("batch invariance: f(x)[:k] != f(x[:k]) bitwise: k=1 of 2 rows")
+    assert [spec["shape"][0] for spec in shrunk["graph"]["inputs"]] == [2], "the smallest batch that has a slice"
 
 
 def test_a_graph_that_mixes_rows_is_not_judged_for_batch_invariance(planted, cpu_scope):
