@@ -138,8 +138,6 @@ def judged(backend, case: Case, verdict: BackendVerdict, outcome, runner: Runner
     """`verdict` (an agreeing one) judged against `backend`'s contract too: a `contract` finding where
     it is broken, else the verdict with a detail that says whether the contract held or why it was not judged."""
     terms = contract(backend.contract)
-    if case.graph.steps:
-        return replace(verdict, detail=f"{terms.title} not judged on a program")
     reason = terms.not_judged_reason(backend.device, backend.dtype, case.graph.op_names())
     if reason is not None:
         return replace(verdict, detail=reason)

@@ -13,6 +13,7 @@ from fuzzer.contracts import contract
 
 class ContractCompile(TorchCompile):
     contract: ClassVar[str] = ""  # a name in fuzzer/contract_scope.json
+    # No programs (`runs_programs` is not inherited): a contract compares whole runs of a pure graph.
 
     def unavailable_reason(self) -> str | None:
         reason = super().unavailable_reason()
