@@ -10,7 +10,7 @@ from typing import Callable
 
 import numpy as np
 
-from fuzzer import oracle, verdicts
+from fuzzer import contracts, oracle, verdicts
 from fuzzer.accuracy import ACCURACY_FLOOR, regresses_from, share
 from fuzzer.backend_verdict import verdict_of
 from fuzzer.backend_names import BackendName
@@ -129,6 +129,16 @@ def _inherited(judging: Judging, backend: Backend, verdict, outcome: Outcome):
                    detail=f"{base.name}, which it derives from, gives the same output: {base_verdict.detail or verdict.detail}"[:300])
 
 
+def _contract(judging: Judging, backend: Backend, verdict, outcome: Outcome):
+    """An agreeing verdict of a kind that promises bits (strict numerics, batch invariance) is judged against the promise too.
+
+    With no tolerance, and only where its release documents the promise (fuzzer/contracts.py);
+    elsewhere the verdict's detail says why it was not judged."""
+    if verdict.verdict != verdicts.AGREE or not getattr(backend, "contract", ""):
+        return verdict
+    return contracts.judged(backend, judging.case, verdict, outcome, judging.runner)
+
+
 def _in_full_where_compared(judging: Judging) -> None:
     """A verdict that agreed at the floor is judged again in full where accuracy-regression compares it.
 
@@ -196,6 +206,9 @@ GATES = (
     Gate("rerun", _rerun, each=True),
     # Last of the per-backend gates: the base it adds to the judged backends runs through all of them.
     Gate("inherited", _inherited, each=True),
+    # After `inherited`, which compares whole outputs, never the runs a contract compares: a plugin
+    # derived from a contract kind is charged with the violations of its own runs.
+    Gate("contract", _contract, each=True),
     # Once every backend ran (it compares each with its peers), before `invalid`: a verdict judged
     # again in full has computed the honest models, which then decide whether the case is invalid.
     Gate("in-full-where-compared", _in_full_where_compared),

@@ -14,6 +14,7 @@ from fuzzer.accuracy import ACCURACY_FACTOR, ACCURACY_FLOOR
 from fuzzer.backend_verdict import verdict_of
 from fuzzer.backends import Backend
 from fuzzer.backends.numpy_ref import NumpyReference
+from fuzzer.contracts import localize_violation
 from fuzzer.execute import HANG, OK, UNSUPPORTED, Outcome, Runner, run_backend
 from fuzzer.errors import normalize_error
 from fuzzer.ir import Case, TensorSpec, split_arrays
@@ -35,6 +36,9 @@ def localized_finding(backend: Backend, case: Case, verdict: oracle.BackendVerdi
     elif verdict.verdict == verdicts.ACCURACY_REGRESSION:
         culprit = localize_regression(backend, peer, case, runner, verdict.output or 0)
         sig = oracle.signature(verdicts.bucket_verdict(verdict.verdict), backend.name, culprit)
+    elif verdict.verdict == verdicts.CONTRACT:  # no tolerance: the first node whose own cut breaks the contract
+        culprit = localize_violation(backend, case, runner)
+        sig = oracle.signature(verdict.verdict, backend.name, culprit)
     elif case.graph.steps:  # a program: charged to a statement by its prefixes (fuzzer/program_localize.py)
         culprit = localize_program(backend, case, runner)
         sig = oracle.signature(verdicts.bucket_verdict(verdict.verdict), backend.name, culprit)

@@ -40,6 +40,7 @@ from fuzzer import verdicts
 from fuzzer.backend_verdict import reference_for
 from fuzzer.backends import Backend, get_backend
 from fuzzer.complex_dtypes import is_complex
+from fuzzer.contracts import reproducer_check
 from fuzzer.errors import UserError
 from fuzzer.exact_dtypes import is_exact
 from fuzzer.ir import Case
@@ -278,6 +279,8 @@ def build_minimal_script(case: Case, backend: Backend, title: str, finding: dict
     after: list[str] = []
     if verdict in (verdicts.CRASH, verdicts.HANG):
         after = ["print('OK: it ran')"]
+    elif verdict == verdicts.CONTRACT:  # no tolerance: the promise itself, bit for bit
+        after = reproducer_check(backend, case)
     else:
         graph_reference = compute_reference(case, {backend.dtype})
         if is_exact(backend.dtype):

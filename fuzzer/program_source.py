@@ -222,12 +222,15 @@ def graph_arguments(case: Case) -> list[str]:
     return [variable_name(name) for name in argument_names(case)]
 
 
-def graph_function(case: Case, impl_for: Callable, source: Source, name: str = "graph", fixed_shapes: bool = True) -> str:
+def graph_function(case: Case, impl_for: Callable, source: Source, name: str = "graph", fixed_shapes: bool = True,
+                   symbolic: bool | None = None) -> str:
     """`def graph(x, n0_weight, ...)`: the case's nodes in order as calls of the implementations
     `impl_for(op name)` gives (a backend's own: fuzzer/op_source.py), returning the graph outputs.
     `fixed_shapes`: shapes an implementation computes are written as the case's (not for a
-    compiler that traces them symbolically, torch.compile(dynamic=True)); there, the integer
-    attributes are `graph`'s keyword defaults (_symbolic_attributes), inlined implementations' too."""
+    compiler that traces them symbolically, torch.compile(dynamic=True), nor for a script that calls
+    `graph` at other sizes); where `symbolic` (default: not `fixed_shapes`), the integer attributes
+    are `graph`'s keyword defaults (_symbolic_attributes), inlined implementations' too."""
+    symbolic = not fixed_shapes if symbolic is None else symbolic
     params = [name.split(".", 1) for name in _param_names(case)]
     shapes = {}
     if fixed_shapes:
@@ -237,7 +240,7 @@ def graph_function(case: Case, impl_for: Callable, source: Source, name: str = "
     for node in case.graph.nodes:
         node_params = {p: variable_name(f"{owner}.{p}") for owner, p in params if owner == node.name}
         impl, attrs = impl_for(node.op), node.attrs
-        if not fixed_shapes:
+        if symbolic:
             attrs = _symbolic_attributes(node, defaults)
         statements, call = write_call(impl, [variable_name(i) for i in node.inputs], node_params, attrs,
                                       source, shapes, lambda local, node=node: variable_name(f"{node.name}_{local}"))
@@ -340,7 +343,9 @@ def torch_program(case: Case, backend, transform: list[str], call: str, context:
     outputs) run in `context`. None: no context, for eager calls on tensors that require no grad,
     which compute the same inside torch.no_grad() (where the campaign runs them) and outside."""
     source = source or Source(imports=["import torch"])
-    graph = graph_function(case, backend.impl_for, source, fixed_shapes=not getattr(backend, "dynamic", False))
+    dynamic = getattr(backend, "dynamic", False)
+    graph = graph_function(case, backend.impl_for, source, symbolic=dynamic,
+                           fixed_shapes=not (dynamic or getattr(backend, "reproducer_resizes_batch", False)))
     code = with_notes(source, "\n\n\n".join(part for part in (source.text(), graph) if part))
     device = [f"DEVICE = {backend.device!r}"] * any("DEVICE" in line for line in transform)  # e.g. torch.load's map_location
     tensors = torch_tensors(case, backend.device, backend.dtype, layouts).split("\n")

@@ -31,6 +31,10 @@ TABLE = (
     Verdict("all-zeros", True, False, True, True, True, "every value is zero where the reference is not constant"),
     Verdict("constant", True, False, True, True, True, "every value is the same where the reference is not constant"),
     Verdict("mismatch", True, False, True, True, True, "values beyond the tolerance model's allowance"),
+    # Judged with no tolerance, and only inside the scope the release documents (fuzzer/contracts.py).
+    Verdict("contract", True, False, False, True, True,
+            "within tolerance, but not bitwise what the compiler's configuration promises (strict numerics: torch "
+            "eager's results; batch invariance: f(x)[:k] == f(x[:k])) where its release documents the promise"),
     # Judged across backends (check._accuracy_regressions), so a one-backend shrink predicate cannot keep it: not shrunk.
     Verdict("accuracy-regression", True, False, False, False, True,
             "within tolerance, but 10x or more the error of the same backend kind in another release, or of eager "
@@ -46,8 +50,8 @@ TABLE = (
 BY_NAME = {verdict.name: verdict for verdict in TABLE}
 SEVERITY = {verdict.name: rank for rank, verdict in enumerate(TABLE)}  # 0 for the worst
 
-CRASH, HANG, NONDETERMINISTIC, NAN_INF, ALL_ZEROS, CONSTANT, MISMATCH = (
-    "crash", "hang", "nondeterministic", "nan-inf", "all-zeros", "constant", "mismatch")
+CRASH, HANG, NONDETERMINISTIC, NAN_INF, ALL_ZEROS, CONSTANT, MISMATCH, CONTRACT = (
+    "crash", "hang", "nondeterministic", "nan-inf", "all-zeros", "constant", "mismatch", "contract")
 ACCURACY_REGRESSION, PRECISION_POLICY, INHERITED = "accuracy-regression", "precision-policy", "inherited"
 AGREE, UNSUPPORTED, INVALID = "agree", "unsupported", "invalid"
 
