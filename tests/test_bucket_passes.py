@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import io
 import json
+import shutil
 import sqlite3
 from pathlib import Path
 
@@ -148,3 +149,19 @@ def test_a_campaign_names_the_inductor_pass_of_its_new_bucket(tmp_path):
     assert summary["passes"]["median_seconds"] > 0
     listed = json.loads(CliRunner().invoke(main, ["list", "--db", db, "--json"]).output)
     assert any(row["pass"] == "inductor/post_grad_passes: post_grad_custom_post_pass" for row in listed), listed
+
+
+@pytest.mark.parametrize("schema", [5, 6, 7])
+def test_old_corpora_regroup_as_before_with_no_pass_in_any_bucket(tmp_path, schema):
+    """tests/data's corpora from earlier releases: upgraded and regrouped, no bucket takes a pass, and a
+    second regrouping changes nothing (schema 6's constant bucket merging into mismatch is older rules')."""
+    db = tmp_path / "old.db"
+    shutil.copy(ROOT / "tests" / "data" / f"corpus-schema{schema}.db", db)
+    runner = CliRunner()
+    first = runner.invoke(main, ["rebucket", "--db", str(db), "--json"])
+    assert first.exit_code == 0, first.output
+    assert all("[pass " not in change["signature"] for change in json.loads(first.output)["changes"])
+    table = bucket_table(str(db))
+    assert table and all("[pass " not in row[1] for row in table)
+    again = runner.invoke(main, ["rebucket", "--db", str(db), "--json"])
+    assert json.loads(again.output)["changes"] == [] and bucket_table(str(db)) == table
