@@ -14,9 +14,10 @@ from test_oracle import derived, transpose_layer_norm_case
 from test_oracle_fast import drifting
 from test_oracle_lazy import atan2_of_computed_zeros
 from test_precision_culprit import TF32StandIn, matmul_in_tf32_unless_strict, matmul_then_sin, tanh_with_errors
+from test_strict_contracts import cpu_scope, one_node_case, planted  # noqa: F401 (fixtures the contract case asks for)
 from test_verdicts import sign_of_nan_case
 
-ORDER = ("precision-policy", "rerun", "inherited", "in-full-where-compared", "invalid", "accuracy-regression",
+ORDER = ("precision-policy", "rerun", "inherited", "contract", "in-full-where-compared", "invalid", "accuracy-regression",
          "regression-policy")
 
 
@@ -24,7 +25,7 @@ def test_the_gates_come_in_this_order_each_with_its_reason():
     assert tuple(gate.name for gate in check.GATES) == ORDER
     assert all(gate.reason.endswith(".") for gate in check.GATES)
     # The gates of one backend's verdict come first: check_case runs them as each backend runs.
-    assert [gate.each for gate in check.GATES] == [True] * 3 + [False] * 4
+    assert [gate.each for gate in check.GATES] == [True] * 4 + [False] * 4
 
 
 def precision_policy():
@@ -47,6 +48,17 @@ def inherited():
 
     plugin = get_backend("torch-eager:cpu:float32").derive("relu-plugin", {"relu": lambda xs, ps, attrs: torch.relu(xs[0])})
     return sign_of_nan_case(), [plugin], [verdicts.INHERITED, verdicts.NAN_INF], [verdicts.NAN_INF]
+
+
+def contract():
+    """test_strict_contracts: a relu one ulp up where the batch has one row, under batch_invariant=True and a
+    scope that covers the CPU: far inside the oracle's allowance, outside the contract's none."""
+    return one_node_case("relu", (6, 5)), [get_backend("batch-size-relu")], [f"{verdicts.CONTRACT} at the floor"], [
+        f"{verdicts.AGREE} at the floor"]
+
+
+# The fixtures a gate's case needs: the planted plugin, and the scope file that puts the CPU in the contract.
+CASE_FIXTURES = {"contract": ("planted", "cpu_scope")}
 
 
 def in_full_where_compared():
@@ -87,7 +99,7 @@ def regression_policy():
 
 
 CASES = {function.__name__.replace("_", "-"): function for function in (
-    precision_policy, rerun, inherited, in_full_where_compared, invalid, accuracy_regression, regression_policy)}
+    precision_policy, rerun, inherited, contract, in_full_where_compared, invalid, accuracy_regression, regression_policy)}
 
 
 def gated(result) -> list[str]:
@@ -96,7 +108,9 @@ def gated(result) -> list[str]:
 
 
 @pytest.mark.parametrize("name", ORDER)
-def test_each_gate_rewrites_its_case_which_without_it_keeps_the_oracles_verdicts(name, monkeypatch):
+def test_each_gate_rewrites_its_case_which_without_it_keeps_the_oracles_verdicts(name, monkeypatch, request):
+    for fixture in CASE_FIXTURES.get(name, ()):
+        request.getfixturevalue(fixture)
     case, backends, with_gate, without_gate = CASES[name]()
     assert gated(check_case(case, backends)) == with_gate
     monkeypatch.setattr(check, "GATES", tuple(gate for gate in check.GATES if gate.name != name))
