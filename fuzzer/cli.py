@@ -291,7 +291,7 @@ def main():
 @click.option("--ray", "ray_address", metavar="ADDRESS",
               help="Run the workers as Ray actors: 'local' starts a local Ray instance; 'auto' or ray://host:port joins a cluster.")
 @click.option("--localize-time", "localize_text", metavar="DURATION",
-              help="Time after the campaign to name the compiler pass of each new torch.compile or XLA bucket, as "
+              help="Time after the campaign to name the compiler pass of each new torch.compile, XLA or ONNX Runtime bucket, as "
                    "`fuzz localize` does (one bucket after another, each trial within --compile-timeout); 0 for none. "
                    "[default: a quarter of --time, at least 2 minutes; 5 minutes with --max-cases alone]")
 @click.option("--steer/--no-steer", default=True, show_default=True,
