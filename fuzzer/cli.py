@@ -1145,8 +1145,8 @@ def localize(db_path, handle, plugins, timeout, as_json):
     case_id, bucket = corpus.named_case(handle)
     stored = corpus.get_case(case_id)
     backend = localizable_backend(stored.findings, bucket["backend"] if bucket else None)
-    if bucket is None:  # a case: the bucket of its finding on that backend
-        bucket = corpus.bucket(next(f["signature"] for f in stored.findings if f.get("backend") == backend))
+    if bucket is None:  # a case: the bucket its finding on that backend is in (its own, once split off)
+        bucket = next((b for b in corpus.case_buckets(case_id) if any(m["backend"] == backend for m in b["members"])), None)
     result = localize(stored.case, backend, list(plugins), timeout)
     kept = None
     if bucket is not None and result.trials:

@@ -165,3 +165,15 @@ def test_old_corpora_regroup_as_before_with_no_pass_in_any_bucket(tmp_path, sche
     assert table and all("[pass " not in row[1] for row in table)
     again = runner.invoke(main, ["rebucket", "--db", str(db), "--json"])
     assert json.loads(again.output)["changes"] == [] and bucket_table(str(db)) == table
+
+
+def test_localizing_a_case_again_keeps_it_in_the_bucket_it_was_split_into(tmp_path):
+    db = two_cases_of_one_bucket(tmp_path)
+    with Corpus(db) as corpus:
+        base = corpus.bucket_by_id(1)["signature"]
+        corpus.record_localization(base, localized(["algsimp"], 1))
+        split = corpus.record_localization(base, localized(["fusion"], 2))
+        [own] = corpus.case_buckets(2)
+        assert own["signature"] == split
+        assert corpus.record_localization(split, localized(["fusion"], 2)) == split
+    assert [row[1] for row in bucket_table(db)] == [base, split]
