@@ -158,6 +158,8 @@ CHECKPOINT_FIELDS: dict[str, Any] = {
     "lost_nodes": ListOf(TEXT),
     "regions_declared": ListOf(TEXT),
     "region_counts": MapOf(COUNT),
+    "pairs_declared": ListOf(TEXT),
+    "pair_counts": MapOf(COUNT),
     "judged_share": MapOf(MapOf(COUNT)),  # fuzzer/judged_share.py reads its keys
 }
 

@@ -30,7 +30,8 @@ from fuzzer.errors import DevicePoisoned, DiskFull, InternalError, UserError, fi
 from fuzzer.execute import ERROR, OK, UNSUPPORTED, run_backend
 from fuzzer.generate import CaseGenerator
 from fuzzer.regimes import Regime, parse_regime_list
-from fuzzer.regions import focus_of, graph_regions
+from fuzzer.region_pairs import focus_of, node_pairs
+from fuzzer.regions import keys_of, node_regions
 from fuzzer.ir import Case
 from fuzzer.known import Registry
 from fuzzer.oracle import Reference
@@ -135,7 +136,7 @@ class CaseSource:
     tier: str = WHOLE
     op: str | None = None  # SINGLE: the op
     input_set: int = 0
-    focus: str | None = None  # WHOLE: the region key it was steered toward
+    focus: str | None = None  # WHOLE: the region key (or pair of keys, fuzzer/region_pairs.py) it was steered toward
 
     def to_list(self) -> list:
         return [self.index, self.tier, self.op, self.input_set, self.focus]
@@ -266,6 +267,7 @@ class Pipeline:
         self.first_status: dict[str, str] = {}
         self.source = CaseSource(0)  # what the worker checks now (for the heartbeat)
         self.regions: set[str] = set()  # the region keys of the cases checked for the current index
+        self.pairs: set[str] = set()  # ... and the pairs of keys of one node (fuzzer/region_pairs.py)
         self.single_draw_failures: Counter[str] = Counter()
 
     def runner(self, backend: Backend, case: Case):
@@ -340,9 +342,9 @@ class Pipeline:
             return None
 
     def run_index(self, index: int, known_signatures: set[str], focus: str | None = None) -> CaseReply:
-        """Graph `index`, steered toward the region key `focus` where given (fuzzer/regions.py)."""
+        """Graph `index`, steered toward the region key or pair `focus` where given (fuzzer/regions.py)."""
         start = time.perf_counter()
-        self.backend_seconds, self.first_status, self.overhead, self.regions = {}, {}, {}, set()
+        self.backend_seconds, self.first_status, self.overhead, self.regions, self.pairs = {}, {}, {}, set(), set()
         whole = CaseSource(index, focus=focus)
         case = self.drawer.graph_case(whole)
         plan = self.compile_plan(whole, case)
@@ -371,7 +373,7 @@ class Pipeline:
         reply.compiled_structures = [name for name in ran if self.first_status[name] == OK]
         reply.not_compiled = [name for name in ran if self.first_status[name] == UNSUPPORTED]
         reply.budget_skipped = [b.name for b in self.backends if b.expensive and b.name not in ran]
-        reply.regions = sorted(self.regions)
+        reply.regions, reply.pairs = sorted(self.regions), sorted(self.pairs)
         return reply
 
     def _check_input_sets(self, source: CaseSource, case: Case, backends: list[Backend], reply: CaseReply,
@@ -399,7 +401,9 @@ class Pipeline:
 
             def on_reference(reference: Reference) -> None:
                 seen.append(reference)
-                self.regions.update(graph_regions(current.graph, reference.values))
+                regions = node_regions(current.graph, reference.values)
+                self.regions |= keys_of(regions)
+                self.pairs |= node_pairs(regions)
 
             result = check_case(current, backends, self.config.reruns, self.runner, on_reference=on_reference)
             reply.count([b.name for b in backends], current.graph.op_names(), first_set=number == 0)

@@ -124,11 +124,22 @@ def _kept(op_name: str, region: str) -> bool:
 def graph_regions(graph: Graph, values: dict | None = None) -> set[str]:
     """The keys a case of `graph` exercises. `values`: every value of the case by name (the float64
     reference's), for the special-value keys; without them those are left out."""
+    return keys_of(node_regions(graph, values))
+
+
+def keys_of(per_node: list[tuple[str, set[str]]]) -> set[str]:
+    """The region keys of node_regions' answer."""
+    return {key(op, region) for op, regions in per_node for region in regions}
+
+
+def node_regions(graph: Graph, values: dict | None = None) -> list[tuple[str, set[str]]]:
+    """Per node of `graph`: its op and the regions (keys without the op's name) it exercises (see
+    graph_regions); fuzzer/region_pairs.py pairs the regions of one node."""
     shapes = infer_shapes(graph)
     layouts = {spec.name: spec.layout for spec in graph.inputs if spec.layout != CONTIGUOUS}
     regimes = (graph.regime or "small").split("+")  # a composition exercises both regimes
     specials: dict[str, set[str]] = {}  # per value name: computed once however many nodes read it
-    regions = set()
+    found = []
     for node in graph.nodes:
         op = get_op(node.op)
         operand_shapes = [tuple(shapes[name]) for name in node.inputs]
@@ -146,8 +157,8 @@ def graph_regions(graph: Graph, values: dict | None = None) -> set[str]:
                 mine |= specials[name]
         if values is not None and op.branch_points is not None and node.inputs[0] in values:
             mine |= branch_points.regions_met(op.branch_points, node.attrs, values[node.inputs[0]])
-        regions.update(key(node.op, region) for region in mine if _kept(node.op, region))
-    return regions
+        found.append((node.op, {region for region in mine if _kept(node.op, region)}))
+    return found
 
 
 def declared_regions(op_names: Iterable[str], regimes: tuple) -> list[str]:
@@ -246,13 +257,19 @@ def coverage(covered: Iterable[str], declared: Iterable[str]) -> dict:
     return {"declared": len(declared), "covered": len(declared) - len(missing), "never_reached": missing}
 
 
-STEER_EVERY = 4  # one graph in this many is steered toward a key not covered yet
+STEER_EVERY = 4  # one graph in this many is steered toward a key not covered yet, another toward a pair
+KEY_SLOT, PAIR_SLOT = STEER_EVERY - 1, 1  # index % STEER_EVERY of each
 
 
-def steered_focus(index: int, uncovered: list[str]) -> str | None:
-    """The region key case `index` is steered toward: for one index in STEER_EVERY, the uncovered
-    keys in turn (so every key gets tries while the plain mix keeps most graphs); None otherwise,
-    and once every declared key is covered."""
-    if not uncovered or index % STEER_EVERY != STEER_EVERY - 1:
+def steered_focus(index: int, uncovered: list[str], uncovered_pairs: list[str] = ()) -> str | None:
+    """The region key or pair (fuzzer/region_pairs.py) case `index` is steered toward: for one index
+    in STEER_EVERY the uncovered keys in turn, for another the uncovered pairs in turn (each slot
+    takes the other's list once its own is covered), so every key and pair gets tries while the
+    plain mix keeps half the graphs; None otherwise, and once every key and pair is covered."""
+    slot, turn = index % STEER_EVERY, index // STEER_EVERY
+    if slot not in (KEY_SLOT, PAIR_SLOT):
         return None
-    return uncovered[(index // STEER_EVERY) % len(uncovered)]
+    own, other = (uncovered, uncovered_pairs) if slot == KEY_SLOT else (uncovered_pairs, uncovered)
+    if own:
+        return own[turn % len(own)]
+    return other[(turn + len(other) // 2) % len(other)] if other else None  # half the list from the other slot's

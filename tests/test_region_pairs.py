@@ -1,0 +1,97 @@
+"""Pairs of region keys of one node (fuzzer/region_pairs.py): declared from the keys, held by a node,
+steered to, counted by a campaign, and reaching a fault planted only on a pair
+(tests/plugins/pair_faults.py)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import fuzz, planted_fault_campaign
+from fuzzer import tails
+from fuzzer.corpus import Corpus
+from fuzzer.generate import CaseGenerator
+from fuzzer.ir import Graph, Node, TensorSpec, infer_shapes
+from fuzzer.region_pairs import declared_pairs, focus_of, node_pairs
+from fuzzer.regimes import REGIMES
+from fuzzer.regions import declared_regions, node_regions, steered_focus
+
+PLUGIN = str(Path(__file__).parent / "plugins" / "pair_faults.py")
+EAGER = "torch-eager:cpu:float32"
+FAULT = "fault-sum-strided-tail"
+
+
+def test_pairs_are_declared_from_the_keys_of_one_op_by_family():
+    sum_pairs = set(declared_pairs(declared_regions(["sum"], REGIMES)))
+    assert {"sum:keepdim=False & layout=transposed", "sum:layout=strided & reduced-tail=4-7",
+            "sum:keepdim=False & input-has:nan"} <= sum_pairs
+    # A dim's sign is normalized before the kernel; a reduction walks its reduced axis; regime and size keys are single draws.
+    assert not {"sum:dims<0 & layout=transposed", "sum:layout=strided & tail=4-7", "sum:regime=size-1 & layout=strided",
+                "sum:extent>4096 & layout=strided"} & sum_pairs
+    pool_pairs = set(declared_pairs(declared_regions(["avg_pool2d", "matmul"], REGIMES)))
+    assert {"avg_pool2d:ceil_mode=True & output=1", "avg_pool2d:ceil_mode=True & layout=channels_last"} <= pool_pairs
+    # A whole number sizes a window or stride (the output's class follows); a GEMM packs its input before its tail.
+    assert not {"avg_pool2d:stride=2 & output=1", "avg_pool2d:stride=2 & layout=channels_last",
+                "matmul:layout=transposed & tail=8-15"} & pool_pairs
+
+
+def test_a_node_holds_the_pairs_of_its_own_keys_only():
+    graph = Graph((TensorSpec("x0", (2, 3, 20), "transposed"),),
+                  (Node("n0", "sum", ("x0",), {"dims": [-1], "keepdim": True}), Node("n1", "softmax", ("n0",), {"dim": 0})),
+                  ("n1",), "layout")
+    values = {"x0": np.full((2, 3, 20), np.nan), "n0": np.ones((2, 3, 1))}
+    pairs = node_pairs(node_regions(graph, values))
+    assert {"sum:keepdim=True & layout=transposed", "sum:layout=transposed & reduced-tail=4-7",
+            "sum:keepdim=True & input-has:nan"} <= pairs
+    assert not {p for p in pairs if p.startswith("softmax:")}, "the softmax reads a contiguous, finite value"
+
+
+@pytest.mark.parametrize("pair", ["sum:layout=strided & reduced-tail=4-7", "max_pool2d:ceil_mode=False & layout=strided",
+                                  "avg_pool2d:ceil_mode=True & output=1", "gelu:approximate=tanh & input-has:inf",
+                                  "conv2d:bias=False & layout=channels_last", "layer_norm:layout=expanded & reduced-tail=1"])
+def test_steering_reaches_a_pair_of_each_family_in_a_few_graphs(pair):
+    generator = CaseGenerator()
+    for seed in range(4):
+        case = generator.case(seed, focus_of(pair))
+        if pair in node_pairs(node_regions(case.graph, case.arrays)):
+            return
+    pytest.fail(f"{pair} not reached in 4 steered graphs")
+
+
+def test_one_graph_in_four_is_steered_to_a_key_and_another_to_a_pair():
+    keys, pairs = ["k1", "k2"], ["p1", "p2", "p3", "p4"]
+    assert [steered_focus(index, keys, pairs) for index in range(8)] == [None, "p1", None, "k1", None, "p2", None, "k2"]
+    # Once the keys are covered both slots take pairs, half the list apart; and the other way round.
+    assert [steered_focus(index, [], pairs) for index in range(8)] == [None, "p1", None, "p3", None, "p2", None, "p4"]
+    assert [steered_focus(index, keys, []) for index in range(4)] == [None, "k2", None, "k1"]
+    assert {steered_focus(index, [], []) for index in range(8)} == {None}
+
+
+def _sum_campaign(tmp_path, *options, name: str) -> dict:
+    db = tmp_path / name
+    result = fuzz("run", "--db", db, "--plugin", PLUGIN, "--backends", f"{EAGER},{FAULT}", "--ops", "sum", *options,
+                  "--max-cases", 60, "--workers", 1, "--seed", 0, "--shrink-time", 10, "--json")
+    return {"returncode": result.returncode, "summary": json.loads(result.stdout)}
+
+
+@pytest.mark.slow  # 2 campaigns of 60 graphs: ~20 s
+def test_a_fault_on_a_pair_is_found_with_pair_steering_and_not_by_the_plain_mix(tmp_path):
+    """sum is wrong only on a non-contiguous input whose reduced extent is 16k + r: 60 graphs of a
+    campaign restricted to sum find it (and shrink it to that sum alone, on such an input); the plain
+    mix's 60 graphs meet neither the pair nor the fault."""
+    rows, shrunk = planted_fault_campaign(tmp_path, PLUGIN, f"{EAGER},{FAULT}", "sum", max_cases=60, shrink_time=10)
+    assert {row["signature"] for row in rows} == {f"mismatch | {FAULT} | sum"}
+    case = Corpus(str(tmp_path / "fuzz.db")).get_case(shrunk["id"]).case
+    [node] = case.graph.nodes
+    [spec] = [spec for spec in case.graph.inputs if spec.name == node.inputs[0]]
+    shape = infer_shapes(case.graph)[spec.name]
+    reduced = [node.attrs["dim"]] if "dim" in node.attrs else node.attrs["dims"]
+    assert spec.layout != "contiguous" and tails.tail_class(shape[max(d % len(shape) for d in reduced)])
+
+    plain = _sum_campaign(tmp_path, "--no-steer", name="plain.db")
+    assert plain["returncode"] == 0 and plain["summary"]["finding_cases"] == 0
+    steered_pairs = plain["summary"]["pair_coverage"]
+    assert steered_pairs["covered"] < steered_pairs["declared"]
