@@ -25,7 +25,7 @@ from typing import Callable
 from fuzzer import judged_share, verdicts
 from fuzzer.backends import parse_backend_list
 from fuzzer.buckets import bucket_signatures
-from fuzzer.budget import assign_compilers, parse_shares, single_op_parts
+from fuzzer.budget import assign_compilers, parse_shares, single_op_order, single_op_parts
 from fuzzer.campaign_config import resumed_options
 from fuzzer.check import Finding
 from fuzzer.corpus import Corpus
@@ -508,7 +508,9 @@ class Campaign:
         if len(compiling) < len(self.backends):
             slots = assign_compilers(self.compile_shares, count)
         parts = single_op_parts(slots, [b.name for b in compiling])
-        return [replace(self.options.worker_config(), compilers=compilers, single_op_parts=part)
+        stored = self.corpus.alone_op_counts()
+        orders = {b.name: single_op_order(self.drawer.ops, stored.get(b.name, {}), self.options.seed) for b in compiling}
+        return [replace(self.options.worker_config(), compilers=compilers, single_op_parts=part, single_op_orders=orders)
                 for compilers, part in zip(slots, parts)]
 
     def _declare_regions(self) -> None:

@@ -320,6 +320,20 @@ class Queries(CorpusFile):
                 found[str(row["id"])] = coverage([str(k) for k in counts], [str(k) for k in declared])
         return found
 
+    def alone_op_counts(self) -> dict[str, dict[str, int]]:
+        """Per backend, op -> one-op graphs of it the backend ran (a compiler's single-op tier), summed
+        over every stored campaign's checkpoint (a damaged entry counts nothing)."""
+        summed: dict[str, dict[str, int]] = {}
+        for row in self.campaigns():
+            checkpoint = row.get("checkpoint") if isinstance(row.get("checkpoint"), dict) else {}
+            per_backend = checkpoint.get("alone_op_counts")
+            for backend, counts in (per_backend.items() if isinstance(per_backend, dict) else ()):
+                mine = summed.setdefault(str(backend), {})
+                for op, count in (counts.items() if isinstance(counts, dict) else ()):
+                    if isinstance(count, int) and count > 0:
+                        mine[str(op)] = mine.get(str(op), 0) + count
+        return summed
+
     def judged_share(self) -> list[dict]:
         """What the oracle judged, per (op, dtype, backend kind), summed over every campaign's
         checkpoint, least judged first (fuzzer/judged_share.py's table)."""
