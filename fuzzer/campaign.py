@@ -191,6 +191,7 @@ class Campaign:
         self.marked_known: set[str] = set()  # buckets this campaign recorded as known bugs
         # Declared keys and pairs not covered yet, sorted (None: to compute).
         self._uncovered: tuple[list[str], list[str]] | None = None
+        self._steered: Counter = Counter()  # key or pair -> graphs steered toward it (regions.steered_focus)
         # The same drawer as the workers', to rebuild the case a dead worker was running.
         load_plugins(options.plugins)
         self.backends = parse_backend_list(",".join(options.backends))
@@ -305,7 +306,7 @@ class Campaign:
 
     def _steer(self, index: int) -> str | None:
         """The region key or pair of keys (fuzzer/region_pairs.py) case `index` is steered toward:
-        one not covered yet, for two indices in STEER_EVERY (fuzzer/regions.py); None (the plain
+        one not covered yet, for three indices in STEER_EVERY (fuzzer/regions.py); None (the plain
         mix) otherwise, or without --steer."""
         if not self.options.steer:
             return None
@@ -313,7 +314,7 @@ class Campaign:
             p = self.progress
             self._uncovered = (sorted(set(p.regions_declared) - set(p.region_counts)),
                                sorted(set(p.pairs_declared) - set(p.pair_counts)))
-        return steered_focus(index, *self._uncovered)
+        return steered_focus(index, self._steered, *self._uncovered)
 
     def _requeue(self, index: int, lost: NodeLost) -> None:
         """The Ray node checking case `index` left the cluster: not a finding about any backend. The

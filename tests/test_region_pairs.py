@@ -5,6 +5,7 @@ steered to, counted by a campaign, and reaching a fault planted only on a pair
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -61,13 +62,35 @@ def test_steering_reaches_a_pair_of_each_family_in_a_few_graphs(pair):
     pytest.fail(f"{pair} not reached in 4 steered graphs")
 
 
-def test_one_graph_in_four_is_steered_to_a_key_and_another_to_a_pair():
-    keys, pairs = ["k1", "k2"], ["p1", "p2", "p3", "p4"]
-    assert [steered_focus(index, keys, pairs) for index in range(8)] == [None, "p1", None, "k1", None, "p2", None, "k2"]
-    # Once the keys are covered both slots take pairs, half the list apart; and the other way round.
-    assert [steered_focus(index, [], pairs) for index in range(8)] == [None, "p1", None, "p3", None, "p2", None, "p4"]
-    assert [steered_focus(index, keys, []) for index in range(4)] == [None, "k2", None, "k1"]
-    assert {steered_focus(index, [], []) for index in range(8)} == {None}
+def test_of_four_graphs_one_is_steered_to_a_key_and_two_to_pairs_each_the_least_tried():
+    keys, pairs, tries = ["k1", "k2"], ["p1", "p2", "p3"], Counter()
+    assert [steered_focus(index, tries, keys, pairs) for index in range(8)] == [None, "p1", "p2", "k1", None, "p3", "p1", "k2"]
+    assert tries == {"p1": 2, "p2": 1, "p3": 1, "k1": 1, "k2": 1}
+    # Once one list is covered every steered slot takes the other.
+    assert [steered_focus(index, tries, [], pairs) for index in range(4)] == [None, "p2", "p3", "p1"]
+    key_tries = Counter()
+    assert [steered_focus(index, key_tries, keys, []) for index in range(4)] == [None, "k1", "k2", "k1"]
+    assert {steered_focus(index, Counter(), [], []) for index in range(8)} == {None}
+
+
+def test_stats_and_the_report_give_pair_coverage_beside_key_coverage(tmp_path):
+    from fuzzer.report.data import gather
+    from fuzzer.report.render import render_html
+
+    db = tmp_path / "c.db"
+    corpus = Corpus(str(db))
+    campaign = corpus.start_campaign({"backends": [EAGER]}, 0, {})
+    pairs = ["sum:keepdim=False & layout=strided", "sum:layout=strided & reduced-tail=1"]
+    state = {"regions_declared": ["sum:keepdim=False", "sum:layout=strided"], "region_counts": {"sum:keepdim=False": 3},
+             "pairs_declared": pairs, "pair_counts": {pairs[0]: 2}}
+    corpus.checkpoint(campaign, state, cases_run=3, findings=0)
+    stats = json.loads(fuzz("stats", "--db", db, "--json").stdout)
+    assert stats["pair_coverage"] == {str(campaign): {"declared": 2, "covered": 1, "never_reached": [pairs[1]]}}
+    text = fuzz("stats", "--db", db).stdout
+    assert "Region keys covered: 1/2 (50%)" in text
+    assert f"Pairs of keys of one node covered: 1/2 (50%); never reached: {pairs[1]}." in text
+    [row] = gather(corpus).campaigns
+    assert row.pairs["covered"] == 1 and "pairs covered" in render_html(gather(corpus), {}, None)
 
 
 def _sum_campaign(tmp_path, *options, name: str) -> dict:
