@@ -20,8 +20,10 @@ attributes (they size a window, stride or group, keyed alone: the output size cl
 access pattern follow from them, not a path of their own), the sign of a dim attribute
 (normalized before the kernel runs), and the regime, size, ladder, branch and op-declared keys
 (rare single draws already). Pairing those too declared 3,318 pairs for the default op set, and
-1,918 with only the dim signs, the innermost tails and the whole numbers' size classes left out,
+1,918 with only the dim signs, a reduction's innermost tail and the whole numbers' size classes left out,
 of which a one-worker 10-minute campaign on a loaded 2-core machine (1,117 graphs) covered 54%.
+A few declared pairs cannot meet (einsum's `equation=i,j->ij` reads rank 1, `layout=channels_last`
+needs rank 4): the key census (regions._census) does not record the ranks it drew a value at.
 """
 
 from __future__ import annotations

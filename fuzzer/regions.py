@@ -265,20 +265,23 @@ STEER_EVERY = 4
 # first node only and grows like any other, so the plain mix keeps most of every graph.
 KEY, PAIR = "key", "pair"
 STEERED_SLOTS = {1: PAIR, 2: PAIR, 3: KEY}
+# Steered graphs a key or pair gets at most: one steering does not reach in this many (8 reach every
+# declared key: tests/test_regions.py) is left to the plain mix, which gets its slots back once only such are left.
+STEER_TRIES = 8
 
 
 def steered_focus(index: int, tries: Counter, uncovered: list[str], uncovered_pairs: list[str] = ()) -> str | None:
     """The region key or pair (fuzzer/region_pairs.py) case `index` is steered toward: for the
     indices of STEERED_SLOTS, the uncovered key or pair steered to least often so far (`tries`,
     counted here; the first in list order among equals; every slot takes the other list once its
-    own is covered), so each gets a try before any gets a second; None otherwise, and once every
-    key and pair is. (Taken in turn by their position in a list that shrinks as they are covered,
-    some were passed over for many turns.)"""
+    own is covered or tried STEER_TRIES times), so each gets a try before any gets a second; None
+    otherwise, and once every key and pair is covered or tried that often. (Taken in turn by their
+    position in a list that shrinks as they are covered, some were passed over for many turns.)"""
     kind = STEERED_SLOTS.get(index % STEER_EVERY)
     if kind is None:
         return None
-    targets = ({KEY: uncovered, PAIR: uncovered_pairs}[kind] if uncovered and uncovered_pairs
-               else uncovered or uncovered_pairs)
+    keys, pairs = ([t for t in targets if tries[t] < STEER_TRIES] for targets in (uncovered, uncovered_pairs))
+    targets = {KEY: keys, PAIR: pairs}[kind] if keys and pairs else keys or pairs
     if not targets:
         return None
     target = min(targets, key=lambda t: tries[t])

@@ -18,7 +18,7 @@ from fuzzer.generate import CaseGenerator
 from fuzzer.ir import Graph, Node, TensorSpec, infer_shapes
 from fuzzer.region_pairs import declared_pairs, focus_of, node_pairs
 from fuzzer.regimes import REGIMES
-from fuzzer.regions import declared_regions, node_regions, steered_focus
+from fuzzer.regions import STEER_TRIES, declared_regions, node_regions, steered_focus
 
 PLUGIN = str(Path(__file__).parent / "plugins" / "pair_faults.py")
 EAGER = "torch-eager:cpu:float32"
@@ -71,6 +71,10 @@ def test_of_four_graphs_one_is_steered_to_a_key_and_two_to_pairs_each_the_least_
     key_tries = Counter()
     assert [steered_focus(index, key_tries, keys, []) for index in range(4)] == [None, "k1", "k2", "k1"]
     assert {steered_focus(index, Counter(), [], []) for index in range(8)} == {None}
+    # One steering has not reached in STEER_TRIES graphs is left to the plain mix, which gets the slots back.
+    capped = Counter()
+    steered = [steered_focus(index, capped, ["k1"], ["p1"]) for index in range(40)]
+    assert steered.count("k1") == steered.count("p1") == STEER_TRIES and steered[-8:] == [None] * 8
 
 
 def test_stats_and_the_report_give_pair_coverage_beside_key_coverage(tmp_path):
