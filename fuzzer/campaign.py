@@ -25,7 +25,7 @@ from typing import Callable
 from fuzzer import judged_share, verdicts
 from fuzzer.backends import parse_backend_list
 from fuzzer.buckets import bucket_signatures
-from fuzzer.budget import assign_compilers, parse_shares, single_op_parts
+from fuzzer.budget import assign_compilers, parse_shares, single_op_order, single_op_parts
 from fuzzer.campaign_config import resumed_options
 from fuzzer.check import Finding
 from fuzzer.corpus import Corpus
@@ -37,6 +37,7 @@ from fuzzer.pipeline import CaseDrawer, CaseSource, WorkerConfig
 from fuzzer.plugins import load_plugins
 from fuzzer.ray_workers import NodeLost, RayWorker, start_ray
 from fuzzer.records import CaseRecord, CaseReply, CheckReply, FoundCase
+from fuzzer.region_pairs import declared_pairs
 from fuzzer.regions import coverage, declared_regions, steered_focus
 from fuzzer.workers import SlowCheck, Worker, WorkerDied, WorkerPoisoned, stop_all, within_hard_limit
 
@@ -108,6 +109,8 @@ class Progress:
     lost_nodes: list = field(default_factory=list)  # Ray: ids of the nodes lost mid-campaign (their cases ran again)
     regions_declared: list = field(default_factory=list)  # the region keys of the campaign's ops and regimes
     region_counts: dict = field(default_factory=dict)  # region key -> graphs that exercised it (fuzzer/regions.py)
+    pairs_declared: list = field(default_factory=list)  # the pairs of region keys of one node (fuzzer/region_pairs.py)
+    pair_counts: dict = field(default_factory=dict)  # pair -> graphs with a node that held both keys
     judged_share: dict = field(default_factory=dict)  # "op|dtype|kind" -> what the oracle judged (fuzzer/judged_share.py)
     first_graph_s: float | None = None  # start-up: seconds from the start until the first graph was checked
     # The step the busy worker silent longest is in, once it has taken SLOW_WORK_S: {"doing": "compiling",
@@ -142,6 +145,10 @@ class Progress:
         """{"declared", "covered", "never_reached"}: the declared region keys and those covered."""
         return coverage(self.region_counts, self.regions_declared)
 
+    def pair_coverage(self) -> dict:
+        """The same for the declared pairs of keys."""
+        return coverage(self.pair_counts, self.pairs_declared)
+
     def backend_time_share(self) -> dict:
         """Each backend's share of the time workers spent on cases (generation and judging included)."""
         busy = self.worker_seconds or 1.0
@@ -155,12 +162,14 @@ class Progress:
         data["cases_per_structure"] = self.cases_per_structure()
         data["backend_time_share"] = self.backend_time_share()
         data["region_coverage"] = {k: v for k, v in self.region_coverage().items() if k != "never_reached"}
+        data["pair_coverage"] = {k: v for k, v in self.pair_coverage().items() if k != "never_reached"}
         return data
 
     def event_dict(self) -> dict:
-        """to_dict without the region key lists (~1,000 keys each) and the judged-share rows (op x dtype
-        x kind), which only the checkpoint keeps: a progress event gives region_coverage's counts."""
-        return {k: v for k, v in self.to_dict().items() if k not in ("regions_declared", "region_counts", "judged_share")}
+        """to_dict without the region key and pair lists (~1,000 and ~3,000 each) and the judged-share rows
+        (op x dtype x kind), which only the checkpoint keeps: a progress event gives their coverage's counts."""
+        return {k: v for k, v in self.to_dict().items()
+                if k not in ("regions_declared", "region_counts", "pairs_declared", "pair_counts", "judged_share")}
 
 
 class Campaign:
@@ -180,7 +189,9 @@ class Campaign:
         # Triage as the campaign starts: findings in a bucket a person settled do not fail the run.
         self.settled = {b["signature"]: b["status"] for b in buckets if b["status"] in ("known", "wontfix")}
         self.marked_known: set[str] = set()  # buckets this campaign recorded as known bugs
-        self._uncovered: list[str] | None = None  # declared region keys not covered yet, sorted (None: to compute)
+        # Declared keys and pairs not covered yet, sorted (None: to compute).
+        self._uncovered: tuple[list[str], list[str]] | None = None
+        self._steered: Counter = Counter()  # key or pair -> graphs steered toward it (regions.steered_focus)
         # The same drawer as the workers', to rebuild the case a dead worker was running.
         load_plugins(options.plugins)
         self.backends = parse_backend_list(",".join(options.backends))
@@ -294,13 +305,16 @@ class Campaign:
         return self._next_index - 1
 
     def _steer(self, index: int) -> str | None:
-        """The region key case `index` is steered toward: one not covered yet, for one index in
-        STEER_EVERY (fuzzer/regions.py); None (the plain mix) otherwise, or without --steer."""
+        """The region key or pair of keys (fuzzer/region_pairs.py) case `index` is steered toward:
+        one not covered yet, for three indices in STEER_EVERY (fuzzer/regions.py); None (the plain
+        mix) otherwise, or without --steer."""
         if not self.options.steer:
             return None
         if self._uncovered is None:
-            self._uncovered = sorted(set(self.progress.regions_declared) - set(self.progress.region_counts))
-        return steered_focus(index, self._uncovered)
+            p = self.progress
+            self._uncovered = (sorted(set(p.regions_declared) - set(p.region_counts)),
+                               sorted(set(p.pairs_declared) - set(p.pair_counts)))
+        return steered_focus(index, self._steered, *self._uncovered)
 
     def _requeue(self, index: int, lost: NodeLost) -> None:
         """The Ray node checking case `index` left the cluster: not a finding about any backend. The
@@ -495,13 +509,17 @@ class Campaign:
         if len(compiling) < len(self.backends):
             slots = assign_compilers(self.compile_shares, count)
         parts = single_op_parts(slots, [b.name for b in compiling])
-        return [replace(self.options.worker_config(), compilers=compilers, single_op_parts=part)
+        stored = self.corpus.alone_op_counts()
+        orders = {b.name: single_op_order(self.drawer.ops, stored.get(b.name, {}), self.options.seed) for b in compiling}
+        return [replace(self.options.worker_config(), compilers=compilers, single_op_parts=part, single_op_orders=orders)
                 for compilers, part in zip(slots, parts)]
 
     def _declare_regions(self) -> None:
         """The region keys the campaign's ops and regimes declare, once (a resumed campaign keeps its own)."""
         if not self.progress.regions_declared:
             self.progress.regions_declared = declared_regions(self.drawer.ops, self.drawer.regimes)
+        if not self.progress.pairs_declared:
+            self.progress.pairs_declared = declared_pairs(self.progress.regions_declared)
         self._uncovered = None
 
     def _should_stop(self, next_index: int, progress: Progress) -> bool:
@@ -523,9 +541,10 @@ class Campaign:
         progress.invalid += reply.invalid
         _tally(progress.op_counts, Counter(reply.ops))
         _tally(progress.regime_counts, {reply.regime: 1})
-        if any(key not in progress.region_counts for key in reply.regions):
+        if any(key not in progress.region_counts for key in reply.regions) or any(p not in progress.pair_counts for p in reply.pairs):
             self._uncovered = None  # recomputed at the next steered index
         _tally(progress.region_counts, dict.fromkeys(reply.regions, 1))
+        _tally(progress.pair_counts, dict.fromkeys(reply.pairs, 1))
         judged_share.tally(progress.judged_share, reply.judged_share)
         _tally(progress.backend_seconds, reply.seconds)
         progress.worker_seconds += reply.worker_seconds

@@ -123,6 +123,7 @@ CONFIG_FIELDS: dict[str, Field] = {
     "first_compile_dir": Field(Nullable(TEXT)),  # set for the workers only, never stored
     "compilers": Field(Nullable(MapOf(Number(whole=False, low=0, high=1)))),  # set for the workers only, never stored
     "single_op_parts": Field(Nullable(MapOf(ListOf(Number(whole=True, low=0, high=1024))))),  # likewise
+    "single_op_orders": Field(Nullable(MapOf(NAMES))),  # likewise
     "threads": Field(Number(whole=True, low=0, high=1024), "--threads"),
     "shrink_time": Field(SECONDS, "--shrink-time"),
     "reruns": Field(Number(whole=True, low=0, high=10)),
@@ -158,6 +159,8 @@ CHECKPOINT_FIELDS: dict[str, Any] = {
     "lost_nodes": ListOf(TEXT),
     "regions_declared": ListOf(TEXT),
     "region_counts": MapOf(COUNT),
+    "pairs_declared": ListOf(TEXT),
+    "pair_counts": MapOf(COUNT),
     "judged_share": MapOf(MapOf(COUNT)),  # fuzzer/judged_share.py reads its keys
 }
 

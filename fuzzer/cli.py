@@ -296,7 +296,7 @@ def main():
                    "[default: a quarter of --time, at least 2 minutes; 5 minutes with --max-cases alone]")
 @click.option("--steer/--no-steer", default=True, show_default=True,
               help="Draw one graph in four toward a region key (op attribute value, regime, layout, special value, "
-                   "size) the campaign has not covered yet, or only the plain mix.")
+                   "size) and two toward a pair of keys of one node the campaign has not covered yet, or only the plain mix.")
 @json_option
 def run(db_path, time_text, max_cases, backends, ops, max_nodes, regimes, seed, workers, timeout, compile_timeout, shrink_time,
         compiled_inputs, inputs_per_graph,
@@ -446,8 +446,8 @@ def run(db_path, time_text, max_cases, backends, ops, max_nodes, regimes, seed, 
             on_result=lambda item: click.echo(jsonform.dumps({"event": "localized", **item}), err=True) if as_json else None)
     stored = corpus.stored_by_campaign(progress.campaign_id)
     summary = {**progress.event_dict(), "seed": corpus.campaign(progress.campaign_id)["seed"],
-               "region_coverage": progress.region_coverage(), "db": db_path, "stored_cases": stored,
-               "low_judged": low_judged(progress.judged_share), "passes": passes.to_dict()}
+               "region_coverage": progress.region_coverage(), "pair_coverage": progress.pair_coverage(), "db": db_path,
+               "stored_cases": stored, "low_judged": low_judged(progress.judged_share), "passes": passes.to_dict()}
     shares = ", ".join(f"{name} {share:.0%}" for name, share in progress.backend_time_share().items())
     if resume is not None:  # the resumed campaign's own backends and shares, not this command line's defaults
         options = CampaignOptions(**resumed_options(corpus.campaign(resume), list(plugins))[0], plugins=list(plugins))
@@ -463,7 +463,8 @@ def run(db_path, time_text, max_cases, backends, ops, max_nodes, regimes, seed, 
         f"TF32-style default, or a finding of the backend a plugin derives from), {progress.invalid} invalid (the "
         f"reference defines no entry), {progress.abandoned} abandoned at "
         f"the deadline.\n{_what_ran(progress, options.backends, compile_shares)}\nShare of worker time: {shares}.\n"
-        f"{_region_summary(progress.region_coverage())}\n{low_judged_summary(progress.judged_share)}"
+        f"{_region_summary(progress.region_coverage())}\n{_region_summary(progress.pair_coverage(), PAIRS)}\n"
+        f"{low_judged_summary(progress.judged_share)}"
         + (passes.text(f" --db {db_path}" if db_path != DEFAULT_DB else "") + "\n" if passes.localized or passes.left else "")
         + f"Next: fuzz list --db {db_path}"
     )
@@ -781,17 +782,18 @@ def _release_check_lines(checks: list[dict]) -> list[str]:
         for c in checks]
 
 
-REGION_KEYS_SHOWN = 40  # never-reached region keys listed in text; --json lists them all
+REGION_KEYS_SHOWN = 40  # never-reached region keys (or pairs) listed in text; --json lists them all
+KEYS, PAIRS = "Region keys", "Pairs of keys of one node"
 
 
-def _region_summary(coverage: dict) -> str:
-    """Region coverage in words, with the keys never reached (fuzzer/regions.py)."""
+def _region_summary(coverage: dict, what: str = KEYS) -> str:
+    """Region coverage in words, with the keys (or pairs: fuzzer/region_pairs.py) never reached (fuzzer/regions.py)."""
     if not coverage["declared"]:
-        return "Region keys: none declared."
+        return f"{what}: none declared."
     missing = coverage["never_reached"]
     shown = ", ".join(missing[:REGION_KEYS_SHOWN]) + (f" and {len(missing) - REGION_KEYS_SHOWN} more (--json lists them)"
                                                        if len(missing) > REGION_KEYS_SHOWN else "")
-    text = f"Region keys covered: {coverage['covered']}/{coverage['declared']} ({coverage['covered'] / coverage['declared']:.0%})"
+    text = f"{what} covered: {coverage['covered']}/{coverage['declared']} ({coverage['covered'] / coverage['declared']:.0%})"
     return text + (f"; never reached: {shown}." if missing else ".")
 
 
@@ -819,6 +821,8 @@ def stats(db_path, as_json):
                      f"{data['findings_by_regime'].get(regime, 0)} cases with findings")
     for campaign_id, coverage in data["region_coverage"].items():
         lines.append(f"  campaign {campaign_id}: {_region_summary(coverage)}")
+        if campaign_id in data["pair_coverage"]:
+            lines.append(f"  campaign {campaign_id}: {_region_summary(data['pair_coverage'][campaign_id], PAIRS)}")
     if data["judged_share"]:  # fuzzer/judged_share.py: u is the dtype's unit roundoff, the allowance relative to the output's scale
         from fuzzer.judged_share import describe
 

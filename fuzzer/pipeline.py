@@ -30,7 +30,8 @@ from fuzzer.errors import DevicePoisoned, DiskFull, InternalError, UserError, fi
 from fuzzer.execute import ERROR, OK, UNSUPPORTED, run_backend
 from fuzzer.generate import CaseGenerator
 from fuzzer.regimes import Regime, parse_regime_list
-from fuzzer.regions import focus_of, graph_regions
+from fuzzer.region_pairs import focus_of, node_pairs
+from fuzzer.regions import keys_of, node_regions
 from fuzzer.ir import Case
 from fuzzer.known import Registry
 from fuzzer.oracle import Reference
@@ -64,6 +65,9 @@ class WorkerConfig:
     # Each of its compilers' part of the single-op tier, [j, m] (budget.single_op_parts; set by the
     # campaign, never stored). None: every op.
     single_op_parts: dict[str, list[int]] | None = None
+    # Each of its compilers' order of the single-op tier's ops (budget.single_op_order, from the
+    # corpus's stored campaigns; set by the campaign, never stored). None: the campaign's op order.
+    single_op_orders: dict[str, list[str]] | None = None
     # A folder the campaign's workers share for FirstCompileGate (set by the campaign, never stored).
     first_compile_dir: str | None = None
     # Intra-op threads per worker for torch and XLA's CPU client; 0 leaves the libraries' defaults.
@@ -135,7 +139,7 @@ class CaseSource:
     tier: str = WHOLE
     op: str | None = None  # SINGLE: the op
     input_set: int = 0
-    focus: str | None = None  # WHOLE: the region key it was steered toward
+    focus: str | None = None  # WHOLE: the region key (or pair of keys, fuzzer/region_pairs.py) it was steered toward
 
     def to_list(self) -> list:
         return [self.index, self.tier, self.op, self.input_set, self.focus]
@@ -260,12 +264,15 @@ class Pipeline:
             shares = slot_shares(shares, config.compilers)
         # Nothing but compilers (jax-jit against jax-jit@old-jax): there is no cheap tier to share
         # the worker with, so every compiler takes every drawn graph (a budget would only idle it).
-        self.budget = CompileBudget(shares, self.drawer.ops, config.single_op_parts) if len(compiling) < len(self.backends) else None
+        self.budget = (CompileBudget(shares, self.drawer.ops, config.single_op_parts, config.single_op_orders)
+                       if len(compiling) < len(self.backends) else None)
         self.gate = FirstCompileGate(config.first_compile_dir)
         self.backend_seconds: dict[str, float] = {}  # every run of the current graph, reruns included
         self.first_status: dict[str, str] = {}
+        self.first_seconds: dict[str, float] = {}  # each backend's first run of the current graph (a compiler's compile)
         self.source = CaseSource(0)  # what the worker checks now (for the heartbeat)
         self.regions: set[str] = set()  # the region keys of the cases checked for the current index
+        self.pairs: set[str] = set()  # ... and the pairs of keys of one node (fuzzer/region_pairs.py)
         self.single_draw_failures: Counter[str] = Counter()
 
     def runner(self, backend: Backend, case: Case):
@@ -282,6 +289,7 @@ class Pipeline:
         self.backend_seconds[backend.name] = self.backend_seconds.get(backend.name, 0.0) + outcome.seconds
         self.gate.compiled(backend.name)  # its first run compiled: the other workers need not wait for the whole index
         self.first_status.setdefault(backend.name, outcome.status)
+        self.first_seconds.setdefault(backend.name, outcome.seconds)
         return outcome
 
     def handle(self, request: tuple) -> CaseReply | CheckReply | ShrinkReply | dict:
@@ -323,8 +331,8 @@ class Pipeline:
             return whole
         if tier != SINGLE:
             return CaseSource(index, tier)
-        uncovered = self.budget.uncovered_ops(backend.name)
-        return CaseSource(index, SINGLE, uncovered[index % len(uncovered)])  # workers spread over the op table
+        # The least compiled alone first: the workers running a compiler take parts of its order (single_op_parts).
+        return CaseSource(index, SINGLE, self.budget.uncovered_ops(backend.name)[0])
 
     def _gave_up_drawing(self, op: str) -> bool:
         """Counts one more failed draw of `op`'s one-op graph; True once there are SINGLE_DRAWS (other
@@ -340,9 +348,10 @@ class Pipeline:
             return None
 
     def run_index(self, index: int, known_signatures: set[str], focus: str | None = None) -> CaseReply:
-        """Graph `index`, steered toward the region key `focus` where given (fuzzer/regions.py)."""
+        """Graph `index`, steered toward the region key or pair `focus` where given (fuzzer/regions.py)."""
         start = time.perf_counter()
-        self.backend_seconds, self.first_status, self.overhead, self.regions = {}, {}, {}, set()
+        self.backend_seconds, self.first_status, self.first_seconds, self.overhead = {}, {}, {}, {}
+        self.regions, self.pairs = set(), set()
         whole = CaseSource(index, focus=focus)
         case = self.drawer.graph_case(whole)
         plan = self.compile_plan(whole, case)
@@ -360,7 +369,7 @@ class Pipeline:
         if self.budget:
             for name, (source, graph_case) in ran.items():
                 self.budget.charge(name, self.backend_seconds[name] + self.overhead.get(name, 0.0),
-                                   graph_features(graph_case.graph), source.tier)
+                                   graph_features(graph_case.graph), source.tier, self.first_seconds[name])
                 if source.tier == SINGLE:
                     self.budget.cover_single(name, source.op)
             self.budget.advance(time.perf_counter() - start)
@@ -371,7 +380,7 @@ class Pipeline:
         reply.compiled_structures = [name for name in ran if self.first_status[name] == OK]
         reply.not_compiled = [name for name in ran if self.first_status[name] == UNSUPPORTED]
         reply.budget_skipped = [b.name for b in self.backends if b.expensive and b.name not in ran]
-        reply.regions = sorted(self.regions)
+        reply.regions, reply.pairs = sorted(self.regions), sorted(self.pairs)
         return reply
 
     def _check_input_sets(self, source: CaseSource, case: Case, backends: list[Backend], reply: CaseReply,
@@ -399,7 +408,9 @@ class Pipeline:
 
             def on_reference(reference: Reference) -> None:
                 seen.append(reference)
-                self.regions.update(graph_regions(current.graph, reference.values))
+                regions = node_regions(current.graph, reference.values)
+                self.regions |= keys_of(regions)
+                self.pairs |= node_pairs(regions)
 
             result = check_case(current, backends, self.config.reruns, self.runner, on_reference=on_reference)
             reply.count([b.name for b in backends], current.graph.op_names(), first_set=number == 0)

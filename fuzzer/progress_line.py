@@ -23,7 +23,8 @@ shortened, then left out, to fit the terminal:
   compiled: compile 12 jit 40/38 (or their sums, or compiled 52 in all): graph
       structures each compiler compiled, one count per dtype; named without
       torch- or jax- (compile: torch-compile, eager: jax-eager)
-  regions 300/1100: region keys covered (see `fuzz regimes`)"""
+  regions 300/1100 pairs 2900/3300: region keys covered (see `fuzz regimes`), and
+      pairs of keys of one node (the pairs left out where the line has no room)"""
 
 
 def progress_line(progress, time_limit: float | None, last_new_bucket_at: float | None, width: int | None = None) -> str:
@@ -41,9 +42,10 @@ def progress_line(progress, time_limit: float | None, last_new_bucket_at: float 
     pieces["graphs"] = [f"{progress.graphs} graphs {progress.graphs_per_second:.1f}/s", f"{progress.graphs} graphs"]
     if progress.compiled_structures:
         pieces["compilers"] = _compilers(progress.compiled_structures)
-    regions = progress.region_coverage()
+    regions, pairs = progress.region_coverage(), progress.pair_coverage()
     if regions["declared"]:
-        pieces["regions"] = [f"regions {regions['covered']}/{regions['declared']}"]
+        keys = f"regions {regions['covered']}/{regions['declared']}"
+        pieces["regions"] = [f"{keys} pairs {pairs['covered']}/{pairs['declared']}", keys] if pairs["declared"] else [keys]
     if width is None:
         return f"[campaign {progress.campaign_id}] " + SEPARATOR.join(forms[0] for forms in pieces.values())
     room = max(width - 1, 1)
@@ -64,10 +66,12 @@ def progress_line(progress, time_limit: float | None, last_new_bucket_at: float 
                 lengthened = True
             else:
                 chosen[name] += 1
-    if "regions" in pieces:
-        chosen["regions"] = 0
-        if len(line()) > room:
-            del chosen["regions"]
+    for form in range(len(pieces.get("regions", ()))):  # the longest form that fits, or none
+        chosen["regions"] = form
+        if len(line()) <= room:
+            break
+    else:
+        chosen.pop("regions", None)
     return line()[:room]
 
 

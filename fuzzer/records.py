@@ -347,6 +347,7 @@ class CaseReply:
     not_compiled: list[str] = field(default_factory=list)  # ... that could not compile the graph
     budget_skipped: list[str] = field(default_factory=list)  # ... that the compile budget did not give it
     regions: list[str] = field(default_factory=list)  # the region keys its checked cases exercised (fuzzer/regions.py)
+    pairs: list[str] = field(default_factory=list)  # ... and the pairs of keys of one node (fuzzer/region_pairs.py)
     judged_share: dict[str, dict[str, int]] = field(default_factory=dict)  # what the oracle judged of them (fuzzer/judged_share.py)
     node: dict | None = None  # Ray: the node that answered
 
@@ -375,4 +376,4 @@ class CaseReply:
 
 _CASE_REPLY_PLAIN = ("index", "ops", "regime", "backends", "checked", "invalid", "backend_graphs", "backend_cases", "backend_ops", "alone_ops",
                      "seconds", "worker_seconds", "peak_rss_mb",
-                     "compiled_structures", "not_compiled", "budget_skipped", "regions", "judged_share", "node")
+                     "compiled_structures", "not_compiled", "budget_skipped", "regions", "pairs", "judged_share", "node")

@@ -66,6 +66,7 @@ from __future__ import annotations
 
 import functools
 import random
+from collections import Counter
 from collections.abc import Iterable
 
 from fuzzer import branch_points, ladder, tails
@@ -124,11 +125,22 @@ def _kept(op_name: str, region: str) -> bool:
 def graph_regions(graph: Graph, values: dict | None = None) -> set[str]:
     """The keys a case of `graph` exercises. `values`: every value of the case by name (the float64
     reference's), for the special-value keys; without them those are left out."""
+    return keys_of(node_regions(graph, values))
+
+
+def keys_of(per_node: list[tuple[str, set[str]]]) -> set[str]:
+    """The region keys of node_regions' answer."""
+    return {key(op, region) for op, regions in per_node for region in regions}
+
+
+def node_regions(graph: Graph, values: dict | None = None) -> list[tuple[str, set[str]]]:
+    """Per node of `graph`: its op and the regions (keys without the op's name) it exercises (see
+    graph_regions); fuzzer/region_pairs.py pairs the regions of one node."""
     shapes = infer_shapes(graph)
     layouts = {spec.name: spec.layout for spec in graph.inputs if spec.layout != CONTIGUOUS}
     regimes = (graph.regime or "small").split("+")  # a composition exercises both regimes
     specials: dict[str, set[str]] = {}  # per value name: computed once however many nodes read it
-    regions = set()
+    found = []
     for node in graph.nodes:
         op = get_op(node.op)
         operand_shapes = [tuple(shapes[name]) for name in node.inputs]
@@ -146,8 +158,8 @@ def graph_regions(graph: Graph, values: dict | None = None) -> set[str]:
                 mine |= specials[name]
         if values is not None and op.branch_points is not None and node.inputs[0] in values:
             mine |= branch_points.regions_met(op.branch_points, node.attrs, values[node.inputs[0]])
-        regions.update(key(node.op, region) for region in mine if _kept(node.op, region))
-    return regions
+        found.append((node.op, {region for region in mine if _kept(node.op, region)}))
+    return found
 
 
 def declared_regions(op_names: Iterable[str], regimes: tuple) -> list[str]:
@@ -246,13 +258,32 @@ def coverage(covered: Iterable[str], declared: Iterable[str]) -> dict:
     return {"declared": len(declared), "covered": len(declared) - len(missing), "never_reached": missing}
 
 
-STEER_EVERY = 4  # one graph in this many is steered toward a key not covered yet
+STEER_EVERY = 4
+# index % STEER_EVERY -> what its graph is steered toward; the other indices draw the plain mix. Two
+# slots for pairs: a one-worker 10-minute campaign checks ~1,100 graphs on a loaded 2-core machine,
+# and one in four left 44% of the default set's pairs unreached. A steered graph is steered in its
+# first node only and grows like any other, so the plain mix keeps most of every graph.
+KEY, PAIR = "key", "pair"
+STEERED_SLOTS = {1: PAIR, 2: PAIR, 3: KEY}
+# Steered graphs a key or pair gets at most: one steering does not reach in this many (8 reach every
+# declared key: tests/test_regions.py) is left to the plain mix, which gets its slots back once only such are left.
+STEER_TRIES = 8
 
 
-def steered_focus(index: int, uncovered: list[str]) -> str | None:
-    """The region key case `index` is steered toward: for one index in STEER_EVERY, the uncovered
-    keys in turn (so every key gets tries while the plain mix keeps most graphs); None otherwise,
-    and once every declared key is covered."""
-    if not uncovered or index % STEER_EVERY != STEER_EVERY - 1:
+def steered_focus(index: int, tries: Counter, uncovered: list[str], uncovered_pairs: list[str] = ()) -> str | None:
+    """The region key or pair (fuzzer/region_pairs.py) case `index` is steered toward: for the
+    indices of STEERED_SLOTS, the uncovered key or pair steered to least often so far (`tries`,
+    counted here; the first in list order among equals; every slot takes the other list once its
+    own is covered or tried STEER_TRIES times), so each gets a try before any gets a second; None
+    otherwise, and once every key and pair is covered or tried that often. (Taken in turn by their
+    position in a list that shrinks as they are covered, some were passed over for many turns.)"""
+    kind = STEERED_SLOTS.get(index % STEER_EVERY)
+    if kind is None:
         return None
-    return uncovered[(index // STEER_EVERY) % len(uncovered)]
+    keys, pairs = ([t for t in targets if tries[t] < STEER_TRIES] for targets in (uncovered, uncovered_pairs))
+    targets = {KEY: keys, PAIR: pairs}[kind] if keys and pairs else keys or pairs
+    if not targets:
+        return None
+    target = min(targets, key=lambda t: tries[t])
+    tries[target] += 1
+    return target

@@ -3,6 +3,7 @@ toward the keys a campaign has not covered yet."""
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -116,8 +117,9 @@ def test_steering_reaches_a_key_the_plain_mix_does_not():
     reached = {}
     for steer in (False, True):
         covered: set[str] = set()
+        tries: Counter = Counter()
         for index in range(120):
-            focus = steered_focus(index, sorted(declared - covered)) if steer else None
+            focus = steered_focus(index, tries, sorted(declared - covered)) if steer else None
             covered |= graph_regions(drawer.graph_case(CaseSource(index, focus=focus)).graph)
         reached[steer] = covered & declared
     assert RARE in reached[True] and RARE not in reached[False]

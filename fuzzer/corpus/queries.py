@@ -302,21 +302,37 @@ class Queries(CorpusFile):
                                          "FROM cases WHERE signature IS NOT NULL AND shrunk_from IS NULL GROUP BY key ORDER BY key"),
             "graphs_by_regime": self.graphs_by_regime(),
             "region_coverage": self.region_coverage(),
+            "pair_coverage": self.region_coverage("pairs_declared", "pair_counts"),
             "judged_share": self.judged_share(),
         }
 
-    def region_coverage(self) -> dict[str, dict]:
+    def region_coverage(self, declared_field: str = "regions_declared", counts_field: str = "region_counts") -> dict[str, dict]:
         """Per campaign id (a string, as JSON keys are) whose checkpoint declares region keys: its
-        region coverage (fuzzer/regions.py's coverage)."""
+        region coverage (fuzzer/regions.py's coverage); of the pairs of keys with the pairs' fields
+        (fuzzer/region_pairs.py)."""
         from fuzzer.regions import coverage
 
         found = {}
         for row in self.campaigns():
             checkpoint = row.get("checkpoint") if isinstance(row.get("checkpoint"), dict) else {}
-            declared, counts = checkpoint.get("regions_declared"), checkpoint.get("region_counts")
+            declared, counts = checkpoint.get(declared_field), checkpoint.get(counts_field)
             if isinstance(declared, list) and declared and isinstance(counts, dict):
                 found[str(row["id"])] = coverage([str(k) for k in counts], [str(k) for k in declared])
         return found
+
+    def alone_op_counts(self) -> dict[str, dict[str, int]]:
+        """Per backend, op -> one-op graphs of it the backend ran (a compiler's single-op tier), summed
+        over every stored campaign's checkpoint (a damaged entry counts nothing)."""
+        summed: dict[str, dict[str, int]] = {}
+        for row in self.campaigns():
+            checkpoint = row.get("checkpoint") if isinstance(row.get("checkpoint"), dict) else {}
+            per_backend = checkpoint.get("alone_op_counts")
+            for backend, counts in (per_backend.items() if isinstance(per_backend, dict) else ()):
+                mine = summed.setdefault(str(backend), {})
+                for op, count in (counts.items() if isinstance(counts, dict) else ()):
+                    if isinstance(count, int) and count > 0:
+                        mine[str(op)] = mine.get(str(op), 0) + count
+        return summed
 
     def judged_share(self) -> list[dict]:
         """What the oracle judged, per (op, dtype, backend kind), summed over every campaign's

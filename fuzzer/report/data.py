@@ -61,6 +61,7 @@ class CampaignRow:
     backend_seconds: dict[str, float]
     # Region keys (fuzzer/regions.py): {"declared", "covered", "never_reached"}; None before they were recorded.
     regions: dict | None = None
+    pairs: dict | None = None  # the same for the pairs of keys of one node (fuzzer/region_pairs.py)
 
 
 @dataclass
@@ -159,9 +160,8 @@ def _campaign_row(row: dict) -> CampaignRow:
                              for name, ops in per_backend.items() if isinstance(ops, dict)}
     backend_seconds = checkpoint.get("backend_seconds") if isinstance(checkpoint.get("backend_seconds"), dict) else {}
     backends = config.get("backends") if isinstance(config.get("backends"), list) else []
-    declared, covered = checkpoint.get("regions_declared"), checkpoint.get("region_counts")
-    regions = (coverage([str(k) for k in covered], [str(k) for k in declared])
-               if isinstance(declared, list) and declared and isinstance(covered, dict) else None)
+    regions, pairs = (_coverage_of(checkpoint.get(declared), checkpoint.get(counts))
+                      for declared, counts in (("regions_declared", "region_counts"), ("pairs_declared", "pair_counts")))
     return CampaignRow(
         id=row["id"],
         status=str(row.get("status")),
@@ -178,7 +178,15 @@ def _campaign_row(row: dict) -> CampaignRow:
         backend_op_counts=backend_op_counts,
         backend_seconds={str(k): _float(v) or 0.0 for k, v in backend_seconds.items()},
         regions=regions,
+        pairs=pairs,
     )
+
+
+def _coverage_of(declared, covered) -> dict | None:
+    """A checkpoint's declared keys (or pairs) and their counts as coverage; None where it recorded none."""
+    if not (isinstance(declared, list) and declared and isinstance(covered, dict)):
+        return None
+    return coverage([str(k) for k in covered], [str(k) for k in declared])
 
 
 def _bucket_row(index: int, bucket: dict) -> BucketRow:

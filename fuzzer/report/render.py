@@ -154,19 +154,23 @@ def _campaign_table(campaigns) -> str:
 
 
 def _region_section(campaigns) -> str:
-    """Per campaign that recorded them: region keys covered of those declared, and those never reached."""
+    """Per campaign that recorded them: region keys and pairs of keys (fuzzer/region_pairs.py) covered
+    of those declared, and those never reached."""
+    def never_reached(coverage: dict | None) -> str:
+        missing = coverage["never_reached"] if coverage else []
+        return (f"<details><summary>{len(missing)} never reached</summary><code class=small>"
+                f"{'<br>'.join(esc(k) for k in missing)}</code></details>") if missing else "-"
+
     rows = []
     for c in campaigns:
         if c.regions is None:
             continue
-        missing = c.regions["never_reached"]
-        listed = (f"<details><summary>{len(missing)} never reached</summary><code class=small>"
-                  f"{'<br>'.join(esc(k) for k in missing)}</code></details>") if missing else "-"
+        pairs = f"{c.pairs['covered']}/{c.pairs['declared']}" if c.pairs else "-"
         rows.append(f"<tr><td class=num>#{esc(c.id)}</td><td class=num>{c.regions['covered']}/{c.regions['declared']}</td>"
-                    f"<td>{listed}</td></tr>")
+                    f"<td>{never_reached(c.regions)}</td><td class=num>{pairs}</td><td>{never_reached(c.pairs)}</td></tr>")
     if not rows:
         return '<p class="empty">No campaign recorded region keys.</p>'
-    return _table(("campaign", "region keys covered", "never reached"), rows)
+    return _table(("campaign", "region keys covered", "never reached", "pairs covered", "pairs never reached"), rows)
 
 
 def _pass_html(row) -> str:
@@ -315,7 +319,8 @@ def render_html(data, plots: dict[str, str], why_no_plots: str | None) -> str:
         '<h2 id="campaigns">Campaigns</h2>',
         _campaign_table(data.campaigns),
         '<p class="small muted">Region keys (an op\'s attribute value, regime, input layout, special value or size '
-        "class that its kernels switch on): those each campaign covered, of those its op set declares.</p>",
+        "class that its kernels switch on), and pairs of them held by one node: those each campaign covered, of those "
+        "its op set declares.</p>",
         _region_section(data.campaigns),
         f'<h2 id="bugs">Bugs: {len(bugs)} buckets</h2>',
         '<p class="small muted">One row per finding signature (verdict | backend | culprit op). Count: generated cases in '
