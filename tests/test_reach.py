@@ -23,8 +23,10 @@ PLUGIN = str(Path(__file__).parent / "plugins" / "reach_faults.py")
 EAGER = "torch-eager:cpu:float32"
 F32 = np.float32
 # Graphs of a one-worker default campaign of torch eager and the faulty backend (20 .. 40 graphs/s on a
-# loaded 2-core machine): at seed 0 the fault's first case is graph ~1,030 (softplus, 46 s) and ~715 (sum, 21 s).
-SOFTPLUS_CASES, SUM_CASES = 1100, 800
+# loaded 2-core machine): at seed 0 the fault's first case is graph ~715 (sum, 21 s); softplus's was graph
+# ~1,030 (46 s) before two graphs in four were steered to pairs of keys (fuzzer/region_pairs.py), and is now
+# found within 2,000 (checked once, on a machine at load 5): the plain mix that reaches it is one graph in four.
+SOFTPLUS_CASES, SUM_CASES = 2000, 800
 
 
 def test_ops_declare_their_branch_points_as_functions_of_attributes_and_dtype():
