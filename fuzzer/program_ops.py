@@ -75,11 +75,42 @@ def _is_number(value) -> bool:
 MOVES_VALUES = Numerics(sensitivity=0.0, why={"sensitivity": "moves, selects or fills values exactly: no rounding"})
 
 
+# Writes whose scalar argument a program may read at run time from a one-element tensor, as `.item()`
+# (`x.addcmul_(a, b, value=s.item())`): the attribute `item` names that argument, and the write's last operand
+# holds it. fuzzer/program.py reads it (`scalar_reads`) before the write's implementation is called.
+ITEM = "item"
+SCALAR_ATTRS = {"add_": "alpha", "sub_": "alpha", "addcmul_": "value", "addcdiv_": "value", "lerp_": "weight",
+                "fill_": "value"}
+
+
 def _write(name: str, arity: int, infer, reference, torch_impl, jax_new, attrs=(), out_of_place: str | None = None,
            numerics: Numerics = MOVES_VALUES) -> OpDef:
+    arities, choices = (arity, arity), {}
+    if name in SCALAR_ATTRS:  # one operand more where the scalar is read from it
+        key = SCALAR_ATTRS[name]
+        arities, choices, infer = (arity, arity + 1), {ITEM: (key,)}, _reading_scalar(infer, key, arity, f"{key}?" in attrs)
+        attrs = tuple(a for a in attrs if a.removesuffix("?") != key) + (f"{key}?", f"{ITEM}?")
     return OpDef(name=name, infer=infer, reference=reference, torch=torch_impl, jax=jax_new, accepts=_never,
-                 attrs=attrs, arity=(arity, arity), numerics=numerics, family="program",
+                 attrs=attrs, arity=arities, numerics=numerics, family="program", choices=choices,
                  notes=f"in-place write; out of place: {out_of_place}")
+
+
+def _reading_scalar(infer, key: str, arity: int, optional: bool):
+    """The shape rule of a write whose scalar `key` may be read from its last operand (SCALAR_ATTRS)."""
+
+    def shape(attrs, shapes):
+        reads = ITEM in attrs
+        check(len(shapes) == arity + reads, f"it takes {arity + reads} operands {'with' if reads else 'without'} "
+              f"{ITEM}, got {len(shapes)}")
+        check(not (reads and key in attrs), f"it gives {key} and also reads it with {ITEM}; give one of them")
+        check(reads or optional or key in attrs, f"{key} is missing; give it, or read it from an operand with {ITEM}")
+        if reads:
+            check(numel(shapes[-1]) == 1, f"the operand read with .item() has shape {list(shapes[-1])}, which is not "
+                  "one element; read a one-element tensor")
+            attrs, shapes = {**attrs, key: 1.0}, shapes[:-1]  # any number passes the rule's own check
+        return infer({k: v for k, v in attrs.items() if k != ITEM}, shapes)
+
+    return shape
 
 
 def _np_add_(xs, ps, attrs):

@@ -20,6 +20,7 @@ from fuzzer.backends.torch_eager import TorchEager
 from fuzzer.errors import OpUnsupported
 from fuzzer.ir import Case, Graph, interpret
 from fuzzer.op_source import Source
+from fuzzer.program import scalar_reads
 from fuzzer.program_source import torch_program
 
 # Compiled graphs by (backend name, graph structure), kept for the life of the process
@@ -101,7 +102,7 @@ class TorchCompile(TorchEager):
         def build():
             # Looked up outside the traced function: dynamo need not trace the op registry
             # (older releases fail to, e.g. torch 2.1 on its first, registry-filling call).
-            impls = {op: self.impl_for(op) for op in graph.op_names()}
+            impls = {op: scalar_reads(self.impl_for)(op) for op in graph.op_names()}
             return torch.compile(_own_code_object(self._traced_function(graph, impls), f"fuzz_graph_{key[1]}"),
                                  mode=self.compile_mode, dynamic=self.dynamic, fullgraph=True)
 
