@@ -27,6 +27,8 @@ Who runs it how, and why
   root (the view's numpy reference run on the root's element numbers), a read a gather, a write
   a scatter (`.at[].set`) into the root. This is our bookkeeping; the campaign checks it against
   numpy's views on every case, as the other backends are checked.
+A write may read its scalar argument from a one-element value at run time (`item`, program_ops.SCALAR_ATTRS):
+`.item()` in torch and numpy, the traced value in jax (`scalar_reads`).
 The oracle compares every step's outputs and the final written inputs against the float64 literal
 run, with honest models run the same way in each dtype (fuzzer/oracle/reference.py, `program_reference`).
 
