@@ -234,7 +234,7 @@ def literal_step(graph, impl_for: Callable, fresh: Callable) -> Step:
         env = dict(state)
         for node in graph.nodes:
             value = impl_for(node.op)([env[name] for name in node.inputs], {}, node.attrs)
-            env[node.name] = value if node.op in STATEMENTS else fresh(value)
+            env[node.name] = value if node.op in VIEWS | WRITES else fresh(value)
         return [env[name] for name in graph.outputs], state
 
     return step

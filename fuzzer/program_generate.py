@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from fuzzer.errors import UserError
 from fuzzer.ir import Graph, Node, TensorSpec, infer_shapes
 from fuzzer.program import PURE_OPS
-from fuzzer.program_ops import ITEM, SCALAR_ATTRS, STATEMENTS, VIEWS, WRITES
+from fuzzer.program_ops import ITEM, SCALAR_ATTRS, SIZED_BY_VALUES, STATEMENTS, VIEWS, WRITES
 
 PROGRAM_DIMS = (1, 2, 3, 4, 5, 7)
 # The pure ops drawn by default: exp is left out (a state fed back through it overflows in a few steps), div
@@ -207,6 +207,7 @@ def programs(draw, op_names=None, regime: str = "") -> Graph:
     statements, pure = vocabulary(op_names)
     views = [name for name in statements if name in VIEWS]
     writes = [name for name in statements if name in WRITES]
+    sized = [name for name in statements if name in SIZED_BY_VALUES]
     rank = draw(st.sampled_from((1, 2, 2, 2, 3)))
     inputs = [TensorSpec("x0", tuple(draw(st.sampled_from(PROGRAM_DIMS[1:])) for _ in range(rank)))]
     nodes: list[Node] = []
@@ -252,6 +253,10 @@ def programs(draw, op_names=None, regime: str = "") -> Graph:
                 reader, attrs, scalar = _scalar_read(draw, name, op, attrs, shapes)
                 guards, operands = guards + reader, [*operands, scalar]
             add(*guards, Node(name, op, (value, *operands), attrs), new_inputs=new_inputs)
+        elif sized and draw(st.integers(0, 3)) == 0:  # one element, summed over a selection sized by the values
+            value = draw(st.sampled_from(values))
+            mask = draw(st.sampled_from([v for v in values if shapes[v] in _broadcast_shapes(shapes[value])] or [value]))
+            add(Node(name, draw(st.sampled_from(sized)), (value, mask)))
         elif pure:
             op, value = draw(st.sampled_from(pure)), draw(st.sampled_from(values))
             if op in UNARY_PURE:

@@ -1,5 +1,6 @@
-"""A program's write reading its scalar at run time with `.item()` (fuzzer/program.py, `scalar_reads`), and
-torch-compile-capture, where dynamo captures that read instead of breaking the graph at it."""
+"""A program's write reading its scalar at run time with `.item()` (fuzzer/program.py, `scalar_reads`), a sum over
+a selection whose size depends on the values (`masked_select_sum`), and torch-compile-capture, where dynamo
+captures both."""
 
 from __future__ import annotations
 
@@ -28,11 +29,29 @@ ARRAYS = {"x": np.array([1.0, 2.0], np.float32), "ones": np.ones(2, np.float32)}
 EXPECTED = [[2.5, 3.5], [5.5, 6.5], [5.5, 6.5]]
 
 
-@pytest.mark.parametrize("backend", ["numpy-ref:cpu:float64", "torch-eager:cpu:float32", "jax-eager:cpu:float32",
-                                     "jax-jit:cpu:float32"])
+# m.fill_(masked_select_sum(x, m).item()): the sum of x where m > 0, written into m. From m = [1, -1, 1] the first
+# step selects 1 + 3 + 4 + 6 = 14 and the second, every element now, 21; from m = [-1, -1, -1] nothing, so 0 twice.
+SELECTED = Graph(
+    (TensorSpec("x", (2, 3)), TensorSpec("m", (3,))),
+    (Node("picked", "masked_select_sum", ("x", "m"), {}), Node("update", "fill_", ("m", "picked"), {"item": "value"})),
+    ("picked",), steps=2)
+X = np.array([[1, 2, 3], [4, 5, 6]], np.float32)
+SELECTIONS = [({"x": X, "m": np.array([1, -1, 1], np.float32)}, [[14], [21], [21, 21, 21]]),
+              ({"x": X, "m": np.array([-1, -1, -1], np.float32)}, [[0], [0], [0, 0, 0]])]
+EAGER = ["numpy-ref:cpu:float64", "torch-eager:cpu:float32", "jax-eager:cpu:float32", "jax-jit:cpu:float32"]
+
+
+@pytest.mark.parametrize("backend", EAGER)
 def test_a_scalar_read_with_item_takes_the_value_the_state_has_at_that_step(backend):
     results = get_backend(backend).run(Case(MEAN_SCALED, ARRAYS))
     assert [list(result) for result in results] == EXPECTED
+
+
+@pytest.mark.parametrize("backend", EAGER)
+@pytest.mark.parametrize("arrays, expected", SELECTIONS)
+def test_a_selection_sized_by_the_values_sums_what_the_mask_picks_at_that_step(backend, arrays, expected):
+    results = get_backend(backend).run(Case(SELECTED, arrays))
+    assert [list(result) for result in results] == expected
 
 
 @pytest.mark.slow
@@ -47,6 +66,18 @@ def test_a_step_that_reads_item_compiles_whole_into_one_graph(kind):
     results = get_backend(f"{kind}:cpu:float32").run(Case(MEAN_SCALED, ARRAYS))
     assert torch._dynamo.utils.counters["stats"]["unique_graphs"] - before == 1
     assert [list(result) for result in results] == EXPECTED
+
+
+@pytest.mark.slow
+def test_torch_compile_capture_compiles_a_selection_sized_by_the_values_into_one_graph_for_any_selection():
+    import torch._dynamo
+
+    torch._dynamo.reset()
+    before = torch._dynamo.utils.counters["stats"]["unique_graphs"]
+    for arrays, expected in SELECTIONS:  # 4 elements selected, 3, then none: one compiled graph for all
+        results = get_backend("torch-compile-capture:cpu:float32").run(Case(SELECTED, arrays))
+        assert [list(result) for result in results] == expected
+    assert torch._dynamo.utils.counters["stats"]["unique_graphs"] - before == 1
 
 
 def test_the_reproducer_reads_the_scalar_with_item_and_patches_dynamo_as_the_campaign_did():
