@@ -164,9 +164,9 @@ def tensor_operands(node) -> tuple[str, ...]:
 
 def scalar_reads(impl_for: Callable, read: Callable = lambda tensor: tensor.item()) -> Callable:
     """`impl_for` whose writes that read a scalar at run time (program_ops.SCALAR_ATTRS) get it as the
-    attribute it names, read from their last operand by `read`: `.item()` in torch (a graph break under
-    torch.compile, an unbacked symbol where dynamo captures scalars) and in numpy (a Python float, as
-    `float(s)`); jax passes the traced value as a 0-d array, as a jitted function must."""
+    attribute it names, read from their last operand by `read`: `.item()` in torch (an unbacked symbol
+    under torch.compile(fullgraph=True)) and in numpy (a Python float, as `float(s)`); jax passes the
+    traced value as a 0-d array, as a jitted function must."""
 
     def impl(op: str):
         run = impl_for(op)

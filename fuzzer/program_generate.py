@@ -22,7 +22,7 @@ from fuzzer.program_ops import ITEM, SCALAR_ATTRS, SIZED_BY_VALUES, STATEMENTS, 
 PROGRAM_DIMS = (1, 2, 3, 4, 5, 7)
 # The pure ops drawn by default: exp is left out (a state fed back through it overflows in a few steps), div
 # (its divisor would need the guard DIVIDING writes get; it is there for the shrinker's out-of-place form of div_),
-# and mean (drawn only as the one-element value a scalar is read from: SCALAR_SHARE).
+# and mean (drawn only as the one-element value a scalar is read from: SCALAR_READ_ONE_IN).
 DRAWN_PURE = tuple(name for name in PURE_OPS if name not in ("exp", "div", "mean"))
 # Writes whose last operand divides: it is read through a clamp into [0.25, 3] drawn with it. A divisor near 0 (a
 # state cancelling, a "zeros" input) makes the quotient hang on one rounding of the divisor, which compiled and
@@ -34,9 +34,9 @@ DIVISOR_GUARD = {"min": 0.25, "max": 3.0}
 # that differed by 0.03: a false finding of a clean campaign).
 BOUNDED_TARGET = {"exp_": {"min": -3.0, "max": 3.0}}
 UNARY_PURE = ("neg", "abs", "sin", "cos", "tanh", "sigmoid", "relu", "clamp")
-# The share of writes with a scalar argument (SCALAR_ATTRS) that read it with `.item()` from a one-element value of
-# the program (a one-element value there, else the mean of one): the state a step leaves decides the next step's scalar.
-SCALAR_SHARE = 3
+# One in this many writes with a scalar argument (SCALAR_ATTRS) reads it with `.item()` from a one-element value of
+# the program (one there, else the mean of one): the state a step leaves decides the next step's scalar.
+SCALAR_READ_ONE_IN = 3
 MAX_STATEMENTS = 8
 
 
@@ -249,7 +249,7 @@ def programs(draw, op_names=None, regime: str = "") -> Graph:
                     new_inputs.append(TensorSpec(f"x{len(inputs) + len(new_inputs)}", draw(st.sampled_from(sources))))
                     operands.append(new_inputs[-1].name)
             guards, value, operands = _guarded(name, op, value, operands)
-            if op in SCALAR_ATTRS and draw(st.integers(1, SCALAR_SHARE)) == 1:
+            if op in SCALAR_ATTRS and draw(st.integers(1, SCALAR_READ_ONE_IN)) == 1:
                 reader, attrs, scalar = _scalar_read(draw, name, op, attrs, shapes)
                 guards, operands = guards + reader, [*operands, scalar]
             add(*guards, Node(name, op, (value, *operands), attrs), new_inputs=new_inputs)
