@@ -27,6 +27,8 @@ Who runs it how, and why
   root (the view's numpy reference run on the root's element numbers), a read a gather, a write
   a scatter (`.at[].set`) into the root. This is our bookkeeping; the campaign checks it against
   numpy's views on every case, as the other backends are checked.
+A write may read its scalar argument from a one-element value at run time (`item`, program_ops.SCALAR_ATTRS):
+`.item()` in torch and numpy, the traced value in jax (`scalar_reads`).
 The oracle compares every step's outputs and the final written inputs against the float64 literal
 run, with honest models run the same way in each dtype (fuzzer/oracle/reference.py, `program_reference`).
 
@@ -42,7 +44,7 @@ from typing import Callable
 import numpy as np
 
 from fuzzer.errors import UserError
-from fuzzer.program_ops import STATEMENTS, VIEWS, WRITES
+from fuzzer.program_ops import ITEM, SCALAR_ATTRS, STATEMENTS, VIEWS, WRITES
 
 MAX_STEPS = 8
 # Writes whose operand torch turns into a new tensor first (a mask), and writes at an index (torch refuses any
@@ -51,7 +53,8 @@ MASK_WRITES = ("masked_fill_",)
 INDEX_WRITES = ("index_add_", "index_copy_", "scatter_", "scatter_add_", "index_put_")
 # The registry ops a program may compute with: their results are new tensors in every framework
 # (a registry op whose torch implementation returns a view would alias silently).
-PURE_OPS = ("add", "sub", "mul", "div", "neg", "abs", "sin", "cos", "tanh", "sigmoid", "relu", "clamp", "exp")
+# mean: a one-element value (of all dims) a write reads its scalar from with `.item()` (program_ops.SCALAR_ATTRS).
+PURE_OPS = ("add", "sub", "mul", "div", "neg", "abs", "sin", "cos", "tanh", "sigmoid", "relu", "clamp", "exp", "mean")
 # Views numpy gives read-only (and torch refuses most writes through): never written through.
 READ_ONLY_VIEWS = ("broadcast_to", "unfold")
 # Views that depend on how the base is laid out in memory: taken of an input or a contiguous part of one (as_strided:
@@ -143,7 +146,7 @@ def check_program(graph, shapes: dict) -> None:
                             "write into a view whose elements are distinct.")
         if node.op in MASK_WRITES:  # its operand becomes a new mask tensor before anything is written
             continue
-        for operand in node.inputs[1:]:
+        for operand in tensor_operands(node)[1:]:  # a scalar read with .item() is a number by the time it writes
             other = table[operand]
             if other.root != base.root or not np.intersect1d(other.elements(shapes[other.root]), target).size:
                 continue
@@ -152,6 +155,33 @@ def check_program(graph, shapes: dict) -> None:
                 continue
             raise UserError(f"{where} reads '{operand}', which shares memory with the elements it writes without being "
                             "that very tensor; read a clone or a disjoint view.")
+
+
+def tensor_operands(node) -> tuple[str, ...]:
+    """The operands a statement takes as tensors: all but the one a write reads its scalar from (`item`)."""
+    return node.inputs[:-1] if ITEM in node.attrs else node.inputs
+
+
+def scalar_reads(impl_for: Callable, read: Callable = lambda tensor: tensor.item()) -> Callable:
+    """`impl_for` whose writes that read a scalar at run time (program_ops.SCALAR_ATTRS) get it as the
+    attribute it names, read from their last operand by `read`: `.item()` in torch (an unbacked symbol
+    under torch.compile(fullgraph=True)) and in numpy (a Python float, as `float(s)`); jax passes the
+    traced value as a 0-d array, as a jitted function must."""
+
+    def impl(op: str):
+        run = impl_for(op)
+        if op not in SCALAR_ATTRS:
+            return run
+
+        def run_reading_scalar(xs, ps, attrs):
+            if ITEM not in attrs:
+                return run(xs, ps, attrs)
+            written = {key: value for key, value in attrs.items() if key != ITEM}
+            return run(xs[:-1], ps, {**written, attrs[ITEM]: read(xs[-1])})
+
+        return run_reading_scalar
+
+    return impl
 
 
 def _tensor_of(graph, name: str) -> str:
@@ -198,11 +228,13 @@ def literal_step(graph, impl_for: Callable, fresh: Callable) -> Step:
     """The body run statement by statement, writes in place and views real (numpy, torch eager);
     `fresh(value)` makes a pure op's result a new root array (numpy: C order, the dtype)."""
 
+    impl_for = scalar_reads(impl_for)
+
     def step(state):
         env = dict(state)
         for node in graph.nodes:
             value = impl_for(node.op)([env[name] for name in node.inputs], {}, node.attrs)
-            env[node.name] = value if node.op in STATEMENTS else fresh(value)
+            env[node.name] = value if node.op in VIEWS | WRITES else fresh(value)
         return [env[name] for name in graph.outputs], state
 
     return step
@@ -213,6 +245,7 @@ def functional_step(graph, impl_for: Callable, shapes: dict) -> Step:
     its target's new value (the statement's `jax` implementation) and scatters it into the root;
     every read of a view gathers from its root as it is then."""
     table = aliases(graph, shapes)
+    impl_for = scalar_reads(impl_for, lambda value: value.reshape(()))
 
     def read(roots: dict, name: str):
         alias = table[name]

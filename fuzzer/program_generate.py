@@ -17,12 +17,13 @@ from hypothesis import strategies as st
 from fuzzer.errors import UserError
 from fuzzer.ir import Graph, Node, TensorSpec, infer_shapes
 from fuzzer.program import PURE_OPS
-from fuzzer.program_ops import STATEMENTS, VIEWS, WRITES
+from fuzzer.program_ops import ITEM, SCALAR_ATTRS, SIZED_BY_VALUES, STATEMENTS, VIEWS, WRITES
 
 PROGRAM_DIMS = (1, 2, 3, 4, 5, 7)
-# The pure ops drawn by default: exp is left out (a state fed back through it overflows in a few steps), and div
-# (its divisor would need the guard DIVIDING writes get; it is there for the shrinker's out-of-place form of div_).
-DRAWN_PURE = tuple(name for name in PURE_OPS if name not in ("exp", "div"))
+# The pure ops drawn by default: exp is left out (a state fed back through it overflows in a few steps), div
+# (its divisor would need the guard DIVIDING writes get; it is there for the shrinker's out-of-place form of div_),
+# and mean (drawn only as the one-element value a scalar is read from: SCALAR_READ_ONE_IN).
+DRAWN_PURE = tuple(name for name in PURE_OPS if name not in ("exp", "div", "mean"))
 # Writes whose last operand divides: it is read through a clamp into [0.25, 3] drawn with it. A divisor near 0 (a
 # state cancelling, a "zeros" input) makes the quotient hang on one rounding of the divisor, which compiled and
 # eager kernels may honestly round differently: a false finding, or inf and nothing judged.
@@ -33,6 +34,9 @@ DIVISOR_GUARD = {"min": 0.25, "max": 3.0}
 # that differed by 0.03: a false finding of a clean campaign).
 BOUNDED_TARGET = {"exp_": {"min": -3.0, "max": 3.0}}
 UNARY_PURE = ("neg", "abs", "sin", "cos", "tanh", "sigmoid", "relu", "clamp")
+# One in this many writes with a scalar argument (SCALAR_ATTRS) reads it with `.item()` from a one-element value of
+# the program (one there, else the mean of one): the state a step leaves decides the next step's scalar.
+SCALAR_READ_ONE_IN = 3
 MAX_STATEMENTS = 8
 
 
@@ -187,11 +191,23 @@ def _guarded(name: str, op: str, target: str, operands: list[str]) -> tuple[tupl
     return tuple(guards), target, operands
 
 
+def _scalar_read(draw, name: str, op: str, attrs: dict, shapes: dict) -> tuple[tuple[Node, ...], dict, str]:
+    """(the nodes it needs first, the write's attributes, the operand): write `op`'s scalar read with `.item()`."""
+    attrs = {key: value for key, value in attrs.items() if key != SCALAR_ATTRS[op]} | {ITEM: SCALAR_ATTRS[op]}
+    one_element = [value for value, shape in shapes.items() if int(np.prod(shape)) == 1]
+    if one_element and draw(st.booleans()):
+        return (), attrs, draw(st.sampled_from(one_element))
+    value = draw(st.sampled_from(sorted(shapes)))
+    mean = Node(f"{name}_scalar", "mean", (value,), {"dims": list(range(len(shapes[value]))), "keepdim": False})
+    return (mean,), attrs, mean.name
+
+
 @st.composite
 def programs(draw, op_names=None, regime: str = "") -> Graph:
     statements, pure = vocabulary(op_names)
     views = [name for name in statements if name in VIEWS]
     writes = [name for name in statements if name in WRITES]
+    sized = [name for name in statements if name in SIZED_BY_VALUES]
     rank = draw(st.sampled_from((1, 2, 2, 2, 3)))
     inputs = [TensorSpec("x0", tuple(draw(st.sampled_from(PROGRAM_DIMS[1:])) for _ in range(rank)))]
     nodes: list[Node] = []
@@ -233,7 +249,14 @@ def programs(draw, op_names=None, regime: str = "") -> Graph:
                     new_inputs.append(TensorSpec(f"x{len(inputs) + len(new_inputs)}", draw(st.sampled_from(sources))))
                     operands.append(new_inputs[-1].name)
             guards, value, operands = _guarded(name, op, value, operands)
+            if op in SCALAR_ATTRS and draw(st.integers(1, SCALAR_READ_ONE_IN)) == 1:
+                reader, attrs, scalar = _scalar_read(draw, name, op, attrs, shapes)
+                guards, operands = guards + reader, [*operands, scalar]
             add(*guards, Node(name, op, (value, *operands), attrs), new_inputs=new_inputs)
+        elif sized and draw(st.integers(0, 3)) == 0:  # one element, summed over a selection sized by the values
+            value = draw(st.sampled_from(values))
+            mask = draw(st.sampled_from([v for v in values if shapes[v] in _broadcast_shapes(shapes[value])] or [value]))
+            add(Node(name, draw(st.sampled_from(sized)), (value, mask)))
         elif pure:
             op, value = draw(st.sampled_from(pure)), draw(st.sampled_from(values))
             if op in UNARY_PURE:

@@ -1,6 +1,7 @@
 """The statements only a program (fuzzer/program.py) has: in-place writes and views, under the
 frameworks' own names (`add_`, `sin_`, `copy_`, `index_add_`, `scatter_`, `swapaxes`, `as_strided`, ...), and
-writes through `out=` (`add_out(c, a, b)` is `torch.add(a, b, out=c)`: the first operand is always the target).
+writes through `out=` (`add_out(c, a, b)` is `torch.add(a, b, out=c)`: the first operand is always the target),
+and `masked_select_sum`, a sum over a selection whose size depends on the values.
 
 Each is an OpDef, so that a plugin overrides one by name with `derive_backend` like any op, but
 they live outside the op registry (fuzzer/ops/): a plain graph never draws them, and the
@@ -75,11 +76,42 @@ def _is_number(value) -> bool:
 MOVES_VALUES = Numerics(sensitivity=0.0, why={"sensitivity": "moves, selects or fills values exactly: no rounding"})
 
 
+# Writes whose scalar argument a program may read at run time from a one-element tensor, as `.item()`
+# (`x.addcmul_(a, b, value=s.item())`): the attribute `item` names that argument, and the write's last operand
+# holds it. fuzzer/program.py reads it (`scalar_reads`) before the write's implementation is called.
+ITEM = "item"
+SCALAR_ATTRS = {"add_": "alpha", "sub_": "alpha", "addcmul_": "value", "addcdiv_": "value", "lerp_": "weight",
+                "fill_": "value"}
+
+
 def _write(name: str, arity: int, infer, reference, torch_impl, jax_new, attrs=(), out_of_place: str | None = None,
            numerics: Numerics = MOVES_VALUES) -> OpDef:
+    arities, choices = (arity, arity), {}
+    if name in SCALAR_ATTRS:  # one operand more where the scalar is read from it
+        key = SCALAR_ATTRS[name]
+        arities, choices, infer = (arity, arity + 1), {ITEM: (key,)}, _reading_scalar(infer, key, arity, f"{key}?" in attrs)
+        attrs = tuple(a for a in attrs if a.removesuffix("?") != key) + (f"{key}?", f"{ITEM}?")
     return OpDef(name=name, infer=infer, reference=reference, torch=torch_impl, jax=jax_new, accepts=_never,
-                 attrs=attrs, arity=(arity, arity), numerics=numerics, family="program",
+                 attrs=attrs, arity=arities, numerics=numerics, family="program", choices=choices,
                  notes=f"in-place write; out of place: {out_of_place}")
+
+
+def _reading_scalar(infer, key: str, arity: int, optional: bool):
+    """The shape rule of a write whose scalar `key` may be read from its last operand (SCALAR_ATTRS)."""
+
+    def shape(attrs, shapes):
+        reads = ITEM in attrs
+        check(len(shapes) == arity + reads, f"it takes {arity + reads} operands {'with' if reads else 'without'} "
+              f"{ITEM}, got {len(shapes)}")
+        check(not (reads and key in attrs), f"it gives {key} and also reads it with {ITEM}; give one of them")
+        check(reads or optional or key in attrs, f"{key} is missing; give it, or read it from an operand with {ITEM}")
+        if reads:
+            check(numel(shapes[-1]) == 1, f"the operand read with .item() has shape {list(shapes[-1])}, which is not "
+                  "one element; read a one-element tensor")
+            attrs, shapes = {**attrs, key: 1.0}, shapes[:-1]  # any number passes the rule's own check
+        return infer({k: v for k, v in attrs.items() if k != ITEM}, shapes)
+
+    return shape
 
 
 def _np_add_(xs, ps, attrs):
@@ -555,9 +587,44 @@ VIEW_OPS = [
     _view("as_strided", _as_strided_shape, _np_as_strided, _method("as_strided"), ("size", "stride", "storage_offset")),
 ]
 
+# -- sizes that depend on values ------------------------------------------------------------------------
+# A statement whose intermediate's size depends on the values (torch.masked_select: as many elements as the mask
+# selects), reduced at once, so that the program's own values keep static shapes: under torch.compile the
+# selection gets an unbacked size (dynamo's capture_dynamic_output_shape_ops), its sum one element.
+def _masked_select_sum_shape(attrs, shapes):
+    _broadcasts_into(shapes[1], shapes[0], "the mask")
+    return (1,)
+
+
+def _np_masked_select_sum(xs, ps, attrs):
+    """The sum of x where the mask (the second operand, broadcast to x) is positive; 0 where it selects nothing."""
+    x = xs[0]
+    return np.asarray(x[np.broadcast_to(xs[1] > 0, x.shape)].sum(dtype=x.dtype)).reshape(1)
+
+
+def _torch_masked_select_sum(xs, ps, attrs):
+    import torch
+
+    return torch.masked_select(xs[0], xs[1] > 0).sum().reshape(1)
+
+
+def _jax_masked_select_sum(xs, ps, attrs):  # jit has no sizes that depend on values: the same sum over a where
+    import jax.numpy as jnp
+
+    return jnp.where(xs[1] > 0, xs[0], 0).sum().reshape(1)
+
+
+SIZED_BY_VALUES_OPS = [
+    OpDef(name="masked_select_sum", infer=_masked_select_sum_shape, reference=_np_masked_select_sum,
+          torch=_torch_masked_select_sum, jax=_jax_masked_select_sum, accepts=_never, arity=(2, 2),
+          numerics=Numerics(sensitivity=2.0, why={"sensitivity": "a sum of many rounded operands, as the reductions'"}),
+          family="program", notes="a selection whose size depends on the values, summed: one element"),
+]
+
 # The registry's `slice`, `narrow`, `transpose` and `expand` are out-of-place ops of plain graphs; a program's
 # views take torch's other names for the same views: getitem (a basic slice, as dynamo's graphs name it),
 # swapaxes, broadcast_to (an expand).
-STATEMENTS: dict[str, OpDef] = {op.name: op for op in WRITE_OPS + VIEW_OPS}
+STATEMENTS: dict[str, OpDef] = {op.name: op for op in WRITE_OPS + VIEW_OPS + SIZED_BY_VALUES_OPS}
 WRITES = frozenset(op.name for op in WRITE_OPS)
 VIEWS = frozenset(op.name for op in VIEW_OPS)
+SIZED_BY_VALUES = frozenset(op.name for op in SIZED_BY_VALUES_OPS)

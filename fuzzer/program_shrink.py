@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from fuzzer.ir import Case, Graph
-from fuzzer.program_ops import OUT_OF_PLACE
+from fuzzer.program_ops import ITEM, OUT_OF_PLACE
 
 
 def pass_fewer_steps(case: Case, culprit: str):
@@ -22,7 +22,7 @@ def out_of_place_graphs(graph: Graph):
     relu_) replaced by it: its consumers read the new value, while other aliases of its target keep the old
     one (fuzzer/shrink.py's pass_out_of_place turns each into a case)."""
     for index, node in enumerate(graph.nodes):
-        if node.op not in OUT_OF_PLACE or node.attrs.get("alpha", 1.0) != 1.0:
+        if node.op not in OUT_OF_PLACE or node.attrs.get("alpha", 1.0) != 1.0 or ITEM in node.attrs:
             continue
         attrs = {key: value for key, value in node.attrs.items() if key != "alpha"}
         nodes = graph.nodes[:index] + (replace(node, op=OUT_OF_PLACE[node.op], attrs=attrs),) + graph.nodes[index + 1:]

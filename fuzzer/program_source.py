@@ -26,6 +26,7 @@ from fuzzer.errors import UserError
 from fuzzer.ir import Case, infer_shapes
 from fuzzer.layouts import layout_source
 from fuzzer.op_source import Source, literal, write_call
+from fuzzer.program_ops import ITEM
 
 # What each framework's reproducer prints first (maintainers ask for it); `Backend.versions_source`.
 TORCH_VERSIONS = ("VERSIONS = (f'torch {torch.__version__}, CUDA {torch.version.cuda}, cuDNN {torch.backends.cudnn.version()}, '\n"
@@ -239,10 +240,13 @@ def graph_function(case: Case, impl_for: Callable, source: Source, name: str = "
     body, defaults = [], {}
     for node in case.graph.nodes:
         node_params = {p: variable_name(f"{owner}.{p}") for owner, p in params if owner == node.name}
-        impl, attrs = impl_for(node.op), node.attrs
+        impl, attrs, inputs = impl_for(node.op), node.attrs, [variable_name(i) for i in node.inputs]
         if symbolic:
             attrs = _symbolic_attributes(node, defaults)
-        statements, call = write_call(impl, [variable_name(i) for i in node.inputs], node_params, attrs,
+        if ITEM in attrs:  # a scalar read at run time (fuzzer/program.py, scalar_reads), written as users write it
+            scalar = _AsWritten(f"{inputs.pop()}.item()")
+            attrs = {**{key: value for key, value in attrs.items() if key != ITEM}, attrs[ITEM]: scalar}
+        statements, call = write_call(impl, inputs, node_params, attrs,
                                       source, shapes, lambda local, node=node: variable_name(f"{node.name}_{local}"))
         body += [f"    {statement}" for statement in statements] + [f"    {variable_name(node.name)} = {call}"]
     keywords = [f"{default}={literal(value)}" for default, value in defaults.items()]
@@ -258,8 +262,9 @@ def graph_function(case: Case, impl_for: Callable, source: Source, name: str = "
     return "\n".join(lines)
 
 
-class _DefaultName(str):
-    """A keyword default's name, written bare where an attribute's value would be (literal() uses repr)."""
+class _AsWritten(str):
+    """Source written bare where an attribute's value would be (literal() uses repr): a keyword default's
+    name, a scalar's `.item()`."""
 
     def __repr__(self) -> str:
         return str(self)
@@ -277,7 +282,7 @@ def _symbolic_attributes(node, defaults: dict) -> dict:
         if items and all(isinstance(item, int) and not isinstance(item, bool) for item in items):
             # "n0:size", which no node, input or parameter ("n0.weight") is named: read as n0_size, or n0_size_
             # where a node of that name takes n0_size (with_readable_names)
-            default = _DefaultName(variable_name(f"{node.name}:{key}"))
+            default = _AsWritten(variable_name(f"{node.name}:{key}"))
             defaults[default] = value
             value = default
         written[key] = value

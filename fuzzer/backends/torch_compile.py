@@ -3,9 +3,9 @@
 The compile configuration is data on the class, which the run and the reproducer writer both
 read, so a configured kind (torch-compile-dynamic, torch-compile-max-autotune, a plugin's) is
 a few class attributes: `compile_mode` (torch.compile's mode), `dynamic` (torch.compile's
-dynamic) and `compile_options` (inductor config, patched around every call, compile included:
+dynamic), `compile_options` (inductor config, patched around every call, compile included:
 torch.compile(options=...) reaches only inductor, while some settings, e.g. `freezing`, are
-read by dynamo as it traces).
+read by dynamo as it traces) and `dynamo_options` (dynamo's config, patched the same way).
 """
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ from fuzzer.backends.inductor_setup import prepare_inductor
 from fuzzer.backends.torch_eager import TorchEager
 from fuzzer.errors import OpUnsupported
 from fuzzer.ir import Case, Graph, interpret
-from fuzzer.op_source import Source
+from fuzzer.op_source import Source, literal
+from fuzzer.program import scalar_reads
 from fuzzer.program_source import torch_program
 
 # Compiled graphs by (backend name, graph structure), kept for the life of the process
@@ -56,6 +57,22 @@ def inductor_config(options: dict):
     return torch._inductor.config.patch(options)
 
 
+def dynamo_config(options: dict):
+    """The context dynamo traces in: its config patched by `options` (torch-compile-capture's)."""
+    if not options:
+        return contextlib.nullcontext()
+    import torch._dynamo.config
+
+    return torch._dynamo.config.patch(options)
+
+
+def with_dynamo_config(context: str, options: dict) -> str:
+    """A reproducer's `context` with dynamo's config patched by `options`, as the campaign ran it."""
+    if not options:
+        return context
+    return f"{context}, torch._dynamo.config.patch({literal(options)})"
+
+
 def with_inductor_config(context: str, options: dict, source: Source) -> str:
     """A reproducer's `context` (source of a context manager) with inductor's config patched by
     `options`; a function among them (a custom pass) is written out into `source`."""
@@ -86,6 +103,8 @@ class TorchCompile(TorchEager):
             self.compile_weight = self.cpu_compile_weight
     compile_mode: ClassVar[str | None] = None
     compile_options: ClassVar[dict] = {}
+    # dynamo's config, patched around every call as compile_options is (what dynamo captures, torch-compile-capture)
+    dynamo_options: ClassVar[dict] = {}
 
     def cache_key(self, graph: Graph) -> tuple:
         """Graphs with one key share one compiled function (one code object: see _own_code_object)."""
@@ -101,7 +120,7 @@ class TorchCompile(TorchEager):
         def build():
             # Looked up outside the traced function: dynamo need not trace the op registry
             # (older releases fail to, e.g. torch 2.1 on its first, registry-filling call).
-            impls = {op: self.impl_for(op) for op in graph.op_names()}
+            impls = {op: scalar_reads(self.impl_for)(op) for op in graph.op_names()}
             return torch.compile(_own_code_object(self._traced_function(graph, impls), f"fuzz_graph_{key[1]}"),
                                  mode=self.compile_mode, dynamic=self.dynamic, fullgraph=True)
 
@@ -109,7 +128,7 @@ class TorchCompile(TorchEager):
 
         def run(*args):  # (inputs, params), and what a subclass's traced function takes besides
             try:
-                with inductor_config(self.compile_options):
+                with inductor_config(self.compile_options), dynamo_config(self.dynamo_options):
                     return compiled(*args)
             except torch._dynamo.exc.FailOnRecompileLimitHit:
                 # This function was compiled for more shape variants than dynamo keeps per code
@@ -133,6 +152,7 @@ class TorchCompile(TorchEager):
     def reproducer_program(self, case: Case) -> tuple[list[str], str]:
         source = Source(imports=["import torch"])
         context = with_inductor_config("torch.no_grad()", self.compile_options, source)
+        context = with_dynamo_config(context, self.dynamo_options)
         return torch_program(case, self, [self.compile_source()], "program(*args)", context, source=source)
 
     def compile_source(self) -> str:

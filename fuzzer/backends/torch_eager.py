@@ -12,7 +12,7 @@ from fuzzer.complex_dtypes import COMPLEX_DTYPES
 from fuzzer.exact_dtypes import EXACT_DTYPES, result_array
 from fuzzer.ir import Case, Graph, interpret
 from fuzzer.ops import get_op
-from fuzzer.program import run_steps
+from fuzzer.program import run_steps, scalar_reads
 from fuzzer.program_source import TORCH_VERSIONS, torch_program
 
 # How far past its allowance the error of a graph on cuDNN's RNN kernels may go and still be
@@ -115,7 +115,7 @@ class TorchEager(Backend):
         return CUDNN_RNN_POLICY_LIMIT if self._runs_cudnn_rnn(graph) else math.inf
 
     def _graph_fn(self, graph: Graph):
-        return lambda inputs, params: interpret(graph, inputs, params, self.impl_for)
+        return lambda inputs, params: interpret(graph, inputs, params, scalar_reads(self.impl_for))
 
     def reproducer_program(self, case: Case) -> tuple[list[str], str]:
         return torch_program(case, self, [], "graph(*args)")

@@ -10,6 +10,9 @@ statement overridden by name, so that a test can show a short campaign of progra
   than 16 rows: dynamo guards on that size, so only the recompile for such a size (a shape variant: programs
   draw at most 7 rows) computes the wrong value.
 - `fault-addcdiv-value`: addcdiv_ ignores its `value` (adds t1 / t2 once), as a kernel that drops a scalar would.
+- `fault-half-scalar`: addcmul_ rounds its scalar to float16 first, as a kernel that passed the number read with
+  `.item()` in the wrong dtype would: the programs' constant values (1, -0.5, 2) are float16 numbers, so only a
+  value read at run time shows it.
 """
 
 from fuzzer.program_ops import STATEMENTS
@@ -48,10 +51,18 @@ def addcdiv_without_value(xs, ps, attrs):
     return xs[0].addcdiv_(xs[1], xs[2])
 
 
+def addcmul_with_half_scalar(xs, ps, attrs):
+    import torch
+
+    value = torch.tensor(attrs.get("value", 1.0), dtype=torch.float16).item()
+    return xs[0].addcmul_(xs[1], xs[2], value=value)
+
+
 def register(api):
     base = "torch-eager:cpu:float32"
     api.derive_backend("fault-copy-first", base=base, overrides={"copy_": copy_first})
     api.derive_backend("fault-lost-update", base=base, overrides={"add_": lost_update})
     api.derive_backend("fault-stale-diagonal", base=base, overrides={"diagonal": stale_diagonal})
     api.derive_backend("fault-addcdiv-value", base=base, overrides={"addcdiv_": addcdiv_without_value})
+    api.derive_backend("fault-half-scalar", base=base, overrides={"addcmul_": addcmul_with_half_scalar})
     api.derive_backend("fault-recompiled-add", base="torch-compile-dynamic:cpu:float32", overrides={"add_": add_past_16_rows})

@@ -1,0 +1,115 @@
+"""A program's write reading its scalar at run time with `.item()` (fuzzer/program.py, `scalar_reads`), a sum over
+a selection whose size depends on the values (`masked_select_sum`), and torch-compile-capture, where dynamo
+captures both."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import fuzz, planted_fault_campaign
+from fuzzer.arrays import to_base64
+from fuzzer.backends import get_backend
+from fuzzer.corpus.case_forms import EXPORT_FORMAT, EXPORT_VERSION
+from fuzzer.ir import Case, Graph, Node, TensorSpec
+
+PLUGIN = str(Path(__file__).parent / "plugins" / "program_faults.py")
+
+# x.addcmul_(ones, ones, value=x.mean().item()), two steps from x = [1, 2]: the mean is 1.5 and then 3, so x is
+# [2.5, 3.5] after the first step and [5.5, 6.5] after the second (each step's output, then x's final value).
+MEAN_SCALED = Graph(
+    (TensorSpec("x", (2,)), TensorSpec("ones", (2,))),
+    (Node("scalar", "mean", ("x",), {"dims": [0], "keepdim": False}),
+     Node("update", "addcmul_", ("x", "ones", "ones", "scalar"), {"item": "value"})),
+    ("update",), steps=2)
+ARRAYS = {"x": np.array([1.0, 2.0], np.float32), "ones": np.ones(2, np.float32)}
+EXPECTED = [[2.5, 3.5], [5.5, 6.5], [5.5, 6.5]]
+
+
+# m.fill_(masked_select_sum(x, m).item()): the sum of x where m > 0, written into m. From m = [1, -1, 1] the first
+# step selects 1 + 3 + 4 + 6 = 14 and the second, every element now, 21; from m = [-1, -1, -1] nothing, so 0 twice.
+SELECTED = Graph(
+    (TensorSpec("x", (2, 3)), TensorSpec("m", (3,))),
+    (Node("picked", "masked_select_sum", ("x", "m"), {}), Node("update", "fill_", ("m", "picked"), {"item": "value"})),
+    ("picked",), steps=2)
+X = np.array([[1, 2, 3], [4, 5, 6]], np.float32)
+SELECTIONS = [({"x": X, "m": np.array([1, -1, 1], np.float32)}, [[14], [21], [21, 21, 21]]),
+              ({"x": X, "m": np.array([-1, -1, -1], np.float32)}, [[0], [0], [0, 0, 0]])]
+# The reference and the runs that compile quickly (jax.jit); torch.compile has tests of its own below.
+QUICK = ["numpy-ref:cpu:float64", "torch-eager:cpu:float32", "jax-eager:cpu:float32", "jax-jit:cpu:float32"]
+
+
+@pytest.mark.parametrize("backend", QUICK)
+def test_a_scalar_read_with_item_takes_the_value_the_state_has_at_that_step(backend):
+    results = get_backend(backend).run(Case(MEAN_SCALED, ARRAYS))
+    assert [list(result) for result in results] == EXPECTED
+
+
+@pytest.mark.parametrize("backend", QUICK)
+@pytest.mark.parametrize("arrays, expected", SELECTIONS)
+def test_a_selection_sized_by_the_values_sums_what_the_mask_picks_at_that_step(backend, arrays, expected):
+    results = get_backend(backend).run(Case(SELECTED, arrays))
+    assert [list(result) for result in results] == expected
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["torch-compile", "torch-compile-capture"])
+def test_a_step_that_reads_item_compiles_whole_into_one_graph(kind):
+    """fullgraph=True: dynamo keeps `.item()` in the graph as an unbacked symbol (torch 2.13 and 2.15 do so even
+    without capture_scalar_outputs, which torch-compile-capture sets), never a break and a second graph."""
+    import torch._dynamo
+
+    torch._dynamo.reset()
+    before = torch._dynamo.utils.counters["stats"]["unique_graphs"]
+    results = get_backend(f"{kind}:cpu:float32").run(Case(MEAN_SCALED, ARRAYS))
+    assert torch._dynamo.utils.counters["stats"]["unique_graphs"] - before == 1
+    assert [list(result) for result in results] == EXPECTED
+
+
+@pytest.mark.slow
+def test_torch_compile_capture_compiles_a_selection_sized_by_the_values_into_one_graph_for_any_selection():
+    import torch._dynamo
+
+    torch._dynamo.reset()
+    before = torch._dynamo.utils.counters["stats"]["unique_graphs"]
+    for arrays, expected in SELECTIONS:  # 4 elements selected, 3, then none: one compiled graph for all
+        results = get_backend("torch-compile-capture:cpu:float32").run(Case(SELECTED, arrays))
+        assert [list(result) for result in results] == expected
+    assert torch._dynamo.utils.counters["stats"]["unique_graphs"] - before == 1
+
+
+def test_the_reproducer_reads_the_scalar_with_item_and_patches_dynamo_as_the_campaign_did():
+    imports, code = get_backend("torch-compile-capture:cpu:float32").reproducer_program(Case(MEAN_SCALED, ARRAYS))
+    assert "torch.Tensor.addcmul_(" in code and ".item())" in code and "for step in range(2):" in code
+    assert "torch._dynamo.config.patch({'capture_scalar_outputs': True, 'capture_dynamic_output_shape_ops': True})" in code
+
+
+def test_a_case_file_whose_scalar_operand_is_not_one_element_exits_2_with_one_sentence(tmp_path):
+    graph = MEAN_SCALED.to_dict()
+    graph["nodes"][1]["inputs"][-1] = "x"  # two elements
+    case_file = tmp_path / "case.json"
+    case_file.write_text(json.dumps({"format": EXPORT_FORMAT, "version": EXPORT_VERSION, "graph": graph,
+                                     "arrays": {name: to_base64(array) for name, array in ARRAYS.items()},
+                                     "seed": 0, "verdict": "agree", "findings": [], "backends": []}))
+    done = fuzz("import", "--db", tmp_path / "fuzz.db", case_file)
+    assert done.returncode == 2, done.stderr
+    assert "the operand read with .item() has shape [2], which is not one element" in done.stderr
+    assert done.stderr.strip().count(". ") == 0 and "Traceback" not in done.stderr
+    assert not (tmp_path / "fuzz.db").exists()
+
+
+@pytest.mark.slow
+def test_a_short_campaign_finds_a_scalar_read_in_the_wrong_dtype_and_its_minimal_script_keeps_the_loop_and_the_item(
+        tmp_path):
+    rows, shrunk = planted_fault_campaign(tmp_path, PLUGIN, "fault-half-scalar", "addcmul_", "--regimes", "programs",
+                                          max_cases=20)
+    # A scalar past float16's range becomes inf: the fault's nan-inf, charged to the same write.
+    assert "mismatch | fault-half-scalar | addcmul_" in {row["signature"] for row in rows}
+    assert {row["signature"] for row in rows} <= {f"{verdict} | fault-half-scalar | addcmul_" for verdict in ("mismatch", "nan-inf")}
+    graph = shrunk["graph"]
+    assert len(graph["nodes"]) <= 3 and any(node["op"] == "addcmul_" and "item" in node["attrs"] for node in graph["nodes"])
+    script = fuzz("export", "--db", tmp_path / "fuzz.db", shrunk["id"], "--format", "minimal", "--plugin", PLUGIN).stdout
+    assert f"for step in range({graph['steps']}):" in script and ".item()" in script, script
