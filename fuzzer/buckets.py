@@ -68,6 +68,16 @@ def check_status(status: str) -> None:
         raise UserError(f"Unknown triage status '{status}'; use one of: {', '.join(STATUSES)}.")
 
 
+# More passes than this, together and no fewer, is a pipeline that went wrong, not a culprit to file a bug under.
+MOST_PASSES_IN_A_LABEL = 3
+
+
+def pass_label(passes: list[str]) -> str | None:
+    """The passes `fuzz localize` named as part of a bucket's identity ("The pass" above): the pass, or the
+    two or three that only together explain it; None where none was named or the set is too large."""
+    return ", ".join(passes) if 0 < len(passes) <= MOST_PASSES_IN_A_LABEL else None
+
+
 def bucket_path(backend: str) -> str:
     """'torch-eager:cpu:float16' -> 'torch-eager:cpu'; 'jax-jit:cpu:float32@jax-0.4.30' -> 'jax-jit:cpu';
     a plugin's backend -> its name."""

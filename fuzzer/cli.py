@@ -550,7 +550,8 @@ def _short_time(stamp: str | None) -> str:
 
 def _with_pass(rows: list[dict]) -> list[dict]:
     """Bucket rows with `pass`: the compiler pass `fuzz localize` named for the bucket, or None."""
-    from fuzzer.pass_bisect import pass_label, stored_localization
+    from fuzzer.buckets import pass_label
+    from fuzzer.pass_bisect import stored_localization
 
     for row in rows:
         localized = stored_localization(row.get("localization"))

@@ -42,6 +42,7 @@ from pathlib import Path
 from fuzzer import verdicts
 from fuzzer.backends import kind_path
 from fuzzer.backend_names import BackendName
+from fuzzer.buckets import pass_label
 from fuzzer.errors import UserError
 from fuzzer.ir import Case
 
@@ -83,12 +84,6 @@ class PassVerdict:
         return {**self.to_dict(), "case": case_id, "versions": versions, "checked_at": utc_now()}
 
 
-# More passes than this, together and no fewer, is a pipeline that went wrong, not a culprit to file a bug under.
-MOST_PASSES_IN_A_LABEL = 3
-
-
-def pass_label(passes: list[str]) -> str | None:
-    return ", ".join(passes) if 0 < len(passes) <= MOST_PASSES_IN_A_LABEL else None
 
 
 def stored_localization(text: str | None) -> dict | None:

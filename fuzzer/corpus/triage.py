@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Callable
 
 from fuzzer import jsonform
-from fuzzer.buckets import check_status, own_bucket, plan_regroup
+from fuzzer.buckets import check_status, own_bucket, pass_label, plan_regroup
 from fuzzer.corpus.connection import CorpusFile, stored_json
 from fuzzer.corpus.schema import sorted_json
 from fuzzer.corpus.stored_rows import checked_case_row, checked_member_row
@@ -35,8 +35,6 @@ class Triage(CorpusFile):
         findings of the bucket (and those of the cases it was shrunk from) take the new pass and move to a
         bucket of their own, triaged afresh. Otherwise it replaces the bucket's older localization, unless
         it names nothing where the older one, of another case, named a pass."""
-        from fuzzer.pass_bisect import pass_label
-
         with self._write():
             row = self._one("SELECT id, localization FROM buckets WHERE signature = ?", [signature])
             if row is None:

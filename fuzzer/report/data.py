@@ -209,7 +209,8 @@ def _bucket_row(index: int, bucket: dict) -> BucketRow:
 
 def _compiler_pass(localization: Any) -> str | None:
     """The pass a bucket's stored localization names; None for none, or for a row the report cannot read."""
-    from fuzzer.pass_bisect import pass_label, stored_localization
+    from fuzzer.buckets import pass_label
+    from fuzzer.pass_bisect import stored_localization
 
     try:
         stored = stored_localization(localization if isinstance(localization, str) else None)
