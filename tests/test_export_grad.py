@@ -70,6 +70,7 @@ def test_the_reproducer_exports_the_joint_graph_and_exits_1_on_the_planted_fault
 
 @pytest.mark.slow
 def test_a_campaign_finds_a_backward_only_fault_and_shrinks_it_to_the_mul(tmp_path):
-    rows, shrunk = planted_fault_campaign(tmp_path, PLUGIN, "plugin-export-grad-half-mul", "mul,tanh", max_cases=6)
+    rows, shrunk = planted_fault_campaign(tmp_path, PLUGIN, "plugin-export-grad-half-mul", "mul,tanh", max_cases=4,
+                                          shrink_time=10)
     assert {row["signature"] for row in rows} == {"mismatch | plugin-export-grad-half-mul | mul@vjp"}
     assert [node["op"] for node in shrunk["graph"]["nodes"]] == ["mul"]
