@@ -26,7 +26,8 @@ from fuzzer.op_source import Source
 
 def torch_joint_outputs_and_gradients(model, inputs) -> tuple:
     """(*model(*inputs), *gradients of sum_i <output_i, cotangent_i> w.r.t. each input, then each of
-    model's parameters in `named_parameters` order), every one from the joint graph of torch.export."""
+    model's parameters in `named_parameters` order), every one from the joint graph of torch.export; where no
+    output is differentiable there is no loss to export, and the outputs are eager's, the gradients zeros."""
     import torch
     from torch.export.experimental import _export_forward_backward
 
@@ -70,6 +71,7 @@ def torch_joint_outputs_and_gradients(model, inputs) -> tuple:
     kinds = torch.export.graph_signature.OutputKind
     by_kind = lambda kind: [(spec.target, value) for spec, value in results if spec.kind == kind]  # noqa: E731
     input_gradients = iter(value for _, value in by_kind(kinds.GRADIENT_TO_USER_INPUT))  # in input order
+    # A parameter's target is its name under Loss: "model." and its name in `model`.
     parameter_gradients = {target.removeprefix("model."): value for target, value in by_kind(kinds.GRADIENT_TO_PARAMETER)}
     gradients = [next(input_gradients) if gets else None for gets in gets_gradient[:len(inputs)]]
     gradients += [parameter_gradients.get(name) for name in parameters]
