@@ -159,6 +159,8 @@ class Source:
 
     def _add_globals(self, fn: types.FunctionType) -> None:
         for used in _global_names(fn.__code__):
+            if used.startswith("__") and used.endswith("__"):
+                continue  # the module's own metadata: a nested class's body reads __name__ and stores __doc__
             if used in fn.__globals__:  # else a builtin, or an attribute name (x.shape): co_names holds those too
                 self._add_global(used, fn.__globals__[used])
 

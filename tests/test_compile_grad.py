@@ -55,7 +55,7 @@ def test_the_grad_set_names_every_gradient_backend():
     assert [b.name for b in parse_backend_list("grad")] == [
         "torch-module-grad:cpu:float32", "jax-grad:cpu:float32", "jax-double-grad:cpu:float32",
         "torch-compile-grad:cpu:float32", "torch-compile-grad-dynamic:cpu:float32", "torch-compile-double-grad:cpu:float32",
-        "torch-jvp:cpu:float32",
+        "torch-export-grad:cpu:float32", "torch-jvp:cpu:float32",
         "torch-compile-jvp:cpu:float32", "torch-compile-hvp:cpu:float32", "jax-jvp:cpu:float32", "jax-hvp:cpu:float32"]
 
 
