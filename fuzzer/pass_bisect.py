@@ -14,7 +14,9 @@ passes the case's compile actually ran (read from an `--xla_dump_hlo_pass_re=.*`
 trial is a fresh worker (XLA reads XLA_FLAGS once, at start), so a pass that aborts the process
 (a CHECK failure) is a trial that reproduces, not our crash. The halving assumes one culprit;
 where disabling no half of a set helps but disabling the set does, the set is the answer, and
-the result says that no single pass explains it.
+the result says that no single pass explains it. Where disabling every pass leaves it, one more
+trial turns the backend's own optimizations off (`--xla_backend_optimization_level=0`: LLVM's, on
+the CPU and GPU); agreeing there names them, else the cause is outside the optimizations.
 For an ONNX Runtime kind (the "onnx/ort" path) the case is run again, each time in a fresh worker,
 at ORT's graph optimization levels from ORT_DISABLE_ALL up (fuzzer/backends/ort.py reads the level
 from $FUZZ_ORT_OPTIMIZATION); the lowest level at which it reproduces names the kind of
@@ -47,6 +49,8 @@ from fuzzer.errors import UserError
 from fuzzer.ir import Case
 
 XLA_PATH, INDUCTOR_PATH, ORT_PATH = "jax/xla", "torch/inductor", "onnx/ort"
+# Where no HLO pass explains an XLA finding: the backend's own optimizations (LLVM's, on the CPU and GPU) off.
+BACKEND_OPTIMIZATION_OFF = "--xla_backend_optimization_level=0"
 LOCALIZABLE_PATHS = (XLA_PATH, INDUCTOR_PATH, ORT_PATH)
 # A pass dump's file name: module_0003.jit_graph.0012.simplification.after_algsimp.before_dce.txt
 _DUMPED_PASS = re.compile(r"\.after_([A-Za-z0-9_-]+)\.before_([A-Za-z0-9_-]+)\.txt$")
@@ -243,8 +247,14 @@ def localize_xla(case: Case, backend: str, plugins: list[str], timeout: float, s
             result.summary = "The finding does not reproduce here; nothing to localize."
             return result
         if not passes or trial(disabled_flag(passes)):
-            result.summary = (f"Disabling all {len(passes)} HLO passes the compile ran does not remove it: the cause is "
-                              "outside the HLO passes (emitter, runtime or a pass XLA does not let us disable).")
+            if not trial(BACKEND_OPTIMIZATION_OFF):  # past the HLO passes, the backend's own (LLVM) optimizations
+                result.passes = [BACKEND_OPTIMIZATION_OFF.removeprefix("--")]
+                result.summary = (f"Not an HLO pass (disabling all {len(passes)} leaves it), but the backend's optimizations: "
+                                  f"with {BACKEND_OPTIMIZATION_OFF} it agrees.")
+                return result
+            result.summary = (f"Disabling all {len(passes)} HLO passes the compile ran does not remove it, nor does "
+                              f"{BACKEND_OPTIMIZATION_OFF}: the cause is outside the optimizations (emitter, runtime, a "
+                              "kernel, or a pass XLA does not let us disable).")
             return result
         culprits = _halve(passes, lambda subset: not trial(disabled_flag(subset)))
     except _OutOfTime:

@@ -152,3 +152,14 @@ def test_a_tampered_localization_is_one_sentence(tmp_path):
         connection.execute("UPDATE buckets SET localization = '{\"passes\": 3}'")
     result = CliRunner().invoke(main, ["show", "B1", "--db", db])
     assert result.exit_code == 2 and "stored pass localization is damaged" in result.output, result.output
+
+
+def test_xla_takes_the_backend_optimization_flag_the_last_trial_uses(tmp_path):
+    """The trial after every HLO pass was disabled sets BACKEND_OPTIMIZATION_OFF: a flag XLA must accept
+    (an unknown XLA flag aborts the process, which a trial would read as the finding reproducing)."""
+    from fuzzer.pass_bisect import BACKEND_OPTIMIZATION_OFF
+
+    env = {**os.environ, "XLA_FLAGS": BACKEND_OPTIMIZATION_OFF, "JAX_PLATFORMS": "cpu"}
+    ran = subprocess.run([sys.executable, "-c", "import jax, jax.numpy as jnp; print(float(jax.jit(lambda x: (x * 2 + 1).sum())(jnp.ones(8))))"],
+                         env=env, capture_output=True, text=True, timeout=120)
+    assert ran.returncode == 0 and ran.stdout.strip() == "24.0", ran.stderr[-2000:]
