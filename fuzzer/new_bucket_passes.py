@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 from fuzzer.corpus import Corpus
 from fuzzer.environment import versions
+from fuzzer.errors import UserError
 from fuzzer.pass_bisect import localizable_backend, localize
 
 # Below this much time left, a localization could not finish one torch.compile trial: the bucket is left.
@@ -66,16 +67,23 @@ def localize_new_buckets(corpus: Corpus, signatures: list[str], plugins: list[st
         if left < LEAST_SECONDS:
             found.left.append(bucket["id"])
             continue
-        case_id = bucket["representative"]
-        stored = corpus.get_case(case_id)
-        backend = localizable_backend(stored.findings, bucket["backend"])
-        started = time.monotonic()
-        result = localize(stored.case, backend, plugins, timeout, left)
-        item = {"bucket": bucket["id"], "case": case_id, "backend": backend, "passes": result.passes,
-                "summary": result.summary, "trials": result.trials, "seconds": round(time.monotonic() - started, 1)}
-        if result.trials:  # a bucket new to the campaign has no pass yet: it is kept on the bucket itself
-            corpus.record_localization(bucket["signature"], result.stored(versions(), case_id))
-        found.localized.append(item)
+        found.localized.append(_localized(corpus, bucket, plugins, timeout, left))
         if on_result is not None:
-            on_result(item)
+            on_result(found.localized[-1])
     return found
+
+
+def _localized(corpus: Corpus, bucket: dict, plugins: list[str], timeout: float, seconds: float) -> dict:
+    """One bucket's localization on its smallest case, kept on the bucket: what the summary says of it."""
+    case_id, started = bucket["representative"], time.monotonic()
+    item = {"bucket": bucket["id"], "case": case_id, "backend": bucket["backend"], "passes": [], "trials": 0}
+    try:
+        stored = corpus.get_case(case_id)
+        item["backend"] = localizable_backend(stored.findings, bucket["backend"])
+        result = localize(stored.case, item["backend"], plugins, timeout, seconds)
+    except UserError as exc:  # its smallest case is on no compiler, or that compiler is missing here
+        return {**item, "summary": str(exc), "seconds": round(time.monotonic() - started, 1)}
+    if result.trials:  # a bucket new to the campaign has no pass yet: it is kept on the bucket itself
+        corpus.record_localization(bucket["signature"], result.stored(versions(), case_id))
+    return {**item, "passes": result.passes, "summary": result.summary, "trials": result.trials,
+            "seconds": round(time.monotonic() - started, 1)}

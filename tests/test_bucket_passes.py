@@ -177,3 +177,17 @@ def test_localizing_a_case_again_keeps_it_in_the_bucket_it_was_split_into(tmp_pa
         assert own["signature"] == split
         assert corpus.record_localization(split, localized(["fusion"], 2)) == split
     assert [row[1] for row in bucket_table(db)] == [base, split]
+
+
+def test_a_bucket_whose_smallest_case_is_on_no_compiler_is_said_so_and_the_rest_go_on(tmp_path):
+    from fuzzer.new_bucket_passes import localize_new_buckets
+
+    db = tmp_path / "old.db"
+    shutil.copy(ROOT / "tests" / "data" / "corpus-schema7.db", db)
+    with Corpus(str(db)) as corpus:
+        signatures = [b["signature"] for b in sorted(corpus.buckets(), key=lambda b: b["id"])]
+        said = []
+        found = localize_new_buckets(corpus, signatures + ["no such bucket"], [], 60.0, 600.0, on_result=said.append)
+    assert [item["bucket"] for item in found.localized] == [1, 2] and said == found.localized
+    assert all(item["passes"] == [] and "covers the torch.compile" in item["summary"] for item in found.localized)
+    assert found.left == [] and "Pass of each new compiler bucket" in found.text("")
