@@ -284,15 +284,10 @@ class CompileBudget:
         """`op` needs no more one-op compiles by `backend`: it compiled one, or none can be drawn or run."""
         self.singles_done[backend].add(op)
 
-    def charge(self, backend: str, seconds: float, features: tuple[frozenset, frozenset], tier: str,
-               first_run: float | None = None) -> None:
-        """`backend` ran a graph of `tier` with these features for `seconds` (compile and runs), its
-        first run taking `first_run` of them (all where not given). Of its first graph only that first
-        run is the cold start: a kind that compiles again for every input set (jax-jit-const,
-        torch-compile-frozen: 9 compiles a graph) pays the other compiles from its share."""
+    def charge(self, backend: str, seconds: float, features: tuple[frozenset, frozenset], tier: str) -> None:
+        """`backend` ran a graph of `tier` with these features for `seconds` (compile and runs)."""
         if self.compiled[backend] == 0:
-            self.cold_start[backend] = seconds if first_run is None else first_run
-            self.charged[backend] += seconds - self.cold_start[backend]
+            self.cold_start[backend] = seconds
         else:
             self.charged[backend] += seconds
         self.compiled[backend] += 1

@@ -269,7 +269,6 @@ class Pipeline:
         self.gate = FirstCompileGate(config.first_compile_dir)
         self.backend_seconds: dict[str, float] = {}  # every run of the current graph, reruns included
         self.first_status: dict[str, str] = {}
-        self.first_seconds: dict[str, float] = {}  # each backend's first run of the current graph (a compiler's compile)
         self.source = CaseSource(0)  # what the worker checks now (for the heartbeat)
         self.regions: set[str] = set()  # the region keys of the cases checked for the current index
         self.pairs: set[str] = set()  # ... and the pairs of keys of one node (fuzzer/region_pairs.py)
@@ -289,7 +288,6 @@ class Pipeline:
         self.backend_seconds[backend.name] = self.backend_seconds.get(backend.name, 0.0) + outcome.seconds
         self.gate.compiled(backend.name)  # its first run compiled: the other workers need not wait for the whole index
         self.first_status.setdefault(backend.name, outcome.status)
-        self.first_seconds.setdefault(backend.name, outcome.seconds)
         return outcome
 
     def handle(self, request: tuple) -> CaseReply | CheckReply | ShrinkReply | dict:
@@ -350,7 +348,7 @@ class Pipeline:
     def run_index(self, index: int, known_signatures: set[str], focus: str | None = None) -> CaseReply:
         """Graph `index`, steered toward the region key or pair `focus` where given (fuzzer/regions.py)."""
         start = time.perf_counter()
-        self.backend_seconds, self.first_status, self.first_seconds, self.overhead = {}, {}, {}, {}
+        self.backend_seconds, self.first_status, self.overhead = {}, {}, {}
         self.regions, self.pairs = set(), set()
         whole = CaseSource(index, focus=focus)
         case = self.drawer.graph_case(whole)
@@ -369,7 +367,7 @@ class Pipeline:
         if self.budget:
             for name, (source, graph_case) in ran.items():
                 self.budget.charge(name, self.backend_seconds[name] + self.overhead.get(name, 0.0),
-                                   graph_features(graph_case.graph), source.tier, self.first_seconds[name])
+                                   graph_features(graph_case.graph), source.tier)
                 if source.tier == SINGLE:
                     self.budget.cover_single(name, source.op)
             self.budget.advance(time.perf_counter() - start)

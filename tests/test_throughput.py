@@ -375,8 +375,10 @@ def test_a_compiler_compiles_each_op_alone_early_and_tests_each_compile_on_many_
 
     jit = "plugin-jit-tanh"
     ops = ["relu", "sigmoid", "tanh", "add", "mul", "exp", "abs", "neg"]
+    # Without steering: three graphs in four are steered to keys and pairs of keys, each toward one op, and in
+    # 40 graphs on a loaded machine that left an op uncompiled; this test is of the compile budget's own order.
     options = CampaignOptions(backends=["torch-eager:cpu:float32", jit], ops=ops, regimes=["small"], max_cases=40,
-                              workers=1, plugins=[JIT_TANH_PLUGIN], shrink_time=10, seed=2)
+                              workers=1, plugins=[JIT_TANH_PLUGIN], shrink_time=10, seed=2, steer=False)
     corpus = Corpus(tmp_path / "c.db")
     progress = run_campaign(corpus, options)
     buckets = {b["signature"]: b for b in corpus.buckets()}
