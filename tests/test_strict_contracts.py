@@ -140,7 +140,9 @@ def test_batch_invariance_broken_by_one_ulp_on_one_row_is_a_contract_finding(pla
     assert re.search(r"BATCH INVARIANCE: F\(X\)\[:K\] != F\(X\[:K\]\) BITWISE: output 0, \d+ of 5 entries differ", run.stderr)
 
 
-@pytest.mark.slow
+# 90 s of CI (two compiles a case, each sliced run compiled again): CI keeps the contract finding and its
+# reproducer above (test_batch_invariance_broken_by_one_ulp_on_one_row_is_a_contract_finding) and test_gates' case.
+@pytest.mark.long
 def test_a_campaign_finds_the_batch_size_fault_and_shrinks_it_to_two_rows(cpu_scope, tmp_path):
     """Through the workers, the shrinker (which keeps the contract verdict and its culprit) and the corpus."""
     rows, shrunk = planted_fault_campaign(tmp_path, PLUGINS / "contract_faults.py", "batch-size-relu", "relu,tanh,add",
