@@ -1,7 +1,8 @@
 """torch-export-grad: the joint (forward + backward) graph of torch.export, its outputs and its gradients
 w.r.t. the graph inputs and the parameters judged against float64 eager autograd (fuzzer/backends/gradients.py).
 
-Real exports: four small graphs, an input no gradient reaches, and one campaign of `mul` and `tanh`
+Real exports: four small graphs, an input no gradient reaches, a joint reused by a second case of its
+structure, and one campaign of `mul` and `tanh`
 against a plugin whose mul (a custom op) has a backward that halves the gradient."""
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from fuzzer import verdicts
 from fuzzer.arrays import materialize
 from fuzzer.backends import get_backend
 from fuzzer.backends.gradients import differentiated
+from fuzzer.backends.torch_export_grad import JOINTS
 from fuzzer.check import check_case
 from fuzzer.ir import Graph, Node, TensorSpec
 from fuzzer.plugins import load_plugins
@@ -76,3 +78,19 @@ def test_a_campaign_finds_a_backward_only_fault_and_shrinks_it_to_the_mul(tmp_pa
                                           shrink_time=10)
     assert {row["signature"] for row in rows} == {"mismatch | plugin-export-grad-half-mul | mul@vjp"}
     assert [node["op"] for node in shrunk["graph"]["nodes"]] == ["mul"]
+
+
+@pytest.mark.parametrize("name", ["linear", "conv2d", "layer_norm"])
+def test_a_second_case_of_a_structure_runs_the_stored_joint_with_its_own_weights_and_values(name):
+    backend = get_backend("torch-export-grad:cpu:float32")
+    first, second = materialize(GRAPHS[name], 0), materialize(GRAPHS[name], 1)
+    backend.run(first)
+    hits = JOINTS.hits
+    reused = backend.run(second)
+    assert JOINTS.hits == hits + 1
+    program, args = backend.prepared(second)  # exported for this case alone
+    with backend.run_context():
+        exported_alone = [out.detach().numpy() for out in program(*args)]
+    assert len(reused) == len(exported_alone)
+    for got, expected in zip(reused, exported_alone):
+        np.testing.assert_array_equal(got, expected)

@@ -12,22 +12,30 @@ zeros, as torch_outputs_and_gradients gives them. The joint's ExportedProgram.mo
 its outputs (the loss and the gradients), so its graph module is called directly, the arguments and
 outputs placed by the graph signature. A torch.autograd.Function's own backward is not in the joint
 (export traces through its forward), so the training-graph ops `custom_grad_*` test nothing here.
+
+Exported once per graph structure, as torch-jit-trace traces once: the joint takes every weight and
+buffer as an argument, so a later case of the same structure (the same inputs get gradients and the same
+outputs are differentiable) runs the stored joint with its own weights and values. The module is the
+flat one, so that every case of a structure names its parameters alike.
+An export is about a second; a structure's cases are about nine in a campaign.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from fuzzer.backends import CompiledCache
 from fuzzer.backends.gradients import GradientOutputs, cotangent, torch_eager_gradients
 from fuzzer.backends.torch_module import ModuleBackend
 from fuzzer.ir import Case
 from fuzzer.op_source import Source
 
 
-def torch_joint_outputs_and_gradients(model, inputs) -> tuple:
+def torch_joint_outputs_and_gradients(model, inputs, exported=None) -> tuple:
     """(*model(*inputs), *gradients of sum_i <output_i, cotangent_i> w.r.t. each input, then each of
     model's parameters in `named_parameters` order), every one from the joint graph of torch.export; where no
-    output is differentiable there is no loss to export, and the outputs are eager's, the gradients zeros."""
+    output is differentiable there is no loss to export, and the outputs are eager's, the gradients zeros.
+    `exported(key, export)`, where given, returns the joint stored for `key` or stores export()'s."""
     import torch
     from torch.export.experimental import _export_forward_backward
 
@@ -62,9 +70,11 @@ def torch_joint_outputs_and_gradients(model, inputs) -> tuple:
             return sum((out * c).sum() for out, c in pairs), *(out.detach() for out in outputs)
 
     user_inputs = [x.detach().requires_grad_(gets) for x, gets in zip(inputs, gets_gradient)] + cotangents
-    joint = _export_forward_backward(torch.export.export(Loss(), tuple(user_inputs)))
-    # The graph module's arguments, in the signature's order: weights by name, then the user inputs.
-    stored = {**joint.state_dict, **joint.constants}
+    export = lambda: _export_forward_backward(torch.export.export(Loss(), tuple(user_inputs)))  # noqa: E731
+    joint = export() if exported is None else exported((tuple(parameters), tuple(gets_gradient), tuple(differentiable)), export)
+    # The graph module's arguments, in the signature's order: weights and buffers by name (this model's: every
+    # one is persistent), the joint's own constants (tensors our ops build from attributes), then the user inputs.
+    stored = {**joint.constants, **{f"model.{name}": value for name, value in model.state_dict(keep_vars=True).items()}}
     pending = iter(user_inputs)
     arguments = [next(pending) if spec.target is None else stored[spec.target] for spec in joint.graph_signature.input_specs]
     results = list(zip(joint.graph_signature.output_specs, joint.graph_module(*arguments)))
@@ -86,6 +96,9 @@ class TorchExportGrad(GradientOutputs, ModuleBackend):
                    "gradients w.r.t. inputs and parameters (vs float64 eager autograd)")
     expensive = True
     context_source = "torch.enable_grad()"
+    # The joint is one flat aten graph whatever the nesting, and a nesting drawn per case (its seed's) would
+    # give every case of a structure other parameter names, so no stored joint could serve it.
+    flat = True
 
     def unavailable_reason(self) -> str | None:
         reason = super().unavailable_reason()
@@ -98,6 +111,11 @@ class TorchExportGrad(GradientOutputs, ModuleBackend):
             return (f"torch.export.experimental has no _export_forward_backward (the joint graph's export) "
                     f"in torch {torch.__version__}.")
         return None
+
+    def program(self, graph, module, args, fresh):
+        structure = (self.name, graph.structure_key())
+        return lambda *inputs: torch_joint_outputs_and_gradients(
+            module, inputs, lambda key, export: JOINTS.get((structure, key), export))
 
     def transform(self, module, args, fresh):
         return lambda *inputs: torch_joint_outputs_and_gradients(module, inputs)
@@ -115,5 +133,8 @@ class TorchExportGrad(GradientOutputs, ModuleBackend):
     def eager_gradients(self, case: Case, dtype: str, noise=None, device: str = "cpu") -> list[np.ndarray]:
         return torch_eager_gradients(case, dtype, noise, parameters=True, device=device)
 
+
+# Joints by (backend name, graph structure, the joint's own key), for the life of the process, oldest evicted first.
+JOINTS = CompiledCache(limit=64)
 
 BACKENDS = [TorchExportGrad]
