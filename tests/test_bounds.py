@@ -217,7 +217,7 @@ def test_a_worker_silent_before_any_backend_is_the_fuzzers_own_slowness_not_a_ha
         worker.stop()
 
 
-@pytest.mark.slow
+@pytest.mark.long  # CI's 15 minutes: the campaign's own reference timeout stays in CI (test_isolation)
 def test_replay_and_regress_give_up_on_a_reference_slower_than_their_timeout_in_one_sentence(tmp_path):
     # Issue 51: a 100 x 100 kernel slid over a padding of 3000 (35 M outputs, within the element bounds)
     # asks hours of the float64 reference; `--timeout 30` had not returned after 240 s.

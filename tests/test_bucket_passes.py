@@ -133,7 +133,7 @@ def run_planted_pass_campaign(tmp_path, localize_time: str):
     return db, summary
 
 
-@pytest.mark.slow
+@pytest.mark.long  # CI's 15 minutes: the localizing campaign's budget
 def test_a_campaign_without_time_to_localize_names_the_buckets_it_left(tmp_path):
     db, summary = run_planted_pass_campaign(tmp_path, "10s")
     with Corpus(db) as corpus:

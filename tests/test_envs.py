@@ -73,7 +73,7 @@ def test_malformed_backend_names(env_home, spec, needle):
     assert needle in str(caught.value)
 
 
-@pytest.mark.slow
+@pytest.mark.long  # CI's 15 minutes: a backend in an environment stays in CI (test_a_backend_in_an_environment_...)
 def test_an_interpreter_path_from_the_command_line_runs_in_the_campaigns_workers(env_home, tmp_path, monkeypatch):
     """`fuzz run` accepts the path after its fork server has started: the workers forked from it are told."""
     monkeypatch.delenv(envs.TRUSTED_PATHS_VARIABLE, raising=False)

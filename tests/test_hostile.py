@@ -589,6 +589,7 @@ def canary_db(tmp_path_factory) -> Path:
     return db
 
 
+@pytest.mark.long  # CI's 15 minutes: a second shrink of a canary finding
 def test_shrinking_twice_stores_one_shrunk_case(canary_db, tmp_path):
     db = tmp_path / "fuzz.db"
     shutil.copy(canary_db, db)

@@ -89,6 +89,7 @@ QUIET_CHILD = textwrap.dedent("""
 """)
 
 
+@pytest.mark.long  # CI's 15 minutes: a campaign to read its stderr
 def test_inductor_reports_of_a_failure_stay_off_the_campaign_stderr(tmp_path):
     """A worker's stderr is the progress line: inductor's CRITICAL dump of a node whose codegen failed
     (the failure is the case's outcome) and its performance warnings are not written there."""

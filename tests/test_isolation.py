@@ -328,7 +328,7 @@ def test_replay_asks_a_fresh_worker_again_when_its_worker_was_poisoned():
     assert {reply.verdict for reply in replies} == {"agree"}
 
 
-@pytest.mark.slow
+@pytest.mark.long  # CI's 15 minutes: the campaign's own death culprits stay in CI (test_crash_culprit)
 def test_replay_names_a_death_after_the_node_that_dies_alone():
     """`fuzz replay` and `regress` of a stored crash must give the signature the campaign stored, whose
     culprit the campaign found by running each node alone (death_shrink): a case of several nodes whose

@@ -354,7 +354,7 @@ def assert_clean_backends_agree(case):
     assert result.verdict in (verdicts.AGREE, verdicts.INVALID), [f.to_dict() for f in result.findings]
 
 
-@settings(max_examples=40, **GUARD_SETTINGS)
+@settings(max_examples=20, **GUARD_SETTINGS)
 @given(cases())
 def test_generated_graphs_agree_on_clean_backends(case):
     assert_clean_backends_agree(case)

@@ -106,6 +106,7 @@ def var_of_one(value: float):
     return case
 
 
+@pytest.mark.long  # CI's 15 minutes: a full bisection of a clean case
 def test_an_inductor_case_that_agrees_has_nothing_to_localize():
     """The child process's whole protocol (case folder, CompilerBisector's import, the answer file) on one compile."""
     result = localize_inductor(var_of_one(0.5), "torch-compile:cpu:float32", [], 120.0)

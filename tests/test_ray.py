@@ -63,6 +63,7 @@ def test_canary_campaign_on_ray_actors(tmp_path):
         conn.close()
 
 
+@pytest.mark.long  # CI's 15 minutes: the canary campaign on ray actors stays in CI
 def test_an_aborting_actor_is_a_crash_finding_and_the_campaign_finishes(tmp_path):
     corpus = Corpus(tmp_path / "corpus.db")
     try:

@@ -133,7 +133,7 @@ def _campaign(tmp_path, steer: bool, max_cases: int, resume: int | None = None, 
     return corpus, run_campaign(corpus, options, resume=resume)
 
 
-@pytest.mark.slow
+@pytest.mark.long  # CI's 15 minutes: test_steering_reaches_a_key_the_plain_mix_does_not keeps steering in CI
 def test_a_fault_in_a_rare_region_is_found_with_steering_and_not_without(tmp_path):
     _, steered = _campaign(tmp_path, True, 120, name="steered.db")
     _, plain = _campaign(tmp_path, False, 120, name="plain.db")

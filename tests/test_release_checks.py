@@ -212,7 +212,7 @@ def test_local_paths_in_any_text_become_a_placeholder(tmp_path, monkeypatch):
 
 
 # -- carried: merge, rebucket, migration ----------------------------------------------------------------
-
+@pytest.mark.long  # CI's 15 minutes: merge's other carried fields stay in CI (test_merge)
 def test_merge_carries_the_checks_once_and_the_newer_check_wins(checked, env_home, tmp_path):
     source = copy_of(checked[0], tmp_path / "node")
     team = tmp_path / "team.db"

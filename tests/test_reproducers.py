@@ -169,10 +169,10 @@ def _run(script: str, folder, fault: str | None) -> subprocess.CompletedProcess:
                           timeout=300)
 
 
-# `long` (CI's 15 minutes keep one fault per framework path: torch-compile, torch-layout, the module
-# transformations, jax-jit and jax-eager): the configured compiles (inductor or a C++ compiler three
+# `long` (CI's 15 minutes keep torch-layout, torch-saveload and jax-jit; inductor's scripts stay in CI through
+# test_compile_grad's and test_strict_contracts' findings): the configured compiles (inductor or a C++ compiler three
 # times, a minute or more each) and the kinds added with them.
-LONG = {"torch-compile-frozen", "torch-compile-dynamic", "torch-aoti", "torch-eager", "torch-module", "torch-module-grad",
+LONG = {"torch-compile", "jax-eager", "torch-compile-frozen", "torch-compile-dynamic", "torch-aoti", "torch-eager", "torch-module", "torch-module-grad",
         "torch-export", "torch-jit-trace", "jax-jit-donate", "jax-vmap", "jax-grad"}
 
 
