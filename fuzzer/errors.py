@@ -115,12 +115,16 @@ class DevicePoisoned(Exception):
 def error_headline(text: str) -> str:
     """The first line of an error ("Type: message"): later lines are context, such as the
     "Set TORCH_LOGS=..." advice that ends every dynamo error. Where dynamo wraps the op's own
-    error ("RuntimeError when making fake tensor call", then "...: got ValueError('Cannot view
-    a tensor ...')" on a later line), the wrapped error joins the headline: the wrapper alone names
-    no cause, and every op's failure would share it."""
+    error, the wrapped error joins the headline: the wrapper alone names no cause, and every op's
+    failure would share it. Two wrappers: "RuntimeError when making fake tensor call", then "...: got
+    ValueError('Cannot view a tensor ...')" on a later line; and a compiler's "BackendCompilerFailed:
+    backend='inductor' raised:", the error it raised on the next line (GuardOnDataDependentSymNode, an
+    AssertionError, a lowering's own message: as many bugs as causes)."""
     if not text or not text.strip():
         return ""
-    lines = text.strip().splitlines()
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    if lines[0].rstrip().endswith(" raised:") and len(lines) > 1:
+        return f"{lines[0].rstrip()} {lines[1].strip()}"
     wrapped = _DYNAMO_WRAPPED.search(text) if "making fake tensor call" in lines[0] else None
     return f"{lines[0]}: {wrapped.group(1)}" if wrapped else lines[0]
 

@@ -85,3 +85,18 @@ def test_a_dynamo_fake_tensor_failure_is_named_by_the_error_it_wraps():
     index = normalize_error(wrapped("IndexError('Dimension out of range (expected to be in range of [-2, 1], but got 3)')"))
     assert "Cannot view a tensor" in view and "Dimension out of range" in index and view != index
     assert error_headline("RuntimeError: plain\n  context") == "RuntimeError: plain"
+
+
+def test_a_compiler_failure_is_named_by_the_error_the_compiler_raised():
+    # Every inductor failure begins "BackendCompilerFailed: backend='inductor' raised:", the cause on the next
+    # line: one bucket per op for every cause until the cause joined the headline (a known-bug entry of
+    # sub_'s data-dependent guard swallowed every other compile crash of sub_).
+    def failed(cause: str) -> str:
+        return (f"torch._dynamo.exc.BackendCompilerFailed: backend='inductor' raised:\n{cause}\n\n"
+                "Set TORCHDYNAMO_VERBOSE=1 for the internal stack trace")
+    guard = normalize_error(failed("GuardOnDataDependentSymNode: Could not guard on data-dependent expression Ne(zuf0, 1.0)"))
+    view = normalize_error(failed("ValueError: Cannot view a tensor with shape torch.Size([2, 5]) and strides (1, 2)"))
+    assert guard.startswith("torch._dynamo.exc.BackendCompilerFailed: backend='inductor' raised: GuardOnDataDependentSymNode")
+    assert "Cannot view a tensor" in view and guard != view
+    assert error_headline("torch._dynamo.exc.BackendCompilerFailed: backend='inductor' raised:") == \
+        "torch._dynamo.exc.BackendCompilerFailed: backend='inductor' raised:"
