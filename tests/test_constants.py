@@ -99,7 +99,7 @@ print(json.dumps(packed))
 """
 
 
-@pytest.mark.slow
+@pytest.mark.long  # CI's 15 minutes: inductor's frozen and unfrozen compiles in a Python of their own
 def test_torch_compile_frozen_folds_its_weights_as_constants():
     """Inductor packs a linear's weight for mkldnn only when it is a frozen constant: the pass
     fires under torch-compile-frozen and not when the same compile leaves freezing off. In a fresh

@@ -125,7 +125,7 @@ SHADOWING = Graph((TensorSpec("np", (2, 3)), TensorSpec("torch", (2, 3)), Tensor
 
 
 @pytest.mark.slow  # four scripts run in their own Python (~15 s)
-@pytest.mark.parametrize("backend", [TORCH, "jax-jit:cpu:float32"])
+@pytest.mark.parametrize("backend", [TORCH, pytest.param("jax-jit:cpu:float32", marks=pytest.mark.long)])  # long: CI's 15 minutes
 def test_scripts_for_names_that_shadow_modules_or_another_variable_run_and_agree(tmp_path, backend):
     db = tmp_path / "fuzz.db"
     case = materialize(SHADOWING, 1)

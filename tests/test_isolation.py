@@ -164,7 +164,7 @@ def test_memory_hog_under_limit_is_a_crash_finding(tmp_path):
     assert resource.getrlimit(resource.RLIMIT_AS) == parent_limit  # the limit is the worker's alone
 
 
-@pytest.mark.slow
+@pytest.mark.long  # CI's 15 minutes: test_memory_hog_under_limit_is_a_crash_finding keeps the memory limit in CI
 def test_a_worker_silent_at_its_memory_limit_is_a_crash_finding_not_a_hang(tmp_path):
     # Issue 51: a memory hog under --memory-limit 3000 was filed as `hang`.
     corpus, progress = plugin_campaign(tmp_path, "hog_wait_relu.py", "plugin-hog-wait-relu", max_cases=1,
