@@ -2,8 +2,8 @@
 
 Fusion and rewrite bugs need a specific neighbour after a specific op: a column bias (M, 1) added to
 a matmul, a scale then a row bias, a product with a constant vector, conv -> batch_norm -> relu.
-Drawn op by op from the whole table, the op after a matmul is seldom that neighbour (in 3,000 graphs
-of the big-contraction regime none was), so a compiler's rewriter was never handed its own pattern.
+Drawn op by op from the whole table, the op after a matmul is seldom that neighbour (issue 53: in
+3,000 graphs of the big-contraction regime none was), so a compiler's rewriter was never handed its own pattern.
 Here each pattern of the compilers' pattern libraries (inductor's torch/_inductor/fx_passes/, XLA:CPU's
 oneDNN rewriters) is a Motif: a head (the contraction it starts from) and a chain of Steps after it,
 with its variants (row versus column bias, a runtime input versus a constant operand: an op's weight

@@ -46,6 +46,9 @@ families, and the ops that get each without declaring anything:
   branch     `branch=NAME`: a point where the op's own math or kernels switch path, declared beside
              the op (OpDef.branch_points: softplus's threshold / beta, round's ties, exp's overflow
              boundary), held exactly by its first operand; where the branch-points regime is drawn.
+  motif      `motif=NAME/VARIANT` (fuzzer/motifs.py): a compiler's rewrite pattern whose chain of ops follows
+             the node (matmul -> add of a column bias), held by its head; where a regime draws motifs, for the
+             variants the campaign's ops build. Steering builds the whole chain, and takes these keys first.
 An op whose kernels switch on something these miss declares it (OpDef.regions, e.g. matmul's
 batch broadcasting).
 
@@ -256,10 +259,11 @@ def focus_of(region_key: str):
     return Focus(op, regime, layout, region_key, profile)
 
 
-def coverage(covered: Iterable[str], declared: Iterable[str]) -> dict:
+def coverage(covered: Iterable[str], declared: Iterable[str], within: str = "") -> dict:
     """{"declared", "covered", "never_reached"} of a campaign: keys declared, how many of them were
-    covered, and those never reached (sorted)."""
-    declared = sorted(set(declared))
+    covered, and those never reached (sorted). `within`: only the keys whose region starts with it
+    (motifs.PREFIX: which motifs a campaign covered)."""
+    declared = sorted(k for k in set(declared) if k.partition(":")[2].startswith(within))
     missing = sorted(set(declared) - set(covered))
     return {"declared": len(declared), "covered": len(declared) - len(missing), "never_reached": missing}
 

@@ -6,7 +6,10 @@ import sqlite3
 from collections import Counter
 from pathlib import Path
 
+import json
+
 import pytest
+from conftest import fuzz
 
 from fuzzer import motifs
 from fuzzer.campaign import CampaignOptions, run_campaign
@@ -92,6 +95,18 @@ def test_the_motifs_regime_starts_every_graph_with_a_motif_and_big_contraction_h
     assert 8 <= len(spliced) <= 32
     shapes = infer_shapes(spliced[0])
     assert min(shapes[spliced[0].nodes[0].name]) >= 128  # the motif's head is the big contraction itself
+
+
+def test_stats_give_the_motifs_each_campaign_covered(tmp_path):
+    db = tmp_path / "c.db"
+    corpus = Corpus(str(db))
+    campaign = corpus.start_campaign({"backends": [EAGER]}, 0, {})
+    declared = ["matmul:transpose=False", COLUMN, "matmul:motif=addmm/row"]
+    corpus.checkpoint(campaign, {"regions_declared": declared, "region_counts": {COLUMN: 2}}, cases_run=2, findings=0)
+    stats = json.loads(fuzz("stats", "--db", db, "--json").stdout)
+    assert stats["motif_coverage"] == {str(campaign): {"declared": 2, "covered": 1, "never_reached": ["matmul:motif=addmm/row"]}}
+    assert "Motifs (compiler rewrite patterns) covered: 1/2 (50%); never reached: matmul:motif=addmm/row." in fuzz(
+        "stats", "--db", db).stdout
 
 
 def _campaign(tmp_path, name: str, regimes, max_cases: int):
