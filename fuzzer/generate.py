@@ -1,7 +1,8 @@
 """Random graphs that are valid by construction, as hypothesis strategies.
 
-A graph starts from one of the seed patterns (the shapes of the five bug classes)
-or from a bare input, then grows by free composition: pick a value, pick an op
+A graph starts from one of the seed patterns (the shapes of the five bug classes),
+a compiler's rewrite pattern (fuzzer/motifs.py, where the regime draws motifs)
+or a bare input, then grows by free composition: pick a value, pick an op
 that accepts its shape, draw attributes valid for that shape, add extra operands
 (an existing value of the right shape, or a new graph input). Dimensions come
 from a small set (ops/_common.DIMS) so compiled code is reused across graphs.

@@ -97,6 +97,13 @@ def test_the_motifs_regime_starts_every_graph_with_a_motif_and_big_contraction_h
     assert min(shapes[spliced[0].nodes[0].name]) >= 128  # the motif's head is the big contraction itself
 
 
+def test_a_campaign_whose_ops_build_no_motif_draws_plain_graphs_in_the_motifs_regime():
+    drawn = CaseGenerator(["relu", "tanh", "sum"], 8, (BY_NAME["motifs"],))
+    graphs = [drawn.case(seed).graph for seed in range(10)]
+    assert all(g.nodes and not motif_keys(g) for g in graphs)
+    assert not {k for k in declared_regions(["relu", "tanh", "sum"], MIX) if motifs.PREFIX in k}
+
+
 def test_stats_give_the_motifs_each_campaign_covered(tmp_path):
     db = tmp_path / "c.db"
     corpus = Corpus(str(db))
