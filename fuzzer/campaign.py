@@ -22,7 +22,7 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Callable
 
-from fuzzer import judged_share, verdicts
+from fuzzer import judged_share, motifs, verdicts
 from fuzzer.backends import parse_backend_list
 from fuzzer.buckets import bucket_signatures
 from fuzzer.budget import assign_compilers, parse_shares, single_op_order, single_op_parts
@@ -144,6 +144,10 @@ class Progress:
     def region_coverage(self) -> dict:
         """{"declared", "covered", "never_reached"}: the declared region keys and those covered."""
         return coverage(self.region_counts, self.regions_declared)
+
+    def motif_coverage(self) -> dict:
+        """The same for the motifs' keys (fuzzer/motifs.py) among the region keys."""
+        return coverage(self.region_counts, self.regions_declared, motifs.PREFIX)
 
     def pair_coverage(self) -> dict:
         """The same for the declared pairs of keys."""

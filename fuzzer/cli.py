@@ -446,7 +446,8 @@ def run(db_path, time_text, max_cases, backends, ops, max_nodes, regimes, seed, 
             on_result=lambda item: click.echo(jsonform.dumps({"event": "localized", **item}), err=True) if as_json else None)
     stored = corpus.stored_by_campaign(progress.campaign_id)
     summary = {**progress.event_dict(), "seed": corpus.campaign(progress.campaign_id)["seed"],
-               "region_coverage": progress.region_coverage(), "pair_coverage": progress.pair_coverage(), "db": db_path,
+               "region_coverage": progress.region_coverage(), "pair_coverage": progress.pair_coverage(),
+               "motif_coverage": progress.motif_coverage(), "db": db_path,
                "stored_cases": stored, "low_judged": low_judged(progress.judged_share), "passes": passes.to_dict()}
     shares = ", ".join(f"{name} {share:.0%}" for name, share in progress.backend_time_share().items())
     if resume is not None:  # the resumed campaign's own backends and shares, not this command line's defaults
@@ -464,6 +465,7 @@ def run(db_path, time_text, max_cases, backends, ops, max_nodes, regimes, seed, 
         f"reference defines no entry), {progress.abandoned} abandoned at "
         f"the deadline.\n{_what_ran(progress, options.backends, compile_shares)}\nShare of worker time: {shares}.\n"
         f"{_region_summary(progress.region_coverage())}\n{_region_summary(progress.pair_coverage(), PAIRS)}\n"
+        f"{_region_summary(progress.motif_coverage(), MOTIFS)}\n"
         f"{low_judged_summary(progress.judged_share)}"
         + (passes.text(f" --db {db_path}" if db_path != DEFAULT_DB else "") + "\n" if passes.localized or passes.left else "")
         + f"Next: fuzz list --db {db_path}"
@@ -784,7 +786,7 @@ def _release_check_lines(checks: list[dict]) -> list[str]:
 
 
 REGION_KEYS_SHOWN = 40  # never-reached region keys (or pairs) listed in text; --json lists them all
-KEYS, PAIRS = "Region keys", "Pairs of keys of one node"
+KEYS, PAIRS, MOTIFS = "Region keys", "Pairs of keys of one node", "Motifs (compiler rewrite patterns)"
 
 
 def _region_summary(coverage: dict, what: str = KEYS) -> str:
@@ -824,6 +826,8 @@ def stats(db_path, as_json):
         lines.append(f"  campaign {campaign_id}: {_region_summary(coverage)}")
         if campaign_id in data["pair_coverage"]:
             lines.append(f"  campaign {campaign_id}: {_region_summary(data['pair_coverage'][campaign_id], PAIRS)}")
+        if data["motif_coverage"].get(campaign_id, {}).get("declared"):
+            lines.append(f"  campaign {campaign_id}: {_region_summary(data['motif_coverage'][campaign_id], MOTIFS)}")
     if data["judged_share"]:  # fuzzer/judged_share.py: u is the dtype's unit roundoff, the allowance relative to the output's scale
         from fuzzer.judged_share import describe
 

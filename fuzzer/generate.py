@@ -1,7 +1,8 @@
 """Random graphs that are valid by construction, as hypothesis strategies.
 
-A graph starts from one of the seed patterns (the shapes of the five bug classes)
-or from a bare input, then grows by free composition: pick a value, pick an op
+A graph starts from one of the seed patterns (the shapes of the five bug classes),
+a compiler's rewrite pattern (fuzzer/motifs.py, where the regime draws motifs)
+or a bare input, then grows by free composition: pick a value, pick an op
 that accepts its shape, draw attributes valid for that shape, add extra operands
 (an existing value of the right shape, or a new graph input). Dimensions come
 from a small set (ops/_common.DIMS) so compiled code is reused across graphs.
@@ -20,7 +21,7 @@ from typing import Callable
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from fuzzer import branch_points, ladder, tails
+from fuzzer import branch_points, ladder, motifs, tails
 from fuzzer.arrays import materialize, regime_profiles
 from fuzzer.errors import InternalError, ShapeError
 from fuzzer.ir import Case, Graph, Node, TensorSpec
@@ -272,6 +273,11 @@ def _focused_start(builder: _Builder, focus: Focus) -> str:
     attributes for each key it must give (a pair's two) are drawn until they give them, else the first are kept;
     assume() rejects the draw where no shape was found."""
     draw, op = builder.draw, builder.ops[focus.op]
+    variant = motifs.find(focus.key or "")
+    if variant is not None:  # a motif's key: the motif itself, whose head is the focus op
+        last = motifs.start(builder, variant)
+        assume(last is not None)
+        return last
     region = (focus.key or "").partition(":")[2]
     wanted = {k.partition(":")[2] for k in (focus.key, focus.also) if k}
     start = builder.regime.contraction_dims and _big_contraction(builder)
@@ -413,8 +419,9 @@ def graphs(draw, op_names: tuple[str, ...] | None = None, max_nodes: int = 8, re
         last = _focused_start(builder, Focus(draw(st.sampled_from(laddered))))
     else:
         pattern = draw(st.sampled_from(PATTERNS))
-        last = ((regime.contraction_dims and _big_contraction(builder)) or (sizes.ladder and _ladder_start(builder))
-                or (regime.branch_points and _pointed_start(builder))
+        big = regime.contraction_dims and _big_contraction(builder)
+        last = ((big and (motifs.splice(builder, big) if regime.motifs else big)) or (sizes.ladder and _ladder_start(builder))
+                or (regime.branch_points and _pointed_start(builder)) or (regime.motifs and motifs.start(builder))
                 or _seed_pattern(builder, pattern))
         if len(builder.nodes) > max(1, max_nodes):  # --max-nodes is a hard maximum: a longer pattern keeps its start
             last = builder.keep_first(max(1, max_nodes))

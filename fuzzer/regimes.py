@@ -59,6 +59,7 @@ class Regime:
     vmapped: bool = True
     programs: bool = False  # draws programs (fuzzer/program.py) instead of graphs
     branch_points: bool = False  # inputs an op reads first hold its branch points (fuzzer/branch_points.py)
+    motifs: bool = False  # a compiler's rewrite pattern starts the graph, or continues its big contraction (fuzzer/motifs.py)
 
 
 def compose(first: Regime, second: Regime, weight: int = 0) -> Regime:
@@ -86,8 +87,9 @@ SINGLE_REGIMES = (
     Regime("layout", 5, "non-contiguous, transposed, expanded (stride 0) and channels_last inputs",
            layouts=True),
     # A 512 x 512 matrix at most: the float64 reference of a 512^3 product takes ~0.05 .. 0.1 s.
-    Regime("big-contraction", 3, "a matmul, linear, bmm, einsum or conv with every dim 128 .. 512",
-           max_elements=512 * 512, contraction_dims=CONTRACTION_DIMS),
+    Regime("big-contraction", 3, "a matmul, linear, bmm, einsum or conv with every dim 128 .. 512, in half its graphs "
+           "followed by a compiler's rewrite pattern (fuzzer/motifs.py)", max_elements=512 * 512,
+           contraction_dims=CONTRACTION_DIMS, motifs=True),
     # 2^20 elements a tensor: a rung of 2^17 + 1 keeps 7 elements on the other axes of its operand.
     Regime("ladder", 3, "one reduction, contraction or vmapped axis of 2^k - 1, 2^k or 2^k + 1 elements (k 5 .. 17), "
            "the other axes small", max_elements=2**20, ladder=True),
@@ -125,11 +127,15 @@ COMPLEX_REGIMES = (COMPLEX, *(compose(_SINGLE[name], COMPLEX, 5) for name in ("l
 # Programs: in-place writes, views and steps (fuzzer/program_generate.py); `--regimes programs` draws only them.
 PROGRAMS = Regime("programs", 3, "programs: views written through and read after the writes, 2 to 4 steps with carried "
                   "state (where a backend runs programs)", programs=True)
+# Motifs (fuzzer/motifs.py): a compiler's rewrite pattern (matmul + column bias, conv -> batch_norm -> relu) of
+# small dims starts the graph; `--regimes motifs` draws only them, and a list without it none but big-contraction's.
+MOTIFS = Regime("motifs", 4, "a compiler's rewrite pattern (fuzzer/motifs.py: addmm with a row or column bias, "
+                "conv -> batch_norm -> relu, the attention patterns) starts the graph", motifs=True)
 # A float campaign's default mix: the graph regimes and programs, which pipeline.campaign_regimes leaves out
-# where no backend runs programs or --ops or a plugin's backend narrows the campaign. Programs come right after
-# small, whose share they take, so that a seed draws the same regime as before wherever it draws no program.
-MIX = (replace(REGIMES[0], weight=REGIMES[0].weight - PROGRAMS.weight), PROGRAMS, *REGIMES[1:])
-BY_NAME = {regime.name: regime for regime in (*REGIMES, PROGRAMS, *INTEGER_REGIMES, *COMPLEX_REGIMES)}  # small at its own share
+# where no backend runs programs or --ops or a plugin's backend narrows the campaign. Motifs and programs come
+# right after small, whose share they take, so that a seed draws the same regime as before wherever it draws neither.
+MIX = (replace(REGIMES[0], weight=REGIMES[0].weight - MOTIFS.weight - PROGRAMS.weight), MOTIFS, PROGRAMS, *REGIMES[1:])
+BY_NAME = {regime.name: regime for regime in (*REGIMES, MOTIFS, PROGRAMS, *INTEGER_REGIMES, *COMPLEX_REGIMES)}  # small at its own share
 DEFAULT = BY_NAME["small"]
 assert sum(r.weight for r in REGIMES) == sum(r.weight for r in MIX) == sum(r.weight for r in INTEGER_REGIMES) == sum(r.weight for r in COMPLEX_REGIMES) == 100, \
     "regime weights are percentages"

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from fuzzer import branch_points, tails
+from fuzzer import branch_points, motifs, tails
 from fuzzer.generate import Focus
 from fuzzer.ops import get_op
 from fuzzer.region_keys import DIM_ATTRIBUTES, LARGE_REDUCTION, LARGE_SIZE, key, op_of
@@ -41,7 +41,7 @@ PAIRED_FAMILIES = ((CHOICE, LAYOUT), (CHOICE, SIZE_CLASS), (LAYOUT, TAIL), (CHOI
 SEPARATOR = " & "
 PREFIXES = {LAYOUT: ("layout=",), SPECIAL: ("input-has:",), SIZE_CLASS: (tails.OUTPUT_ONE, tails.OUTPUT_TAIL)}
 # Keys of the other families (fuzzer/regions.py) that no pair holds.
-UNPAIRED = ("regime=", LARGE_SIZE, LARGE_REDUCTION, "ladder=", branch_points.PREFIX, tails.INNERMOST)
+UNPAIRED = ("regime=", LARGE_SIZE, LARGE_REDUCTION, "ladder=", branch_points.PREFIX, tails.INNERMOST, motifs.PREFIX)
 DIM_SIGNS = {f"{name}{sign}" for name in DIM_ATTRIBUTES for sign in ("<0", ">=0")}
 
 

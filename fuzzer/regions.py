@@ -46,6 +46,9 @@ families, and the ops that get each without declaring anything:
   branch     `branch=NAME`: a point where the op's own math or kernels switch path, declared beside
              the op (OpDef.branch_points: softplus's threshold / beta, round's ties, exp's overflow
              boundary), held exactly by its first operand; where the branch-points regime is drawn.
+  motif      `motif=NAME/VARIANT` (fuzzer/motifs.py): a compiler's rewrite pattern whose chain of ops follows
+             the node (matmul -> add of a column bias), held by its head; where a regime draws motifs, for the
+             variants the campaign's ops build. Steering builds the whole chain, and takes these keys first.
 An op whose kernels switch on something these miss declares it (OpDef.regions, e.g. matmul's
 batch broadcasting).
 
@@ -69,11 +72,11 @@ import random
 from collections import Counter
 from collections.abc import Iterable
 
-from fuzzer import branch_points, ladder, tails
+from fuzzer import branch_points, ladder, motifs, tails
 from fuzzer.generate import BIG_CONTRACTIONS, Focus, focus_ranks, focused_graphs
 from fuzzer.ir import Graph, infer_shapes
 from fuzzer.layouts import CONTIGUOUS, layouts_for
-from fuzzer.ops import OpDef, get_op
+from fuzzer.ops import get_op
 from fuzzer.ops.derived.ops import FAMILY as DERIVED_FAMILY
 from fuzzer.regimes import DEFAULT
 from fuzzer.region_keys import (DATA_MOVING_FAMILIES, DIM_ATTRIBUTES, ELEMENTWISE_FAMILIES, LARGE_EXTENT, LARGE_REDUCTION, LARGE_SIZE,
@@ -140,6 +143,7 @@ def node_regions(graph: Graph, values: dict | None = None) -> list[tuple[str, se
     layouts = {spec.name: spec.layout for spec in graph.inputs if spec.layout != CONTIGUOUS}
     regimes = (graph.regime or "small").split("+")  # a composition exercises both regimes
     specials: dict[str, set[str]] = {}  # per value name: computed once however many nodes read it
+    chains = motifs.matched(graph, shapes)  # per head node: the motifs that follow it
     found = []
     for node in graph.nodes:
         op = get_op(node.op)
@@ -158,7 +162,7 @@ def node_regions(graph: Graph, values: dict | None = None) -> list[tuple[str, se
                 mine |= specials[name]
         if values is not None and op.branch_points is not None and node.inputs[0] in values:
             mine |= branch_points.regions_met(op.branch_points, node.attrs, values[node.inputs[0]])
-        found.append((node.op, {region for region in mine if _kept(node.op, region)}))
+        found.append((node.op, {region for region in mine if _kept(node.op, region)} | chains.get(node.name, set())))
     return found
 
 
@@ -170,6 +174,8 @@ def declared_regions(op_names: Iterable[str], regimes: tuple) -> list[str]:
     for name in op_names:
         declared |= _census(name)
         declared.update(key(name, region) for region in op_regions(name) if _drawn(region, drawn))
+    if drawn["motifs"]:
+        declared.update(motifs.declared(op_names))
     return sorted(declared)
 
 
@@ -182,7 +188,8 @@ def _drawn_families(regimes: tuple) -> dict:
             "large": any(d > LARGE_EXTENT for regime in regimes for d in regime.large_dims),
             "ladder": any(regime.ladder for regime in regimes),
             "vmapped": any(regime.ladder and regime.vmapped for regime in regimes),
-            "branch": any(regime.branch_points for regime in regimes)}
+            "branch": any(regime.branch_points for regime in regimes),
+            "motifs": any(regime.motifs for regime in regimes)}
 
 
 def _drawn(region: str, drawn: dict) -> bool:
@@ -247,13 +254,16 @@ def focus_of(region_key: str):
         regime = "ladder"
     elif region.startswith(branch_points.PREFIX):
         return Focus(op, "branch-points")  # the regime places the points: no shape or attribute to redraw toward
+    elif region.startswith(motifs.PREFIX):
+        regime = "motifs"  # the generator builds the motif itself (generate._focused_start)
     return Focus(op, regime, layout, region_key, profile)
 
 
-def coverage(covered: Iterable[str], declared: Iterable[str]) -> dict:
+def coverage(covered: Iterable[str], declared: Iterable[str], within: str = "") -> dict:
     """{"declared", "covered", "never_reached"} of a campaign: keys declared, how many of them were
-    covered, and those never reached (sorted)."""
-    declared = sorted(set(declared))
+    covered, and those never reached (sorted). `within`: only the keys whose region starts with it
+    (motifs.PREFIX: which motifs a campaign covered)."""
+    declared = sorted(k for k in set(declared) if k.partition(":")[2].startswith(within))
     missing = sorted(set(declared) - set(covered))
     return {"declared": len(declared), "covered": len(declared) - len(missing), "never_reached": missing}
 
@@ -275,7 +285,8 @@ def steered_focus(index: int, tries: Counter, uncovered: list[str], uncovered_pa
     indices of STEERED_SLOTS, the uncovered key or pair steered to least often so far (`tries`,
     counted here; the first in list order among equals; every slot takes the other list once its
     own is covered or tried STEER_TRIES times), so each gets a try before any gets a second; None
-    otherwise, and once every key and pair is covered or tried that often. (Taken in turn by their
+    otherwise, and once every key and pair is covered or tried that often; a motif's key (fuzzer/motifs.py)
+    before the others among equals. (Taken in turn by their
     position in a list that shrinks as they are covered, some were passed over for many turns.)"""
     kind = STEERED_SLOTS.get(index % STEER_EVERY)
     if kind is None:
@@ -284,6 +295,7 @@ def steered_focus(index: int, tries: Counter, uncovered: list[str], uncovered_pa
     targets = {KEY: keys, PAIR: pairs}[kind] if keys and pairs else keys or pairs
     if not targets:
         return None
-    target = min(targets, key=lambda t: tries[t])
+    # Motif keys first among equals: a whole chain of ops, which only they and the motifs regime's 4% draw.
+    target = min(targets, key=lambda t: (tries[t], motifs.PREFIX not in t))
     tries[target] += 1
     return target

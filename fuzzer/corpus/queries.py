@@ -286,6 +286,8 @@ class Queries(CorpusFile):
     # ---- figures
 
     def stats(self) -> dict:
+        from fuzzer.motifs import PREFIX as MOTIF_PREFIX
+
         def counts(sql: str) -> dict:
             return {row["key"]: row["n"] for row in self._rows(sql)}
 
@@ -303,13 +305,15 @@ class Queries(CorpusFile):
             "graphs_by_regime": self.graphs_by_regime(),
             "region_coverage": self.region_coverage(),
             "pair_coverage": self.region_coverage("pairs_declared", "pair_counts"),
+            "motif_coverage": self.region_coverage(within=MOTIF_PREFIX),
             "judged_share": self.judged_share(),
         }
 
-    def region_coverage(self, declared_field: str = "regions_declared", counts_field: str = "region_counts") -> dict[str, dict]:
+    def region_coverage(self, declared_field: str = "regions_declared", counts_field: str = "region_counts",
+                        within: str = "") -> dict[str, dict]:
         """Per campaign id (a string, as JSON keys are) whose checkpoint declares region keys: its
         region coverage (fuzzer/regions.py's coverage); of the pairs of keys with the pairs' fields
-        (fuzzer/region_pairs.py)."""
+        (fuzzer/region_pairs.py); of the keys whose region starts with `within` only where given."""
         from fuzzer.regions import coverage
 
         found = {}
@@ -317,7 +321,7 @@ class Queries(CorpusFile):
             checkpoint = row.get("checkpoint") if isinstance(row.get("checkpoint"), dict) else {}
             declared, counts = checkpoint.get(declared_field), checkpoint.get(counts_field)
             if isinstance(declared, list) and declared and isinstance(counts, dict):
-                found[str(row["id"])] = coverage([str(k) for k in counts], [str(k) for k in declared])
+                found[str(row["id"])] = coverage([str(k) for k in counts], [str(k) for k in declared], within)
         return found
 
     def alone_op_counts(self) -> dict[str, dict[str, int]]:
