@@ -73,11 +73,11 @@ def measure(graph: Graph, reference: oracle.Reference, result: CaseResult, backe
             continue  # a shape or output-count mismatch: judged before any entry was
         if is_exact(backend.dtype) or is_complex(backend.dtype):
             continue  # judged exactly (fuzzer/oracle/exact.py) or by component (oracle/complex.py): not metered here
-        touched = set()
+        touched, kind = set(), backend.kind or backend.name  # a plugin's transformation has no kind: its name
         for index, ops in enumerate(per_output_ops):
             entries, judged, allowance = _output(reference, index, backend.dtype, verdict, invalid)
             for op in ops:
-                row = rows.setdefault(f"{op}|{backend.dtype}|{backend.kind}", dict.fromkeys(COUNTS, 0))
+                row = rows.setdefault(f"{op}|{backend.dtype}|{kind}", dict.fromkeys(COUNTS, 0))
                 row["entries"] += entries
                 row["judged"] += judged
                 if allowance is not None:
@@ -85,7 +85,7 @@ def measure(graph: Graph, reference: oracle.Reference, result: CaseResult, backe
                     row[key] = row.get(key, 0) + 1
                 touched.add(op)
         for op in touched:
-            rows[f"{op}|{backend.dtype}|{backend.kind}"]["cases"] += 1
+            rows[f"{op}|{backend.dtype}|{kind}"]["cases"] += 1
     return rows
 
 

@@ -139,3 +139,16 @@ def test_the_summary_gives_kinds_that_judged_alike_one_line_and_names_only_the_l
     assert lines[1].startswith("  prod float32 on torch-eager, torch-layout, torch-module: 10% of 100 entries")
     assert lines[2].startswith("  prod float32 on jax-eager: 20%")
     assert len(lines) == 1 + judged_share.SUMMARY_LINES + 1 and lines[-1] == "  and 6 more"
+
+
+def test_a_plugin_transformation_is_metered_under_its_name():
+    # A TransformedBackend (derive_backend with a graph transformation) has no kind of its own: the meter's
+    # row, and the summary's line, name it by its name, not by an empty kind ("erf float32 on , torch-eager").
+    from fuzzer.plugins import load_plugin
+
+    load_plugin(str(Path(__file__).parent / "plugins" / "motif_faults.py"))
+    backend = get_backend("fault-addmm-column-bias")
+    case = single_op_case("tanh", [0.5, 1.0, 2.0, 3.0])
+    seen = []
+    result = check_case(case, [backend], on_reference=seen.append)
+    assert list(judged_share.measure(case.graph, seen[0], result, [backend])) == ["tanh|float32|fault-addmm-column-bias"]
