@@ -1,6 +1,6 @@
 """A program's write reading its scalar at run time with `.item()` (fuzzer/program.py, `scalar_reads`), a sum over
-a selection whose size depends on the values (`masked_select_sum`), and torch-compile-capture, where dynamo
-captures both."""
+a selection whose size depends on the values (`masked_select_sum`), torch-compile-capture, where dynamo
+captures both, and torch-compile-breaks, where `.item()` breaks the graph."""
 
 from __future__ import annotations
 
@@ -81,6 +81,30 @@ def test_torch_compile_capture_compiles_a_selection_sized_by_the_values_into_one
     assert torch._dynamo.utils.counters["stats"]["unique_graphs"] - before == 1
 
 
+@pytest.mark.slow
+def test_torch_compile_breaks_ends_the_graph_at_item_and_resumes_in_a_graph_recompiled_for_each_new_number(tmp_path):
+    """fullgraph=False, capture off: the graph of the mean, the break, then the resumed graph of addcmul_ taking the
+    number as a constant, compiled for 1.5 and again for 3 (the second step): three graphs, as its script says."""
+    import torch._dynamo
+    from fuzzer.minimal_reproducer import build_minimal_script
+    from test_reproducers import _run
+
+    backend = get_backend("torch-compile-breaks:cpu:float32")
+    before = torch._dynamo.utils.counters["stats"]["unique_graphs"]
+    assert [list(result) for result in backend.run(Case(MEAN_SCALED, ARRAYS))] == EXPECTED
+    assert torch._dynamo.utils.counters["stats"]["unique_graphs"] - before == 3
+    script = build_minimal_script(Case(MEAN_SCALED, ARRAYS), backend, "a program through a graph break")
+    assert "fullgraph=False" in script and "value=scalar.item())" in script and "'capture_scalar_outputs': False" in script
+    ran = _run(script, tmp_path, None)
+    assert ran.returncode == 0 and "dynamo graphs: 3" in ran.stderr, ran.stdout + ran.stderr
+
+
+def test_torch_compile_breaks_runs_programs_only():
+    backend = get_backend("torch-compile-breaks:cpu:float32")
+    assert backend.supports_graph(MEAN_SCALED) and not backend.supports_graph(Graph(
+        (TensorSpec("x", (2,)),), (Node("y", "sin", ("x",), {}),), ("y",)))
+
+
 def test_the_reproducer_reads_the_scalar_with_item_and_patches_dynamo_as_the_campaign_did():
     imports, code = get_backend("torch-compile-capture:cpu:float32").reproducer_program(Case(MEAN_SCALED, ARRAYS))
     assert "torch.Tensor.addcmul_(" in code and ".item())" in code and "for step in range(2):" in code
@@ -101,15 +125,24 @@ def test_a_case_file_whose_scalar_operand_is_not_one_element_exits_2_with_one_se
     assert not (tmp_path / "fuzz.db").exists()
 
 
-@pytest.mark.slow
+@pytest.mark.parametrize("backend", [
+    pytest.param("fault-half-scalar", marks=pytest.mark.slow),
+    # The number a graph resumed after the .item() break takes: a compile a step (one a new number): a minute or more.
+    pytest.param("fault-broken-half-scalar", marks=pytest.mark.long),
+])
 def test_a_short_campaign_finds_a_scalar_read_in_the_wrong_dtype_and_its_minimal_script_keeps_the_loop_and_the_item(
-        tmp_path):
-    rows, shrunk = planted_fault_campaign(tmp_path, PLUGIN, "fault-half-scalar", "addcmul_", "--regimes", "programs",
+        tmp_path, backend):
+    from test_reproducers import _run
+
+    fewer_inputs = ("--inputs-per-graph", 2) if backend == "fault-broken-half-scalar" else ()
+    rows, shrunk = planted_fault_campaign(tmp_path, PLUGIN, backend, "addcmul_", "--regimes", "programs", *fewer_inputs,
                                           max_cases=20)
     # A scalar past float16's range becomes inf: the fault's nan-inf, charged to the same write.
-    assert "mismatch | fault-half-scalar | addcmul_" in {row["signature"] for row in rows}
-    assert {row["signature"] for row in rows} <= {f"{verdict} | fault-half-scalar | addcmul_" for verdict in ("mismatch", "nan-inf")}
+    assert f"mismatch | {backend} | addcmul_" in {row["signature"] for row in rows}
+    assert {row["signature"] for row in rows} <= {f"{verdict} | {backend} | addcmul_" for verdict in ("mismatch", "nan-inf")}
     graph = shrunk["graph"]
     assert len(graph["nodes"]) <= 3 and any(node["op"] == "addcmul_" and "item" in node["attrs"] for node in graph["nodes"])
     script = fuzz("export", "--db", tmp_path / "fuzz.db", shrunk["id"], "--format", "minimal", "--plugin", PLUGIN).stdout
     assert f"for step in range({graph['steps']}):" in script and ".item()" in script, script
+    ran = _run(script, tmp_path, None)
+    assert ran.returncode == 1 and "MISMATCH" in ran.stdout + ran.stderr, ran.stdout + ran.stderr

@@ -12,7 +12,8 @@ statement overridden by name, so that a test can show a short campaign of progra
 - `fault-addcdiv-value`: addcdiv_ ignores its `value` (adds t1 / t2 once), as a kernel that drops a scalar would.
 - `fault-half-scalar`: addcmul_ rounds its scalar to float16 first, as a kernel that passed the number read with
   `.item()` in the wrong dtype would: the programs' constant values (1, -0.5, 2) are float16 numbers, so only a
-  value read at run time shows it.
+  value read at run time shows it. `fault-broken-half-scalar`: the same in torch-compile-breaks, where that value
+  is the number a resumed graph takes after the `.item()` graph break (as a constant baked in the wrong dtype).
 """
 
 from fuzzer.program_ops import STATEMENTS
@@ -65,4 +66,6 @@ def register(api):
     api.derive_backend("fault-stale-diagonal", base=base, overrides={"diagonal": stale_diagonal})
     api.derive_backend("fault-addcdiv-value", base=base, overrides={"addcdiv_": addcdiv_without_value})
     api.derive_backend("fault-half-scalar", base=base, overrides={"addcmul_": addcmul_with_half_scalar})
+    api.derive_backend("fault-broken-half-scalar", base="torch-compile-breaks:cpu:float32",
+                       overrides={"addcmul_": addcmul_with_half_scalar})
     api.derive_backend("fault-recompiled-add", base="torch-compile-dynamic:cpu:float32", overrides={"add_": add_past_16_rows})
