@@ -38,6 +38,15 @@ SELECTED = Graph(
 X = np.array([[1, 2, 3], [4, 5, 6]], np.float32)
 SELECTIONS = [({"x": X, "m": np.array([1, -1, 1], np.float32)}, [[14], [21], [21, 21, 21]]),
               ({"x": X, "m": np.array([-1, -1, -1], np.float32)}, [[0], [0], [0, 0, 0]])]
+# if x.mean().item() > 0: x.sub_(y) else: x.mul_(y), three steps from x = [1, 2, 3], y = 3: the mean is 2, so x - 3 is
+# [-2, -1, 0]; the mean is -1 from then on, so x * 3 is [-6, -3, 0] and then [-18, -9, 0] (then x's final value).
+BRANCHED = Graph(
+    (TensorSpec("x", (3,)), TensorSpec("y", (3,))),
+    (Node("scalar", "mean", ("x",), {"dims": [0], "keepdim": False}),
+     Node("update", "branch_", ("x", "y", "scalar"), {"then": "sub_", "otherwise": "mul_", "item": "condition"})),
+    ("update",), steps=3)
+BRANCH_ARRAYS = {"x": np.array([1.0, 2.0, 3.0], np.float32), "y": np.full(3, 3.0, np.float32)}
+BRANCH_EXPECTED = [[-2, -1, 0], [-6, -3, 0], [-18, -9, 0], [-18, -9, 0]]
 # The reference and the runs that compile quickly (jax.jit); torch.compile has tests of its own below.
 QUICK = ["numpy-ref:cpu:float64", "torch-eager:cpu:float32", "jax-eager:cpu:float32", "jax-jit:cpu:float32"]
 
@@ -53,6 +62,55 @@ def test_a_scalar_read_with_item_takes_the_value_the_state_has_at_that_step(back
 def test_a_selection_sized_by_the_values_sums_what_the_mask_picks_at_that_step(backend, arrays, expected):
     results = get_backend(backend).run(Case(SELECTED, arrays))
     assert [list(result) for result in results] == expected
+
+
+@pytest.mark.parametrize("backend", QUICK + [pytest.param("torch-compile-breaks:cpu:float32", marks=pytest.mark.slow)])
+def test_a_branch_on_a_value_read_with_item_takes_the_arm_the_state_decides_at_each_step(backend):
+    results = get_backend(backend).run(Case(BRANCHED, BRANCH_ARRAYS))
+    assert [list(result) for result in results] == BRANCH_EXPECTED
+
+
+@pytest.mark.parametrize("kind", ["torch-compile", "torch-compile-capture", "torch-compile-dynamic"])
+def test_a_compile_of_one_whole_graph_runs_no_branch_on_a_value(kind):
+    """fullgraph=True cannot trace Python control flow on a number read at run time (dynamo's documented limit):
+    no verdict, rather than an error that reads as a bug; torch-compile-breaks takes the branch after its break."""
+    assert not get_backend(f"{kind}:cpu:float32").supports_graph(BRANCHED)
+    assert get_backend("torch-compile-breaks:cpu:float32").supports_graph(BRANCHED)
+
+
+def test_a_branch_s_script_writes_the_if_on_item_literally_and_exits_0_where_torch_is_right(tmp_path):
+    from fuzzer.minimal_reproducer import build_minimal_script
+    from test_reproducers import _run
+
+    script = build_minimal_script(Case(BRANCHED, BRANCH_ARRAYS), get_backend("torch-eager:cpu:float32"), "a branch")
+    assert "    if scalar.item() > 0:\n        update = torch.Tensor.sub_(x0, x1)\n    else:\n" in script, script
+    assert "for step in range(3):" in script and _run(script, tmp_path, None).returncode == 0
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"then": "div_"}, "then div_ must name one of add_, sub_, mul_, copy_"),
+    ({"otherwise": "exec"}, "otherwise exec must name one of add_, sub_, mul_, copy_"),
+])
+def test_a_case_file_naming_a_branch_arm_outside_the_declared_writes_exits_2_with_one_sentence(tmp_path, change, message):
+    graph = json.loads(json.dumps(BRANCHED.to_dict()))  # a copy: to_dict shares the nodes' attributes
+    graph["nodes"][1]["attrs"].update(change)
+    done = fuzz("import", "--db", tmp_path / "fuzz.db", _case_file(tmp_path, graph, BRANCH_ARRAYS))
+    assert done.returncode == 2 and message in done.stderr, done.stderr
+    assert done.stderr.strip().count(". ") == 0 and "Traceback" not in done.stderr
+    assert not (tmp_path / "fuzz.db").exists()
+
+
+@pytest.mark.slow
+def test_a_short_campaign_finds_a_branch_that_keeps_its_first_arm_and_its_script_keeps_the_loop_and_the_if(tmp_path):
+    from test_reproducers import _run
+
+    rows, shrunk = planted_fault_campaign(tmp_path, PLUGIN, "fault-stale-branch", "branch_,getitem", "--regimes", "programs")
+    assert {row["signature"] for row in rows} == {"mismatch | fault-stale-branch | branch_"}
+    graph = shrunk["graph"]
+    assert graph["steps"] >= 2 and len(graph["nodes"]) <= 2 and graph["nodes"][-1]["op"] == "branch_", graph
+    script = fuzz("export", "--db", tmp_path / "fuzz.db", shrunk["id"], "--format", "minimal", "--plugin", PLUGIN).stdout
+    assert f"for step in range({graph['steps']}):" in script and ".item()" in script, script
+    assert _run(script, tmp_path, None).returncode == 1
 
 
 @pytest.mark.slow
@@ -111,14 +169,18 @@ def test_the_reproducer_reads_the_scalar_with_item_and_patches_dynamo_as_the_cam
     assert "torch._dynamo.config.patch({'capture_scalar_outputs': True, 'capture_dynamic_output_shape_ops': True})" in code
 
 
+def _case_file(folder, graph: dict, arrays: dict):
+    case_file = folder / "case.json"
+    case_file.write_text(json.dumps({"format": EXPORT_FORMAT, "version": EXPORT_VERSION, "graph": graph,
+                                     "arrays": {name: to_base64(array) for name, array in arrays.items()},
+                                     "seed": 0, "verdict": "agree", "findings": [], "backends": []}))
+    return case_file
+
+
 def test_a_case_file_whose_scalar_operand_is_not_one_element_exits_2_with_one_sentence(tmp_path):
     graph = MEAN_SCALED.to_dict()
     graph["nodes"][1]["inputs"][-1] = "x"  # two elements
-    case_file = tmp_path / "case.json"
-    case_file.write_text(json.dumps({"format": EXPORT_FORMAT, "version": EXPORT_VERSION, "graph": graph,
-                                     "arrays": {name: to_base64(array) for name, array in ARRAYS.items()},
-                                     "seed": 0, "verdict": "agree", "findings": [], "backends": []}))
-    done = fuzz("import", "--db", tmp_path / "fuzz.db", case_file)
+    done = fuzz("import", "--db", tmp_path / "fuzz.db", _case_file(tmp_path, graph, ARRAYS))
     assert done.returncode == 2, done.stderr
     assert "the operand read with .item() has shape [2], which is not one element" in done.stderr
     assert done.stderr.strip().count(". ") == 0 and "Traceback" not in done.stderr

@@ -108,6 +108,13 @@ class TorchCompile(TorchEager):
     # False only where a graph break is what is tested (torch-compile-breaks: see GraphBreak for why not elsewhere)
     fullgraph: ClassVar[bool] = True
 
+    def supports_graph(self, graph: Graph) -> bool:
+        # Python control flow on a value read with .item() (a program's branch_) is no one graph: dynamo's documented
+        # limit under fullgraph=True, where only a graph break (torch-compile-breaks) takes it.
+        if self.fullgraph and any(node.op == "branch_" for node in graph.nodes):
+            return False
+        return super().supports_graph(graph)
+
     def cache_key(self, graph: Graph) -> tuple:
         """Graphs with one key share one compiled function (one code object: see _own_code_object)."""
         return (self.name, graph.structure_key())
