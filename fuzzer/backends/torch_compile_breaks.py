@@ -2,8 +2,8 @@
 
 Users' loops read a tensor as a Python number (`x.addcdiv_(m, d, value=s.item())`) under plain
 torch.compile: dynamo stops the graph at `.item()`, runs it in Python, and resumes in a new frame whose
-graph takes the number as a constant (a guard on it: a new value, a recompile) or, once it changed,
-as a symbol. pytorch#185382 (addcdiv_ after such a break in a loop, wrong from the third iteration,
+graph takes the number as a constant, guarded (torch 2.13 and 2.15: each new number a recompile of the resumed
+frame). pytorch#185382 (addcdiv_ after such a break in a loop, wrong from the third iteration,
 torch 2.13) lives there, a path fullgraph=True never takes (torch-compile-capture keeps `.item()` in the
 graph instead). This kind runs programs only (a plain graph has nothing that breaks), with dynamo's
 capture settings off, as a user's defaults are; its step reads each scalar in the compiled frame itself,
@@ -39,8 +39,9 @@ class TorchCompileBreaks(TorchCompile):
         return super()._execute(graph, inputs, params)
 
     def _traced_impl(self, op: str):
-        # Not reading its scalar: the traced frame does (below). A copy of its own for each graph: an op whose output size depends on values breaks inside it, and dynamo then
-        # compiles its frame alone, keeping at most recompile_limit variants a code object (see GraphBreak).
+        # Not reading its scalar: the traced frame does (below). A copy of its own for each graph: an op whose output
+        # size depends on values breaks inside it, and dynamo then compiles its frame alone, keeping at most
+        # recompile_limit variants a code object (see GraphBreak).
         return _own_code_object(self.impl_for(op), f"fuzz_{op}")
 
     def _traced_function(self, graph: Graph, impls: dict):
