@@ -257,9 +257,14 @@ def programs(draw, op_names=None, regime: str = "") -> Graph:
                 guards, operands = guards + reader, [*operands, scalar]
             add(*guards, Node(name, op, (value, *operands), attrs), new_inputs=new_inputs)
         elif sized and draw(st.integers(0, 3)) == 0:  # one element, summed over a selection sized by the values
-            value = draw(st.sampled_from(values))
-            mask = draw(st.sampled_from([v for v in values if shapes[v] in _broadcast_shapes(shapes[value])] or [value]))
-            add(Node(name, draw(st.sampled_from(sized)), (value, mask)))
+            value, op = draw(st.sampled_from(values)), draw(st.sampled_from(sized))
+            fits = _broadcast_shapes(shapes[value]) if op == "masked_select_sum" else [shapes[value][:1]]  # one a row
+            masks = [v for v in values if shapes[v] in fits]
+            if masks:
+                add(Node(name, op, (value, draw(st.sampled_from(masks)))))
+            else:
+                mask = TensorSpec(f"x{len(inputs)}", fits[0])
+                add(Node(name, op, (value, mask.name)), new_inputs=[mask])
         elif pure:
             op, value = draw(st.sampled_from(pure)), draw(st.sampled_from(values))
             if op in UNARY_PURE:

@@ -651,7 +651,39 @@ def _jax_masked_select_sum(xs, ps, attrs):  # jit has no sizes that depend on va
     return jnp.where(xs[1] > 0, xs[0], 0).sum().reshape(1)
 
 
+def _nonzero_rows_sum_shape(attrs, shapes):
+    check(len(shapes[0]) >= 1 and tuple(shapes[1]) == tuple(shapes[0][:1]),
+          f"the mask of shape {list(shapes[1])} must have one entry per row of {list(shapes[0])}")
+    return tuple(shapes[0][1:]) or (1,)
+
+
+def _np_nonzero_rows_sum(xs, ps, attrs):
+    """The sum of the rows of x whose mask entry (the second operand, one per row) is positive; 0 where none is."""
+    x = xs[0]
+    return np.asarray(x[np.nonzero(xs[1] > 0)[0]].sum(axis=0, dtype=x.dtype)).reshape(x.shape[1:] or (1,))
+
+
+def _torch_nonzero_rows_sum(xs, ps, attrs):
+    import torch
+
+    rows = torch.nonzero(xs[1] > 0).squeeze(1)  # as many as the mask picks: the size flows into index_select
+    return torch.index_select(xs[0], 0, rows).sum(0).reshape(xs[0].shape[1:] or (1,))
+
+
+def _jax_nonzero_rows_sum(xs, ps, attrs):
+    import jax.numpy as jnp
+
+    picked = (xs[1] > 0).reshape(xs[1].shape + (1,) * (xs[0].ndim - 1))
+    return jnp.where(picked, xs[0], 0).sum(0).reshape(xs[0].shape[1:] or (1,))
+
+
 SIZED_BY_VALUES_OPS = [
+    # torch.nonzero's rows, as many as the values pick, taken by index_select and summed over them: a data-dependent size
+    # one op hands the next (under torch-compile-capture an unbacked size through both).
+    OpDef(name="nonzero_rows_sum", infer=_nonzero_rows_sum_shape, reference=_np_nonzero_rows_sum,
+          torch=_torch_nonzero_rows_sum, jax=_jax_nonzero_rows_sum, accepts=_never, arity=(2, 2),
+          numerics=Numerics(sensitivity=2.0, why={"sensitivity": "a sum of many rounded operands, as the reductions'"}),
+          family="program", notes="rows picked by nonzero, index_select, summed"),
     OpDef(name="masked_select_sum", infer=_masked_select_sum_shape, reference=_np_masked_select_sum,
           torch=_torch_masked_select_sum, jax=_jax_masked_select_sum, accepts=_never, arity=(2, 2),
           numerics=Numerics(sensitivity=2.0, why={"sensitivity": "a sum of many rounded operands, as the reductions'"}),

@@ -38,6 +38,16 @@ SELECTED = Graph(
 X = np.array([[1, 2, 3], [4, 5, 6]], np.float32)
 SELECTIONS = [({"x": X, "m": np.array([1, -1, 1], np.float32)}, [[14], [21], [21, 21, 21]]),
               ({"x": X, "m": np.array([-1, -1, -1], np.float32)}, [[0], [0], [0, 0, 0]])]
+# x.add_(nonzero_rows_sum(x, m)); m.neg_(): the rows of x = [[0, 1], [2, 3], [4, 5]] where m > 0 are summed, so the
+# picked rows alternate with m's sign: from m = [1, -1, 1] two rows, then one, then two; from m = [-1, -1, -1] none,
+# all three, none. Each step's sum (the final x and m follow).
+ROWS = Graph(
+    (TensorSpec("x", (3, 2)), TensorSpec("m", (3,))),
+    (Node("picked", "nonzero_rows_sum", ("x", "m"), {}), Node("update", "add_", ("x", "picked"), {"alpha": 1.0}),
+     Node("flip", "neg_", ("m",), {})), ("picked",), steps=3)
+X_ROWS = np.arange(6, dtype=np.float32).reshape(3, 2)
+ROW_SELECTIONS = [({"x": X_ROWS, "m": np.array([1, -1, 1], np.float32)}, [[4, 6], [6, 9], [24, 36]]),
+                  ({"x": X_ROWS, "m": np.array([-1, -1, -1], np.float32)}, [[0, 0], [6, 9], [0, 0]])]
 # if x.mean().item() > 0: x.sub_(y) else: x.mul_(y), three steps from x = [1, 2, 3], y = 3: the mean is 2, so x - 3 is
 # [-2, -1, 0]; the mean is -1 from then on, so x * 3 is [-6, -3, 0] and then [-18, -9, 0] (then x's final value).
 BRANCHED = Graph(
@@ -62,6 +72,20 @@ def test_a_scalar_read_with_item_takes_the_value_the_state_has_at_that_step(back
 def test_a_selection_sized_by_the_values_sums_what_the_mask_picks_at_that_step(backend, arrays, expected):
     results = get_backend(backend).run(Case(SELECTED, arrays))
     assert [list(result) for result in results] == expected
+
+
+@pytest.mark.parametrize("backend", QUICK + [pytest.param("torch-compile-capture:cpu:float32", marks=pytest.mark.slow)])
+@pytest.mark.parametrize("arrays, expected", ROW_SELECTIONS)
+def test_rows_picked_by_nonzero_flow_through_index_select_into_a_sum_at_each_step(backend, arrays, expected):
+    results = get_backend(backend).run(Case(ROWS, arrays))
+    assert [list(result) for result in results[:3]] == expected
+
+
+@pytest.mark.slow
+def test_a_short_campaign_finds_a_sum_wrong_only_where_nonzero_picks_none_or_one_row(tmp_path):
+    rows, shrunk = planted_fault_campaign(tmp_path, PLUGIN, "fault-few-rows", "nonzero_rows_sum,add_", "--regimes", "programs")
+    assert {row["signature"] for row in rows} == {"mismatch | fault-few-rows | nonzero_rows_sum"}
+    assert [node["op"] for node in shrunk["graph"]["nodes"]][-1] == "nonzero_rows_sum", shrunk["graph"]
 
 
 @pytest.mark.parametrize("backend", QUICK + [pytest.param("torch-compile-breaks:cpu:float32", marks=pytest.mark.slow)])
