@@ -176,12 +176,16 @@ def scalar_reads(impl_for: Callable, read: Callable = lambda tensor: tensor.item
         def run_reading_scalar(xs, ps, attrs):
             if ITEM not in attrs:
                 return run(xs, ps, attrs)
-            written = {key: value for key, value in attrs.items() if key != ITEM}
-            return run(xs[:-1], ps, {**written, attrs[ITEM]: read(xs[-1])})
+            return run(xs[:-1], ps, with_scalar(attrs, read(xs[-1])))
 
         return run_reading_scalar
 
     return impl
+
+
+def with_scalar(attrs: dict, number) -> dict:
+    """A write's attributes with the scalar it reads (`item`) given as `number`."""
+    return {**{key: value for key, value in attrs.items() if key != ITEM}, attrs[ITEM]: number}
 
 
 def _tensor_of(graph, name: str) -> str:

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from fuzzer.errors import UserError
 from fuzzer.ir import Graph, Node, TensorSpec, infer_shapes
 from fuzzer.program import PURE_OPS
-from fuzzer.program_ops import ITEM, SCALAR_ATTRS, SIZED_BY_VALUES, STATEMENTS, VIEWS, WRITES
+from fuzzer.program_ops import BRANCH_ARMS, ITEM, SCALAR_ATTRS, SIZED_BY_VALUES, STATEMENTS, VIEWS, WRITES
 
 PROGRAM_DIMS = (1, 2, 3, 4, 5, 7)
 # The pure ops drawn by default: exp is left out (a state fed back through it overflows in a few steps), div
@@ -35,7 +35,8 @@ DIVISOR_GUARD = {"min": 0.25, "max": 3.0}
 BOUNDED_TARGET = {"exp_": {"min": -3.0, "max": 3.0}}
 UNARY_PURE = ("neg", "abs", "sin", "cos", "tanh", "sigmoid", "relu", "clamp")
 # One in this many writes with a scalar argument (SCALAR_ATTRS) reads it with `.item()` from a one-element value of
-# the program (one there, else the mean of one): the state a step leaves decides the next step's scalar.
+# the program (one there, else the mean of one): the state a step leaves decides the next step's scalar. A branch_
+# always reads its condition so (a constant one is no control flow).
 SCALAR_READ_ONE_IN = 3
 MAX_STATEMENTS = 8
 
@@ -143,6 +144,8 @@ def _write_attrs(draw, op: str, shape: tuple[int, ...]) -> dict:
         return attrs | (_index_attrs(draw, op, shape) if op == "index_add_" else {})
     if op in ("addcmul_", "addcdiv_"):
         return {"value": draw(st.sampled_from((1.0, -0.5, 2.0)))}
+    if op == "branch_":
+        return {"then": draw(st.sampled_from(BRANCH_ARMS)), "otherwise": draw(st.sampled_from(BRANCH_ARMS))}
     if op == "lerp_":  # torch switches formula at weight 0.5
         return {"weight": draw(st.sampled_from((0.25, 0.5, 0.75, 1.5)))}
     if op == "clamp_":
@@ -249,14 +252,19 @@ def programs(draw, op_names=None, regime: str = "") -> Graph:
                     new_inputs.append(TensorSpec(f"x{len(inputs) + len(new_inputs)}", draw(st.sampled_from(sources))))
                     operands.append(new_inputs[-1].name)
             guards, value, operands = _guarded(name, op, value, operands)
-            if op in SCALAR_ATTRS and draw(st.integers(1, SCALAR_READ_ONE_IN)) == 1:
+            if op in SCALAR_ATTRS and (op == "branch_" or draw(st.integers(1, SCALAR_READ_ONE_IN)) == 1):
                 reader, attrs, scalar = _scalar_read(draw, name, op, attrs, shapes)
                 guards, operands = guards + reader, [*operands, scalar]
             add(*guards, Node(name, op, (value, *operands), attrs), new_inputs=new_inputs)
         elif sized and draw(st.integers(0, 3)) == 0:  # one element, summed over a selection sized by the values
-            value = draw(st.sampled_from(values))
-            mask = draw(st.sampled_from([v for v in values if shapes[v] in _broadcast_shapes(shapes[value])] or [value]))
-            add(Node(name, draw(st.sampled_from(sized)), (value, mask)))
+            value, op = draw(st.sampled_from(values)), draw(st.sampled_from(sized))
+            fits = _broadcast_shapes(shapes[value]) if op == "masked_select_sum" else [shapes[value][:1]]  # one a row
+            masks = [v for v in values if shapes[v] in fits]
+            if masks:
+                add(Node(name, op, (value, draw(st.sampled_from(masks)))))
+            else:
+                mask = TensorSpec(f"x{len(inputs)}", fits[0])
+                add(Node(name, op, (value, mask.name)), new_inputs=[mask])
         elif pure:
             op, value = draw(st.sampled_from(pure)), draw(st.sampled_from(values))
             if op in UNARY_PURE:

@@ -81,7 +81,7 @@ MOVES_VALUES = Numerics(sensitivity=0.0, why={"sensitivity": "moves, selects or 
 # holds it. fuzzer/program.py reads it (`scalar_reads`) before the write's implementation is called.
 ITEM = "item"
 SCALAR_ATTRS = {"add_": "alpha", "sub_": "alpha", "addcmul_": "value", "addcdiv_": "value", "lerp_": "weight",
-                "fill_": "value"}
+                "fill_": "value", "branch_": "condition"}
 
 
 def _write(name: str, arity: int, infer, reference, torch_impl, jax_new, attrs=(), out_of_place: str | None = None,
@@ -421,6 +421,41 @@ def _torch_masked_fill_(xs, ps, attrs):
     return xs[0].masked_fill_(xs[1] > 0, attrs["value"])
 
 
+# -- branch_: Python control flow on a value -----------------------------------------------------------
+# `if s.item() > 0: x.add_(y) else: x.mul_(y)` as data: {"op": "branch_", "inputs": ["x", "y", "s"],
+# "attrs": {"then": "add_", "otherwise": "mul_", "item": "condition"}}, the arms two-operand writes named here.
+# The condition is read with `.item()` (SCALAR_ATTRS): a Python number, so torch.compile breaks the graph at it or
+# (fullgraph=True) cannot trace the branch; numpy reads it as a float; jax, whose traced value has no Python truth,
+# selects between both arms' new values with where (what lax.cond computes, without its two traced bodies).
+BRANCH_ARMS = ("add_", "sub_", "mul_", "copy_")
+
+
+def _branch_shape(attrs, shapes):
+    for key in ("then", "otherwise"):
+        check(attrs[key] in BRANCH_ARMS, f"{key} {str(attrs[key])[:40]} must name one of {', '.join(BRANCH_ARMS)}")
+    check(_is_number(attrs["condition"]), f"condition {str(attrs['condition'])[:40]} must be a finite number")
+    return _pointwise_write_shape({}, shapes)
+
+
+def _arm(attrs) -> str:
+    return attrs["then"] if attrs["condition"] > 0 else attrs["otherwise"]
+
+
+def _np_branch_(xs, ps, attrs):
+    return STATEMENTS[_arm(attrs)].reference(xs, ps, {})
+
+
+def _torch_branch_(xs, ps, attrs):
+    return STATEMENTS[_arm(attrs)].torch(xs, ps, {})
+
+
+def _jax_branch_(xs, ps, attrs):
+    import jax.numpy as jnp
+
+    then, otherwise = (STATEMENTS[attrs[key]].jax(xs, ps, {}) for key in ("then", "otherwise"))
+    return jnp.where(attrs["condition"] > 0, then, otherwise)
+
+
 # In-place math under torch's names (`sin_`), computing as the registry's out-of-place op of that name; the
 # registry ops `torch.add(..., out=c)` writes (`add_out`), with their arity.
 ROUNDING_MATH = ("sin", "exp", "tanh", "sigmoid")
@@ -471,6 +506,8 @@ WRITE_OPS = [
     _write("index_put_", 2, _index_put_shape, _np_index_put_, _torch_index_put_, _jax_index_put_,
            attrs=("indices", "accumulate"), numerics=Numerics()),
     *(_out_form(op, arity) for op, arity in OUT_FORMS),
+    _write("branch_", 2, _branch_shape, _np_branch_, _torch_branch_, _jax_branch_, attrs=("then", "otherwise", "condition"),
+           numerics=Numerics()),
 ]
 # The registry op each write computes out of place, with the same operands and attributes.
 OUT_OF_PLACE = {"add_": "add", "mul_": "mul", "clamp_": "clamp", "relu_": "relu", "sub_": "sub", "div_": "div",
@@ -614,7 +651,39 @@ def _jax_masked_select_sum(xs, ps, attrs):  # jit has no sizes that depend on va
     return jnp.where(xs[1] > 0, xs[0], 0).sum().reshape(1)
 
 
+def _nonzero_rows_sum_shape(attrs, shapes):
+    check(len(shapes[0]) >= 1 and tuple(shapes[1]) == tuple(shapes[0][:1]),
+          f"the mask of shape {list(shapes[1])} must have one entry per row of {list(shapes[0])}")
+    return tuple(shapes[0][1:]) or (1,)
+
+
+def _np_nonzero_rows_sum(xs, ps, attrs):
+    """The sum of the rows of x whose mask entry (the second operand, one per row) is positive; 0 where none is."""
+    x = xs[0]
+    return np.asarray(x[np.nonzero(xs[1] > 0)[0]].sum(axis=0, dtype=x.dtype)).reshape(x.shape[1:] or (1,))
+
+
+def _torch_nonzero_rows_sum(xs, ps, attrs):
+    import torch
+
+    rows = torch.nonzero(xs[1] > 0).squeeze(1)  # as many as the mask picks: the size flows into index_select
+    return torch.index_select(xs[0], 0, rows).sum(0).reshape(xs[0].shape[1:] or (1,))
+
+
+def _jax_nonzero_rows_sum(xs, ps, attrs):
+    import jax.numpy as jnp
+
+    picked = (xs[1] > 0).reshape(xs[1].shape + (1,) * (xs[0].ndim - 1))
+    return jnp.where(picked, xs[0], 0).sum(0).reshape(xs[0].shape[1:] or (1,))
+
+
 SIZED_BY_VALUES_OPS = [
+    # torch.nonzero's rows, as many as the values pick, taken by index_select and summed over them: a data-dependent size
+    # one op hands the next (under torch-compile-capture an unbacked size through both).
+    OpDef(name="nonzero_rows_sum", infer=_nonzero_rows_sum_shape, reference=_np_nonzero_rows_sum,
+          torch=_torch_nonzero_rows_sum, jax=_jax_nonzero_rows_sum, accepts=_never, arity=(2, 2),
+          numerics=Numerics(sensitivity=2.0, why={"sensitivity": "a sum of many rounded operands, as the reductions'"}),
+          family="program", notes="rows picked by nonzero, index_select, summed"),
     OpDef(name="masked_select_sum", infer=_masked_select_sum_shape, reference=_np_masked_select_sum,
           torch=_torch_masked_select_sum, jax=_jax_masked_select_sum, accepts=_never, arity=(2, 2),
           numerics=Numerics(sensitivity=2.0, why={"sensitivity": "a sum of many rounded operands, as the reductions'"}),

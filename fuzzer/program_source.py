@@ -26,7 +26,7 @@ from fuzzer.errors import UserError
 from fuzzer.ir import Case, infer_shapes
 from fuzzer.layouts import layout_source
 from fuzzer.op_source import Source, literal, write_call
-from fuzzer.program_ops import ITEM
+from fuzzer.program_ops import ITEM, STATEMENTS
 
 # What each framework's reproducer prints first (maintainers ask for it); `Backend.versions_source`.
 TORCH_VERSIONS = ("VERSIONS = (f'torch {torch.__version__}, CUDA {torch.version.cuda}, cuDNN {torch.backends.cudnn.version()}, '\n"
@@ -246,8 +246,14 @@ def graph_function(case: Case, impl_for: Callable, source: Source, name: str = "
         if ITEM in attrs:  # a scalar read at run time (fuzzer/program.py, scalar_reads), written as users write it
             scalar = _AsWritten(f"{inputs.pop()}.item()")
             attrs = {**{key: value for key, value in attrs.items() if key != ITEM}, attrs[ITEM]: scalar}
-        statements, call = write_call(impl, inputs, node_params, attrs,
-                                      source, shapes, lambda local, node=node: variable_name(f"{node.name}_{local}"))
+        temporary = lambda local, node=node: variable_name(f"{node.name}_{local}")  # noqa: E731
+        if impl is STATEMENTS["branch_"].torch:  # control flow on the value as users write it (a plugin's: its own)
+            arms = [("then", f"if {attrs['condition']} > 0:"), ("otherwise", "else:")]
+            for arm, line in arms:
+                statements, call = write_call(impl_for(attrs[arm]), inputs, {}, {}, source, shapes, temporary)
+                body += [f"    {line}", *(f"        {s}" for s in statements), f"        {variable_name(node.name)} = {call}"]
+            continue
+        statements, call = write_call(impl, inputs, node_params, attrs, source, shapes, temporary)
         body += [f"    {statement}" for statement in statements] + [f"    {variable_name(node.name)} = {call}"]
     keywords = [f"{default}={literal(value)}" for default, value in defaults.items()]
     lines = [f"def {name}({', '.join(graph_arguments(case) + keywords)}):"]
@@ -256,7 +262,7 @@ def graph_function(case: Case, impl_for: Callable, source: Source, name: str = "
     lines += body
     returned = [variable_name(o) for o in case.graph.outputs]
     last = variable_name(case.graph.nodes[-1].name) if case.graph.nodes else None
-    if returned.count(last) == 1:  # the last call goes into the return, as one writes it by hand
+    if returned.count(last) == 1 and lines[-1].startswith(f"    {last} = "):  # the last call into the return, by hand
         returned[returned.index(last)] = lines.pop().removeprefix(f"    {last} = ")
     lines.append(f"    return [{', '.join(returned)}]")
     return "\n".join(lines)

@@ -71,7 +71,7 @@ def test_every_built_in_kind_declares_its_compiler_path():
         "torch-compile", "torch-compile-dynamic", "torch-compile-frozen", "torch-compile-max-autotune", "torch-aoti",
         "torch-compile-grad", "torch-compile-grad-dynamic", "torch-compile-double-grad", "torch-compile-autocast-grad",
         "torch-compile-jvp", "torch-compile-hvp", "torch-compile-vmap", "torch-compile-strict", "torch-compile-batch-invariant",
-        "torch-compile-capture"}
+        "torch-compile-capture", "torch-compile-breaks"}
     assert {kind for kind, path in paths.items() if path == "jax/xla"} == {
         "jax-jit", "jax-jit-const", "jax-jit-donate", "jax-vmap", "jax-grad", "jax-double-grad", "jax-jvp", "jax-hvp"}
 

@@ -1,6 +1,6 @@
 """A program's write reading its scalar at run time with `.item()` (fuzzer/program.py, `scalar_reads`), a sum over
-a selection whose size depends on the values (`masked_select_sum`), and torch-compile-capture, where dynamo
-captures both."""
+a selection whose size depends on the values (`masked_select_sum`), torch-compile-capture, where dynamo
+captures both, and torch-compile-breaks, where `.item()` breaks the graph."""
 
 from __future__ import annotations
 
@@ -38,6 +38,25 @@ SELECTED = Graph(
 X = np.array([[1, 2, 3], [4, 5, 6]], np.float32)
 SELECTIONS = [({"x": X, "m": np.array([1, -1, 1], np.float32)}, [[14], [21], [21, 21, 21]]),
               ({"x": X, "m": np.array([-1, -1, -1], np.float32)}, [[0], [0], [0, 0, 0]])]
+# x.add_(nonzero_rows_sum(x, m)); m.neg_(): the rows of x = [[0, 1], [2, 3], [4, 5]] where m > 0 are summed, so the
+# picked rows alternate with m's sign: from m = [1, -1, 1] two rows, then one, then two; from m = [-1, -1, -1] none,
+# all three, none. Each step's sum (the final x and m follow).
+ROWS = Graph(
+    (TensorSpec("x", (3, 2)), TensorSpec("m", (3,))),
+    (Node("picked", "nonzero_rows_sum", ("x", "m"), {}), Node("update", "add_", ("x", "picked"), {"alpha": 1.0}),
+     Node("flip", "neg_", ("m",), {})), ("picked",), steps=3)
+X_ROWS = np.arange(6, dtype=np.float32).reshape(3, 2)
+ROW_SELECTIONS = [({"x": X_ROWS, "m": np.array([1, -1, 1], np.float32)}, [[4, 6], [6, 9], [24, 36]]),
+                  ({"x": X_ROWS, "m": np.array([-1, -1, -1], np.float32)}, [[0, 0], [6, 9], [0, 0]])]
+# if x.mean().item() > 0: x.sub_(y) else: x.mul_(y), three steps from x = [1, 2, 3], y = 3: the mean is 2, so x - 3 is
+# [-2, -1, 0]; the mean is -1 from then on, so x * 3 is [-6, -3, 0] and then [-18, -9, 0] (then x's final value).
+BRANCHED = Graph(
+    (TensorSpec("x", (3,)), TensorSpec("y", (3,))),
+    (Node("scalar", "mean", ("x",), {"dims": [0], "keepdim": False}),
+     Node("update", "branch_", ("x", "y", "scalar"), {"then": "sub_", "otherwise": "mul_", "item": "condition"})),
+    ("update",), steps=3)
+BRANCH_ARRAYS = {"x": np.array([1.0, 2.0, 3.0], np.float32), "y": np.full(3, 3.0, np.float32)}
+BRANCH_EXPECTED = [[-2, -1, 0], [-6, -3, 0], [-18, -9, 0], [-18, -9, 0]]
 # The reference and the runs that compile quickly (jax.jit); torch.compile has tests of its own below.
 QUICK = ["numpy-ref:cpu:float64", "torch-eager:cpu:float32", "jax-eager:cpu:float32", "jax-jit:cpu:float32"]
 
@@ -53,6 +72,69 @@ def test_a_scalar_read_with_item_takes_the_value_the_state_has_at_that_step(back
 def test_a_selection_sized_by_the_values_sums_what_the_mask_picks_at_that_step(backend, arrays, expected):
     results = get_backend(backend).run(Case(SELECTED, arrays))
     assert [list(result) for result in results] == expected
+
+
+@pytest.mark.parametrize("backend", QUICK + [pytest.param("torch-compile-capture:cpu:float32", marks=pytest.mark.slow)])
+@pytest.mark.parametrize("arrays, expected", ROW_SELECTIONS)
+def test_rows_picked_by_nonzero_flow_through_index_select_into_a_sum_at_each_step(backend, arrays, expected):
+    results = get_backend(backend).run(Case(ROWS, arrays))
+    assert [list(result) for result in results[:3]] == expected
+
+
+@pytest.mark.slow
+def test_a_short_campaign_finds_a_sum_wrong_only_where_nonzero_picks_none_or_one_row(tmp_path):
+    rows, shrunk = planted_fault_campaign(tmp_path, PLUGIN, "fault-few-rows", "nonzero_rows_sum,add_", "--regimes", "programs")
+    assert {row["signature"] for row in rows} == {"mismatch | fault-few-rows | nonzero_rows_sum"}
+    assert [node["op"] for node in shrunk["graph"]["nodes"]][-1] == "nonzero_rows_sum", shrunk["graph"]
+
+
+@pytest.mark.parametrize("backend", QUICK + [pytest.param("torch-compile-breaks:cpu:float32", marks=pytest.mark.slow)])
+def test_a_branch_on_a_value_read_with_item_takes_the_arm_the_state_decides_at_each_step(backend):
+    results = get_backend(backend).run(Case(BRANCHED, BRANCH_ARRAYS))
+    assert [list(result) for result in results] == BRANCH_EXPECTED
+
+
+@pytest.mark.parametrize("kind", ["torch-compile", "torch-compile-capture", "torch-compile-dynamic"])
+def test_a_compile_of_one_whole_graph_runs_no_branch_on_a_value(kind):
+    """fullgraph=True cannot trace Python control flow on a number read at run time (dynamo's documented limit):
+    no verdict, rather than an error that reads as a bug; torch-compile-breaks takes the branch after its break."""
+    assert not get_backend(f"{kind}:cpu:float32").supports_graph(BRANCHED)
+    assert get_backend("torch-compile-breaks:cpu:float32").supports_graph(BRANCHED)
+
+
+def test_a_branch_s_script_writes_the_if_on_item_literally_and_exits_0_where_torch_is_right(tmp_path):
+    from fuzzer.minimal_reproducer import build_minimal_script
+    from test_reproducers import _run
+
+    script = build_minimal_script(Case(BRANCHED, BRANCH_ARRAYS), get_backend("torch-eager:cpu:float32"), "a branch")
+    assert "    if scalar.item() > 0:\n        update = torch.Tensor.sub_(x0, x1)\n    else:\n" in script, script
+    assert "for step in range(3):" in script and _run(script, tmp_path, None).returncode == 0
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"then": "div_"}, "then div_ must name one of add_, sub_, mul_, copy_"),
+    ({"otherwise": "exec"}, "otherwise exec must name one of add_, sub_, mul_, copy_"),
+])
+def test_a_case_file_naming_a_branch_arm_outside_the_declared_writes_exits_2_with_one_sentence(tmp_path, change, message):
+    graph = json.loads(json.dumps(BRANCHED.to_dict()))  # a copy: to_dict shares the nodes' attributes
+    graph["nodes"][1]["attrs"].update(change)
+    done = fuzz("import", "--db", tmp_path / "fuzz.db", _case_file(tmp_path, graph, BRANCH_ARRAYS))
+    assert done.returncode == 2 and message in done.stderr, done.stderr
+    assert done.stderr.strip().count(". ") == 0 and "Traceback" not in done.stderr
+    assert not (tmp_path / "fuzz.db").exists()
+
+
+@pytest.mark.slow
+def test_a_short_campaign_finds_a_branch_that_keeps_its_first_arm_and_its_script_keeps_the_loop_and_the_if(tmp_path):
+    from test_reproducers import _run
+
+    rows, shrunk = planted_fault_campaign(tmp_path, PLUGIN, "fault-stale-branch", "branch_,getitem", "--regimes", "programs")
+    assert {row["signature"] for row in rows} == {"mismatch | fault-stale-branch | branch_"}
+    graph = shrunk["graph"]
+    assert graph["steps"] >= 2 and len(graph["nodes"]) <= 2 and graph["nodes"][-1]["op"] == "branch_", graph
+    script = fuzz("export", "--db", tmp_path / "fuzz.db", shrunk["id"], "--format", "minimal", "--plugin", PLUGIN).stdout
+    assert f"for step in range({graph['steps']}):" in script and ".item()" in script, script
+    assert _run(script, tmp_path, None).returncode == 1
 
 
 @pytest.mark.slow
@@ -81,35 +163,75 @@ def test_torch_compile_capture_compiles_a_selection_sized_by_the_values_into_one
     assert torch._dynamo.utils.counters["stats"]["unique_graphs"] - before == 1
 
 
+@pytest.mark.slow
+def test_torch_compile_breaks_ends_the_graph_at_item_and_resumes_in_a_graph_recompiled_for_each_new_number(tmp_path):
+    """fullgraph=False, capture off: the graph of the mean, the break, then the resumed graph of addcmul_ taking the
+    number as a constant, compiled for 1.5 and again for 3 (the second step): three graphs, as its script says."""
+    import torch._dynamo
+    from fuzzer.minimal_reproducer import build_minimal_script
+    from test_reproducers import _run
+
+    backend = get_backend("torch-compile-breaks:cpu:float32")
+    before = torch._dynamo.utils.counters["stats"]["unique_graphs"]
+    assert [list(result) for result in backend.run(Case(MEAN_SCALED, ARRAYS))] == EXPECTED
+    assert torch._dynamo.utils.counters["stats"]["unique_graphs"] - before == 3
+    script = build_minimal_script(Case(MEAN_SCALED, ARRAYS), backend, "a program through a graph break")
+    assert "fullgraph=False" in script and "value=scalar.item())" in script and "'capture_scalar_outputs': False" in script
+    ran = _run(script, tmp_path, None)
+    assert ran.returncode == 0 and "dynamo graphs: 3" in ran.stderr, ran.stdout + ran.stderr
+
+
+def test_torch_compile_breaks_runs_programs_only():
+    backend = get_backend("torch-compile-breaks:cpu:float32")
+    assert backend.supports_graph(MEAN_SCALED) and not backend.supports_graph(Graph(
+        (TensorSpec("x", (2,)),), (Node("y", "sin", ("x",), {}),), ("y",)))
+
+
 def test_the_reproducer_reads_the_scalar_with_item_and_patches_dynamo_as_the_campaign_did():
     imports, code = get_backend("torch-compile-capture:cpu:float32").reproducer_program(Case(MEAN_SCALED, ARRAYS))
     assert "torch.Tensor.addcmul_(" in code and ".item())" in code and "for step in range(2):" in code
     assert "torch._dynamo.config.patch({'capture_scalar_outputs': True, 'capture_dynamic_output_shape_ops': True})" in code
 
 
+def _case_file(folder, graph: dict, arrays: dict):
+    case_file = folder / "case.json"
+    case_file.write_text(json.dumps({"format": EXPORT_FORMAT, "version": EXPORT_VERSION, "graph": graph,
+                                     "arrays": {name: to_base64(array) for name, array in arrays.items()},
+                                     "seed": 0, "verdict": "agree", "findings": [], "backends": []}))
+    return case_file
+
+
 def test_a_case_file_whose_scalar_operand_is_not_one_element_exits_2_with_one_sentence(tmp_path):
     graph = MEAN_SCALED.to_dict()
     graph["nodes"][1]["inputs"][-1] = "x"  # two elements
-    case_file = tmp_path / "case.json"
-    case_file.write_text(json.dumps({"format": EXPORT_FORMAT, "version": EXPORT_VERSION, "graph": graph,
-                                     "arrays": {name: to_base64(array) for name, array in ARRAYS.items()},
-                                     "seed": 0, "verdict": "agree", "findings": [], "backends": []}))
-    done = fuzz("import", "--db", tmp_path / "fuzz.db", case_file)
+    done = fuzz("import", "--db", tmp_path / "fuzz.db", _case_file(tmp_path, graph, ARRAYS))
     assert done.returncode == 2, done.stderr
     assert "the operand read with .item() has shape [2], which is not one element" in done.stderr
     assert done.stderr.strip().count(". ") == 0 and "Traceback" not in done.stderr
     assert not (tmp_path / "fuzz.db").exists()
 
 
-@pytest.mark.slow
+@pytest.mark.parametrize("backend", [
+    pytest.param("fault-half-scalar", marks=pytest.mark.slow),
+    # The number a graph resumed after the .item() break takes: a compile a step (one a new number): a minute or more.
+    pytest.param("fault-broken-half-scalar", marks=pytest.mark.long),
+])
 def test_a_short_campaign_finds_a_scalar_read_in_the_wrong_dtype_and_its_minimal_script_keeps_the_loop_and_the_item(
-        tmp_path):
-    rows, shrunk = planted_fault_campaign(tmp_path, PLUGIN, "fault-half-scalar", "addcmul_", "--regimes", "programs",
-                                          max_cases=20)
+        tmp_path, backend):
+    from test_reproducers import _run
+
+    # A compile a step of each input set: seed 0's first graph has the fault (2 new buckets after 538 s at a load of 6).
+    fewer = (("--inputs-per-graph", 2), 2) if backend == "fault-broken-half-scalar" else ((), 20)
+    rows, shrunk = planted_fault_campaign(tmp_path, PLUGIN, backend, "addcmul_", "--regimes", "programs", *fewer[0],
+                                          max_cases=fewer[1])
     # A scalar past float16's range becomes inf: the fault's nan-inf, charged to the same write.
-    assert "mismatch | fault-half-scalar | addcmul_" in {row["signature"] for row in rows}
-    assert {row["signature"] for row in rows} <= {f"{verdict} | fault-half-scalar | addcmul_" for verdict in ("mismatch", "nan-inf")}
+    assert f"mismatch | {backend} | addcmul_" in {row["signature"] for row in rows}
+    assert {row["signature"] for row in rows} <= {f"{verdict} | {backend} | addcmul_" for verdict in ("mismatch", "nan-inf")}
     graph = shrunk["graph"]
-    assert len(graph["nodes"]) <= 3 and any(node["op"] == "addcmul_" and "item" in node["attrs"] for node in graph["nodes"])
+    # Through the break each candidate is a compile a step: 20 s of shrinking left 5 statements at a load of 6.
+    assert len(graph["nodes"]) <= (3 if backend == "fault-half-scalar" else 5), graph
+    assert any(node["op"] == "addcmul_" and "item" in node["attrs"] for node in graph["nodes"])
     script = fuzz("export", "--db", tmp_path / "fuzz.db", shrunk["id"], "--format", "minimal", "--plugin", PLUGIN).stdout
     assert f"for step in range({graph['steps']}):" in script and ".item()" in script, script
+    ran = _run(script, tmp_path, None)
+    assert ran.returncode == 1 and "MISMATCH" in ran.stdout + ran.stderr, ran.stdout + ran.stderr

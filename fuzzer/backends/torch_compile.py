@@ -105,6 +105,15 @@ class TorchCompile(TorchEager):
     compile_options: ClassVar[dict] = {}
     # dynamo's config, patched around every call as compile_options is (what dynamo captures, torch-compile-capture)
     dynamo_options: ClassVar[dict] = {}
+    # False only where a graph break is what is tested (torch-compile-breaks: see GraphBreak for why not elsewhere)
+    fullgraph: ClassVar[bool] = True
+
+    def supports_graph(self, graph: Graph) -> bool:
+        # Python control flow on a value read with .item() (a program's branch_) is no one graph: dynamo's documented
+        # limit under fullgraph=True, where only a graph break (torch-compile-breaks) takes it.
+        if self.fullgraph and any(node.op == "branch_" for node in graph.nodes):
+            return False
+        return super().supports_graph(graph)
 
     def cache_key(self, graph: Graph) -> tuple:
         """Graphs with one key share one compiled function (one code object: see _own_code_object)."""
@@ -120,9 +129,9 @@ class TorchCompile(TorchEager):
         def build():
             # Looked up outside the traced function: dynamo need not trace the op registry
             # (older releases fail to, e.g. torch 2.1 on its first, registry-filling call).
-            impls = {op: scalar_reads(self.impl_for)(op) for op in graph.op_names()}
+            impls = {op: self._traced_impl(op) for op in graph.op_names()}
             return torch.compile(_own_code_object(self._traced_function(graph, impls), f"fuzz_graph_{key[1]}"),
-                                 mode=self.compile_mode, dynamic=self.dynamic, fullgraph=True)
+                                 mode=self.compile_mode, dynamic=self.dynamic, fullgraph=self.fullgraph)
 
         compiled = COMPILED.get(key, build)
 
@@ -141,6 +150,10 @@ class TorchCompile(TorchEager):
 
         return run
 
+    def _traced_impl(self, op: str):
+        """What the traced function calls for `op`: its implementation, reading its scalar with `.item()`."""
+        return scalar_reads(self.impl_for)(op)
+
     def _traced_function(self, graph: Graph, impls: dict):
         """The function torch.compile traces: (inputs, params) -> what the backend returns."""
 
@@ -158,7 +171,7 @@ class TorchCompile(TorchEager):
     def compile_source(self) -> str:
         """The reproducer's line that compiles `graph` into `program` as the campaign does."""
         mode = "" if self.compile_mode is None else f"mode={self.compile_mode!r}, "
-        return f'program = torch.compile(graph, backend="inductor", {mode}fullgraph=True, dynamic={self.dynamic})'
+        return f'program = torch.compile(graph, backend="inductor", {mode}fullgraph={self.fullgraph}, dynamic={self.dynamic})'
 
 
 BACKENDS = [TorchCompile]

@@ -10,9 +10,14 @@ statement overridden by name, so that a test can show a short campaign of progra
   than 16 rows: dynamo guards on that size, so only the recompile for such a size (a shape variant: programs
   draw at most 7 rows) computes the wrong value.
 - `fault-addcdiv-value`: addcdiv_ ignores its `value` (adds t1 / t2 once), as a kernel that drops a scalar would.
+- `fault-stale-branch`: branch_ keeps the arm its first call took (per target), as a compiled branch without a
+  guard on the number read with `.item()` would: wrong only where a later step's condition changes sign.
+- `fault-few-rows`: nonzero_rows_sum sums every row where nonzero picks none or one, as a kernel whose size-0 and size-1
+  selections (the sizes dynamo specializes) take another path would.
 - `fault-half-scalar`: addcmul_ rounds its scalar to float16 first, as a kernel that passed the number read with
   `.item()` in the wrong dtype would: the programs' constant values (1, -0.5, 2) are float16 numbers, so only a
-  value read at run time shows it.
+  value read at run time shows it. `fault-broken-half-scalar`: the same in torch-compile-breaks, where that value
+  is the number a resumed graph takes after the `.item()` graph break (as a constant baked in the wrong dtype).
 """
 
 from fuzzer.program_ops import STATEMENTS
@@ -58,11 +63,32 @@ def addcmul_with_half_scalar(xs, ps, attrs):
     return xs[0].addcmul_(xs[1], xs[2], value=value)
 
 
+def branch_of_the_first_step(xs, ps, attrs):
+    target = xs[0]
+    base = target if target._base is None else target._base
+    if not hasattr(base, "fuzz_arm"):
+        base.fuzz_arm = "then" if attrs["condition"] > 0 else "otherwise"
+    return STATEMENTS[attrs[base.fuzz_arm]].torch(xs, ps, {})
+
+
+def rows_sum_ignoring_few_rows(xs, ps, attrs):
+    import torch
+
+    rows = torch.nonzero(xs[1] > 0).squeeze(1)
+    if rows.numel() <= 1:
+        rows = torch.arange(xs[0].shape[0])
+    return torch.index_select(xs[0], 0, rows).sum(0).reshape(xs[0].shape[1:] or (1,))
+
+
 def register(api):
     base = "torch-eager:cpu:float32"
     api.derive_backend("fault-copy-first", base=base, overrides={"copy_": copy_first})
     api.derive_backend("fault-lost-update", base=base, overrides={"add_": lost_update})
     api.derive_backend("fault-stale-diagonal", base=base, overrides={"diagonal": stale_diagonal})
     api.derive_backend("fault-addcdiv-value", base=base, overrides={"addcdiv_": addcdiv_without_value})
+    api.derive_backend("fault-stale-branch", base=base, overrides={"branch_": branch_of_the_first_step})
+    api.derive_backend("fault-few-rows", base=base, overrides={"nonzero_rows_sum": rows_sum_ignoring_few_rows})
     api.derive_backend("fault-half-scalar", base=base, overrides={"addcmul_": addcmul_with_half_scalar})
+    api.derive_backend("fault-broken-half-scalar", base="torch-compile-breaks:cpu:float32",
+                       overrides={"addcmul_": addcmul_with_half_scalar})
     api.derive_backend("fault-recompiled-add", base="torch-compile-dynamic:cpu:float32", overrides={"add_": add_past_16_rows})
