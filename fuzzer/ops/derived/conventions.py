@@ -75,7 +75,7 @@ CONVENTIONS: dict[str, Convention] = {
         "sign(nan) is 0 in torch (its float64 run is this op's reference; pytorch#41245, the registry's "
         "torch-sign-nan) and nan in numpy and jax", (Rule(at_nan),)),
     "torch.sinc": Convention(
-        "sinc(+-inf) is nan in torch and numpy (sin(pi x) / (pi x)) and the limit 0 in jax", (Rule(at_infinity),)),
+        "sinc(+-inf) is nan in torch and numpy (sin(pi x) / (pi x)) and the limit 0 in jax (from 0.12; nan in 0.10)", (Rule(at_infinity),)),
     "torch.special.zeta": Convention(
         "the Hurwitz zeta(x, q) at q = 0, -1, -2, ... (its poles) and at an infinite x or q is inf or nan by "
         "library: torch inf, jax nan at q's poles for x > 1 and inf for x <= 0, scipy 0 at q = inf, torch nan",
