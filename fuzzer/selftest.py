@@ -20,7 +20,6 @@ def run_selftest(corpus: Corpus, max_cases: int = 300, seed: int = 0, shrink_tim
         options = CampaignOptions(
             backends=[backend], plugins=[canary], seed=seed, max_cases=max_cases, workers=1,
             shrink_time=shrink_time, inputs_per_graph=1, stop_after_findings=1, shrink_known=True,
-            derived_share=0.0,  # the canaries' bugs are in hand-written ops: their graphs as before
         )
         progress = run_campaign(corpus, options)
         shrunk = [row for row in corpus.list_cases(limit=10**9) if row["campaign_id"] == progress.campaign_id and row["shrunk_from"]]

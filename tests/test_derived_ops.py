@@ -202,7 +202,7 @@ def test_a_default_campaign_draws_derived_ops_in_its_share_of_graphs_and_steers_
     from fuzzer.pipeline import CaseDrawer, CaseSource, WorkerConfig
 
     backends = [get_backend("torch-eager:cpu:float32")]
-    drawer = CaseDrawer(WorkerConfig(backends=["torch-eager:cpu:float32"], seed=52), backends)
+    drawer = CaseDrawer(WorkerConfig(backends=["torch-eager:cpu:float32"], seed=52, derived_share=derived.DEFAULT_SHARE), backends)
     assert len(drawer.shared) >= 300 and set(drawer.shared) <= set(drawer.ops) and ERFCX in drawer.shared
     with_derived = sum(any(get_op(node.op).family == "derived" for node in drawer.graph_case(CaseSource(index)).graph.nodes)
                        for index in range(60))
@@ -211,8 +211,8 @@ def test_a_default_campaign_draws_derived_ops_in_its_share_of_graphs_and_steers_
     order = single_op_order(drawer.ops, {}, 52, drawer.shared)
     assert {get_op(op).family for op in order[:len(drawer.ops) - len(drawer.shared)]} != {"derived"}
     assert all(get_op(op).family == "derived" for op in order[len(drawer.ops) - len(drawer.shared):])
-    for config in (WorkerConfig(backends=["torch-eager:cpu:float32"], derived_share=0.0),
-                   WorkerConfig(backends=["torch-eager:cpu:float32"], ops=["relu", ERFCX])):
+    for config in (WorkerConfig(backends=["torch-eager:cpu:float32"]),  # `fuzz run --derived-share 0`, or a campaign built in code
+                   WorkerConfig(backends=["torch-eager:cpu:float32"], ops=["relu", ERFCX], derived_share=derived.DEFAULT_SHARE)):
         plain = CaseDrawer(config, backends)
         assert not plain.shared and (ERFCX not in plain.ops) == (config.ops is None)
 
@@ -253,7 +253,7 @@ def test_a_fault_in_derived_ops_is_found_by_a_default_campaign_within_60_s(cache
     try:
         progress = run_campaign(Corpus(corpus_path), CampaignOptions(
             backends=["torch-eager:cpu:float32", "derived-special-high"], plugins=[str(SPECIAL_FAULT_PLUGIN)],
-            time_limit=60, stop_after_findings=1, workers=1, shrink_time=5, seed=52))
+            time_limit=60, stop_after_findings=1, workers=1, shrink_time=5, seed=52, derived_share=derived.DEFAULT_SHARE))
     finally:
         _LOADED.pop(SPECIAL_FAULT_PLUGIN.resolve(), None)
     buckets = Corpus(corpus_path).buckets()
