@@ -199,14 +199,16 @@ def single_op_parts(slots: list[dict[str, float] | None], compilers: list[str]) 
             for slot in range(len(slots))]
 
 
-def single_op_order(ops: list[str], alone_counts: dict[str, int], seed: int) -> list[str]:
+def single_op_order(ops: list[str], alone_counts: dict[str, int], seed: int, last: list[str] = ()) -> list[str]:
     """`ops` in the order a compiler's single-op tier takes them: those it compiled alone least often
     in the stored campaigns (`alone_counts`, op -> one-op graphs) first, ties in an order drawn from
     the campaign's `seed`. In list order, a compiler that gets through 30 of 114 ops alone in a
-    short campaign (13 s a compile on a loaded machine) compiled the same first 30 every time."""
+    short campaign (13 s a compile on a loaded machine) compiled the same first 30 every time. The
+    ops of `last` (a default campaign's derived ops, drawn at a share of graphs) come after all others."""
     shuffled = sorted(ops)
     random.Random(seed).shuffle(shuffled)
-    return sorted(shuffled, key=lambda op: alone_counts.get(op, 0))
+    later = set(last)
+    return sorted(shuffled, key=lambda op: (op in later, alone_counts.get(op, 0)))
 
 
 def slot_shares(shares: dict[str, float], parts: dict[str, float]) -> dict[str, float]:

@@ -514,14 +514,16 @@ class Campaign:
             slots = assign_compilers(self.compile_shares, count)
         parts = single_op_parts(slots, [b.name for b in compiling])
         stored = self.corpus.alone_op_counts()
-        orders = {b.name: single_op_order(self.drawer.ops, stored.get(b.name, {}), self.options.seed) for b in compiling}
+        orders = {b.name: single_op_order(self.drawer.ops, stored.get(b.name, {}), self.options.seed, self.drawer.shared)
+                  for b in compiling}
         return [replace(self.options.worker_config(), compilers=compilers, single_op_parts=part, single_op_orders=orders)
                 for compilers, part in zip(slots, parts)]
 
     def _declare_regions(self) -> None:
         """The region keys the campaign's ops and regimes declare, once (a resumed campaign keeps its own)."""
         if not self.progress.regions_declared:
-            self.progress.regions_declared = declared_regions(self.drawer.ops, self.drawer.regimes)
+            steered = [op for op in self.drawer.ops if op not in set(self.drawer.shared)]
+            self.progress.regions_declared = declared_regions(steered, self.drawer.regimes)
         if not self.progress.pairs_declared:
             self.progress.pairs_declared = declared_pairs(self.progress.regions_declared)
         self._uncovered = None

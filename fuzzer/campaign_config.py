@@ -139,6 +139,7 @@ CONFIG_FIELDS: dict[str, Field] = {
     "shrink_known": Field(FLAG),
     "ray": Field(Nullable(TEXT)),
     "steer": Field(FLAG),
+    "derived_share": Field(Number(whole=False, low=0, high=1), "--derived-share"),
 }
 ONLY_FROM_COMMAND_LINE = ("plugins", "ray")
 
@@ -235,4 +236,6 @@ def resumed_options(row: dict, plugins: list[str]) -> tuple[dict, dict]:
         noun = "plugin" if len(missing) == 1 else "plugins"
         raise UserError(f"{where} without its {noun} {', '.join(_shown(p) for p in missing)}: a resume loads plugins "
                         f"only from the command line, so pass each again with --plugin PATH.")
+    # A campaign stored before derived ops were drawn by default drew none: resumed, it draws what it drew.
+    config.setdefault("derived_share", 0.0)
     return {k: v for k, v in config.items() if k not in ONLY_FROM_COMMAND_LINE}, checkpoint

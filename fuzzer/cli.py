@@ -25,6 +25,7 @@ import click
 from fuzzer.budget import CROSS_RELEASE_SHARE, DEFAULT_SHARE, default_share, parse_shares
 from fuzzer.campaign_config import CONFIG_FIELDS
 from fuzzer.errors import FULL_DISK_ERRNOS, InternalError, UserError
+from fuzzer.ops.derived import DEFAULT_SHARE as DERIVED_SHARE
 from fuzzer.progress_line import LEGEND as PROGRESS_LEGEND
 from fuzzer import DISTRIBUTION, jsonform, verdicts
 from fuzzer.verdicts import BY_NAME as VERDICT_NAMES
@@ -241,6 +242,9 @@ def main():
 @click.option("--max-cases", type=bounded("max_cases"), help="Stop after this many generated graphs.")
 @click.option("--backends", help="Comma-separated backends or sets: cpu (the default), gpu; see `fuzz backends`.")
 @click.option("--ops", help="Comma-separated ops to draw from (default: all; see `fuzz ops`).")
+@click.option("--derived-share", type=bounded("derived_share"), default=DERIVED_SHARE, show_default=True, metavar="FRACTION",
+              help="Without --ops: the share of graphs that may also draw the ops derived from torch's op database, where "
+                   "this torch release's table is here (`fuzz ops --rebuild-derived` builds it); 0 leaves them out.")
 @click.option("--max-nodes", type=bounded("max_nodes"), default=8, show_default=True, help="Largest graph drawn.")
 @click.option("--regimes", metavar="NAMES",
               help="Comma-separated regimes to draw cases from, at their stated shares (default: all; see `fuzz regimes`).")
@@ -298,7 +302,7 @@ def main():
               help="Draw one graph in four toward a region key (op attribute value, regime, layout, special value, "
                    "size) and two toward a pair of keys of one node the campaign has not covered yet, or only the plain mix.")
 @json_option
-def run(db_path, time_text, max_cases, backends, ops, max_nodes, regimes, seed, workers, timeout, compile_timeout, shrink_time,
+def run(db_path, time_text, max_cases, backends, ops, derived_share, max_nodes, regimes, seed, workers, timeout, compile_timeout, shrink_time,
         compiled_inputs, inputs_per_graph,
         compile_share, threads, memory_limit, recycle_memory, plugins, resume, fail_on, fail_on_finding, known_bugs,
         ray_address, localize_text, steer, as_json):
@@ -385,10 +389,11 @@ def run(db_path, time_text, max_cases, backends, ops, max_nodes, regimes, seed, 
         shrink_time=shrink_time, inputs_per_graph=inputs_per_graph, compiled_inputs=compiled_inputs,
         compile_share=compile_share, threads=threads,
         plugins=list(plugins), memory_limit_mb=memory_limit or None, recycle_rss_mb=recycle_memory, ray=ray_address,
-        steer=steer,
+        steer=steer, derived_share=derived_share,
     )
     corpus = open_corpus(db_path, create=True)
     weak_draws = weak_hypothesis_warning()  # a hypothesis release whose seeded draws miss values: said once
+    derived_skipped, derived_drawn = _derived_lines(op_names if resume is None else None, derived_share if resume is None else 0)
 
     last_line: list[float | None] = [None]  # elapsed seconds at the last line printed; None before the header
     last_new_bucket: list[float | None] = [None]  # elapsed seconds at this run's last new bucket
@@ -403,6 +408,10 @@ def run(db_path, time_text, max_cases, backends, ops, max_nodes, regimes, seed, 
                 click.echo(("\r\x1b[K" if interactive else "") + _campaign_header(p, options, resume, stored_seed), err=True)
             if weak_draws:
                 click.echo(jsonform.dumps({"event": "warning", "message": weak_draws}) if as_json else f"Warning: {weak_draws}", err=True)
+            if derived_skipped:
+                click.echo(jsonform.dumps({"event": "warning", "message": derived_skipped}) if as_json else derived_skipped, err=True)
+            elif derived_drawn and not as_json:
+                click.echo(derived_drawn, err=True)
             return
         if as_json:
             click.echo(jsonform.dumps({"event": "progress", **p.event_dict()}), err=True)
@@ -528,6 +537,19 @@ def terminal_width() -> int:
     except OSError:
         columns = 0
     return columns or shutil.get_terminal_size().columns  # $COLUMNS, or stdout's terminal, or 80
+
+
+def _derived_lines(op_names: list[str] | None, share: float) -> tuple[str | None, str | None]:
+    """(why a default campaign draws no derived ops, how many it draws at which share): one of them for a
+    campaign not given --ops, said once at its start; neither otherwise."""
+    from fuzzer.ops import derived
+
+    if op_names or not share:
+        return None, None
+    names = derived.default_ops()
+    if not names:
+        return f"Derived ops skipped: {derived.problem()}", None
+    return None, f"Derived ops: {len(names)} from torch's op database, in {share:.0%} of graphs (--derived-share 0 leaves them out)."
 
 
 def _campaign_header(progress, options, resume: int | None, seed: int) -> str:

@@ -28,6 +28,7 @@ from fuzzer.ir import Case, Graph, Node, TensorSpec
 from fuzzer.layouts import CONTIGUOUS, layouts_for
 from fuzzer.ops import OpDef, float_op_names, get_op
 from fuzzer.ops._common import DIMS, numel
+from fuzzer.ops.derived.ops import FAMILY as DERIVED_FAMILY
 from fuzzer.ops.matmul import TILE_EDGE_SIZES
 from fuzzer.regimes import REGIMES, Regime, get_regime
 from fuzzer.region_keys import drawn_regions
@@ -393,14 +394,26 @@ def _accepting(op_names: tuple[str, ...], shape: tuple[int, ...]) -> tuple[str, 
     return tuple(sorted(name for name in op_names if get_op(name).accepts(shape)))
 
 
+def _graph_pool(draw, ops: dict[str, OpDef], steer: Focus | None, derived_share: float) -> dict[str, OpDef]:
+    """The ops this graph draws from: all of `ops` in `derived_share` of graphs, else those not derived
+    from torch's op database (with the steered op, whatever it is). A share of 0 draws no choice, so a
+    campaign without derived ops draws the graphs it drew before."""
+    hand_written = {name: op for name, op in ops.items() if op.family != DERIVED_FAMILY}
+    if not derived_share or len(hand_written) in (0, len(ops)) or draw(st.floats(0, 1)) < derived_share:
+        return ops
+    return {**hand_written, **({steer.op: ops[steer.op]} if steer else {})}
+
+
 @st.composite
 def graphs(draw, op_names: tuple[str, ...] | None = None, max_nodes: int = 8, regimes: tuple[Regime, ...] = REGIMES,
-           focus: Callable[[], Focus | None] = lambda: None) -> Graph:
+           focus: Callable[[], Focus | None] = lambda: None, derived_share: float = 0.0) -> Graph:
     """`focus()`: the Focus of the graph drawn now, or None for the plain mix (CaseGenerator.case). No
-    `op_names`: the float ops (a comparison's bool fed to a float-only op is no graph a float campaign draws)."""
+    `op_names`: the float ops (a comparison's bool fed to a float-only op is no graph a float campaign draws).
+    `derived_share`: the share of graphs that may draw the derived ops of `op_names` (_graph_pool)."""
     ops = {name: get_op(name) for name in (op_names or float_op_names())}
     steer = focus()
     steer = steer if steer is not None and steer.op in ops else None
+    ops = _graph_pool(draw, ops, steer, derived_share)
     allowed = {regime.name: regime for regime in regimes}
     regime = allowed[steer.regime] if steer and steer.regime in allowed else _draw_regime(draw, regimes)
     if regime.programs:
@@ -453,8 +466,8 @@ def graphs(draw, op_names: tuple[str, ...] | None = None, max_nodes: int = 8, re
 
 @st.composite
 def cases(draw, op_names: tuple[str, ...] | None = None, max_nodes: int = 8, regimes: tuple[Regime, ...] = REGIMES,
-          focus: Callable[[], Focus | None] = lambda: None) -> Case:
-    graph = draw(graphs(op_names, max_nodes, regimes, focus))
+          focus: Callable[[], Focus | None] = lambda: None, derived_share: float = 0.0) -> Case:
+    graph = draw(graphs(op_names, max_nodes, regimes, focus, derived_share))
     seed = draw(st.integers(0, 2**31 - 1))
     profiles, steer = regime_profiles(graph, seed), focus()
     if steer is not None and steer.profile and graph.nodes[0].op == steer.op:
@@ -468,14 +481,15 @@ class CaseGenerator:
 
     BUFFER_BYTES = 8192
 
-    def __init__(self, op_names: list[str] | None = None, max_nodes: int = 8, regimes: tuple[Regime, ...] = REGIMES):
+    def __init__(self, op_names: list[str] | None = None, max_nodes: int = 8, regimes: tuple[Regime, ...] = REGIMES,
+                 derived_share: float = 0.0):
         self.op_names = tuple(op_names) if op_names else None
         self.max_nodes = max_nodes
         self._drawn: list[Case] = []
         self._focus: Focus | None = None
 
         @settings(database=None, deadline=None, suppress_health_check=list(HealthCheck))
-        @given(cases(self.op_names, max_nodes, regimes, lambda: self._focus))
+        @given(cases(self.op_names, max_nodes, regimes, lambda: self._focus, derived_share))
         def capture(case):
             self._drawn.append(case)
 

@@ -35,6 +35,8 @@ from fuzzer.regions import keys_of, node_regions
 from fuzzer.ir import Case
 from fuzzer.known import Registry
 from fuzzer.oracle import Reference
+from fuzzer.ops import derived, get_op
+from fuzzer.ops.derived.ops import FAMILY as DERIVED_FAMILY
 from fuzzer import judged_share, verdicts
 from fuzzer.plugins import load_plugins
 from fuzzer.records import CaseReply, CheckReply, FoundCase, ShrinkReply
@@ -76,6 +78,10 @@ class WorkerConfig:
     reruns: int = 2
     plugins: list[str] = field(default_factory=list)
     memory_limit_mb: int | None = None
+    # The share of graphs of a campaign not given --ops that may draw the ops derived from torch's op
+    # database; 0 leaves them out. `fuzz run`'s default is fuzzer/ops/derived/'s DEFAULT_SHARE; a campaign
+    # built in code (a plugin's test, selftest) draws the graphs it drew before unless it asks.
+    derived_share: float = 0.0
 
 
 def seed_for(campaign_seed: int, index: int) -> int:
@@ -84,10 +90,13 @@ def seed_for(campaign_seed: int, index: int) -> int:
     return int(digest[:15], 16)
 
 
-def campaign_ops(requested: list[str] | None, backends: list[Backend]) -> list[str]:
-    """The ops a campaign draws from: those requested (default: all) that every backend supports,
-    so a plugin declaring a few ops gets graphs it can run."""
+def campaign_ops(requested: list[str] | None, backends: list[Backend], derived_share: float = 0.0) -> list[str]:
+    """The ops a campaign draws from: those requested (default: all, the derived ops too where their
+    table is here and `derived_share` is not 0) that every backend supports, so a plugin declaring a
+    few ops gets graphs it can run."""
     supported = all_ops_supported_by(backends)
+    if requested is None and derived_share:
+        supported += [name for name in derived.default_ops() if all(b.supports(name) for b in backends)]
     # A requested derived op (fuzzer/ops/derived/) is outside registry(), which all_ops_supported_by walks.
     ops = [op for op in (requested or supported) if op in supported or all(b.supports(op) for b in backends)]
     if not ops:
@@ -101,9 +110,16 @@ def all_exact(backends: list[Backend]) -> bool:
     return all(is_exact(backend.dtype) for backend in backends)
 
 
+def drawn_derived_share(config: WorkerConfig) -> float:
+    """The share of graphs that may draw derived ops beside the others: --derived-share in a default
+    campaign; none for one given its ops, which draws them all alike."""
+    return 0.0 if config.ops else config.derived_share
+
+
 def case_generator(config: WorkerConfig, backends: list[Backend]) -> CaseGenerator:
     """The campaign's case stream: its ops (those every backend supports), size and regimes."""
-    return CaseGenerator(campaign_ops(config.ops, backends), config.max_nodes, campaign_regimes(config, backends))
+    share = drawn_derived_share(config)
+    return CaseGenerator(campaign_ops(config.ops, backends, share), config.max_nodes, campaign_regimes(config, backends), share)
 
 
 def campaign_regimes(config: WorkerConfig, backends: list[Backend]) -> tuple[Regime, ...]:
@@ -152,6 +168,9 @@ class CaseDrawer:
         self.config = config
         self.whole = case_generator(config, backends)
         self.ops = list(self.whole.op_names)
+        # The derived ops drawn at a share of graphs: the campaign steers toward the others' region keys
+        # and compiles them alone first (their share is what it gives the derived ops).
+        self.shared = [name for name in self.ops if get_op(name).family == DERIVED_FAMILY] if drawn_derived_share(config) else []
         self.regimes = campaign_regimes(config, backends)
         # The value regimes the campaign allows, for the further input sets of compiled graphs.
         self.value_regimes = tuple(name for name in VALUE_REGIMES if name in {r.name for r in self.regimes})
@@ -167,7 +186,8 @@ class CaseDrawer:
             return self._single[source.op].case(seed + 1)
         if source.tier == SMALL:
             if self._small is None:
-                self._small = CaseGenerator(self.ops, min(SMALL_NODES, self.config.max_nodes), self.regimes)
+                self._small = CaseGenerator(self.ops, min(SMALL_NODES, self.config.max_nodes), self.regimes,
+                                            drawn_derived_share(self.config))
             return self._small.case(seed + 2)
         return self.whole.case(seed, focus_of(source.focus) if source.focus else None)
 

@@ -25,6 +25,7 @@ from fuzzer.plugins import _LOADED
 
 SHIPPED = table.SHIPPED_DIR / "torch-2.13.0.json"
 FAULT_PLUGIN = Path(__file__).parent / "plugins" / "derived_op_fault.py"
+SPECIAL_FAULT_PLUGIN = Path(__file__).parent / "plugins" / "derived_special_fault.py"
 # Pinned: present in torch 2.13's op database, with a scipy reference and a jax twin.
 ERFCX = "torch.special.erfcx"
 
@@ -62,9 +63,10 @@ def test_a_tampered_table_is_refused_in_one_sentence_and_gives_no_derived_ops(ca
     data = json.loads(SHIPPED.read_text())
     tamper(data["ops"][0])
     cache.mkdir(parents=True)
-    (cache / SHIPPED.name).write_text(json.dumps(data))
+    tampered = cache / table.table_name(table.torch_release())  # read before the shipped table of this release
+    tampered.write_text(json.dumps(data))
     with pytest.raises(UserError) as refused:
-        table.load(cache / SHIPPED.name)
+        table.load(tampered)
     message = str(refused.value)
     assert message.count(". ") == 0 and "fuzz ops --rebuild-derived" in message and "\n" not in message
     result = CliRunner().invoke(main, ["ops", "--json"])
@@ -91,7 +93,7 @@ def test_fuzz_ops_says_where_each_op_comes_from(cache):
     assert rows["relu"]["source"] == "hand-written"
     assert rows[ERFCX]["source"] == "derived: numpy ref" and "scipy.special.erfcx" in rows[ERFCX]["notes"]
     assert "derived: torch f64" in {row["source"] for row in rows.values()}
-    # Opt-in: not in the default op set, all of them under `derived`.
+    # Not hand-written ops (a default campaign draws them at its derived share: pipeline.campaign_ops), all under `derived`.
     assert ERFCX not in parse_op_list(None) and ERFCX in parse_op_list("relu,derived")
 
 
@@ -190,3 +192,70 @@ def test_the_shipped_registry_loads_on_a_release_without_a_derived_table(cache, 
     derived.forget()
     assert not derived.derived_registry() and derived.problem()
     assert any("torch.heaviside" in bug.rule.ops for bug in load_registry().bugs)
+
+
+def test_a_default_campaign_draws_derived_ops_in_its_share_of_graphs_and_steers_toward_the_others(cache):
+    """Sampled graphs of a default campaign: about DEFAULT_SHARE of them hold a derived op, the others only
+    hand-written ones; --derived-share 0 and a campaign given its --ops draw the ops as before; the derived
+    ops' region keys are left to that share (steering and the one-op tier go to the hand-written ops first)."""
+    from fuzzer.budget import single_op_order
+    from fuzzer.pipeline import CaseDrawer, CaseSource, WorkerConfig
+
+    backends = [get_backend("torch-eager:cpu:float32")]
+    drawer = CaseDrawer(WorkerConfig(backends=["torch-eager:cpu:float32"], seed=52, derived_share=derived.DEFAULT_SHARE), backends)
+    assert len(drawer.shared) >= 300 and set(drawer.shared) <= set(drawer.ops) and ERFCX in drawer.shared
+    with_derived = sum(any(get_op(node.op).family == "derived" for node in drawer.graph_case(CaseSource(index)).graph.nodes)
+                       for index in range(60))
+    print(f"{with_derived} of 60 graphs hold a derived op (share {derived.DEFAULT_SHARE})")
+    assert 3 <= with_derived <= 24
+    order = single_op_order(drawer.ops, {}, 52, drawer.shared)
+    assert {get_op(op).family for op in order[:len(drawer.ops) - len(drawer.shared)]} != {"derived"}
+    assert all(get_op(op).family == "derived" for op in order[len(drawer.ops) - len(drawer.shared):])
+    for config in (WorkerConfig(backends=["torch-eager:cpu:float32"]),  # `fuzz run --derived-share 0`, or a campaign built in code
+                   WorkerConfig(backends=["torch-eager:cpu:float32"], ops=["relu", ERFCX], derived_share=derived.DEFAULT_SHARE)):
+        plain = CaseDrawer(config, backends)
+        assert not plain.shared and (ERFCX not in plain.ops) == (config.ops is None)
+
+
+def test_a_default_campaign_without_a_table_says_so_once_and_runs(cache, tmp_path, monkeypatch):
+    """A release without a table: the campaign says so once and runs the hand-written ops; it builds nothing
+    (minutes, past a short campaign's whole time). Its workers fork from this process, which has no table."""
+    monkeypatch.setattr(table, "torch_release", lambda: "2.99.0")
+    result = CliRunner().invoke(main, ["run", "--db", str(tmp_path / "c.db"), "--max-cases", "2", "--workers", "1",
+                                       "--backends", "torch-eager:cpu:float32", "--seed", "1", "--localize-time", "0"])
+    assert result.exit_code == 0, result.output
+    assert result.stderr.count("Derived ops skipped: no derived-op table for torch 2.99.0") == 1
+    assert "fuzz ops --rebuild-derived" in result.stderr and not (cache / "torch-2.99.0.json").exists()
+
+
+def test_a_declared_convention_leaves_an_entry_undefined_where_jax_and_torch_differ(cache, monkeypatch):
+    """sign(nan): torch's float64 run (the reference) gives 0, jax nan. Declared (conventions.py), that entry
+    is undefined and jax agrees on the others; without the declaration jax's nan is a finding."""
+    from dataclasses import replace
+
+    from fuzzer.ops.numerics import Numerics
+
+    sign = get_op("torch.sign")
+    graph = Graph((TensorSpec("x0", (4,)),), (Node("n0", "torch.sign", ("x0",), {}),), ("n0",))
+    case = Case(graph, {"x0": np.array([np.nan, 0.25, -2.0, 1.5])}, seed=0)
+    assert sign.numerics.undefined([case.arrays["x0"]], {}, {}).tolist() == [True, False, False, False]
+    backends = [get_backend(b) for b in ("torch-eager:cpu:float32", "jax-eager:cpu:float32")]
+    result = check_case(case, backends)
+    assert result.verdict == verdicts.AGREE and not result.findings, result.verdicts
+    monkeypatch.setitem(derived.derived_registry(), "torch.sign", replace(sign, numerics=Numerics()))
+    undeclared = check_case(case, backends)
+    assert [(f.backend, f.verdict) for f in undeclared.findings] == [("jax-eager:cpu:float32", verdicts.NAN_INF)], \
+        [(v.backend, v.verdict, v.detail) for v in undeclared.verdicts]
+
+
+def test_a_fault_in_derived_ops_is_found_by_a_default_campaign_within_60_s(cache, tmp_path):
+    corpus_path = tmp_path / "c.db"
+    try:
+        progress = run_campaign(Corpus(corpus_path), CampaignOptions(
+            backends=["torch-eager:cpu:float32", "derived-special-high"], plugins=[str(SPECIAL_FAULT_PLUGIN)],
+            time_limit=60, stop_after_findings=1, workers=1, shrink_time=5, seed=52, derived_share=derived.DEFAULT_SHARE))
+    finally:
+        _LOADED.pop(SPECIAL_FAULT_PLUGIN.resolve(), None)
+    buckets = Corpus(corpus_path).buckets()
+    print(f"{progress.graphs} graphs in {progress.elapsed:.0f} s; buckets {[b['signature'] for b in buckets]}")
+    assert any("derived-special-high" in b["signature"] and "torch.special." in b["signature"] for b in buckets), buckets

@@ -19,6 +19,13 @@ _LOADED: tuple[dict, list[str], str | None] | None = None
 
 
 NOT_BUILT = "no derived-op table for torch {release} here yet: `fuzz ops --rebuild-derived` (or `--ops derived`) builds it once."
+# The share of a default campaign's graphs that may draw the derived ops beside the hand-written ones
+# (`fuzz run --derived-share`; 0 leaves them out). Such a graph draws from both sets, so with 326 derived
+# ops to 115 hand-written ones about three of its nodes in four are derived: a fifth of graphs gave the
+# derived ops 9% of all nodes in a 10-minute default campaign (steered graphs start hand-written) and leaves the hand-written ones the other graphs whole, their region
+# keys' steering (the derived ops' keys are steered toward in `--ops derived` campaigns only) and the
+# first turns of the compilers' one-op tier.
+DEFAULT_SHARE = 0.2
 
 
 def _load(build: bool) -> tuple[dict, dict, str | None]:
@@ -64,6 +71,13 @@ def derived_registry(build: bool = False) -> dict:
     """{name: OpDef} of the derived ops (empty where the table cannot be had: see `problem`); `build`:
     build a missing table (derived ops were asked for)."""
     return loaded(build)[0]
+
+
+def default_ops() -> list[str]:
+    """The derived ops a default campaign draws: the table's where it is here already (shipped, or built
+    by `fuzz ops --rebuild-derived`), else none (`problem` says why). A default campaign never builds
+    one: that takes minutes, past a short campaign's whole time and the first graph's 5 s."""
+    return sorted(derived_registry())
 
 
 def problem() -> str | None:

@@ -22,6 +22,8 @@ from hypothesis import assume
 from fuzzer.errors import OpUnsupported
 from fuzzer.ops import API_KEYWORDS, API_PATH, OpDef
 from fuzzer.ops._common import DIMS, check, like, st
+from fuzzer.ops.derived.conventions import convention
+from fuzzer.ops.numerics import Numerics
 from fuzzer.ops.elementwise import jax_function, torch_function
 
 NUMPY, TORCH_FLOAT64 = "derived: numpy ref", "derived: torch f64"
@@ -215,7 +217,8 @@ class DerivedOp:
         return like(xs[0], function(*xs, **attrs))
 
     def jax_unsupported(self, xs, ps, attrs):
-        raise OpUnsupported(f"{self.call} has no jax twin that agreed with its reference when the derived table was built")
+        raise OpUnsupported(f"{self.call} has no jax twin: none agreed with its reference when the derived table was built, "
+                            "or fuzzer/ops/derived/conventions.py drops one that computes another function")
 
 
 def reference_source(op: OpDef) -> str:
@@ -226,13 +229,22 @@ def reference_source(op: OpDef) -> str:
 def make_op(entry: dict, hand_written_twin: str | None = None) -> OpDef:
     derived = DerivedOp(entry)
     reference = entry["reference"]
-    twin = entry["jax"]
+    settled = convention(entry["name"])
+    twin = None if settled and settled.drop_jax else entry["jax"]
+    run_reference = derived.numpy if reference["kind"] == "numpy" else derived.torch_float64
+    numerics = Numerics()
+    if settled and settled.undefined:
+        def undefined(xs, ps, attrs):
+            return settled.mask(run_reference, xs, ps, attrs)
+
+        undefined.__qualname__ = settled.rules_text()  # what `fuzz ops --numerics` prints
+        numerics = Numerics(undefined=undefined, why={"undefined": settled.why})
     counts = [len(t["shapes"]) for t in entry["templates"]]
     where = f"{reference['module']}.{reference['name']}" if reference["kind"] == "numpy" else "torch float64 on the CPU"
     return OpDef(
         name=entry["name"],
         infer=derived.infer,
-        reference=derived.numpy if reference["kind"] == "numpy" else derived.torch_float64,
+        reference=run_reference,
         torch=_marked(derived.torch, torch_function(entry["call"].removeprefix("torch."))),
         jax=derived.jax_unsupported if twin is None else jax_function(twin["path"].removeprefix("jax."), twin["keywords"] or None),
         accepts=derived.accepts,
@@ -241,10 +253,12 @@ def make_op(entry: dict, hand_written_twin: str | None = None) -> OpDef:
         choices=derived.choices(),
         draw_operands=derived.draw_operands if max(counts) > 1 else None,
         arity=(min(counts), max(counts)),
+        numerics=numerics,
         declares_numerics=False,
         family=FAMILY,
         notes=f"from torch's op database ({', '.join(entry['entries'])}); reference: {where}; "
               f"jax: {twin['path'] if twin else 'none'}"
+              + (f"; convention: {settled.why}" if settled else "")
               + (f"; hand-written twin: {hand_written_twin}" if hand_written_twin else ""),
     )
 
