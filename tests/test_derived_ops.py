@@ -202,11 +202,11 @@ def test_a_default_campaign_draws_derived_ops_in_its_share_of_graphs_and_steers_
     from fuzzer.pipeline import CaseDrawer, CaseSource, WorkerConfig
 
     backends = [get_backend("torch-eager:cpu:float32")]
-    drawer = CaseDrawer(WorkerConfig(backends=["torch-eager:cpu:float32"], seed=52, derived_share=derived.DEFAULT_SHARE), backends)
+    drawer = CaseDrawer(WorkerConfig(backends=["torch-eager:cpu:float32"], seed=52, derived_share=0.2), backends)
     assert len(drawer.shared) >= 300 and set(drawer.shared) <= set(drawer.ops) and ERFCX in drawer.shared
     with_derived = sum(any(get_op(node.op).family == "derived" for node in drawer.graph_case(CaseSource(index)).graph.nodes)
                        for index in range(60))
-    print(f"{with_derived} of 60 graphs hold a derived op (share {derived.DEFAULT_SHARE})")
+    print(f"{with_derived} of 60 graphs hold a derived op (share 0.2)")
     assert 3 <= with_derived <= 24
     order = single_op_order(drawer.ops, {}, 52, drawer.shared)
     assert {get_op(op).family for op in order[:len(drawer.ops) - len(drawer.shared)]} != {"derived"}
