@@ -124,7 +124,7 @@ def test_a_case_file_naming_a_branch_arm_outside_the_declared_writes_exits_2_wit
     assert not (tmp_path / "fuzz.db").exists()
 
 
-@pytest.mark.slow
+@pytest.mark.long  # CI's 15 minutes (75 s on a loaded machine): the branch's unit checks and its script above stay in CI
 def test_a_short_campaign_finds_a_branch_that_keeps_its_first_arm_and_its_script_keeps_the_loop_and_the_if(tmp_path):
     from test_reproducers import _run
 
