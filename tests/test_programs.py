@@ -316,7 +316,7 @@ def test_a_short_campaign_finds_a_copy_into_a_view_that_writes_only_the_first_el
     assert [node["op"] for node in shrunk["graph"]["nodes"]] == ["getitem", "copy_"] and shrunk["graph"]["steps"] == 1
 
 
-@pytest.mark.slow
+@pytest.mark.long  # CI's 15 minutes: three other program campaigns stay in CI
 def test_a_short_campaign_finds_an_addcdiv_that_ignores_its_value_and_shrinks_it_to_one_step(tmp_path):
     rows, shrunk = planted_fault_campaign(tmp_path, PLUGIN, "fault-addcdiv-value", "addcdiv_,getitem", "--regimes", "programs")
     assert {row["signature"] for row in rows} == {"mismatch | fault-addcdiv-value | addcdiv_"}
