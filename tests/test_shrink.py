@@ -16,13 +16,17 @@ GENERATOR = CaseGenerator()
 
 
 def first_finding(backend_name, limit=400):
+    """The first generated case with a finding of the canary's own bug: a case where the backend it derives
+    from (torch eager) finds a bug too holds a framework bug the canary only inherits (torch's float32 sinh
+    past 88.7, drawn after a big contraction), which is not what these tests shrink."""
     backend = get_backend(backend_name)
+    base = get_backend(backend.derived_from)
     for seed in range(limit):
         case = GENERATOR.case(seed)
         bugs = [f for f in check_case(case, [backend]).findings if verdicts.is_bug(f.verdict)]
-        if bugs:
+        if bugs and not any(verdicts.is_bug(f.verdict) for f in check_case(case, [base]).findings):
             return case, bugs[0]
-    raise AssertionError(f"{backend_name} produced no finding in {limit} graphs")
+    raise AssertionError(f"{backend_name} produced no finding of its own in {limit} graphs")
 
 
 def shrunk(backend_name):
