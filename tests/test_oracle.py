@@ -317,7 +317,6 @@ def test_a_wrong_value_that_needs_its_input_layout_stays_with_its_op():
     inclusion brings the error back, only made the context: the conv2d is the culprit."""
     import torch
 
-    from fuzzer.ir import Case
     from fuzzer.ops import get_op
 
     def conv_reading_channels_last_as_contiguous(xs, ps, attrs):
