@@ -248,6 +248,19 @@ def test_a_declared_convention_leaves_an_entry_undefined_where_jax_and_torch_dif
         [(v.backend, v.verdict, v.detail) for v in undeclared.verdicts]
 
 
+@pytest.mark.slow
+def test_a_blend_that_reads_an_infinite_neighbour_is_left_to_convention(cache):
+    """upsample_bilinear of a 2 x 2 input with inf at a corner, align_corners: torch eager gives inf at that corner
+    (the other neighbours weigh 0), inductor's lerp nan (a campaign's false finding on torch 2.13); what reads
+    the inf is undefined, as for the hand-written interpolate."""
+    graph = Graph((TensorSpec("x0", (1, 1, 2, 2)),),
+                  (Node("n0", "torch.nn.functional.upsample_bilinear", ("x0",), {"size": [5, 5]}),), ("n0",))
+    case = Case(graph, {"x0": np.array([[[[np.inf, 0.0], [0.0, 0.0]]]])}, seed=0)
+    assert get_op("torch.nn.functional.upsample_bilinear").numerics.undefined([case.arrays["x0"]], {}, {"size": [5, 5]})[0, 0, 0, 0]
+    result = check_case(case, [get_backend("torch-compile:cpu:float32")])
+    assert result.verdict == verdicts.AGREE, result.verdicts
+
+
 def test_a_fault_in_derived_ops_is_found_by_a_default_campaign_within_60_s(cache, tmp_path):
     corpus_path = tmp_path / "c.db"
     try:

@@ -80,6 +80,12 @@ CONVENTIONS: dict[str, Convention] = {
         "the Hurwitz zeta(x, q) at q = 0, -1, -2, ... (its poles) and at an infinite x or q is inf or nan by "
         "library: torch inf, jax nan at q's poles for x > 1 and inf for x <= 0, scipy 0 at q = inf, torch nan",
         (Rule(at_infinity), Rule(at_nonpositive_integer, operands=(1,)))),
+    **dict.fromkeys(("torch.nn.functional.upsample_bilinear", "torch.nn.functional.interpolate", "torch.nn.functional.grid_sample",
+                     "torch.grid_sampler_2d", "torch.grid_sampler_3d"), Convention(
+        "a blend that reads a non-finite neighbour takes its class from how it is written (the hand-written "
+        "interpolate's numerics say the same, fuzzer/ops/resize.py): eager skips a neighbour of weight 0 (inf at a corner "
+        "with align_corners), inductor's lerp a + t (b - a) gives nan (inf - inf), a weighted sum nan (0 * inf)",
+        (Rule(at_infinity), Rule(at_nan)))),
     "torch.unique": Convention(
         "jnp.unique's result size depends on the values, so jax.jit refuses it (it asks for a static size=): "
         "no twin a traced graph can call", drop_jax=True),

@@ -26,6 +26,11 @@ from fuzzer.ops.derived.conventions import convention
 from fuzzer.ops.numerics import Numerics
 from fuzzer.ops.elementwise import jax_function, torch_function
 
+# A derived op may be a deprecated alias (nn.functional.upsample_nearest): torch warns at every call, and dynamo and
+# fx warn again while they trace it, which reached a campaign's terminal once a worker. Filtered by that message
+# (torch's for its functional aliases), so that no traced function holds a catch_warnings.
+warnings.filterwarnings("ignore", message=r"`nn\.functional\.\w+` is deprecated")
+
 NUMPY, TORCH_FLOAT64 = "derived: numpy ref", "derived: torch f64"
 FREE = frozenset(DIMS)  # a template dim that took every one of these sizes (at build time) takes any size
 FAMILY = "derived"
