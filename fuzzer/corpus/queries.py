@@ -309,6 +309,10 @@ class Queries(CorpusFile):
             "judged_share": self.judged_share(),
         }
 
+    def _checkpoints(self) -> list[tuple[int, dict]]:
+        """(id, checkpoint) of every stored campaign, oldest first; a damaged checkpoint is an empty one."""
+        return [(row["id"], row.get("checkpoint") if isinstance(row.get("checkpoint"), dict) else {}) for row in self.campaigns()]
+
     def region_coverage(self, declared_field: str = "regions_declared", counts_field: str = "region_counts",
                         within: str = "") -> dict[str, dict]:
         """Per campaign id (a string, as JSON keys are) whose checkpoint declares region keys: its
@@ -317,19 +321,17 @@ class Queries(CorpusFile):
         from fuzzer.regions import coverage
 
         found = {}
-        for row in self.campaigns():
-            checkpoint = row.get("checkpoint") if isinstance(row.get("checkpoint"), dict) else {}
+        for campaign_id, checkpoint in self._checkpoints():
             declared, counts = checkpoint.get(declared_field), checkpoint.get(counts_field)
             if isinstance(declared, list) and declared and isinstance(counts, dict):
-                found[str(row["id"])] = coverage([str(k) for k in counts], [str(k) for k in declared], within)
+                found[str(campaign_id)] = coverage([str(k) for k in counts], [str(k) for k in declared], within)
         return found
 
     def alone_op_counts(self) -> dict[str, dict[str, int]]:
         """Per backend, op -> one-op graphs of it the backend ran (a compiler's single-op tier), summed
         over every stored campaign's checkpoint (a damaged entry counts nothing)."""
         summed: dict[str, dict[str, int]] = {}
-        for row in self.campaigns():
-            checkpoint = row.get("checkpoint") if isinstance(row.get("checkpoint"), dict) else {}
+        for _, checkpoint in self._checkpoints():
             per_backend = checkpoint.get("alone_op_counts")
             for backend, counts in (per_backend.items() if isinstance(per_backend, dict) else ()):
                 mine = summed.setdefault(str(backend), {})
@@ -344,17 +346,15 @@ class Queries(CorpusFile):
         from fuzzer import judged_share
 
         rows: dict = {}
-        for row in self.campaigns():
-            checkpoint = row.get("checkpoint") if isinstance(row.get("checkpoint"), dict) else {}
+        for campaign_id, checkpoint in self._checkpoints():
             if "judged_share" in checkpoint:
-                judged_share.tally(rows, judged_share.checked_rows(checkpoint["judged_share"], f"Campaign {row['id']}'s checkpoint"))
+                judged_share.tally(rows, judged_share.checked_rows(checkpoint["judged_share"], f"Campaign {campaign_id}'s checkpoint"))
         return judged_share.table(rows)
 
     def graphs_by_regime(self) -> dict[str, int]:
         """Graphs checked per regime, summed over every campaign's checkpoint."""
         totals: dict[str, int] = {}
-        for row in self.campaigns():
-            checkpoint = row.get("checkpoint") if isinstance(row.get("checkpoint"), dict) else {}
+        for _, checkpoint in self._checkpoints():
             counts = checkpoint.get("regime_counts")
             for regime, count in counts.items() if isinstance(counts, dict) else ():
                 if isinstance(count, int):
