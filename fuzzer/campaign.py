@@ -522,7 +522,8 @@ class Campaign:
     def _declare_regions(self) -> None:
         """The region keys the campaign's ops and regimes declare, once (a resumed campaign keeps its own)."""
         if not self.progress.regions_declared:
-            steered = [op for op in self.drawer.ops if op not in set(self.drawer.shared)]
+            shared = set(self.drawer.shared)
+            steered = [op for op in self.drawer.ops if op not in shared]
             self.progress.regions_declared = declared_regions(steered, self.drawer.regimes)
         if not self.progress.pairs_declared:
             self.progress.pairs_declared = declared_pairs(self.progress.regions_declared)
