@@ -1,0 +1,1 @@
+"""Programs: graphs that write in place, take views and run for several steps."""

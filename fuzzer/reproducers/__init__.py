@@ -1,0 +1,1 @@
+"""Reproducers and reports for upstream: standalone scripts, the minimal one, the issue text."""

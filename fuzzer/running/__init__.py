@@ -1,0 +1,1 @@
+"""Running cases: workers, the campaign loop, backends' execution, other environments, replay."""

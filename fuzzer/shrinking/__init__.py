@@ -1,0 +1,1 @@
+"""Shrinking a finding to a minimal case."""
