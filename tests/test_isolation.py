@@ -27,6 +27,7 @@ import pytest
 from fuzzer.corpus import Corpus
 from fuzzer.errors import UserError
 from fuzzer.running.campaign import CampaignOptions, run_campaign
+from fuzzer.running.workers import hide_unused_accelerators
 
 PLUGINS = Path(__file__).resolve().parent / "plugins"
 FUZZ = Path(sys.executable).parent / "fuzz"
@@ -550,3 +551,15 @@ def test_a_resumed_summary_is_of_the_campaigns_own_backends(tmp_path):
     what_ran = resumed.stdout.split("What ran", 1)[1].split("Share of worker time", 1)[0]
     assert re.findall(r"\n  (\S+): ", what_ran) == [REFERENCE] and "Warning" not in resumed.stdout
 
+
+
+@pytest.mark.parametrize("backends, hidden", [
+    (["torch-eager:cpu:float32", "jax-jit:cpu:float32@old"], True),
+    (["torch-eager:cpu:float32", "torch-eager:cuda:float32"], False),
+    (["torch-eager:cpu:float32", "my-plugin-backend"], False),  # a plugin's name says no device: keep them
+])
+def test_a_worker_of_cpu_backends_leaves_the_gpus_alone(monkeypatch, backends, hidden):
+    for variable in ("CUDA_VISIBLE_DEVICES", "JAX_PLATFORMS"):
+        monkeypatch.delenv(variable, raising=False)
+    hide_unused_accelerators(backends)
+    assert (os.environ.get("CUDA_VISIBLE_DEVICES"), os.environ.get("JAX_PLATFORMS")) == (("", "cpu") if hidden else (None, None))

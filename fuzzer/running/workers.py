@@ -53,6 +53,7 @@ import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
+from fuzzer.backend_names import BackendName
 from fuzzer.errors import DevicePoisoned, InternalError, UserError
 from fuzzer.running import envs
 from fuzzer.running.sessions import end_session
@@ -166,6 +167,17 @@ def limit_threads(threads: int) -> None:
             torch.set_num_interop_threads(threads)
 
 
+def hide_unused_accelerators(backends: list[str]) -> None:
+    """A worker whose backends all run on the CPU leaves the GPUs alone: CUDA_VISIBLE_DEVICES empty for torch,
+    JAX_PLATFORMS=cpu for jax. Each process that touches CUDA creates a context: on the H200 machine, 14 workers
+    of a CPU campaign made jax's CUDA plugin fail cuInit (CUDA_ERROR_OUT_OF_MEMORY) in every worker, and
+    torch.compile's CPU workers died by SIGSEGV. A backend whose device is not "cpu" (or a plugin's name
+    without a device) keeps them visible. Must run before the first CUDA call: both read the variables then."""
+    if all(BackendName.parse(name).device == "cpu" for name in backends):
+        os.environ["CUDA_VISIBLE_DEVICES"] = ""
+        os.environ["JAX_PLATFORMS"] = "cpu"
+
+
 def _worker_main(conn, config: WorkerConfig, trusted_paths: str, known_bugs: Registry | None) -> None:
     """Entry point of the worker process."""
     # Its own session, whose id is its pid: every process its backends start (a plugin's helper, an
@@ -178,6 +190,7 @@ def _worker_main(conn, config: WorkerConfig, trusted_paths: str, known_bugs: Reg
         limit = config.memory_limit_mb * 1024 * 1024
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     limit_threads(config.threads)
+    hide_unused_accelerators(config.backends)
     # The libraries' deprecation notices (torch.export's pytree FutureWarning, once per worker and
     # kind) would interleave with the campaign's progress lines on the shared stderr.
     warnings.simplefilter("ignore", FutureWarning)
