@@ -29,11 +29,6 @@ ALLOWED_LAZY_CIRCLES: dict[frozenset, str] = {
     frozenset({"fuzzer.ops", "fuzzer.ops.derived"}): "get_op falls back to the derived ops, read from their table only "
     "when a name is not a hand-written one; the derived ops are built beside the hand-written registry (a derived op "
     "never takes a hand-written op's name)",
-    frozenset({"fuzzer.arrays", "fuzzer.ir", "fuzzer.ops", "fuzzer.ops.derived", "fuzzer.ops.derived.ops",
-               "fuzzer.ops.derived.conventions", "fuzzer.oracle", "fuzzer.records"}):
-    "a derived op's convention (ops/derived/conventions.py) marks operand entries and asks the oracle's own dependence "
-    "probe (oracle.rules.depends_on_undefined) which results they reach, when a case is judged; a Numerics hook that "
-    "lets the oracle propagate the marks itself would remove it",
 }
 
 

@@ -42,6 +42,11 @@ class Numerics:
     # frameworks disagree (pow(-inf, 0.5): IEEE's +inf, numpy's and torch's sqrt-shortcut nan): the
     # oracle judges them, and what is computed from them, as undefined (fuzzer/oracle/rules.py, "Signed zeros").
     undefined: Callable | None = None
+    # (inputs, params, attrs) -> per operand, a mask of its entries whose results the op leaves to
+    # convention (or None): sign(nan) is 0 in torch and nan in numpy. The oracle judges every result
+    # entry that depends on a marked operand entry as undefined, found by its own dependence probe
+    # (fuzzer/oracle/rules.py, depends_on_undefined), so the op need not say which results those are.
+    undefined_operands: Callable | None = None
     # A periodic op's period (sin, cos: 2 pi): where upstream rounding may move its operand by a
     # quarter period, its result may be anything in its range, which a few rounding runs cannot
     # sample; the oracle judges it as undefined there (fuzzer/oracle/rules.py, _moved_a_quarter_period).

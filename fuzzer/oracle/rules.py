@@ -277,9 +277,16 @@ def _same(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def _convention_undefined(site: OpSite) -> np.ndarray | None:
-    if site.op.numerics.undefined is None:
-        return None
-    return np.asarray(site.op.numerics.undefined(site.xs, site.ps, site.attrs), dtype=bool)
+    """The entries an op's numerics leave to convention: those it names (Numerics.undefined), and those
+    that depend on an operand entry it marks (Numerics.undefined_operands)."""
+    numerics, masks = site.op.numerics, []
+    if numerics.undefined is not None:
+        masks.append(np.asarray(numerics.undefined(site.xs, site.ps, site.attrs), dtype=bool))
+    if numerics.undefined_operands is not None:
+        marked = numerics.undefined_operands(site.xs, site.ps, site.attrs)
+        depends = depends_on_undefined(site.op, site.xs, marked, site.ps, site.attrs, np.shape(site.out))
+        masks.append(np.zeros(np.shape(site.out), bool) if depends is None else depends)
+    return np.logical_or.reduce(masks) if masks else None
 
 
 VALUE_RULES = (
@@ -307,5 +314,6 @@ UNDEFINED_RULES = (
                   "result's class when a computed operand moves by its rounding (fuzzer/oracle/undeclared.py)",
                   lambda s: rounding_dependent(s.op, s.xs, s.computed, s.ps, s.attrs, s.out,
                                                INTEGER_SLACK * ROUNDING_SLACK * UNIT_ROUNDOFF[s.dtype])),
-    UndefinedRule("convention", "the math leaves the entry to convention (Numerics.undefined)", _convention_undefined),
+    UndefinedRule("convention", "the math leaves the entry to convention (Numerics.undefined, undefined_operands)",
+                  _convention_undefined),
 )

@@ -3,7 +3,8 @@
 A derived op declares no numerics (the generic models judge it), but its reference (numpy/scipy, or
 torch's own float64 run) and the frameworks may each define a value the math does not fix: sign(nan)
 is torch's 0 and jax's nan, sinc(inf) numpy's nan and jax's limit 0. Such an entry is undefined
-(Numerics.undefined: judged nowhere, nor what is computed from it). The rules are generic, by the
+(Numerics.undefined_operands marks the operand entries; the oracle leaves every result that depends on
+one undefined, and what is computed from it). The rules are generic, by the
 kind of point: a nan operand, an infinite one, or a point of the op's own (a pole, a branch point).
 A jax twin that is another function (not only at such points) is dropped: jax backends then call the
 op unsupported.
@@ -49,25 +50,17 @@ class Convention:
         return ", ".join(rule.marks.__name__ + ("" if rule.operands is None else f" (operand {', '.join(map(str, rule.operands))})")
                          for rule in self.undefined)
 
-    def mask(self, reference, xs, ps, attrs) -> np.ndarray:
-        """The result entries of `reference` (the op's) that depend on an operand entry a rule marks,
-        found as the oracle finds those that depend on an undefined entry (any op, a reduction too)."""
-        from fuzzer.oracle.rules import depends_on_undefined
-
-        shape = np.shape(reference(xs, ps, attrs))
+    def marks(self, xs) -> list[np.ndarray | None]:
+        """Per operand, the entries a rule marks (None where none): the oracle leaves every result that
+        depends on one undefined (Numerics.undefined_operands)."""
         marked = []
         with np.errstate(all="ignore"):
             for at, x in enumerate(xs):
                 x = np.asarray(x, np.float64)
                 masks = [rule.marks(x) for rule in self.undefined if rule.operands is None or at in rule.operands]
-                marked.append(np.logical_or.reduce(masks) if masks and np.logical_or.reduce(masks).any() else None)
-            found = depends_on_undefined(_Op(reference), xs, marked, ps, attrs, shape)
-        return np.zeros(shape, bool) if found is None else found
-
-
-@dataclass(frozen=True)
-class _Op:
-    reference: Callable  # all depends_on_undefined asks of an op
+                found = np.logical_or.reduce(masks) if masks else None
+                marked.append(found if found is not None and found.any() else None)
+        return marked
 
 
 CONVENTIONS: dict[str, Convention] = {

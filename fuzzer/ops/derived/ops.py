@@ -239,11 +239,11 @@ def make_op(entry: dict, hand_written_twin: str | None = None) -> OpDef:
     run_reference = derived.numpy if reference["kind"] == "numpy" else derived.torch_float64
     numerics = Numerics()
     if settled and settled.undefined:
-        def undefined(xs, ps, attrs):
-            return settled.mask(run_reference, xs, ps, attrs)
+        def undefined_operands(xs, ps, attrs):
+            return settled.marks(xs)
 
-        undefined.__qualname__ = settled.rules_text()  # what `fuzz ops --numerics` prints
-        numerics = Numerics(undefined=undefined, why={"undefined": settled.why})
+        undefined_operands.__qualname__ = settled.rules_text()  # what `fuzz ops --numerics` prints
+        numerics = Numerics(undefined_operands=undefined_operands, why={"undefined_operands": settled.why})
     counts = [len(t["shapes"]) for t in entry["templates"]]
     where = f"{reference['module']}.{reference['name']}" if reference["kind"] == "numpy" else "torch float64 on the CPU"
     return OpDef(
