@@ -38,7 +38,7 @@ from fuzzer.plugins import load_plugins
 from fuzzer.ray_workers import NodeLost, RayWorker, start_ray
 from fuzzer.records import CaseRecord, CaseReply, CheckReply, FoundCase
 from fuzzer.region_pairs import declared_pairs
-from fuzzer.regions import coverage, declared_regions, steered_focus
+from fuzzer.regions import coverage, declared_dtype_regions, declared_regions, lane_targets, steered_focus
 from fuzzer.workers import SlowCheck, Worker, WorkerDied, WorkerPoisoned, stop_all, within_hard_limit
 
 CHECKPOINT_EVERY = 2.0  # seconds
@@ -200,7 +200,7 @@ class Campaign:
         load_plugins(options.plugins)
         self.backends = parse_backend_list(",".join(options.backends))
         self.drawer = CaseDrawer(options, self.backends)
-        compiling = [b for b in self.backends if b.expensive]
+        compiling = [b for b in self.drawer.backends if b.expensive]  # the float graphs' (a family's spend theirs)
         # Parsed once (a bad share fails here), for the compiler affinity of every worker slot.
         self.compile_shares = parse_shares(options.compile_share, [b.name for b in compiling],
                                            {b.name: b.compile_weight for b in compiling})
@@ -318,7 +318,8 @@ class Campaign:
             p = self.progress
             self._uncovered = (sorted(set(p.regions_declared) - set(p.region_counts)),
                                sorted(set(p.pairs_declared) - set(p.pair_counts)))
-        return steered_focus(index, self._steered, *self._uncovered)
+        dtype = self.drawer.lane(index).dtype  # a family graph is steered toward its dtype's keys only
+        return steered_focus(index, self._steered, *(lane_targets(targets, dtype) for targets in self._uncovered))
 
     def _requeue(self, index: int, lost: NodeLost) -> None:
         """The Ray node checking case `index` left the cluster: not a finding about any backend. The
@@ -508,9 +509,9 @@ class Campaign:
         """Each worker slot's config, with the compilers it runs (compiler affinity: fuzzer/budget.py's
         assign_compilers). A worker that replaces one (recycled, dead, poisoned) keeps its config, so
         its slot's compilers. Without a cheap tier every compiler runs on every graph: no affinity."""
-        compiling = [b for b in self.backends if b.expensive]
+        compiling = [b for b in self.drawer.backends if b.expensive]
         slots: list = [None] * count
-        if len(compiling) < len(self.backends):
+        if len(compiling) < len(self.drawer.backends):
             slots = assign_compilers(self.compile_shares, count)
         parts = single_op_parts(slots, [b.name for b in compiling])
         stored = self.corpus.alone_op_counts()
@@ -524,7 +525,8 @@ class Campaign:
         if not self.progress.regions_declared:
             shared = set(self.drawer.shared)
             steered = [op for op in self.drawer.ops if op not in shared]
-            self.progress.regions_declared = declared_regions(steered, self.drawer.regimes)
+            self.progress.regions_declared = sorted(declared_regions(steered, self.drawer.regimes) + [
+                key for lane in self.drawer.families.values() for key in declared_dtype_regions(lane.ops, lane.dtype)])
         if not self.progress.pairs_declared:
             self.progress.pairs_declared = declared_pairs(self.progress.regions_declared)
         self._uncovered = None
@@ -622,10 +624,10 @@ class Campaign:
             return
         # The case it said it was checking (a compiler's one-op graph, a further input set), else the index's graph.
         source = CaseSource(*died.source) if died.source else CaseSource(index, focus=self._focus.get(index))
-        case = self.drawer.draw(source)
+        case, backends = self.drawer.draw(source), [b.name for b in self.drawer.lane(index).backends]
         node = getattr(died, "node", None)  # Ray workers: the node it died on
         death = self._shrink_death(worker, case, died) if worker is not None else None
-        if worker is not None and (died.kind == verdicts.HANG or died.from_outside()) and not self._repeats(worker, case, died, death):
+        if worker is not None and (died.kind == verdicts.HANG or died.from_outside()) and not self._repeats(worker, case, died, death, backends):
             if died.kind == verdicts.HANG:
                 self.progress.unrepeated_hangs += 1
             else:
@@ -634,12 +636,12 @@ class Campaign:
         self.progress.crashes += 1
         finding = replace(death.finding if death else died.finding(), node=node)
         case_id = self._store_record(CaseRecord(case, campaign_id=self.progress.campaign_id, verdict=died.kind,
-                                                backends=list(self.options.backends), findings=[finding]))
+                                                backends=backends, findings=[finding]))
         if death and death.shrunk:
             self.corpus.add_case(death.shrunk.record(campaign_id=self.progress.campaign_id, shrunk_from=case_id, node=node),
                                  bounded=True)
 
-    def _repeats(self, worker, case, died: WorkerDied, death) -> bool:
+    def _repeats(self, worker, case, died: WorkerDied, death, backends: list[str]) -> bool:
         """Does a fresh worker die on `case` as well? shrink_death asked that of a death in a backend;
         a death outside any backend is asked here, of the whole case. Not asked (no time left to shrink
         in): yes."""
@@ -647,7 +649,7 @@ class Campaign:
             return death.repeated
         if died.backend:
             return True
-        return dies_again(worker, case, self.options.backends, self.options.timeout, self.options.compile_timeout)
+        return dies_again(worker, case, backends, self.options.timeout, self.options.compile_timeout)
 
     def _shrink_death(self, worker, case, died: WorkerDied):
         """fuzzer/death_shrink.py, within --shrink-time and the campaign's time left; a signature the

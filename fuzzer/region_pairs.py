@@ -34,14 +34,14 @@ from fuzzer import branch_points, motifs, tails
 from fuzzer.generate import Focus
 from fuzzer.ops import get_op
 from fuzzer.region_keys import DIM_ATTRIBUTES, LARGE_REDUCTION, LARGE_SIZE, key, op_of
-from fuzzer.regions import focus_of as key_focus
+from fuzzer.regions import DTYPE_PREFIX, focus_of as key_focus
 
 CHOICE, LAYOUT, SPECIAL, TAIL, SIZE_CLASS = "choice", "layout", "special", "tail", "size-class"
 PAIRED_FAMILIES = ((CHOICE, LAYOUT), (CHOICE, SIZE_CLASS), (LAYOUT, TAIL), (CHOICE, SPECIAL))
 SEPARATOR = " & "
 PREFIXES = {LAYOUT: ("layout=",), SPECIAL: ("input-has:",), SIZE_CLASS: (tails.OUTPUT_ONE, tails.OUTPUT_TAIL)}
 # Keys of the other families (fuzzer/regions.py) that no pair holds.
-UNPAIRED = ("regime=", LARGE_SIZE, LARGE_REDUCTION, "ladder=", branch_points.PREFIX, tails.INNERMOST, motifs.PREFIX)
+UNPAIRED = ("regime=", LARGE_SIZE, LARGE_REDUCTION, "ladder=", branch_points.PREFIX, tails.INNERMOST, motifs.PREFIX, DTYPE_PREFIX)
 DIM_SIGNS = {f"{name}{sign}" for name in DIM_ATTRIBUTES for sign in ("<0", ">=0")}
 
 
