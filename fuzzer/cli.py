@@ -246,15 +246,17 @@ def main():
 @click.option("--derived-share", type=bounded("derived_share"), default=DERIVED_SHARE, show_default=True, metavar="FRACTION",
               help="Without --ops: the share of graphs that may also draw the ops derived from torch's op database, where "
                    "this torch release's table is here (`fuzz ops --rebuild-derived` builds it); 0 leaves them out.")
-@click.option("--integer-share", type=bounded("integer_share"), default=DEFAULT_INTEGER_SHARE, show_default=True,
-              metavar="FRACTION",
+@click.option("--integer-share", type=bounded("integer_share"), metavar="FRACTION",
               help="Of a campaign with float backends: the share of graphs drawn in int8, int16, int32, int64, uint8 "
                    "and bool in turn, from the integer regimes and the ops that declare integer semantics, and run on "
                    "that dtype's variants of the campaign's kinds (torch-eager:cpu:int32, torch-compile:cpu:int32, "
-                   "jax-eager, jax-jit), judged exactly; 0 leaves them out.")
-@click.option("--complex-share", type=bounded("complex_share"), default=DEFAULT_COMPLEX_SHARE, show_default=True,
-              metavar="FRACTION",
-              help="The same for complex64 and complex128, each component judged by the float model.")
+                   "jax-eager, jax-jit) on their float peers' compile share, judged exactly; 0 leaves them out. A "
+                   "listed integer backend (a plugin's, derived from torch-eager:cpu:int32) runs on its dtype's graphs, "
+                   f"which take every other turn. [default: {DEFAULT_INTEGER_SHARE}; 0 with --ops or a plugin's float "
+                   "backend, unless an integer backend is listed]")
+@click.option("--complex-share", type=bounded("complex_share"), metavar="FRACTION",
+              help="The same for complex64 and complex128, each component judged by the float model. "
+                   f"[default: {DEFAULT_COMPLEX_SHARE}; 0 with --ops or a plugin's float backend, unless a complex backend is listed]")
 @click.option("--max-nodes", type=bounded("max_nodes"), default=8, show_default=True, help="Largest graph drawn.")
 @click.option("--regimes", metavar="NAMES",
               help="Comma-separated regimes to draw cases from, at their stated shares (default: all; see `fuzz regimes`).")
@@ -335,7 +337,7 @@ def run(db_path, time_text, max_cases, backends, ops, derived_share, integer_sha
     from fuzzer.campaign import CampaignOptions, run_campaign
     from fuzzer.campaign_config import resumed_options
     from fuzzer.check import eager_peer
-    from fuzzer.dtype_families import check_shares, float_backends
+    from fuzzer.dtype_families import check_shares, default_shares, float_backends
     from fuzzer.generate import weak_hypothesis_warning
     from fuzzer.judged_share import low_judged, low_judged_summary
     from fuzzer.new_bucket_passes import NewBucketPasses, localize_new_buckets
@@ -368,6 +370,9 @@ def run(db_path, time_text, max_cases, backends, ops, derived_share, integer_sha
     envs.trust_command_line([b.strip() for b in (backends or "").split(",")])
     parsed = name_backend_list(backends)
     require_program_runners(regime_names, parsed)
+    defaults = default_shares(parsed, op_names is not None)
+    integer_share = defaults[0] if integer_share is None else integer_share
+    complex_share = defaults[1] if complex_share is None else complex_share
     if resume is None:
         check_shares(parsed, integer_share, complex_share)
     compiling = [b for b in float_backends(parsed) if b.expensive]  # a family lane's compilers spend their float peers' share

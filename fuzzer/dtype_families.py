@@ -52,6 +52,15 @@ def float_backends(backends: list[Backend]) -> list[Backend]:
     return [backend for backend in backends if is_float(backend.dtype)] or list(backends)
 
 
+def default_shares(backends: list[Backend], ops_given: bool) -> tuple[float, float]:
+    """`fuzz run`'s --integer-share and --complex-share where not given: the defaults, but 0 for a family
+    in a campaign narrowed to some ops or to a plugin's float backend, as its programs are (it draws what it
+    was told), unless it lists a backend of that family (a plugin's fault-saturating-mul: what it is for)."""
+    narrowed = ops_given or any(kind_family(BackendName.parse(b.name)) is None for b in backends if is_float(b.dtype))
+    return (DEFAULT_INTEGER_SHARE if not narrowed or any(is_exact(b.dtype) for b in backends) else 0.0,
+            DEFAULT_COMPLEX_SHARE if not narrowed or any(is_complex(b.dtype) for b in backends) else 0.0)
+
+
 def check_shares(backends: list[Backend], integer_share: float, complex_share: float) -> None:
     """UserError, in one sentence, for shares over 1 together, or for an integer or complex backend listed
     beside float ones where its family gets no graphs (it would never run)."""
