@@ -1,7 +1,8 @@
 """What the dtype families cost the default campaign: `fuzz run --time T --seed S` with the default
 --integer-share and --complex-share beside the same campaign with both at 0, started side by side so
 that both share the machine's load (on a busy shared machine, runs one after the other measured the
-neighbours' load more than ours). Each gets `--workers`; prints graphs/s of each and their ratio.
+neighbours' load more than ours). Each gets `--workers`; prints graphs/s of each (all graphs, and the
+float ones), and the ratio of all graphs/s.
 
     python bench/dtype_families.py --time 120 --seed 4242 --workers 2
     python bench/dtype_families.py --time 120 --seed 4242 --workers 2 --shares 0.2,0.1   # other shares
@@ -32,7 +33,8 @@ def summary(process: subprocess.Popen) -> dict:
     regimes = data["regime_counts"]
     family = sum(count for regime, count in regimes.items() if "integers" in regime or "complex" in regime)
     return {"graphs": data["graphs"], "elapsed_s": round(data["elapsed"], 1), "graphs_per_s": data["graphs_per_second"],
-            "family_graphs": family, "compiled_structures": sum(data["compiled_structures"].values())}
+            "family_graphs": family, "float_graphs_per_s": round((data["graphs"] - family) / data["elapsed"], 2),
+            "compiled_structures": sum(data["compiled_structures"].values()), "findings": data["finding_cases"]}
 
 
 def main():

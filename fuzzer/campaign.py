@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Callable
 
 from fuzzer import judged_share, motifs, verdicts
+from fuzzer.backend_names import BackendName
 from fuzzer.backends import parse_backend_list
 from fuzzer.buckets import bucket_signatures
 from fuzzer.budget import assign_compilers, parse_shares, single_op_order, single_op_parts
@@ -30,6 +31,7 @@ from fuzzer.campaign_config import resumed_options
 from fuzzer.check import Finding
 from fuzzer.corpus import Corpus
 from fuzzer.death_shrink import dies_again, shrink_death
+from fuzzer.dtype_families import is_float
 from fuzzer.environment import versions
 from fuzzer.errors import InternalError, UserError
 from fuzzer.known import Registry, load_registry
@@ -138,6 +140,10 @@ class Progress:
         compiler runs each graph it compiled on many input sets), except a compiler that had at least
         0.8 of its declared share of worker time (`shares`): it ran as much as it was given."""
         time_share = self.backend_time_share()
+        for name, share in list(time_share.items()):  # a family lane's compiler spends its float peer's share
+            peer = _family_peer(name, backends)
+            if peer is not None:
+                time_share[peer] = time_share.get(peer, 0.0) + share
         return [name for name in backends if self.checked and self.backend_cases.get(name, 0) < floor * self.checked
                 and time_share.get(name, 0.0) < 0.8 * shares.get(name, float("inf"))]
 
@@ -661,6 +667,18 @@ class Campaign:
             return None
         return shrink_death(worker, case, died, seconds, self.options.timeout, self.options.compile_timeout,
                             known=self.known_signatures)
+
+
+def _family_peer(name: str, backends: list[str]) -> str | None:
+    """The float backend among `backends` whose compile share `name`, a family lane's variant the campaign
+    added (fuzzer/dtype_families.py), spends: the first of its kind on its device; None for any other."""
+    if name in backends:
+        return None
+    parsed = BackendName.parse(name)
+    if not parsed.full or is_float(parsed.dtype):
+        return None
+    return next((b for b in backends if (p := BackendName.parse(b)).full and p.env is None and is_float(p.dtype)
+                 and (p.kind, p.device) == (parsed.kind, parsed.device)), None)
 
 
 def _tally(counts: dict, increments) -> None:

@@ -22,7 +22,7 @@ from fuzzer.backend_names import BackendName
 from fuzzer.backends import Backend, all_ops_supported_by, get_backend, kind_family, parse_backend_list
 from fuzzer.complex_dtypes import COMPLEX_DTYPES, is_complex
 from fuzzer.dtype_families import (budget_account, check_shares, drawn_dtype, family_lanes_apply, float_backends,
-                                    lane_backends, turns)
+                                    lane_backends, split_budget, turns)
 from fuzzer.exact_dtypes import EXACT_DTYPES, is_exact
 from fuzzer.budget import (DEFAULT_SHARE, SINGLE, SMALL, SMALL_NODES, WHOLE, CompileBudget, graph_features, parse_shares,
                            slot_shares)
@@ -324,13 +324,15 @@ class Pipeline:
         self.heartbeat = heartbeat or (lambda backend, source: None)
         self.shrunk_signatures: set[str] = set()
         compiling = [b for b in self.drawer.backends if b.expensive]
-        # The compile budget each compiler spends: its own; a family lane's, its float peer's (fuzzer/dtype_families.py).
+        # The compile budget each compiler spends: its own; a family lane's, its float peer's family account (split_budget).
         self.accounts = {b.name: b.name for b in compiling}
         self.accounts.update({b.name: budget_account(b, self.drawer.backends) for lane in self.drawer.families.values()
                               for b in lane.backends if b.expensive})
         shares = parse_shares(config.compile_share, [b.name for b in compiling], {b.name: b.compile_weight for b in compiling})
         if config.compilers is not None:
             shares = slot_shares(shares, config.compilers)
+        if self.drawer.families:
+            shares = split_budget(shares, self.accounts, config.integer_share + config.complex_share)
         # Nothing but compilers (jax-jit against jax-jit@old-jax): there is no cheap tier to share
         # the worker with, so every compiler takes every drawn graph (a budget would only idle it).
         self.budget = (CompileBudget(shares, self.drawer.ops, config.single_op_parts, config.single_op_orders)

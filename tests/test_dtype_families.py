@@ -12,6 +12,7 @@ import pytest
 
 from conftest import fuzz, planted_fault_campaign
 from fuzzer.backends import get_backend, name_backend_list
+from fuzzer.campaign import Progress
 from fuzzer.dtype_families import budget_account, drawn_dtype, lane_backends, turns
 from fuzzer.generate import Focus
 from fuzzer.plugins import load_plugins
@@ -59,7 +60,7 @@ def test_a_family_backend_that_would_never_run_or_shares_over_one_are_refused_in
 
 def test_a_family_index_is_drawn_by_its_lane_judged_in_its_dtype_and_keyed_by_it():
     """One float graph, then an integer and a complex one: each of its family's values, run on its dtype's
-    variants, covering its dtype's region keys; a lane's compiler spends its float peer's budget."""
+    variants, covering its dtype's region keys; a lane's compiler spends the families' part of its float peer's share."""
     pipeline = Pipeline(WorkerConfig(backends=["torch-eager:cpu:float32", "jax-jit:cpu:float32"], seed=3,
                                      integer_share=0.25, complex_share=0.25, compiled_inputs=1))
     by_dtype = {pipeline.drawer.lane(index).dtype: index for index in range(8)}
@@ -76,7 +77,9 @@ def test_a_family_index_is_drawn_by_its_lane_judged_in_its_dtype_and_keyed_by_it
     compiled = Counter(name for reply in replies.values() for name in reply.compiled_structures)
     family_compiles = sum(count for name, count in compiled.items() if name != "jax-jit:cpu:float32")
     assert family_compiles, compiled
-    assert pipeline.budget.compiled == {"jax-jit:cpu:float32": sum(compiled.values())}, "one budget: the float peer's"
+    budget = pipeline.budget
+    assert budget.compiled == {"jax-jit:cpu:float32": compiled["jax-jit:cpu:float32"], "jax-jit:cpu:float32 families": family_compiles}
+    assert budget.shares["jax-jit:cpu:float32 families"] == budget.shares["jax-jit:cpu:float32"] == 0.3, "half of the peer's 0.6"
 
 
 def test_steering_takes_a_dtype_key_on_its_own_lane_only_and_pairs_never_hold_one():
@@ -119,3 +122,11 @@ def test_the_default_campaign_finds_a_family_fault_in_a_minute_and_not_without_t
     refused = fuzz("run", "--db", db, "--plugin", str(PLUGINS / plugin), "--backends", f"cpu,{backend}", "--time", "60s",
                    "--integer-share", 0, "--complex-share", 0)
     assert refused.returncode == 2 and backend in refused.stderr
+
+
+def test_a_compiler_is_not_called_starved_for_the_time_its_family_variants_spent_on_its_share():
+    progress = Progress(1, checked=100, worker_seconds=100.0, backend_cases={"torch-compile:cpu:float32": 2},
+                        backend_seconds={"torch-compile:cpu:float32": 20.0, "torch-compile:cpu:int8": 20.0})
+    assert progress.rarely_run(["torch-compile:cpu:float32"], {"torch-compile:cpu:float32": 0.45}) == []
+    progress.backend_seconds.pop("torch-compile:cpu:int8")
+    assert progress.rarely_run(["torch-compile:cpu:float32"], {"torch-compile:cpu:float32": 0.45}) == ["torch-compile:cpu:float32"]
