@@ -250,7 +250,8 @@ def main():
               help="Of a campaign with float backends: the share of graphs drawn in int8, int16, int32, int64, uint8 "
                    "and bool in turn, from the integer regimes and the ops that declare integer semantics, and run on "
                    "that dtype's variants of the campaign's kinds (torch-eager:cpu:int32, torch-compile:cpu:int32, "
-                   "jax-eager, jax-jit) on their float peers' compile share, judged exactly; 0 leaves them out. A "
+                   "jax-eager, jax-jit), whose compilers take that share of their float peers' compile time, judged "
+                   "exactly; 0 leaves them out. A "
                    "listed integer backend (a plugin's, derived from torch-eager:cpu:int32) runs on its dtype's graphs, "
                    f"which take every other turn. [default: {DEFAULT_INTEGER_SHARE}; 0 with --ops or a plugin's float "
                    "backend, unless an integer backend is listed]")
