@@ -179,8 +179,7 @@ class CaseDrawer:
         self.families = _family_lanes(config, backends)  # dtype -> its lane
         listed = {backend.dtype for backend in backends}
         self.turns = tuple(turns(tuple(d for d in family if d in self.families), listed) for family in (EXACT_DTYPES, COMPLEX_DTYPES))
-        self.backends = float_backends(backends)  # those of the graphs this drawer draws
-        backends = self.backends
+        self.backends = backends = float_backends(backends)  # those of the graphs this drawer draws
         self.whole = case_generator(config, backends)
         self.ops = list(self.whole.op_names)
         # The derived ops drawn at a share of graphs: the campaign steers toward the others' region keys
@@ -253,9 +252,9 @@ class CaseDrawer:
 
 
 def _family_lanes(config: WorkerConfig, backends: list[Backend]) -> dict[str, CaseDrawer]:
-    """The lanes of a float campaign's family dtypes, those of its ops any of (the --ops a lane's
-    backends all support: `--ops conv2d` leaves none), each drawing from its family's regimes (the
-    ones --regimes names, if it names any of them)."""
+    """The lanes of a float campaign's family dtypes (dtype -> its drawer), each drawing from its family's
+    regimes (those --regimes names, if it names any); none for a dtype whose backends run none of the
+    --ops (`--ops conv2d`)."""
     if not (config.integer_share or config.complex_share) or not family_lanes_apply(backends):
         return {}
     lanes = {}
@@ -376,7 +375,7 @@ class Pipeline:
     def compile_plan(self, whole: CaseSource, case: Case, lane: CaseDrawer) -> dict[CaseSource, tuple[Case, list[Backend]]]:
         """Which compilers of `lane` (the drawer of `whole`'s index) run now, and on which graph: the
         drawn `case` (of `whole`), or a one-op or small graph of their novelty tier (fuzzer/budget.py; a
-        family lane's compilers take its drawn graphs only, on their float peers' budget). Compilers
+        family lane's compilers take its drawn graphs only, on their float peers' family accounts). Compilers
         given the same graph share its runs."""
         compilers = [b for b in lane.backends if b.expensive]
         if not self.budget:
