@@ -21,8 +21,7 @@ from fuzzer.arrays import materialize, regime_profiles
 from fuzzer.backend_names import BackendName
 from fuzzer.backends import Backend, all_ops_supported_by, get_backend, kind_family, parse_backend_list
 from fuzzer.complex_dtypes import COMPLEX_DTYPES, is_complex
-from fuzzer.dtype_families import (budget_account, check_shares, drawn_dtype, family_lanes_apply, float_backends,
-                                    lane_backends, split_budget, turns)
+from fuzzer.dtype_families import budget_account, drawn_dtype, family_lanes_apply, float_backends, lane_backends, split_budget, turns
 from fuzzer.exact_dtypes import EXACT_DTYPES, is_exact
 from fuzzer.budget import (DEFAULT_SHARE, SINGLE, SMALL, SMALL_NODES, WHOLE, CompileBudget, graph_features, parse_shares,
                            slot_shares)
@@ -175,7 +174,6 @@ class CaseDrawer:
     def __init__(self, config: WorkerConfig, backends: list[Backend]):
         self.config = config
         self.dtype: str | None = None  # a lane's family dtype
-        check_shares(backends, config.integer_share, config.complex_share)
         self.families = _family_lanes(config, backends)  # dtype -> its lane
         listed = {backend.dtype for backend in backends}
         self.turns = tuple(turns(tuple(d for d in family if d in self.families), listed) for family in (EXACT_DTYPES, COMPLEX_DTYPES))
