@@ -15,7 +15,7 @@ families by their shares, and each family's dtypes take their turns in order (in
 int64, uint8, bool, int8, ...), so each dtype gets its turn in a short campaign too; a dtype the
 campaign lists a backend of (a plugin's) takes every other turn (`turns`).
 
-A lane's compilers spend a part of their float peer's compile budget (fuzzer/budget.py), the families'
+A lane's compilers spend a part of their float peer's compile budget (fuzzer/running/budget.py), the families'
 share of it: torch-compile:cpu:int32 compiles on a share of torch-compile:cpu:float32's, in the worker
 slots that run it (compiler affinity), so the families take graphs and compile time from the float
 campaign at their share, not compile time on top of it.

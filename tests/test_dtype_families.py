@@ -12,13 +12,13 @@ import pytest
 
 from conftest import fuzz, planted_fault_campaign
 from fuzzer.backends import get_backend, name_backend_list
-from fuzzer.campaign import Progress
+from fuzzer.drawing.generate import Focus
+from fuzzer.drawing.region_pairs import declared_pairs
+from fuzzer.drawing.regions import focus_of, lane_targets
 from fuzzer.dtype_families import budget_account, drawn_dtype, lane_backends, turns
-from fuzzer.generate import Focus
 from fuzzer.plugins import load_plugins
-from fuzzer.pipeline import CaseSource, Pipeline, WorkerConfig
-from fuzzer.region_pairs import declared_pairs
-from fuzzer.regions import focus_of, lane_targets
+from fuzzer.running.campaign import Progress
+from fuzzer.running.pipeline import CaseSource, Pipeline, WorkerConfig
 
 PLUGINS = Path(__file__).parent / "plugins"
 INTEGERS = ("int8", "int16", "int32", "int64", "uint8", "bool")
