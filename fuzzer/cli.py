@@ -27,6 +27,7 @@ from fuzzer.errors import FULL_DISK_ERRNOS, InternalError, UserError
 from fuzzer.ops.derived import DEFAULT_SHARE as DERIVED_SHARE
 from fuzzer.running.budget import CROSS_RELEASE_SHARE, DEFAULT_SHARE, default_share, parse_shares
 from fuzzer.running.campaign_config import CONFIG_FIELDS
+from fuzzer.running.dtype_families import DEFAULT_COMPLEX_SHARE, DEFAULT_INTEGER_SHARE
 from fuzzer.running.progress_line import LEGEND as PROGRESS_LEGEND
 from fuzzer.running.workers import MEMORY_LIMIT_VARIABLE, default_memory_limit_mb, require_within_hard_limit
 from fuzzer.verdicts import BY_NAME as VERDICT_NAMES
@@ -245,6 +246,18 @@ def main():
 @click.option("--derived-share", type=bounded("derived_share"), default=DERIVED_SHARE, show_default=True, metavar="FRACTION",
               help="Without --ops: the share of graphs that may also draw the ops derived from torch's op database, where "
                    "this torch release's table is here (`fuzz ops --rebuild-derived` builds it); 0 leaves them out.")
+@click.option("--integer-share", type=bounded("integer_share"), metavar="FRACTION",
+              help="Of a campaign with float backends: the share of graphs drawn in int8, int16, int32, int64, uint8 "
+                   "and bool in turn, from the integer regimes and the ops that declare integer semantics, and run on "
+                   "that dtype's variants of the campaign's kinds (torch-eager:cpu:int32, torch-compile:cpu:int32, "
+                   "jax-eager, jax-jit), whose compilers take that share of their float peers' compile time, judged "
+                   "exactly; 0 leaves them out. A "
+                   "listed integer backend (a plugin's, derived from torch-eager:cpu:int32) runs on its dtype's graphs, "
+                   f"which take every other turn. [default: {DEFAULT_INTEGER_SHARE}; 0 with --ops or a plugin's float "
+                   "backend, unless an integer backend is listed]")
+@click.option("--complex-share", type=bounded("complex_share"), metavar="FRACTION",
+              help="The same for complex64 and complex128, each component judged by the float model. "
+                   f"[default: {DEFAULT_COMPLEX_SHARE}; 0 with --ops or a plugin's float backend, unless a complex backend is listed]")
 @click.option("--max-nodes", type=bounded("max_nodes"), default=8, show_default=True, help="Largest graph drawn.")
 @click.option("--regimes", metavar="NAMES",
               help="Comma-separated regimes to draw cases from, at their stated shares (default: all; see `fuzz regimes`).")
@@ -302,7 +315,7 @@ def main():
               help="Draw one graph in four toward a region key (op attribute value, regime, layout, special value, "
                    "size) and two toward a pair of keys of one node the campaign has not covered yet, or only the plain mix.")
 @json_option
-def run(db_path, time_text, max_cases, backends, ops, derived_share, max_nodes, regimes, seed, workers, timeout, compile_timeout, shrink_time,
+def run(db_path, time_text, max_cases, backends, ops, derived_share, integer_share, complex_share, max_nodes, regimes, seed, workers, timeout, compile_timeout, shrink_time,
         compiled_inputs, inputs_per_graph,
         compile_share, threads, memory_limit, recycle_memory, plugins, resume, fail_on, fail_on_finding, known_bugs,
         ray_address, localize_text, steer, as_json):
@@ -331,6 +344,7 @@ def run(db_path, time_text, max_cases, backends, ops, derived_share, max_nodes, 
     from fuzzer.running import envs
     from fuzzer.running.campaign import CampaignOptions, run_campaign
     from fuzzer.running.campaign_config import resumed_options
+    from fuzzer.running.dtype_families import check_shares, default_shares, float_backends
     from fuzzer.running.progress_line import progress_line
     from fuzzer.triaging.known import load_registry
     from fuzzer.triaging.new_bucket_passes import NewBucketPasses, localize_new_buckets
@@ -357,7 +371,12 @@ def run(db_path, time_text, max_cases, backends, ops, derived_share, max_nodes, 
     envs.trust_command_line([b.strip() for b in (backends or "").split(",")])
     parsed = name_backend_list(backends)
     require_program_runners(regime_names, parsed)
-    compiling = [b for b in parsed if b.expensive]
+    defaults = default_shares(parsed, op_names is not None)
+    integer_share = defaults[0] if integer_share is None else integer_share
+    complex_share = defaults[1] if complex_share is None else complex_share
+    if resume is None:
+        check_shares(parsed, integer_share, complex_share)
+    compiling = [b for b in float_backends(parsed) if b.expensive]  # a family lane's compilers spend their float peers' share
     if compile_share is None:
         compile_share = default_share([b.name for b in parsed if not b.expensive], [eager_peer(b) for b in compiling],
                                       [b.name for b in compiling])
@@ -389,7 +408,7 @@ def run(db_path, time_text, max_cases, backends, ops, derived_share, max_nodes, 
         shrink_time=shrink_time, inputs_per_graph=inputs_per_graph, compiled_inputs=compiled_inputs,
         compile_share=compile_share, threads=threads,
         plugins=list(plugins), memory_limit_mb=memory_limit or None, recycle_rss_mb=recycle_memory, ray=ray_address,
-        steer=steer, derived_share=derived_share,
+        steer=steer, derived_share=derived_share, integer_share=integer_share, complex_share=complex_share,
     )
     corpus = open_corpus(db_path, create=True)
     weak_draws = weak_hypothesis_warning()  # a hypothesis release whose seeded draws miss values: said once
@@ -518,7 +537,9 @@ def _what_ran(progress, backends: list[str], compile_shares: dict[str, float]) -
     structure); a warning for each backend asked for that ran rarely (Progress.rarely_run)."""
     lines = ["What ran (graphs, cases; compilers: structures compiled, cases per structure, ops compiled alone):"]
     per_structure = progress.cases_per_structure()
-    for name in backends:
+    # then the integer and complex lanes' backends (--integer-share, --complex-share), which the campaign added
+    lanes = sorted(name for name in progress.backend_graphs if name not in backends)
+    for name in [*backends, *lanes]:
         line = f"  {name}: {progress.backend_graphs.get(name, 0)} graphs, {progress.backend_cases.get(name, 0)} cases"
         if name in progress.compiled_structures or name in progress.budget_skipped:
             line += (f"; {progress.compiled_structures.get(name, 0)} structures, "

@@ -33,7 +33,7 @@ from collections.abc import Iterable
 from fuzzer.drawing import branch_points, motifs, tails
 from fuzzer.drawing.generate import Focus
 from fuzzer.drawing.region_keys import DIM_ATTRIBUTES, LARGE_REDUCTION, LARGE_SIZE, key, op_of
-from fuzzer.drawing.regions import focus_of as key_focus
+from fuzzer.drawing.regions import DTYPE_PREFIX, focus_of as key_focus
 from fuzzer.ops import get_op
 
 CHOICE, LAYOUT, SPECIAL, TAIL, SIZE_CLASS = "choice", "layout", "special", "tail", "size-class"
@@ -41,7 +41,7 @@ PAIRED_FAMILIES = ((CHOICE, LAYOUT), (CHOICE, SIZE_CLASS), (LAYOUT, TAIL), (CHOI
 SEPARATOR = " & "
 PREFIXES = {LAYOUT: ("layout=",), SPECIAL: ("input-has:",), SIZE_CLASS: (tails.OUTPUT_ONE, tails.OUTPUT_TAIL)}
 # Keys of the other families (fuzzer/drawing/regions.py) that no pair holds.
-UNPAIRED = ("regime=", LARGE_SIZE, LARGE_REDUCTION, "ladder=", branch_points.PREFIX, tails.INNERMOST, motifs.PREFIX)
+UNPAIRED = ("regime=", LARGE_SIZE, LARGE_REDUCTION, "ladder=", branch_points.PREFIX, tails.INNERMOST, motifs.PREFIX, DTYPE_PREFIX)
 DIM_SIGNS = {f"{name}{sign}" for name in DIM_ATTRIBUTES for sign in ("<0", ">=0")}
 
 

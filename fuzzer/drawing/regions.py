@@ -46,6 +46,10 @@ families, and the ops that get each without declaring anything:
   branch     `branch=NAME`: a point where the op's own math or kernels switch path, declared beside
              the op (OpDef.branch_points: softplus's threshold / beta, round's ties, exp's overflow
              boundary), held exactly by its first operand; where the branch-points regime is drawn.
+  dtype      `dtype=NAME`: every node of a float campaign's integer, bool or complex graph, for each op its
+             lane runs (fuzzer/running/dtype_families.py): int32's mul and complex64's exp are kernels of their
+             own. Steering takes these keys on its family graphs only (`lane_targets`), so the families
+             keep their shares; a float graph is steered toward the others.
   motif      `motif=NAME/VARIANT` (fuzzer/drawing/motifs.py): a compiler's rewrite pattern whose chain of ops follows
              the node (matmul -> add of a column bias), held by its head; where a regime draws motifs, for the
              variants the campaign's ops build. Steering builds the whole chain, and takes these keys first.
@@ -166,6 +170,27 @@ def node_regions(graph: Graph, values: dict | None = None) -> list[tuple[str, se
     return found
 
 
+DTYPE_PREFIX = "dtype="
+
+
+def dtype_regions(per_node: list[tuple[str, set[str]]], dtype: str | None) -> list[tuple[str, set[str]]]:
+    """node_regions' answer with each node's `dtype=` key, for a family lane's graph (`dtype` None: a float one's, as it is)."""
+    return per_node if dtype is None else [(op, regions | {DTYPE_PREFIX + dtype}) for op, regions in per_node]
+
+
+def declared_dtype_regions(op_names: Iterable[str], dtype: str) -> list[str]:
+    """The `dtype=` keys of a family lane that draws `op_names`."""
+    return [key(name, DTYPE_PREFIX + dtype) for name in op_names]
+
+
+def lane_targets(targets: list[str], dtype: str | None) -> list[str]:
+    """The keys or pairs among `targets` a graph of `dtype`'s lane is steered toward: that dtype's keys,
+    or for a float graph (None) every key but the dtype keys."""
+    if dtype is None:
+        return [t for t in targets if DTYPE_PREFIX not in t]
+    return [t for t in targets if t.endswith(":" + DTYPE_PREFIX + dtype)]
+
+
 def declared_regions(op_names: Iterable[str], regimes: tuple) -> list[str]:
     """Every key a campaign of these ops and regimes (fuzzer/drawing/regimes.py's Regime) declares (see
     the module docstring), sorted."""
@@ -256,6 +281,8 @@ def focus_of(region_key: str):
         return Focus(op, "branch-points")  # the regime places the points: no shape or attribute to redraw toward
     elif region.startswith(motifs.PREFIX):
         regime = "motifs"  # the generator builds the motif itself (generate._focused_start)
+    elif region.startswith(DTYPE_PREFIX):
+        return Focus(op)  # the lane's dtype is the index's (fuzzer/running/dtype_families.py): the op first is all
     return Focus(op, regime, layout, region_key, profile)
 
 

@@ -70,15 +70,17 @@ SLIVER = 0.25  # of a worker slot: a compiler's smaller piece joins its largest 
 MAX_SLOT_SHARE = 0.9  # the most of a worker's time its compilers may take once pieces are joined
 
 
-def graph_features(graph: Graph) -> tuple[frozenset, frozenset]:
-    """(ops and op pairs, node keys) of a graph: what a compiler sees of its structure."""
+def graph_features(graph: Graph, dtype: str | None = None) -> tuple[frozenset, frozenset]:
+    """(ops and op pairs, node keys) of a graph: what a compiler sees of its structure. A family lane's
+    graph (fuzzer/running/dtype_families.py) names its ops with their `dtype`: int32's mul is another kernel."""
     shapes = infer_shapes(graph)
-    producer = {node.name: node.op for node in graph.nodes}
+    producer = {node.name: node.op if dtype is None else f"{node.op}@{dtype}" for node in graph.nodes}
     pairs, nodes = set(), set()
     for node in graph.nodes:
-        pairs.add((node.op,))
-        pairs.update((producer[name], node.op) for name in node.inputs if name in producer)
-        nodes.add((node.op, json.dumps(node.attrs, sort_keys=True), tuple(tuple(shapes[name]) for name in node.inputs)))
+        op = producer[node.name]
+        pairs.add((op,))
+        pairs.update((producer[name], op) for name in node.inputs if name in producer)
+        nodes.add((op, json.dumps(node.attrs, sort_keys=True), tuple(tuple(shapes[name]) for name in node.inputs)))
     return frozenset(pairs), frozenset(nodes)
 
 

@@ -23,11 +23,12 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Callable
 
 from fuzzer import verdicts
+from fuzzer.backend_names import BackendName
 from fuzzer.backends import parse_backend_list
 from fuzzer.corpus import Corpus
 from fuzzer.drawing import motifs
 from fuzzer.drawing.region_pairs import declared_pairs
-from fuzzer.drawing.regions import coverage, declared_regions, steered_focus
+from fuzzer.drawing.regions import coverage, declared_dtype_regions, declared_regions, lane_targets, steered_focus
 from fuzzer.errors import InternalError, UserError
 from fuzzer.judging import judged_share
 from fuzzer.judging.check import Finding
@@ -35,6 +36,7 @@ from fuzzer.plugins import load_plugins
 from fuzzer.records import CaseRecord, CaseReply, CheckReply, FoundCase
 from fuzzer.running.budget import assign_compilers, parse_shares, single_op_order, single_op_parts
 from fuzzer.running.campaign_config import resumed_options
+from fuzzer.running.dtype_families import is_float
 from fuzzer.running.environment import versions
 from fuzzer.running.pipeline import CaseDrawer, CaseSource, WorkerConfig
 from fuzzer.running.ray_workers import NodeLost, RayWorker, start_ray
@@ -140,6 +142,10 @@ class Progress:
         compiler runs each graph it compiled on many input sets), except a compiler that had at least
         0.8 of its declared share of worker time (`shares`): it ran as much as it was given."""
         time_share = self.backend_time_share()
+        for name, share in list(time_share.items()):  # a family lane's compiler spends its float peer's share
+            peer = _family_peer(name, backends)
+            if peer is not None:
+                time_share[peer] = time_share.get(peer, 0.0) + share
         return [name for name in backends if self.checked and self.backend_cases.get(name, 0) < floor * self.checked
                 and time_share.get(name, 0.0) < 0.8 * shares.get(name, float("inf"))]
 
@@ -202,7 +208,7 @@ class Campaign:
         load_plugins(options.plugins)
         self.backends = parse_backend_list(",".join(options.backends))
         self.drawer = CaseDrawer(options, self.backends)
-        compiling = [b for b in self.backends if b.expensive]
+        compiling = [b for b in self.drawer.backends if b.expensive]  # the float graphs' (a family's spend theirs)
         # Parsed once (a bad share fails here), for the compiler affinity of every worker slot.
         self.compile_shares = parse_shares(options.compile_share, [b.name for b in compiling],
                                            {b.name: b.compile_weight for b in compiling})
@@ -320,7 +326,8 @@ class Campaign:
             p = self.progress
             self._uncovered = (sorted(set(p.regions_declared) - set(p.region_counts)),
                                sorted(set(p.pairs_declared) - set(p.pair_counts)))
-        return steered_focus(index, self._steered, *self._uncovered)
+        dtype = self.drawer.lane(index).dtype  # a family graph is steered toward its dtype's keys only
+        return steered_focus(index, self._steered, *(lane_targets(targets, dtype) for targets in self._uncovered))
 
     def _requeue(self, index: int, lost: NodeLost) -> None:
         """The Ray node checking case `index` left the cluster: not a finding about any backend. The
@@ -510,9 +517,9 @@ class Campaign:
         """Each worker slot's config, with the compilers it runs (compiler affinity: fuzzer/running/budget.py's
         assign_compilers). A worker that replaces one (recycled, dead, poisoned) keeps its config, so
         its slot's compilers. Without a cheap tier every compiler runs on every graph: no affinity."""
-        compiling = [b for b in self.backends if b.expensive]
+        compiling = [b for b in self.drawer.backends if b.expensive]
         slots: list = [None] * count
-        if len(compiling) < len(self.backends):
+        if len(compiling) < len(self.drawer.backends):
             slots = assign_compilers(self.compile_shares, count)
         parts = single_op_parts(slots, [b.name for b in compiling])
         stored = self.corpus.alone_op_counts()
@@ -526,7 +533,8 @@ class Campaign:
         if not self.progress.regions_declared:
             shared = set(self.drawer.shared)
             steered = [op for op in self.drawer.ops if op not in shared]
-            self.progress.regions_declared = declared_regions(steered, self.drawer.regimes)
+            self.progress.regions_declared = sorted(declared_regions(steered, self.drawer.regimes) + [
+                key for lane in self.drawer.families.values() for key in declared_dtype_regions(lane.ops, lane.dtype)])
         if not self.progress.pairs_declared:
             self.progress.pairs_declared = declared_pairs(self.progress.regions_declared)
         self._uncovered = None
@@ -624,10 +632,10 @@ class Campaign:
             return
         # The case it said it was checking (a compiler's one-op graph, a further input set), else the index's graph.
         source = CaseSource(*died.source) if died.source else CaseSource(index, focus=self._focus.get(index))
-        case = self.drawer.draw(source)
+        case, backends = self.drawer.draw(source), [b.name for b in self.drawer.lane(index).backends]
         node = getattr(died, "node", None)  # Ray workers: the node it died on
         death = self._shrink_death(worker, case, died) if worker is not None else None
-        if worker is not None and (died.kind == verdicts.HANG or died.from_outside()) and not self._repeats(worker, case, died, death):
+        if worker is not None and (died.kind == verdicts.HANG or died.from_outside()) and not self._repeats(worker, case, died, death, backends):
             if died.kind == verdicts.HANG:
                 self.progress.unrepeated_hangs += 1
             else:
@@ -636,12 +644,12 @@ class Campaign:
         self.progress.crashes += 1
         finding = replace(death.finding if death else died.finding(), node=node)
         case_id = self._store_record(CaseRecord(case, campaign_id=self.progress.campaign_id, verdict=died.kind,
-                                                backends=list(self.options.backends), findings=[finding]))
+                                                backends=backends, findings=[finding]))
         if death and death.shrunk:
             self.corpus.add_case(death.shrunk.record(campaign_id=self.progress.campaign_id, shrunk_from=case_id, node=node),
                                  bounded=True)
 
-    def _repeats(self, worker, case, died: WorkerDied, death) -> bool:
+    def _repeats(self, worker, case, died: WorkerDied, death, backends: list[str]) -> bool:
         """Does a fresh worker die on `case` as well? shrink_death asked that of a death in a backend;
         a death outside any backend is asked here, of the whole case. Not asked (no time left to shrink
         in): yes."""
@@ -649,7 +657,7 @@ class Campaign:
             return death.repeated
         if died.backend:
             return True
-        return dies_again(worker, case, self.options.backends, self.options.timeout, self.options.compile_timeout)
+        return dies_again(worker, case, backends, self.options.timeout, self.options.compile_timeout)
 
     def _shrink_death(self, worker, case, died: WorkerDied):
         """fuzzer/shrinking/death_shrink.py, within --shrink-time and the campaign's time left; a signature the
@@ -661,6 +669,18 @@ class Campaign:
             return None
         return shrink_death(worker, case, died, seconds, self.options.timeout, self.options.compile_timeout,
                             known=self.known_signatures)
+
+
+def _family_peer(name: str, backends: list[str]) -> str | None:
+    """The float backend among `backends` whose compile share `name`, a family lane's variant the campaign
+    added (fuzzer/running/dtype_families.py), spends: the first of its kind on its device; None for any other."""
+    if name in backends:
+        return None
+    parsed = BackendName.parse(name)
+    if not parsed.full or is_float(parsed.dtype):
+        return None
+    return next((b for b in backends if (p := BackendName.parse(b)).full and p.env is None and is_float(p.dtype)
+                 and (p.kind, p.device) == (parsed.kind, parsed.device)), None)
 
 
 def _tally(counts: dict, increments) -> None:

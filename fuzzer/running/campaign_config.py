@@ -140,6 +140,8 @@ CONFIG_FIELDS: dict[str, Field] = {
     "ray": Field(Nullable(TEXT)),
     "steer": Field(FLAG),
     "derived_share": Field(Number(whole=False, low=0, high=1), "--derived-share"),
+    "integer_share": Field(Number(whole=False, low=0, high=1), "--integer-share"),
+    "complex_share": Field(Number(whole=False, low=0, high=1), "--complex-share"),
 }
 ONLY_FROM_COMMAND_LINE = ("plugins", "ray")
 

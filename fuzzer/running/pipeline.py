@@ -20,15 +20,16 @@ from typing import Callable
 from fuzzer.arrays import materialize, regime_profiles
 from fuzzer.backend_names import BackendName
 from fuzzer.backends import Backend, all_ops_supported_by, get_backend, kind_family, parse_backend_list
-from fuzzer.complex_dtypes import is_complex
-from fuzzer.exact_dtypes import is_exact
+from fuzzer.complex_dtypes import COMPLEX_DTYPES, is_complex
+from fuzzer.exact_dtypes import EXACT_DTYPES, is_exact
+from fuzzer.running.dtype_families import budget_account, drawn_dtype, family_lanes_apply, float_backends, lane_backends, split_budget, turns
 from fuzzer.running.budget import (DEFAULT_SHARE, SINGLE, SMALL, SMALL_NODES, WHOLE, CompileBudget, graph_features, parse_shares,
                            slot_shares)
 from fuzzer import verdicts
 from fuzzer.drawing.generate import CaseGenerator
-from fuzzer.drawing.regimes import Regime, parse_regime_list
+from fuzzer.drawing.regimes import COMPLEX_REGIMES, INTEGER_REGIMES, Regime, parse_regime_list
 from fuzzer.drawing.region_pairs import focus_of, node_pairs
-from fuzzer.drawing.regions import keys_of, node_regions
+from fuzzer.drawing.regions import dtype_regions, keys_of, node_regions
 from fuzzer.drawing.shape_variants import shape_variant
 from fuzzer.errors import DevicePoisoned, DiskFull, InternalError, UserError, fills_disk, poisons_device
 from fuzzer.ir import Case
@@ -83,6 +84,10 @@ class WorkerConfig:
     # database; 0 leaves them out. `fuzz run`'s default is fuzzer/ops/derived/'s DEFAULT_SHARE; a campaign
     # built in code (a plugin's test, selftest) draws the graphs it drew before unless it asks.
     derived_share: float = 0.0
+    # The shares of a float campaign's graphs drawn in the integer and bool dtypes and in the complex ones
+    # (fuzzer/running/dtype_families.py); as with derived_share, `fuzz run` sets its defaults, code asks.
+    integer_share: float = 0.0
+    complex_share: float = 0.0
 
 
 def seed_for(campaign_seed: int, index: int) -> int:
@@ -163,10 +168,17 @@ class CaseSource:
 
 
 class CaseDrawer:
-    """Every case of a campaign from its CaseSource (the workers and the parent draw alike)."""
+    """Every case of a campaign from its CaseSource (the workers and the parent draw alike). In a float
+    campaign with dtype families, a family graph's index is drawn by its dtype's lane, a CaseDrawer of its
+    own (`lane`, fuzzer/running/dtype_families.py)."""
 
     def __init__(self, config: WorkerConfig, backends: list[Backend]):
         self.config = config
+        self.dtype: str | None = None  # a lane's family dtype
+        self.families = _family_lanes(config, backends)  # dtype -> its lane
+        listed = {backend.dtype for backend in backends}
+        self.turns = tuple(turns(tuple(d for d in family if d in self.families), listed) for family in (EXACT_DTYPES, COMPLEX_DTYPES))
+        self.backends = backends = float_backends(backends)  # those of the graphs this drawer draws
         self.whole = case_generator(config, backends)
         self.ops = list(self.whole.op_names)
         # The derived ops drawn at a share of graphs: the campaign steers toward the others' region keys
@@ -178,8 +190,17 @@ class CaseDrawer:
         self._small: CaseGenerator | None = None
         self._single: dict[str, CaseGenerator] = {}
 
+    def lane(self, index: int) -> "CaseDrawer":
+        """The drawer of graph `index`: the lane of its family dtype, or this one for a float graph."""
+        if not self.families:
+            return self
+        dtype = drawn_dtype(index, self.config.integer_share, self.config.complex_share, *self.turns)
+        return self.families[dtype] if dtype else self
+
     def graph_case(self, source: CaseSource) -> Case:
         """The case of `source`'s graph with its first input set (InternalError: none can be drawn)."""
+        if self.lane(source.index) is not self:
+            return self.lane(source.index).graph_case(source)
         seed = seed_for(self.config.seed, source.index)
         if source.tier == SINGLE:
             if source.op not in self._single:
@@ -207,6 +228,8 @@ class CaseDrawer:
         from the campaign's value regimes in turn (special values, magnitudes, plain values), and a
         graph of the small regime is then labelled with the regime its values came from. After
         those come the shape variants (fuzzer/drawing/shape_variants.py): None where the graph has none."""
+        if self.lane(source.index) is not self:
+            return self.lane(source.index).input_set(case, source)
         number, plain_sets = source.input_set, self.plain_sets(source)
         if number == 0:
             return case
@@ -225,6 +248,25 @@ class CaseDrawer:
         if case is None:
             raise InternalError(f"input set {source.input_set} of graph {source.index} has no shape variant")
         return case
+
+
+def _family_lanes(config: WorkerConfig, backends: list[Backend]) -> dict[str, CaseDrawer]:
+    """The lanes of a float campaign's family dtypes (dtype -> its drawer), each drawing from its family's
+    regimes (those --regimes names, if it names any); none for a dtype whose backends run none of the
+    --ops (`--ops conv2d`)."""
+    if not (config.integer_share or config.complex_share) or not family_lanes_apply(backends):
+        return {}
+    lanes = {}
+    for dtype in (*EXACT_DTYPES * bool(config.integer_share), *COMPLEX_DTYPES * bool(config.complex_share)):
+        regimes = INTEGER_REGIMES if is_exact(dtype) else COMPLEX_REGIMES
+        named = [name for name in config.regimes or () if name in {regime.name for regime in regimes}]
+        lane_config = replace(config, regimes=named or None, derived_share=0.0, integer_share=0.0, complex_share=0.0)
+        members = lane_backends(backends, dtype)
+        if config.ops and not any(all(b.supports(op) for b in members) for op in config.ops):
+            continue
+        lanes[dtype] = CaseDrawer(lane_config, members)
+        lanes[dtype].dtype = dtype
+    return lanes
 
 
 class FirstCompileGate:
@@ -279,14 +321,20 @@ class Pipeline:
         self.drawer = CaseDrawer(config, self.backends)
         self.heartbeat = heartbeat or (lambda backend, source: None)
         self.shrunk_signatures: set[str] = set()
-        compiling = [b for b in self.backends if b.expensive]
+        compiling = [b for b in self.drawer.backends if b.expensive]
+        # The compile budget each compiler spends: its own; a family lane's, its float peer's family account (split_budget).
+        self.accounts = {b.name: b.name for b in compiling}
+        self.accounts.update({b.name: budget_account(b, self.drawer.backends) for lane in self.drawer.families.values()
+                              for b in lane.backends if b.expensive})
         shares = parse_shares(config.compile_share, [b.name for b in compiling], {b.name: b.compile_weight for b in compiling})
         if config.compilers is not None:
             shares = slot_shares(shares, config.compilers)
+        if self.drawer.families:
+            shares = split_budget(shares, self.accounts, config.integer_share + config.complex_share)
         # Nothing but compilers (jax-jit against jax-jit@old-jax): there is no cheap tier to share
         # the worker with, so every compiler takes every drawn graph (a budget would only idle it).
         self.budget = (CompileBudget(shares, self.drawer.ops, config.single_op_parts, config.single_op_orders)
-                       if len(compiling) < len(self.backends) else None)
+                       if len(compiling) < len(self.drawer.backends) else None)
         self.gate = FirstCompileGate(config.first_compile_dir)
         self.backend_seconds: dict[str, float] = {}  # every run of the current graph, reruns included
         self.first_status: dict[str, str] = {}
@@ -323,24 +371,31 @@ class Pipeline:
             raise ValueError(f"unknown worker request {kind!r}")
         return handlers[kind](*arguments)
 
-    def compile_plan(self, whole: CaseSource, case: Case) -> dict[CaseSource, tuple[Case, list[Backend]]]:
-        """Which compilers run now, and on which graph: the drawn `case` (of `whole`), or a one-op or
-        small graph of their novelty tier (fuzzer/running/budget.py). Compilers given the same graph share its runs."""
-        compilers = [b for b in self.backends if b.expensive]
+    def compile_plan(self, whole: CaseSource, case: Case, lane: CaseDrawer) -> dict[CaseSource, tuple[Case, list[Backend]]]:
+        """Which compilers of `lane` (the drawer of `whole`'s index) run now, and on which graph: the
+        drawn `case` (of `whole`), or a one-op or small graph of their novelty tier (fuzzer/running/budget.py; a
+        family lane's compilers take its drawn graphs only, on their float peers' family accounts). Compilers
+        given the same graph share its runs."""
+        compilers = [b for b in lane.backends if b.expensive]
         if not self.budget:
             return {whole: (case, [b for b in compilers if b.supports_graph(case.graph)])}
         plan: dict[CaseSource, tuple[Case, list[Backend]]] = {}
         for backend in compilers:
-            if not self.budget.may_afford(backend.name):
+            account = self.accounts[backend.name]
+            if account is None:  # a family lane's compiler of a kind no float compiler has: every graph of its lane
+                if backend.supports_graph(case.graph):
+                    plan.setdefault(whole, (case, []))[1].append(backend)
                 continue
-            source = self._tier_source(backend, whole)
+            if not self.budget.may_afford(account):
+                continue
+            source = self._tier_source(backend, whole) if lane is self.drawer else whole
             candidate = plan[source][0] if source in plan else case if source == whole else self._tier_case(source)
             if candidate is None or not backend.supports_graph(candidate.graph):
                 if source.tier == SINGLE and (candidate is not None or self._gave_up_drawing(source.op)):
                     self.budget.cover_single(backend.name, source.op)  # leave this op to the other tiers
                 continue
-            first = self.budget.compiled[backend.name] == 0
-            if self.budget.wants(backend.name, graph_features(candidate.graph)) and (not first or self.gate.may_compile(backend.name)):
+            first = self.budget.compiled[account] == 0
+            if self.budget.wants(account, graph_features(candidate.graph, lane.dtype)) and (not first or self.gate.may_compile(account)):
                 plan.setdefault(source, (candidate, []))[1].append(backend)
         return plan
 
@@ -371,11 +426,11 @@ class Pipeline:
         start = time.perf_counter()
         self.backend_seconds, self.first_status, self.overhead = {}, {}, {}
         self.regions, self.pairs = set(), set()
-        whole = CaseSource(index, focus=focus)
+        whole, lane = CaseSource(index, focus=focus), self.drawer.lane(index)
         case = self.drawer.graph_case(whole)
-        plan = self.compile_plan(whole, case)
+        plan = self.compile_plan(whole, case, lane)
         _, compilers_on_case = plan.pop(whole, (case, []))
-        backends = [b for b in self.backends
+        backends = [b for b in lane.backends
                     if (not b.expensive and b.supports_graph(case.graph)) or b in compilers_on_case]
         reply = CaseReply(index, case.graph.op_names(), case.graph.regime or "small", [b.name for b in backends])
         self._check_input_sets(whole, case, backends, reply, known_signatures)
@@ -387,8 +442,10 @@ class Pipeline:
                     if b.name in self.first_status})
         if self.budget:
             for name, (source, graph_case) in ran.items():
-                self.budget.charge(name, self.backend_seconds[name] + self.overhead.get(name, 0.0),
-                                   graph_features(graph_case.graph), source.tier)
+                if self.accounts[name] is None:
+                    continue
+                self.budget.charge(self.accounts[name], self.backend_seconds[name] + self.overhead.get(name, 0.0),
+                                   graph_features(graph_case.graph, lane.dtype), source.tier)
                 if source.tier == SINGLE:
                     self.budget.cover_single(name, source.op)
             self.budget.advance(time.perf_counter() - start)
@@ -398,7 +455,7 @@ class Pipeline:
         # New structures per compiler (structures never repeat: 2 whole-graph repeats in 2,051 graphs).
         reply.compiled_structures = [name for name in ran if self.first_status[name] == OK]
         reply.not_compiled = [name for name in ran if self.first_status[name] == UNSUPPORTED]
-        reply.budget_skipped = [b.name for b in self.backends if b.expensive and b.name not in ran]
+        reply.budget_skipped = [b.name for b in lane.backends if b.expensive and b.name not in ran]
         reply.regions, reply.pairs = sorted(self.regions), sorted(self.pairs)
         return reply
 
@@ -427,7 +484,7 @@ class Pipeline:
 
             def on_reference(reference: Reference) -> None:
                 seen.append(reference)
-                regions = node_regions(current.graph, reference.values)
+                regions = dtype_regions(node_regions(current.graph, reference.values), self.drawer.lane(source.index).dtype)
                 self.regions |= keys_of(regions)
                 self.pairs |= node_pairs(regions)
 
