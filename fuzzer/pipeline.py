@@ -32,12 +32,12 @@ from fuzzer.generate import CaseGenerator
 from fuzzer.regimes import Regime, parse_regime_list
 from fuzzer.region_pairs import focus_of, node_pairs
 from fuzzer.regions import keys_of, node_regions
-from fuzzer.ir import Case
+from fuzzer.ir import Case, Graph
 from fuzzer.known import Registry
 from fuzzer.oracle import Reference
 from fuzzer.ops import derived, get_op
 from fuzzer.ops.derived.ops import FAMILY as DERIVED_FAMILY
-from fuzzer import judged_share, verdicts
+from fuzzer import judged_share, motifs, verdicts
 from fuzzer.plugins import load_plugins
 from fuzzer.records import CaseReply, CheckReply, FoundCase, ShrinkReply
 from fuzzer.shape_variants import shape_variant
@@ -45,7 +45,7 @@ from fuzzer.shrink import shrink_case
 from fuzzer.unmasked import unmasked_findings
 
 THREADS_ENV = "FUZZ_WORKER_THREADS"
-SINGLE_DRAWS = 4  # seeds a compiler tries for an op's one-op graph before leaving the op to the other tiers
+SINGLE_DRAWS = 4  # seeds a compiler tries for an op's one-op graph (or a motif's) before leaving it to the other tiers
 
 
 @dataclass
@@ -161,6 +161,12 @@ class CaseSource:
         return [self.index, self.tier, self.op, self.input_set, self.focus]
 
 
+def alone_items(graph: Graph) -> list[str]:
+    """The single-op tier's items (fuzzer/budget.py) `graph` covers: its op where it has one node, and
+    the keys of the motif variants whose chain it holds (fuzzer/motifs.py)."""
+    return [op for op in graph.op_names() if len(graph.nodes) == 1] + sorted(motifs.held(graph))
+
+
 class CaseDrawer:
     """Every case of a campaign from its CaseSource (the workers and the parent draw alike)."""
 
@@ -172,6 +178,10 @@ class CaseDrawer:
         # and compiles them alone first (their share is what it gives the derived ops).
         self.shared = [name for name in self.ops if get_op(name).family == DERIVED_FAMILY] if drawn_derived_share(config) else []
         self.regimes = campaign_regimes(config, backends)
+        # The single-op tier's items (fuzzer/budget.py): each op, and where a regime draws motifs each
+        # motif variant its ops build, whose chain is compiled alone like an op.
+        drawn_motifs = motifs.declared(self.ops) if any(regime.motifs for regime in self.regimes) else []
+        self.alone_items = self.ops + drawn_motifs
         # The value regimes the campaign allows, for the further input sets of compiled graphs.
         self.value_regimes = tuple(name for name in VALUE_REGIMES if name in {r.name for r in self.regimes})
         self._small: CaseGenerator | None = None
@@ -181,15 +191,27 @@ class CaseDrawer:
         """The case of `source`'s graph with its first input set (InternalError: none can be drawn)."""
         seed = seed_for(self.config.seed, source.index)
         if source.tier == SINGLE:
-            if source.op not in self._single:
-                self._single[source.op] = CaseGenerator([source.op], 1, self.regimes)
-            return self._single[source.op].case(seed + 1)
+            return self._alone_case(source.op, seed + 1)
         if source.tier == SMALL:
             if self._small is None:
                 self._small = CaseGenerator(self.ops, min(SMALL_NODES, self.config.max_nodes), self.regimes,
                                             drawn_derived_share(self.config))
             return self._small.case(seed + 2)
         return self.whole.case(seed, focus_of(source.focus) if source.focus else None)
+
+    def _alone_case(self, item: str, seed: int) -> Case:
+        """A single-op tier item's graph: the op alone, or a motif variant's chain alone (drawn from the
+        campaign's ops, steered to its key)."""
+        if motifs.find(item) is None:
+            if item not in self._single:
+                self._single[item] = CaseGenerator([item], 1, self.regimes)
+            return self._single[item].case(seed)
+        if motifs.PREFIX not in self._single:
+            self._single[motifs.PREFIX] = CaseGenerator(self.ops, 1, self.regimes)
+        case = self._single[motifs.PREFIX].case(seed, focus_of(item))
+        if item not in motifs.held(case.graph):
+            raise InternalError(f"hypothesis drew no chain of {item} from seed {seed}")
+        return case
 
     def plain_sets(self, source: CaseSource) -> int:
         """Input sets drawn from the graph's own regime: --inputs-per-graph for the drawn graph, one for
@@ -284,7 +306,7 @@ class Pipeline:
             shares = slot_shares(shares, config.compilers)
         # Nothing but compilers (jax-jit against jax-jit@old-jax): there is no cheap tier to share
         # the worker with, so every compiler takes every drawn graph (a budget would only idle it).
-        self.budget = (CompileBudget(shares, self.drawer.ops, config.single_op_parts, config.single_op_orders)
+        self.budget = (CompileBudget(shares, self.drawer.alone_items, config.single_op_parts, config.single_op_orders)
                        if len(compiling) < len(self.backends) else None)
         self.gate = FirstCompileGate(config.first_compile_dir)
         self.backend_seconds: dict[str, float] = {}  # every run of the current graph, reruns included
@@ -431,7 +453,8 @@ class Pipeline:
                 self.pairs |= node_pairs(regions)
 
             result = check_case(current, backends, self.config.reruns, self.runner, on_reference=on_reference)
-            reply.count([b.name for b in backends], current.graph.op_names(), first_set=number == 0)
+            reply.count([b.name for b in backends], current.graph.op_names(), number == 0,
+                        alone_items(current.graph) if number == 0 else ())
             if all(b.expensive for b in backends):  # judging, localizing, other backends' runs (an inherited check)
                 overhead = time.perf_counter() - began - (sum(self.backend_seconds.get(b.name, 0.0) for b in backends) - ran_before)
                 for backend in backends:

@@ -1,17 +1,22 @@
 """Cost where it is paid (fuzzer/budget.py): a compiler's single-op tier takes the ops the corpus's
-stored campaigns compiled alone least often first (not the alphabet), and a kind that compiles
-again for every input set (jax-jit-const) pays those compiles from its share after its first graph."""
+stored campaigns compiled alone least often first (not the alphabet), and each motif variant's chain
+alone beside them (fuzzer/motifs.py), and a kind that compiles again for every input set
+(jax-jit-const) pays those compiles from its share after its first graph."""
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
 from conftest import fuzz
-from fuzzer.budget import single_op_order
+from fuzzer import motifs
+from fuzzer.budget import SINGLE, single_op_order
 from fuzzer.corpus import Corpus
-from fuzzer.pipeline import Pipeline, WorkerConfig
+from fuzzer.pipeline import CaseSource, Pipeline, WorkerConfig, alone_items
+from fuzzer.regimes import MIX
+from fuzzer.regions import declared_regions
 
 EAGER, JIT, CONST = "torch-eager:cpu:float32", "jax-jit:cpu:float32", "jax-jit-const:cpu:float32"
 OPS = ["abs", "exp", "neg", "relu", "sigmoid", "tanh"]
@@ -65,3 +70,58 @@ def test_jax_jit_const_keeps_to_its_share_in_a_short_campaigns_accounting():
             taken += 1
             assert charged + expected <= 0.5 * worker_seconds
     assert taken >= 1, "a graph after the first, whose start the share decided"
+
+
+MOTIF_FAULTS = str(Path(__file__).parent / "plugins" / "motif_faults.py")
+JIT_FAULT, COLUMN = "fault-jit-addmm-column-bias", "matmul:motif=addmm/column"
+MOTIF_OPS = ["matmul", "add", "relu"]  # build 7 motif variants: addmm (4), addmm + relu (2), mm + mm
+
+
+def test_each_motif_variant_is_an_item_of_the_single_op_tier_drawn_as_its_chain_alone():
+    """Every declared variant's tier graph holds its chain and nothing else, and counts as covering it."""
+    ops = sorted({motifs.head_op(v) for _, v in motifs.VARIANTS} | {op for _, v in motifs.VARIANTS for s in v.steps
+                                                                     for op in s.ops} | {"transpose"})
+    drawer = Pipeline(WorkerConfig(backends=[EAGER, JIT], ops=ops, seed=2)).drawer
+    keys = [item for item in drawer.alone_items if motifs.PREFIX in item]
+    assert keys == motifs.declared(ops) and len(keys) == len(motifs.VARIANTS)
+    for key in keys:
+        graph = drawer.graph_case(CaseSource(0, SINGLE, key)).graph
+        chain = motifs.find(key)
+        assert key in alone_items(graph), key
+        assert len(graph.nodes) == 1 + len(chain.steps) + (chain.head == "scores") + ("mm-plus-mm" in key), (key, graph.op_names())
+    # Without a regime that draws motifs (`--regimes small`), the tier holds the ops alone.
+    plain = Pipeline(WorkerConfig(backends=[EAGER, JIT], ops=ops, seed=2, regimes=["small"])).drawer
+    assert plain.alone_items == plain.ops
+
+
+def _tier_campaign(db, backends: list[str], graphs: int, *options) -> dict:
+    result = fuzz("run", "--db", db, "--plugin", MOTIF_FAULTS, "--backends", ",".join(backends), "--ops", ",".join(MOTIF_OPS),
+                  "--compile-share", "0.9", "--compiled-inputs", 1, "--max-cases", graphs, "--workers", 1, "--seed", 5,
+                  "--shrink-time", 5, "--json", *options)
+    assert result.returncode in (0, 1), result.stderr[-2000:]
+    return json.loads(result.stdout)
+
+
+@pytest.mark.slow  # a campaign of 16 graphs, jax-jit compiling on nearly every one: ~25 s
+def test_a_campaign_of_16_graphs_compiles_every_motif_variant_and_finds_a_fault_in_one_alone(tmp_path):
+    """7 motif variants and 3 ops alone, every third compile a drawn graph: 15 compiles. The planted fault
+    (jax.jit with a column bias after a matmul rolled by a row) is found by its compile of addmm/column."""
+    declared = [key for key in declared_regions(MOTIF_OPS, MIX) if motifs.PREFIX in key]
+    summary = _tier_campaign(tmp_path / "fuzz.db", [EAGER, JIT_FAULT], 16)
+    covered = summary["alone_op_counts"][JIT_FAULT]
+    assert len(declared) == 7 and set(declared) <= set(covered), sorted(set(declared) - set(covered))
+    assert summary["new_buckets"] >= 1
+    buckets = json.loads(fuzz("list", "--db", tmp_path / "fuzz.db", "--json").stdout)
+    assert any(JIT_FAULT in bucket["signature"] for bucket in buckets), buckets
+
+
+@pytest.mark.long  # 29 motif chains and 19 ops alone, 72 compiles: torch.compile ~4 minutes
+@pytest.mark.parametrize("compiler", ["torch-compile:cpu:float32", JIT])
+def test_torch_compile_and_jax_jit_compile_every_motif_variant_early(tmp_path, compiler):
+    ops = sorted({motifs.head_op(v) for _, v in motifs.VARIANTS} | {op for _, v in motifs.VARIANTS for s in v.steps
+                                                                     for op in s.ops} | {"transpose"})
+    result = fuzz("run", "--db", tmp_path / "fuzz.db", "--backends", f"{EAGER},{compiler}", "--ops", ",".join(ops),
+                  "--compile-share", "0.9", "--compiled-inputs", 1, "--max-cases", 90, "--workers", 1, "--seed", 5, "--json")
+    assert result.returncode in (0, 1), result.stderr[-2000:]
+    covered = json.loads(result.stdout)["alone_op_counts"].get(compiler, {})
+    assert set(motifs.declared(ops)) <= set(covered), sorted(set(motifs.declared(ops)) - set(covered))
