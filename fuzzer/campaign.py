@@ -514,8 +514,8 @@ class Campaign:
             slots = assign_compilers(self.compile_shares, count)
         parts = single_op_parts(slots, [b.name for b in compiling])
         stored = self.corpus.alone_op_counts()
-        orders = {b.name: single_op_order(self.drawer.alone_items, stored.get(b.name, {}), self.options.seed, self.drawer.shared)
-                  for b in compiling}
+        orders = {b.name: single_op_order(self.drawer.alone_items, stored.get(b.name, {}), self.options.seed, self.drawer.shared,
+                                          self.drawer.motif_items) for b in compiling}
         return [replace(self.options.worker_config(), compilers=compilers, single_op_parts=part, single_op_orders=orders)
                 for compilers, part in zip(slots, parts)]
 

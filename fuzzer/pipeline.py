@@ -180,8 +180,8 @@ class CaseDrawer:
         self.regimes = campaign_regimes(config, backends)
         # The single-op tier's items (fuzzer/budget.py): each op, and where a regime draws motifs each
         # motif variant its ops build, whose chain is compiled alone like an op.
-        drawn_motifs = motifs.declared(self.ops) if any(regime.motifs for regime in self.regimes) else []
-        self.alone_items = self.ops + drawn_motifs
+        self.motif_items = motifs.declared(self.ops) if any(regime.motifs for regime in self.regimes) else []
+        self.alone_items = self.ops + self.motif_items
         # The value regimes the campaign allows, for the further input sets of compiled graphs.
         self.value_regimes = tuple(name for name in VALUE_REGIMES if name in {r.name for r in self.regimes})
         self._small: CaseGenerator | None = None

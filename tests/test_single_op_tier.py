@@ -19,6 +19,7 @@ from fuzzer.regimes import MIX
 from fuzzer.regions import declared_regions
 
 EAGER, JIT, CONST = "torch-eager:cpu:float32", "jax-jit:cpu:float32", "jax-jit-const:cpu:float32"
+JIT_FAULT, COLUMN = "fault-jit-addmm-column-bias", "matmul:motif=addmm/column"
 OPS = ["abs", "exp", "neg", "relu", "sigmoid", "tanh"]
 
 
@@ -28,6 +29,12 @@ def test_the_ops_compiled_alone_least_often_come_first_ties_in_the_seeds_order()
     orders = {tuple(single_op_order(OPS, {}, seed)) for seed in range(6)}
     assert len(orders) > 1 and tuple(OPS) not in orders, "ties follow the seed, not the alphabet"
     assert single_op_order(OPS, {}, 3) == single_op_order(list(reversed(OPS)), {}, 3), "the seed alone decides"
+
+
+def test_motif_keys_come_first_among_the_items_covered_as_often_derived_ops_last():
+    items = OPS + [COLUMN, "conv2d:motif=conv-bn/relu", "erfcx"]
+    order = single_op_order(items, {COLUMN: 1}, seed=4, last=["erfcx"], first=[COLUMN, "conv2d:motif=conv-bn/relu"])
+    assert order[0] == "conv2d:motif=conv-bn/relu" and set(order[1:-2]) == set(OPS) and order[-2:] == [COLUMN, "erfcx"]
 
 
 def test_the_corpus_sums_each_backends_ops_compiled_alone_over_its_campaigns(tmp_path):
@@ -73,7 +80,6 @@ def test_jax_jit_const_keeps_to_its_share_in_a_short_campaigns_accounting():
 
 
 MOTIF_FAULTS = str(Path(__file__).parent / "plugins" / "motif_faults.py")
-JIT_FAULT, COLUMN = "fault-jit-addmm-column-bias", "matmul:motif=addmm/column"
 MOTIF_OPS = ["matmul", "add", "relu"]  # build 7 motif variants: addmm (4), addmm + relu (2), mm + mm
 
 
