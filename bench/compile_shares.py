@@ -2,7 +2,7 @@
 any interpreter (a venv of an old release that runs the fuzzer itself: its jax-jit-const took 52% of
 worker time on jax 0.4.28 once), and sets each compiling backend's measured share of worker time
 (the summary's `backend_time_share`) beside the share the compile budget declared for it
-(fuzzer/budget.py, from the campaign's stored --compile-share).
+(fuzzer/running/budget.py, from the campaign's stored --compile-share).
 
     python bench/compile_shares.py --time 300 --seed 11
     python bench/compile_shares.py --python ~/venvs/jax-0.4.28/bin/python --time 300 --seed 11
@@ -24,8 +24,8 @@ import tempfile
 from pathlib import Path
 
 from fuzzer.backends import name_backend_list
-from fuzzer.budget import parse_shares
 from fuzzer.corpus import Corpus
+from fuzzer.running.budget import parse_shares
 
 REPOSITORY = Path(__file__).resolve().parent.parent
 

@@ -1,4 +1,4 @@
-"""How soon a compiler meets a fault that lives in one motif (fuzzer/motifs.py): graphs and seconds
+"""How soon a compiler meets a fault that lives in one motif (fuzzer/drawing/motifs.py): graphs and seconds
 until a campaign finds the planted jax.jit addmm column-bias fault (tests/plugins/motif_faults.py),
 per seed. Run it with the code before and after a change to the single-op tier, same seeds:
 
@@ -20,9 +20,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from fuzzer.campaign import CampaignOptions, run_campaign
 from fuzzer.corpus import Corpus
-from fuzzer.workers import warm_template
+from fuzzer.running.campaign import CampaignOptions, run_campaign
+from fuzzer.running.workers import warm_template
 
 PLUGIN = str(Path(__file__).resolve().parent.parent / "tests" / "plugins" / "motif_faults.py")
 FAULT = "fault-jit-addmm-column-bias"

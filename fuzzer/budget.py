@@ -32,7 +32,7 @@ larger share, so that each compiler keeps its share of all worker time (assign_c
 
 Novelty starts small (`tier`): most kernel bugs shrink to one or two ops, and a one-op compile
 is the cheapest, so a compiler first compiles each op of the campaign alone (SINGLE), and each
-motif variant's chain alone (fuzzer/motifs.py: matmul + a column bias; a rewrite fires only on
+motif variant's chain alone (fuzzer/drawing/motifs.py: matmul + a column bias; a rewrite fires only on
 its pattern, which drawn graphs seldom hold whole), the items it covered least often in the
 campaigns the corpus holds first, motifs first among equals (single_op_order; pipeline.alone_items);
 then small graphs of at most

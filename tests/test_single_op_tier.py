@@ -1,6 +1,6 @@
-"""Cost where it is paid (fuzzer/budget.py): a compiler's single-op tier takes the ops the corpus's
+"""Cost where it is paid (fuzzer/running/budget.py): a compiler's single-op tier takes the ops the corpus's
 stored campaigns compiled alone least often first (not the alphabet), and each motif variant's chain
-alone beside them (fuzzer/motifs.py), and a kind that compiles again for every input set
+alone beside them (fuzzer/drawing/motifs.py), and a kind that compiles again for every input set
 (jax-jit-const) pays those compiles from its share after its first graph."""
 
 from __future__ import annotations
@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 
 from conftest import fuzz
-from fuzzer import motifs
-from fuzzer.budget import SINGLE, single_op_order
 from fuzzer.corpus import Corpus
-from fuzzer.pipeline import CaseSource, Pipeline, WorkerConfig, alone_items
-from fuzzer.regimes import MIX
-from fuzzer.regions import declared_regions
+from fuzzer.drawing import motifs
+from fuzzer.drawing.regimes import MIX
+from fuzzer.drawing.regions import declared_regions
+from fuzzer.running.budget import SINGLE, single_op_order
+from fuzzer.running.pipeline import CaseSource, Pipeline, WorkerConfig, alone_items
 
 EAGER, JIT, CONST = "torch-eager:cpu:float32", "jax-jit:cpu:float32", "jax-jit-const:cpu:float32"
 JIT_FAULT, COLUMN = "fault-jit-addmm-column-bias", "matmul:motif=addmm/column"
