@@ -535,15 +535,20 @@ def resume_command(db_path: str, campaign_id: int) -> str:
 def _what_ran(progress, backends: list[str], compile_shares: dict[str, float]) -> str:
     """Per backend, the graphs and cases it really ran (compilers: structures compiled, cases per
     structure); a warning for each backend asked for that ran rarely (Progress.rarely_run)."""
-    lines = ["What ran (graphs, cases; compilers: structures compiled, cases per structure, ops compiled alone):"]
+    lines = ["What ran (graphs, cases; compilers: structures compiled, cases per structure, ops compiled alone, "
+             "motif variants compiled):"]
     per_structure = progress.cases_per_structure()
     # then the integer and complex lanes' backends (--integer-share, --complex-share), which the campaign added
     lanes = sorted(name for name in progress.backend_graphs if name not in backends)
     for name in [*backends, *lanes]:
         line = f"  {name}: {progress.backend_graphs.get(name, 0)} graphs, {progress.backend_cases.get(name, 0)} cases"
         if name in progress.compiled_structures or name in progress.budget_skipped:
+            from fuzzer.drawing.motifs import PREFIX  # imported by the campaign that ran; the CLI's start stays light
+
+            covered = progress.alone_op_counts.get(name, {})
+            chains = sum(PREFIX in item for item in covered)
             line += (f"; {progress.compiled_structures.get(name, 0)} structures, "
-                     f"{per_structure.get(name, 0):g} cases each, {len(progress.alone_op_counts.get(name, {}))} ops alone")
+                     f"{per_structure.get(name, 0):g} cases each, {len(covered) - chains} ops alone, {chains} motif variants")
         lines.append(line)
     for name in progress.rarely_run(backends, compile_shares):
         lines.append(f"Warning: {name} ran on under 5% of the cases; give it more worker time with "

@@ -338,7 +338,9 @@ class CaseReply:
     backend_graphs: dict[str, int] = field(default_factory=dict)  # per backend: graphs it ran
     backend_cases: dict[str, int] = field(default_factory=dict)  # ... input sets it was judged on
     backend_ops: dict[str, dict[str, int]] = field(default_factory=dict)  # per backend: op -> graphs with it that it ran
-    alone_ops: dict[str, dict[str, int]] = field(default_factory=dict)  # ... op -> one-op graphs of it that it ran
+    # ... single-op tier item -> graphs covering it that it ran (an op: one-op graphs; a motif key: graphs
+    # holding its chain; pipeline.alone_items)
+    alone_ops: dict[str, dict[str, int]] = field(default_factory=dict)
     found: list[FoundCase] = field(default_factory=list)
     seconds: dict[str, float] = field(default_factory=dict)  # per backend, every run of the graph (reruns included)
     worker_seconds: float = 0.0
@@ -351,8 +353,9 @@ class CaseReply:
     judged_share: dict[str, dict[str, int]] = field(default_factory=dict)  # what the oracle judged of them (fuzzer/judging/judged_share.py)
     node: dict | None = None  # Ray: the node that answered
 
-    def count(self, backends: list[str], ops: list[str], first_set: bool) -> None:
-        """One input set of a graph with `ops`, judged on `backends` (its first set: a graph they ran)."""
+    def count(self, backends: list[str], ops: list[str], first_set: bool, alone: list[str] = ()) -> None:
+        """One input set of a graph with `ops`, judged on `backends` (its first set: a graph they ran,
+        covering the single-op tier's items `alone`)."""
         self.checked += 1
         for name in backends:
             self.backend_cases[name] = self.backend_cases.get(name, 0) + 1
@@ -361,9 +364,9 @@ class CaseReply:
                 counts = self.backend_ops.setdefault(name, {})
                 for op in set(ops):
                     counts[op] = counts.get(op, 0) + 1
-                if len(ops) == 1:
-                    alone = self.alone_ops.setdefault(name, {})
-                    alone[ops[0]] = alone.get(ops[0], 0) + 1
+                for item in alone:
+                    covered = self.alone_ops.setdefault(name, {})
+                    covered[item] = covered.get(item, 0) + 1
 
     def to_dict(self) -> dict:
         return {**{name: getattr(self, name) for name in _CASE_REPLY_PLAIN}, "found": [f.to_dict() for f in self.found]}

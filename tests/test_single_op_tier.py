@@ -1,19 +1,25 @@
 """Cost where it is paid (fuzzer/running/budget.py): a compiler's single-op tier takes the ops the corpus's
-stored campaigns compiled alone least often first (not the alphabet), and a kind that compiles
-again for every input set (jax-jit-const) pays those compiles from its share after its first graph."""
+stored campaigns compiled alone least often first (not the alphabet), and each motif variant's chain
+alone beside them (fuzzer/drawing/motifs.py), and a kind that compiles again for every input set
+(jax-jit-const) pays those compiles from its share after its first graph."""
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
 from conftest import fuzz
 from fuzzer.corpus import Corpus
-from fuzzer.running.budget import single_op_order
-from fuzzer.running.pipeline import Pipeline, WorkerConfig
+from fuzzer.drawing import motifs
+from fuzzer.drawing.regimes import MIX
+from fuzzer.drawing.regions import declared_regions
+from fuzzer.running.budget import SINGLE, single_op_order
+from fuzzer.running.pipeline import CaseSource, Pipeline, WorkerConfig, alone_items
 
 EAGER, JIT, CONST = "torch-eager:cpu:float32", "jax-jit:cpu:float32", "jax-jit-const:cpu:float32"
+JIT_FAULT, COLUMN = "fault-jit-addmm-column-bias", "matmul:motif=addmm/column"
 OPS = ["abs", "exp", "neg", "relu", "sigmoid", "tanh"]
 
 
@@ -23,6 +29,12 @@ def test_the_ops_compiled_alone_least_often_come_first_ties_in_the_seeds_order()
     orders = {tuple(single_op_order(OPS, {}, seed)) for seed in range(6)}
     assert len(orders) > 1 and tuple(OPS) not in orders, "ties follow the seed, not the alphabet"
     assert single_op_order(OPS, {}, 3) == single_op_order(list(reversed(OPS)), {}, 3), "the seed alone decides"
+
+
+def test_motif_keys_come_first_among_the_items_covered_as_often_derived_ops_last():
+    items = OPS + [COLUMN, "conv2d:motif=conv-bn/relu", "erfcx"]
+    order = single_op_order(items, {COLUMN: 1}, seed=4, last=["erfcx"], first=[COLUMN, "conv2d:motif=conv-bn/relu"])
+    assert order[0] == "conv2d:motif=conv-bn/relu" and set(order[1:-2]) == set(OPS) and order[-2:] == [COLUMN, "erfcx"]
 
 
 def test_the_corpus_sums_each_backends_ops_compiled_alone_over_its_campaigns(tmp_path):
@@ -65,3 +77,59 @@ def test_jax_jit_const_keeps_to_its_share_in_a_short_campaigns_accounting():
             taken += 1
             assert charged + expected <= 0.5 * worker_seconds
     assert taken >= 1, "a graph after the first, whose start the share decided"
+
+
+MOTIF_FAULTS = str(Path(__file__).parent / "plugins" / "motif_faults.py")
+MOTIF_OPS = ["matmul", "add", "relu"]  # build 7 motif variants: addmm (4), addmm + relu (2), mm + mm
+
+
+def test_each_motif_variant_is_an_item_of_the_single_op_tier_drawn_as_its_chain_alone():
+    """Every declared variant's tier graph holds its chain and nothing else, and counts as covering it."""
+    ops = sorted({motifs.head_op(v) for _, v in motifs.VARIANTS} | {op for _, v in motifs.VARIANTS for s in v.steps
+                                                                     for op in s.ops} | {"transpose"})
+    drawer = Pipeline(WorkerConfig(backends=[EAGER, JIT], ops=ops, seed=2)).drawer
+    keys = [item for item in drawer.alone_items if motifs.PREFIX in item]
+    assert keys == motifs.declared(ops) and len(keys) == len(motifs.VARIANTS)
+    for key in keys:
+        graph = drawer.graph_case(CaseSource(0, SINGLE, key)).graph
+        chain = motifs.find(key)
+        assert key in alone_items(graph), key
+        assert len(graph.nodes) == 1 + len(chain.steps) + (chain.head == "scores") + ("mm-plus-mm" in key), (key, graph.op_names())
+    # Without a regime that draws motifs (`--regimes small`), the tier holds the ops alone.
+    plain = Pipeline(WorkerConfig(backends=[EAGER, JIT], ops=ops, seed=2, regimes=["small"])).drawer
+    assert plain.alone_items == plain.ops
+
+
+def _tier_campaign(db, backends: list[str], graphs: int, *options) -> dict:
+    result = fuzz("run", "--db", db, "--plugin", MOTIF_FAULTS, "--backends", ",".join(backends), "--ops", ",".join(MOTIF_OPS),
+                  "--compile-share", "1", "--compiled-inputs", 1, "--max-cases", graphs, "--workers", 1, "--seed", 5,
+                  "--shrink-time", 1, "--json", *options)
+    assert result.returncode in (0, 1), result.stderr[-2000:]
+    return json.loads(result.stdout)
+
+
+@pytest.mark.slow  # a campaign of 20 graphs, jax-jit compiling on nearly every one: ~30 s
+def test_a_campaign_of_20_graphs_compiles_every_motif_variant_and_finds_a_fault_in_one_alone(tmp_path):
+    """7 motif variants and 3 ops alone, every third compile a drawn graph: at most 15 compiles (a chain
+    holding another covers both), taken on nearly every graph at a share of 1. The planted fault (jax.jit
+    with a column bias after a matmul rolled by a row) is found by its compile of a chain that holds
+    addmm/column (bench/motif_tier.py: graphs to find it, before and after)."""
+    declared = [key for key in declared_regions(MOTIF_OPS, MIX) if motifs.PREFIX in key]
+    summary = _tier_campaign(tmp_path / "fuzz.db", [EAGER, JIT_FAULT], 20)
+    covered = summary["alone_op_counts"][JIT_FAULT]
+    assert len(declared) == 7 and set(declared) <= set(covered), sorted(set(declared) - set(covered))
+    assert summary["new_buckets"] >= 1
+    buckets = json.loads(fuzz("list", "--db", tmp_path / "fuzz.db", "--json").stdout)
+    assert any(JIT_FAULT in bucket["signature"] for bucket in buckets), buckets
+
+
+@pytest.mark.long  # 29 motif chains and 19 ops alone, 72 compiles: torch.compile ~4 minutes
+@pytest.mark.parametrize("compiler", ["torch-compile:cpu:float32", JIT])
+def test_torch_compile_and_jax_jit_compile_every_motif_variant_early(tmp_path, compiler):
+    ops = sorted({motifs.head_op(v) for _, v in motifs.VARIANTS} | {op for _, v in motifs.VARIANTS for s in v.steps
+                                                                     for op in s.ops} | {"transpose"})
+    result = fuzz("run", "--db", tmp_path / "fuzz.db", "--backends", f"{EAGER},{compiler}", "--ops", ",".join(ops),
+                  "--compile-share", "0.9", "--compiled-inputs", 1, "--max-cases", 90, "--workers", 1, "--seed", 5, "--json")
+    assert result.returncode in (0, 1), result.stderr[-2000:]
+    covered = json.loads(result.stdout)["alone_op_counts"].get(compiler, {})
+    assert set(motifs.declared(ops)) <= set(covered), sorted(set(motifs.declared(ops)) - set(covered))

@@ -328,8 +328,9 @@ class Queries(CorpusFile):
         return found
 
     def alone_op_counts(self) -> dict[str, dict[str, int]]:
-        """Per backend, op -> one-op graphs of it the backend ran (a compiler's single-op tier), summed
-        over every stored campaign's checkpoint (a damaged entry counts nothing)."""
+        """Per backend, single-op tier item -> graphs covering it the backend ran (an op: one-op graphs;
+        a motif key: graphs holding its chain; pipeline.alone_items), summed over every stored campaign's
+        checkpoint (a damaged entry counts nothing)."""
         summed: dict[str, dict[str, int]] = {}
         for _, checkpoint in self._checkpoints():
             per_backend = checkpoint.get("alone_op_counts")

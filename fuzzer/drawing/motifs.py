@@ -18,7 +18,8 @@ that head). A motif graph is a graph like any other: stored, shrunk, replayed an
 Each variant is a region key `HEAD:motif=NAME/VARIANT` (`matmul:motif=addmm/column`), held by the
 head node of every chain that matches it (`matched`), however it was drawn: a shrunk case keeps the
 key while it keeps the chain. A campaign whose regimes draw motifs declares the keys of the variants
-its ops can build (fuzzer/drawing/regions.py), counts them and steers to those not covered yet.
+its ops can build (fuzzer/drawing/regions.py), counts them and steers to those not covered yet. Each is also
+an item of a compiler's one-op tier (fuzzer/running/budget.py): its chain alone is compiled early, as each op is.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from typing import Callable
 
 from hypothesis import strategies as st
 
+from fuzzer.ir import infer_shapes
 from fuzzer.ops._common import DIMS
 
 PREFIX = "motif="
@@ -310,3 +312,8 @@ def matched(graph, shapes: dict) -> dict[str, set[str]]:
                 found.setdefault(node.name, set()).add(region(motif, variant))
     return found
 
+
+def held(graph) -> set[str]:
+    """The motif keys (`HEAD:motif=NAME/VARIANT`) of the chains `graph` holds."""
+    ops = {node.name: node.op for node in graph.nodes}
+    return {f"{ops[name]}:{region}" for name, regions in matched(graph, infer_shapes(graph)).items() for region in regions}

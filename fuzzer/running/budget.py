@@ -31,11 +31,14 @@ The cold start is also paid by few workers: with several, each runs only some co
 larger share, so that each compiler keeps its share of all worker time (assign_compilers).
 
 Novelty starts small (`tier`): most kernel bugs shrink to one or two ops, and a one-op compile
-is the cheapest, so a compiler first compiles each op of the campaign alone (SINGLE: the ops it
-compiled alone least often in the campaigns the corpus holds first, single_op_order), then
-small graphs of at most SMALL_NODES nodes (SMALL) until it has compiled as many as there are
-ops, and then the drawn graphs (WHOLE). Every WHOLE_EVERY-th compile is a drawn graph in any
-tier, so composed structures (conv -> transpose -> layer_norm) are reached from the start.
+is the cheapest, so a compiler first compiles each op of the campaign alone (SINGLE), and each
+motif variant's chain alone (fuzzer/drawing/motifs.py: matmul + a column bias; a rewrite fires only on
+its pattern, which drawn graphs seldom hold whole), the items it covered least often in the
+campaigns the corpus holds first, motifs first among equals (single_op_order; pipeline.alone_items);
+then small graphs of at most
+SMALL_NODES nodes (SMALL) until it has compiled as many as there are items, and then the drawn
+graphs (WHOLE). Every WHOLE_EVERY-th compile is a drawn graph in any tier, so composed structures
+(conv -> transpose -> layer_norm) are reached from the start.
 
 Everything here is plain bookkeeping on numbers: the pipeline feeds it measured seconds.
 """
@@ -201,16 +204,20 @@ def single_op_parts(slots: list[dict[str, float] | None], compilers: list[str]) 
             for slot in range(len(slots))]
 
 
-def single_op_order(ops: list[str], alone_counts: dict[str, int], seed: int, last: list[str] = ()) -> list[str]:
-    """`ops` in the order a compiler's single-op tier takes them: those it compiled alone least often
-    in the stored campaigns (`alone_counts`, op -> one-op graphs) first, ties in an order drawn from
-    the campaign's `seed`. In list order, a compiler that gets through 30 of 114 ops alone in a
-    short campaign (13 s a compile on a loaded machine) compiled the same first 30 every time. The
-    ops of `last` (a default campaign's derived ops, drawn at a share of graphs) come after all others."""
+def single_op_order(ops: list[str], alone_counts: dict[str, int], seed: int, last: list[str] = (),
+                    first: list[str] = ()) -> list[str]:
+    """`ops` (the single-op tier's items: ops and motif keys) in the order a compiler's single-op tier
+    takes them: those it covered least often in the stored campaigns (`alone_counts`, item -> graphs:
+    pipeline.alone_items) first, ties in an order drawn from the campaign's `seed`. In list order, a compiler
+    that gets through 30 of 114 ops alone in a short campaign (13 s a compile on a loaded machine)
+    compiled the same first 30 every time. The ops of `last` (a default campaign's derived ops, drawn
+    at a share of graphs) come after all others; the items of `first` (the motif keys) before the
+    others covered as often: a drawn graph seldom holds a motif's whole chain (none in 3,000 graphs
+    of the big-contraction regime before motifs), while every drawn graph a compiler takes holds ops."""
     shuffled = sorted(ops)
     random.Random(seed).shuffle(shuffled)
-    later = set(last)
-    return sorted(shuffled, key=lambda op: (op in later, alone_counts.get(op, 0)))
+    later, earlier = set(last), set(first)
+    return sorted(shuffled, key=lambda op: (op in later, alone_counts.get(op, 0), op not in earlier))
 
 
 def slot_shares(shares: dict[str, float], parts: dict[str, float]) -> dict[str, float]:
@@ -223,9 +230,10 @@ def slot_shares(shares: dict[str, float], parts: dict[str, float]) -> dict[str, 
 class CompileBudget:
     def __init__(self, shares: dict[str, float], ops: list[str] = (), parts: dict[str, list[int]] | None = None,
                  orders: dict[str, list[str]] | None = None):
-        """`ops`: the campaign's ops, each compiled alone first (the SINGLE tier), each compiler's
-        part of them (`parts`, single_op_parts; all where not given) before the others, in its order
-        (`orders`, single_op_order; the campaign's where not given)."""
+        """`ops`: the SINGLE tier's items, each compiled alone first: the campaign's ops and motif
+        keys (pipeline.CaseDrawer.alone_items); each compiler's part of them (`parts`,
+        single_op_parts; all where not given) before the others, in its order (`orders`,
+        single_op_order; the campaign's where not given)."""
         self.shares = dict(shares)
         self.ops = list(ops)
         self.parts = dict(parts or {})
@@ -236,7 +244,7 @@ class CompileBudget:
         self.compiled = {name: 0 for name in shares}  # graphs compiled, the uncharged first one included
         self.cold_start = {name: None for name in shares}  # seconds of the first compile, once paid
         self.small_compiled = {name: 0 for name in shares}
-        self.singles_done: dict[str, set] = {name: set() for name in shares}  # ops compiled alone (or undrawable)
+        self.singles_done: dict[str, set] = {name: set() for name in shares}  # items (ops, motif keys) compiled alone (or undrawable)
         self.seen_pairs: dict[str, set] = {name: set() for name in shares}
         self.seen_nodes: dict[str, set] = {name: set() for name in shares}
 
@@ -277,15 +285,16 @@ class CompileBudget:
         return SMALL if self.small_compiled[backend] < len(self.ops) else WHOLE
 
     def uncovered_ops(self, backend: str) -> list[str]:
-        """The ops of its part that `backend` has not compiled alone yet, in its order; once they are
-        done, every op it has not."""
+        """The items (ops, motif keys) of its part that `backend` has not compiled alone yet, in its
+        order; once they are done, every item it has not."""
         position, count = self.parts.get(backend, (0, 1))
         done, ordered = self.singles_done[backend], self.orders.get(backend, self.ops)
         mine = [op for k, op in enumerate(ordered) if k % count == position and op not in done]
         return mine or [op for op in ordered if op not in done]
 
     def cover_single(self, backend: str, op: str) -> None:
-        """`op` needs no more one-op compiles by `backend`: it compiled one, or none can be drawn or run."""
+        """`op` (or a motif key) needs no more compiles alone by `backend`: it compiled one, or none can
+        be drawn or run."""
         self.singles_done[backend].add(op)
 
     def charge(self, backend: str, seconds: float, features: tuple[frozenset, frozenset], tier: str) -> None:

@@ -104,7 +104,7 @@ class Progress:
     backend_graphs: dict = field(default_factory=dict)  # per backend: graphs it ran (compilers: their one-op and small ones too)
     backend_cases: dict = field(default_factory=dict)  # ... input sets it was judged on
     backend_op_counts: dict = field(default_factory=dict)  # ... op -> graphs with that op it ran (the report's coverage)
-    alone_op_counts: dict = field(default_factory=dict)  # ... op -> one-op graphs of it that it ran (a compiler's single-op tier)
+    alone_op_counts: dict = field(default_factory=dict)  # ... single-op tier item (op, motif key) -> graphs covering it (pipeline.alone_items)
     compiled_structures: dict = field(default_factory=dict)  # per compiling backend: new graphs compiled
     compiled_by_slot: dict = field(default_factory=dict)  # ... per worker slot ("0", "1", ...): compiler affinity
     not_compiled: dict = field(default_factory=dict)  # ... given a graph it could not compile (a graph break)
@@ -523,8 +523,8 @@ class Campaign:
             slots = assign_compilers(self.compile_shares, count)
         parts = single_op_parts(slots, [b.name for b in compiling])
         stored = self.corpus.alone_op_counts()
-        orders = {b.name: single_op_order(self.drawer.ops, stored.get(b.name, {}), self.options.seed, self.drawer.shared)
-                  for b in compiling}
+        orders = {b.name: single_op_order(self.drawer.alone_items, stored.get(b.name, {}), self.options.seed, self.drawer.shared,
+                                          self.drawer.motif_items) for b in compiling}
         return [replace(self.options.worker_config(), compilers=compilers, single_op_parts=part, single_op_orders=orders)
                 for compilers, part in zip(slots, parts)]
 

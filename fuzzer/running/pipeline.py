@@ -26,13 +26,14 @@ from fuzzer.running.dtype_families import budget_account, drawn_dtype, family_la
 from fuzzer.running.budget import (DEFAULT_SHARE, SINGLE, SMALL, SMALL_NODES, WHOLE, CompileBudget, graph_features, parse_shares,
                            slot_shares)
 from fuzzer import verdicts
+from fuzzer.drawing import motifs
 from fuzzer.drawing.generate import CaseGenerator
 from fuzzer.drawing.regimes import COMPLEX_REGIMES, INTEGER_REGIMES, Regime, parse_regime_list
 from fuzzer.drawing.region_pairs import focus_of, node_pairs
 from fuzzer.drawing.regions import dtype_regions, keys_of, node_regions
 from fuzzer.drawing.shape_variants import shape_variant
 from fuzzer.errors import DevicePoisoned, DiskFull, InternalError, UserError, fills_disk, poisons_device
-from fuzzer.ir import Case
+from fuzzer.ir import Case, Graph
 from fuzzer.judging import judged_share
 from fuzzer.judging.check import CaseResult, Finding, check_case, still_fails_predicate
 from fuzzer.judging.localize import NodeIsolation
@@ -47,7 +48,7 @@ from fuzzer.shrinking.shrink import shrink_case
 from fuzzer.triaging.known import Registry
 
 THREADS_ENV = "FUZZ_WORKER_THREADS"
-SINGLE_DRAWS = 4  # seeds a compiler tries for an op's one-op graph before leaving the op to the other tiers
+SINGLE_DRAWS = 4  # seeds a compiler tries for an op's one-op graph (or a motif's) before leaving it to the other tiers
 
 
 @dataclass
@@ -167,6 +168,12 @@ class CaseSource:
         return [self.index, self.tier, self.op, self.input_set, self.focus]
 
 
+def alone_items(graph: Graph) -> list[str]:
+    """The single-op tier's items (fuzzer/running/budget.py) `graph` covers: its op where it has one node, and
+    the keys of the motif variants whose chain it holds (fuzzer/drawing/motifs.py)."""
+    return [op for op in graph.op_names() if len(graph.nodes) == 1] + sorted(motifs.held(graph))
+
+
 class CaseDrawer:
     """Every case of a campaign from its CaseSource (the workers and the parent draw alike). In a float
     campaign with dtype families, a family graph's index is drawn by its dtype's lane, a CaseDrawer of its
@@ -185,6 +192,10 @@ class CaseDrawer:
         # and compiles them alone first (their share is what it gives the derived ops).
         self.shared = [name for name in self.ops if get_op(name).family == DERIVED_FAMILY] if drawn_derived_share(config) else []
         self.regimes = campaign_regimes(config, backends)
+        # The single-op tier's items (fuzzer/running/budget.py): each op, and where a regime draws motifs each
+        # motif variant its ops build, whose chain is compiled alone like an op.
+        self.motif_items = motifs.declared(self.ops) if any(regime.motifs for regime in self.regimes) else []
+        self.alone_items = self.ops + self.motif_items
         # The value regimes the campaign allows, for the further input sets of compiled graphs.
         self.value_regimes = tuple(name for name in VALUE_REGIMES if name in {r.name for r in self.regimes})
         self._small: CaseGenerator | None = None
@@ -203,15 +214,27 @@ class CaseDrawer:
             return self.lane(source.index).graph_case(source)
         seed = seed_for(self.config.seed, source.index)
         if source.tier == SINGLE:
-            if source.op not in self._single:
-                self._single[source.op] = CaseGenerator([source.op], 1, self.regimes)
-            return self._single[source.op].case(seed + 1)
+            return self._alone_case(source.op, seed + 1)
         if source.tier == SMALL:
             if self._small is None:
                 self._small = CaseGenerator(self.ops, min(SMALL_NODES, self.config.max_nodes), self.regimes,
                                             drawn_derived_share(self.config))
             return self._small.case(seed + 2)
         return self.whole.case(seed, focus_of(source.focus) if source.focus else None)
+
+    def _alone_case(self, item: str, seed: int) -> Case:
+        """A single-op tier item's graph: the op alone, or a motif variant's chain alone (drawn from the
+        campaign's ops, steered to its key)."""
+        if motifs.find(item) is None:
+            if item not in self._single:
+                self._single[item] = CaseGenerator([item], 1, self.regimes)
+            return self._single[item].case(seed)
+        if motifs.PREFIX not in self._single:
+            self._single[motifs.PREFIX] = CaseGenerator(self.ops, 1, self.regimes)
+        case = self._single[motifs.PREFIX].case(seed, focus_of(item))
+        if item not in motifs.held(case.graph):
+            raise InternalError(f"hypothesis drew no chain of {item} from seed {seed}")
+        return case
 
     def plain_sets(self, source: CaseSource) -> int:
         """Input sets drawn from the graph's own regime: --inputs-per-graph for the drawn graph, one for
@@ -333,7 +356,7 @@ class Pipeline:
             shares = split_budget(shares, self.accounts, config.integer_share + config.complex_share)
         # Nothing but compilers (jax-jit against jax-jit@old-jax): there is no cheap tier to share
         # the worker with, so every compiler takes every drawn graph (a budget would only idle it).
-        self.budget = (CompileBudget(shares, self.drawer.ops, config.single_op_parts, config.single_op_orders)
+        self.budget = (CompileBudget(shares, self.drawer.alone_items, config.single_op_parts, config.single_op_orders)
                        if len(compiling) < len(self.drawer.backends) else None)
         self.gate = FirstCompileGate(config.first_compile_dir)
         self.backend_seconds: dict[str, float] = {}  # every run of the current graph, reruns included
@@ -406,7 +429,12 @@ class Pipeline:
         if tier != SINGLE:
             return CaseSource(index, tier)
         # The least compiled alone first: the workers running a compiler take parts of its order (single_op_parts).
-        return CaseSource(index, SINGLE, self.budget.uncovered_ops(backend.name)[0])
+        items = self.budget.uncovered_ops(backend.name)
+        if self.budget.compiled[backend.name] == 0:
+            # Its cold start, which its share is not charged, on one op alone: the cheapest compile (a motif's
+            # chain holds up to six nodes).
+            items = [item for item in items if item not in self.drawer.motif_items] or items
+        return CaseSource(index, SINGLE, items[0])
 
     def _gave_up_drawing(self, op: str) -> bool:
         """Counts one more failed draw of `op`'s one-op graph; True once there are SINGLE_DRAWS (other
@@ -446,8 +474,11 @@ class Pipeline:
                     continue
                 self.budget.charge(self.accounts[name], self.backend_seconds[name] + self.overhead.get(name, 0.0),
                                    graph_features(graph_case.graph, lane.dtype), source.tier)
-                if source.tier == SINGLE:
-                    self.budget.cover_single(name, source.op)
+                if self.accounts[name] != name:  # a family lane's compiler: no one-op tier of its own
+                    continue
+                # Its tier item, and every other it compiled on the way (addmm + relu holds addmm's chain).
+                for item in ([source.op] if source.tier == SINGLE else []) + alone_items(graph_case.graph):
+                    self.budget.cover_single(name, item)
             self.budget.advance(time.perf_counter() - start)
         reply.seconds = self.backend_seconds
         reply.worker_seconds = time.perf_counter() - start
@@ -489,7 +520,8 @@ class Pipeline:
                 self.pairs |= node_pairs(regions)
 
             result = check_case(current, backends, self.config.reruns, self.runner, on_reference=on_reference)
-            reply.count([b.name for b in backends], current.graph.op_names(), first_set=number == 0)
+            reply.count([b.name for b in backends], current.graph.op_names(), number == 0,
+                        alone_items(current.graph) if number == 0 else ())
             if all(b.expensive for b in backends):  # judging, localizing, other backends' runs (an inherited check)
                 overhead = time.perf_counter() - began - (sum(self.backend_seconds.get(b.name, 0.0) for b in backends) - ran_before)
                 for backend in backends:

@@ -5,6 +5,8 @@
   (N > 1) and a graph input of shape (M, 1), a column bias, row i gets row i - 1's bias (the bias
   rolled by one row). Every other add is right: a row bias (1, N), a full one, a column bias added to
   anything but a matmul.
+- `fault-jit-addmm-column-bias`: the same bias rolled under jax.jit, a compiler whose compile budget
+  gives it a share of the graphs (tests/test_single_op_tier.py: found at its compile of the motif alone).
 """
 
 from dataclasses import replace
@@ -32,3 +34,4 @@ def shift_column_bias(case):
 
 def register(api):
     api.add_transformation("fault-addmm-column-bias", "torch-eager:cpu:float32", shift_column_bias)
+    api.add_transformation("fault-jit-addmm-column-bias", "jax-jit:cpu:float32", shift_column_bias)
