@@ -150,8 +150,9 @@ def _form(name: str) -> OpDef:
 
 def _check_arithmetic(arithmetic) -> None:
     """Refuse an `arithmetic` attribute that is not a declared form with its constants, each a number in its interval."""
-    check(isinstance(arithmetic, dict) and arithmetic.get("form") in FORMS,
-          f"{ARITHMETIC} {str(arithmetic)[:80]} names no arithmetic form; use one of {', '.join(FORMS)} as its 'form'")
+    check(isinstance(arithmetic, dict), f"{ARITHMETIC} {str(arithmetic)[:80]} must be an object of a 'form' and its constants")
+    check(arithmetic.get("form") in FORMS,
+          f"{ARITHMETIC} form {str(arithmetic.get('form'))[:40]!r} is not declared; use one of {', '.join(FORMS)}")
     constants = FORMS[arithmetic["form"]][1]
     given = set(arithmetic) - {"form"}
     check(given == set(constants), f"{ARITHMETIC} form {arithmetic['form']} takes the constants "
