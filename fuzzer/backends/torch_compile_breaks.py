@@ -22,6 +22,17 @@ from fuzzer.program_ops import FORMS, ITEM
 GRAPH_COUNT = "print(f'dynamo graphs: {torch._dynamo.utils.counters[\"stats\"][\"unique_graphs\"]}', file=sys.stderr)"
 
 
+def _forget_automatic_dynamic() -> None:
+    """Forget which numbers and sizes dynamo saw change: it keeps that per code location (torch._dynamo.pgo, torch 2.5
+    on), which a fresh compile of the same step shares, so a rerun would make a number symbolic a call sooner (a rerun
+    that differs: a nondeterministic verdict). Only dynamic=None compiles read it; older releases keep it per code object."""
+    import torch._dynamo
+
+    pgo = getattr(torch._dynamo, "pgo", None)
+    if pgo is not None:
+        pgo.reset_code_state()
+
+
 class TorchCompileBreaks(TorchCompile):
     kind = "torch-compile-breaks"
     description = "torch.compile (inductor), fullgraph=False: a program's .item() breaks the graph; programs only"
@@ -43,6 +54,7 @@ class TorchCompileBreaks(TorchCompile):
         # Compiled afresh for every input set, as in a reproducer's process: which graphs a step recompiles depends
         # on the numbers read before it in this run, not on the cases that ran before.
         COMPILED.entries.pop(self.cache_key(graph), None)
+        _forget_automatic_dynamic()
         return super()._execute(graph, inputs, params)
 
     def _traced_impl(self, op: str):
