@@ -20,8 +20,8 @@ import numpy as np
 import pytest
 
 from data.build_oracle_golden import FOLDER, PARTS, judged_reference
+from fuzzer.drawing.regimes import REGIMES
 from fuzzer.ir import Case, Graph
-from fuzzer.regimes import REGIMES
 from fuzzer.verdicts import AGREE, ALL_ZEROS, CONSTANT, MISMATCH, NAN_INF
 
 SAMPLE_EVERY = 12  # of the cases where every backend agrees

@@ -1,4 +1,4 @@
-"""A program's write reading its scalar at run time with `.item()` (fuzzer/program.py, `scalar_reads`), a sum over
+"""A program's write reading its scalar at run time with `.item()` (fuzzer/programs/program.py, `scalar_reads`), a sum over
 a selection whose size depends on the values (`masked_select_sum`), torch-compile-capture, where dynamo
 captures both, and torch-compile-breaks, where `.item()` breaks the graph."""
 
@@ -15,7 +15,7 @@ from fuzzer.arrays import to_base64
 from fuzzer.backends import get_backend
 from fuzzer.corpus.case_forms import EXPORT_FORMAT, EXPORT_VERSION
 from fuzzer.ir import Case, Graph, Node, TensorSpec
-from fuzzer.program_ops import FORMS
+from fuzzer.programs.statements import FORMS
 
 PLUGIN = str(Path(__file__).parent / "plugins" / "program_faults.py")
 
@@ -104,7 +104,7 @@ def test_a_compile_of_one_whole_graph_runs_no_branch_on_a_value(kind):
 
 
 def test_a_branch_s_script_writes_the_if_on_item_literally_and_exits_0_where_torch_is_right(tmp_path):
-    from fuzzer.minimal_reproducer import build_minimal_script
+    from fuzzer.reproducers.minimal_reproducer import build_minimal_script
     from test_reproducers import _run
 
     script = build_minimal_script(Case(BRANCHED, BRANCH_ARRAYS), get_backend("torch-eager:cpu:float32"), "a branch")
@@ -169,7 +169,7 @@ def test_torch_compile_breaks_ends_the_graph_at_item_and_resumes_in_a_graph_reco
     """fullgraph=False, capture off: the graph of the mean, the break, then the resumed graph of addcmul_ taking the
     number as a constant, compiled for 1.5 and again for 3 (the second step): three graphs, as its script says."""
     import torch._dynamo
-    from fuzzer.minimal_reproducer import build_minimal_script
+    from fuzzer.reproducers.minimal_reproducer import build_minimal_script
     from test_reproducers import _run
 
     backend = get_backend("torch-compile-breaks:cpu:float32")
@@ -284,7 +284,7 @@ SHARED_ARRAYS = {"x": np.ones(3, np.float32), "m": np.arange(3, dtype=np.float32
 
 def test_a_number_read_once_feeds_every_later_write_that_reads_the_value_until_its_memory_is_written():
     from fuzzer.ir import infer_shapes
-    from fuzzer.program import shared_reads
+    from fuzzer.programs.program import shared_reads
 
     assert shared_reads(SHARED, infer_shapes(SHARED)) == {"a": "a", "b": "a"}
     rewritten = Graph(SHARED.inputs, SHARED.nodes[:2] + (Node("w", "fill_", ("s",), {"value": 1.0}),) + SHARED.nodes[2:],
@@ -293,7 +293,7 @@ def test_a_number_read_once_feeds_every_later_write_that_reads_the_value_until_i
 
 
 def test_a_script_reads_a_shared_number_once_and_writes_its_arithmetic_literally_and_exits_0_where_torch_is_right(tmp_path):
-    from fuzzer.minimal_reproducer import build_minimal_script
+    from fuzzer.reproducers.minimal_reproducer import build_minimal_script
     from test_reproducers import _run
 
     script = build_minimal_script(Case(SHARED, SHARED_ARRAYS), get_backend("torch-eager:cpu:float32"), "a shared number")

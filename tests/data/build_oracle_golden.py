@@ -12,8 +12,8 @@ build side by side: PART.json.gz and PART.npz each.
 
 Rebuild it only when the oracle's behaviour changes on purpose, and say so in the commit.
 
-What it stores, with a fixed seed: cases drawn by the campaign's generator (fuzzer/generate.py)
-in every regime of fuzzer/regimes.py, kept where they are small (a few large ones per large
+What it stores, with a fixed seed: cases drawn by the campaign's generator (fuzzer/drawing/generate.py)
+in every regime of fuzzer/drawing/regimes.py, kept where they are small (a few large ones per large
 regime; none of the big-contraction regimes, whose every dim is 128 .. 512: a megabyte a case),
 each run on the cheap backends of every float dtype (torch-eager in float32, float16, bfloat16
 and float64, numpy-ref in float32 and float16, jax-eager in float32 on a share), and a
@@ -41,11 +41,11 @@ import numpy as np
 from fuzzer import oracle
 from fuzzer.arrays import materialize, regime_profiles
 from fuzzer.backends import parse_backend_list
-from fuzzer.execute import OK, run_backend
-from fuzzer.generate import CaseGenerator
+from fuzzer.drawing.generate import CaseGenerator
+from fuzzer.drawing.regimes import BY_NAME, REGIMES, Regime
 from fuzzer.ir import Case, Graph, Node, TensorSpec
-from fuzzer.pipeline import campaign_ops, seed_for
-from fuzzer.regimes import BY_NAME, REGIMES, Regime
+from fuzzer.running.execute import OK, run_backend
+from fuzzer.running.pipeline import campaign_ops, seed_for
 
 FOLDER = Path(__file__).parent / "oracle_golden"
 SEED = 49
