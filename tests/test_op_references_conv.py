@@ -18,8 +18,8 @@ from numpy.testing import assert_allclose
 
 from fuzzer.errors import ShapeError
 from fuzzer.ops import get_op
-from fuzzer.ops.pool import adaptive_bounds, pooled_size
 from fuzzer.ops._common import DIMS
+from fuzzer.ops.pool import adaptive_bounds, pooled_size
 from fuzzer.ops.resize import scaled_size
 from test_op_references import ref
 

@@ -15,6 +15,7 @@ from fuzzer.arrays import to_base64
 from fuzzer.backends import get_backend
 from fuzzer.corpus.case_forms import EXPORT_FORMAT, EXPORT_VERSION
 from fuzzer.ir import Case, Graph, Node, TensorSpec
+from fuzzer.programs.statements import FORMS
 
 PLUGIN = str(Path(__file__).parent / "plugins" / "program_faults.py")
 
@@ -235,3 +236,85 @@ def test_a_short_campaign_finds_a_scalar_read_in_the_wrong_dtype_and_its_minimal
     assert f"for step in range({graph['steps']}):" in script and ".item()" in script, script
     ran = _run(script, tmp_path, None)
     assert ran.returncode == 1 and "MISMATCH" in ran.stdout + ran.stderr, ran.stdout + ran.stderr
+
+
+# Python arithmetic on the number read (program_ops.FORMS): x.addcmul_(ones, ones, value=2 * x.mean().item() - 0.5) from
+# x = [1, 2]: the mean is 1.5, so the value 2.5 and x [3.5, 4.5]; then the mean 4, the value 7.5 and x [11, 12].
+SCALED = Graph(MEAN_SCALED.inputs, (MEAN_SCALED.nodes[0], Node("update", "addcmul_", ("x", "ones", "ones", "scalar"), {
+    "item": "value", "arithmetic": {"form": "scale_shift", "c": 2.0, "d": -0.5}})), ("update",), steps=2)
+SCALED_EXPECTED = [[3.5, 4.5], [11, 12], [11, 12]]
+
+
+@pytest.mark.parametrize("backend", QUICK + [pytest.param("torch-compile-capture:cpu:float32", marks=pytest.mark.slow)])
+def test_a_scalar_computed_in_python_from_the_number_read_takes_the_form_s_value_at_each_step(backend):
+    results = get_backend(backend).run(Case(SCALED, ARRAYS))
+    assert [list(result) for result in results] == SCALED_EXPECTED
+
+
+@pytest.mark.parametrize("form", sorted(FORMS))
+def test_every_arithmetic_form_is_defined_for_every_number_its_constants_allow(form):
+    compute, constants, _ = FORMS[form]
+    for corner in ({key: c.low for key, c in constants.items()}, {key: c.high for key, c in constants.items()}):
+        for number in (0.0, -0.0, 1e-300, -1e300, 3.4e38, float("inf"), float("-inf")):
+            assert np.isfinite(compute([number], {}, corner)) or not np.isfinite(number), (corner, number)
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"form": "exec"}, "arithmetic form 'exec' is not declared; use one of scale_shift, bias_correction, power_complement, damped"),
+    ({"c": float("nan")}, "arithmetic constant c = nan must be a number in [-4.0, 4.0]"),
+    ({"e": 1.0}, "arithmetic form scale_shift takes the constants c, d, got c, d, e"),
+])
+def test_a_case_file_naming_an_arithmetic_form_outside_the_declared_ones_exits_2_with_one_sentence(tmp_path, change, message):
+    graph = json.loads(json.dumps(SCALED.to_dict()))
+    graph["nodes"][1]["attrs"]["arithmetic"].update(change)
+    case_file = _case_file(tmp_path, graph, ARRAYS)
+    done = fuzz("import", "--db", tmp_path / "fuzz.db", case_file)
+    assert done.returncode == 2 and message in done.stderr, done.stderr
+    assert done.stderr.strip().count(". ") == 0 and "Traceback" not in done.stderr
+    assert not (tmp_path / "fuzz.db").exists()
+
+
+# s = x.mean().item() read once for x.add_(m, alpha=s) and then x.mul_(s), as an optimizer reads its step size once.
+SHARED = Graph(
+    (TensorSpec("x", (3,)), TensorSpec("m", (3,))),
+    (Node("s", "mean", ("x",), {"dims": [0], "keepdim": False}), Node("a", "add_", ("x", "m", "s"), {"item": "alpha"}),
+     Node("b", "mul_", ("x", "s"), {"item": "other", "arithmetic": {"form": "damped", "c": 2.0}})), ("b",), steps=3)
+SHARED_ARRAYS = {"x": np.ones(3, np.float32), "m": np.arange(3, dtype=np.float32)}
+
+
+def test_a_number_read_once_feeds_every_later_write_that_reads_the_value_until_its_memory_is_written():
+    from fuzzer.ir import infer_shapes
+    from fuzzer.programs.program import shared_reads
+
+    assert shared_reads(SHARED, infer_shapes(SHARED)) == {"a": "a", "b": "a"}
+    rewritten = Graph(SHARED.inputs, SHARED.nodes[:2] + (Node("w", "fill_", ("s",), {"value": 1.0}),) + SHARED.nodes[2:],
+                      ("b",), steps=3)
+    assert shared_reads(rewritten, infer_shapes(rewritten)) == {"a": "a", "b": "b"}, "s was written: read it again"
+
+
+def test_a_script_reads_a_shared_number_once_and_writes_its_arithmetic_literally_and_exits_0_where_torch_is_right(tmp_path):
+    from fuzzer.reproducers.minimal_reproducer import build_minimal_script
+    from test_reproducers import _run
+
+    script = build_minimal_script(Case(SHARED, SHARED_ARRAYS), get_backend("torch-eager:cpu:float32"), "a shared number")
+    assert "    a_number = s.item()  # one number for every statement that reads it\n" in script, script
+    assert "alpha=a_number)" in script and "other=2.0 / (1 + abs(a_number)))" in script, script
+    assert _run(script, tmp_path, None).returncode == 0
+
+
+@pytest.mark.slow
+def test_a_short_campaign_finds_arithmetic_on_the_number_read_rounded_to_half_and_not_without_that_arithmetic(tmp_path):
+    from test_reproducers import _run
+
+    rows, shrunk = planted_fault_campaign(tmp_path, PLUGIN, "fault-half-correction", "addcdiv_,bias_correction",
+                                          "--regimes", "programs")
+    assert {row["signature"] for row in rows} == {"mismatch | fault-half-correction | addcdiv_"}
+    graph = shrunk["graph"]
+    assert len(graph["nodes"]) <= 3 and graph["nodes"][-1]["attrs"]["arithmetic"]["form"] == "bias_correction", graph
+    script = fuzz("export", "--db", tmp_path / "fuzz.db", shrunk["id"], "--format", "minimal", "--plugin", PLUGIN).stdout
+    assert " ** (1 + abs(" in script and ".item()" in script, script
+    assert _run(script, tmp_path, None).returncode == 1
+    # The same campaign whose ops leave the arithmetic out draws none: the fault is never reached.
+    done = fuzz("run", "--db", tmp_path / "without.db", "--plugin", PLUGIN, "--backends", "fault-half-correction", "--ops",
+                "addcdiv_", "--regimes", "programs", "--max-cases", 40, "--workers", 1, "--seed", 0)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]

@@ -13,8 +13,8 @@ import pytest
 
 ray = pytest.importorskip("ray")
 
-from fuzzer.running import ray_workers  # noqa: E402
 from fuzzer.corpus import Corpus  # noqa: E402
+from fuzzer.running import ray_workers  # noqa: E402
 from fuzzer.running.campaign import CampaignOptions, run_campaign  # noqa: E402
 from fuzzer.running.ray_workers import NodeLost, RayWorker, start_ray  # noqa: E402
 

@@ -82,7 +82,10 @@ class Backend:
     compile_weight: ClassVar[float] = 1.0
     # Compiles with symbolic sizes (torch.compile(dynamic=True)): one compile serves the graph at
     # every size, so campaigns also run it on shape variants of the graphs it compiled.
-    dynamic: ClassVar[bool] = False
+    dynamic: ClassVar[bool | None] = False  # None: torch.compile's default, sizes made symbolic once they change
+    # How many of a campaign's compiled input sets (`--compiled-inputs`, past the plain ones) it runs; None: all. They
+    # reuse a compile where a kind keeps it; a kind that compiles afresh for every input set pays a compile for each.
+    compiled_sets: ClassVar[int | None] = None
     # Runs the graph node by node, so every node's value is there to judge (fuzzer/judging/unmasked.py): eager
     # kinds and the plugins derived from them; never a compiler (more outputs change what it fuses).
     computes_every_node: ClassVar[bool] = False

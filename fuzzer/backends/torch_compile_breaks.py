@@ -14,20 +14,38 @@ how many graphs dynamo made.
 from __future__ import annotations
 
 from fuzzer.backends.torch_compile import COMPILED, TorchCompile, _own_code_object
-from fuzzer.ir import Case, Graph
-from fuzzer.programs.program import with_scalar
-from fuzzer.programs.statements import ITEM
+from fuzzer.ir import Case, Graph, infer_shapes
+from fuzzer.programs.program import computed_scalar, shared_reads, with_scalar
+from fuzzer.programs.statements import FORMS, ITEM
 
 # Printed by a reproducer after the run: more graphs than one means the program went through a break.
 GRAPH_COUNT = "print(f'dynamo graphs: {torch._dynamo.utils.counters[\"stats\"][\"unique_graphs\"]}', file=sys.stderr)"
+
+
+def _forget_automatic_dynamic() -> None:
+    """Forget which numbers and sizes dynamo saw change: it keeps that per code location (torch._dynamo.pgo, torch 2.5
+    on), which a fresh compile of the same step shares, so a rerun would make a number symbolic a call sooner (a rerun
+    that differs: a nondeterministic verdict). Only dynamic=None compiles read it; older releases keep it per code object."""
+    import torch._dynamo
+
+    pgo = getattr(torch._dynamo, "pgo", None)
+    if pgo is not None:
+        pgo.reset_code_state()
 
 
 class TorchCompileBreaks(TorchCompile):
     kind = "torch-compile-breaks"
     description = "torch.compile (inductor), fullgraph=False: a program's .item() breaks the graph; programs only"
     fullgraph = False
+    # torch.compile's default, automatic dynamic: a number that changed between calls becomes a symbol of the resumed
+    # graph instead of a recompile per number (torch 2.13's stale scalar, pytorch#185382's path, needs it: dynamic=False
+    # recompiles for every number and computes right).
+    dynamic = None
     dynamo_options = {"capture_scalar_outputs": False, "capture_dynamic_output_shape_ops": False}
     runs_programs = True
+    # Compiled afresh for each input set (below), so a compiled set reuses nothing: one of them (special values) beside
+    # the graph's plain sets, not all eight, so that a mixed campaign reaches more graphs through the break.
+    compiled_sets = 1
 
     def supports_graph(self, graph: Graph) -> bool:
         return bool(graph.steps) and super().supports_graph(graph)
@@ -36,6 +54,7 @@ class TorchCompileBreaks(TorchCompile):
         # Compiled afresh for every input set, as in a reproducer's process: which graphs a step recompiles depends
         # on the numbers read before it in this run, not on the cases that ran before.
         COMPILED.entries.pop(self.cache_key(graph), None)
+        _forget_automatic_dynamic()
         return super()._execute(graph, inputs, params)
 
     def _traced_impl(self, op: str):
@@ -49,17 +68,23 @@ class TorchCompileBreaks(TorchCompile):
         after a break in straight-line code, but runs a whole frame eagerly where a loop breaks."""
         names = {spec.name: f"v{index}" for index, spec in enumerate(graph.inputs)}
         lines = [f"    {names[spec.name]} = inputs[INPUTS[{index}]]" for index, spec in enumerate(graph.inputs)]
+        position = {node.name: index for index, node in enumerate(graph.nodes)}
+        reader = {name: position[first] for name, first in shared_reads(graph, infer_shapes(graph)).items()}
         for index, node in enumerate(graph.nodes):
             operands, attrs = [names[name] for name in node.inputs], f"NODES[{index}].attrs"
             if ITEM in node.attrs:  # the break: this graph ends here, and a resumed one takes the number
-                lines.append(f"    number{index} = {operands.pop()}.item()")
-                attrs = f"with_scalar({attrs}, number{index})"
+                scalar = operands.pop()
+                if reader[node.name] == index:  # else the number an earlier statement read, used again
+                    lines.append(f"    number{index} = {scalar}.item()")
+                # its Python arithmetic, if any, in the resumed frame, as a user's loop computes it
+                attrs = f"with_scalar({attrs}, computed_scalar({attrs}, number{reader[node.name]}, FORMS.__getitem__))"
             names[node.name] = f"v{len(names)}"
             lines.append(f"    {names[node.name]} = IMPLS[{index}]([{', '.join(operands)}], "
                          f"params.get(NODES[{index}].name, {{}}), {attrs})")
         lines.append(f"    return [{', '.join(names[name] for name in graph.outputs)}]")
+        forms = {form: self.impl_for(form) for form in FORMS}  # looked up outside: dynamo need not trace the registry
         namespace = {"INPUTS": [spec.name for spec in graph.inputs], "NODES": graph.nodes, "with_scalar": with_scalar,
-                     "IMPLS": [impls[node.op] for node in graph.nodes]}
+                     "computed_scalar": computed_scalar, "FORMS": forms, "IMPLS": [impls[node.op] for node in graph.nodes]}
         exec("def run_graph(inputs, params):\n" + "\n".join(lines), namespace)  # names and indices only: no case text
         return namespace["run_graph"]
 

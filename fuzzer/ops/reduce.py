@@ -16,10 +16,10 @@ import numpy as np
 
 from fuzzer.errors import OpUnsupported
 from fuzzer.ops import Ladder, OpDef
-from fuzzer.ops.numerics import PIECEWISE_CONSTANT, Numerics
 from fuzzer.ops._common import check, draw_dim, draw_dims, like, norm_dim, rank_between, release, st
 from fuzzer.ops._complex import complex_semantics
 from fuzzer.ops._exact import INTEGERS, integer_semantics
+from fuzzer.ops.numerics import PIECEWISE_CONSTANT, Numerics
 
 NORM_ORDERS = (1, 2, "inf")  # JSON has no infinity: the max norm is the string "inf"
 # jnp.linalg.vector_norm takes several axes from jax 0.4.36 on (jax-ml/jax@aaaee63); before, it

@@ -18,9 +18,9 @@ import math
 import numpy as np
 
 from fuzzer.ops import OpDef
+from fuzzer.ops._common import DIMS, check, draw_dim, draw_dims, maybe_negative, norm_dim, numel, rank_between, st
 from fuzzer.ops._complex import complex_semantics
 from fuzzer.ops._exact import EXACT_DTYPES, integer_semantics
-from fuzzer.ops._common import DIMS, check, draw_dim, draw_dims, maybe_negative, norm_dim, numel, rank_between, st
 
 MAX_RANK = 5
 # How many times expand or repeat may multiply the element count: the generator bounds

@@ -17,7 +17,8 @@ from hypothesis import strategies as st
 from fuzzer.errors import UserError
 from fuzzer.ir import Graph, Node, TensorSpec, infer_shapes
 from fuzzer.programs.program import PURE_OPS
-from fuzzer.programs.statements import BRANCH_ARMS, ITEM, SCALAR_ATTRS, SIZED_BY_VALUES, STATEMENTS, VIEWS, WRITES
+from fuzzer.programs.statements import (ARITHMETIC, BRANCH_ARMS, FORMS, ITEM, NUMBER_OPERANDS, SCALAR_ATTRS, SIZED_BY_VALUES,
+                                STATEMENTS, VIEWS, WRITES)
 
 PROGRAM_DIMS = (1, 2, 3, 4, 5, 7)
 # The pure ops drawn by default: exp is left out (a state fed back through it overflows in a few steps), div
@@ -194,9 +195,19 @@ def _guarded(name: str, op: str, target: str, operands: list[str]) -> tuple[tupl
     return tuple(guards), target, operands
 
 
-def _scalar_read(draw, name: str, op: str, attrs: dict, shapes: dict) -> tuple[tuple[Node, ...], dict, str]:
-    """(the nodes it needs first, the write's attributes, the operand): write `op`'s scalar read with `.item()`."""
+def _scalar_read(draw, name: str, op: str, attrs: dict, shapes: dict, nodes: list[Node],
+                 forms: list[str]) -> tuple[tuple[Node, ...], dict, str]:
+    """(the nodes it needs first, the write's attributes, the operand): write `op`'s scalar read with `.item()`, often
+    the value an earlier write read (one number, several uses: program.shared_reads), half the time through one of
+    `forms` (Python arithmetic on the number, program_ops.FORMS) with constants it declares."""
     attrs = {key: value for key, value in attrs.items() if key != SCALAR_ATTRS[op]} | {ITEM: SCALAR_ATTRS[op]}
+    if forms and draw(st.booleans()):
+        form = draw(st.sampled_from(forms))
+        constants = {key: draw(st.sampled_from(constant.drawn)) for key, constant in FORMS[form][1].items()}
+        attrs[ARITHMETIC] = {"form": form, **constants}
+    read_before = sorted({node.inputs[-1] for node in nodes if ITEM in node.attrs})
+    if read_before and draw(st.booleans()):
+        return (), attrs, draw(st.sampled_from(read_before))
     one_element = [value for value, shape in shapes.items() if int(np.prod(shape)) == 1]
     if one_element and draw(st.booleans()):
         return (), attrs, draw(st.sampled_from(one_element))
@@ -211,6 +222,7 @@ def programs(draw, op_names=None, regime: str = "") -> Graph:
     views = [name for name in statements if name in VIEWS]
     writes = [name for name in statements if name in WRITES]
     sized = [name for name in statements if name in SIZED_BY_VALUES]
+    forms = [name for name in statements if name in FORMS]
     rank = draw(st.sampled_from((1, 2, 2, 2, 3)))
     inputs = [TensorSpec("x0", tuple(draw(st.sampled_from(PROGRAM_DIMS[1:])) for _ in range(rank)))]
     nodes: list[Node] = []
@@ -253,7 +265,10 @@ def programs(draw, op_names=None, regime: str = "") -> Graph:
                     operands.append(new_inputs[-1].name)
             guards, value, operands = _guarded(name, op, value, operands)
             if op in SCALAR_ATTRS and (op == "branch_" or draw(st.integers(1, SCALAR_READ_ONE_IN)) == 1):
-                reader, attrs, scalar = _scalar_read(draw, name, op, attrs, shapes)
+                reader, attrs, scalar = _scalar_read(draw, name, op, attrs, shapes, nodes, forms)
+                if op in NUMBER_OPERANDS:  # the number takes the last operand's place (x.mul_(s.item()))
+                    new_inputs = [spec for spec in new_inputs if spec.name != operands[-1]]
+                    operands = operands[:-1]
                 guards, operands = guards + reader, [*operands, scalar]
             add(*guards, Node(name, op, (value, *operands), attrs), new_inputs=new_inputs)
         elif sized and draw(st.integers(0, 3)) == 0:  # one element, summed over a selection sized by the values

@@ -44,7 +44,7 @@ from typing import Callable
 import numpy as np
 
 from fuzzer.errors import UserError
-from fuzzer.programs.statements import ITEM, SCALAR_ATTRS, STATEMENTS, VIEWS, WRITES
+from fuzzer.programs.statements import ARITHMETIC, ITEM, SCALAR_ATTRS, STATEMENTS, VIEWS, WRITES, arithmetic_of
 
 MAX_STEPS = 8
 # Writes whose operand torch turns into a new tensor first (a mask), and writes at an index (torch refuses any
@@ -176,16 +176,42 @@ def scalar_reads(impl_for: Callable, read: Callable = lambda tensor: tensor.item
         def run_reading_scalar(xs, ps, attrs):
             if ITEM not in attrs:
                 return run(xs, ps, attrs)
-            return run(xs[:-1], ps, with_scalar(attrs, read(xs[-1])))
+            return run(xs[:-1], ps, with_scalar(attrs, computed_scalar(attrs, read(xs[-1]), impl_for)))
 
         return run_reading_scalar
 
     return impl
 
 
+def computed_scalar(attrs: dict, number, impl_for: Callable):
+    """The scalar a write takes from the `number` it read: the number, or its Python arithmetic (program_ops.ARITHMETIC),
+    the form's implementation found by `impl_for` as an op's is (a plugin overrides one by name)."""
+    arithmetic = arithmetic_of(attrs)
+    if arithmetic is None:
+        return number
+    form, constants = arithmetic
+    return impl_for(form)([number], {}, constants)
+
+
+def shared_reads(graph, shapes: dict) -> dict[str, str]:
+    """For each node that reads a number with `.item()`, the node whose read it takes the number of: the first to read
+    the same value with nothing written into that value's memory since, else itself. The number is the same either
+    way; torch-compile-breaks and the reproducers read it once so, as an optimizer reads its step size once for every
+    parameter's update: one number used twice in the graph resumed after the break (pytorch#185382's path)."""
+    table = aliases(graph, shapes)
+    first, shared = {}, {}
+    for node in graph.nodes:
+        if ITEM in node.attrs:
+            shared[node.name] = first.setdefault(node.inputs[-1], node.name)
+        if node.op in WRITES:  # after its own read: a write reads its operands before it writes
+            written = table[node.inputs[0]].root
+            first = {value: reader for value, reader in first.items() if table[value].root != written}
+    return shared
+
+
 def with_scalar(attrs: dict, number) -> dict:
-    """A write's attributes with the scalar it reads (`item`) given as `number`."""
-    return {**{key: value for key, value in attrs.items() if key != ITEM}, attrs[ITEM]: number}
+    """A write's attributes with the scalar it reads (`item`), computed already, given as `number`."""
+    return {**{key: value for key, value in attrs.items() if key not in (ITEM, ARITHMETIC)}, attrs[ITEM]: number}
 
 
 def _tensor_of(graph, name: str) -> str:

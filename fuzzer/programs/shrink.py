@@ -1,14 +1,15 @@
 """The shrinker's passes that only programs have (fuzzer/programs/program.py), in fuzzer/shrinking/shrink.py's PASSES:
 fewer steps first, then each in-place write replaced by its out-of-place form, which tells whether
-the finding needs the write at all (a bug of the op, not of the aliasing, keeps its verdict).
-Both are "simpler" in the shrinker's order (steps, then writes, after the node count)."""
+the finding needs the write at all (a bug of the op, not of the aliasing, keeps its verdict), then each write's
+Python arithmetic on its number dropped (it takes the number as read).
+All are "simpler" in the shrinker's order (steps, then writes, after the node count; then attribute size)."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 
 from fuzzer.ir import Case, Graph
-from fuzzer.programs.statements import ITEM, OUT_OF_PLACE
+from fuzzer.programs.statements import ARITHMETIC, ITEM, OUT_OF_PLACE
 
 
 def pass_fewer_steps(case: Case, culprit: str):
@@ -27,3 +28,11 @@ def out_of_place_graphs(graph: Graph):
         attrs = {key: value for key, value in node.attrs.items() if key != "alpha"}
         nodes = graph.nodes[:index] + (replace(node, op=OUT_OF_PLACE[node.op], attrs=attrs),) + graph.nodes[index + 1:]
         yield replace(graph, nodes=nodes)
+
+
+def plain_number_graphs(graph: Graph):
+    """The graph with each write's Python arithmetic on the number it reads (program_ops.ARITHMETIC) dropped in turn."""
+    for index, node in enumerate(graph.nodes):
+        if ARITHMETIC in node.attrs:
+            attrs = {key: value for key, value in node.attrs.items() if key != ARITHMETIC}
+            yield replace(graph, nodes=graph.nodes[:index] + (replace(node, attrs=attrs),) + graph.nodes[index + 1:])

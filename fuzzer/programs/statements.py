@@ -22,6 +22,8 @@ registry, where it has one (the shrinker's "replace an in-place op by its out-of
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from fuzzer.ops import API_PATH, OpDef
@@ -81,35 +83,125 @@ MOVES_VALUES = Numerics(sensitivity=0.0, why={"sensitivity": "moves, selects or 
 # holds it. fuzzer/programs/program.py reads it (`scalar_reads`) before the write's implementation is called.
 ITEM = "item"
 SCALAR_ATTRS = {"add_": "alpha", "sub_": "alpha", "addcmul_": "value", "addcdiv_": "value", "lerp_": "weight",
-                "fill_": "value", "branch_": "condition"}
+                "fill_": "value", "branch_": "condition", "mul_": "other"}
+# Writes whose number takes the place of their last tensor operand (`x.mul_(s.item())`) rather than being one more:
+# torch passes it as a scalar operand, not a keyword's constant (pytorch#185382's path takes both in one resumed graph).
+NUMBER_OPERANDS = ("mul_",)
+
+
+# -- Python arithmetic on the number read (pytorch#185382's `value=-lr / (1 - beta ** step)`) -------------
+# A write that reads its scalar with `.item()` may compute it in Python from that number first: the attribute
+# `arithmetic` names one of these forms with its constants, {"item": "value", "arithmetic": {"form": "bias_correction",
+# "c": -0.01, "d": 0.9}}. Each form is an OpDef, never a node (its shape rule refuses one), so that a plugin overrides
+# it by name; its implementation is plain Python on the number `xs[0]`, the same in every framework (a float in torch
+# and numpy, a symbol under torch.compile's capture, a traced 0-d array in jax), which a reproducer writes literally
+# (fuzzer/reproducers/op_source.py specializes it). Each is defined for every number: no division by zero, no `**` that overflows.
+ARITHMETIC = "arithmetic"
+
+
+@dataclass(frozen=True)
+class Constant:
+    """A form's constant: the interval a case file's value must lie in, and the values a program draws."""
+
+    low: float
+    high: float
+    drawn: tuple[float, ...]
+
+
+def _scale_shift(xs, ps, attrs):
+    return attrs["c"] * xs[0] + attrs["d"]
+
+
+def _bias_correction(xs, ps, attrs):  # an optimizer's step size, the step read as 1 + |s| (never 0)
+    return attrs["c"] / (1 - attrs["d"] ** (1 + abs(xs[0])))
+
+
+def _power_complement(xs, ps, attrs):
+    return 1 - attrs["c"] ** abs(xs[0])
+
+
+def _damped(xs, ps, attrs):
+    return attrs["c"] / (1 + abs(xs[0]))
+
+
+SCALE = Constant(-4.0, 4.0, (-0.5, 0.1, 2.0))
+RATE = Constant(0.01, 0.99, (0.5, 0.9, 0.99))  # a base below 1 raised to a power of at least 0: at most 1
+FORMS = {
+    "scale_shift": (_scale_shift, {"c": SCALE, "d": Constant(-4.0, 4.0, (0.0, 1.0, -0.25))}, "c * s + d"),
+    "bias_correction": (_bias_correction, {"c": Constant(-4.0, 4.0, (-0.01, 0.1, 1.0)), "d": RATE}, "c / (1 - d ** (1 + |s|))"),
+    "power_complement": (_power_complement, {"c": RATE}, "1 - c ** |s|"),
+    "damped": (_damped, {"c": SCALE}, "c / (1 + |s|)"),
+}
+
+
+def _not_a_node(name: str):
+    def refuse(attrs, shapes):
+        check(False, f"{name} is Python arithmetic on a number read with .item(), not a node; name it in a write's "
+              f"{ARITHMETIC} attribute")
+
+    return refuse
+
+
+def _form(name: str) -> OpDef:
+    compute, constants, text = FORMS[name]
+    return OpDef(name=name, infer=_not_a_node(name), reference=compute, torch=compute, jax=compute, accepts=_never,
+                 attrs=tuple(constants), family="program", notes=f"Python arithmetic on a number read with .item(): {text}")
+
+
+def _check_arithmetic(arithmetic) -> None:
+    """Refuse an `arithmetic` attribute that is not a declared form with its constants, each a number in its interval."""
+    check(isinstance(arithmetic, dict), f"{ARITHMETIC} {str(arithmetic)[:80]} must be an object of a 'form' and its constants")
+    check(arithmetic.get("form") in FORMS,
+          f"{ARITHMETIC} form {str(arithmetic.get('form'))[:40]!r} is not declared; use one of {', '.join(FORMS)}")
+    constants = FORMS[arithmetic["form"]][1]
+    given = set(arithmetic) - {"form"}
+    check(given == set(constants), f"{ARITHMETIC} form {arithmetic['form']} takes the constants "
+          f"{', '.join(constants)}, got {', '.join(sorted(given)) or 'none'}")
+    for key, bound in constants.items():
+        value = arithmetic[key]
+        check(_is_number(value) and bound.low <= value <= bound.high,
+              f"{ARITHMETIC} constant {key} = {str(value)[:40]} must be a number in [{bound.low}, {bound.high}]")
+
+
+def arithmetic_of(attrs: dict) -> tuple[str, dict] | None:
+    """(form, constants) of a write that computes its scalar in Python, else None."""
+    if ARITHMETIC not in attrs:
+        return None
+    return attrs[ARITHMETIC]["form"], {key: value for key, value in attrs[ARITHMETIC].items() if key != "form"}
 
 
 def _write(name: str, arity: int, infer, reference, torch_impl, jax_new, attrs=(), out_of_place: str | None = None,
            numerics: Numerics = MOVES_VALUES) -> OpDef:
     arities, choices = (arity, arity), {}
-    if name in SCALAR_ATTRS:  # one operand more where the scalar is read from it
-        key = SCALAR_ATTRS[name]
-        arities, choices, infer = (arity, arity + 1), {ITEM: (key,)}, _reading_scalar(infer, key, arity, f"{key}?" in attrs)
-        attrs = tuple(a for a in attrs if a.removesuffix("?") != key) + (f"{key}?", f"{ITEM}?")
+    if name in SCALAR_ATTRS:  # one operand more where the scalar is read from it (in place of one: NUMBER_OPERANDS)
+        key, tensors = SCALAR_ATTRS[name], arity - (name in NUMBER_OPERANDS)
+        arities, choices = (arity, tensors + 1), {ITEM: (key,)}
+        infer = _reading_scalar(infer, key, arity, tensors, f"{key}?" in attrs or name in NUMBER_OPERANDS)
+        given = () if name in NUMBER_OPERANDS else (f"{key}?",)  # a number operand comes from item only
+        attrs = tuple(a for a in attrs if a.removesuffix("?") != key) + given + (f"{ITEM}?", f"{ARITHMETIC}?")
     return OpDef(name=name, infer=infer, reference=reference, torch=torch_impl, jax=jax_new, accepts=_never,
                  attrs=attrs, arity=arities, numerics=numerics, family="program", choices=choices,
                  notes=f"in-place write; out of place: {out_of_place}")
 
 
-def _reading_scalar(infer, key: str, arity: int, optional: bool):
-    """The shape rule of a write whose scalar `key` may be read from its last operand (SCALAR_ATTRS)."""
+def _reading_scalar(infer, key: str, arity: int, tensors: int, optional: bool):
+    """The shape rule of a write whose scalar `key` may be read from its last operand (SCALAR_ATTRS): `arity` operands
+    without it, `tensors` and the one holding the number with it."""
 
     def shape(attrs, shapes):
         reads = ITEM in attrs
-        check(len(shapes) == arity + reads, f"it takes {arity + reads} operands {'with' if reads else 'without'} "
-              f"{ITEM}, got {len(shapes)}")
+        taken = tensors + 1 if reads else arity
+        check(len(shapes) == taken, f"it takes {taken} operands {'with' if reads else 'without'} {ITEM}, got {len(shapes)}")
         check(not (reads and key in attrs), f"it gives {key} and also reads it with {ITEM}; give one of them")
         check(reads or optional or key in attrs, f"{key} is missing; give it, or read it from an operand with {ITEM}")
+        check(reads or ARITHMETIC not in attrs, f"it computes {key} with {ARITHMETIC} but reads no number; add {ITEM}")
+        if ARITHMETIC in attrs:
+            _check_arithmetic(attrs[ARITHMETIC])
         if reads:
             check(numel(shapes[-1]) == 1, f"the operand read with .item() has shape {list(shapes[-1])}, which is not "
                   "one element; read a one-element tensor")
             attrs, shapes = {**attrs, key: 1.0}, shapes[:-1]  # any number passes the rule's own check
-        return infer({k: v for k, v in attrs.items() if k != ITEM}, shapes)
+        return infer({k: v for k, v in attrs.items() if k not in (ITEM, ARITHMETIC)}, shapes)
 
     return shape
 
@@ -120,8 +212,13 @@ def _np_add_(xs, ps, attrs):
 
 
 def _np_mul_(xs, ps, attrs):
-    xs[0] *= xs[1]
+    xs[0] *= _other(xs, attrs)
     return xs[0]
+
+
+def _other(xs, attrs):
+    """mul_'s second operand: a tensor, or the number it read with .item() (NUMBER_OPERANDS)."""
+    return xs[1] if len(xs) > 1 else attrs["other"]
 
 
 def _np_sub_(xs, ps, attrs):
@@ -465,7 +562,7 @@ WRITE_OPS = [
     _write("add_", 2, _pointwise_write_shape, _np_add_, _method("add_"),
            lambda xs, ps, a: xs[0] + a.get("alpha", 1.0) * xs[1], attrs=("alpha?",), out_of_place="add", numerics=Numerics()),
     _write("mul_", 2, _pointwise_write_shape, _np_mul_, _method("mul_"),
-           lambda xs, ps, a: xs[0] * xs[1], out_of_place="mul", numerics=Numerics()),
+           lambda xs, ps, a: xs[0] * _other(xs, a), out_of_place="mul", numerics=Numerics()),
     _write("clamp_", 1, _same, _np_clamp_, _method("clamp_"),
            lambda xs, ps, a: _xp(xs[0]).clip(xs[0], a["min"], a["max"]), attrs=("min", "max"), out_of_place="clamp"),
     _write("relu_", 1, _same, _np_relu_, _method("relu_"),
@@ -693,7 +790,7 @@ SIZED_BY_VALUES_OPS = [
 # The registry's `slice`, `narrow`, `transpose` and `expand` are out-of-place ops of plain graphs; a program's
 # views take torch's other names for the same views: getitem (a basic slice, as dynamo's graphs name it),
 # swapaxes, broadcast_to (an expand).
-STATEMENTS: dict[str, OpDef] = {op.name: op for op in WRITE_OPS + VIEW_OPS + SIZED_BY_VALUES_OPS}
+STATEMENTS: dict[str, OpDef] = {op.name: op for op in WRITE_OPS + VIEW_OPS + SIZED_BY_VALUES_OPS + [_form(name) for name in FORMS]}
 WRITES = frozenset(op.name for op in WRITE_OPS)
 VIEWS = frozenset(op.name for op in VIEW_OPS)
 SIZED_BY_VALUES = frozenset(op.name for op in SIZED_BY_VALUES_OPS)

@@ -25,7 +25,8 @@ from fuzzer.arrays import to_npy_bytes
 from fuzzer.drawing.layouts import layout_source
 from fuzzer.errors import UserError
 from fuzzer.ir import Case, infer_shapes
-from fuzzer.programs.statements import ITEM, STATEMENTS
+from fuzzer.programs.program import shared_reads
+from fuzzer.programs.statements import ARITHMETIC, ITEM, STATEMENTS, arithmetic_of
 from fuzzer.reproducers.op_source import Source, literal, write_call
 
 # What each framework's reproducer prints first (maintainers ask for it); `Backend.versions_source`.
@@ -238,15 +239,17 @@ def graph_function(case: Case, impl_for: Callable, source: Source, name: str = "
         shapes = {variable_name(name): shape for name, shape in infer_shapes(case.graph).items()}
         shapes |= {variable_name(name): np.shape(case.arrays[name]) for name in _param_names(case)}
     body, defaults = [], {}
+    shared = shared_reads(case.graph, infer_shapes(case.graph)) if case.graph.steps else {}
     for node in case.graph.nodes:
         node_params = {p: variable_name(f"{owner}.{p}") for owner, p in params if owner == node.name}
         impl, attrs, inputs = impl_for(node.op), node.attrs, [variable_name(i) for i in node.inputs]
         if symbolic:
             attrs = _symbolic_attributes(node, defaults)
-        if ITEM in attrs:  # a scalar read at run time (fuzzer/programs/program.py, scalar_reads), written as users write it
-            scalar = _AsWritten(f"{inputs.pop()}.item()")
-            attrs = {**{key: value for key, value in attrs.items() if key != ITEM}, attrs[ITEM]: scalar}
         temporary = lambda local, node=node: variable_name(f"{node.name}_{local}")  # noqa: E731
+        if ITEM in attrs:  # a scalar read at run time (fuzzer/programs/program.py, scalar_reads), written as users write it
+            statements, scalar = _scalar_source(node, inputs.pop(), shared, impl_for, source, shapes, temporary)
+            body += [f"    {statement}" for statement in statements]
+            attrs = {**{key: value for key, value in attrs.items() if key not in (ITEM, ARITHMETIC)}, attrs[ITEM]: scalar}
         if impl is STATEMENTS["branch_"].torch:  # control flow on the value as users write it (a plugin's: its own)
             arms = [("then", f"if {attrs['condition']} > 0:"), ("otherwise", "else:")]
             for arm, line in arms:
@@ -266,6 +269,24 @@ def graph_function(case: Case, impl_for: Callable, source: Source, name: str = "
         returned[returned.index(last)] = lines.pop().removeprefix(f"    {last} = ")
     lines.append(f"    return [{', '.join(returned)}]")
     return "\n".join(lines)
+
+
+def _scalar_source(node, operand: str, shared: dict, impl_for: Callable, source: Source, shapes: dict,
+                   temporary: Callable) -> tuple[list[str], "_AsWritten"]:
+    """(statements, expression) of the scalar `node` reads from `operand`: `operand.item()`, read once into a variable
+    where several statements take that number (program.shared_reads), then its Python arithmetic written out."""
+    number = f"{operand}.item()"
+    statements = []
+    if list(shared.values()).count(shared[node.name]) > 1:
+        number = variable_name(f"{shared[node.name]}_number")
+        if shared[node.name] == node.name:
+            statements.append(f"{number} = {operand}.item()  # one number for every statement that reads it")
+    arithmetic = arithmetic_of(node.attrs)
+    if arithmetic is not None:
+        form, constants = arithmetic
+        computing, number = write_call(impl_for(form), [number], {}, constants, source, shapes, temporary)
+        statements += computing
+    return statements, _AsWritten(number)
 
 
 class _AsWritten(str):

@@ -502,6 +502,8 @@ class Pipeline:
         for number in range(value_sets + self.drawer.shape_variants()):
             if number == plain_sets:
                 backends = [b for b in backends if b.expensive and self.first_status.get(b.name) == OK]
+            if number >= plain_sets:  # a kind past the compiled sets it runs (Backend.compiled_sets) leaves
+                backends = [b for b in backends if b.compiled_sets is None or number < plain_sets + b.compiled_sets]
             if number == value_sets:
                 backends = [b for b in backends if b.dynamic]
             if not backends:

@@ -36,7 +36,7 @@ from fuzzer.ir import Case, Graph, Node, TensorSpec, infer_shapes, param_shapes,
 from fuzzer.ops import get_op, registry
 from fuzzer.oracle.complex import IllTyped, evaluate_complex
 from fuzzer.oracle.dtypes import round_to_dtype
-from fuzzer.programs.shrink import out_of_place_graphs, pass_fewer_steps
+from fuzzer.programs.shrink import out_of_place_graphs, pass_fewer_steps, plain_number_graphs
 from fuzzer.programs.statements import WRITES
 
 Predicate = Callable[[Case], bool]
@@ -389,12 +389,19 @@ def pass_out_of_place(case: Case, culprit: str):
         yield rebuild(case, graph)
 
 
+def pass_plain_numbers(case: Case, culprit: str):
+    """A program's writes, each taking the number it reads without its Python arithmetic (program_shrink)."""
+    for graph in plain_number_graphs(case.graph):
+        yield rebuild(case, graph)
+
+
 PASSES = [
     ("fewer_steps", pass_fewer_steps),
     ("single_output", pass_single_output),
     ("cut_inputs", pass_cut_inputs),
     ("bypass_nodes", pass_bypass_nodes),
     ("out_of_place", pass_out_of_place),
+    ("plain_numbers", pass_plain_numbers),
     ("shrink_size_attrs", pass_shrink_size_attrs),
     ("shrink_input_dims", pass_shrink_input_dims),
     ("drop_leading_ones", pass_drop_leading_ones),

@@ -18,6 +18,9 @@ statement overridden by name, so that a test can show a short campaign of progra
   `.item()` in the wrong dtype would: the programs' constant values (1, -0.5, 2) are float16 numbers, so only a
   value read at run time shows it. `fault-broken-half-scalar`: the same in torch-compile-breaks, where that value
   is the number a resumed graph takes after the `.item()` graph break (as a constant baked in the wrong dtype).
+- `fault-half-correction`: the Python arithmetic `bias_correction` (c / (1 - d ** (1 + |s|)), on a number read with
+  `.item()`) rounds its result to float16, as a resumed graph that baked the computed number in the wrong dtype would:
+  only a write whose scalar goes through that arithmetic shows it.
 """
 
 from fuzzer.programs.statements import STATEMENTS
@@ -80,6 +83,12 @@ def rows_sum_ignoring_few_rows(xs, ps, attrs):
     return torch.index_select(xs[0], 0, rows).sum(0).reshape(xs[0].shape[1:] or (1,))
 
 
+def half_bias_correction(xs, ps, attrs):
+    import numpy as np
+
+    return float(np.float16(attrs["c"] / (1 - attrs["d"] ** (1 + abs(xs[0])))))
+
+
 def register(api):
     base = "torch-eager:cpu:float32"
     api.derive_backend("fault-copy-first", base=base, overrides={"copy_": copy_first})
@@ -92,3 +101,4 @@ def register(api):
     api.derive_backend("fault-broken-half-scalar", base="torch-compile-breaks:cpu:float32",
                        overrides={"addcmul_": addcmul_with_half_scalar})
     api.derive_backend("fault-recompiled-add", base="torch-compile-dynamic:cpu:float32", overrides={"add_": add_past_16_rows})
+    api.derive_backend("fault-half-correction", base=base, overrides={"bias_correction": half_bias_correction})
