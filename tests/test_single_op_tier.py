@@ -31,10 +31,12 @@ def test_the_ops_compiled_alone_least_often_come_first_ties_in_the_seeds_order()
     assert single_op_order(OPS, {}, 3) == single_op_order(list(reversed(OPS)), {}, 3), "the seed alone decides"
 
 
-def test_motif_keys_come_first_among_the_items_covered_as_often_derived_ops_last():
-    items = OPS + [COLUMN, "conv2d:motif=conv-bn/relu", "erfcx"]
-    order = single_op_order(items, {COLUMN: 1}, seed=4, last=["erfcx"], first=[COLUMN, "conv2d:motif=conv-bn/relu"])
-    assert order[0] == "conv2d:motif=conv-bn/relu" and set(order[1:-2]) == set(OPS) and order[-2:] == [COLUMN, "erfcx"]
+def test_motif_keys_alternate_with_the_ops_covered_as_often_a_motif_first_derived_ops_last():
+    bn = "conv2d:motif=conv-bn/relu"
+    items = OPS + [COLUMN, bn, "add:motif=addmm/row", "erfcx"]
+    order = single_op_order(items, {COLUMN: 1}, seed=4, last=["erfcx"], first=[COLUMN, bn, "add:motif=addmm/row"])
+    assert set(order[0:4:2]) == {bn, "add:motif=addmm/row"} and set(order[1:4:2]) | set(order[4:-2]) == set(OPS)
+    assert order[-2:] == [COLUMN, "erfcx"]
 
 
 def test_the_corpus_sums_each_backends_ops_compiled_alone_over_its_campaigns(tmp_path):
