@@ -16,7 +16,7 @@ from pathlib import Path
 
 from fuzzer.corpus import Corpus
 from fuzzer.plugins import canary_names
-from fuzzer.selftest import run_selftest
+from fuzzer.running.selftest import run_selftest
 
 
 def main():

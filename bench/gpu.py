@@ -28,8 +28,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.throughput import measure  # noqa: E402
 from fuzzer.backends import parse_backend_list  # noqa: E402
-from fuzzer.budget import DEFAULT_SHARE  # noqa: E402
 from fuzzer.errors import UserError  # noqa: E402
+from fuzzer.running.budget import DEFAULT_SHARE  # noqa: E402
 
 EAGER_TIER = ["torch-eager:cuda:float32", "torch-eager:cuda:float16", "torch-eager:cpu:float32"]
 

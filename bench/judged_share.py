@@ -2,7 +2,7 @@
 
 Draws `--cases` one-op graphs per op (the campaign's one-op generator, every regime at its share),
 checks each on torch-eager and jax-eager in float32, float16 and bfloat16 (CPU, in-process, as
-check.check_case does in a campaign) and meters them (fuzzer/judged_share.py): the share of output
+check.check_case does in a campaign) and meters them (fuzzer/judging/judged_share.py): the share of output
 entries judged and the median allowance in units of the dtype's unit roundoff u. Prints one JSON
 object (the rows, the meter's own time against check_case's) and writes a Markdown table, least
 judged first:
@@ -25,13 +25,14 @@ from pathlib import Path
 
 import numpy as np
 
-from fuzzer import judged_share, oracle
+from fuzzer import oracle
 from fuzzer.backends import get_backend
-from fuzzer.check import check_case
+from fuzzer.drawing.generate import CaseGenerator
+from fuzzer.drawing.regimes import parse_regime_list
 from fuzzer.errors import InternalError
-from fuzzer.generate import CaseGenerator
+from fuzzer.judging import judged_share
+from fuzzer.judging.check import check_case
 from fuzzer.ops import registry
-from fuzzer.regimes import parse_regime_list
 
 DTYPES = ("float32", "float16", "bfloat16")
 KINDS = ("torch-eager", "jax-eager")

@@ -1,7 +1,7 @@
 """What a model-level backend costs per graph with the nested module tree and with one flat module.
 
 Draws the campaign's graphs for the backends (its generator, regimes at their shares), then runs
-each backend on each graph twice in one process, nested (fuzzer/model.py's tree) and flat
+each backend on each graph twice in one process, nested (fuzzer/running/model.py's tree) and flat
 (model.FlatGraphModule), in alternating order so that drifts of load hit both alike, and times
 the whole `run` (build the module, transform it, run it):
 
@@ -26,8 +26,8 @@ import warnings
 import numpy as np
 
 from fuzzer.backends import parse_backend_list
-from fuzzer.execute import run_backend
-from fuzzer.pipeline import WorkerConfig, case_generator, seed_for
+from fuzzer.running.execute import run_backend
+from fuzzer.running.pipeline import WorkerConfig, case_generator, seed_for
 
 
 def main():

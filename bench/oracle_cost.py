@@ -1,7 +1,7 @@
 """What the oracle costs per graph: the float64 reference and its honest models, and judging.
 
 Draws the default campaign's cases (its generator, regimes at their shares, `--inputs-per-graph`
-input sets a graph, as fuzzer/pipeline.py does), runs the cheap tier in-process once (untimed),
+input sets a graph, as fuzzer/running/pipeline.py does), runs the cheap tier in-process once (untimed),
 then times `oracle.compute_reference` and the judging of every backend's outputs, as
 check.check_case judges them (before its re-runs and localization), on two paths case by case in
 alternating order: `full` computes every honest model (oracle.paths.LAZY off, the oracle before the lazy
@@ -37,10 +37,10 @@ import numpy as np
 
 from fuzzer import oracle
 from fuzzer.arrays import materialize, regime_profiles
-from fuzzer.backend_verdict import verdict_of
 from fuzzer.backends import default_backends, parse_backend_list
-from fuzzer.execute import run_backend
-from fuzzer.pipeline import WorkerConfig, case_generator, seed_for
+from fuzzer.judging.backend_verdict import verdict_of
+from fuzzer.running.execute import run_backend
+from fuzzer.running.pipeline import WorkerConfig, case_generator, seed_for
 
 PHASES = ("float64", "overflow", "same_dtype", "rounding", "flush", "rest")
 

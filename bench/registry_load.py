@@ -1,4 +1,4 @@
-"""Time to read a known-bug registry of many entries (fuzzer/known.py: linear in the entries).
+"""Time to read a known-bug registry of many entries (fuzzer/triaging/known.py: linear in the entries).
 
     python bench/registry_load.py --entries 10000
 
@@ -14,7 +14,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from fuzzer.known import load_registry
+from fuzzer.triaging.known import load_registry
 
 
 def main():

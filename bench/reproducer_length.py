@@ -1,4 +1,4 @@
-"""How long the minimal reproducers are (`fuzz export`'s default, fuzzer/minimal_reproducer.py).
+"""How long the minimal reproducers are (`fuzz export`'s default, fuzzer/reproducers/minimal_reproducer.py).
 
 Exports, as `fuzz export` does, every finding of corpus/regression and corpus/known (the canaries
 loaded) and `--cases` generated cases of one or two ops, each on the next backend of the default
@@ -27,10 +27,10 @@ from pathlib import Path
 
 from fuzzer.backends import default_backends, get_backend
 from fuzzer.corpus import Corpus, load_case_file
+from fuzzer.drawing.generate import CaseGenerator
 from fuzzer.errors import UserError
-from fuzzer.generate import CaseGenerator
-from fuzzer.minimal_reproducer import build_minimal_script, failing_part
 from fuzzer.plugins import canary_names, load_plugins
+from fuzzer.reproducers.minimal_reproducer import build_minimal_script, failing_part
 
 ROOT = Path(__file__).resolve().parents[1]
 CASE_FILES = sorted((ROOT / "corpus" / "regression").glob("*.json")) + sorted((ROOT / "corpus" / "known").glob("*.json"))

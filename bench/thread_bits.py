@@ -1,7 +1,7 @@
 """Do results change with the intra-op thread count? Bits, and the oracle's verdict.
 
 Runs the same generated cases in two worker-like processes, one with `--threads A` and one with
-`--threads B` (fuzzer.workers.limit_threads), and compares every backend's outputs bit for bit;
+`--threads B` (fuzzer.running.workers.limit_threads), and compares every backend's outputs bit for bit;
 where they differ it says whether both still agree with the float64 reference (the tolerance model).
 
     python bench/thread_bits.py --cases 200 --threads 1 0      # 0: the libraries' defaults
@@ -25,14 +25,14 @@ BACKENDS = ["torch-eager:cpu:float32", "torch-eager:cpu:float64", "jax-jit:cpu:f
 
 
 def run_cases(threads: int, cases: int, seed: int, backends: list[str]) -> dict:
-    from fuzzer.workers import limit_threads
+    from fuzzer.running.workers import limit_threads
 
     limit_threads(threads)
     from fuzzer import oracle, verdicts
     from fuzzer.backends import parse_backend_list
-    from fuzzer.execute import OK, run_backend
-    from fuzzer.generate import CaseGenerator
-    from fuzzer.pipeline import campaign_ops, seed_for
+    from fuzzer.drawing.generate import CaseGenerator
+    from fuzzer.running.execute import OK, run_backend
+    from fuzzer.running.pipeline import campaign_ops, seed_for
 
     parsed = parse_backend_list(",".join(backends))
     generator = CaseGenerator(campaign_ops(None, parsed), 8)

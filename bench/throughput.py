@@ -18,10 +18,10 @@ import time
 from pathlib import Path
 
 from fuzzer.backends import default_backends
-from fuzzer.budget import DEFAULT_SHARE
-from fuzzer.campaign import CampaignOptions, run_campaign
 from fuzzer.corpus import Corpus
-from fuzzer.workers import warm_template
+from fuzzer.running.budget import DEFAULT_SHARE
+from fuzzer.running.campaign import CampaignOptions, run_campaign
+from fuzzer.running.workers import warm_template
 
 
 def measure(backends: list[str], seconds: float, workers: int, inputs_per_graph: int = 2, compile_share: str = DEFAULT_SHARE,

@@ -22,7 +22,7 @@ What is counted (see bench/README.md):
   (torchjit compile+run), 2 executions counting the reference.
 - Ours: `measure()`: per graph `inputs_per_graph` cases; every case runs the float64 reference
   and the cheap backends; each compiling backend (jax-jit, torch.compile, jax eager) runs on the
-  graphs its share of worker time buys (`--compile-share`, fuzzer/budget.py), and its count of new
+  graphs its share of worker time buys (`--compile-share`, fuzzer/running/budget.py), and its count of new
   structures compiled comes back from the workers. Its jax and inductor disk caches start empty
   (`--cold`): with the same seed a second run would otherwise count cache hits as compiles.
 - graphs/s is the headline. NNSmith's is given over its fuzzing loop (its own `fuzz.time` clock,

@@ -9,10 +9,10 @@ import tokenize
 import numpy as np
 
 from fuzzer.complex_dtypes import PROFILE_PREFIX
+from fuzzer.drawing.layouts import conform_values
+from fuzzer.drawing.regimes import get_regime
 from fuzzer.errors import UserError
 from fuzzer.exact_dtypes import integer_values
-from fuzzer.layouts import conform_values
-from fuzzer.regimes import get_regime
 from fuzzer.ir import Case, Graph, element_limits, infer_shapes, param_shapes
 
 # Values real kernels must handle exactly: zeros of both signs, +-1, the float32 and float16
@@ -104,7 +104,7 @@ def _fill_rows(rng: np.random.Generator, values: np.ndarray, choices) -> np.ndar
 
 
 def input_values(rng: np.random.Generator, shape: tuple[int, ...], profile: str) -> np.ndarray:
-    """Values of one graph input; `profile` names how (fuzzer/regimes.py lists who uses which)."""
+    """Values of one graph input; `profile` names how (fuzzer/drawing/regimes.py lists who uses which)."""
     if profile == "normal":
         values = rng.standard_normal(shape)
     elif profile == "uniform":

@@ -1,5 +1,5 @@
 """A backend's name as a typed value: "KIND:DEVICE:DTYPE", optionally "@ENV" (the backend run by
-another Python environment's interpreter, fuzzer/envs.py); a plugin's backend is a bare name.
+another Python environment's interpreter, fuzzer/running/envs.py); a plugin's backend is a bare name.
 
 Names enter as text (a CLI option, a corpus row, a case file, a plugin) and are parsed here once;
 `str()` gives the text back byte for byte, so what the corpus stores never changes.

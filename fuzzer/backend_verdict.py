@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from fuzzer import oracle, verdicts
 from fuzzer.backends import Backend
-from fuzzer.errors import error_headline
 from fuzzer.complex_dtypes import is_complex
+from fuzzer.errors import error_headline
 from fuzzer.exact_dtypes import is_exact
-from fuzzer.execute import HANG, OK, UNSUPPORTED, Outcome
 from fuzzer.ir import Case
+from fuzzer.running.execute import HANG, OK, UNSUPPORTED, Outcome
 
 
 def reference_for(backend: Backend, case: Case, reference: oracle.Reference) -> oracle.Reference:

@@ -3,7 +3,7 @@
 The versions pip can install between --from and --to are searched like `git bisect`:
 both ends are tested first (the old one must pass and the new one fail; with --find-fix
 the other way round), then the middle of the remaining range, each version in its own cached environment
-(`bisect-PACKAGE-VERSION`, fuzzer/envs.py). A version that cannot be tested (no wheel
+(`bisect-PACKAGE-VERSION`, fuzzer/running/envs.py). A version that cannot be tested (no wheel
 for this Python, an op its release lacks) is skipped, and the next untested version
 nearest the middle is tried instead; if only skipped versions separate the last old-behaving
 release from the first new-behaving one, the answer is that range.
@@ -24,9 +24,10 @@ from typing import Callable
 
 from packaging.version import InvalidVersion, Version
 
-from fuzzer import envs, oracle, verdicts
+from fuzzer import oracle, verdicts
 from fuzzer.errors import UserError
 from fuzzer.ir import Case
+from fuzzer.running import envs
 
 OLD, NEW, SKIP = "old", "new", "skip"
 
@@ -163,7 +164,7 @@ def bisect_case(case: Case, backend_spec: str, package: str, candidates: list[st
     wrong (or, with `find_fix`, right again)."""
     from fuzzer.backends import get_backend
     from fuzzer.backends.env_backend import EnvBackend
-    from fuzzer.check import check_case
+    from fuzzer.judging.check import check_case
 
     base = get_backend(backend_spec)
 

@@ -4,10 +4,10 @@ softplus returns x itself once beta * x passes its threshold, hardswish is piece
 has ties at x.5, exp overflows past log(max) of the dtype, 1/x has a pole at 0. Random magnitudes
 land on such a value rarely and never on both sides of it, so each op declares its points next to
 its declaration (OpDef.branch_points: names, and a function of its attributes and the dtype giving
-each point's value) and the `branch-points` regime (fuzzer/regimes.py) writes, into the graph
+each point's value) and the `branch-points` regime (fuzzer/drawing/regimes.py) writes, into the graph
 inputs an op reads first, each point exactly, one ulp below and one ulp above it in float32, the
 grid every case's values lie on (fuzzer/arrays.py). A node whose first operand holds a point
-exactly covers the region key `OP:branch=NAME` (fuzzer/region_keys.py).
+exactly covers the region key `OP:branch=NAME` (fuzzer/drawing/region_keys.py).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Callable
 
 import numpy as np
 
-from fuzzer.layouts import conform_values
+from fuzzer.drawing.layouts import conform_values
 
 PREFIX = "branch="
 GRID = np.float32  # the dtype every case's input values are representable in

@@ -33,7 +33,7 @@ A bucket's members are the finding signatures it holds, each counted (fuzzer/cor
 often, and which members are inherited. Triage belongs to the bucket, so to all its members.
 
 The pass. A compiler's bucket is also the pass that breaks it: two bugs of one op in different passes
-are two bugs. `fuzz localize` (fuzzer/pass_bisect.py; a campaign runs it on each new compiler bucket)
+are two bugs. `fuzz localize` (fuzzer/triaging/pass_bisect.py; a campaign runs it on each new compiler bucket)
 names the pass on the bucket's smallest case and keeps it on the bucket (`localization`), whose
 signature stays as it was: every later finding of that signature joins it without a localization of
 its own, as before. Localizing another case of the bucket that names another pass gives that case's

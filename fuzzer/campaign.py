@@ -1,7 +1,7 @@
 """A campaign: hand seed indices to isolated workers, store what they find, checkpoint, resume.
 
 The parent process is the corpus's only writer. Workers generate, check and
-shrink (fuzzer/pipeline.py); a worker that crashes or hangs becomes a crash/hang
+shrink (fuzzer/running/pipeline.py); a worker that crashes or hangs becomes a crash/hang
 finding for the case it was running, is restarted, and the campaign goes on. A
 worker whose device a backend's error left unusable is replaced too, but what it
 ran is not trusted: see Campaign._after_poisoning.
@@ -22,24 +22,26 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Callable
 
-from fuzzer import judged_share, motifs, verdicts
+from fuzzer import verdicts
 from fuzzer.backends import parse_backend_list
-from fuzzer.buckets import bucket_signatures
-from fuzzer.budget import assign_compilers, parse_shares, single_op_order, single_op_parts
-from fuzzer.campaign_config import resumed_options
-from fuzzer.check import Finding
 from fuzzer.corpus import Corpus
-from fuzzer.death_shrink import dies_again, shrink_death
-from fuzzer.environment import versions
+from fuzzer.drawing import motifs
+from fuzzer.drawing.region_pairs import declared_pairs
+from fuzzer.drawing.regions import coverage, declared_regions, steered_focus
 from fuzzer.errors import InternalError, UserError
-from fuzzer.known import Registry, load_registry
-from fuzzer.pipeline import CaseDrawer, CaseSource, WorkerConfig
+from fuzzer.judging import judged_share
+from fuzzer.judging.check import Finding
 from fuzzer.plugins import load_plugins
-from fuzzer.ray_workers import NodeLost, RayWorker, start_ray
 from fuzzer.records import CaseRecord, CaseReply, CheckReply, FoundCase
-from fuzzer.region_pairs import declared_pairs
-from fuzzer.regions import coverage, declared_regions, steered_focus
-from fuzzer.workers import SlowCheck, Worker, WorkerDied, WorkerPoisoned, stop_all, within_hard_limit
+from fuzzer.running.budget import assign_compilers, parse_shares, single_op_order, single_op_parts
+from fuzzer.running.campaign_config import resumed_options
+from fuzzer.running.environment import versions
+from fuzzer.running.pipeline import CaseDrawer, CaseSource, WorkerConfig
+from fuzzer.running.ray_workers import NodeLost, RayWorker, start_ray
+from fuzzer.running.workers import SlowCheck, Worker, WorkerDied, WorkerPoisoned, stop_all, within_hard_limit
+from fuzzer.shrinking.death_shrink import dies_again, shrink_death
+from fuzzer.triaging.buckets import bucket_signatures
+from fuzzer.triaging.known import Registry, load_registry
 
 CHECKPOINT_EVERY = 2.0  # seconds
 # Past --time, a worker still checking a case gets this long before it is killed and its case
@@ -67,7 +69,7 @@ class CampaignOptions(WorkerConfig):
     stop_after_findings: int | None = None  # selftest: stop at the first finding
     shrink_known: bool = False  # selftest: shrink even signatures the corpus already has
     ray: str | None = None  # run the workers as Ray actors: "local", "auto" or a cluster address
-    steer: bool = True  # steer a share of graphs toward region keys not covered yet (fuzzer/regions.py)
+    steer: bool = True  # steer a share of graphs toward region keys not covered yet (fuzzer/drawing/regions.py)
 
     def worker_config(self) -> WorkerConfig:
         return WorkerConfig(**{f.name: getattr(self, f.name) for f in fields(WorkerConfig)})
@@ -94,7 +96,7 @@ class Progress:
     last_internal_error: str = ""
     elapsed: float = 0.0
     op_counts: dict = field(default_factory=dict)
-    regime_counts: dict = field(default_factory=dict)  # graphs per regime (fuzzer/regimes.py)
+    regime_counts: dict = field(default_factory=dict)  # graphs per regime (fuzzer/drawing/regimes.py)
     backend_seconds: dict = field(default_factory=dict)
     worker_seconds: float = 0.0  # summed over workers: what the backend shares are shares of
     backend_graphs: dict = field(default_factory=dict)  # per backend: graphs it ran (compilers: their one-op and small ones too)
@@ -108,10 +110,10 @@ class Progress:
     abandoned: int = 0  # cases still running at the deadline, killed (neither checked nor findings)
     lost_nodes: list = field(default_factory=list)  # Ray: ids of the nodes lost mid-campaign (their cases ran again)
     regions_declared: list = field(default_factory=list)  # the region keys of the campaign's ops and regimes
-    region_counts: dict = field(default_factory=dict)  # region key -> graphs that exercised it (fuzzer/regions.py)
-    pairs_declared: list = field(default_factory=list)  # the pairs of region keys of one node (fuzzer/region_pairs.py)
+    region_counts: dict = field(default_factory=dict)  # region key -> graphs that exercised it (fuzzer/drawing/regions.py)
+    pairs_declared: list = field(default_factory=list)  # the pairs of region keys of one node (fuzzer/drawing/region_pairs.py)
     pair_counts: dict = field(default_factory=dict)  # pair -> graphs with a node that held both keys
-    judged_share: dict = field(default_factory=dict)  # "op|dtype|kind" -> what the oracle judged (fuzzer/judged_share.py)
+    judged_share: dict = field(default_factory=dict)  # "op|dtype|kind" -> what the oracle judged (fuzzer/judging/judged_share.py)
     first_graph_s: float | None = None  # start-up: seconds from the start until the first graph was checked
     # The step the busy worker silent longest is in, once it has taken SLOW_WORK_S: {"doing": "compiling",
     # "backend": "torch-compile:cpu:float32", "seconds": 42.0} (backend None: the fuzzer's own judging); else {}.
@@ -146,7 +148,7 @@ class Progress:
         return coverage(self.region_counts, self.regions_declared)
 
     def motif_coverage(self) -> dict:
-        """The same for the motifs' keys (fuzzer/motifs.py) among the region keys."""
+        """The same for the motifs' keys (fuzzer/drawing/motifs.py) among the region keys."""
         return coverage(self.region_counts, self.regions_declared, motifs.PREFIX)
 
     def pair_coverage(self) -> dict:
@@ -184,7 +186,7 @@ class Campaign:
         self.on_progress = on_progress or (lambda progress: None)
         self.on_new_bucket = on_new_bucket or (lambda progress, finding, case_id: None)  # (progress, finding, case id)
         buckets = corpus.buckets()
-        # The findings' signatures the corpus holds (the workers shrink only others) and its buckets (fuzzer/buckets.py).
+        # The findings' signatures the corpus holds (the workers shrink only others) and its buckets (fuzzer/triaging/buckets.py).
         self.known_signatures = set() if options.shrink_known else corpus.member_signatures()
         self.known_buckets = {b["signature"] for b in buckets}
         self.known_bugs = known_bugs if known_bugs is not None else load_registry()
@@ -209,7 +211,7 @@ class Campaign:
     def resume(cls, corpus: Corpus, campaign_id: int, on_progress=None, on_new_bucket=None, plugins=(), ray=None,
                known_bugs: Registry | None = None, **overrides) -> "Campaign":
         """The stored campaign, its config and checkpoint checked against the bounds of `fuzz run`'s options
-        (fuzzer/campaign_config.py); `plugins` and `ray` come from the command line, never from the row.
+        (fuzzer/running/campaign_config.py); `plugins` and `ray` come from the command line, never from the row.
         Everything is checked before the lease is taken, so a refused resume leaves the corpus as it was."""
         config, state = resumed_options(corpus.campaign(campaign_id), list(plugins))
         options = CampaignOptions(**{**config, **{k: v for k, v in overrides.items() if v is not None}},
@@ -309,8 +311,8 @@ class Campaign:
         return self._next_index - 1
 
     def _steer(self, index: int) -> str | None:
-        """The region key or pair of keys (fuzzer/region_pairs.py) case `index` is steered toward:
-        one not covered yet, for three indices in STEER_EVERY (fuzzer/regions.py); None (the plain
+        """The region key or pair of keys (fuzzer/drawing/region_pairs.py) case `index` is steered toward:
+        one not covered yet, for three indices in STEER_EVERY (fuzzer/drawing/regions.py); None (the plain
         mix) otherwise, or without --steer."""
         if not self.options.steer:
             return None
@@ -505,7 +507,7 @@ class Campaign:
         self.on_progress(self.progress)
 
     def _slot_configs(self, count: int) -> list[WorkerConfig]:
-        """Each worker slot's config, with the compilers it runs (compiler affinity: fuzzer/budget.py's
+        """Each worker slot's config, with the compilers it runs (compiler affinity: fuzzer/running/budget.py's
         assign_compilers). A worker that replaces one (recycled, dead, poisoned) keeps its config, so
         its slot's compilers. Without a cheap tier every compiler runs on every graph: no affinity."""
         compiling = [b for b in self.backends if b.expensive]
@@ -650,7 +652,7 @@ class Campaign:
         return dies_again(worker, case, self.options.backends, self.options.timeout, self.options.compile_timeout)
 
     def _shrink_death(self, worker, case, died: WorkerDied):
-        """fuzzer/death_shrink.py, within --shrink-time and the campaign's time left; a signature the
+        """fuzzer/shrinking/death_shrink.py, within --shrink-time and the campaign's time left; a signature the
         campaign knows gets its culprit but no shrink."""
         seconds = self.options.shrink_time
         if self.options.time_limit is not None:
@@ -710,7 +712,7 @@ def _wait_for(busy: list) -> None:
 
 def run_campaign(corpus: Corpus, options: CampaignOptions, on_progress=None, resume: int | None = None,
                  on_new_bucket=None, known_bugs: Registry | None = None) -> Progress:
-    """`known_bugs`: the registry whose findings are not new (None: the shipped one, fuzzer/known.py)."""
+    """`known_bugs`: the registry whose findings are not new (None: the shipped one, fuzzer/triaging/known.py)."""
     if resume is not None:
         campaign = Campaign.resume(corpus, resume, on_progress, on_new_bucket, plugins=options.plugins, ray=options.ray,
                                    known_bugs=known_bugs, max_cases=options.max_cases, time_limit=options.time_limit)

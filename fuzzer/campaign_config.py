@@ -162,7 +162,7 @@ CHECKPOINT_FIELDS: dict[str, Any] = {
     "region_counts": MapOf(COUNT),
     "pairs_declared": ListOf(TEXT),
     "pair_counts": MapOf(COUNT),
-    "judged_share": MapOf(MapOf(COUNT)),  # fuzzer/judged_share.py reads its keys
+    "judged_share": MapOf(MapOf(COUNT)),  # fuzzer/judging/judged_share.py reads its keys
 }
 
 

@@ -1,7 +1,7 @@
 """The on-disk case protocol: one folder with case.json, arrays/*.npy in and outputs/*.npy out.
 
 External commands (docs/external-backends.md) and backends running in another Python
-environment (fuzzer/env_worker.py) both speak it. Only numpy and the standard library
+environment (fuzzer/running/env_worker.py) both speak it. Only numpy and the standard library
 are used: the worker side runs in interpreters that have nothing else of ours.
 """
 

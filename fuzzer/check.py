@@ -1,6 +1,6 @@
 """Checking one case: run every backend, judge its outputs against the reference, pass each verdict
 through the gates (GATES, below: what a verdict becomes after the oracle judged it), and localize
-each finding (fuzzer/localize.py)."""
+each finding (fuzzer/judging/localize.py)."""
 
 from __future__ import annotations
 
@@ -10,16 +10,17 @@ from typing import Callable
 
 import numpy as np
 
-from fuzzer import contracts, oracle, verdicts
-from fuzzer.accuracy import ACCURACY_FLOOR, regresses_from, share
-from fuzzer.backend_verdict import verdict_of
+from fuzzer import oracle, verdicts
 from fuzzer.backend_names import BackendName
 from fuzzer.backends import Backend, get_backend
-from fuzzer.execute import OK, Outcome, Runner, run_backend
 from fuzzer.errors import DevicePoisoned, DiskFull, UserError, normalize_error
 from fuzzer.ir import Case
-from fuzzer.localize import localized_finding
+from fuzzer.judging import contracts
+from fuzzer.judging.accuracy import ACCURACY_FLOOR, regresses_from, share
+from fuzzer.judging.backend_verdict import verdict_of
+from fuzzer.judging.localize import localized_finding
 from fuzzer.records import CaseResult, Finding  # noqa: F401 - Finding: imported from here by many modules
+from fuzzer.running.execute import OK, Outcome, Runner, run_backend
 
 
 @dataclass
@@ -132,7 +133,7 @@ def _inherited(judging: Judging, backend: Backend, verdict, outcome: Outcome):
 def _contract(judging: Judging, backend: Backend, verdict, outcome: Outcome):
     """An agreeing verdict of a kind that promises bits (strict numerics, batch invariance) is judged against the promise too.
 
-    With no tolerance, and only where its release documents the promise (fuzzer/contracts.py);
+    With no tolerance, and only where its release documents the promise (fuzzer/judging/contracts.py);
     elsewhere the verdict's detail says why it was not judged."""
     if verdict.verdict != verdicts.AGREE or not getattr(backend, "contract", ""):
         return verdict

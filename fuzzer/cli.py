@@ -22,14 +22,14 @@ from pathlib import Path
 
 import click
 
-from fuzzer.budget import CROSS_RELEASE_SHARE, DEFAULT_SHARE, default_share, parse_shares
-from fuzzer.campaign_config import CONFIG_FIELDS
+from fuzzer import DISTRIBUTION, jsonform, verdicts
 from fuzzer.errors import FULL_DISK_ERRNOS, InternalError, UserError
 from fuzzer.ops.derived import DEFAULT_SHARE as DERIVED_SHARE
-from fuzzer.progress_line import LEGEND as PROGRESS_LEGEND
-from fuzzer import DISTRIBUTION, jsonform, verdicts
+from fuzzer.running.budget import CROSS_RELEASE_SHARE, DEFAULT_SHARE, default_share, parse_shares
+from fuzzer.running.campaign_config import CONFIG_FIELDS
+from fuzzer.running.progress_line import LEGEND as PROGRESS_LEGEND
+from fuzzer.running.workers import MEMORY_LIMIT_VARIABLE, default_memory_limit_mb, require_within_hard_limit
 from fuzzer.verdicts import BY_NAME as VERDICT_NAMES
-from fuzzer.workers import MEMORY_LIMIT_VARIABLE, default_memory_limit_mb, require_within_hard_limit
 
 DEFAULT_DB = "corpus/fuzz.db"
 DEFAULT_REGRESSION_DIR = "corpus/regression"
@@ -52,7 +52,7 @@ def json_option(fn):
 
 def bounded(name: str) -> click.ParamType:
     """The type of a `fuzz run` option, from the bound a stored campaign config is checked against on
-    resume (fuzzer/campaign_config.py), so the command line and the corpus accept the same values."""
+    resume (fuzzer/running/campaign_config.py), so the command line and the corpus accept the same values."""
     number = CONFIG_FIELDS[name].kind
     number = getattr(number, "kind", number)  # Nullable(Number): unset is the option's absence
     if number.whole:
@@ -320,21 +320,21 @@ def run(db_path, time_text, max_cases, backends, ops, derived_share, max_nodes, 
       fuzz run --time 10m --seed 1
       fuzz run --max-cases 200 --plugin layout-layernorm --backends torch-eager,canary-layout-layernorm
     """
-    from fuzzer import envs
     from fuzzer.backends import name_backend_list, require_available
-    from fuzzer.campaign import CampaignOptions, run_campaign
-    from fuzzer.campaign_config import resumed_options
-    from fuzzer.check import eager_peer
-    from fuzzer.generate import weak_hypothesis_warning
-    from fuzzer.judged_share import low_judged, low_judged_summary
-    from fuzzer.new_bucket_passes import NewBucketPasses, localize_new_buckets
-    from fuzzer.pass_bisect import is_localizable
-    from fuzzer.known import load_registry
+    from fuzzer.drawing.generate import weak_hypothesis_warning
+    from fuzzer.drawing.regimes import parse_regime_list
+    from fuzzer.judging.check import eager_peer
+    from fuzzer.judging.judged_share import low_judged, low_judged_summary
     from fuzzer.ops import parse_op_list
     from fuzzer.plugins import load_plugins
-    from fuzzer.program_generate import require_program_runners, require_programs
-    from fuzzer.progress_line import progress_line
-    from fuzzer.regimes import parse_regime_list
+    from fuzzer.programs.generate import require_program_runners, require_programs
+    from fuzzer.running import envs
+    from fuzzer.running.campaign import CampaignOptions, run_campaign
+    from fuzzer.running.campaign_config import resumed_options
+    from fuzzer.running.progress_line import progress_line
+    from fuzzer.triaging.known import load_registry
+    from fuzzer.triaging.new_bucket_passes import NewBucketPasses, localize_new_buckets
+    from fuzzer.triaging.pass_bisect import is_localizable
 
     # Every option is checked before torch or jax is imported (tens of seconds on a loaded machine).
     if resume is None and max_cases is None and time_text is None:
@@ -370,11 +370,11 @@ def run(db_path, time_text, max_cases, backends, ops, derived_share, max_nodes, 
                     f"starting {workers} workers...")
         click.echo(starting[:terminal_width() - 1], err=True, nl=False)  # a live line: the header or an error replaces it
     if ray_address is None and memory_limit is None:  # those workers do not fork from the template
-        from fuzzer.workers import warm_template
+        from fuzzer.running.workers import warm_template
 
         warm_template(threads)
     if ray_address is not None:  # joined before the campaign starts: a cluster it cannot join is a UserError
-        from fuzzer.ray_workers import start_ray
+        from fuzzer.running.ray_workers import start_ray
 
         start_ray(ray_address)
     require_available(parsed)
@@ -423,7 +423,7 @@ def run(db_path, time_text, max_cases, backends, ops, derived_share, max_nodes, 
             last_line[0] = p.elapsed
             click.echo(progress_line(p, options.time_limit, last_new_bucket[0]), err=True)
 
-    new_compiler_buckets: list[str] = []  # localized after the campaign (fuzzer/new_bucket_passes.py)
+    new_compiler_buckets: list[str] = []  # localized after the campaign (fuzzer/triaging/new_bucket_passes.py)
 
     def on_new_bucket(p, finding, case_id):
         bucket = corpus.bucket(finding.signature)
@@ -574,8 +574,8 @@ def _short_time(stamp: str | None) -> str:
 
 def _with_pass(rows: list[dict]) -> list[dict]:
     """Bucket rows with `pass`: the compiler pass `fuzz localize` named for the bucket, or None."""
-    from fuzzer.buckets import pass_label
-    from fuzzer.pass_bisect import stored_localization
+    from fuzzer.triaging.buckets import pass_label
+    from fuzzer.triaging.pass_bisect import stored_localization
 
     for row in rows:
         localized = stored_localization(row.get("localization"))
@@ -690,11 +690,11 @@ def show(db_path, handle, rerun, plugins, as_json):
       fuzz show 13 --rerun      # where the bug lives: every default backend on the shrunk case
     """
     from fuzzer.ir import infer_shapes
-    from fuzzer.known import load_registry
-    from fuzzer.novelty import bucket_novelty
-    from fuzzer.program import written_inputs
-    from fuzzer.pass_bisect import localization_phrase, stored_localization
-    from fuzzer.triage import campaign_plugins, require_backends, shrink_history
+    from fuzzer.programs.program import written_inputs
+    from fuzzer.triaging.known import load_registry
+    from fuzzer.triaging.novelty import bucket_novelty
+    from fuzzer.triaging.pass_bisect import localization_phrase, stored_localization
+    from fuzzer.triaging.triage import campaign_plugins, require_backends, shrink_history
 
     corpus = open_corpus(db_path)
     case_id, named = corpus.named_case(handle)
@@ -706,8 +706,8 @@ def show(db_path, handle, rerun, plugins, as_json):
     history = shrink_history(corpus, stored)
     rerun_reply, location, left_out = None, None, []
     if rerun:  # with the --plugin files given here only: a stored plugin name is never loaded
-        from fuzzer.bug_location import locate, rerun_backends
-        from fuzzer.replay import replay_case
+        from fuzzer.running.replay import replay_case
+        from fuzzer.triaging.bug_location import locate, rerun_backends
 
         found_on = original.backends if original else stored.backends
         require_backends(corpus, stored, found_on, list(plugins))
@@ -754,7 +754,7 @@ def show(db_path, handle, rerun, plugins, as_json):
     for node in stored.case.graph.nodes:
         lines.append(f"  {node.name:<12} {node.op:<12} {', '.join(node.inputs):<8} -> {list(shapes[node.name])}  {json.dumps(node.attrs)}")
     lines.append(f"  outputs: {', '.join(stored.case.graph.outputs)}")
-    if stored.case.graph.steps:  # a program (fuzzer/program.py)
+    if stored.case.graph.steps:  # a program (fuzzer/programs/program.py)
         lines.append(f"  called {stored.case.graph.steps} times on the same inputs; then the inputs it writes: "
                      f"{', '.join(written_inputs(stored.case.graph)) or 'none'}")
     lines += _value_lines(stored.case.arrays)
@@ -800,7 +800,7 @@ def _value_lines(arrays: dict) -> list[str]:
 
 def _release_check_lines(checks: list[dict]) -> list[str]:
     """'Checked on releases:' and one line per recorded check (`fuzz replay --on`), newest first."""
-    from fuzzer.release_checks import check_phrase
+    from fuzzer.triaging.release_checks import check_phrase
 
     return ["Checked on releases:"] * bool(checks) + [
         f"  {check_phrase(c)} (env {c['environment']}), checked {_short_time(c['checked_at'])} UTC on case {c['case_id'] or '-'}"
@@ -812,7 +812,7 @@ KEYS, PAIRS, MOTIFS = "Region keys", "Pairs of keys of one node", "Motifs (compi
 
 
 def _region_summary(coverage: dict, what: str = KEYS) -> str:
-    """Region coverage in words, with the keys (or pairs: fuzzer/region_pairs.py) never reached (fuzzer/regions.py)."""
+    """Region coverage in words, with the keys (or pairs: fuzzer/drawing/region_pairs.py) never reached (fuzzer/drawing/regions.py)."""
     if not coverage["declared"]:
         return f"{what}: none declared."
     missing = coverage["never_reached"]
@@ -850,8 +850,8 @@ def stats(db_path, as_json):
             lines.append(f"  campaign {campaign_id}: {_region_summary(data['pair_coverage'][campaign_id], PAIRS)}")
         if data["motif_coverage"].get(campaign_id, {}).get("declared"):
             lines.append(f"  campaign {campaign_id}: {_region_summary(data['motif_coverage'][campaign_id], MOTIFS)}")
-    if data["judged_share"]:  # fuzzer/judged_share.py: u is the dtype's unit roundoff, the allowance relative to the output's scale
-        from fuzzer.judged_share import describe
+    if data["judged_share"]:  # fuzzer/judging/judged_share.py: u is the dtype's unit roundoff, the allowance relative to the output's scale
+        from fuzzer.judging.judged_share import describe
 
         lines.append(f"  judged share, least judged first ({min(JUDGED_ROWS_SHOWN, len(data['judged_share']))} of "
                      f"{len(data['judged_share'])} op/dtype/kind rows; --json lists them all):")
@@ -932,7 +932,7 @@ def rebucket(db_path, dry_run, as_json):
     Example:
       fuzz rebucket --dry-run && fuzz rebucket
     """
-    from fuzzer.triage import rebucket as rebucket_corpus
+    from fuzzer.triaging.triage import rebucket as rebucket_corpus
 
     result = rebucket_corpus(open_corpus(db_path), dry_run)
     verb = "would change" if dry_run else "changed"
@@ -981,7 +981,7 @@ def known_list(known_bugs, as_json):
     Example:
       fuzz known list --json
     """
-    from fuzzer.known import load_registry
+    from fuzzer.triaging.known import load_registry
 
     registry = load_registry(known_bugs)
     lines = []
@@ -1006,8 +1006,8 @@ def known_check(known_bugs, plugins, timeout, as_json):
     Example:
       fuzz known check --json
     """
-    from fuzzer.known import load_registry
-    from fuzzer.replay import check_known_bugs
+    from fuzzer.running.replay import check_known_bugs
+    from fuzzer.triaging.known import load_registry
 
     results = check_known_bugs(load_registry(known_bugs), list(plugins), timeout)
     lines = [f"{r.outcome:<11} {r.bug:<40} {Path(r.case).name if r.case else '-':<40} {r.detail}" for r in results]
@@ -1037,7 +1037,7 @@ def known_add(db_path, handle, bug_id, link, bug_status, title, known_bugs, as_j
       fuzz triage B7 --status reported --note "pytorch/pytorch#123"
       fuzz known add B7 --id torch-foo-nan --link https://github.com/pytorch/pytorch/issues/123
     """
-    from fuzzer.known import add_bug, entry_for_bucket, registry_path, release_of
+    from fuzzer.triaging.known import add_bug, entry_for_bucket, registry_path, release_of
 
     corpus = open_corpus(db_path)
     bucket = corpus.named_bucket(handle)
@@ -1073,7 +1073,7 @@ def _replay_text(reply: dict) -> str:
 
 
 def _release_check_text(report) -> str:
-    from fuzzer.release_checks import releases_text
+    from fuzzer.triaging.release_checks import releases_text
 
     lines = [f"Case {report.case_id}, bucket '{report.bucket}', checked on releases (recorded on the bucket):"]
     for check in report.checks:
@@ -1109,14 +1109,15 @@ def replay(db_path, handle, backends, environments, plugins, timeout, as_json):
       fuzz replay 3 --backends torch-eager:cpu:float32,jax-jit
       fuzz replay B2 --on here,latest,jax-0.4.28   # still in the latest release? since when?
     """
-    from fuzzer import envs, verdicts
-    from fuzzer.replay import replay_case
-    from fuzzer.triage import require_backends
+    from fuzzer import verdicts
+    from fuzzer.running import envs
+    from fuzzer.running.replay import replay_case
+    from fuzzer.triaging.triage import require_backends
 
     corpus = open_corpus(db_path)
     case_id, _ = corpus.named_case(handle)
     if environments is not None:
-        from fuzzer.release_checks import check_on_releases
+        from fuzzer.triaging.release_checks import check_on_releases
 
         if backends:
             raise UserError("Pass --backends or --on, not both: --on runs the case's finding backends in each environment.")
@@ -1167,9 +1168,9 @@ def localize(db_path, handle, plugins, timeout, as_json):
       fuzz localize B9     # torch's CompilerBisector: first bad at inductor/lowerings: var
       fuzz localize B2     # Appears at ORT_ENABLE_EXTENDED: an extended graph optimization (...)
     """
-    from fuzzer.environment import versions
-    from fuzzer.pass_bisect import localizable_backend, localize
     from fuzzer.plugins import load_plugins
+    from fuzzer.running.environment import versions
+    from fuzzer.triaging.pass_bisect import localizable_backend, localize
 
     load_plugins(list(plugins))  # a plugin's backend is on its base's compiler path
     corpus = open_corpus(db_path)
@@ -1208,8 +1209,8 @@ def shrink(db_path, handle, shrink_time, plugins, known_bugs, as_json):
     Example:
       fuzz shrink 12 --shrink-time 120
     """
-    from fuzzer.known import load_registry, mark_known_cases
-    from fuzzer.replay import reshrink_stored
+    from fuzzer.running.replay import reshrink_stored
+    from fuzzer.triaging.known import load_registry, mark_known_cases
 
     registry = load_registry(known_bugs)
     corpus = open_corpus(db_path)
@@ -1243,7 +1244,7 @@ def regress(directory, plugins, timeout, junit_path, as_json):
     Example:
       fuzz regress corpus/regression --junit regress.xml
     """
-    from fuzzer.replay import regress as run_regress, write_junit
+    from fuzzer.running.replay import regress as run_regress, write_junit
 
     if not directory.is_dir():
         raise UserError(f"Regression folder '{directory}' does not exist.")
@@ -1294,12 +1295,12 @@ def export_case(db_path, handle, fmt, backend, expect, plugins, timeout, output,
       fuzz export 3 --format json --expect disagree -o corpus/regression/layernorm.json
       fuzz export 3 --format issue -o bug/README.md
     """
-    from fuzzer import envs
     from fuzzer.backends import get_backend
     from fuzzer.plugins import canaries_for, load_plugins
-    from fuzzer.minimal_reproducer import build_minimal_script
-    from fuzzer.replay import require_bounded_reference
-    from fuzzer.reproducer import build_script, killed_its_process
+    from fuzzer.reproducers.minimal_reproducer import build_minimal_script
+    from fuzzer.reproducers.reproducer import build_script, killed_its_process
+    from fuzzer.running import envs
+    from fuzzer.running.replay import require_bounded_reference
 
     envs.trust_command_line([backend or ""])
     corpus = open_corpus(db_path)
@@ -1321,8 +1322,8 @@ def export_case(db_path, handle, fmt, backend, expect, plugins, timeout, output,
         load_plugins(list(plugins) + canaries_for([name]))
         finding = next((f for f in stored.findings if f.get("backend") == name), None)
         if fmt == "issue":  # refused before any work: a convention or a precision policy is no upstream bug
-            from fuzzer.issue_report import refuse_unless_forced
-            from fuzzer.known import load_registry
+            from fuzzer.reproducers.issue_report import refuse_unless_forced
+            from fuzzer.triaging.known import load_registry
 
             registry = load_registry(known_bugs)
             reason = refuse_unless_forced(corpus, case_id, get_backend(name), registry, force)
@@ -1333,7 +1334,7 @@ def export_case(db_path, handle, fmt, backend, expect, plugins, timeout, output,
         crashed = (finding or {}).get("verdict") in (verdicts.CRASH, verdicts.HANG) and fmt in ("minimal", "issue")
         require_bounded_reference(stored.case, case_id, list(plugins), timeout, extra_of=None if crashed else name)
         if fmt == "issue":
-            from fuzzer.issue_report import export_issue
+            from fuzzer.reproducers.issue_report import export_issue
 
             text = export_issue(corpus, case_id, get_backend(name), output, list(plugins), not_a_bug_reason=reason,
                                 registry=registry)
@@ -1366,7 +1367,7 @@ def import_cases(db_path, files, known_bugs, as_json):
       fuzz import --db team.db findings/*.json
     """
     from fuzzer.corpus import case_from_export, load_case_file
-    from fuzzer.known import load_registry, mark_known_cases
+    from fuzzer.triaging.known import load_registry, mark_known_cases
 
     registry = load_registry(known_bugs)
     loaded = [load_case_file(path) for path in files]
@@ -1492,7 +1493,7 @@ def regimes(as_json):
     Example:
       fuzz regimes --json
     """
-    from fuzzer.regimes import MIX
+    from fuzzer.drawing.regimes import MIX
 
     rows = [{"name": r.name, "percent": r.weight, "description": r.description, "max_elements": r.max_elements,
              "value_profiles": sorted(set(r.value_profiles))} for r in MIX]
@@ -1517,8 +1518,8 @@ def selftest(db_path, max_cases, list_only, seed, device, as_json):
     Example:
       fuzz selftest --db /tmp/selftest.db
     """
-    from fuzzer.selftest import run_selftest
     from fuzzer.plugins import canary_names
+    from fuzzer.running.selftest import run_selftest
 
     if list_only:
         emit(as_json, canary_names(), "\n".join(canary_names()))
@@ -1570,7 +1571,7 @@ def report(db_path, out_dir, plugins, timeout, as_json):
       fuzz report --db plugin.db --plugin my_kernel.py   # scripts for a plugin's backends
     """
     from fuzzer.report import write_report
-    from fuzzer.triage import missing_bucket_backends
+    from fuzzer.triaging.triage import missing_bucket_backends
 
     corpus = open_corpus(db_path)
     for sentence in missing_bucket_backends(corpus, list(plugins)):  # the report says "no script" for those buckets
@@ -1619,7 +1620,7 @@ def env_create(name, requirements, python, pip_args, as_json):
     Example:
       fuzz env create torch-2.4 'torch==2.4.1' 'numpy<2' --pip-arg=--index-url=https://download.pytorch.org/whl/cpu
     """
-    from fuzzer import envs
+    from fuzzer.running import envs
 
     created = envs.create(name, list(requirements), python, list(pip_args), progress=lambda line: click.echo(line, err=True))
     emit(as_json, _env_row(created), f"Created {created.describe()}")
@@ -1636,7 +1637,7 @@ def env_add(name, python, as_json):
     Example:
       fuzz env add nightly ~/venvs/torch-nightly/bin/python
     """
-    from fuzzer import envs
+    from fuzzer.running import envs
 
     added = envs.add(name, python)
     emit(as_json, _env_row(added), f"Registered {added.describe()}")
@@ -1652,7 +1653,7 @@ def env_list(check, as_json):
     Example:
       fuzz env list --check
     """
-    from fuzzer import envs
+    from fuzzer.running import envs
 
     rows, lines, broken = [], [], 0
     for environment in envs.load_all().values():
@@ -1678,7 +1679,7 @@ def env_remove(name, as_json):
     Example:
       fuzz env remove jax-0.4.30
     """
-    from fuzzer import envs
+    from fuzzer.running import envs
 
     removed = envs.remove(name)
     emit(as_json, _env_row(removed), f"Removed {removed.name}{' and its venv' if removed.created else ''}.")
@@ -1718,7 +1719,7 @@ def bisect(db_path, handle, package, low, high, find_fix, backend, extra, listed
       fuzz bisect 3 --package jax --from 0.4.26 --to 0.4.38 --backend jax-jit
     """
     from fuzzer.backend_names import BackendName
-    from fuzzer.bisect import available_versions, bisect_case
+    from fuzzer.triaging.bisect import available_versions, bisect_case
 
     corpus = open_corpus(db_path)
     case_id, _ = corpus.named_case(handle)

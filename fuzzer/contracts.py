@@ -34,10 +34,10 @@ import numpy as np
 
 from fuzzer import verdicts
 from fuzzer.errors import UserError
-from fuzzer.execute import OK, Runner
 from fuzzer.ir import Case, infer_shapes, split_arrays
 from fuzzer.ops import get_op
 from fuzzer.records import BackendVerdict
+from fuzzer.running.execute import OK, Runner
 
 SCOPE_FILE = Path(__file__).with_name("contract_scope.json")
 SCHEMA = 1
@@ -164,7 +164,7 @@ def violates(backend, case: Case, runner: Runner) -> bool:
 def localize_violation(backend, case: Case, runner: Runner) -> str:
     """The op of the first node, in graph order, whose own cut of the graph (its ancestors, it the
     output) breaks the contract; `OP@fused` (the failing output's op) where no cut does alone."""
-    from fuzzer.shrink import rebuild
+    from fuzzer.shrinking.shrink import rebuild
 
     for node in case.graph.nodes:
         cut = rebuild(case, replace(case.graph, outputs=(node.name,)))
@@ -209,8 +209,8 @@ def _strict_numerics(backend, case: Case, outputs: list[np.ndarray], runner: Run
 def batch_slices(case: Case) -> list[tuple[int, Case]]:
     """(k, the case on the first k rows of every input) for k = 1 and half the batch, where the graph
     maps rows to rows (module docstring); NotJudged says why not."""
-    from fuzzer.reference import evaluate_all
-    from fuzzer.shrink import rebuild
+    from fuzzer.judging.reference import evaluate_all
+    from fuzzer.shrinking.shrink import rebuild
 
     graph = case.graph
     leading = {spec.shape[0] if spec.shape else None for spec in graph.inputs}
@@ -269,9 +269,9 @@ _SCRIPT_COMPARE = [
 
 def reproducer_check(backend, case: Case) -> list[str]:
     """The minimal reproducer's last lines for a contract finding: the promise checked bit for bit
-    after the script computed `outputs` from `program(*args)` (fuzzer/minimal_reproducer.py)."""
+    after the script computed `outputs` from `program(*args)` (fuzzer/reproducers/minimal_reproducer.py)."""
     from fuzzer.backends.torch_compile import with_inductor_config
-    from fuzzer.op_source import Source
+    from fuzzer.reproducers.op_source import Source
 
     terms = contract(backend.contract)
     context = with_inductor_config("torch.no_grad()", backend.compile_options, Source())

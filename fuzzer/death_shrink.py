@@ -1,6 +1,6 @@
 """Shrinking a finding whose backend killed its worker process or left it silent (a `crash` by a
 signal, a `hang`): the case cannot be shrunk inside the worker it kills, so the parent shrinks it,
-with the shrinker's own passes (fuzzer/shrink.py), asking a bounded worker about each candidate.
+with the shrinker's own passes (fuzzer/shrinking/shrink.py), asking a bounded worker about each candidate.
 
 - A candidate is kept only if it kills or silences a worker that ran nothing before it, the same
   way (same verdict and normalized message: the same signal, or silence). A worker dies on every
@@ -23,13 +23,13 @@ import time
 from dataclasses import dataclass
 
 from fuzzer.backends import get_backend
-from fuzzer.localize import NodeIsolation
 from fuzzer.errors import InternalError, UserError, normalize_error
 from fuzzer.ir import Case
+from fuzzer.judging.localize import NodeIsolation
 from fuzzer.oracle import signature
 from fuzzer.records import Finding, ShrinkReply
-from fuzzer.shrink import shrink_case
-from fuzzer.workers import AT_MEMORY_LIMIT, SlowCheck, WorkerDied, WorkerPoisoned
+from fuzzer.running.workers import AT_MEMORY_LIMIT, SlowCheck, WorkerDied, WorkerPoisoned
+from fuzzer.shrinking.shrink import shrink_case
 
 HANG_FACTOR = 20.0
 MIN_HANG_SECONDS = 2.0

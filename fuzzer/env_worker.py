@@ -1,11 +1,11 @@
-"""The worker that runs backends inside another Python environment (see fuzzer/envs.py).
+"""The worker that runs backends inside another Python environment (see fuzzer/running/envs.py).
 
 It needs only numpy and a framework: it imports the IR, the ops and the backends, none
-of which import anything else at module level. Started as `python -s -m fuzzer.env_worker`,
+of which import anything else at module level. Started as `python -s -m fuzzer.running.env_worker`,
 it first writes {"versions": {...}}, then answers one JSON line per request:
 
   -> {"backend": "jax-jit:cpu:float32", "case": FOLDER, "strict": false}
-  <- {"ok": true, "outputs": N}          N outputs written to FOLDER/outputs (fuzzer/case_folder.py): a
+  <- {"ok": true, "outputs": N}          N outputs written to FOLDER/outputs (fuzzer/running/case_folder.py): a
                                           program's every step and written inputs, a grad kind's gradients
   <- {"unsupported": OP, "reason": TEXT}  this release lacks an API that OP's implementation uses
   <- {"unsupported": null, "reason": TEXT}
@@ -83,8 +83,8 @@ class Worker:
         return tracking_impl_for
 
     def run(self, request: dict) -> dict:
-        from fuzzer import case_folder
         from fuzzer.errors import OpUnsupported
+        from fuzzer.running import case_folder
 
         backend = self.backend(request["backend"], bool(request.get("strict")))
         root = Path(request["case"])
@@ -115,7 +115,7 @@ def main() -> int:
     protocol = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)  # prints from the frameworks land on stderr
     sys.stdout = sys.stderr
-    from fuzzer.environment import versions
+    from fuzzer.running.environment import versions
 
     protocol.write(json.dumps({"versions": versions()}) + "\n")
     if "--probe" in sys.argv:

@@ -9,7 +9,7 @@ or an interpreter. A path is accepted only when it was given on the command line
 (`trust_command_line`): a backend name read from a case, a corpus or a regression file
 names a registered environment or nothing, so stored data can never start a program.
 
-The worker side (fuzzer/env_worker.py) needs only numpy and the framework: the pure-numpy
+The worker side (fuzzer/running/env_worker.py) needs only numpy and the framework: the pure-numpy
 core of this package (IR, ops, backends) is copied to a folder named by its content hash
 and put on the interpreter's path, so the op declarations are shared, never duplicated,
 and the fuzzer's own site-packages never shadow the environment's.
@@ -246,7 +246,7 @@ def runner_root() -> Path:
 
 @dataclass
 class WorkerCommand:
-    """How to start fuzzer/env_worker.py under an interpreter: the command, its variables and
+    """How to start fuzzer/running/env_worker.py under an interpreter: the command, its variables and
     its folder, which must be the shipped copy's (`python -m` puts the current folder first on
     sys.path, and a checkout of the fuzzer there would shadow the copy)."""
 
@@ -259,7 +259,7 @@ def worker_command(python: str) -> WorkerCommand:
     root = runner_root()
     variables = {key: value for key, value in os.environ.items() if key not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")}
     variables.update(PYTHONPATH=str(root), PYTHONNOUSERSITE="1")
-    return WorkerCommand([python, "-s", "-m", "fuzzer.env_worker"], variables, str(root))
+    return WorkerCommand([python, "-s", "-m", "fuzzer.running.env_worker"], variables, str(root))
 
 
 def probe(python: str) -> dict:

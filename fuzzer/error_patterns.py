@@ -1,4 +1,4 @@
-"""A known bug's `error` pattern (fuzzer/known.py): a small subset of regular-expression syntax,
+"""A known bug's `error` pattern (fuzzer/triaging/known.py): a small subset of regular-expression syntax,
 matched in time linear in the text, so that no registry entry can stall a campaign or an import.
 
 Python's `re` backtracks: "(a+)+$" searched in 60 a's and a '!' never ends, and the registry is
@@ -29,7 +29,7 @@ ANY = None  # a piece's character that '.' matches: any one
 
 
 class UnsafePattern(ValueError):
-    """What in a pattern is outside the subset (fuzzer/known.py names the entry)."""
+    """What in a pattern is outside the subset (fuzzer/triaging/known.py names the entry)."""
 
 
 @dataclass(frozen=True)

@@ -99,7 +99,7 @@ def poisons_device(error_text: str) -> bool:
 class DevicePoisoned(Exception):
     """Raised in a worker when a backend's error poisons its device context (poisons_device): every
     later run there would fail alike, and be taken for findings. The worker ends; its parent
-    starts a fresh one and re-runs the work there (fuzzer/workers.py, fuzzer/campaign.py).
+    starts a fresh one and re-runs the work there (fuzzer/running/workers.py, fuzzer/running/campaign.py).
     `source`: the pipeline.CaseSource (as a list) of the case; `culprit`: the op whose node alone
     poisoned the device, where a recheck ran the nodes alone (Pipeline.recheck)."""
 

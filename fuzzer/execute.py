@@ -1,6 +1,6 @@
 """Running one backend on one case and capturing whatever happens as an Outcome.
 
-In-process execution lives here; campaign workers (fuzzer/workers.py) call the same
+In-process execution lives here; campaign workers (fuzzer/running/workers.py) call the same
 function inside isolated processes, so failure capture is written once.
 """
 

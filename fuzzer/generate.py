@@ -1,7 +1,7 @@
 """Random graphs that are valid by construction, as hypothesis strategies.
 
 A graph starts from one of the seed patterns (the shapes of the five bug classes),
-a compiler's rewrite pattern (fuzzer/motifs.py, where the regime draws motifs)
+a compiler's rewrite pattern (fuzzer/drawing/motifs.py, where the regime draws motifs)
 or a bare input, then grows by free composition: pick a value, pick an op
 that accepts its shape, draw attributes valid for that shape, add extra operands
 (an existing value of the right shape, or a new graph input). Dimensions come
@@ -21,17 +21,17 @@ from typing import Callable
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from fuzzer import branch_points, ladder, motifs, tails
 from fuzzer.arrays import materialize, regime_profiles
+from fuzzer.drawing import branch_points, ladder, motifs, tails
+from fuzzer.drawing.layouts import CONTIGUOUS, layouts_for
+from fuzzer.drawing.regimes import REGIMES, Regime, get_regime
+from fuzzer.drawing.region_keys import drawn_regions
 from fuzzer.errors import InternalError, ShapeError
 from fuzzer.ir import Case, Graph, Node, TensorSpec
-from fuzzer.layouts import CONTIGUOUS, layouts_for
 from fuzzer.ops import OpDef, float_op_names, get_op
 from fuzzer.ops._common import DIMS, numel
 from fuzzer.ops.derived.ops import FAMILY as DERIVED_FAMILY
 from fuzzer.ops.matmul import TILE_EDGE_SIZES
-from fuzzer.regimes import REGIMES, Regime, get_regime
-from fuzzer.region_keys import drawn_regions
 
 PATTERNS = ("conv-layout-norm", "rnn-sequence", "matmul-chain", "norm-dropout", "conv-bn", "attention", "free", "free")
 
@@ -211,7 +211,7 @@ def _attention(builder: _Builder) -> str:
     return builder.try_add("matmul", weights, {}, [v]) or weights
 
 
-# The contractions a big-contraction graph starts with (fuzzer/regimes.py: contraction_dims).
+# The contractions a big-contraction graph starts with (fuzzer/drawing/regimes.py: contraction_dims).
 BIG_CONTRACTIONS = ("matmul", "linear", "bmm", "einsum", "conv1d", "conv2d")
 # A conv2d's output positions (M of its GEMM): 11..13 squared, 121..169, keeps the float64
 # reference (one einsum per kernel offset) under ~0.5 s at 512 channels in and out.
@@ -245,11 +245,11 @@ def _big_contraction(builder: _Builder) -> str | None:
 
 @dataclass(frozen=True)
 class Focus:
-    """A graph steered toward a region key (fuzzer/regions.py): it starts with `op`, in `regime` and
+    """A graph steered toward a region key (fuzzer/drawing/regions.py): it starts with `op`, in `regime` and
     with its first input in `layout` where those are given and allowed, the op's attributes redrawn
     up to FOCUS_TRIES times until they give `key`'s region; then it grows like any other graph.
     `profile`: the value profile (fuzzer/arrays.py) of the graph inputs it reads, where given. `also`:
-    a second key of the same op its attributes must give too (a pair, fuzzer/region_pairs.py)."""
+    a second key of the same op its attributes must give too (a pair, fuzzer/drawing/region_pairs.py)."""
 
     op: str
     regime: str | None = None
@@ -307,7 +307,7 @@ def _focused_start(builder: _Builder, focus: Focus) -> str:
 
 def _ladder_start(builder: _Builder, focus: Focus | None = None) -> str | None:
     """A first node whose reduction or contraction axis (OpDef.ladder) holds a rung of the ladder
-    (fuzzer/ladder.py), its operand's other dims cut to keep it within a quarter of the regime's
+    (fuzzer/drawing/ladder.py), its operand's other dims cut to keep it within a quarter of the regime's
     bound (its other operands and weights need room too): `focus.op` on the rung of `focus.key`
     where given. Up to FOCUS_TRIES draws; None where none fits, or no op of the campaign has a ladder."""
     draw, bound = builder.draw, builder.regime.max_elements
@@ -343,7 +343,7 @@ def _ladder_start(builder: _Builder, focus: Focus | None = None) -> str | None:
 
 
 def _pointed_start(builder: _Builder) -> str | None:
-    """A first node whose op declares branch points (fuzzer/branch_points.py), on a new input, where
+    """A first node whose op declares branch points (fuzzer/drawing/branch_points.py), on a new input, where
     the branch-points regime places them; None where no op of the campaign declares any."""
     pointed = sorted(name for name, op in builder.ops.items() if op.branch_points is not None)
     return _focused_start(builder, Focus(builder.draw(st.sampled_from(pointed)))) if pointed else None
@@ -417,7 +417,7 @@ def graphs(draw, op_names: tuple[str, ...] | None = None, max_nodes: int = 8, re
     allowed = {regime.name: regime for regime in regimes}
     regime = allowed[steer.regime] if steer and steer.regime in allowed else _draw_regime(draw, regimes)
     if regime.programs:
-        from fuzzer.program_generate import programs
+        from fuzzer.programs.generate import programs
 
         return draw(programs(op_names, regime.name))
     vmapped = _vmapped_rung(draw, regime, steer)
@@ -511,7 +511,7 @@ class CaseGenerator:
 
 def focused_graphs(focus: Focus, regimes: tuple[Regime, ...], count: int, rng: random.Random) -> list[Graph]:
     """One-node graphs of `focus.op` drawn from `count` buffers of `rng`'s bytes (fewer where a draw
-    is rejected): the census of fuzzer/regions.py."""
+    is rejected): the census of fuzzer/drawing/regions.py."""
     drawn: list[Graph] = []
 
     @settings(database=None, deadline=None, suppress_health_check=list(HealthCheck))

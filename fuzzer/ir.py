@@ -42,7 +42,7 @@ TENSOR_ELEMENTS_VARIABLE = "FUZZ_MAX_TENSOR_ELEMENTS"
 CASE_ELEMENTS_VARIABLE = "FUZZ_MAX_CASE_ELEMENTS"
 DEFAULT_MAX_TENSOR_ELEMENTS = 50_000_000
 DEFAULT_MAX_CASE_ELEMENTS = 200_000_000  # every value and parameter of a case together
-MAX_VMAPPED = 2**17 + 1  # the ladder's top rung (fuzzer/ladder.py)
+MAX_VMAPPED = 2**17 + 1  # the ladder's top rung (fuzzer/drawing/ladder.py)
 
 
 def _plain(value: Any) -> Any:
@@ -54,7 +54,7 @@ def _plain(value: Any) -> Any:
 class TensorSpec:
     name: str
     shape: tuple[int, ...]
-    layout: str = "contiguous"  # how torch backends store this input (fuzzer/layouts.py)
+    layout: str = "contiguous"  # how torch backends store this input (fuzzer/drawing/layouts.py)
 
 
 @dataclass(frozen=True)
@@ -74,9 +74,9 @@ class Graph:
     inputs: tuple[TensorSpec, ...]
     nodes: tuple[Node, ...]
     outputs: tuple[str, ...]
-    regime: str = ""  # the regime the generator drew this graph in (fuzzer/regimes.py); "" = small
-    vmapped: int = 0  # the rung of the ladder jax-vmap batches this graph over (fuzzer/ladder.py); 0: its default
-    steps: int = 0  # a program's calls (fuzzer/program.py): its nodes may write in place and take views; 0: a graph
+    regime: str = ""  # the regime the generator drew this graph in (fuzzer/drawing/regimes.py); "" = small
+    vmapped: int = 0  # the rung of the ladder jax-vmap batches this graph over (fuzzer/drawing/ladder.py); 0: its default
+    steps: int = 0  # a program's calls (fuzzer/programs/program.py): its nodes may write in place and take views; 0: a graph
 
     def __post_init__(self):
         object.__setattr__(self, "inputs", tuple(self.inputs))
@@ -148,7 +148,7 @@ class Graph:
         vmapped = data.get("vmapped", 0)
         if type(vmapped) is not int or not 0 <= vmapped <= MAX_VMAPPED:
             raise UserError(f"Malformed graph JSON: 'vmapped' must be a whole number from 0 to {MAX_VMAPPED}, not {vmapped!r}.")
-        from fuzzer.program import MAX_STEPS
+        from fuzzer.programs.program import MAX_STEPS
 
         steps = data.get("steps", 0)
         if type(steps) is not int or not 0 <= steps <= MAX_STEPS:
@@ -225,7 +225,7 @@ def _input_dict(spec: TensorSpec) -> dict:
 
 
 def _layout(value: Any) -> str:
-    from fuzzer.layouts import LAYOUTS
+    from fuzzer.drawing.layouts import LAYOUTS
 
     if value not in LAYOUTS:
         raise ValueError(f"layout {value!r} (one of {', '.join(LAYOUTS)})")
@@ -311,7 +311,7 @@ def infer_shapes(graph: Graph) -> dict[str, tuple[int, ...]]:
             raise UserError(f"Output '{out}' is not an input or node of the graph.")
     if not graph.outputs:
         raise UserError("The graph has no outputs; list at least one node name in 'outputs'.")
-    from fuzzer.program import check_statements
+    from fuzzer.programs.program import check_statements
 
     check_statements(graph, shapes)
     return shapes

@@ -3,12 +3,12 @@ issue templates ask for, in the framework's terms: a title saying what the op do
 input, the minimal snippet, expected vs actual, the framework's own environment report
 (`python -m torch.utils.collect_env`, `jax.print_environment_info()`), and the fuzzer's own words
 (campaign, regime, case seed, `fuzz replay`) only in a collapsed "How it was found" at the end,
-after the upstream searches that decide whether it is new and the nearest known bugs (fuzzer/novelty.py).
+after the upstream searches that decide whether it is new and the nearest known bugs (fuzzer/triaging/novelty.py).
 
 `gather_issue` reads the corpus and re-runs the case once, the float64 reference and the backend
 under test, for the expected-vs-actual table (the entries beyond the allowance only), and runs
 the environment tool; `render_issue` turns that data into Markdown and does nothing else. The
-snippet is the minimal reproducer (fuzzer/minimal_reproducer.py). A finding that is no bug to
+snippet is the minimal reproducer (fuzzer/reproducers/minimal_reproducer.py). A finding that is no bug to
 report (a precision policy, a registry entry of status `convention`) is refused unless forced
 (`refuse_unless_forced`), and then says so at the top. Nothing of this machine is shown: `export_issue` puts
 LOCAL_PATH for every path of it that the report could meet (`local_paths`: the corpus's, the
@@ -34,21 +34,22 @@ from pathlib import Path
 import numpy as np
 
 import fuzzer
-from fuzzer import envs, verdicts
+from fuzzer import verdicts
 from fuzzer.backends import Backend
 from fuzzer.corpus import Corpus, StoredCase
 from fuzzer.corpus.releases import OUTCOMES
 from fuzzer.errors import UserError, error_headline
 from fuzzer.ir import infer_shapes
-from fuzzer.known import Registry, load_registry
-from fuzzer.minimal_reproducer import build_minimal_script, failing_part
-from fuzzer.novelty import NoveltyChecks, novelty_checks
-from fuzzer.reproducer import ENVIRONMENT_KEYS
 from fuzzer.oracle import allowed_error, compute_reference, nonfinite_class
 from fuzzer.report.render import md_cell
-from fuzzer.pass_bisect import localization_phrase, stored_localization
-from fuzzer.release_checks import check_phrase
-from fuzzer.replay import Replayer
+from fuzzer.reproducers.minimal_reproducer import build_minimal_script, failing_part
+from fuzzer.reproducers.reproducer import ENVIRONMENT_KEYS
+from fuzzer.running import envs
+from fuzzer.running.replay import Replayer
+from fuzzer.triaging.known import Registry, load_registry
+from fuzzer.triaging.novelty import NoveltyChecks, novelty_checks
+from fuzzer.triaging.pass_bisect import localization_phrase, stored_localization
+from fuzzer.triaging.release_checks import check_phrase
 
 WORST_ENTRIES = 5
 RERUN_TIMEOUT = 300.0  # seconds for the one re-run that fills the expected-vs-actual table

@@ -21,11 +21,11 @@ The registry is a strict JSON list (no NaN or Infinity tokens) of one object per
                 devices, dtypes
                 error       a pattern searched in the normalized error text (errors.normalize_error:
                             numbers are N, shapes "(...)"); the part of regular-expression syntax
-                            that cannot backtrack (fuzzer/error_patterns.py): literal text,
+                            that cannot backtrack (fuzzer/triaging/error_patterns.py): literal text,
                             backslash-escaped punctuation, '.', '.*', '|', '^' and '$'
                 releases    the releases the bug is in, per package, as version specifiers compared
                             with the versions the finding ran with (the campaign's record,
-                            fuzzer/environment.py; for KIND@ENV, that environment's): {"torch":
+                            fuzzer/running/environment.py; for KIND@ENV, that environment's): {"torch":
                             ">=2.11,<2.13"}; a finding from a release outside is new. A package whose
                             version the finding did not record places no condition
     status    "open"; "convention", a result the framework documents (not a bug to report);
@@ -56,14 +56,14 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from fuzzer import jsonform, verdicts
-from fuzzer.exact_dtypes import EXACT_DTYPES
-from fuzzer.complex_dtypes import COMPLEX_DTYPES
 from fuzzer.backend_names import BackendName
 from fuzzer.backends import kind_family, kind_path
-from fuzzer.error_patterns import ErrorPattern, UnsafePattern, compile_pattern
+from fuzzer.complex_dtypes import COMPLEX_DTYPES
 from fuzzer.errors import UserError, normalize_error
+from fuzzer.exact_dtypes import EXACT_DTYPES
 from fuzzer.ir import Graph, check_json_depth
 from fuzzer.records import Finding, signature_error
+from fuzzer.triaging.error_patterns import ErrorPattern, UnsafePattern, compile_pattern
 
 REGISTRY_ENV = "FUZZ_KNOWN_BUGS"
 SHIPPED_REGISTRY = Path(__file__).resolve().parent.parent / "corpus" / "known-bugs.json"
@@ -76,7 +76,7 @@ DTYPES = ("float16", "bfloat16", "float32", "float64", *EXACT_DTYPES, *COMPLEX_D
 ENTRY_KEYS = ("id", "title", "match", "status", "link", "affected", "cases", "report")
 REQUIRED_KEYS = ("id", "title", "match", "status")
 MATCH_LISTS = ("verdicts", "ops", "paths", "kinds", "except_kinds", "frameworks", "devices", "dtypes")
-# The packages a `releases` condition may name: those fuzzer/environment.py records with every campaign.
+# The packages a `releases` condition may name: those fuzzer/running/environment.py records with every campaign.
 RELEASE_PACKAGES = ("torch", "jax", "jaxlib", "numpy", "python", "cuda")
 
 
@@ -171,7 +171,7 @@ def mark_known_cases(corpus, registry: Registry, case_ids) -> dict[str, str]:
     """Mark the buckets of stored cases' findings that are registry bugs as known, as a campaign
     does when it stores them: a case re-shrunk (`fuzz shrink`, whose localization may name another
     culprit now) or imported lands in its bug's bucket. Returns {bucket: bug id}."""
-    from fuzzer.buckets import bucket_signatures
+    from fuzzer.triaging.buckets import bucket_signatures
 
     marked = {}
     for case_id in case_ids:
@@ -188,7 +188,7 @@ def mark_known_cases(corpus, registry: Registry, case_ids) -> dict[str, str]:
 
 def culprit_ops(culprit: str, graph: Graph | None) -> set[str]:
     """The ops a finding is charged to: its culprit's op ("sin@grad" is sin) and, for a fusion's
-    culprit ("layer_norm@fused": no op was wrong alone, fuzzer/check.py), every op that the fused
+    culprit ("layer_norm@fused": no op was wrong alone, fuzzer/judging/check.py), every op that the fused
     output depends on in `graph`. A known bug of an op that the compiler fused into its consumer
     (a minimum fused into a sum under jax.jit) is found only as the consumer's fusion."""
     op, *how = culprit.split("@")  # "matmul@fused@jvp": a fusion under a transformation is a fusion too
@@ -200,7 +200,7 @@ def culprit_ops(culprit: str, graph: Graph | None) -> set[str]:
 
 
 def ran_with(name: BackendName, recorded: dict | None) -> dict:
-    """The versions a finding of backend `name` ran with: `recorded` (a campaign's, fuzzer/environment.py)
+    """The versions a finding of backend `name` ran with: `recorded` (a campaign's, fuzzer/running/environment.py)
     or this process's, and for a backend of another environment that environment's ({} where it is
     not known here: no range is checked)."""
     recorded = recorded if recorded is not None else _versions_here()
@@ -219,7 +219,7 @@ def ran_with(name: BackendName, recorded: dict | None) -> dict:
 
 @functools.cache
 def _versions_here() -> dict:
-    from fuzzer.environment import versions
+    from fuzzer.running.environment import versions
 
     return versions()
 
@@ -416,7 +416,7 @@ def entry_for_bucket(bucket: dict, bug_id: str, link: str, status: str, title: s
                      affected: str | None, release: tuple[str, str] | None = None) -> dict:
     """A registry entry matching exactly what a stored bucket is: its verdict and culprit op, the
     compiler paths (a plugin's backend: its name), devices and dtypes of its own members
-    (fuzzer/buckets.py: an inherited member is its base's finding, never matched), its normalized
+    (fuzzer/triaging/buckets.py: an inherited member is its base's finding, never matched), its normalized
     error text (an anchored, escaped pattern), and releases from `release` (release_of) on."""
     from fuzzer.ops import known_op_names
 

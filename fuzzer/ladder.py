@@ -4,8 +4,8 @@ Kernels switch paths at powers of two: a vector tail, a tile, a block of a multi
 an index that needs one more bit (jax#39103: jit(vmap(matrix @ row)) then a sum, wrong from 16,385
 rows in float64). One rung of the ladder is one of those sizes on one axis that reduces (an op's
 OpDef.ladder says which) or on the vmapped axis of jax-vmap, the other axes small so a tensor stays
-within the ladder regime's bound (fuzzer/regimes.py). A rung is a region key (`sum:ladder=reduction:2^16+1`,
-fuzzer/region_keys.py), so a campaign steers toward the rungs it has not tried.
+within the ladder regime's bound (fuzzer/drawing/regimes.py). A rung is a region key (`sum:ladder=reduction:2^16+1`,
+fuzzer/drawing/region_keys.py), so a campaign steers toward the rungs it has not tried.
 """
 
 from __future__ import annotations

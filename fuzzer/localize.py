@@ -7,19 +7,19 @@ from dataclasses import replace
 
 import numpy as np
 
-from fuzzer.exact_dtypes import is_exact
-from fuzzer.oracle.exact import ExactReference
 from fuzzer import oracle, verdicts
-from fuzzer.accuracy import ACCURACY_FACTOR, ACCURACY_FLOOR
-from fuzzer.backend_verdict import verdict_of
 from fuzzer.backends import Backend
 from fuzzer.backends.numpy_ref import NumpyReference
-from fuzzer.contracts import localize_violation
-from fuzzer.execute import HANG, OK, UNSUPPORTED, Outcome, Runner, run_backend
 from fuzzer.errors import normalize_error
+from fuzzer.exact_dtypes import is_exact
 from fuzzer.ir import Case, TensorSpec, split_arrays
-from fuzzer.program_localize import localize_program
+from fuzzer.judging.accuracy import ACCURACY_FACTOR, ACCURACY_FLOOR
+from fuzzer.judging.backend_verdict import verdict_of
+from fuzzer.judging.contracts import localize_violation
+from fuzzer.oracle.exact import ExactReference
+from fuzzer.programs.localize import localize_program
 from fuzzer.records import Finding
+from fuzzer.running.execute import HANG, OK, UNSUPPORTED, Outcome, Runner, run_backend
 
 
 def localized_finding(backend: Backend, case: Case, verdict: oracle.BackendVerdict, outcome: Outcome, runner: Runner,
@@ -28,7 +28,7 @@ def localized_finding(backend: Backend, case: Case, verdict: oracle.BackendVerdi
     if outcome.status != OK:
         if verdict.verdict != verdicts.CRASH:
             culprit = "-"
-        elif case.graph.steps:  # a program (fuzzer/program_localize.py)
+        elif case.graph.steps:  # a program (fuzzer/programs/localize.py)
             culprit = localize_program(backend, case, runner, outcome.error)
         else:
             culprit = localize_crash(backend, case, outcome.error, runner)
@@ -39,7 +39,7 @@ def localized_finding(backend: Backend, case: Case, verdict: oracle.BackendVerdi
     elif verdict.verdict == verdicts.CONTRACT:  # no tolerance: the first node whose own cut breaks the contract
         culprit = localize_violation(backend, case, runner)
         sig = oracle.signature(verdict.verdict, backend.name, culprit)
-    elif case.graph.steps:  # a program: charged to a statement by its prefixes (fuzzer/program_localize.py)
+    elif case.graph.steps:  # a program: charged to a statement by its prefixes (fuzzer/programs/localize.py)
         culprit = localize_program(backend, case, runner)
         sig = oracle.signature(verdicts.bucket_verdict(verdict.verdict), backend.name, culprit)
     else:

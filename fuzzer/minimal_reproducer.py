@@ -1,6 +1,6 @@
 """The minimal reproducer, `fuzz export`'s default: the script an upstream maintainer reads, about
 twenty lines for a finding of one or two ops (the full harness is `--format script`,
-fuzzer/reproducer.py).
+fuzzer/reproducers/reproducer.py).
 
 It runs the same program as the full harness (the backend's `reproducer_program`: public torch /
 jax calls, the transformation under test, the hang timer, the device check) and differs in what
@@ -18,7 +18,7 @@ surrounds it:
   entries the reference defines, ending in one line: `MISMATCH: ...` (exit 1) or `OK: ...`. A
   crash's script only runs the program;
 * only the part of the graph the finding is about (`failing_part`), shapes a helper computes
-  written out (fuzzer/op_source.py), and only the imports the script uses (`used_imports`);
+  written out (fuzzer/reproducers/op_source.py), and only the imports the script uses (`used_imports`);
 * the order a hand-written report has: a one-line docstring, the imports, `def graph`, the
   versions in one printed line, the inputs, the run, the check.
 
@@ -37,19 +37,19 @@ from dataclasses import replace
 import numpy as np
 
 from fuzzer import verdicts
-from fuzzer.backend_verdict import reference_for
 from fuzzer.backends import Backend, get_backend
 from fuzzer.complex_dtypes import is_complex
-from fuzzer.contracts import reproducer_check
 from fuzzer.errors import UserError
 from fuzzer.exact_dtypes import is_exact
 from fuzzer.ir import Case
-from fuzzer.op_source import Source
-from fuzzer.oracle import Reference, allowed_error, compute_reference, entry_allowance, judge_outputs
+from fuzzer.judging.backend_verdict import reference_for
+from fuzzer.judging.contracts import reproducer_check
 from fuzzer.ops import get_op
-from fuzzer.program_source import JAX_X64, compact_array, compact_arrays, graph_arguments, graph_function, with_readable_names
-from fuzzer.reproducer import docstring, environment_note, killed_its_process, program_under_test, standard_imports
-from fuzzer.shrink import prune, rebuild
+from fuzzer.oracle import Reference, allowed_error, compute_reference, entry_allowance, judge_outputs
+from fuzzer.reproducers.op_source import Source
+from fuzzer.reproducers.program_source import JAX_X64, compact_array, compact_arrays, graph_arguments, graph_function, with_readable_names
+from fuzzer.reproducers.reproducer import docstring, environment_note, killed_its_process, program_under_test, standard_imports
+from fuzzer.shrinking.shrink import prune, rebuild
 
 # How each family's reference takes the script's arrays (in float64, on the CPU) and gives numpy arrays.
 REFERENCE_INPUTS = {"torch": "torch.as_tensor({}, dtype=torch.float64)",

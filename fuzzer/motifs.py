@@ -10,7 +10,7 @@ with its variants (row versus column bias, a runtime input versus a constant ope
 or a scalar attribute, which freezing and jax-jit-const make compile-time constants; with and
 without an activation; scale before or after the bias), as WhiteFox and OATest draw them.
 
-Where motifs are drawn (fuzzer/regimes.py: `Regime.motifs`): the `motifs` regime (4 percent of the
+Where motifs are drawn (fuzzer/drawing/regimes.py: `Regime.motifs`): the `motifs` regime (4 percent of the
 default mix, taken from small) starts its graphs with a motif of small dims, and the big-contraction
 regime continues its large contraction as a motif's head in half of its graphs (where a variant has
 that head). A motif graph is a graph like any other: stored, shrunk, replayed and exported as one.
@@ -18,7 +18,7 @@ that head). A motif graph is a graph like any other: stored, shrunk, replayed an
 Each variant is a region key `HEAD:motif=NAME/VARIANT` (`matmul:motif=addmm/column`), held by the
 head node of every chain that matches it (`matched`), however it was drawn: a shrunk case keeps the
 key while it keeps the chain. A campaign whose regimes draw motifs declares the keys of the variants
-its ops can build (fuzzer/regions.py), counts them and steers to those not covered yet.
+its ops can build (fuzzer/drawing/regions.py), counts them and steers to those not covered yet.
 """
 
 from __future__ import annotations
@@ -162,7 +162,7 @@ def region(motif: Motif, variant: Variant) -> str:
 
 
 # ---- drawing ------------------------------------------------------------------------------------
-# A head: (its op, how a builder (fuzzer/generate.py's _Builder) adds it at sizes m, k, n).
+# A head: (its op, how a builder (fuzzer/drawing/generate.py's _Builder) adds it at sizes m, k, n).
 
 def _sizes(builder) -> tuple[int, int, int]:
     """M, K, N: the regime's contraction dims where it has them, else small dims of 2 or more (a

@@ -2,11 +2,11 @@
 
 A maintainer's first question about a compiler bug is "which pass?", and a triage bot asks it before
 a person reads the report, so `fuzz run` answers it for every new bucket of a torch.compile or XLA
-kind (fuzzer/pass_bisect.py, the work of `fuzz localize`) once the campaign's time is up. The
+kind (fuzzer/triaging/pass_bisect.py, the work of `fuzz localize`) once the campaign's time is up. The
 localizations run one after another within their own time (`--localize-time`): each on its bucket's
 smallest case, each trial bounded by `--timeout`, each in a process of its own, so a pass that
 crashes is a trial and never the campaign's end. What is named is kept on the bucket and joins its
-identity (fuzzer/buckets.py, "The pass"); a bucket left for want of time says so, with the command
+identity (fuzzer/triaging/buckets.py, "The pass"); a bucket left for want of time says so, with the command
 that localizes it later.
 """
 
@@ -17,9 +17,9 @@ import time
 from dataclasses import dataclass, field
 
 from fuzzer.corpus import Corpus
-from fuzzer.environment import versions
 from fuzzer.errors import UserError
-from fuzzer.pass_bisect import localizable_backend, localize
+from fuzzer.running.environment import versions
+from fuzzer.triaging.pass_bisect import localizable_backend, localize
 
 # Below this much time left, a localization could not finish one torch.compile trial: the bucket is left.
 LEAST_SECONDS = 30.0

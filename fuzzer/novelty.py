@@ -26,9 +26,9 @@ from fuzzer.backend_names import BackendName
 from fuzzer.backends import kind_family, kind_path
 from fuzzer.errors import error_headline, normalize_error
 from fuzzer.ir import Graph
-from fuzzer.known import Registry, culprit_ops
-from fuzzer.pass_bisect import LOCALIZABLE_PATHS, stored_localization
-from fuzzer.workers import ended_its_process
+from fuzzer.running.workers import ended_its_process
+from fuzzer.triaging.known import Registry, culprit_ops
+from fuzzer.triaging.pass_bisect import LOCALIZABLE_PATHS, stored_localization
 
 # The trackers of a framework family (Backend.family), searched by op and by symptom.
 TRACKERS = {"torch": ("pytorch/pytorch",), "jax": ("jax-ml/jax", "openxla/xla"),

@@ -42,11 +42,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from fuzzer import verdicts
-from fuzzer.backends import kind_path
 from fuzzer.backend_names import BackendName
-from fuzzer.buckets import pass_label
+from fuzzer.backends import kind_path
 from fuzzer.errors import UserError
 from fuzzer.ir import Case
+from fuzzer.triaging.buckets import pass_label
 
 XLA_PATH, INDUCTOR_PATH, ORT_PATH = "jax/xla", "torch/inductor", "onnx/ort"
 # Where no HLO pass explains an XLA finding: the backend's own optimizations (LLVM's, on the CPU and GPU) off.
@@ -76,7 +76,7 @@ class PassVerdict:
 
     @property
     def label(self) -> str | None:
-        """The pass as part of a bucket's identity (fuzzer/buckets.py): the pass, or the two or three passes
+        """The pass as part of a bucket's identity (fuzzer/triaging/buckets.py): the pass, or the two or three passes
         that only together explain it; None where nothing was named or the set is too large to be a cause."""
         return pass_label(self.passes)
 
@@ -149,14 +149,14 @@ INDUCTOR_TRIALS = 30
 def localize_inductor(case: Case, backend: str, plugins: list[str], timeout: float,
                       seconds: float | None = None) -> PassVerdict:
     """torch's CompilerBisector over `backend`'s compile of `case`, in a child process (see the module docstring)."""
-    from fuzzer.case_folder import write_case
+    from fuzzer.running.case_folder import write_case
 
     result = PassVerdict(backend, "inductor")
     limit = timeout * INDUCTOR_TRIALS if seconds is None else min(seconds, timeout * INDUCTOR_TRIALS)
     with tempfile.TemporaryDirectory(prefix="fuzz-inductor-bisect-") as folder:
         root = Path(folder)
         write_case(case, root)
-        command = [sys.executable, "-m", "fuzzer.pass_bisect", str(root), backend, *plugins]
+        command = [sys.executable, "-m", "fuzzer.triaging.pass_bisect", str(root), backend, *plugins]
         try:
             child = subprocess.run(command, capture_output=True, text=True, timeout=limit)
         except subprocess.TimeoutExpired:
@@ -193,9 +193,9 @@ def _bisect_inductor_here(root: Path, backend_name: str, plugins: list[str]) -> 
     from fuzzer.backends import get_backend
     from fuzzer.backends.torch_compile import COMPILED
     from fuzzer.backends.torch_module import TRACED
-    from fuzzer.case_folder import read_case
-    from fuzzer.check import check_case
+    from fuzzer.judging.check import check_case
     from fuzzer.plugins import load_plugins
+    from fuzzer.running.case_folder import read_case
 
     load_plugins(plugins)
     case, backend = read_case(root), get_backend(backend_name)
@@ -330,7 +330,7 @@ def _trial(case: Case, backend: str, plugins: list[str], timeout: float, environ
     """Does the finding reproduce with these environment variables (a fresh worker, which reads them at
     start)? A trial gets `timeout`, or what is left before `deadline` (time.monotonic); one that has
     too little left to compile, or that the deadline cut short, is _OutOfTime, not an answer."""
-    from fuzzer.replay import replay_case
+    from fuzzer.running.replay import replay_case
 
     cut = deadline is not None and deadline - time.monotonic() < timeout
     if cut:

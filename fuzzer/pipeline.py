@@ -1,6 +1,6 @@
 """What a worker does with one seed index: generate -> check on every backend -> shrink new findings.
 
-Runs inside a worker process (fuzzer/workers.py) and can run in-process too. The
+Runs inside a worker process (fuzzer/running/workers.py) and can run in-process too. The
 result is a record of fuzzer/records.py for the parent, which is the only corpus writer.
 A backend error that leaves the device unusable (errors.poisons_device) ends the request
 with DevicePoisoned: nothing this process runs after it can be trusted.
@@ -22,27 +22,28 @@ from fuzzer.backend_names import BackendName
 from fuzzer.backends import Backend, all_ops_supported_by, get_backend, kind_family, parse_backend_list
 from fuzzer.complex_dtypes import is_complex
 from fuzzer.exact_dtypes import is_exact
-from fuzzer.budget import (DEFAULT_SHARE, SINGLE, SMALL, SMALL_NODES, WHOLE, CompileBudget, graph_features, parse_shares,
+from fuzzer.running.budget import (DEFAULT_SHARE, SINGLE, SMALL, SMALL_NODES, WHOLE, CompileBudget, graph_features, parse_shares,
                            slot_shares)
-from fuzzer.check import CaseResult, Finding, check_case, still_fails_predicate
-from fuzzer.localize import NodeIsolation
+from fuzzer import verdicts
+from fuzzer.drawing.generate import CaseGenerator
+from fuzzer.drawing.regimes import Regime, parse_regime_list
+from fuzzer.drawing.region_pairs import focus_of, node_pairs
+from fuzzer.drawing.regions import keys_of, node_regions
+from fuzzer.drawing.shape_variants import shape_variant
 from fuzzer.errors import DevicePoisoned, DiskFull, InternalError, UserError, fills_disk, poisons_device
-from fuzzer.execute import ERROR, OK, UNSUPPORTED, run_backend
-from fuzzer.generate import CaseGenerator
-from fuzzer.regimes import Regime, parse_regime_list
-from fuzzer.region_pairs import focus_of, node_pairs
-from fuzzer.regions import keys_of, node_regions
 from fuzzer.ir import Case
-from fuzzer.known import Registry
-from fuzzer.oracle import Reference
+from fuzzer.judging import judged_share
+from fuzzer.judging.check import CaseResult, Finding, check_case, still_fails_predicate
+from fuzzer.judging.localize import NodeIsolation
+from fuzzer.judging.unmasked import unmasked_findings
 from fuzzer.ops import derived, get_op
 from fuzzer.ops.derived.ops import FAMILY as DERIVED_FAMILY
-from fuzzer import judged_share, verdicts
+from fuzzer.oracle import Reference
 from fuzzer.plugins import load_plugins
 from fuzzer.records import CaseReply, CheckReply, FoundCase, ShrinkReply
-from fuzzer.shape_variants import shape_variant
-from fuzzer.shrink import shrink_case
-from fuzzer.unmasked import unmasked_findings
+from fuzzer.running.execute import ERROR, OK, UNSUPPORTED, run_backend
+from fuzzer.shrinking.shrink import shrink_case
+from fuzzer.triaging.known import Registry
 
 THREADS_ENV = "FUZZ_WORKER_THREADS"
 SINGLE_DRAWS = 4  # seeds a compiler tries for an op's one-op graph before leaving the op to the other tiers
@@ -53,16 +54,16 @@ class WorkerConfig:
     backends: list[str]
     ops: list[str] | None = None
     max_nodes: int = 8
-    regimes: list[str] | None = None  # names from fuzzer/regimes.py; None: all, at their stated shares
+    regimes: list[str] | None = None  # names from fuzzer/drawing/regimes.py; None: all, at their stated shares
     seed: int = 0
     inputs_per_graph: int = 2
-    # Each compiling backend's share of the worker's time (see fuzzer/budget.py): a number is
+    # Each compiling backend's share of the worker's time (see fuzzer/running/budget.py): a number is
     # the total for all of them, split by their compile_weight; "name=share" entries set one backend's share.
     compile_share: str = DEFAULT_SHARE
     # Further input sets (other value regimes, same shapes) each compiler runs a graph it compiled on.
     compiled_inputs: int = 8
     # The compilers this worker slot runs, each with its part of the compile share (compiler affinity:
-    # fuzzer/budget.py's assign_compilers; set by the campaign, never stored). None: every one at its share.
+    # fuzzer/running/budget.py's assign_compilers; set by the campaign, never stored). None: every one at its share.
     compilers: dict[str, float] | None = None
     # Each of its compilers' part of the single-op tier, [j, m] (budget.single_op_parts; set by the
     # campaign, never stored). None: every op.
@@ -145,17 +146,17 @@ VALUE_REGIMES = ("special-values", "magnitudes", "small")
 class CaseSource:
     """How a worker drew a case it checks, so that the parent can draw it again if the worker
     dies on it: the index's drawn graph (tier WHOLE), or the one-op (SINGLE) or small (SMALL)
-    graph a compiler took instead (fuzzer/budget.py), and which of its input sets. The drawn graph
+    graph a compiler took instead (fuzzer/running/budget.py), and which of its input sets. The drawn graph
     of an index is determined by the campaign's seed, the index and `focus`: the region key the
-    campaign steered it toward (fuzzer/regions.py), or None for the plain mix: never by the worker
+    campaign steered it toward (fuzzer/drawing/regions.py), or None for the plain mix: never by the worker
     that draws it. Which compilers check an index does depend on its worker (the compilers of its
-    slot, and their compile budget: fuzzer/budget.py), and so do the one-op and small graphs they take."""
+    slot, and their compile budget: fuzzer/running/budget.py), and so do the one-op and small graphs they take."""
 
     index: int
     tier: str = WHOLE
     op: str | None = None  # SINGLE: the op
     input_set: int = 0
-    focus: str | None = None  # WHOLE: the region key (or pair of keys, fuzzer/region_pairs.py) it was steered toward
+    focus: str | None = None  # WHOLE: the region key (or pair of keys, fuzzer/drawing/region_pairs.py) it was steered toward
 
     def to_list(self) -> list:
         return [self.index, self.tier, self.op, self.input_set, self.focus]
@@ -205,7 +206,7 @@ class CaseDrawer:
         plain sets take values from the graph's own regime; the further sets of a compiled graph
         from the campaign's value regimes in turn (special values, magnitudes, plain values), and a
         graph of the small regime is then labelled with the regime its values came from. After
-        those come the shape variants (fuzzer/shape_variants.py): None where the graph has none."""
+        those come the shape variants (fuzzer/drawing/shape_variants.py): None where the graph has none."""
         number, plain_sets = source.input_set, self.plain_sets(source)
         if number == 0:
             return case
@@ -291,7 +292,7 @@ class Pipeline:
         self.first_status: dict[str, str] = {}
         self.source = CaseSource(0)  # what the worker checks now (for the heartbeat)
         self.regions: set[str] = set()  # the region keys of the cases checked for the current index
-        self.pairs: set[str] = set()  # ... and the pairs of keys of one node (fuzzer/region_pairs.py)
+        self.pairs: set[str] = set()  # ... and the pairs of keys of one node (fuzzer/drawing/region_pairs.py)
         self.single_draw_failures: Counter[str] = Counter()
 
     def runner(self, backend: Backend, case: Case):
@@ -312,7 +313,7 @@ class Pipeline:
 
     def handle(self, request: tuple) -> CaseReply | CheckReply | ShrinkReply | dict:
         """One request of the worker protocol (the process workers and the Ray actors both answer
-        with this; the requests are listed in fuzzer/workers.py)."""
+        with this; the requests are listed in fuzzer/running/workers.py)."""
         kind, *arguments = request
         if kind == "case":  # ("case", index, known signatures[, focus])
             return self.run_index(arguments[0], set(arguments[1]), *arguments[2:])
@@ -324,7 +325,7 @@ class Pipeline:
 
     def compile_plan(self, whole: CaseSource, case: Case) -> dict[CaseSource, tuple[Case, list[Backend]]]:
         """Which compilers run now, and on which graph: the drawn `case` (of `whole`), or a one-op or
-        small graph of their novelty tier (fuzzer/budget.py). Compilers given the same graph share its runs."""
+        small graph of their novelty tier (fuzzer/running/budget.py). Compilers given the same graph share its runs."""
         compilers = [b for b in self.backends if b.expensive]
         if not self.budget:
             return {whole: (case, [b for b in compilers if b.supports_graph(case.graph)])}
@@ -366,7 +367,7 @@ class Pipeline:
             return None
 
     def run_index(self, index: int, known_signatures: set[str], focus: str | None = None) -> CaseReply:
-        """Graph `index`, steered toward the region key or pair `focus` where given (fuzzer/regions.py)."""
+        """Graph `index`, steered toward the region key or pair `focus` where given (fuzzer/drawing/regions.py)."""
         start = time.perf_counter()
         self.backend_seconds, self.first_status, self.overhead = {}, {}, {}
         self.regions, self.pairs = set(), set()

@@ -37,7 +37,7 @@ from fuzzer.backends import Backend, get_backend, register_class, register_deriv
 from fuzzer.errors import UserError
 from fuzzer.ir import Case
 from fuzzer.ops import OpDef, get_op, register_op
-from fuzzer.sessions import end_session
+from fuzzer.running.sessions import end_session
 
 CANARY_DIR = Path(__file__).parent / "canaries"
 ENTRY_POINT_GROUP = "fuzzer.plugins"
@@ -75,8 +75,8 @@ class TransformedBackend(Backend):
         """A transformation works on the fuzzer's own graph IR, so its script runs through the fuzzer
         package: the transformation's code (op_source writes it, or brings its plugin file), then
         the base backend on what it returns."""
-        from fuzzer.op_source import Source
-        from fuzzer.program_source import argument_names, variable_name, with_notes
+        from fuzzer.reproducers.op_source import Source
+        from fuzzer.reproducers.program_source import argument_names, variable_name, with_notes
 
         source = Source(imports=["from fuzzer.backends import get_backend", "from fuzzer.ir import Case, Graph"])
         transform = source.add_function(self.transform)

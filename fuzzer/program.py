@@ -4,7 +4,7 @@ state it leaves (issue 55's first slice).
 The smallest extension of the IR that can say "write through this view" and "read an alias after a
 write": a program is a `Graph` with `steps` >= 1 whose nodes are statements run in order, with the
 frameworks' own semantics of names. A view node's value aliases its operand (`getitem` (a slice), `swapaxes`,
-`diagonal`, `broadcast_to`, `unfold`, `view`, `as_strided`: fuzzer/program_ops.py); a write node
+`diagonal`, `broadcast_to`, `unfold`, `view`, `as_strided`: fuzzer/programs/statements.py); a write node
 (`add_`, `sin_`, `addcdiv_`, `copy_`, `fill_`, `index_add_`, `scatter_`, `index_put_`, `masked_fill_`, `add_out` (torch.add's
 out=), ...) writes its first operand, which may be a view, and its value is that operand. Reading a name reads its memory as it is at that point, so an alias read after a write
 sees the write. Still data: JSON nodes and arrays, no code.
@@ -44,7 +44,7 @@ from typing import Callable
 import numpy as np
 
 from fuzzer.errors import UserError
-from fuzzer.program_ops import ITEM, SCALAR_ATTRS, STATEMENTS, VIEWS, WRITES
+from fuzzer.programs.statements import ITEM, SCALAR_ATTRS, STATEMENTS, VIEWS, WRITES
 
 MAX_STEPS = 8
 # Writes whose operand torch turns into a new tensor first (a mask), and writes at an index (torch refuses any

@@ -1,4 +1,4 @@
-"""Drawing programs (fuzzer/program.py): a few state inputs, then statements that take views of them,
+"""Drawing programs (fuzzer/programs/program.py): a few state inputs, then statements that take views of them,
 write through those views, compute with pure ops and read aliases after the writes, called 2 to 4 steps.
 
 Valid by construction where it is cheap (shapes fit, operands broadcast), and otherwise by asking the
@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 
 from fuzzer.errors import UserError
 from fuzzer.ir import Graph, Node, TensorSpec, infer_shapes
-from fuzzer.program import PURE_OPS
-from fuzzer.program_ops import BRANCH_ARMS, ITEM, SCALAR_ATTRS, SIZED_BY_VALUES, STATEMENTS, VIEWS, WRITES
+from fuzzer.programs.program import PURE_OPS
+from fuzzer.programs.statements import BRANCH_ARMS, ITEM, SCALAR_ATTRS, SIZED_BY_VALUES, STATEMENTS, VIEWS, WRITES
 
 PROGRAM_DIMS = (1, 2, 3, 4, 5, 7)
 # The pure ops drawn by default: exp is left out (a state fed back through it overflows in a few steps), div
@@ -51,7 +51,7 @@ def vocabulary(op_names) -> tuple[list[str], list[str]]:
 
 def require_programs(op_names, regime_names) -> None:
     """Refuse a campaign whose --ops name only a program's statements but whose regimes draw no program."""
-    from fuzzer.regimes import BY_NAME
+    from fuzzer.drawing.regimes import BY_NAME
 
     if op_names and all(name in STATEMENTS for name in op_names) and \
             not any(BY_NAME[name].programs for name in regime_names or ()):
@@ -63,7 +63,7 @@ def require_program_runners(regime_names, backends) -> None:
     """Refuse a campaign that draws programs only where none of its backends runs one (a backend of another
     environment, KIND@ENV, does not yet): every graph would be skipped, and the campaign would end with nothing run."""
     from fuzzer.backends import table
-    from fuzzer.regimes import BY_NAME
+    from fuzzer.drawing.regimes import BY_NAME
 
     if regime_names and all(BY_NAME[name].programs for name in regime_names) and not any(
             backend.runs_program_steps() for backend in backends):

@@ -1,6 +1,6 @@
 """The statement a program's finding is charged to (its culprit, in the signature).
 
-Node isolation (fuzzer/localize.py) feeds one node exact operands, which says nothing of a write
+Node isolation (fuzzer/judging/localize.py) feeds one node exact operands, which says nothing of a write
 through a view or of state carried across steps; a program is localized by its prefixes instead.
 Prefix k is the program's first k statements, run for the same steps, with every input and every
 value an output (each read as the step returns it, as a program's outputs are). The first prefix
@@ -20,13 +20,13 @@ from __future__ import annotations
 from dataclasses import replace
 
 from fuzzer import oracle, verdicts
-from fuzzer.backend_verdict import verdict_of
 from fuzzer.backends import Backend
 from fuzzer.errors import normalize_error
-from fuzzer.execute import OK, Runner
 from fuzzer.ir import Case, infer_shapes
-from fuzzer.program import aliases
-from fuzzer.program_ops import VIEWS, WRITES
+from fuzzer.judging.backend_verdict import verdict_of
+from fuzzer.programs.program import aliases
+from fuzzer.programs.statements import VIEWS, WRITES
+from fuzzer.running.execute import OK, Runner
 
 
 def prefix_case(case: Case, length: int) -> Case:

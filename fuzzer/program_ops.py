@@ -1,4 +1,4 @@
-"""The statements only a program (fuzzer/program.py) has: in-place writes and views, under the
+"""The statements only a program (fuzzer/programs/program.py) has: in-place writes and views, under the
 frameworks' own names (`add_`, `sin_`, `copy_`, `index_add_`, `scatter_`, `swapaxes`, `as_strided`, ...), and
 writes through `out=` (`add_out(c, a, b)` is `torch.add(a, b, out=c)`: the first operand is always the target),
 and `masked_select_sum`, a sum over a selection whose size depends on the values.
@@ -13,7 +13,7 @@ What each implementation means:
 - `reference`: the literal statement in numpy, on numpy's own views (basic slicing, swapaxes,
   `shape` assignment and as_strided are real views; np.diagonal's read-only view is made writable;
   broadcast_to and sliding windows stay read-only, and a program never writes through them).
-- `jax`: a write's new value of its target, computed out of place (`x + y`); fuzzer/program.py
+- `jax`: a write's new value of its target, computed out of place (`x + y`); fuzzer/programs/program.py
   scatters it into the target's base. A view has none: jax reads views through index maps made
   by running the view's `reference` on an array of element numbers.
 `WRITES` and `VIEWS` name them; `OUT_OF_PLACE` is each write's out-of-place form in the op
@@ -25,8 +25,8 @@ from __future__ import annotations
 import numpy as np
 
 from fuzzer.ops import API_PATH, OpDef
-from fuzzer.ops.numerics import Numerics
 from fuzzer.ops._common import check, norm_dim, numel
+from fuzzer.ops.numerics import Numerics
 
 Shape = tuple[int, ...]
 
@@ -37,7 +37,7 @@ def _never(shape) -> bool:  # no plain graph draws a statement
 
 def _method(name: str):
     """torch's `Tensor.<name>` called on the operands with the attributes as keywords (`x.add_(y, alpha=2.0)`),
-    marked so that a reproducer writes it as that call (fuzzer/op_source.py)."""
+    marked so that a reproducer writes it as that call (fuzzer/reproducers/op_source.py)."""
 
     def run(xs, ps, attrs):
         return getattr(xs[0], name)(*xs[1:], **attrs)
@@ -78,7 +78,7 @@ MOVES_VALUES = Numerics(sensitivity=0.0, why={"sensitivity": "moves, selects or 
 
 # Writes whose scalar argument a program may read at run time from a one-element tensor, as `.item()`
 # (`x.addcmul_(a, b, value=s.item())`): the attribute `item` names that argument, and the write's last operand
-# holds it. fuzzer/program.py reads it (`scalar_reads`) before the write's implementation is called.
+# holds it. fuzzer/programs/program.py reads it (`scalar_reads`) before the write's implementation is called.
 ITEM = "item"
 SCALAR_ATTRS = {"add_": "alpha", "sub_": "alpha", "addcmul_": "value", "addcdiv_": "value", "lerp_": "weight",
                 "fill_": "value", "branch_": "condition"}
@@ -588,7 +588,7 @@ def _view_shape(attrs, shapes):
 
 def _np_view(xs, ps, attrs):
     view = xs[0].view()
-    view.shape = tuple(attrs["size"])  # raises where numpy would need a copy: fuzzer/program.py allows none
+    view.shape = tuple(attrs["size"])  # raises where numpy would need a copy: fuzzer/programs/program.py allows none
     return view
 
 
@@ -602,7 +602,7 @@ def _as_strided_shape(attrs, shapes):
 
 
 def _np_as_strided(xs, ps, attrs):
-    flat = xs[0].reshape(-1)[attrs["storage_offset"]:]  # a view: fuzzer/program.py allows as_strided on an input only
+    flat = xs[0].reshape(-1)[attrs["storage_offset"]:]  # a view: fuzzer/programs/program.py allows as_strided on an input only
     strides = tuple(s * flat.itemsize for s in attrs["stride"])
     return np.lib.stride_tricks.as_strided(flat, tuple(attrs["size"]), strides, writeable=flat.flags.writeable)
 

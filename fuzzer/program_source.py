@@ -22,11 +22,11 @@ from typing import Callable
 import numpy as np
 
 from fuzzer.arrays import to_npy_bytes
+from fuzzer.drawing.layouts import layout_source
 from fuzzer.errors import UserError
 from fuzzer.ir import Case, infer_shapes
-from fuzzer.layouts import layout_source
-from fuzzer.op_source import Source, literal, write_call
-from fuzzer.program_ops import ITEM, STATEMENTS
+from fuzzer.programs.statements import ITEM, STATEMENTS
+from fuzzer.reproducers.op_source import Source, literal, write_call
 
 # What each framework's reproducer prints first (maintainers ask for it); `Backend.versions_source`.
 TORCH_VERSIONS = ("VERSIONS = (f'torch {torch.__version__}, CUDA {torch.version.cuda}, cuDNN {torch.backends.cudnn.version()}, '\n"
@@ -139,7 +139,7 @@ def compact_arrays(case: Case, family: str) -> list[str]:
 
 def _seeds(case: Case, name: str) -> list:
     """The seeds the campaign drew `name` from: the case's own (its first array), or the case's
-    seed with the array's name (a shrunk case's new arrays, fuzzer/shrink.py `rebuild`)."""
+    seed with the array's name (a shrunk case's new arrays, fuzzer/shrinking/shrink.py `rebuild`)."""
     return [case.seed, [case.seed, zlib.crc32(name.encode())]]
 
 
@@ -226,7 +226,7 @@ def graph_arguments(case: Case) -> list[str]:
 def graph_function(case: Case, impl_for: Callable, source: Source, name: str = "graph", fixed_shapes: bool = True,
                    symbolic: bool | None = None) -> str:
     """`def graph(x, n0_weight, ...)`: the case's nodes in order as calls of the implementations
-    `impl_for(op name)` gives (a backend's own: fuzzer/op_source.py), returning the graph outputs.
+    `impl_for(op name)` gives (a backend's own: fuzzer/reproducers/op_source.py), returning the graph outputs.
     `fixed_shapes`: shapes an implementation computes are written as the case's (not for a
     compiler that traces them symbolically, torch.compile(dynamic=True), nor for a script that calls
     `graph` at other sizes); where `symbolic` (default: not `fixed_shapes`), the integer attributes
@@ -243,7 +243,7 @@ def graph_function(case: Case, impl_for: Callable, source: Source, name: str = "
         impl, attrs, inputs = impl_for(node.op), node.attrs, [variable_name(i) for i in node.inputs]
         if symbolic:
             attrs = _symbolic_attributes(node, defaults)
-        if ITEM in attrs:  # a scalar read at run time (fuzzer/program.py, scalar_reads), written as users write it
+        if ITEM in attrs:  # a scalar read at run time (fuzzer/programs/program.py, scalar_reads), written as users write it
             scalar = _AsWritten(f"{inputs.pop()}.item()")
             attrs = {**{key: value for key, value in attrs.items() if key != ITEM}, attrs[ITEM]: scalar}
         temporary = lambda local, node=node: variable_name(f"{node.name}_{local}")  # noqa: E731
@@ -325,9 +325,9 @@ def torch_outputs(expression: str) -> str:
 
 
 def torch_steps(case: Case, call: str) -> list[str]:
-    """A program's run (fuzzer/program.py): `call` once a step on the same tensors `args`, each step's
+    """A program's run (fuzzer/programs/program.py): `call` once a step on the same tensors `args`, each step's
     outputs copied as it returns them, then the inputs the program writes, as they are after the last step."""
-    from fuzzer.program import written_inputs
+    from fuzzer.programs.program import written_inputs
 
     written = [argument_names(case).index(name) for name in written_inputs(case.graph)]
     return ["results = []",
@@ -377,7 +377,7 @@ def module_program(case: Case, backend, transform: list[str], context: str, buff
     built from the case's weights, then `transform` lines that turn `model` into `program`,
     called on the graph inputs in `context` (`source`: imports and definitions the
     transformation needs).
-    The campaign nests one module per node (fuzzer/model.py); the flat module keeps the
+    The campaign nests one module per node (fuzzer/running/model.py); the flat module keeps the
     transformation and the ops, not the nesting (say so when a bug needs it)."""
     weights = _param_names(case)
     model = [
@@ -410,7 +410,7 @@ def jax_program(case: Case, backend, transform: list[str], call: str, helpers: t
     """(imports, code) of a reproducer for a jax `backend`, as `torch_program`. x64 is on, as in
     the campaign (fuzzer/backends/jax_eager.py), so float64 stays float64."""
     if case.graph.steps:
-        raise UserError("No script writer for a jax program yet (jax runs it translated: fuzzer/program.py); "
+        raise UserError("No script writer for a jax program yet (jax runs it translated: fuzzer/programs/program.py); "
                         "`fuzz export --format json` gives the case as data, and `fuzz replay` re-runs it.")
     source = Source(imports=["import jax"])
     for helper in helpers:

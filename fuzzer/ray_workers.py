@@ -1,6 +1,6 @@
 """Campaign workers as Ray actors (`fuzz run --ray local|auto|HOST:PORT|ray://HOST:10001`).
 
-`RayWorker` has the interface of `fuzzer.workers.Worker` (submit, collect, check_timeout,
+`RayWorker` has the interface of `fuzzer.running.workers.Worker` (submit, collect, check_timeout,
 recycle, stop, in_flight, backend), so `Campaign.run` drives either kind. Each actor holds
 one `Pipeline`; the seed stream is the campaign's (the driver hands out indices), and the
 driver stays the only corpus writer: actors return the pipeline's records (fuzzer/records.py),
@@ -46,12 +46,13 @@ import time
 import uuid
 from dataclasses import replace
 
-from fuzzer import DISTRIBUTION, envs
+from fuzzer import DISTRIBUTION
 from fuzzer.errors import DevicePoisoned, InternalError, UserError
-from fuzzer.known import Registry
-from fuzzer.pipeline import WorkerConfig
 from fuzzer.records import CaseReply
-from fuzzer.workers import CHECKS, SlowCheck, WorkerDied, WorkerPoisoned
+from fuzzer.running import envs
+from fuzzer.running.pipeline import WorkerConfig
+from fuzzer.running.workers import CHECKS, SlowCheck, WorkerDied, WorkerPoisoned
+from fuzzer.triaging.known import Registry
 
 _HEARTBEAT_NAMESPACE = b"fuzzer-heartbeat"
 # Seconds an unreachable actor may stay so, neither back nor declared dead, before its node counts as
@@ -190,8 +191,8 @@ def _pipeline_actor():
         def __init__(self, config: WorkerConfig, key: str, trusted_paths: str, known_bugs):
             from ray.experimental import internal_kv
 
-            from fuzzer import envs
-            from fuzzer.pipeline import Pipeline
+            from fuzzer.running import envs
+            from fuzzer.running.pipeline import Pipeline
 
             envs.adopt_trusted_paths(trusted_paths)  # Ray's workers have the variables of Ray's start, not the driver's now
 

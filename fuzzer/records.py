@@ -29,7 +29,7 @@ from fuzzer.ir import Case, Graph, infer_shapes, param_shapes
 class Signature(str):
     """What a finding is, independent of its size, as the corpus stores it: "VERDICT | BACKEND |
     CULPRIT[ | ERROR]" ("nan-inf | torch-eager:cpu:float16 | sinh"; oracle.signature makes it). A
-    bucket's signature has the same form with the backend's path (fuzzer/buckets.py). `error` is
+    bucket's signature has the same form with the backend's path (fuzzer/triaging/buckets.py). `error` is
     None when the text has no error part.
 
     It is the stored text itself (a str: compared, hashed, written to JSON and sqlite byte for byte
@@ -124,7 +124,7 @@ class Finding:
     error: str = ""
     node: dict | None = None  # Ray campaigns: the node it was found on ({"hostname", "ip"}); written only when set
     # The compiler pass `fuzz localize` named for this case where it differs from its bucket's: the finding
-    # is then a bucket of its own (fuzzer/buckets.py, own_bucket); written only when set
+    # is then a bucket of its own (fuzzer/triaging/buckets.py, own_bucket); written only when set
     compiler_pass: str | None = None
 
     def __post_init__(self):
@@ -326,7 +326,7 @@ class FoundCase:
 class CaseReply:
     """The reply to ("case", index, known_signatures): generated graph `index`, checked on
     `inputs_per_graph` input sets by `backends` (the cheap tier and the compilers the budget gave
-    it), the one-op and small graphs compilers took instead (fuzzer/budget.py), the further input
+    it), the one-op and small graphs compilers took instead (fuzzer/running/budget.py), the further input
     sets of each compiled graph, and what the campaign counts of them."""
 
     index: int
@@ -346,9 +346,9 @@ class CaseReply:
     compiled_structures: list[str] = field(default_factory=list)  # compilers that compiled a new structure
     not_compiled: list[str] = field(default_factory=list)  # ... that could not compile the graph
     budget_skipped: list[str] = field(default_factory=list)  # ... that the compile budget did not give it
-    regions: list[str] = field(default_factory=list)  # the region keys its checked cases exercised (fuzzer/regions.py)
-    pairs: list[str] = field(default_factory=list)  # ... and the pairs of keys of one node (fuzzer/region_pairs.py)
-    judged_share: dict[str, dict[str, int]] = field(default_factory=dict)  # what the oracle judged of them (fuzzer/judged_share.py)
+    regions: list[str] = field(default_factory=list)  # the region keys its checked cases exercised (fuzzer/drawing/regions.py)
+    pairs: list[str] = field(default_factory=list)  # ... and the pairs of keys of one node (fuzzer/drawing/region_pairs.py)
+    judged_share: dict[str, dict[str, int]] = field(default_factory=dict)  # what the oracle judged of them (fuzzer/judging/judged_share.py)
     node: dict | None = None  # Ray: the node that answered
 
     def count(self, backends: list[str], ops: list[str], first_set: bool) -> None:

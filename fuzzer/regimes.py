@@ -51,15 +51,15 @@ class Regime:
     large_dims: tuple[int, ...] = ()  # one dim of an input is drawn from these, when non-empty
     leading_dims: tuple[int, ...] = ()  # the first dim of an input is drawn from these
     size_one_share: float = 0.0  # probability that a dim is 1 (beyond DIMS's own share)
-    layouts: bool = False  # inputs get non-default torch memory layouts (fuzzer/layouts.py)
+    layouts: bool = False  # inputs get non-default torch memory layouts (fuzzer/drawing/layouts.py)
     contraction_dims: tuple[int, ...] = ()  # the graph starts with a contraction whose every dim is one of these
-    ladder: bool = False  # the graph starts with an op whose reduction or contraction axis is a rung (fuzzer/ladder.py)
+    ladder: bool = False  # the graph starts with an op whose reduction or contraction axis is a rung (fuzzer/drawing/ladder.py)
     # A ladder graph may put its rung on jax-vmap's batch instead (Graph.vmapped): off in a campaign
     # without jax-vmap, where no backend would batch it (pipeline.campaign_regimes).
     vmapped: bool = True
-    programs: bool = False  # draws programs (fuzzer/program.py) instead of graphs
-    branch_points: bool = False  # inputs an op reads first hold its branch points (fuzzer/branch_points.py)
-    motifs: bool = False  # a compiler's rewrite pattern starts the graph, or continues its big contraction (fuzzer/motifs.py)
+    programs: bool = False  # draws programs (fuzzer/programs/program.py) instead of graphs
+    branch_points: bool = False  # inputs an op reads first hold its branch points (fuzzer/drawing/branch_points.py)
+    motifs: bool = False  # a compiler's rewrite pattern starts the graph, or continues its big contraction (fuzzer/drawing/motifs.py)
 
 
 def compose(first: Regime, second: Regime, weight: int = 0) -> Regime:
@@ -88,7 +88,7 @@ SINGLE_REGIMES = (
            layouts=True),
     # A 512 x 512 matrix at most: the float64 reference of a 512^3 product takes ~0.05 .. 0.1 s.
     Regime("big-contraction", 3, "a matmul, linear, bmm, einsum or conv with every dim 128 .. 512, in half its graphs "
-           "followed by a compiler's rewrite pattern (fuzzer/motifs.py)", max_elements=512 * 512,
+           "followed by a compiler's rewrite pattern (fuzzer/drawing/motifs.py)", max_elements=512 * 512,
            contraction_dims=CONTRACTION_DIMS, motifs=True),
     # 2^20 elements a tensor: a rung of 2^17 + 1 keeps 7 elements on the other axes of its operand.
     Regime("ladder", 3, "one reduction, contraction or vmapped axis of 2^k - 1, 2^k or 2^k + 1 elements (k 5 .. 17), "
@@ -124,12 +124,12 @@ COMPLEX = Regime("complex", 85, "complex values: the real and imaginary parts ea
                      *SMALL_PROFILES, "log-uniform", "huge", "minuscule", "special", "special", "edge")))
 _SINGLE[COMPLEX.name] = COMPLEX
 COMPLEX_REGIMES = (COMPLEX, *(compose(_SINGLE[name], COMPLEX, 5) for name in ("large-op", "size-1", "layout")))
-# Programs: in-place writes, views and steps (fuzzer/program_generate.py); `--regimes programs` draws only them.
+# Programs: in-place writes, views and steps (fuzzer/programs/generate.py); `--regimes programs` draws only them.
 PROGRAMS = Regime("programs", 3, "programs: views written through and read after the writes, 2 to 4 steps with carried "
                   "state (where a backend runs programs)", programs=True)
-# Motifs (fuzzer/motifs.py): a compiler's rewrite pattern (matmul + column bias, conv -> batch_norm -> relu) of
+# Motifs (fuzzer/drawing/motifs.py): a compiler's rewrite pattern (matmul + column bias, conv -> batch_norm -> relu) of
 # small dims starts the graph; `--regimes motifs` draws only them, and a list without it none but big-contraction's.
-MOTIFS = Regime("motifs", 4, "a compiler's rewrite pattern (fuzzer/motifs.py: addmm with a row or column bias, "
+MOTIFS = Regime("motifs", 4, "a compiler's rewrite pattern (fuzzer/drawing/motifs.py: addmm with a row or column bias, "
                 "conv -> batch_norm -> relu, the attention patterns) starts the graph", motifs=True)
 # A float campaign's default mix: the graph regimes and programs, which pipeline.campaign_regimes leaves out
 # where no backend runs programs or --ops or a plugin's backend narrows the campaign. Motifs and programs come

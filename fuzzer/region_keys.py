@@ -1,13 +1,13 @@
 """The region keys of one node: what its attributes, its first operand's shape and its operands'
-values say about which kernel path it takes (see fuzzer/regions.py for what a key is, which keys a
+values say about which kernel path it takes (see fuzzer/drawing/regions.py for what a key is, which keys a
 campaign declares, and how it steers toward them). The generator redraws a steered start toward
-these (fuzzer/generate.py), so this module must not import the generator."""
+these (fuzzer/drawing/generate.py), so this module must not import the generator."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from fuzzer import ladder, tails
+from fuzzer.drawing import ladder, tails
 from fuzzer.ops import OpDef
 from fuzzer.ops._common import numel
 

@@ -4,7 +4,7 @@ A fault that needs two regions of one node at once (a non-contiguous input AND a
 leaves a vector tail; an attribute value AND an output size of 1) is met only when one node holds
 both keys, which the plain mix and single-key steering seldom draw. A pair is written
 "OP:REGION & REGION" (`sum:keepdim=False & layout=transposed`), its regions in PAIRED_FAMILIES'
-order. The pairs a campaign declares follow from the keys it declares (fuzzer/regions.py): for each
+order. The pairs a campaign declares follow from the keys it declares (fuzzer/drawing/regions.py): for each
 op, every key of one family of a PAIRED_FAMILIES row with every key of the other. The pairs a case
 reaches are those its nodes hold (`node_pairs`); a campaign steers toward those not covered yet
 (regions.steered_focus), each through one Focus that asks for both keys (`focus_of`).
@@ -30,17 +30,17 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from fuzzer import branch_points, motifs, tails
-from fuzzer.generate import Focus
+from fuzzer.drawing import branch_points, motifs, tails
+from fuzzer.drawing.generate import Focus
+from fuzzer.drawing.region_keys import DIM_ATTRIBUTES, LARGE_REDUCTION, LARGE_SIZE, key, op_of
+from fuzzer.drawing.regions import focus_of as key_focus
 from fuzzer.ops import get_op
-from fuzzer.region_keys import DIM_ATTRIBUTES, LARGE_REDUCTION, LARGE_SIZE, key, op_of
-from fuzzer.regions import focus_of as key_focus
 
 CHOICE, LAYOUT, SPECIAL, TAIL, SIZE_CLASS = "choice", "layout", "special", "tail", "size-class"
 PAIRED_FAMILIES = ((CHOICE, LAYOUT), (CHOICE, SIZE_CLASS), (LAYOUT, TAIL), (CHOICE, SPECIAL))
 SEPARATOR = " & "
 PREFIXES = {LAYOUT: ("layout=",), SPECIAL: ("input-has:",), SIZE_CLASS: (tails.OUTPUT_ONE, tails.OUTPUT_TAIL)}
-# Keys of the other families (fuzzer/regions.py) that no pair holds.
+# Keys of the other families (fuzzer/drawing/regions.py) that no pair holds.
 UNPAIRED = ("regime=", LARGE_SIZE, LARGE_REDUCTION, "ladder=", branch_points.PREFIX, tails.INNERMOST, motifs.PREFIX)
 DIM_SIGNS = {f"{name}{sign}" for name in DIM_ATTRIBUTES for sign in ("<0", ">=0")}
 

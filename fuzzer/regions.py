@@ -4,7 +4,7 @@ A key is "OP:REGION", e.g. `conv2d:stride=2`, `softmax:dim<0`, `sum:extent>4096`
 `softmax:input-has:-inf`, `layer_norm:layout=channels_last`, `tanh:regime=magnitudes`. Each
 checked case exercises the keys of its nodes (`graph_regions`); a campaign counts the keys its
 cases covered against the keys its op set declares (`declared_regions`), and steers a share of
-its graphs toward the keys not covered yet (fuzzer/generate.py's Focus, chosen by the campaign).
+its graphs toward the keys not covered yet (fuzzer/drawing/generate.py's Focus, chosen by the campaign).
 
 A key is declared only where it names a kernel path of its own and steering reaches it in a graph
 or two: a key that restates another, or one a campaign seldom reaches, only dilutes coverage. The
@@ -25,7 +25,7 @@ families, and the ops that get each without declaring anything:
              contractions it starts with. None for small (every op), large-op (the size keys),
              special-values (the special keys) or layout (the layout keys).
   layout     `layout=NAME`: an input it reads in a non-contiguous layout, each layout
-             fuzzer/layouts.py gives a shape of a rank the op takes. Not for the elementwise
+             fuzzer/drawing/layouts.py gives a shape of a rank the op takes. Not for the elementwise
              families (ELEMENTWISE_FAMILIES): they reach memory through one strided loop shared
              by all of them (TensorIterator, XLA's elementwise fusion), so a layout is that
              loop's region, not each op's.
@@ -33,20 +33,20 @@ families, and the ops that get each without declaring anything:
              DATA_MOVING_FAMILIES): nan, inf and -inf; a float32 subnormal unless the op is
              exact (piecewise constant); -0.0 where the sign of a zero matters
              (Numerics.zero_sign_matters).
-  ladder     `ladder=KIND:2^k+1` (and -1, none): a rung of the size ladder (fuzzer/ladder.py) on the
+  ladder     `ladder=KIND:2^k+1` (and -1, none): a rung of the size ladder (fuzzer/drawing/ladder.py) on the
              op's reduction or contraction axis (KIND reduction or contraction, as OpDef.ladder
              declares) or on jax-vmap's batch (KIND vmapped, Graph.vmapped), k 5 .. 17: 78 keys for
              each op with a ladder, where the ladder regime is drawn.
   tail       `tail=CLASS` (the innermost dim of the first operand) and, for an op whose ladder
              reduces, `reduced-tail=CLASS` (its innermost reduced axis): an extent of 16k + r, CLASS
-             grouping r as 1, 2-3, 4-7, 8-15 (fuzzer/tails.py); every regime draws them. Not for
+             grouping r as 1, 2-3, 4-7, 8-15 (fuzzer/drawing/tails.py); every regime draws them. Not for
              DATA_MOVING_FAMILIES, nor a class the op's accepted shapes cannot hold (an RNN's width).
   output     `output=1` and `output-tail=CLASS` for one of the last two output dims of the
              resampling, pooling and attention ops (tails.OUTPUT_FAMILIES), whose kernels tile them.
   branch     `branch=NAME`: a point where the op's own math or kernels switch path, declared beside
              the op (OpDef.branch_points: softplus's threshold / beta, round's ties, exp's overflow
              boundary), held exactly by its first operand; where the branch-points regime is drawn.
-  motif      `motif=NAME/VARIANT` (fuzzer/motifs.py): a compiler's rewrite pattern whose chain of ops follows
+  motif      `motif=NAME/VARIANT` (fuzzer/drawing/motifs.py): a compiler's rewrite pattern whose chain of ops follows
              the node (matmul -> add of a column bias), held by its head; where a regime draws motifs, for the
              variants the campaign's ops build. Steering builds the whole chain, and takes these keys first.
 An op whose kernels switch on something these miss declares it (OpDef.regions, e.g. matmul's
@@ -72,14 +72,14 @@ import random
 from collections import Counter
 from collections.abc import Iterable
 
-from fuzzer import branch_points, ladder, motifs, tails
-from fuzzer.generate import BIG_CONTRACTIONS, Focus, focus_ranks, focused_graphs
+from fuzzer.drawing import branch_points, ladder, motifs, tails
+from fuzzer.drawing.generate import BIG_CONTRACTIONS, Focus, focus_ranks, focused_graphs
+from fuzzer.drawing.layouts import CONTIGUOUS, layouts_for
+from fuzzer.drawing.regimes import DEFAULT
 from fuzzer.ir import Graph, infer_shapes
-from fuzzer.layouts import CONTIGUOUS, layouts_for
 from fuzzer.ops import get_op
 from fuzzer.ops.derived.ops import FAMILY as DERIVED_FAMILY
-from fuzzer.regimes import DEFAULT
-from fuzzer.region_keys import (DATA_MOVING_FAMILIES, DIM_ATTRIBUTES, ELEMENTWISE_FAMILIES, LARGE_EXTENT, LARGE_REDUCTION, LARGE_SIZE,
+from fuzzer.drawing.region_keys import (DATA_MOVING_FAMILIES, DIM_ATTRIBUTES, ELEMENTWISE_FAMILIES, LARGE_EXTENT, LARGE_REDUCTION, LARGE_SIZE,
                                  REDUCING_FAMILIES, SIZE_ATTRIBUTES, SIZED_FAMILIES, attribute_regions, drawn_regions, key,
                                  special_regions)
 
@@ -138,7 +138,7 @@ def keys_of(per_node: list[tuple[str, set[str]]]) -> set[str]:
 
 def node_regions(graph: Graph, values: dict | None = None) -> list[tuple[str, set[str]]]:
     """Per node of `graph`: its op and the regions (keys without the op's name) it exercises (see
-    graph_regions); fuzzer/region_pairs.py pairs the regions of one node."""
+    graph_regions); fuzzer/drawing/region_pairs.py pairs the regions of one node."""
     shapes = infer_shapes(graph)
     layouts = {spec.name: spec.layout for spec in graph.inputs if spec.layout != CONTIGUOUS}
     regimes = (graph.regime or "small").split("+")  # a composition exercises both regimes
@@ -167,7 +167,7 @@ def node_regions(graph: Graph, values: dict | None = None) -> list[tuple[str, se
 
 
 def declared_regions(op_names: Iterable[str], regimes: tuple) -> list[str]:
-    """Every key a campaign of these ops and regimes (fuzzer/regimes.py's Regime) declares (see
+    """Every key a campaign of these ops and regimes (fuzzer/drawing/regimes.py's Regime) declares (see
     the module docstring), sorted."""
     drawn = _drawn_families(tuple(regimes))
     declared = set()
@@ -239,7 +239,7 @@ SPECIAL_PROFILES = {"subnormal": "subnormal", "nan": "special", "inf": "special"
 
 def focus_of(region_key: str):
     """How the generator reaches `region_key`: its op placed first, in the regime, layout or value
-    profile the key needs, its attributes redrawn until they give the key (fuzzer/generate.py's Focus)."""
+    profile the key needs, its attributes redrawn until they give the key (fuzzer/drawing/generate.py's Focus)."""
     op, _, region = region_key.partition(":")
     regime = layout = profile = None
     if region.startswith("regime="):
@@ -281,11 +281,11 @@ STEER_TRIES = 8
 
 
 def steered_focus(index: int, tries: Counter, uncovered: list[str], uncovered_pairs: list[str] = ()) -> str | None:
-    """The region key or pair (fuzzer/region_pairs.py) case `index` is steered toward: for the
+    """The region key or pair (fuzzer/drawing/region_pairs.py) case `index` is steered toward: for the
     indices of STEERED_SLOTS, the uncovered key or pair steered to least often so far (`tries`,
     counted here; the first in list order among equals; every slot takes the other list once its
     own is covered or tried STEER_TRIES times), so each gets a try before any gets a second; None
-    otherwise, and once every key and pair is covered or tried that often; a motif's key (fuzzer/motifs.py)
+    otherwise, and once every key and pair is covered or tried that often; a motif's key (fuzzer/drawing/motifs.py)
     before the others among equals. (Taken in turn by their
     position in a list that shrinks as they are covered, some were passed over for many turns.)"""
     kind = STEERED_SLOTS.get(index % STEER_EVERY)

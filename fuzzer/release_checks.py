@@ -1,6 +1,6 @@
 """Is a stored bug still in the latest release, and which releases have it? `fuzz replay ID --on ENV,...`.
 
-In each environment named (fuzzer/envs.py; `here` is this interpreter) the case's finding
+In each environment named (fuzzer/running/envs.py; `here` is this interpreter) the case's finding
 backends (those of its stored bug findings) run as KIND@ENV (`here`: KIND), in one isolated
 worker, and the environment gets one outcome:
 
@@ -21,15 +21,16 @@ from __future__ import annotations
 import contextlib
 from dataclasses import dataclass, field
 
-from fuzzer import envs, verdicts
+from fuzzer import verdicts
 from fuzzer.backend_names import BackendName
 from fuzzer.corpus import Corpus, StoredCase
 from fuzzer.corpus.releases import CANNOT_RUN, DIFFERS, FIXED, PRESENT
 from fuzzer.errors import UserError
 from fuzzer.records import CheckReply
-from fuzzer.replay import Replayer, with_bases
-from fuzzer.reproducer import ENVIRONMENT_KEYS
-from fuzzer.triage import current_signature, require_backends, same_bucket
+from fuzzer.reproducers.reproducer import ENVIRONMENT_KEYS
+from fuzzer.running import envs
+from fuzzer.running.replay import Replayer, with_bases
+from fuzzer.triaging.triage import current_signature, require_backends, same_bucket
 
 HERE = "here"  # this interpreter, under the backends' plain names
 FRAMEWORKS = ("torch", "jax")  # the releases an outcome names
@@ -160,7 +161,7 @@ def environment_versions(name: str) -> dict:
     """The versions environment `name` reports now (`here`: this process's); those recorded when it was
     registered if its interpreter no longer starts."""
     from fuzzer.backends.env_backend import EnvWorkerError, worker_for
-    from fuzzer.environment import versions
+    from fuzzer.running.environment import versions
 
     if name == HERE:
         reported = versions()

@@ -12,19 +12,19 @@ from pathlib import Path
 from typing import Callable
 from xml.etree import ElementTree
 
+from fuzzer import verdicts
 from fuzzer.backends import get_backend, name_backend_list
-from fuzzer.check import Finding
 from fuzzer.corpus import Corpus, case_from_export, file_kind, is_finding, load_case_file
-from fuzzer.death_shrink import name_death, shrink_death
 from fuzzer.errors import UserError
 from fuzzer.ir import Case
-from fuzzer.known import KnownBug, Registry
-from fuzzer import verdicts
+from fuzzer.judging.check import Finding
 from fuzzer.plugins import canaries_for, load_plugins
-from fuzzer.triage import current_signature, same_bucket
-from fuzzer.pipeline import WorkerConfig
 from fuzzer.records import CheckReply, ShrinkReply
-from fuzzer.workers import SlowCheck, Worker, WorkerDied, WorkerPoisoned, died_in_worker, replay_memory_limit_mb
+from fuzzer.running.pipeline import WorkerConfig
+from fuzzer.running.workers import SlowCheck, Worker, WorkerDied, WorkerPoisoned, died_in_worker, replay_memory_limit_mb
+from fuzzer.shrinking.death_shrink import name_death, shrink_death
+from fuzzer.triaging.known import KnownBug, Registry
+from fuzzer.triaging.triage import current_signature, same_bucket
 
 EXPECTATIONS = ("agree", "disagree")
 NOT_CHECKED = "not-checked"  # a regression file's verdict where NotChecked: neither expectation

@@ -1,13 +1,13 @@
 """Standalone reproducers: one Python file, needing only numpy and the framework under test,
 that runs exactly the transformation the finding is about and exits 1 while the bug is there.
 This is the full harness (`fuzz export --format script`); the minimal reproducer, the default,
-is fuzzer/minimal_reproducer.py, built on the same program, header and imports (below).
+is fuzzer/reproducers/minimal_reproducer.py, built on the same program, header and imports (below).
 
 The script is assembled from parts:
 
 * the case's arrays, as literals (small) or base64 `.npy` (large; never pickle);
 * the backend's program (`Backend.reproducer_program`): the graph as a function of public
-  torch / jax calls, written from the op declarations (fuzzer/op_source.py), and the
+  torch / jax calls, written from the op declarations (fuzzer/reproducers/op_source.py), and the
   transformation under test applied to it (`torch.compile(graph, ...)`, `jax.jit(graph)`, a
   module through save/load or torch.export, ...), leaving `outputs`; the environment
   (`Backend.versions_source`) is printed before it runs;
@@ -31,14 +31,14 @@ import re
 import textwrap
 
 from fuzzer import verdicts
+from fuzzer.backends import Backend
 from fuzzer.errors import UserError
 from fuzzer.exact_dtypes import is_exact
-from fuzzer.backend_verdict import reference_for
-from fuzzer.backends import Backend
 from fuzzer.ir import Case
+from fuzzer.judging.backend_verdict import reference_for
 from fuzzer.oracle import allowed_error, compute_reference
-from fuzzer.program_source import argument_names, array_literal, device_guard, variable_name, with_readable_names
-from fuzzer.workers import ended_its_process
+from fuzzer.reproducers.program_source import argument_names, array_literal, device_guard, variable_name, with_readable_names
+from fuzzer.running.workers import ended_its_process
 
 HANG_SECONDS = 60  # a hang reproducer gives up (exit 1) after this long
 WORST_SHOWN = 5

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Callable
 
-from fuzzer.campaign import CampaignOptions, run_campaign
 from fuzzer.corpus import Corpus
 from fuzzer.plugins import canary_names
+from fuzzer.running.campaign import CampaignOptions, run_campaign
 
 
 def run_selftest(corpus: Corpus, max_cases: int = 300, seed: int = 0, shrink_time: float = 30.0,

@@ -15,9 +15,9 @@ from dataclasses import replace
 
 import numpy as np
 
+from fuzzer.drawing.regimes import BATCH_THRESHOLD_DIMS
 from fuzzer.errors import UserError
 from fuzzer.ir import Graph, infer_shapes, param_shapes
-from fuzzer.regimes import BATCH_THRESHOLD_DIMS
 
 # The sizes a size is renamed to, besides 1 and its neighbours: either side of the block sizes of
 # vectorized CPU loops and Triton kernels and of the batch sizes where libraries switch algorithm.

@@ -7,7 +7,7 @@ valid graph AND `still_fails(candidate)` (same verdict and same signature: the
 shrinker may not slide into another, easier bug). Passes are not looped to a
 fixed point; the whole list is repeated while a round made progress, within a
 time budget. "Simpler" means, in this order: fewer nodes, fewer steps and in-place
-writes (a program: fuzzer/program_shrink.py), fewer elements in inputs and parameters, fewer input dims (no leading size-1 ones: `pass_drop_leading_ones`),
+writes (a program: fuzzer/programs/shrink.py), fewer elements in inputs and parameters, fewer input dims (no leading size-1 ones: `pass_drop_leading_ones`),
 contiguous inputs, simpler attributes (stride 1, no padding,
 no bias, ...), simpler values (zeros, ones, minus ones, small integers: `value_cost`).
 Values are simplified entry by entry too, in halving blocks, so a bug that one value
@@ -30,14 +30,14 @@ import numpy as np
 
 from fuzzer.arrays import param_values
 from fuzzer.backends.numpy_ref import NumpyReference
-from fuzzer.oracle.complex import IllTyped, evaluate_complex
-from fuzzer.oracle.dtypes import round_to_dtype
+from fuzzer.drawing.layouts import CONTIGUOUS, conform_values, layouts_for
 from fuzzer.errors import UserError
-from fuzzer.layouts import CONTIGUOUS, conform_values, layouts_for
 from fuzzer.ir import Case, Graph, Node, TensorSpec, infer_shapes, param_shapes, split_arrays
 from fuzzer.ops import get_op, registry
-from fuzzer.program_ops import WRITES
-from fuzzer.program_shrink import out_of_place_graphs, pass_fewer_steps
+from fuzzer.oracle.complex import IllTyped, evaluate_complex
+from fuzzer.oracle.dtypes import round_to_dtype
+from fuzzer.programs.shrink import out_of_place_graphs, pass_fewer_steps
+from fuzzer.programs.statements import WRITES
 
 Predicate = Callable[[Case], bool]
 

@@ -5,8 +5,8 @@ of its own (a masked or scalar remainder loop), and a fault there needs the exte
 remainder on the axis the kernel walks: the innermost dim of an op's first operand, or the
 innermost axis a reduction reduces. The generator draws such an extent on the innermost dim (or
 another an op may reduce) of a TAIL_SHARE of the inputs it makes, in every regime without a large
-dim and so under every layout (fuzzer/generate.py), and a steered graph puts one on the axis its
-key names. k is 1: a larger k reaches no other remainder, and its larger tensors cost throughput. The keys (fuzzer/region_keys.py):
+dim and so under every layout (fuzzer/drawing/generate.py), and a steered graph puts one on the axis its
+key names. k is 1: a larger k reaches no other remainder, and its larger tensors cost throughput. The keys (fuzzer/drawing/region_keys.py):
 `OP:tail=CLASS` for the innermost dim, `OP:reduced-tail=CLASS` for the innermost reduced axis of an
 op whose ladder reduces (OpDef.ladder), and for the resampling, pooling and attention ops (whose
 kernels tile their output) `OP:output=1` and `OP:output-tail=CLASS` for a spatial or sequence dim
@@ -21,7 +21,7 @@ from fuzzer.ops._common import st
 
 LANES = 16
 CLASSES = {"1": (1, 1), "2-3": (2, 3), "4-7": (4, 7), "8-15": (8, 15)}
-MAX_RANK = 5  # as fuzzer/generate.py's
+MAX_RANK = 5  # as fuzzer/drawing/generate.py's
 MAX_BLOCKS = 1  # k of 16k + r: 17 .. 31 elements, twice DIMS' largest at most
 # A steered graph's k: 1 or 2, so an op that halves its input (pixel_unshuffle) has output tails too.
 STEERED_BLOCKS = 2

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from fuzzer import oracle, verdicts
 from fuzzer.backend_names import BackendName
-from fuzzer.campaign_config import stored_plugins
 from fuzzer.corpus import Corpus, StoredCase
 from fuzzer.errors import UserError
 from fuzzer.records import Signature, signature_error
+from fuzzer.running.campaign_config import stored_plugins
 
 
 def current_signature(finding: dict) -> str:
@@ -41,7 +41,7 @@ def same_bucket(recorded: str, observed: str) -> bool:
 
 def rebucket(corpus: Corpus, dry_run: bool = False) -> dict:
     """Recompute every stored finding's signature and regroup the buckets under this release's rules
-    (fuzzer/buckets.py), merging those that now share one (see Corpus.resign_findings)."""
+    (fuzzer/triaging/buckets.py), merging those that now share one (see Corpus.resign_findings)."""
     return corpus.resign_findings(current_signature, dry_run)
 
 

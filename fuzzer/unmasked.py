@@ -25,11 +25,11 @@ from dataclasses import replace
 
 from fuzzer import oracle, verdicts
 from fuzzer.backends import Backend
-from fuzzer.check import CaseResult, check_case
-from fuzzer.execute import OK, Runner
 from fuzzer.ir import Case
-from fuzzer.localize import probe_case
-from fuzzer.shrink import rebuild
+from fuzzer.judging.check import CaseResult, check_case
+from fuzzer.judging.localize import probe_case
+from fuzzer.running.execute import OK, Runner
+from fuzzer.shrinking.shrink import rebuild
 
 PROBED_ONE_IN = 4
 

@@ -31,7 +31,7 @@ TABLE = (
     Verdict("all-zeros", True, False, True, True, True, "every value is zero where the reference is not constant"),
     Verdict("constant", True, False, True, True, True, "every value is the same where the reference is not constant"),
     Verdict("mismatch", True, False, True, True, True, "values beyond the tolerance model's allowance"),
-    # Judged with no tolerance, and only inside the scope the release documents (fuzzer/contracts.py).
+    # Judged with no tolerance, and only inside the scope the release documents (fuzzer/judging/contracts.py).
     Verdict("contract", True, False, False, True, True,
             "within tolerance, but not bitwise what the compiler's configuration promises (strict numerics: torch "
             "eager's results; batch invariance: f(x)[:k] == f(x[:k])) where its release documents the promise"),

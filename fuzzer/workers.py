@@ -53,20 +53,20 @@ import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
-from fuzzer import envs
 from fuzzer.errors import DevicePoisoned, InternalError, UserError
-from fuzzer.sessions import end_session
+from fuzzer.running import envs
+from fuzzer.running.sessions import end_session
 
 if TYPE_CHECKING:  # annotations only: importing the pipeline at once would hold up `warm_template`
-    from fuzzer.known import Registry
-    from fuzzer.pipeline import WorkerConfig
+    from fuzzer.running.pipeline import WorkerConfig
+    from fuzzer.triaging.known import Registry
 
 SPAWN = multiprocessing.get_context("spawn")
 FORKSERVER = multiprocessing.get_context("forkserver")
 # Imported once by the fork server; none of them starts a thread pool, a CUDA context or an
 # XLA client on import (a module missing here is skipped by multiprocessing). Not dynamo and
 # inductor: ~5 s more before the first graph, for a compiler the budget starts later anyway.
-FORKSERVER.set_forkserver_preload(["numpy", "torch", "jax", "hypothesis", "fuzzer.ops", "fuzzer.pipeline"])
+FORKSERVER.set_forkserver_preload(["numpy", "torch", "jax", "hypothesis", "fuzzer.ops", "fuzzer.running.pipeline"])
 
 
 # A worker under a smaller limit starts with `spawn` and imports only what its backends need: the
@@ -182,7 +182,7 @@ def _worker_main(conn, config: WorkerConfig, trusted_paths: str, known_bugs: Reg
     # kind) would interleave with the campaign's progress lines on the shared stderr.
     warnings.simplefilter("ignore", FutureWarning)
     warnings.simplefilter("ignore", DeprecationWarning)
-    from fuzzer.pipeline import Pipeline
+    from fuzzer.running.pipeline import Pipeline
 
     try:
         pipeline = Pipeline(config, heartbeat=lambda backend, source: conn.send(
@@ -246,8 +246,8 @@ class WorkerDied(Exception):
 
     def finding(self, culprit: str | None = None):
         """The finding this is: the backend the worker was running crashed or hung (check.Finding),
-        blamed on `culprit` where a shrink found the op that does it alone (fuzzer/death_shrink.py)."""
-        from fuzzer.check import Finding
+        blamed on `culprit` where a shrink found the op that does it alone (fuzzer/shrinking/death_shrink.py)."""
+        from fuzzer.judging.check import Finding
         from fuzzer.oracle import signature
 
         backend, culprit = self.backend or "unknown", culprit or self.culprit

@@ -14,8 +14,8 @@ import pytest
 
 from fuzzer import verdicts
 from fuzzer.backends import get_backend
-from fuzzer.check import check_case, eager_peer
 from fuzzer.ir import Case, Graph, Node, TensorSpec
+from fuzzer.judging.check import check_case, eager_peer
 
 PLUGIN = Path(__file__).resolve().parent / "plugins" / "jit_sloppy_sum.py"
 FUZZ = str(Path(sys.executable).with_name("fuzz"))
@@ -78,7 +78,7 @@ def test_an_error_below_the_smallest_normal_is_a_flush_never_an_accuracy_regress
     # torch-compile:cuda:float32, H200 campaign (seed 353): inductor's tanh flushes subnormals, so
     # tanhshrink of 9.84e-39 is 9.84e-39 there and 0 in eager: within the allowance of 3.53e-38, and
     # below float32's smallest normal: a flush, not a regression to report.
-    from fuzzer.check import _accuracy_regressions
+    from fuzzer.judging.check import _accuracy_regressions
     from fuzzer.records import BackendVerdict
 
     backends = [get_backend("torch-eager:cpu:float32"), get_backend("torch-compile:cpu:float32")]

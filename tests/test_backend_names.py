@@ -7,8 +7,8 @@ import pytest
 
 from fuzzer.backend_names import BackendName
 from fuzzer.backends import backend_sets, get_backend, kind_family, kind_path, table
-from fuzzer.budget import _share_matches
 from fuzzer.errors import UserError
+from fuzzer.running.budget import _share_matches
 
 
 def table_names() -> list[str]:

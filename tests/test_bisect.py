@@ -9,8 +9,8 @@ import math
 import pytest
 
 from fuzzer import oracle, verdicts
-from fuzzer.bisect import NEW, OLD, SKIP, Step, available_versions, bisect_versions, outcome_of
 from fuzzer.errors import UserError
+from fuzzer.triaging.bisect import NEW, OLD, SKIP, Step, available_versions, bisect_versions, outcome_of
 
 VERSIONS = [f"1.{minor}.0" for minor in range(20)]
 

@@ -17,11 +17,11 @@ import numpy as np
 import pytest
 
 from fuzzer.arrays import materialize
-from fuzzer.death_shrink import dies_again, shrink_death
 from fuzzer.ir import Case, Graph, Node, TensorSpec, param_shapes
-from fuzzer.pipeline import WorkerConfig
 from fuzzer.plugins import load_plugins
-from fuzzer.workers import SlowCheck, Worker, WorkerDied
+from fuzzer.running.pipeline import WorkerConfig
+from fuzzer.running.workers import SlowCheck, Worker, WorkerDied
+from fuzzer.shrinking.death_shrink import dies_again, shrink_death
 from test_hostile import corpus_with, exported, fuzz, refused, relu_case, write_json
 
 PLUGINS = Path(__file__).resolve().parent / "plugins"

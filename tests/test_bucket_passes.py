@@ -1,5 +1,5 @@
 """The compiler pass in a bucket's identity, and a campaign that names the pass of each new compiler
-bucket (fuzzer/buckets.py "The pass", Corpus.record_localization, fuzzer/new_bucket_passes.py).
+bucket (fuzzer/triaging/buckets.py "The pass", Corpus.record_localization, fuzzer/triaging/new_bucket_passes.py).
 
 The corpus-level tests store real case files and localizations as `fuzz localize` returns them; the
 campaign tests run torch.compile with a planted fault in one inductor post-grad pass
@@ -20,7 +20,7 @@ from click.testing import CliRunner
 
 from fuzzer.cli import main
 from fuzzer.corpus import Corpus
-from fuzzer.pass_bisect import PassVerdict
+from fuzzer.triaging.pass_bisect import PassVerdict
 
 ROOT = Path(__file__).resolve().parent.parent
 CONV_ABORT = ROOT / "reports" / "bugs" / "xla-cpu-conv-lhs-dilation-abort" / "case.json"
@@ -180,7 +180,7 @@ def test_localizing_a_case_again_keeps_it_in_the_bucket_it_was_split_into(tmp_pa
 
 
 def test_a_bucket_whose_smallest_case_is_on_no_compiler_is_said_so_and_the_rest_go_on(tmp_path):
-    from fuzzer.new_bucket_passes import localize_new_buckets
+    from fuzzer.triaging.new_bucket_passes import localize_new_buckets
 
     db = tmp_path / "old.db"
     shutil.copy(ROOT / "tests" / "data" / "corpus-schema7.db", db)

@@ -1,4 +1,4 @@
-"""One cause, one bucket (fuzzer/buckets.py): the same op and verdict on several dtypes is one
+"""One cause, one bucket (fuzzer/triaging/buckets.py): the same op and verdict on several dtypes is one
 bucket, a derived backend's `inherited` copy of its base's bug is a member of the base's bucket,
 triage belongs to the bucket and travels with export / import, merge and regression files, and a
 corpus the previous release (schema 5) wrote opens with its buckets grouped.
@@ -18,14 +18,14 @@ from pathlib import Path
 
 import pytest
 
-from fuzzer.buckets import bucket_signatures, own_bucket
-from fuzzer.check import Finding
 from fuzzer.corpus import SCHEMA_VERSION, Corpus
-from fuzzer.generate import generate_case
-from fuzzer.known import entry_for_bucket
+from fuzzer.drawing.generate import generate_case
+from fuzzer.judging.check import Finding
 from fuzzer.oracle import signature
 from fuzzer.records import CaseRecord
-from fuzzer.replay import load_regression_case
+from fuzzer.running.replay import load_regression_case
+from fuzzer.triaging.buckets import bucket_signatures, own_bucket
+from fuzzer.triaging.known import entry_for_bucket
 from fuzzer.verdicts import bucket_verdict
 from test_cli_errors import assert_user_error, dump, fuzz
 from test_known import campaign

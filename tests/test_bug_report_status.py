@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from fuzzer.issue_report import NOT_RUN_YET
+from fuzzer.reproducers.issue_report import NOT_RUN_YET
 
 REPORTS = sorted(path for path in (Path(__file__).parent.parent / "reports" / "bugs").iterdir() if path.is_dir())
 STATUS = re.compile(r"^Status: (new|known upstream \(https://\S+|fixed in \S+ \S+|not a bug)")

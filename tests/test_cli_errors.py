@@ -20,10 +20,10 @@ import pytest
 from click.testing import CliRunner, Result
 
 import fuzzer
-from fuzzer.check import Finding
 from fuzzer.cli import main
 from fuzzer.corpus import Corpus
-from fuzzer.generate import generate_case
+from fuzzer.drawing.generate import generate_case
+from fuzzer.judging.check import Finding
 from fuzzer.records import CaseRecord
 
 PLUGINS = Path(__file__).resolve().parent / "plugins"

@@ -19,15 +19,15 @@ from fuzzer import verdicts
 from fuzzer.arrays import materialize
 from fuzzer.backends import get_backend, parse_backend_list
 from fuzzer.backends.gradients import differentiated
-from fuzzer.campaign import CampaignOptions, run_campaign
-from fuzzer.backend_verdict import reference_for
-from fuzzer.check import check_case
 from fuzzer.cli import main
 from fuzzer.corpus import Corpus
 from fuzzer.ir import Graph, Node, TensorSpec
+from fuzzer.judging.backend_verdict import reference_for
+from fuzzer.judging.check import check_case
 from fuzzer.oracle import allowed_error, compute_reference
 from fuzzer.plugins import load_plugins
-from fuzzer.reproducer import build_script
+from fuzzer.reproducers.reproducer import build_script
+from fuzzer.running.campaign import CampaignOptions, run_campaign
 
 PLUGIN = str(Path(__file__).parent / "plugins" / "compile_grad_half_mul.py")
 # linear -> batch_norm (eval) -> tanh: weights to differentiate, and running statistics that get none.

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from fuzzer.budget import MAX_SLOT_SHARE, assign_compilers, parse_shares, slot_shares
-from fuzzer.pipeline import Pipeline, WorkerConfig
+from fuzzer.running.budget import MAX_SLOT_SHARE, assign_compilers, parse_shares, slot_shares
+from fuzzer.running.pipeline import Pipeline, WorkerConfig
 
 
 def equal(count: int) -> dict[str, float]:
@@ -95,8 +95,8 @@ def test_a_worker_runs_only_its_slots_compilers():
 
 @pytest.mark.slow
 def test_a_two_worker_campaign_gives_each_compiler_its_own_worker_and_starves_neither(tmp_path):
-    from fuzzer.campaign import CampaignOptions, run_campaign
     from fuzzer.corpus import Corpus
+    from fuzzer.running.campaign import CampaignOptions, run_campaign
 
     options = CampaignOptions(backends=BACKENDS, ops=["relu", "tanh", "add"], max_cases=40, workers=2,
                               compiled_inputs=1)

@@ -13,12 +13,12 @@ from conftest import planted_fault_campaign
 from fuzzer import oracle, verdicts
 from fuzzer.arrays import from_npy_bytes, materialize, to_npy_bytes
 from fuzzer.backends import get_backend
-from fuzzer.check import check_case
+from fuzzer.drawing.generate import CaseGenerator
+from fuzzer.drawing.regimes import COMPLEX_REGIMES
 from fuzzer.errors import UserError
-from fuzzer.generate import CaseGenerator
 from fuzzer.ir import Case, Graph, Node, TensorSpec, hash_content
+from fuzzer.judging.check import check_case
 from fuzzer.ops import registry
-from fuzzer.regimes import COMPLEX_REGIMES
 
 PLUGIN = str(Path(__file__).parent / "plugins" / "complex_faults.py")
 COMPLEX_OPS = sorted(name for name, op in registry().items() if op.complex_dtypes)
@@ -144,7 +144,7 @@ def test_a_short_complex_campaign_finds_a_mul_that_conjugates_its_result(tmp_pat
 
 def test_the_minimal_script_of_a_complex_value_finding_is_refused_in_one_sentence():
     """It stopped at an internal error (exit 3); until it is written, one sentence says what to use instead."""
-    from fuzzer.minimal_reproducer import build_minimal_script
+    from fuzzer.reproducers.minimal_reproducer import build_minimal_script
 
     case = one_op_case("mul", {"x0": [1 + 2j], "x1": [2 - 1j]})
     with pytest.raises(UserError, match="not written yet: `fuzz replay` reproduces it"):

@@ -1,4 +1,4 @@
-"""Composed regimes and big contractions (fuzzer/regimes.py): a composition draws cases with the
+"""Composed regimes and big contractions (fuzzer/drawing/regimes.py): a composition draws cases with the
 features of both its parts, its name survives JSON, the shrinker and `--regimes`, and the faults
 that live only where two regions meet, in an all -inf row or in a contraction with every dim
 large (tests/plugins/composed_faults.py) are found with the feature and missed without it."""
@@ -12,14 +12,14 @@ import pytest
 
 from fuzzer.arrays import from_npy_bytes, input_values, materialize, regime_profiles, to_npy_bytes
 from fuzzer.backends import get_backend
-from fuzzer.check import check_case, still_fails_predicate
+from fuzzer.drawing.generate import BIG_CONTRACTIONS, CaseGenerator
+from fuzzer.drawing.regimes import BY_NAME, COMPOSITIONS, CONTRACTION_DIMS, DEFAULT, REGIMES, Regime, get_regime, parse_regime_list
 from fuzzer.errors import UserError
-from fuzzer.generate import BIG_CONTRACTIONS, CaseGenerator
 from fuzzer.ir import Graph, infer_shapes
-from fuzzer.pipeline import seed_for
+from fuzzer.judging.check import check_case, still_fails_predicate
 from fuzzer.plugins import load_plugins
-from fuzzer.regimes import BY_NAME, COMPOSITIONS, CONTRACTION_DIMS, DEFAULT, REGIMES, Regime, get_regime, parse_regime_list
-from fuzzer.shrink import shrink_case
+from fuzzer.running.pipeline import seed_for
+from fuzzer.shrinking.shrink import shrink_case
 
 PLUGIN = str(Path(__file__).parent / "plugins" / "composed_faults.py")
 

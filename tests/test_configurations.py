@@ -12,9 +12,9 @@ from fuzzer.arrays import materialize
 from fuzzer.backends import all_ops_supported_by, get_backend, register_derived
 from fuzzer.backends.gradients import cotangent
 from fuzzer.backends.torch_compile import COMPILED
-from fuzzer.check import check_case
-from fuzzer.generate import CaseGenerator
+from fuzzer.drawing.generate import CaseGenerator
 from fuzzer.ir import Graph, Node, TensorSpec
+from fuzzer.judging.check import check_case
 from fuzzer.plugins import load_plugin
 
 PLUGINS = Path(__file__).parent / "plugins"

@@ -14,13 +14,13 @@ import pytest
 from fuzzer.arrays import materialize
 from fuzzer.backends import get_backend
 from fuzzer.backends.jax_jit_const import constant_inputs
-from fuzzer.check import check_case
-from fuzzer.generate import CaseGenerator
-from fuzzer.plugins import load_plugins
+from fuzzer.drawing.generate import CaseGenerator
+from fuzzer.drawing.regimes import BY_NAME
 from fuzzer.ir import split_arrays
-from fuzzer.reference import evaluate_all
-from fuzzer.regimes import BY_NAME
-from fuzzer.reproducer import build_script
+from fuzzer.judging.check import check_case
+from fuzzer.judging.reference import evaluate_all
+from fuzzer.plugins import load_plugins
+from fuzzer.reproducers.reproducer import build_script
 
 PLUGIN = str(Path(__file__).parent / "plugins" / "composed_faults.py")
 
@@ -81,8 +81,8 @@ FREEZING_PROBE = """
 import json, torch
 from torch._dynamo.utils import counters
 from fuzzer.backends.torch_compile_frozen import TorchCompileFrozen
-from fuzzer.check import check_case
-from fuzzer.generate import CaseGenerator
+from fuzzer.drawing.generate import CaseGenerator
+from fuzzer.judging.check import check_case
 
 class Unfrozen(TorchCompileFrozen):
     compile_options = {"freezing": False}

@@ -17,14 +17,14 @@ import numpy as np
 import pytest
 
 from fuzzer.arrays import materialize, to_npy_bytes
-from fuzzer.campaign import CampaignOptions, run_campaign
-from fuzzer.check import Finding
 from fuzzer.corpus import SCHEMA_VERSION, Corpus, case_from_export, load_case_file
+from fuzzer.drawing.generate import generate_case
 from fuzzer.errors import UserError
-from fuzzer.generate import generate_case
 from fuzzer.ir import Graph, Node, TensorSpec
+from fuzzer.judging.check import Finding
 from fuzzer.oracle import BackendVerdict
 from fuzzer.records import CaseRecord
+from fuzzer.running.campaign import CampaignOptions, run_campaign
 
 REPO = Path(__file__).resolve().parents[1]
 SIG = "mismatch | torch-cpu-float32 | linear"
@@ -515,9 +515,9 @@ def test_migrates_version_0_corpus(tmp_path):
 WRITER = """
 import sys, time
 from fuzzer.arrays import materialize
-from fuzzer.check import Finding
 from fuzzer.corpus import Corpus
 from fuzzer.ir import Graph, Node, TensorSpec
+from fuzzer.judging.check import Finding
 from fuzzer.records import CaseRecord
 
 path, worker, start_at = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])

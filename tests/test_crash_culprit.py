@@ -7,8 +7,8 @@ import numpy as np
 
 from fuzzer import verdicts
 from fuzzer.backends import get_backend
-from fuzzer.check import check_case
 from fuzzer.ir import Case, Graph, Node, TensorSpec
+from fuzzer.judging.check import check_case
 
 
 def softmax_refusing_strided_inputs(xs, ps, attrs):

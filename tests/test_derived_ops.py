@@ -11,17 +11,17 @@ from click.testing import CliRunner
 
 from fuzzer import verdicts
 from fuzzer.backends import get_backend
-from fuzzer.campaign import CampaignOptions, run_campaign
-from fuzzer.check import check_case
 from fuzzer.cli import main
 from fuzzer.corpus import Corpus
+from fuzzer.drawing.generate import CaseGenerator
 from fuzzer.errors import OpUnsupported, UserError
-from fuzzer.generate import CaseGenerator
 from fuzzer.ir import Case, Graph, Node, TensorSpec
+from fuzzer.judging.check import check_case
 from fuzzer.ops import derived, get_op, parse_op_list, registry
 from fuzzer.ops.derived import table
 from fuzzer.ops.derived.ops import NUMPY, derived_ops, reference_source
 from fuzzer.plugins import _LOADED
+from fuzzer.running.campaign import CampaignOptions, run_campaign
 
 SHIPPED = table.SHIPPED_DIR / "torch-2.13.0.json"
 FAULT_PLUGIN = Path(__file__).parent / "plugins" / "derived_op_fault.py"
@@ -186,7 +186,7 @@ def test_as_strided_of_a_view_reads_the_views_values_not_its_bases_storage(cache
 def test_the_shipped_registry_loads_on_a_release_without_a_derived_table(cache, monkeypatch):
     """Entries name derived ops (torch.heaviside): on torch 2.11 (the GPU machine) no table was here and
     every campaign stopped at 'unknown op' in the registry; the shipped tables' names are known ops there."""
-    from fuzzer.known import load_registry
+    from fuzzer.triaging.known import load_registry
 
     monkeypatch.setattr(table, "torch_release", lambda: "2.99.0")
     derived.forget()
@@ -198,8 +198,8 @@ def test_a_default_campaign_draws_derived_ops_in_its_share_of_graphs_and_steers_
     """Sampled graphs of a default campaign: about DEFAULT_SHARE of them hold a derived op, the others only
     hand-written ones; --derived-share 0 and a campaign given its --ops draw the ops as before; the derived
     ops' region keys are left to that share (steering and the one-op tier go to the hand-written ops first)."""
-    from fuzzer.budget import single_op_order
-    from fuzzer.pipeline import CaseDrawer, CaseSource, WorkerConfig
+    from fuzzer.running.budget import single_op_order
+    from fuzzer.running.pipeline import CaseDrawer, CaseSource, WorkerConfig
 
     backends = [get_backend("torch-eager:cpu:float32")]
     drawer = CaseDrawer(WorkerConfig(backends=["torch-eager:cpu:float32"], seed=52, derived_share=0.2), backends)

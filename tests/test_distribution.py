@@ -30,10 +30,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as hypothesis_strategies
 
-import fuzzer.generate as generate
-from fuzzer.generate import weak_hypothesis_warning
+import fuzzer.drawing.generate as generate
+from fuzzer.drawing.generate import weak_hypothesis_warning
 from fuzzer.ops import _common, registry
-from fuzzer.pipeline import seed_for
+from fuzzer.running.pipeline import seed_for
 
 SEED = 0
 # Each op's graphs (`fuzz run --ops OP`) are drawn until the op drew its attributes this often,
@@ -153,8 +153,8 @@ def declaration_site(frame) -> str:
 
 def draw_graphs(op_name: str, log: DrawLog) -> None:
     """Graphs of `fuzz run --seed SEED --ops OP` until the op has drawn enough: the bytes of
-    seed_for's stream (fuzzer/pipeline.py) fed to the graph strategy as CaseGenerator feeds them
-    (fuzzer/generate.py), without drawing arrays (a case draws its graph first). A draw the
+    seed_for's stream (fuzzer/running/pipeline.py) fed to the graph strategy as CaseGenerator feeds them
+    (fuzzer/drawing/generate.py), without drawing arrays (a case draws its graph first). A draw the
     generator rejects moves on to the next seed, where CaseGenerator would retry from the same
     one. Graphs of one op draw each op as often as the others; in the default campaign's mix,
     conv3d, where_threshold or argmax come once in hundreds of graphs."""

@@ -20,12 +20,12 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from fuzzer.campaign import CampaignOptions, run_campaign
 from fuzzer.cli import main
 from fuzzer.corpus import Corpus
+from fuzzer.drawing.generate import generate_case
 from fuzzer.errors import UserError
-from fuzzer.generate import generate_case
 from fuzzer.records import CaseRecord, Finding
+from fuzzer.running.campaign import CampaignOptions, run_campaign
 from test_hostile import rows
 
 FUZZ = Path(sys.executable).with_name("fuzz")  # the fuzz of the interpreter running the tests, as in the other modules

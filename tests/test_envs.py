@@ -14,15 +14,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fuzzer import envs, verdicts
+from fuzzer import verdicts
 from fuzzer.backends import get_backend
 from fuzzer.backends.torch_eager import TorchEager
-from fuzzer.check import check_case
-from fuzzer.env_worker import missing_api
+from fuzzer.drawing.generate import CaseGenerator
 from fuzzer.errors import OpUnsupported, UserError
-from fuzzer.execute import ERROR, OK, run_backend
-from fuzzer.generate import CaseGenerator
+from fuzzer.judging.check import check_case
 from fuzzer.ops import float_op_names
+from fuzzer.running import envs
+from fuzzer.running.env_worker import missing_api
+from fuzzer.running.execute import ERROR, OK, run_backend
 
 FUZZ = str(Path(sys.executable).parent / "fuzz")
 REPORTS = Path(__file__).resolve().parent.parent / "reports"
@@ -214,7 +215,7 @@ def test_cross_environment_campaign_records_both_sides(here, tmp_path):
 
 
 def test_a_reproducer_names_the_environment_and_runs_there(here, tmp_path):
-    from fuzzer.reproducer import build_script
+    from fuzzer.reproducers.reproducer import build_script
 
     case = CaseGenerator(float_op_names(), 4).case(2)
     script = build_script(case, get_backend("torch-eager@here"), "title")
@@ -251,8 +252,8 @@ class LacksSoftmax(TorchEager):
 
 
 def test_an_unsupported_op_gives_no_verdict_and_no_finding():
-    from fuzzer.ir import Graph, Node, TensorSpec
     from fuzzer.arrays import materialize
+    from fuzzer.ir import Graph, Node, TensorSpec
 
     graph = Graph([TensorSpec("x", (2, 3))], [Node("n0", "softmax", ["x"], {"dim": 1})], ["n0"])
     result = check_case(materialize(graph, 0), [LacksSoftmax(), get_backend("jax-jit")])
@@ -265,10 +266,10 @@ def test_the_worker_answers_unsupported_for_what_a_release_cannot_express(tmp_pa
     `unsupported` naming no op (only this case is out of reach), never as an error: a crash finding."""
     import torch
 
-    from fuzzer import case_folder
     from fuzzer.arrays import materialize
-    from fuzzer.env_worker import Worker
     from fuzzer.ir import Graph, Node, TensorSpec
+    from fuzzer.running import case_folder
+    from fuzzer.running.env_worker import Worker
 
     def breaking_relu(xs, ps, attrs):
         torch._dynamo.graph_break()
@@ -387,7 +388,7 @@ def test_a_program_runs_in_an_environment_as_in_process_every_step_and_written_i
     """Programs reach KIND@ENV (torch 2.15's compiler, from a campaign on this interpreter): a 10-minute
     programs campaign of such backends drew 21,286 programs and ran none. Every step's outputs and the
     written inputs come back, not the graph's outputs alone."""
-    from fuzzer.regimes import BY_NAME
+    from fuzzer.drawing.regimes import BY_NAME
 
     generator = CaseGenerator(None, 5, [BY_NAME["programs"]])
     local, remote = get_backend(kind), get_backend(f"{kind}@here")

@@ -12,13 +12,13 @@ from conftest import planted_fault_campaign
 from fuzzer import oracle, verdicts
 from fuzzer.arrays import from_npy_bytes, materialize, to_npy_bytes
 from fuzzer.backends import get_backend
-from fuzzer.check import check_case
+from fuzzer.drawing.generate import CaseGenerator
+from fuzzer.drawing.regimes import INTEGER_REGIMES
+from fuzzer.drawing.region_keys import attribute_regions
 from fuzzer.exact_dtypes import EDGE_INTEGERS, EXACT_DTYPES
-from fuzzer.generate import CaseGenerator
 from fuzzer.ir import Case, Graph, Node, TensorSpec, hash_content
+from fuzzer.judging.check import check_case
 from fuzzer.ops import registry
-from fuzzer.region_keys import attribute_regions
-from fuzzer.regimes import INTEGER_REGIMES
 
 PLUGIN = str(Path(__file__).parent / "plugins" / "integer_faults.py")
 EXACT_OPS = sorted(name for name, op in registry().items() if op.exact_dtypes)
@@ -133,7 +133,7 @@ def test_a_short_integer_campaign_finds_a_fault_planted_on_integers(tmp_path, ba
 def test_the_shrinker_cuts_no_integer_node_into_an_input():
     """A GPU campaign's shrinks of integer findings stopped at an internal error: cutting a node into an
     input took its float64 value, and shift_right has no float64 (an int32 value also differs from int64's)."""
-    from fuzzer.shrink import pass_cut_inputs
+    from fuzzer.shrinking.shrink import pass_cut_inputs
 
     graph = Graph((TensorSpec("x", (4,)),), (Node("a", "abs", ("x",), {}), Node("s", "shift_right", ("a",), {"shift": 33})), ("s",))
     case = Case(graph, {"x": np.array([-6, 8, 0, 3], dtype=np.int64)}, seed=0)
@@ -146,8 +146,8 @@ def test_an_integer_finding_s_minimal_script_compares_exactly_and_exits_1(tmp_pa
     import subprocess
     import sys
 
-    from fuzzer.minimal_reproducer import build_minimal_script
     from fuzzer.plugins import load_plugin
+    from fuzzer.reproducers.minimal_reproducer import build_minimal_script
 
     load_plugin(PLUGIN)
     graph = Graph((TensorSpec("x", (3,)), TensorSpec("y", (3,))), (Node("m", "mul", ("x", "y"), {}),), ("m",))
@@ -178,7 +178,7 @@ def test_jax_sums_multiplies_and_scans_integers_in_int64_as_torch_does():
 def test_a_node_whose_float_operand_an_integer_backend_cannot_be_fed_is_blamed_not_its_producer():
     """GPU integer campaign: (x + nan) * False on torch.compile int32 was blamed on add_scalar, because
     mul_scalar cut out alone got its nan operand cast to int32 (and agreed); the first wrong node is."""
-    from fuzzer.localize import localize
+    from fuzzer.judging.localize import localize
     from fuzzer.plugins import load_plugin
 
     load_plugin(PLUGIN)

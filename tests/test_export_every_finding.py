@@ -17,19 +17,19 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from fuzzer.cli import main
-from fuzzer.exact_dtypes import is_exact
 from fuzzer.arrays import materialize
 from fuzzer.backends import get_backend
+from fuzzer.cli import main
 from fuzzer.corpus import Corpus, load_case_file
+from fuzzer.exact_dtypes import is_exact
 from fuzzer.ir import Graph, Node, TensorSpec
-from fuzzer.issue_report import export_issue
-from fuzzer.minimal_reproducer import build_minimal_script
 from fuzzer.plugins import canary_names, load_plugin
-from fuzzer.program_source import compact_array, compact_arrays
-from fuzzer.replay import Replayer
-from fuzzer.reproducer import build_script
-from fuzzer.selftest import run_selftest
+from fuzzer.reproducers.issue_report import export_issue
+from fuzzer.reproducers.minimal_reproducer import build_minimal_script
+from fuzzer.reproducers.program_source import compact_array, compact_arrays
+from fuzzer.reproducers.reproducer import build_script
+from fuzzer.running.replay import Replayer
+from fuzzer.running.selftest import run_selftest
 from test_hostile import fuzz
 
 ROOT = Path(__file__).resolve().parents[1]

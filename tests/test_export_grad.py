@@ -20,10 +20,10 @@ from fuzzer.arrays import materialize
 from fuzzer.backends import get_backend
 from fuzzer.backends.gradients import differentiated
 from fuzzer.backends.torch_export_grad import JOINTS
-from fuzzer.check import check_case
 from fuzzer.ir import Graph, Node, TensorSpec
+from fuzzer.judging.check import check_case
 from fuzzer.plugins import load_plugins
-from fuzzer.reproducer import build_script
+from fuzzer.reproducers.reproducer import build_script
 
 PLUGIN = str(Path(__file__).parent / "plugins" / "export_grad_half_mul.py")
 CONV = {"out_channels": 2, "kernel_size": [2, 2], "stride": [1, 1], "padding": [1, 0], "dilation": [1, 1], "groups": 1,

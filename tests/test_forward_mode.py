@@ -21,10 +21,10 @@ from fuzzer.backends import get_backend
 from fuzzer.backends.forward_mode import tangent, torch_functional_jvp, torch_jvp_by_reverse, torch_tangents
 from fuzzer.backends.gradients import cotangent
 from fuzzer.backends.second_order import torch_forward_over_reverse, torch_hvp_by_reverse
-from fuzzer.check import check_case
 from fuzzer.ir import Graph, Node, TensorSpec
+from fuzzer.judging.check import check_case
 from fuzzer.plugins import load_plugins
-from fuzzer.reproducer import build_script
+from fuzzer.reproducers.reproducer import build_script
 
 PLUGIN = str(Path(__file__).parent / "plugins" / "training_faults.py")
 KINDS = ("torch-jvp", "torch-compile-jvp", "jax-jvp", "torch-compile-hvp", "jax-hvp")

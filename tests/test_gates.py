@@ -4,9 +4,10 @@ the oracle judged them. The cases are the other tests' (named where they come fr
 
 import pytest
 
-from fuzzer import check, verdicts
+from fuzzer import verdicts
 from fuzzer.backends import get_backend
-from fuzzer.check import check_case
+from fuzzer.judging import check
+from fuzzer.judging.check import check_case
 
 from test_accuracy_against_eager import sloppy_jit, sum_case
 from test_configurations import case_of

@@ -12,9 +12,9 @@ import pytest
 from fuzzer import verdicts
 from fuzzer.arrays import materialize
 from fuzzer.backends import backend_sets, get_backend
-from fuzzer.check import check_case
-from fuzzer.generate import CaseGenerator
+from fuzzer.drawing.generate import CaseGenerator
 from fuzzer.ir import Graph, Node, TensorSpec
+from fuzzer.judging.check import check_case
 from fuzzer.ops import get_op
 
 pytestmark = pytest.mark.gpu
@@ -45,8 +45,8 @@ KNOWN_CUDA_BUGS = {"hardsigmoid", "hardswish"}
 
 
 def test_generated_graphs_agree_or_are_precision_policy_on_gpu():
+    from fuzzer.drawing.regimes import BY_NAME
     from fuzzer.ops import registry
-    from fuzzer.regimes import BY_NAME
 
     backends = available([n for n in GPU_BACKENDS if "compile" not in n])
     generator = CaseGenerator(sorted(set(registry()) - KNOWN_CUDA_BUGS), regimes=(BY_NAME["small"],))
@@ -98,8 +98,8 @@ def test_cuda_backends_in_another_environment_compute_what_they_compute_in_proce
     """KIND:cuda@ENV: this interpreter registered as an environment, so results must be identical."""
     import torch
 
-    from fuzzer import envs
-    from fuzzer.execute import OK, run_backend
+    from fuzzer.running import envs
+    from fuzzer.running.execute import OK, run_backend
 
     monkeypatch.setenv("FUZZ_ENV_HOME", str(tmp_path / "envs"))
     envs.add("here", sys.executable)
@@ -122,8 +122,8 @@ def test_a_real_cuda_sticky_error_is_one_crash_of_the_case_that_caused_it(tmp_pa
     tanh that triggers it, from the cases that trigger it in a fresh worker; no later case is blamed."""
     from pathlib import Path
 
-    from fuzzer.campaign import CampaignOptions, run_campaign
     from fuzzer.corpus import Corpus
+    from fuzzer.running.campaign import CampaignOptions, run_campaign
 
     plugin = Path(__file__).resolve().parent / "plugins" / "cuda_device_assert.py"
     options = CampaignOptions(backends=["torch-eager:cuda:float32", "plugin-cuda-assert-tanh"], plugins=[str(plugin)],
@@ -161,7 +161,7 @@ def test_jax_jit_const_on_cpu_runs_on_the_cpu_when_every_input_is_a_constant(tmp
     jax ran it on the GPU, where TF32 rounds -1.7785486 + 1.8559638 to 0.078: a false mismatch of
     jax-jit-const:cpu. On the CPU it agrees; its reproducer runs there too."""
     from fuzzer.backends.jax_jit_const import constant_inputs
-    from fuzzer.reproducer import build_script
+    from fuzzer.reproducers.reproducer import build_script
 
     attrs = {"batch_first": True, "bias": False, "hidden_size": 1, "initial_state": True, "num_layers": 1}
     graph = Graph([TensorSpec("x0", (9, 2, 9))], [Node("n0", "gru", ["x0"], attrs)], ["n0"])

@@ -85,7 +85,7 @@ TORCH, COMPILE = "torch-eager:cpu:float32", "torch-compile:cpu:float32"
 
 def ran_on(backends: list[str], case=None):
     """relu_case() checked on `backends`, each of which found a mismatch."""
-    from fuzzer.check import Finding
+    from fuzzer.judging.check import Finding
     from fuzzer.records import CaseRecord
 
     findings = [Finding(b, "mismatch", "relu", f"mismatch | {b} | relu", max_error=1.0, allowed=1e-5, detail="planted")
@@ -134,7 +134,7 @@ class TransactionWatchingCorpus(Corpus):
 @pytest.mark.slow
 def test_a_poisoning_stores_its_crash_with_the_index_done_in_one_transaction(tmp_path):
     from test_isolation import PLUGINS, REFERENCE, STICKY
-    from fuzzer.campaign import CampaignOptions, run_campaign
+    from fuzzer.running.campaign import CampaignOptions, run_campaign
 
     corpus = TransactionWatchingCorpus(tmp_path / "corpus.db")
     options = CampaignOptions(backends=[REFERENCE, "plugin-sticky-tanh"], plugins=[str(PLUGINS / STICKY)], max_nodes=2,
@@ -149,7 +149,7 @@ def test_a_poisoning_stores_its_crash_with_the_index_done_in_one_transaction(tmp
 
 @pytest.mark.parametrize("max_nodes", [1, 2, 3])
 def test_max_nodes_is_a_hard_maximum_even_for_seed_patterns(max_nodes):
-    from fuzzer.generate import CaseGenerator
+    from fuzzer.drawing.generate import CaseGenerator
 
     generator = CaseGenerator(None, max_nodes)
     sizes = [len(generator.case(seed).graph.nodes) for seed in range(200)]
@@ -163,9 +163,9 @@ def test_max_nodes_is_a_hard_maximum_even_for_seed_patterns(max_nodes):
 def test_a_node_lost_during_a_recheck_requeues_the_case(tmp_path, monkeypatch):
     """RayWorker.request raises NodeLost where the fresh actor's node leaves the cluster. Here a process
     worker stands in for that actor: its first recheck meets a lost node; the rest is a real campaign."""
-    import fuzzer.campaign as campaign
-    from fuzzer.ray_workers import NodeLost
-    from fuzzer.workers import Worker
+    import fuzzer.running.campaign as campaign
+    from fuzzer.running.ray_workers import NodeLost
+    from fuzzer.running.workers import Worker
     from test_isolation import ILLEGAL_ADDRESS, PLUGINS, REFERENCE, STICKY
 
     lost = []

@@ -28,12 +28,12 @@ import pytest
 from click.testing import CliRunner
 
 from fuzzer.arrays import materialize, to_npy_bytes
-from fuzzer.check import Finding
 from fuzzer.cli import main
 from fuzzer.corpus import Corpus
-from fuzzer.generate import generate_case
+from fuzzer.drawing.generate import generate_case
 from fuzzer.errors import UserError
 from fuzzer.ir import Graph, Node, TensorSpec
+from fuzzer.judging.check import Finding
 from fuzzer.ops import registry
 from fuzzer.records import CaseRecord
 from test_cli_errors import dump
@@ -341,7 +341,7 @@ def test_deeply_nested_json_is_refused(tmp_path, db, depth):
 def test_default_memory_limit_is_a_share_of_the_machine(tmp_path):
     from fuzzer.backends import get_backend
     from fuzzer.cli import default_memory_limit_mb
-    from fuzzer.workers import address_space_floor_mb
+    from fuzzer.running.workers import address_space_floor_mb
 
     total_mb = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2**20
     cpu, floor = [get_backend(TORCH)], address_space_floor_mb()

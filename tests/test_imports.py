@@ -203,7 +203,7 @@ def test_a_replay_imports_no_framework_in_the_command_and_only_the_cases_in_its_
     import subprocess
     import sys
 
-    from fuzzer.replay import REFERENCE_BACKEND, Replayer
+    from fuzzer.running.replay import REFERENCE_BACKEND, Replayer
 
     db = tmp_path / "fuzz.db"
     subprocess.run([sys.executable, "-c", FRAMEWORKS_AT_EXIT, "import", "--db", str(db),

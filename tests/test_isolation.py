@@ -24,9 +24,9 @@ from pathlib import Path
 
 import pytest
 
-from fuzzer.campaign import CampaignOptions, run_campaign
 from fuzzer.corpus import Corpus
 from fuzzer.errors import UserError
+from fuzzer.running.campaign import CampaignOptions, run_campaign
 
 PLUGINS = Path(__file__).resolve().parent / "plugins"
 FUZZ = Path(sys.executable).parent / "fuzz"
@@ -124,7 +124,7 @@ def test_sleeping_backend_is_a_hang_finding(tmp_path):
         assert_campaign_survived(tmp_path, corpus, progress, 1)
         found = assert_only_blamed(corpus, "plugin-sleep-relu", "hang")
         assert progress.crashes == 1
-        # The campaign's timeout; a shrunk case was asked with a shorter one (fuzzer/death_shrink.py).
+        # The campaign's timeout; a shrunk case was asked with a shorter one (fuzzer/shrinking/death_shrink.py).
         assert all("5 s" in f["detail"] for row, f in found if row["shrunk_from"] is None)
 
 
@@ -317,8 +317,8 @@ def test_a_poisoning_a_fresh_worker_does_not_repeat_stores_nothing_and_is_counte
 def test_replay_asks_a_fresh_worker_again_when_its_worker_was_poisoned():
     """`fuzz replay` and `regress` check many cases in one worker: the one that meets a poisoning left
     by earlier requests is checked again in a fresh worker, which agrees."""
-    from fuzzer.generate import CaseGenerator
-    from fuzzer.replay import Replayer
+    from fuzzer.drawing.generate import CaseGenerator
+    from fuzzer.running.replay import Replayer
 
     case = CaseGenerator(["tanh"], 1).case(0)
     with Replayer(["plugin-sticky-tanh-late"], [str(PLUGINS / STICKY)]) as replayer:
@@ -335,7 +335,7 @@ def test_replay_names_a_death_after_the_node_that_dies_alone():
     relu aborts its worker is a crash of relu, not of the whole graph ("-")."""
     from fuzzer.arrays import materialize
     from fuzzer.ir import Graph, Node, TensorSpec
-    from fuzzer.replay import Replayer
+    from fuzzer.running.replay import Replayer
 
     graph = Graph([TensorSpec("x0", (2, 3))], [Node("n0", "tanh", ["x0"], {}), Node("n1", "relu", ["n0"], {}),
                                                Node("n2", "sigmoid", ["n1"], {})], ["n2"])

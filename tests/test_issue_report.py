@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from fuzzer.corpus import Corpus
-from fuzzer.issue_report import IssueData, environment_report, fenced, inline, render_issue, worst_entries
+from fuzzer.reproducers.issue_report import IssueData, environment_report, fenced, inline, render_issue, worst_entries
 from test_end_to_end import fuzz
 
 CANARY = "canary-layout-layernorm"

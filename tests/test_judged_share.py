@@ -1,4 +1,4 @@
-"""The judged-share meter (fuzzer/judged_share.py): given a checked case, it counts the entries the
+"""The judged-share meter (fuzzer/judging/judged_share.py): given a checked case, it counts the entries the
 oracle judged, per (op, dtype, backend kind); a campaign carries the counts through its checkpoint
 and a resume, `fuzz stats --json` shows them, and the summary names an op judged on under half."""
 
@@ -10,13 +10,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import fuzzer.ops
-from fuzzer import judged_share, oracle
+from fuzzer import oracle
 from fuzzer.backends import get_backend
-from fuzzer.campaign import CampaignOptions, run_campaign
-from fuzzer.check import check_case
 from fuzzer.corpus import Corpus
 from fuzzer.errors import UserError
+from fuzzer.judging import judged_share
+from fuzzer.judging.check import check_case
+import fuzzer.ops
+from fuzzer.running.campaign import CampaignOptions, run_campaign
 from test_cli_errors import assert_user_error, fuzz
 from test_oracle import single_op_case
 

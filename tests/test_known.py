@@ -1,4 +1,4 @@
-"""Known bugs as shipped data (fuzzer/known.py, corpus/known-bugs.json): a campaign stores a known
+"""Known bugs as shipped data (fuzzer/triaging/known.py, corpus/known-bugs.json): a campaign stores a known
 bug's findings as `known` without a new-bucket line or exit 1, a planted bug outside the registry
 still gets both, triage settles a bucket, and `fuzz known list / check / add` work on real files."""
 
@@ -15,15 +15,15 @@ import numpy as np
 import pytest
 
 from fuzzer.backends import get_backend
-from fuzzer.check import Finding, check_case
 from fuzzer.corpus import Corpus
-from fuzzer.error_patterns import UnsafePattern, compile_pattern
+from fuzzer.drawing.generate import generate_case
 from fuzzer.errors import UserError
-from fuzzer.generate import generate_case
 from fuzzer.ir import Case, Graph, Node, TensorSpec
-from fuzzer.known import SHIPPED_REGISTRY, Registry, load_registry, parse_entry
+from fuzzer.judging.check import Finding, check_case
 from fuzzer.oracle import signature
 from fuzzer.records import CaseRecord
+from fuzzer.triaging.error_patterns import UnsafePattern, compile_pattern
+from fuzzer.triaging.known import SHIPPED_REGISTRY, Registry, load_registry, parse_entry
 from test_cli_errors import assert_user_error, fuzz
 
 PLUGIN = str(Path(__file__).resolve().parent / "plugins" / "raise_relu.py")
@@ -177,7 +177,7 @@ def test_a_malformed_registry_is_refused_in_one_sentence(tmp_path, content, need
 
 
 def test_an_error_pattern_means_what_re_search_means_and_cannot_backtrack():
-    """The subset (fuzzer/error_patterns.py) against `re` on random patterns and texts; and the
+    """The subset (fuzzer/triaging/error_patterns.py) against `re` on random patterns and texts; and the
     pattern that stalled `fuzz import` for minutes either refused or, written in the subset, instant."""
     rng = random.Random(0)
     tokens = ["a", "b", ".", ".*", "\\.", "\\(", " "]
@@ -348,7 +348,7 @@ def test_a_known_bug_of_an_op_fused_into_its_consumer_matches_the_fusion_finding
 def test_a_fusion_under_a_transformation_is_charged_to_its_fused_ancestors_too():
     """GPU campaign (torch-compile-jvp): `matmul@fused@jvp` after a softmax over a dim of size 1 is the known FMA
     contraction; the transformation's suffix hid the fusion, so only matmul was matched."""
-    from fuzzer.known import culprit_ops
+    from fuzzer.triaging.known import culprit_ops
 
     graph = Graph(inputs=[TensorSpec("q", (3, 1, 8)), TensorSpec("v", (3, 1, 8))], outputs=["n1"],
                   nodes=[Node("n0", "softmax", ("q",), {"dim": -1}), Node("n1", "matmul", ("n0", "v"))])

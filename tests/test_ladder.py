@@ -1,4 +1,4 @@
-"""Size ladders (fuzzer/ladder.py): 2^k - 1, 2^k and 2^k + 1 elements on one reduction or contraction
+"""Size ladders (fuzzer/drawing/ladder.py): 2^k - 1, 2^k and 2^k + 1 elements on one reduction or contraction
 axis, drawn by the ladder regime within its bound, named as region keys, steered to, and reaching a
 fault (tests/plugins/ladder_faults.py) that no other regime's sizes reach."""
 
@@ -11,21 +11,21 @@ import numpy as np
 import pytest
 
 from conftest import planted_fault_campaign
-from fuzzer import ladder
 from fuzzer.arrays import materialize
 from fuzzer.backends import get_backend
 from fuzzer.backends.batching import judged_copies
-from fuzzer.check import check_case
+from fuzzer.drawing import ladder
+from fuzzer.drawing.generate import VMAPPED_ELEMENTS, CaseGenerator
+from fuzzer.drawing.regimes import BY_NAME, REGIMES
+from fuzzer.drawing.region_keys import drawn_regions
+from fuzzer.drawing.regions import focus_of, graph_regions
 from fuzzer.errors import UserError
-from fuzzer.generate import VMAPPED_ELEMENTS, CaseGenerator
 from fuzzer.ir import Graph, Node, TensorSpec, infer_shapes
+from fuzzer.judging.check import check_case
 from fuzzer.ops import get_op, registry
 from fuzzer.ops._common import DIMS
 from fuzzer.ops.matmul import TILE_EDGE_SIZES
-from fuzzer.regimes import BY_NAME, REGIMES
-from fuzzer.region_keys import drawn_regions
-from fuzzer.regions import focus_of, graph_regions
-from fuzzer.reproducer import build_script
+from fuzzer.reproducers.reproducer import build_script
 
 PLUGIN = str(Path(__file__).parent / "plugins" / "ladder_faults.py")
 LADDER = BY_NAME["ladder"]

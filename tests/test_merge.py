@@ -5,10 +5,10 @@ import sqlite3
 
 from click.testing import CliRunner
 
-from fuzzer.check import Finding
 from fuzzer.cli import main
 from fuzzer.corpus import Corpus
-from fuzzer.generate import generate_case
+from fuzzer.drawing.generate import generate_case
+from fuzzer.judging.check import Finding
 from fuzzer.records import CaseRecord
 
 

@@ -17,10 +17,10 @@ from fuzzer.backends.torch_bnfold import BatchNormFolder, FoldReport, FoldWarnin
 from fuzzer.backends.torch_layout import relayout
 from fuzzer.backends.torch_module import TorchSaveLoad
 from fuzzer.canaries.layout_layernorm import layer_norm_in_memory_order
-from fuzzer.check import check_case
-from fuzzer.generate import CaseGenerator
+from fuzzer.drawing.generate import CaseGenerator
 from fuzzer.ir import Graph, Node, TensorSpec, param_shapes
-from fuzzer.model import OpModule, build_module, input_tensors, module_outputs, to_numpy
+from fuzzer.judging.check import check_case
+from fuzzer.running.model import OpModule, build_module, input_tensors, module_outputs, to_numpy
 
 CLEAN_SEEDS = range(40, 80)  # 0-39 since vector tails: a graph torch.jit.trace cannot trace (add.float_int schema), and an alias-analysis INTERNAL ASSERT in jit: to triage (session note)
 FAST_KINDS = ["torch-module", "torch-module-grad", "torch-saveload", "torch-bnfold", "torch-layout"]
@@ -157,7 +157,7 @@ def test_build_module_state_is_parameters_and_buffers():
 
 def test_the_flat_module_has_no_submodules_and_computes_what_the_nested_one_does(generated):
     from fuzzer.ir import split_arrays
-    from fuzzer.model import FlatGraphModule, build_graph_module
+    from fuzzer.running.model import FlatGraphModule, build_graph_module
 
     checked = 0
     for case in generated[:12]:

@@ -23,9 +23,9 @@ from fuzzer.backends import get_backend
 from fuzzer.cli import main
 from fuzzer.corpus import Corpus, load_case_file
 from fuzzer.ir import Case, Graph, Node, TensorSpec
-from fuzzer.minimal_reproducer import build_minimal_script
 from fuzzer.ops import get_op
-from fuzzer.program_source import argument_names, variable_name
+from fuzzer.reproducers.minimal_reproducer import build_minimal_script
+from fuzzer.reproducers.program_source import argument_names, variable_name
 
 ROOT = Path(__file__).resolve().parents[1]
 JAX_JIT = "jax-jit:cpu:float32"
@@ -140,7 +140,7 @@ def test_exporting_a_case_without_a_finding_names_the_backends_to_choose_from(tm
 
 # Ops whose implementation is more than one call (helpers, branches on attributes, closures, a
 # loop over the spatial dims): their minimal script still shows only public calls, the attribute
-# values put in and the branches this node does not take left out (fuzzer/op_source.py
+# values put in and the branches this node does not take left out (fuzzer/reproducers/op_source.py
 # `specialize`). Before, each brought 40 to 60 lines of our helper code.
 SPECIALIZED = [
     ("conv2d", "jax", {"kernel_size": [1, 3], "out_channels": 4, "stride": [1, 1], "padding": "same", "dilation": [1, 2],
@@ -207,7 +207,7 @@ LAYOUT_CASES = sorted(path.name for path in (ROOT / "corpus" / "regression").glo
 def test_a_torch_layout_finding_writes_each_layout_as_one_torch_expression_and_runs_standalone(file_name, tmp_path):
     """torch-layout re-stores inputs and weights in another memory layout, decided from each one's
     shape when the script is written; the script holds no helper (75 to 89 lines when it carried
-    fuzzer/layouts.py's)."""
+    fuzzer/drawing/layouts.py's)."""
     script, expect = _exported(file_name, tmp_path)
     assert _defs(script) == ["graph"] and "relayout" not in script and len(script.splitlines()) <= 30, script
     assert re.search(r"^args\[0\] = args\[0\]\..+  # (channels_last|transposed|strided) layout, as the campaign ran it$", script, re.M), script
@@ -264,7 +264,7 @@ STRIDES = [
 def test_the_script_re_stores_each_argument_with_the_strides_the_backend_runs(kind, op, attrs, shape, stored, layouts):
     """Each argument's layout is decided when the script is written (torch-layout's rule, or the
     layout stored with a graph input) and written as one torch expression: it gives the strides
-    fuzzer/layouts.py gives the tensor the backend runs, and the same values."""
+    fuzzer/drawing/layouts.py gives the tensor the backend runs, and the same values."""
     case = materialize(Graph([TensorSpec("x", shape, stored)], [Node("n0", op, ["x"], attrs)], ["n0"]), seed=0)
     backend = get_backend(f"{kind}:cpu:float32")
     tensors = _tensors_the_script_runs(backend, case)

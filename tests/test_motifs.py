@@ -1,4 +1,4 @@
-"""Motifs (fuzzer/motifs.py): each declared once from registered ops, drawn whole, keyed as regions,
+"""Motifs (fuzzer/drawing/motifs.py): each declared once from registered ops, drawn whole, keyed as regions,
 steered to, and a fault that lives in one motif found by a campaign that draws them and missed by one
 that does not."""
 
@@ -11,15 +11,15 @@ import json
 import pytest
 from conftest import fuzz
 
-from fuzzer import motifs
-from fuzzer.campaign import CampaignOptions, run_campaign
 from fuzzer.corpus import Corpus
-from fuzzer.generate import CaseGenerator
+from fuzzer.drawing import motifs
+from fuzzer.drawing.generate import CaseGenerator
+from fuzzer.drawing.regimes import BY_NAME, MIX
+from fuzzer.drawing.region_pairs import node_pairs
+from fuzzer.drawing.regions import declared_regions, focus_of, graph_regions, node_regions, steered_focus
 from fuzzer.ir import Graph, Node, TensorSpec, infer_shapes
 from fuzzer.ops import float_op_names, registry
-from fuzzer.regimes import BY_NAME, MIX
-from fuzzer.region_pairs import node_pairs
-from fuzzer.regions import declared_regions, focus_of, graph_regions, node_regions, steered_focus
+from fuzzer.running.campaign import CampaignOptions, run_campaign
 
 PLUGIN = str(Path(__file__).parent / "plugins" / "motif_faults.py")
 EAGER = "torch-eager:cpu:float32"

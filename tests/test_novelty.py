@@ -1,6 +1,6 @@
 """Is a finding new? `fuzz export --format issue` lists the upstream searches that decide it (by op, by
 symptom, by the pass `fuzz localize` named) as links to the framework's trackers, and the nearest
-entries of our known-bug registry (fuzzer/novelty.py); `fuzz show` prints the same lists."""
+entries of our known-bug registry (fuzzer/triaging/novelty.py); `fuzz show` prints the same lists."""
 
 import re
 from pathlib import Path
@@ -10,10 +10,10 @@ from click.testing import CliRunner
 
 from fuzzer.cli import main
 from fuzzer.corpus import Corpus
-from fuzzer.issue_report import NOT_RUN_YET
-from fuzzer.known import load_registry
-from fuzzer.novelty import nearest_entries, symptom_words, upstream_searches
-from fuzzer.pass_bisect import PassVerdict
+from fuzzer.reproducers.issue_report import NOT_RUN_YET
+from fuzzer.triaging.known import load_registry
+from fuzzer.triaging.novelty import nearest_entries, symptom_words, upstream_searches
+from fuzzer.triaging.pass_bisect import PassVerdict
 
 ROOT = Path(__file__).resolve().parent.parent
 # A real bug: XLA:CPU's algebraic simplifier aborts on jax.grad of a strided conv2d (its known workaround

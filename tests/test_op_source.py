@@ -1,5 +1,5 @@
 """Every op, in both frameworks, can be written as source for a reproducer, and that source
-computes bit for bit what the implementation the campaign runs computes (fuzzer/op_source.py).
+computes bit for bit what the implementation the campaign runs computes (fuzzer/reproducers/op_source.py).
 
 The written source is our own op code read back with `inspect`; executing it here is running
 our code, not data."""
@@ -11,12 +11,12 @@ import pytest
 
 from fuzzer.arrays import materialize
 from fuzzer.backends import get_backend
-from fuzzer.generate import generate_case
+from fuzzer.drawing.generate import generate_case
+from fuzzer.drawing.layouts import apply_layout
 from fuzzer.ir import Graph, Node, TensorSpec, infer_shapes
-from fuzzer.layouts import apply_layout
-from fuzzer.op_source import Source, literal
 from fuzzer.ops import registry
-from fuzzer.program_source import argument_names, graph_function
+from fuzzer.reproducers.op_source import Source, literal
+from fuzzer.reproducers.program_source import argument_names, graph_function
 
 OP_NAMES = sorted(name for name, op in registry().items() if op.float_dtypes)  # integer-only ops: test_exact_dtypes.py
 BACKENDS = {"torch": get_backend("torch-eager:cpu:float32"), "jax": get_backend("jax-eager:cpu:float32")}
@@ -99,7 +99,7 @@ def test_specializing_computes_literal_methods_but_no_dunder_attribute():
     # them must never follow a dunder attribute (the usual way out of such an eval).
     import ast
 
-    from fuzzer.op_source import _UNKNOWN, _known
+    from fuzzer.reproducers.op_source import _UNKNOWN, _known
 
     assert _known(ast.parse("'same'.upper()", mode="eval").body) == "SAME"
     assert _known(ast.parse("().__class__.__base__.__subclasses__()", mode="eval").body) is _UNKNOWN

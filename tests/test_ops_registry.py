@@ -20,11 +20,11 @@ from hypothesis import strategies as st
 from fuzzer.arrays import materialize
 from fuzzer.backends import get_backend
 from fuzzer.cli import main
+from fuzzer.drawing.regimes import MAGNITUDE_PROFILES, SMALL_PROFILES
 from fuzzer.ir import Graph, Node, TensorSpec, infer_shapes
 from fuzzer.ops import OpDef, registry
 from fuzzer.ops._common import DIMS
 from fuzzer.ops.numerics import Numerics
-from fuzzer.regimes import MAGNITUDE_PROFILES, SMALL_PROFILES
 
 # Ops on float tensors; the integer-only ones (bitwise, shifts) are tests/test_exact_dtypes.py's.
 OP_NAMES = sorted(name for name, op in registry().items() if op.float_dtypes)
@@ -218,7 +218,7 @@ def test_drawn_attrs_satisfy_the_shape_rule_and_params_are_well_formed(name, dat
 
 def test_the_op_registry_imports_without_hypothesis():
     """Ops are shipped to other Python environments that have numpy and one framework only
-    (fuzzer/env_worker.py): no op module may need hypothesis before it draws attributes."""
+    (fuzzer/running/env_worker.py): no op module may need hypothesis before it draws attributes."""
     import subprocess
     import sys
 
@@ -228,7 +228,7 @@ def test_the_op_registry_imports_without_hypothesis():
                "        if name.split('.')[0] == 'hypothesis': raise ImportError('hypothesis is blocked')\n"
                "sys.meta_path.insert(0, Block())\n"
                "from fuzzer.ops import registry\n"
-               "import fuzzer.env_worker\n"
+               "import fuzzer.running.env_worker\n"
                "print(len(registry()))\n")
     done = subprocess.run([sys.executable, "-c", blocker], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]

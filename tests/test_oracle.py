@@ -7,10 +7,10 @@ from hypothesis import HealthCheck, given, settings
 from fuzzer import oracle, verdicts
 from fuzzer.arrays import materialize
 from fuzzer.backends import get_backend
-from fuzzer.check import check_case
-from fuzzer.localize import localize
-from fuzzer.generate import CaseGenerator, cases
+from fuzzer.drawing.generate import CaseGenerator, cases
 from fuzzer.ir import Graph, Node, TensorSpec
+from fuzzer.judging.check import check_case
+from fuzzer.judging.localize import localize
 
 CLEAN_BACKENDS = ["torch-eager:cpu:float32", "torch-eager:cpu:float64", "jax-eager:cpu:float32", "jax-jit:cpu:float32", "jax-jit:cpu:float64"]
 
@@ -336,7 +336,7 @@ def test_a_wrong_value_that_needs_its_input_layout_stays_with_its_op():
 
 
 def localize_probe(case):
-    from fuzzer.localize import probe_case
+    from fuzzer.judging.localize import probe_case
 
     return probe_case(case)
 

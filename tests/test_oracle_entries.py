@@ -7,8 +7,8 @@ import pytest
 
 from fuzzer import oracle, verdicts
 from fuzzer.backends import get_backend
-from fuzzer.check import check_case
-from fuzzer.generate import CaseGenerator
+from fuzzer.drawing.generate import CaseGenerator
+from fuzzer.judging.check import check_case
 from fuzzer.oracle.compare import entry_allowance
 from test_oracle import single_op_case
 

@@ -13,10 +13,10 @@ from fuzzer import oracle, verdicts
 from fuzzer.arrays import materialize, regime_profiles
 from fuzzer.backends import get_backend
 from fuzzer.backends.numpy_ref import NumpyReference
-from fuzzer.check import check_case
 from fuzzer.ir import Graph, Node, TensorSpec, split_arrays
+from fuzzer.judging.check import check_case
 from fuzzer.ops import registry
-from fuzzer.pipeline import WorkerConfig, case_generator, seed_for
+from fuzzer.running.pipeline import WorkerConfig, case_generator, seed_for
 
 # Two input sets each: about 70 cases, every regime at its share (the golden set judges 848 more); SEED is one whose
 # first 40 graphs hold every regime the fixture asserts (CI's 15 minutes: 80 graphs of seed 2024 took 40 s).
@@ -73,7 +73,7 @@ def drawn():
         case = generator.case(seed_for(SEED, index))
         if "big-contraction" in case.graph.regime:  # 512^3 float64 products: most of the time, no path of its own
             continue
-        if case.graph.steps:  # a program's reference is its literal numpy runs (fuzzer/program.py): no fast path
+        if case.graph.steps:  # a program's reference is its literal numpy runs (fuzzer/programs/program.py): no fast path
             continue
         drawn.append(case)
         seed = case.seed + 1

@@ -10,11 +10,11 @@ import torch
 
 from fuzzer import oracle, verdicts
 from fuzzer.backends import get_backend
-from fuzzer.check import check_case
-from fuzzer.execute import run_backend
 from fuzzer.ir import Case, Graph, Node, TensorSpec
+from fuzzer.judging.check import check_case
+from fuzzer.judging.reference import evaluate_all
 from fuzzer.ops import get_op
-from fuzzer.reference import evaluate_all
+from fuzzer.running.execute import run_backend
 from test_oracle_undefined import chain, judged
 
 

@@ -24,11 +24,11 @@ import pytest
 
 from data.build_oracle_golden import FOLDER, PARTS, blas_rounding, judged_reference
 from fuzzer.complex_dtypes import COMPLEX_DTYPES, is_complex
+from fuzzer.drawing.regimes import BY_NAME
 from fuzzer.exact_dtypes import EXACT_DTYPES, is_exact
 from fuzzer.ir import Case, Graph
 from fuzzer.ops import get_op
 from fuzzer.ops.derived.ops import FAMILY as DERIVED_FAMILY
-from fuzzer.regimes import BY_NAME
 from fuzzer.verdicts import AGREE, ALL_ZEROS, CONSTANT, CRASH, MISMATCH, NAN_INF, UNSUPPORTED
 
 # Per part (or the parts of a prefix, "small" for small-0..2): the first cases with another verdict than

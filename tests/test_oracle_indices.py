@@ -7,7 +7,7 @@ import pytest
 
 from fuzzer import oracle, verdicts
 from fuzzer.backends import get_backend
-from fuzzer.check import check_case
+from fuzzer.judging.check import check_case
 from fuzzer.ops import registry
 from test_oracle import single_op_case
 

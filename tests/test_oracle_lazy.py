@@ -15,11 +15,11 @@ import pytest
 from fuzzer import oracle, verdicts
 from fuzzer.arrays import materialize, regime_profiles
 from fuzzer.backends import get_backend
-from fuzzer.check import check_case
-from fuzzer.execute import run_backend
+from fuzzer.drawing.regimes import REGIMES
 from fuzzer.ir import Graph, Node, TensorSpec
-from fuzzer.pipeline import WorkerConfig, case_generator, seed_for
-from fuzzer.regimes import REGIMES
+from fuzzer.judging.check import check_case
+from fuzzer.running.execute import run_backend
+from fuzzer.running.pipeline import WorkerConfig, case_generator, seed_for
 
 from test_oracle_fast import drifting
 

@@ -18,11 +18,11 @@ import pytest
 
 from fuzzer.arrays import materialize
 from fuzzer.backends import get_backend
-from fuzzer.check import check_case
-from fuzzer.execute import UNSUPPORTED, run_backend
-from fuzzer.generate import CaseGenerator
+from fuzzer.drawing.generate import CaseGenerator
 from fuzzer.ir import Case, Graph, Node, TensorSpec
-from fuzzer.reproducer import build_script
+from fuzzer.judging.check import check_case
+from fuzzer.reproducers.reproducer import build_script
+from fuzzer.running.execute import UNSUPPORTED, run_backend
 
 FUZZ = str(Path(sys.executable).with_name("fuzz"))
 PLUGIN = str(Path(__file__).parent / "plugins" / "ort_planted_fault.py")

@@ -1,6 +1,6 @@
 """`fuzz localize`: the HLO pass whose disabling makes an XLA finding agree, torch's CompilerBisector's
 first bad stage of a torch.compile finding, and the lowest ORT graph optimization level that shows an
-ONNX Runtime finding (fuzzer/pass_bisect.py).
+ONNX Runtime finding (fuzzer/triaging/pass_bisect.py).
 
 The halving and the reading of a real XLA pass dump run in CI; the whole localization of a stored
 real bug (XLA:CPU's algebraic simplifier aborting on a transposed convolution, whose known
@@ -26,7 +26,7 @@ from fuzzer.corpus import Corpus
 from fuzzer.errors import UserError
 from fuzzer.ir import Graph, Node, TensorSpec
 from fuzzer.plugins import load_plugin
-from fuzzer.pass_bisect import PassVerdict, _halve, disabled_flag, localizable_backend, localize, localize_inductor, ran_passes
+from fuzzer.triaging.pass_bisect import PassVerdict, _halve, disabled_flag, localizable_backend, localize, localize_inductor, ran_passes
 
 ROOT = Path(__file__).resolve().parent.parent
 CONV_ABORT = ROOT / "reports" / "bugs" / "xla-cpu-conv-lhs-dilation-abort" / "case.json"
@@ -158,7 +158,7 @@ def test_a_tampered_localization_is_one_sentence(tmp_path):
 def test_xla_takes_the_backend_optimization_flag_the_last_trial_uses(tmp_path):
     """The trial after every HLO pass was disabled sets BACKEND_OPTIMIZATION_OFF: a flag XLA must accept
     (an unknown XLA flag aborts the process, which a trial would read as the finding reproducing)."""
-    from fuzzer.pass_bisect import BACKEND_OPTIMIZATION_OFF
+    from fuzzer.triaging.pass_bisect import BACKEND_OPTIMIZATION_OFF
 
     env = {**os.environ, "XLA_FLAGS": BACKEND_OPTIMIZATION_OFF, "JAX_PLATFORMS": "cpu"}
     ran = subprocess.run([sys.executable, "-c", "import jax, jax.numpy as jnp; print(float(jax.jit(lambda x: (x * 2 + 1).sum())(jnp.ones(8))))"],

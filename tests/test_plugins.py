@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from fuzzer.campaign import CampaignOptions, run_campaign
 from fuzzer.corpus import Corpus
+from fuzzer.running.campaign import CampaignOptions, run_campaign
 
 PLUGINS = Path(__file__).parent / "plugins"
 TRANSPOSE_OPS = ["transpose", "layer_norm", "relu", "matmul", "linear", "add", "softmax"]

@@ -12,8 +12,8 @@ import numpy as np
 from fuzzer import verdicts
 from fuzzer.backends import get_backend
 from fuzzer.backends.torch_eager import TorchEager
-from fuzzer.check import check_case
 from fuzzer.ir import Case, Graph, Node, TensorSpec
+from fuzzer.judging.check import check_case
 
 STRICT = {"on": False}
 

@@ -1,4 +1,4 @@
-"""A program's write reading its scalar at run time with `.item()` (fuzzer/program.py, `scalar_reads`), a sum over
+"""A program's write reading its scalar at run time with `.item()` (fuzzer/programs/program.py, `scalar_reads`), a sum over
 a selection whose size depends on the values (`masked_select_sum`), torch-compile-capture, where dynamo
 captures both, and torch-compile-breaks, where `.item()` breaks the graph."""
 
@@ -103,7 +103,7 @@ def test_a_compile_of_one_whole_graph_runs_no_branch_on_a_value(kind):
 
 
 def test_a_branch_s_script_writes_the_if_on_item_literally_and_exits_0_where_torch_is_right(tmp_path):
-    from fuzzer.minimal_reproducer import build_minimal_script
+    from fuzzer.reproducers.minimal_reproducer import build_minimal_script
     from test_reproducers import _run
 
     script = build_minimal_script(Case(BRANCHED, BRANCH_ARRAYS), get_backend("torch-eager:cpu:float32"), "a branch")
@@ -168,7 +168,7 @@ def test_torch_compile_breaks_ends_the_graph_at_item_and_resumes_in_a_graph_reco
     """fullgraph=False, capture off: the graph of the mean, the break, then the resumed graph of addcmul_ taking the
     number as a constant, compiled for 1.5 and again for 3 (the second step): three graphs, as its script says."""
     import torch._dynamo
-    from fuzzer.minimal_reproducer import build_minimal_script
+    from fuzzer.reproducers.minimal_reproducer import build_minimal_script
     from test_reproducers import _run
 
     backend = get_backend("torch-compile-breaks:cpu:float32")

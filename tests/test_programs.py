@@ -1,4 +1,4 @@
-"""Programs (fuzzer/program.py): in-place writes through views, aliases read after the writes, and
+"""Programs (fuzzer/programs/program.py): in-place writes through views, aliases read after the writes, and
 steps with carried state, run literally by torch and numpy and through index maps by jax; bounded
 and refused with one sentence where a case asks for what no framework defines; reaching faults
 that live only there (tests/plugins/program_faults.py)."""
@@ -13,17 +13,17 @@ import numpy as np
 import pytest
 
 from conftest import fuzz, planted_fault_campaign
+from fuzzer import verdicts
 from fuzzer.arrays import materialize, to_base64
 from fuzzer.backends import get_backend
 from fuzzer.corpus.case_forms import EXPORT_FORMAT, EXPORT_VERSION
-from fuzzer import verdicts
+from fuzzer.drawing.generate import CaseGenerator
+from fuzzer.drawing.regimes import BY_NAME
 from fuzzer.errors import UserError
-from fuzzer.execute import OK, Outcome
-from fuzzer.generate import CaseGenerator
 from fuzzer.ir import Case, Graph, Node, TensorSpec
-from fuzzer.program import written_inputs
-from fuzzer.program_ops import WRITES
-from fuzzer.regimes import BY_NAME
+from fuzzer.programs.program import written_inputs
+from fuzzer.programs.statements import WRITES
+from fuzzer.running.execute import OK, Outcome
 
 PLUGIN = str(Path(__file__).parent / "plugins" / "program_faults.py")
 PROGRAM_BACKENDS = ("numpy-ref:cpu:float64", "torch-eager:cpu:float64", "jax-eager:cpu:float64", "jax-jit:cpu:float64",
@@ -86,7 +86,7 @@ def test_a_subnormal_input_that_xla_reads_as_zero_is_no_finding_and_a_normal_one
     """2.15 clean campaign, jax 0.12.0.1 CPU: masked_fill_(x0, x1 > 0) with x1 = 2.3e-41 did not fill (XLA on
     the CPU reads subnormals as zero), where numpy fills: a false mismatch until the flushing model read its
     operands flushed too."""
-    from fuzzer.check import check_case, verdict_of
+    from fuzzer.judging.check import check_case, verdict_of
     from fuzzer.oracle.reference import program_reference
 
     graph = program([("m", "masked_fill_", ("x0", "x1"), {"value": -1.0})], ("m",), steps=1,
@@ -195,7 +195,7 @@ def test_torch_compile_compiles_a_program_s_step_once_and_runs_it_every_step():
 @pytest.mark.long  # a dynamic compile: 6 to 16 s on a loaded 2-core machine; campaigns cover the path
 def test_torch_compile_dynamic_runs_a_program_s_step_again_at_another_size():
     """Sizes that change between calls: the step compiled with symbolic sizes for x of 2 x 3, then called for
-    a shape variant (x of 2 x 5, fuzzer/shape_variants.py) on the same compiled function."""
+    a shape variant (x of 2 x 5, fuzzer/drawing/shape_variants.py) on the same compiled function."""
     from fuzzer.backends.torch_compile import COMPILED
 
     backend, reference = get_backend("torch-compile-dynamic:cpu:float32"), get_backend("numpy-ref:cpu:float64")
@@ -298,7 +298,7 @@ def test_a_campaign_of_statements_only_without_the_programs_regime_is_refused_in
 
 
 def test_the_shrinker_drops_steps_and_replaces_a_write_the_finding_does_not_need_by_its_out_of_place_form():
-    from fuzzer.shrink import shrink_case
+    from fuzzer.shrinking.shrink import shrink_case
 
     graph = program([("w", "add_", ("x", "y"), {})], ("w",), steps=3, inputs=(("x", (2,)), ("y", (2,))))
     case = Case(graph, {"x": np.array([1.0, 2.0]), "y": np.array([3.0, 4.0])})
@@ -339,7 +339,7 @@ def test_a_short_campaign_finds_a_fault_that_lives_only_in_programs(tmp_path, ba
 
 @pytest.mark.slow
 def test_a_program_s_minimal_script_keeps_the_loop_and_the_views_and_exits_1_when_the_third_update_is_lost(tmp_path):
-    from fuzzer.minimal_reproducer import build_minimal_script
+    from fuzzer.reproducers.minimal_reproducer import build_minimal_script
     from test_reproducers import _run
 
     graph, arrays, _ = SPECIFICATIONS[0]
@@ -375,8 +375,8 @@ def test_a_dynamic_compile_s_script_reads_integer_attributes_as_the_campaign_s_c
     computed from a symbolic view size) and its script, with `size=[14]` a literal (a constant to dynamo),
     ran clean. The script now takes the integers as `graph`'s keyword defaults, which dynamo reads as
     symbols as it read the campaign's: the script and the backend give one outcome, bug or no bug."""
-    from fuzzer.execute import OK, run_backend
-    from fuzzer.minimal_reproducer import build_minimal_script
+    from fuzzer.reproducers.minimal_reproducer import build_minimal_script
+    from fuzzer.running.execute import OK, run_backend
     from test_reproducers import _run
 
     graph = program([("v", "view", ("x",), {"size": [14]}), ("u", "unfold", ("v",), {"dimension": 0, "size": 3, "step": 1}),

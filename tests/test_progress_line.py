@@ -7,9 +7,9 @@ from types import SimpleNamespace
 import pytest
 from click.testing import CliRunner
 
-from fuzzer.campaign import Progress, slow_work
 from fuzzer.cli import main
-from fuzzer.progress_line import LEGEND, compiler_counts, progress_line
+from fuzzer.running.campaign import Progress, slow_work
+from fuzzer.running.progress_line import LEGEND, compiler_counts, progress_line
 
 # A 14-worker cpu,gpu campaign: the widest line there is, many compilers on two devices.
 BUSY = Progress(
@@ -109,8 +109,8 @@ def test_on_a_terminal_a_first_line_comes_before_the_imports_and_an_error_then_r
 
 
 def test_a_campaign_says_its_workers_are_starting_while_they_do(tmp_path):
-    from fuzzer.campaign import CampaignOptions, run_campaign
     from fuzzer.corpus import Corpus
+    from fuzzer.running.campaign import CampaignOptions, run_campaign
 
     plugin = tmp_path / "slow_to_load.py"  # each worker loads it: a start of 3 s at least, whatever the machine
     plugin.write_text("import time\n\ntime.sleep(3)\n\n\ndef register(api):\n    pass\n")

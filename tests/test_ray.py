@@ -13,10 +13,10 @@ import pytest
 
 ray = pytest.importorskip("ray")
 
-from fuzzer.campaign import CampaignOptions, run_campaign  # noqa: E402
-from fuzzer.corpus import Corpus  # noqa: E402
 from fuzzer import ray_workers  # noqa: E402
-from fuzzer.ray_workers import NodeLost, RayWorker, start_ray  # noqa: E402
+from fuzzer.corpus import Corpus  # noqa: E402
+from fuzzer.running.campaign import CampaignOptions, run_campaign  # noqa: E402
+from fuzzer.running.ray_workers import NodeLost, RayWorker, start_ray  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("ray")]  # one ray at a time: under `-n 2` both modules share a worker
 

@@ -1,5 +1,5 @@
-"""Reach, second round: an op's own branch points (fuzzer/branch_points.py), vector tails and output size
-classes (fuzzer/tails.py): declared, drawn, named as region keys, steered to, and reaching faults planted
+"""Reach, second round: an op's own branch points (fuzzer/drawing/branch_points.py), vector tails and output size
+classes (fuzzer/drawing/tails.py): declared, drawn, named as region keys, steered to, and reaching faults planted
 only there (tests/plugins/reach_faults.py) in default campaigns."""
 
 from __future__ import annotations
@@ -10,21 +10,21 @@ import numpy as np
 import pytest
 
 from conftest import planted_fault_campaign
-from fuzzer import branch_points, tails
 from fuzzer.corpus import Corpus
-from fuzzer.generate import CaseGenerator
+from fuzzer.drawing import branch_points, tails
+from fuzzer.drawing.generate import CaseGenerator
+from fuzzer.drawing.layouts import LAYOUTS
+from fuzzer.drawing.regimes import BY_NAME
+from fuzzer.drawing.regions import focus_of, graph_regions
 from fuzzer.ir import Case, Graph, Node, TensorSpec, infer_shapes
-from fuzzer.layouts import LAYOUTS
 from fuzzer.ops import get_op, registry
-from fuzzer.regimes import BY_NAME
-from fuzzer.regions import focus_of, graph_regions
 
 PLUGIN = str(Path(__file__).parent / "plugins" / "reach_faults.py")
 EAGER = "torch-eager:cpu:float32"
 F32 = np.float32
 # Graphs of a one-worker default campaign of torch eager and the faulty backend (20 .. 40 graphs/s on a
 # loaded 2-core machine): at seed 0 the fault's first case is graph ~715 (sum, 21 s); softplus's was graph
-# ~1,030 (46 s) before two graphs in four were steered to pairs of keys (fuzzer/region_pairs.py), and is now
+# ~1,030 (46 s) before two graphs in four were steered to pairs of keys (fuzzer/drawing/region_pairs.py), and is now
 # found within 2,000 (checked once, on a machine at load 5): the plain mix that reaches it is one graph in four.
 SOFTPLUS_CASES, SUM_CASES = 2000, 800
 

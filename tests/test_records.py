@@ -9,9 +9,9 @@ import pickle
 import sqlite3
 from dataclasses import replace
 
-from fuzzer.check import Finding
 from fuzzer.corpus import Corpus
-from fuzzer.generate import generate_case
+from fuzzer.drawing.generate import generate_case
+from fuzzer.judging.check import Finding
 from fuzzer.oracle import BackendVerdict
 from fuzzer.records import CaseRecord, CaseReply, CheckReply, FoundCase, ShrinkReply
 

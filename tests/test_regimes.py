@@ -10,9 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fuzzer.generate import CaseGenerator
+from fuzzer.drawing.generate import CaseGenerator
+from fuzzer.drawing.regimes import BY_NAME, REGIMES
 from fuzzer.ir import infer_shapes
-from fuzzer.regimes import BY_NAME, REGIMES
 
 FUZZ = str(Path(sys.executable).with_name("fuzz"))
 PLUGIN = str(Path(__file__).parent / "plugins" / "regime_faults.py")
@@ -109,7 +109,7 @@ def test_reproducers_rebuild_the_layout_the_backends_run(layout, shape):
     """layout_source (printed in reproducers) and apply_layout (run by backends) make the same tensor."""
     import torch
 
-    from fuzzer.layouts import apply_layout, layout_source
+    from fuzzer.drawing.layouts import apply_layout, layout_source
 
     tensor = torch.arange(float(np.prod(shape))).reshape(shape)
     if layout == "expanded":
@@ -123,7 +123,7 @@ def test_reproducers_rebuild_the_layout_the_backends_run(layout, shape):
 
 def test_a_float_campaign_draws_programs_at_their_share_where_one_of_its_backends_runs_them():
     from fuzzer.backends import get_backend
-    from fuzzer.pipeline import WorkerConfig, campaign_regimes
+    from fuzzer.running.pipeline import WorkerConfig, campaign_regimes
 
     config = WorkerConfig(backends=[])
     with_runner = campaign_regimes(config, [get_backend("torch-eager:cpu:float32"), get_backend("jax-grad:cpu:float32")])

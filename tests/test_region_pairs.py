@@ -1,4 +1,4 @@
-"""Pairs of region keys of one node (fuzzer/region_pairs.py): declared from the keys, held by a node,
+"""Pairs of region keys of one node (fuzzer/drawing/region_pairs.py): declared from the keys, held by a node,
 steered to, counted by a campaign, and reaching a fault planted only on a pair
 (tests/plugins/pair_faults.py)."""
 
@@ -12,13 +12,13 @@ import numpy as np
 import pytest
 
 from conftest import fuzz, planted_fault_campaign
-from fuzzer import tails
 from fuzzer.corpus import Corpus
-from fuzzer.generate import CaseGenerator
+from fuzzer.drawing import tails
+from fuzzer.drawing.generate import CaseGenerator
+from fuzzer.drawing.regimes import REGIMES
+from fuzzer.drawing.region_pairs import declared_pairs, focus_of, node_pairs
+from fuzzer.drawing.regions import STEER_TRIES, declared_regions, node_regions, steered_focus
 from fuzzer.ir import Graph, Node, TensorSpec, infer_shapes
-from fuzzer.region_pairs import declared_pairs, focus_of, node_pairs
-from fuzzer.regimes import REGIMES
-from fuzzer.regions import STEER_TRIES, declared_regions, node_regions, steered_focus
 
 PLUGIN = str(Path(__file__).parent / "plugins" / "pair_faults.py")
 EAGER = "torch-eager:cpu:float32"

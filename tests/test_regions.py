@@ -1,4 +1,4 @@
-"""Region keys (fuzzer/regions.py): what a graph exercises, what an op set declares, and steering
+"""Region keys (fuzzer/drawing/regions.py): what a graph exercises, what an op set declares, and steering
 toward the keys a campaign has not covered yet."""
 
 from __future__ import annotations
@@ -9,16 +9,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fuzzer import ladder
 from fuzzer.backends import parse_backend_list
-from fuzzer.campaign import CampaignOptions, run_campaign
 from fuzzer.corpus import Corpus
+from fuzzer.drawing import ladder
+from fuzzer.drawing.regimes import REGIMES
+from fuzzer.drawing.region_keys import op_of
+from fuzzer.drawing.regions import declared_regions, graph_regions, steered_focus
 from fuzzer.ir import Graph, Node, TensorSpec
 from fuzzer.ops import float_op_names, registry
-from fuzzer.pipeline import CaseDrawer, CaseSource, WorkerConfig
-from fuzzer.regimes import REGIMES
-from fuzzer.region_keys import op_of
-from fuzzer.regions import declared_regions, graph_regions, steered_focus
+from fuzzer.running.campaign import CampaignOptions, run_campaign
+from fuzzer.running.pipeline import CaseDrawer, CaseSource, WorkerConfig
 
 PLUGIN = str(Path(__file__).parent / "plugins" / "region_fault.py")
 EAGER = "torch-eager:cpu:float32"
@@ -70,7 +70,7 @@ def test_keys_of_a_regime_the_campaign_leaves_out_are_not_declared():
     small = [r for r in REGIMES if r.name == "small"]
     declared = declared_regions(["softmax"], small)
     assert [key for key in declared if "tail=" not in key] == ["softmax:dim<0", "softmax:dim>=0"]
-    assert len(declared) == 2 + 8, "every regime draws vector tails (fuzzer/tails.py): innermost and reduced, 4 classes each"
+    assert len(declared) == 2 + 8, "every regime draws vector tails (fuzzer/drawing/tails.py): innermost and reduced, 4 classes each"
 
 
 def test_keys_of_a_handcrafted_graph():

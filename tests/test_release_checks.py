@@ -25,12 +25,12 @@ import numpy
 import pytest
 import torch
 
-from fuzzer.check import Finding
 from fuzzer.corpus import SCHEMA_VERSION, Corpus
-from fuzzer.generate import generate_case
-from fuzzer.issue_report import LOCAL_PATH, local_paths, without_local_paths
+from fuzzer.drawing.generate import generate_case
+from fuzzer.judging.check import Finding
 from fuzzer.records import CaseRecord
-from fuzzer.triage import rebucket
+from fuzzer.reproducers.issue_report import LOCAL_PATH, local_paths, without_local_paths
+from fuzzer.triaging.triage import rebucket
 from test_envs import fuzz, one_error_line
 
 SCHEMA6 = Path(__file__).resolve().parent / "data" / "corpus-schema6.db"

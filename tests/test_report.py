@@ -8,15 +8,15 @@ import sys
 import pytest
 from click.testing import CliRunner
 
-from fuzzer.campaign import CampaignOptions, run_campaign
-from fuzzer.check import Finding
 from fuzzer.cli import main
 from fuzzer.corpus import Corpus
-from fuzzer.generate import generate_case
+from fuzzer.drawing.generate import generate_case
+from fuzzer.judging.check import Finding
 from fuzzer.records import CaseRecord
 from fuzzer.report import NO_PLOTS, write_report
 from fuzzer.report.data import gather
 from fuzzer.report.render import render_html
+from fuzzer.running.campaign import CampaignOptions, run_campaign
 
 SIGNATURE = "mismatch | canary-layout-layernorm | layer_norm"
 NOTE = '<script>alert("x")</script> & <b>bold</b> | pipe'

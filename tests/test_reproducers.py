@@ -20,8 +20,8 @@ import pytest
 
 from fuzzer.backends import get_backend
 from fuzzer.ir import Case, Graph, Node, TensorSpec
-from fuzzer.minimal_reproducer import build_minimal_script
-from fuzzer.reproducer import build_script
+from fuzzer.reproducers.minimal_reproducer import build_minimal_script
+from fuzzer.reproducers.reproducer import build_script
 
 # linear -> tanh: a weight for the module kinds to carry, an op for eager and compiled kinds.
 CASE = Case(

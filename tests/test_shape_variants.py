@@ -5,11 +5,11 @@ from pathlib import Path
 
 import pytest
 
-from fuzzer.generate import CaseGenerator
+from fuzzer.drawing.generate import CaseGenerator
+from fuzzer.drawing.regimes import parse_regime_list
+from fuzzer.drawing.shape_variants import THRESHOLD_SIZES, shape_variant
 from fuzzer.ir import Graph, Node, TensorSpec, infer_shapes
 from fuzzer.ops import float_op_names
-from fuzzer.regimes import parse_regime_list
-from fuzzer.shape_variants import THRESHOLD_SIZES, shape_variant
 
 PLUGIN = str(Path(__file__).resolve().parent / "plugins" / "dynamic_size_fault.py")
 
@@ -53,8 +53,8 @@ def test_a_campaign_finds_a_fault_that_lives_only_where_one_dynamic_compile_meet
     """The planted backend is wrong only when its dynamic compile runs at a new size past 17, which
     small-regime graphs never draw. With shape variants a short campaign finds it; without them
     (--compiled-inputs 1: no variant), the same campaign compiles and reuses compiles but finds nothing."""
-    from fuzzer.campaign import CampaignOptions, run_campaign
     from fuzzer.corpus import Corpus
+    from fuzzer.running.campaign import CampaignOptions, run_campaign
 
     planted = "planted-dynamic-stale-size"
 

@@ -6,11 +6,11 @@ import pytest
 
 from fuzzer import verdicts
 from fuzzer.backends import get_backend
-from fuzzer.check import check_case, still_fails_predicate
-from fuzzer.generate import CaseGenerator
+from fuzzer.drawing.generate import CaseGenerator
 from fuzzer.ir import infer_shapes
-from fuzzer.shrink import complexity, prune, shrink_case
-from fuzzer.triage import same_bucket
+from fuzzer.judging.check import check_case, still_fails_predicate
+from fuzzer.shrinking.shrink import complexity, prune, shrink_case
+from fuzzer.triaging.triage import same_bucket
 
 GENERATOR = CaseGenerator()
 
@@ -120,7 +120,7 @@ def test_prune_drops_what_no_output_needs():
 
 @pytest.mark.parametrize("value, rank", [(np.zeros(3), 0), (np.ones(3), 1), (np.array([0.0, 1.0, 0.0]), 2), (np.array([2.0, -3.0]), 3), (np.array([0.5]), 4)])
 def test_value_simplicity_order(value, rank):
-    from fuzzer.shrink import value_rank
+    from fuzzer.shrinking.shrink import value_rank
 
     assert value_rank(value) == rank
 

@@ -6,10 +6,10 @@ import pickle
 
 import pytest
 
-from fuzzer.buckets import own_bucket
 from fuzzer.oracle import signature
 from fuzzer.records import Finding, Signature, signature_error
-from fuzzer.triage import same_bucket
+from fuzzer.triaging.buckets import own_bucket
+from fuzzer.triaging.triage import same_bucket
 
 # Texts as the corpus holds them: with and without an error part, an error that holds the
 # separator itself, an empty error part.

@@ -1,4 +1,4 @@
-"""Cost where it is paid (fuzzer/budget.py): a compiler's single-op tier takes the ops the corpus's
+"""Cost where it is paid (fuzzer/running/budget.py): a compiler's single-op tier takes the ops the corpus's
 stored campaigns compiled alone least often first (not the alphabet), and a kind that compiles
 again for every input set (jax-jit-const) pays those compiles from its share after its first graph."""
 
@@ -9,9 +9,9 @@ import json
 import pytest
 
 from conftest import fuzz
-from fuzzer.budget import single_op_order
 from fuzzer.corpus import Corpus
-from fuzzer.pipeline import Pipeline, WorkerConfig
+from fuzzer.running.budget import single_op_order
+from fuzzer.running.pipeline import Pipeline, WorkerConfig
 
 EAGER, JIT, CONST = "torch-eager:cpu:float32", "jax-jit:cpu:float32", "jax-jit-const:cpu:float32"
 OPS = ["abs", "exp", "neg", "relu", "sigmoid", "tanh"]

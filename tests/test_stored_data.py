@@ -19,12 +19,12 @@ from pathlib import Path
 
 import pytest
 
-from fuzzer.campaign import Campaign, CampaignOptions, Progress
-from fuzzer.campaign_config import CHECKPOINT_FIELDS, CONFIG_FIELDS, check_checkpoint, check_config
-from fuzzer.check import Finding
 from fuzzer.cli import run
 from fuzzer.corpus import Corpus
+from fuzzer.judging.check import Finding
 from fuzzer.records import CaseRecord
+from fuzzer.running.campaign import Campaign, CampaignOptions, Progress
+from fuzzer.running.campaign_config import CHECKPOINT_FIELDS, CONFIG_FIELDS, check_checkpoint, check_config
 from test_hostile import (CLEAN_RUN, TORCH, corpus_with, exported, fuzz, fuzz_process, refused, relu_case, rows, unchanged,
                           write_json)
 
@@ -116,13 +116,13 @@ def test_resume_takes_plugins_and_ray_from_the_command_line_only(tmp_path):
 
 def test_resume_with_ray_on_the_command_line_starts_ray_there(tmp_path, monkeypatch):
     """`fuzz run --resume 1 --ray local` used to run local workers at the stored address's word."""
-    import fuzzer.ray_workers
     from fuzzer.errors import UserError
+    import fuzzer.running.ray_workers
 
     def start_ray(address):
         raise UserError(f"start_ray({address!r}) called")
 
-    monkeypatch.setattr(fuzzer.ray_workers, "start_ray", start_ray)
+    monkeypatch.setattr(fuzzer.running.ray_workers, "start_ray", start_ray)
     db = tmp_path / "fuzz.db"
     campaign = interrupted_campaign(db, {**CONFIG, "ray": "10.255.255.1:6379"})
     result = fuzz("run", "--db", db, "--resume", campaign, "--ray", "local")

@@ -1,6 +1,6 @@
 """Zero-tolerance contracts (issue 56): inductor's numerics="strict" (bitwise equal to eager) and
 batch_invariant=True (f(x)[:k] == f(x[:k]) bitwise) are judged with no tolerance where the release
-documents them (fuzzer/contract_scope.json), and only there; a release without the mode cannot run
+documents them (fuzzer/judging/contract_scope.json), and only there; a release without the mode cannot run
 the kind. The machine running these has no CUDA device, where both contracts live, so the planted
 faults run under a scope file that also covers the CPU (FUZZ_CONTRACT_SCOPE), as a maintainer
 widening the scope would."""
@@ -18,13 +18,13 @@ from conftest import planted_fault_campaign
 from fuzzer import verdicts
 from fuzzer.arrays import materialize
 from fuzzer.backends import get_backend
-from fuzzer.check import check_case
-from fuzzer.contracts import JUDGES, SCOPE_FILE, load_scope
 from fuzzer.errors import UserError
 from fuzzer.ir import Graph, Node, TensorSpec
-from fuzzer.minimal_reproducer import build_minimal_script
+from fuzzer.judging.check import check_case
+from fuzzer.judging.contracts import JUDGES, SCOPE_FILE, load_scope
 from fuzzer.ops import get_op, registry
 from fuzzer.plugins import load_plugin
+from fuzzer.reproducers.minimal_reproducer import build_minimal_script
 
 PLUGINS = Path(__file__).parent / "plugins"
 

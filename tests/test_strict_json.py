@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from fuzzer import jsonform
-from fuzzer.check import Finding
 from fuzzer.corpus import case_from_export, load_case_file
+from fuzzer.judging.check import Finding
 from fuzzer.oracle import BackendVerdict
 from test_cli_errors import fuzz
 

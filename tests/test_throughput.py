@@ -11,11 +11,11 @@ import pytest
 
 from fuzzer.arrays import materialize
 from fuzzer.backends import get_backend
-from fuzzer.budget import (DEFAULT_SHARE, FIRST_COMPILE_AFTER, SINGLE, SMALL, WHOLE, CompileBudget, graph_features, parse_shares,
+from fuzzer.running.budget import (DEFAULT_SHARE, FIRST_COMPILE_AFTER, SINGLE, SMALL, WHOLE, CompileBudget, graph_features, parse_shares,
                            single_op_parts)
 from fuzzer.errors import UserError
-from fuzzer.execute import OK, UNSUPPORTED, run_backend
 from fuzzer.ir import Graph, Node, TensorSpec
+from fuzzer.running.execute import OK, UNSUPPORTED, run_backend
 
 COMPILING = ["jax-eager:cpu:float32", "jax-jit:cpu:float32", "jax-jit:cpu:float64", "torch-compile:cpu:float32"]
 
@@ -47,7 +47,7 @@ def test_compilers_of_another_release_beside_only_their_eager_peer_get_most_of_t
     """torch-eager beside torch-compile@torch-2.3.1: the cheap tier only checks this release's eager
     against numpy, so the old inductor gets 0.9 of the worker; another cheap backend beside it, or
     a compiler of this release, keeps the default."""
-    from fuzzer.budget import CROSS_RELEASE_SHARE, default_share
+    from fuzzer.running.budget import CROSS_RELEASE_SHARE, default_share
 
     old_peer = "torch-eager:cpu:float32@torch-2.3.1"
     assert default_share(["torch-eager:cpu:float32"], [old_peer]) == CROSS_RELEASE_SHARE == "0.9"
@@ -156,7 +156,7 @@ def test_an_op_whose_one_op_graph_once_fails_to_draw_is_compiled_alone_from_anot
     """hypothesis draws conv3d's shapes for most seeds, not all: with campaign seed 2, jax-jit's
     first one-op conv3d graph cannot be drawn. One failure left conv3d to the other tiers (in two
     10-minute cross-version campaigns it was never compiled alone); it now gets the next seed."""
-    from fuzzer.pipeline import Pipeline, WorkerConfig
+    from fuzzer.running.pipeline import Pipeline, WorkerConfig
 
     jit = "jax-jit:cpu:float32"
     pipeline = Pipeline(WorkerConfig(backends=["torch-eager:cpu:float32", jit], ops=["conv3d", "relu"],
@@ -243,8 +243,8 @@ def register(api):
 @pytest.mark.parametrize("spawned", [False, True], ids=["forked", "spawned"])  # spawned: torch imported after the limit
 @pytest.mark.parametrize("threads, verdict", [(1, "agree"), (2, "crash")])
 def test_a_worker_runs_the_intra_op_threads_it_is_given(tmp_path, threads, verdict, spawned):
-    from fuzzer.pipeline import WorkerConfig
-    from fuzzer.workers import Worker
+    from fuzzer.running.pipeline import WorkerConfig
+    from fuzzer.running.workers import Worker
 
     plugin = tmp_path / "one_thread.py"
     plugin.write_text(THREADS_PLUGIN)
@@ -273,9 +273,9 @@ def register(api):
 def test_time_is_honoured_while_a_compile_is_in_flight(tmp_path, monkeypatch):
     """At --time (past the grace of a compiler's first compile) a worker in a compiling backend is
     killed and its case counted as abandoned, not waited for and not a finding."""
-    from fuzzer import campaign
-    from fuzzer.campaign import DEADLINE_GRACE, CampaignOptions, run_campaign
     from fuzzer.corpus import Corpus
+    from fuzzer.running import campaign
+    from fuzzer.running.campaign import DEADLINE_GRACE, CampaignOptions, run_campaign
 
     monkeypatch.setattr(campaign, "FIRST_COMPILE_GRACE", 1.0)  # this compile never ends: the grace ends first
     plugin = tmp_path / "slow_compiler.py"
@@ -313,9 +313,9 @@ def test_a_compilers_first_compile_in_flight_at_the_deadline_is_finished_not_kil
     compiler ended a campaign untested. Here the deadline falls a second into the first compile (set
     then, so that however long the workers take to start, it falls there), which goes on until a
     second past it."""
-    from fuzzer import campaign
-    from fuzzer.campaign import CampaignOptions, run_campaign
     from fuzzer.corpus import Corpus
+    from fuzzer.running import campaign
+    from fuzzer.running.campaign import CampaignOptions, run_campaign
 
     plugin, release = tmp_path / "released_compiler.py", tmp_path / "released"
     # The path in the file, not in a variable: a fork server started by an earlier test lacks newer variables.
@@ -340,8 +340,8 @@ def test_a_compilers_first_compile_in_flight_at_the_deadline_is_finished_not_kil
 # jax-jit=1 (every graph compiled: 36 s) is `long`; CI keeps the share that skips by budget.
 @pytest.mark.parametrize("share", ["jax-jit=0", pytest.param("jax-jit=1", marks=pytest.mark.long)])
 def test_a_campaign_counts_each_compilers_structures_and_share_of_worker_time(tmp_path, share):
-    from fuzzer.campaign import CampaignOptions, run_campaign
     from fuzzer.corpus import Corpus
+    from fuzzer.running.campaign import CampaignOptions, run_campaign
 
     jit = "jax-jit:cpu:float32"
     # Enough cheap graphs (10-30 ms each, with the oracle's fast path) for worker time to pay jax-jit's
@@ -369,9 +369,9 @@ def test_a_compiler_compiles_each_op_alone_early_and_tests_each_compile_on_many_
     share on 8-node graphs: in 40 cheap graphs it compiled nothing. Now its first compile comes after
     FIRST_COMPILE_AFTER graphs, it compiles ops alone first, and each compile is judged on
     --compiled-inputs more input sets: the bucket is tanh, shrunk to the lone tanh."""
-    from fuzzer.campaign import CampaignOptions, run_campaign
     from fuzzer.corpus import Corpus
     from fuzzer.report.data import gather
+    from fuzzer.running.campaign import CampaignOptions, run_campaign
 
     jit = "plugin-jit-tanh"
     ops = ["relu", "sigmoid", "tanh", "add", "mul", "exp", "abs", "neg"]
@@ -395,8 +395,8 @@ def test_a_compiler_compiles_each_op_alone_early_and_tests_each_compile_on_many_
 
 
 def test_a_compiled_graphs_further_input_sets_cycle_through_the_campaigns_value_regimes():
-    from fuzzer.pipeline import CaseDrawer, CaseSource, WorkerConfig
     from fuzzer.backends import parse_backend_list
+    from fuzzer.running.pipeline import CaseDrawer, CaseSource, WorkerConfig
 
     config = WorkerConfig(backends=["torch-eager:cpu:float32"], ops=["relu", "add"], regimes=["small", "special-values"],
                           inputs_per_graph=2)
@@ -422,7 +422,7 @@ def test_one_worker_pays_a_compilers_first_compile_and_the_others_follow(tmp_pat
     STALE_S; a folder this machine does not see holds nobody back."""
     import os
 
-    from fuzzer.pipeline import FirstCompileGate
+    from fuzzer.running.pipeline import FirstCompileGate
 
     first, second = FirstCompileGate(str(tmp_path)), FirstCompileGate(str(tmp_path))
     assert first.may_compile("torch-compile:cpu:float32") and first.may_compile("torch-compile:cpu:float32")
@@ -441,7 +441,7 @@ def test_a_backend_is_warned_about_only_when_it_ran_rarely_and_below_its_share()
     """Under 5% of the cases is rare, but a compiler that had 0.8 of its declared share of worker time
     ran as much as it was given (the fresh-venv README campaign: torch.compile at 31% of a 0.3 share,
     4.5% of the cases, was told to take 0.3)."""
-    from fuzzer.campaign import Progress
+    from fuzzer.running.campaign import Progress
 
     progress = Progress(1, checked=1000, worker_seconds=100.0, backend_cases={"tc": 40, "jit": 10, "eager": 1000},
                         backend_seconds={"tc": 31.0, "jit": 1.0})

@@ -21,12 +21,12 @@ from fuzzer.backends import get_backend
 from fuzzer.backends.gradients import cotangent, torch_eager_gradients, torch_outputs_and_gradients
 from fuzzer.backends.second_order import torch_double_backward
 from fuzzer.backends.torch_compile_autocast_grad import autocast_choices
-from fuzzer.check import check_case
 from fuzzer.ir import Case, Graph, Node, TensorSpec
+from fuzzer.judging.check import check_case
 from fuzzer.ops import get_op, registry
 from fuzzer.ops.autograd_function import WRAPPED
 from fuzzer.plugins import load_plugins
-from fuzzer.reproducer import build_script
+from fuzzer.reproducers.reproducer import build_script
 
 PLUGIN = str(Path(__file__).parent / "plugins" / "training_faults.py")
 

@@ -17,12 +17,12 @@ import numpy as np
 import pytest
 
 from fuzzer.backends import default_backends
-from fuzzer.bug_location import locate
-from fuzzer.check import Finding
 from fuzzer.corpus import Corpus
-from fuzzer.generate import generate_case
+from fuzzer.drawing.generate import generate_case
+from fuzzer.judging.check import Finding
 from fuzzer.oracle import BackendVerdict
 from fuzzer.records import CaseRecord
+from fuzzer.triaging.bug_location import locate
 from test_cli_errors import assert_user_error, dump, fuzz
 
 FUZZ = str(Path(sys.executable).with_name("fuzz"))

@@ -13,11 +13,11 @@ import pytest
 
 from fuzzer import oracle, verdicts
 from fuzzer.backends import get_backend
-from fuzzer.campaign import CampaignOptions, run_campaign
 from fuzzer.corpus import Corpus
 from fuzzer.ir import Case, Graph, Node, TensorSpec
 from fuzzer.ops import registry
 from fuzzer.plugins import _LOADED, load_plugin
+from fuzzer.running.campaign import CampaignOptions, run_campaign
 
 PLUGINS = Path(__file__).parent / "plugins"
 OPS_PLUGIN, FAULT_PLUGIN = PLUGINS / "undeclared_ops.py", PLUGINS / "undeclared_ops_fault.py"

@@ -1,4 +1,4 @@
-"""Nothing masked where nothing forces it (fuzzer/unmasked.py): a backend that computes every node has
+"""Nothing masked where nothing forces it (fuzzer/judging/unmasked.py): a backend that computes every node has
 every node judged, a wrong intermediate that later ops hide becomes a case of its own cut at that node,
 and a short campaign finds a fault planted where a later op hides it (tests/plugins/masked_faults.py)."""
 
@@ -9,12 +9,12 @@ import pytest
 
 from conftest import planted_fault_campaign
 from fuzzer.backends import get_backend
-from fuzzer.check import check_case
-from fuzzer.execute import run_backend
 from fuzzer.ir import Case, Graph, Node, TensorSpec
+from fuzzer.judging.check import check_case
+from fuzzer.judging.unmasked import PROBED_ONE_IN, unmasked_findings
 from fuzzer.plugins import load_plugins
 from fuzzer.records import BackendVerdict, CaseResult
-from fuzzer.unmasked import PROBED_ONE_IN, unmasked_findings
+from fuzzer.running.execute import run_backend
 from fuzzer.verdicts import AGREE
 
 PLUGIN = str(Path(__file__).parent / "plugins" / "masked_faults.py")

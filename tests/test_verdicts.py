@@ -5,12 +5,12 @@ import numpy as np
 import pytest
 
 from fuzzer import verdicts
-from fuzzer.backends import get_backend
-from fuzzer.bisect import NEW, OLD, SKIP, outcome_of
-from fuzzer.check import check_case
-from fuzzer.ir import Graph, Node, TensorSpec
 from fuzzer.arrays import materialize
+from fuzzer.backends import get_backend
+from fuzzer.ir import Graph, Node, TensorSpec
+from fuzzer.judging.check import check_case
 from fuzzer.oracle import BackendVerdict
+from fuzzer.triaging.bisect import NEW, OLD, SKIP, outcome_of
 
 
 @pytest.mark.parametrize("verdict", verdicts.TABLE, ids=lambda v: v.name)

@@ -20,8 +20,8 @@ from typing import Callable, ClassVar
 import numpy as np
 
 from fuzzer.backend_names import BackendName
-from fuzzer.errors import UserError
 from fuzzer.complex_dtypes import is_complex
+from fuzzer.errors import UserError
 from fuzzer.exact_dtypes import is_exact
 from fuzzer.ir import Case, Graph, split_arrays
 from fuzzer.ops import get_op, registry
@@ -74,25 +74,25 @@ class Backend:
     derives_from_kind: ClassVar[str | None] = None
     # The compiler path whose code computes this kind's results ("torch/eager", "torch/inductor",
     # "jax/eager", "jax/xla", "onnx/ort"): a known-bug entry names a path to cover every kind on it,
-    # its variants and subclasses included (fuzzer/known.py). Declared once, inherited.
+    # its variants and subclasses included (fuzzer/triaging/known.py). Declared once, inherited.
     path: ClassVar[str | None] = None
-    # A compiling backend's weight in the default split of the compile share (fuzzer/budget.py):
+    # A compiling backend's weight in the default split of the compile share (fuzzer/running/budget.py):
     # a kind whose structures cost more to compile gets a larger slice, so that it compiles a
     # useful number of them in a short campaign.
     compile_weight: ClassVar[float] = 1.0
     # Compiles with symbolic sizes (torch.compile(dynamic=True)): one compile serves the graph at
     # every size, so campaigns also run it on shape variants of the graphs it compiled.
     dynamic: ClassVar[bool] = False
-    # Runs the graph node by node, so every node's value is there to judge (fuzzer/unmasked.py): eager
+    # Runs the graph node by node, so every node's value is there to judge (fuzzer/judging/unmasked.py): eager
     # kinds and the plugins derived from them; never a compiler (more outputs change what it fuses).
     computes_every_node: ClassVar[bool] = False
-    # The script line that sets VERSIONS, which every reproducer prints first (fuzzer/reproducer.py).
+    # The script line that sets VERSIONS, which every reproducer prints first (fuzzer/reproducers/reproducer.py).
     versions_source: ClassVar[str] = "VERSIONS = 'versions not recorded by this backend'"
     # The named sets (`--backends cpu`, `gpu`, `model`) this kind joins, declared by the class
     # itself (not inherited): set name -> {position: "DEVICE:DTYPE"}. A campaign checks a set's
     # backends in the order of their positions, which are unique within a set (backend_sets()).
     in_sets: ClassVar[dict[str, dict[int, str]]] = {}
-    # Runs programs (fuzzer/program.py). Declared by the class itself, not inherited: a subclass that
+    # Runs programs (fuzzer/programs/program.py). Declared by the class itself, not inherited: a subclass that
     # transforms the graph (a module tree, a layout, vmap, gradients) has not learned to run one.
     runs_programs: ClassVar[bool] = False
 
@@ -154,7 +154,7 @@ class Backend:
     def reproducer_program(self, case: Case) -> tuple[list[str], str]:
         """(import lines, code) that run exactly this backend's computation on `case` in a standalone
         script, after the case's arrays are defined as numpy float32 variables named by
-        `fuzzer.program_source.variable_name`; the code leaves `outputs`, a list of float64 numpy arrays."""
+        `fuzzer.reproducers.program_source.variable_name`; the code leaves `outputs`, a list of float64 numpy arrays."""
         raise UserError(f"Backend '{self.name}' has no reproducer writer; `fuzz export --format json` "
                         "gives the case as data, and `fuzz replay` re-runs it.")
 
@@ -265,7 +265,7 @@ def kind_family(name: BackendName) -> str | None:
 
 def get_backend(spec: str) -> Backend:
     """'torch-eager', 'torch-eager:cpu', 'torch-eager:cpu:float64', a plugin backend's name,
-    or any of those in another Python environment: 'jax-jit@jax-0.4.30' (see fuzzer/envs.py);
+    or any of those in another Python environment: 'jax-jit@jax-0.4.30' (see fuzzer/running/envs.py);
     any of them + a variant's suffix: 'torch-eager:cuda:float32+strict'."""
     base, plus, suffix = spec.rpartition("+")
     if plus and suffix in VARIANTS:  # a variant's name (Backend.variant); an environment's name may hold a '+'

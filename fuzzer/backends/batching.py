@@ -10,7 +10,7 @@ batching rule that mixes up elements (reads copy 0's operand for every copy, ign
 batch axis) can leave copy 0 right; the other copies show it. They are judged against the math, not
 against the unbatched run of each copy, so that one calibrated tolerance judges everything.
 
-A graph drawn on a rung of the size ladder (Graph.vmapped, fuzzer/ladder.py: up to 2^17 + 1 copies) is
+A graph drawn on a rung of the size ladder (Graph.vmapped, fuzzer/drawing/ladder.py: up to 2^17 + 1 copies) is
 batched over that many copies, drawn at once from the same fixed seed with normal values (materializing
 each would take minutes), and only the copies at 2^j - 1, 2^j and 2^j + 1 for the few powers of two at
 and below the rung, the first, the middle one and the last two are judged (`judged_copies`): where a
@@ -24,8 +24,9 @@ from dataclasses import replace
 
 import numpy as np
 
-from fuzzer import ladder, oracle
+from fuzzer import oracle
 from fuzzer.arrays import materialize
+from fuzzer.drawing import ladder
 from fuzzer.ir import Case, Graph
 
 DEFAULT_BATCH = 3
@@ -77,7 +78,7 @@ def judged_copies(batch: int) -> list[int]:
 def copies_source(graph: Graph) -> list[str]:
     """A reproducer's lines that set COPIES, one numpy array (batch - 1, *shape) per graph input, as the
     campaign drew them (the script's `args` holds the case's own inputs first)."""
-    from fuzzer.program_source import array_literal
+    from fuzzer.reproducers.program_source import array_literal
 
     inputs = [spec.name for spec in graph.inputs]
     if graph.vmapped:

@@ -1,9 +1,9 @@
 """Backends that run in another Python environment: `KIND[:DEVICE[:DTYPE]]@ENV`.
 
 `jax-jit@jax-0.4.30` is the jax-jit backend, unchanged, running under the interpreter
-of environment `jax-0.4.30` (fuzzer/envs.py) through a long-lived worker process
-(fuzzer/env_worker.py), one per environment per fuzzer process. Cases cross over as
-case folders (fuzzer/case_folder.py). The float64 reference and the oracle stay in the
+of environment `jax-0.4.30` (fuzzer/running/envs.py) through a long-lived worker process
+(fuzzer/running/env_worker.py), one per environment per fuzzer process. Cases cross over as
+case folders (fuzzer/running/case_folder.py). The float64 reference and the oracle stay in the
 fuzzer's own process, so both sides of a cross-version comparison are judged alike.
 
 An op whose implementation calls an API the environment's release lacks, or raises
@@ -24,11 +24,11 @@ from pathlib import Path
 
 import numpy as np
 
-from fuzzer import case_folder, envs
 from fuzzer.backend_names import BackendName
 from fuzzer.backends import Backend, get_backend, table
 from fuzzer.errors import ForeignError, OpUnsupported, UserError
 from fuzzer.ir import Case
+from fuzzer.running import case_folder, envs
 
 REQUEST_TIMEOUT = 600.0  # seconds; campaigns detect hangs sooner through their worker heartbeat
 

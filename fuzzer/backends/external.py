@@ -1,7 +1,7 @@
 """External-process backends: a command in any language reads a case folder and writes .npy outputs.
 
 The protocol is documented in docs/external-backends.md (and implemented in
-fuzzer/case_folder.py). A plugin registers one with
+fuzzer/running/case_folder.py). A plugin registers one with
 `api.add_external_backend(name, command, ops=[...])`; it is not discovered by module
 because each needs its command.
 """
@@ -14,10 +14,10 @@ from pathlib import Path
 
 import numpy as np
 
-from fuzzer import case_folder
 from fuzzer.backends import Backend
 from fuzzer.ir import Case
 from fuzzer.ops import registry
+from fuzzer.running import case_folder
 
 
 class ExternalProcessError(RuntimeError):

@@ -180,7 +180,7 @@ def same_convention(other: np.ndarray, r64: np.ndarray) -> np.ndarray:
 def differentiated(case: Case, parameters: bool) -> list[str]:
     """The arrays a gradient backend differentiates, in output order: the graph inputs, then (with
     `parameters`) every parameter that is not a buffer (no gradient flows into running statistics)."""
-    from fuzzer.program_source import argument_names
+    from fuzzer.reproducers.program_source import argument_names
 
     if not parameters:
         return [spec.name for spec in case.graph.inputs]
@@ -191,7 +191,7 @@ def differentiated(case: Case, parameters: bool) -> list[str]:
 def undifferentiated_indices(case: Case) -> list[int]:
     """Positions, in the graph function's arguments, of the arrays a torch gradient kind passes as they are
     (buffers: `differentiated` with parameters leaves them out): its reproducer's `constants`."""
-    from fuzzer.program_source import argument_names
+    from fuzzer.reproducers.program_source import argument_names
 
     differentiable = set(differentiated(case, parameters=True))
     return [index for index, name in enumerate(argument_names(case)) if name not in differentiable]

@@ -13,8 +13,8 @@ from fuzzer.backends import Backend
 from fuzzer.complex_dtypes import COMPLEX_DTYPES
 from fuzzer.exact_dtypes import EXACT_DTYPES, result_array
 from fuzzer.ir import Case, Graph, infer_shapes, interpret
-from fuzzer.program import functional_step, run_steps
-from fuzzer.program_source import JAX_VERSIONS, jax_program
+from fuzzer.programs.program import functional_step, run_steps
+from fuzzer.reproducers.program_source import JAX_VERSIONS, jax_program
 
 
 _CONFIGURED = False
@@ -57,7 +57,7 @@ class JaxEager(Backend):
     versions_source = JAX_VERSIONS
     runs_programs = True
     # Every primitive compiles once per new shape: ~0.5 s for a new graph (measured, see
-    # bench/). It takes a share of the compile budget (fuzzer/budget.py), like torch.compile.
+    # bench/). It takes a share of the compile budget (fuzzer/running/budget.py), like torch.compile.
     expensive = True
 
     def unavailable_reason(self) -> str | None:
@@ -95,7 +95,7 @@ class JaxEager(Backend):
 
     def _body(self, graph: Graph):
         """The function of (inputs, params) this backend runs: the graph, or a program's step, translated
-        without views or in-place writes (fuzzer/program.py), which returns the state it leaves too."""
+        without views or in-place writes (fuzzer/programs/program.py), which returns the state it leaves too."""
         if graph.steps:
             step = functional_step(graph, self.impl_for, infer_shapes(graph))
             return lambda state, params: step(state)

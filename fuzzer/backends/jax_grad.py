@@ -11,7 +11,7 @@ from fuzzer.backends.jax_eager import import_jax
 from fuzzer.backends.jax_jit import JITTED, JaxJit
 from fuzzer.ir import Case, Graph, interpret
 from fuzzer.ops import registry
-from fuzzer.program_source import jax_program
+from fuzzer.reproducers.program_source import jax_program
 
 
 class JaxGrad(GradientOutputs, JaxJit):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from fuzzer.backends import CompiledCache
 from fuzzer.backends.jax_eager import JaxEager, import_jax
 from fuzzer.ir import Case, Graph
-from fuzzer.program_source import jax_program
+from fuzzer.reproducers.program_source import jax_program
 
 JITTED = CompiledCache(limit=1024)
 
@@ -19,7 +19,7 @@ class JaxJit(JaxEager):
     description = "jax.jit of the whole graph (XLA)"
     computes_every_node = False
     # One XLA compile per new graph (~57 ms + 36 ms per node), ~43% of a worker's time when it ran
-    # on every graph: it takes its share of the compile budget (fuzzer/budget.py) like the others.
+    # on every graph: it takes its share of the compile budget (fuzzer/running/budget.py) like the others.
     expensive = True
     runs_programs = True  # a program's step jitted once, called for every step
 

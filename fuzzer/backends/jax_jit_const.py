@@ -19,7 +19,7 @@ from fuzzer.backends.jax_eager import import_jax
 from fuzzer.backends.jax_jit import JaxJit
 from fuzzer.exact_dtypes import result_array
 from fuzzer.ir import Case, interpret, split_arrays
-from fuzzer.program_source import jax_program
+from fuzzer.reproducers.program_source import jax_program
 
 
 # XLA folds an op on constants in its HloEvaluator, slowly: a max over a 1e6-element constant took

@@ -10,7 +10,7 @@ import warnings
 from fuzzer.backends.jax_eager import import_jax
 from fuzzer.backends.jax_jit import JITTED, JaxJit
 from fuzzer.ir import Case, Graph
-from fuzzer.program_source import jax_program
+from fuzzer.reproducers.program_source import jax_program
 
 
 class JaxJitDonate(JaxJit):
@@ -19,7 +19,7 @@ class JaxJitDonate(JaxJit):
     kind = "jax-jit-donate"
     description = "jax.jit with the graph inputs donated (donate_argnums=0: outputs may reuse input buffers)"
     donate_argnums = (0,)  # the graph inputs (argument 0); the parameters (argument 1) are kept
-    runs_programs = True  # a program's state donated to each step, which returns the next (fuzzer/program.py)
+    runs_programs = True  # a program's state donated to each step, which returns the next (fuzzer/programs/program.py)
 
     def _graph_fn(self, graph: Graph):
         jax = import_jax()

@@ -8,7 +8,7 @@ from fuzzer.backends.batching import batch_size, copies_reference, copies_source
 from fuzzer.backends.jax_eager import import_jax
 from fuzzer.backends.jax_jit import JITTED, JaxJit
 from fuzzer.ir import Case, Graph, interpret
-from fuzzer.program_source import jax_program
+from fuzzer.reproducers.program_source import jax_program
 
 
 class JaxVmap(JaxJit):

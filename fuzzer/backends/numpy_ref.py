@@ -1,4 +1,4 @@
-"""The float64 numpy reference as a backend (the evaluation itself is fuzzer/reference.py)."""
+"""The float64 numpy reference as a backend (the evaluation itself is fuzzer/judging/reference.py)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import numpy as np
 
 from fuzzer.backends import Backend
 from fuzzer.ir import Graph
-from fuzzer.program import run_in_numpy
-from fuzzer.reference import evaluate_all, numpy_dtype
+from fuzzer.judging.reference import evaluate_all, numpy_dtype
+from fuzzer.programs.program import run_in_numpy
 
 
 class NumpyReference(Backend):
@@ -20,7 +20,7 @@ class NumpyReference(Backend):
     runs_programs = True
 
     def _execute(self, graph: Graph, inputs: dict, params: dict) -> list[np.ndarray]:
-        if graph.steps:  # a program, run literally on numpy's views (fuzzer/program.py)
+        if graph.steps:  # a program, run literally on numpy's views (fuzzer/programs/program.py)
             return run_in_numpy(graph, inputs, numpy_dtype(self.dtype), self.impl_for)
         env = self.execute_all(graph, inputs, params)
         return [np.asarray(env[name], dtype=np.float64) for name in graph.outputs]

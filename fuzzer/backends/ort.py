@@ -11,7 +11,7 @@ right is exactly what ORT's optimizer changed; `ort` derives from `ort-unoptimiz
 answer both give bit for bit (an exporter or kernel bug) is charged to `ort-unoptimized` only
 (check.py: `inherited`).
 
-Export. The graph is built as the nested torch module of fuzzer/model.py from torch's op
+Export. The graph is built as the nested torch module of fuzzer/running/model.py from torch's op
 implementations (nesting seed fixed: the ONNX graph then depends on the structure alone) and
 exported with the dynamo exporter (`torch.onnx.export(dynamo=True)`, onnxscript's torchlib);
 where that raises, with the TorchScript exporter (`dynamo=False`). Neither exporter folds
@@ -38,7 +38,7 @@ is how tests/plugins/ort_planted_fault.py plants an optimizer fault.
 
 $FUZZ_ORT_OPTIMIZATION, where set to one of OPTIMIZATION_LEVELS, replaces every ORT kind's own
 level: `fuzz localize` reruns a finding in fresh workers at each level, lowest first
-(fuzzer/pass_bisect.py `localize_ort`).
+(fuzzer/triaging/pass_bisect.py `localize_ort`).
 """
 
 from __future__ import annotations
@@ -210,7 +210,7 @@ class OnnxRuntime(Backend):
         """(the export of the case's structure, the ONNX model with the case's weights) as run."""
         import torch
 
-        from fuzzer import model as graph_model
+        from fuzzer.running import model as graph_model
 
         for node in case.graph.nodes:
             applies, reason = EXPORT_GAPS.get(node.op, (lambda attrs: False, ""))
@@ -264,7 +264,7 @@ class OnnxRuntime(Backend):
     def reproducer_program(self, case: Case) -> tuple[list[str], str]:
         """The exported model (with the case's weights) embedded as base64 ONNX bytes, run by an
         InferenceSession with this kind's options; graph inputs come from the script's variables."""
-        from fuzzer.program_source import variable_name
+        from fuzzer.reproducers.program_source import variable_name
 
         exported, model = self.exported(case)
         blob = base64.b64encode(model.SerializeToString()).decode()

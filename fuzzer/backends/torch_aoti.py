@@ -11,7 +11,7 @@ from pathlib import Path
 
 from fuzzer.backends.torch_compile import inductor_config, with_inductor_config
 from fuzzer.backends.torch_module import ModuleBackend
-from fuzzer.op_source import Source
+from fuzzer.reproducers.op_source import Source
 
 
 class TorchAOTInductor(ModuleBackend):

@@ -19,9 +19,9 @@ from fuzzer.backends.inductor_setup import prepare_inductor
 from fuzzer.backends.torch_eager import TorchEager
 from fuzzer.errors import OpUnsupported
 from fuzzer.ir import Case, Graph, interpret
-from fuzzer.op_source import Source, literal
-from fuzzer.program import scalar_reads
-from fuzzer.program_source import torch_program
+from fuzzer.programs.program import scalar_reads
+from fuzzer.reproducers.op_source import Source, literal
+from fuzzer.reproducers.program_source import torch_program
 
 # Compiled graphs by (backend name, graph structure), kept for the life of the process
 # (a campaign worker) and bounded so a long campaign does not grow without limit.

@@ -1,6 +1,6 @@
 """torch.compile with inductor's batch_invariant=True: f(x)[:k] promised bitwise equal to f(x[:k]).
 Its agreeing verdicts are judged against that promise where the release documents it
-(fuzzer/contract_scope.json: Triton kernels, not the CPU's; not yet reductions or library kernels)."""
+(fuzzer/judging/contract_scope.json: Triton kernels, not the CPU's; not yet reductions or library kernels)."""
 
 from __future__ import annotations
 

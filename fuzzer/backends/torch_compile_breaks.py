@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from fuzzer.backends.torch_compile import COMPILED, TorchCompile, _own_code_object
 from fuzzer.ir import Case, Graph
-from fuzzer.program import with_scalar
-from fuzzer.program_ops import ITEM
+from fuzzer.programs.program import with_scalar
+from fuzzer.programs.statements import ITEM
 
 # Printed by a reproducer after the run: more graphs than one means the program went through a break.
 GRAPH_COUNT = "print(f'dynamo graphs: {torch._dynamo.utils.counters[\"stats\"][\"unique_graphs\"]}', file=sys.stderr)"

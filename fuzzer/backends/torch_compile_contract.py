@@ -1,18 +1,18 @@
 """What the inductor kinds that promise bits share (torch-compile-strict, torch-compile-batch-invariant):
 their setting patched around every compile and run (and into the reproducer, by TorchCompile), a
 release without the setting refused in one sentence, and the contract their agreeing verdicts are
-judged against (fuzzer/contracts.py)."""
+judged against (fuzzer/judging/contracts.py)."""
 
 from __future__ import annotations
 
 from typing import ClassVar
 
 from fuzzer.backends.torch_compile import TorchCompile
-from fuzzer.contracts import contract
+from fuzzer.judging.contracts import contract
 
 
 class ContractCompile(TorchCompile):
-    contract: ClassVar[str] = ""  # a name in fuzzer/contract_scope.json
+    contract: ClassVar[str] = ""  # a name in fuzzer/judging/contract_scope.json
     # No programs (`runs_programs` is not inherited): a contract compares whole runs of a pure graph.
 
     def unavailable_reason(self) -> str | None:

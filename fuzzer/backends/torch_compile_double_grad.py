@@ -14,12 +14,12 @@ import numpy as np
 from fuzzer.backends.gradients import cotangent, torch_eager_gradients, undifferentiated_indices
 from fuzzer.backends.second_order import torch_double_backward, torch_functional_double_backward, torch_graph_cotangents
 from fuzzer.backends.torch_compile import inductor_config
-from fuzzer.backends.torch_compile_grad import TorchCompileGrad
 from fuzzer.backends.torch_compile import with_inductor_config
+from fuzzer.backends.torch_compile_grad import TorchCompileGrad
 from fuzzer.ir import Case, Graph, infer_shapes, interpret
-from fuzzer.op_source import Source
 from fuzzer.ops import get_op
-from fuzzer.program_source import torch_program
+from fuzzer.reproducers.op_source import Source
+from fuzzer.reproducers.program_source import torch_program
 
 
 def cotangents_source(case: Case, dtype: str, device: str, source: Source) -> list[str]:
@@ -49,7 +49,7 @@ class TorchCompileDoubleGrad(TorchCompileGrad):
         return op.second_order and not op.custom_gradient_of and super().supports(op_name)
 
     def _traced_function(self, graph: Graph, impls: dict):
-        from fuzzer.model import buffer_weights
+        from fuzzer.running.model import buffer_weights
 
         buffers = buffer_weights(graph)
         cotangents = torch_graph_cotangents(graph, self.dtype, self.device)  # fixed per structure: constants of the trace

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from fuzzer.backends.torch_compile import GraphBreak, _own_code_object, inductor_config, with_inductor_config
 from fuzzer.backends.torch_module import ModuleBackend
-from fuzzer.op_source import Source
+from fuzzer.reproducers.op_source import Source
 
 
 def _call_module(module, *inputs):

@@ -17,8 +17,8 @@ import numpy as np
 from fuzzer.backends.gradients import GradientOutputs, torch_eager_gradients, torch_outputs_and_gradients, undifferentiated_indices
 from fuzzer.backends.torch_compile import TorchCompile, inductor_config, with_inductor_config
 from fuzzer.ir import Case, Graph
-from fuzzer.op_source import Source
-from fuzzer.program_source import torch_program
+from fuzzer.reproducers.op_source import Source
+from fuzzer.reproducers.program_source import torch_program
 
 
 class TorchCompileGrad(GradientOutputs, TorchCompile):
@@ -37,7 +37,7 @@ class TorchCompileGrad(GradientOutputs, TorchCompile):
     def _execute(self, graph: Graph, inputs: dict, params: dict) -> list[np.ndarray]:
         import torch
 
-        from fuzzer.model import buffer_weights  # imports torch: not at module level, where backends are named
+        from fuzzer.running.model import buffer_weights  # imports torch: not at module level, where backends are named
 
         compiled = self._graph_fn(graph)
         arrays = self._input_tensors(graph, inputs) | {f"{node}.{name}": self._to_torch(value)

@@ -20,8 +20,8 @@ from fuzzer.backends.torch_compile_double_grad import cotangents_source
 from fuzzer.backends.torch_compile_grad import TorchCompileGrad
 from fuzzer.backends.torch_jvp import TorchForwardMode, forward_mode_function
 from fuzzer.ir import Case, Graph
-from fuzzer.op_source import Source
-from fuzzer.program_source import torch_program
+from fuzzer.reproducers.op_source import Source
+from fuzzer.reproducers.program_source import torch_program
 
 
 class TorchCompileHvp(TorchForwardMode, TorchCompileGrad):

@@ -8,8 +8,8 @@ from __future__ import annotations
 from fuzzer.backends.torch_compile_grad import TorchCompileGrad
 from fuzzer.backends.torch_jvp import TorchForwardMode, forward_mode_function, jvp_reproducer_lines
 from fuzzer.ir import Case, Graph
-from fuzzer.op_source import Source
-from fuzzer.program_source import torch_program
+from fuzzer.reproducers.op_source import Source
+from fuzzer.reproducers.program_source import torch_program
 
 
 class TorchCompileJvp(TorchForwardMode, TorchCompileGrad):

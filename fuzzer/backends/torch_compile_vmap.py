@@ -12,8 +12,8 @@ from fuzzer.backends.batching import batch_size, copies_reference, copies_source
 from fuzzer.backends.torch_compile import TorchCompile
 from fuzzer.errors import documented_gaps
 from fuzzer.ir import Case, Graph, interpret
-from fuzzer.op_source import Source
-from fuzzer.program_source import torch_program
+from fuzzer.reproducers.op_source import Source
+from fuzzer.reproducers.program_source import torch_program
 
 
 # functorch's documented gaps, no verdict: no batching rule for the fused RNN ops (eager vmap loops over the

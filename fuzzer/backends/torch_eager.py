@@ -12,8 +12,8 @@ from fuzzer.complex_dtypes import COMPLEX_DTYPES
 from fuzzer.exact_dtypes import EXACT_DTYPES, result_array
 from fuzzer.ir import Case, Graph, interpret
 from fuzzer.ops import get_op
-from fuzzer.program import run_steps, scalar_reads
-from fuzzer.program_source import TORCH_VERSIONS, torch_program
+from fuzzer.programs.program import run_steps, scalar_reads
+from fuzzer.reproducers.program_source import TORCH_VERSIONS, torch_program
 
 # How far past its allowance the error of a graph on cuDNN's RNN kernels may go and still be
 # cuDNN's precision (approximate activations: ~2^-11 relative) rather than a bug.
@@ -54,8 +54,8 @@ class TorchEager(Backend):
         return torch.from_numpy(np.ascontiguousarray(array)).to(device=self.device, dtype=getattr(torch, self.dtype))
 
     def _input_tensors(self, graph: Graph, inputs: dict) -> dict:
-        """Graph inputs as tensors, each stored in the layout its spec names (fuzzer/layouts.py)."""
-        from fuzzer.layouts import apply_layout
+        """Graph inputs as tensors, each stored in the layout its spec names (fuzzer/drawing/layouts.py)."""
+        from fuzzer.drawing.layouts import apply_layout
 
         return {spec.name: apply_layout(self._to_torch(inputs[spec.name]), spec.layout) for spec in graph.inputs}
 
@@ -126,7 +126,7 @@ class TorchEager(Backend):
         fn = self._graph_fn(graph)
         with torch.no_grad(), self.precision_context(graph):
             tensors = self._input_tensors(graph, inputs)
-            if graph.steps:  # a program: the same input tensors every step, written in place (fuzzer/program.py)
+            if graph.steps:  # a program: the same input tensors every step, written in place (fuzzer/programs/program.py)
                 state = {name: tensor.clone() for name, tensor in tensors.items()}
                 outputs = run_steps(graph, lambda state: (fn(state, {}), state), state, lambda out: out.clone())
             else:

@@ -28,7 +28,7 @@ from fuzzer.backends import CompiledCache
 from fuzzer.backends.gradients import GradientOutputs, cotangent, torch_eager_gradients
 from fuzzer.backends.torch_module import ModuleBackend
 from fuzzer.ir import Case
-from fuzzer.op_source import Source
+from fuzzer.reproducers.op_source import Source
 
 
 def torch_joint_outputs_and_gradients(model, inputs, exported=None) -> tuple:

@@ -12,9 +12,9 @@ from fuzzer.backends.gradients import GradientOutputs, torch_eager_gradients, un
 from fuzzer.backends.torch_eager import TorchEager
 from fuzzer.errors import documented_gaps
 from fuzzer.ir import Case, Graph, interpret
-from fuzzer.op_source import Source
 from fuzzer.ops import get_op
-from fuzzer.program_source import torch_program
+from fuzzer.reproducers.op_source import Source
+from fuzzer.reproducers.program_source import torch_program
 
 
 def draws_forward_mode(op_name: str) -> bool:
@@ -26,7 +26,7 @@ def draws_forward_mode(op_name: str) -> bool:
 
 def buffer_indices(graph: Graph, names: list[str]) -> list[int]:
     """Positions in `names` of the graph's buffers (running statistics): passed as they are, no tangent."""
-    from fuzzer.model import buffer_weights  # imports torch: not at module level, where backends are named
+    from fuzzer.running.model import buffer_weights  # imports torch: not at module level, where backends are named
 
     buffers = buffer_weights(graph)
     return [index for index, name in enumerate(names) if name in buffers]

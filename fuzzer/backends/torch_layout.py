@@ -3,7 +3,7 @@
 Layout invariance: the same logical values stored channels_last, transposed or strided (a
 stride-2 view whose gaps hold NaN, so a kernel that reads the gaps shows it) must give the
 same outputs as contiguous ones. Every graph input and every weight of rank >= 2 is
-relayouted (see `relayout` and fuzzer/layouts.py); the outputs are judged against the float64
+relayouted (see `relayout` and fuzzer/drawing/layouts.py); the outputs are judged against the float64
 reference like any backend's. Reproducers write each argument's layout, decided from its shape
 when the script is written, as the torch expression that makes it (program_source.torch_tensors).
 
@@ -17,9 +17,9 @@ import math
 import numpy as np
 
 from fuzzer.backends.torch_eager import TorchEager
+from fuzzer.drawing.layouts import CONTIGUOUS, apply_layout, layouts_for
 from fuzzer.ir import Case, Graph, interpret
-from fuzzer.layouts import CONTIGUOUS, apply_layout, layouts_for
-from fuzzer.program_source import argument_names, torch_program
+from fuzzer.reproducers.program_source import argument_names, torch_program
 
 RELAYOUTS = ("channels_last", "transposed", "strided")  # in order of preference
 
@@ -35,7 +35,7 @@ def relayout_of(shape: tuple[int, ...]) -> str:
 
 
 def relayout(x):
-    """The same logical values in another memory layout: `relayout_of` its shape (fuzzer/layouts.py)."""
+    """The same logical values in another memory layout: `relayout_of` its shape (fuzzer/drawing/layouts.py)."""
     return apply_layout(x, relayout_of(tuple(x.shape)))
 
 

@@ -7,7 +7,7 @@ shrinker and corpus handle it unchanged: the transformed model's outputs are jud
 against the float64 reference like any backend's, and a finding's signature names
 the transformation (e.g. "mismatch | torch-bnfold:cpu:float32 | batch_norm").
 
-The model is `fuzzer.model.build_module`: one module per node, nested in
+The model is `fuzzer.running.model.build_module`: one module per node, nested in
 containers drawn from `case.seed` (kept by the shrinker, so a shrunk case nests
 the same way), in eval mode; op modes come from the ops' `training` attributes. A kind to which
 the nesting is only overhead sets `flat` and gets the graph as one module (model.FlatGraphModule):
@@ -41,9 +41,9 @@ from fuzzer.backends import CompiledCache
 from fuzzer.backends.gradients import GradientOutputs, torch_eager_gradients, torch_outputs_and_gradients
 from fuzzer.backends.torch_eager import TorchEager
 from fuzzer.ir import Case, Graph, split_arrays
-from fuzzer.op_source import Source
 from fuzzer.ops import registry
-from fuzzer.program_source import module_program
+from fuzzer.reproducers.op_source import Source
+from fuzzer.reproducers.program_source import module_program
 
 
 class ModuleBackend(TorchEager):
@@ -57,7 +57,7 @@ class ModuleBackend(TorchEager):
     default_dtype = "float32"
     # Ops this kind cannot run (measured; see each subclass). Set per instance in __init__.
     UNSUPPORTED: frozenset[str] = frozenset()
-    # One flat module instead of the nested tree, where the nesting is only overhead (see fuzzer/model.py).
+    # One flat module instead of the nested tree, where the nesting is only overhead (see fuzzer/running/model.py).
     flat = False
 
     def __init__(self, device="cpu", dtype=None, overrides=None, name=None):
@@ -70,12 +70,12 @@ class ModuleBackend(TorchEager):
 
     def build(self, graph: Graph, params: dict | None, nesting_seed: int):
         """The nested model, or the flat one (params None: a fresh zero-filled one)."""
-        from fuzzer import model
+        from fuzzer.running import model
 
         return model.build_graph_module(graph, params, self.dtype, self.device, nesting_seed, self.impl_for, self.flat)
 
     def _execute(self, graph: Graph, inputs: dict, params: dict, nesting_seed: int = 0) -> list[np.ndarray]:
-        from fuzzer import model
+        from fuzzer.running import model
 
         module = self.build(graph, params, nesting_seed)
         args = list(self._input_tensors(graph, inputs).values())
@@ -116,7 +116,7 @@ class ModuleBackend(TorchEager):
     context_source = "torch.inference_mode()"
 
     def reproducer_program(self, case: Case) -> tuple[list[str], str]:
-        from fuzzer.model import buffer_weights
+        from fuzzer.running.model import buffer_weights
 
         source = Source(imports=[*self.transform_imports, "import torch"])
         return module_program(case, self, self.reproducer_transform(source), self.reproducer_context(source),

@@ -9,10 +9,10 @@ Tables (schema version 9):
                  stored once: `case_key` (graph + arrays) is unique, so import,
                  merge, resume and shrink add nothing they find here already.
     case_arrays  the case's inputs and weights as .npy bytes (never pickled).
-    buckets      one row per cause (fuzzer/buckets.py: "nan-inf | torch-eager:cpu | sinh"): its
+    buckets      one row per cause (fuzzer/triaging/buckets.py: "nan-inf | torch-eager:cpu | sinh"): its
                  integer id (the command line's handle B7, never reused), triage status, which all its members share; how many generated cases have a
                  finding in it (count, first and last seen, and per campaign id: campaigns);
-                 the cases it keeps (below); the id of the known bug it is (fuzzer/known.py); and the
+                 the cases it keeps (below); the id of the known bug it is (fuzzer/triaging/known.py); and the
                  compiler pass `fuzz localize` named, with the versions it ran on (localization).
     members      one row per finding signature a bucket holds ("nan-inf |
                  torch-eager:cpu:float16 | sinh", an `inherited` copy on torch-module): its
@@ -52,7 +52,6 @@ this file, whose names are the package's face.
 
 from __future__ import annotations
 
-from fuzzer.buckets import STATUSES
 from fuzzer.corpus.campaigns import Campaigns
 from fuzzer.corpus.case_forms import StoredCase, case_from_export, file_kind, is_finding, load_case_file
 from fuzzer.corpus.merge import Merge
@@ -61,6 +60,7 @@ from fuzzer.corpus.releases import ReleaseChecks
 from fuzzer.corpus.schema import SCHEMA_VERSION, case_key
 from fuzzer.corpus.store import CaseStore
 from fuzzer.corpus.triage import Triage
+from fuzzer.triaging.buckets import STATUSES
 
 # What other modules import from here; the package's modules are its parts (module docstring).
 __all__ = ["SCHEMA_VERSION", "STATUSES", "Corpus", "StoredCase", "case_from_export", "case_key", "file_kind",

@@ -12,12 +12,12 @@ import socket
 import time
 import uuid
 
-from fuzzer.campaign_config import stored_plugins
 from fuzzer.corpus.connection import CorpusFile, stored_json, utc_now
 from fuzzer.corpus.integrity import storage_errors_explained
 from fuzzer.corpus.locking import LEASE_STALE_S, live_holder, retry_while_locked
 from fuzzer.corpus.schema import sorted_json
 from fuzzer.errors import InternalError, UserError
+from fuzzer.running.campaign_config import stored_plugins
 
 CAMPAIGN_STATUSES = ("running", "finished", "interrupted")
 

@@ -17,10 +17,10 @@ from typing import Any
 
 from fuzzer import jsonform
 from fuzzer.backend_names import BackendName
-from fuzzer.buckets import STATUSES
 from fuzzer.errors import UserError
 from fuzzer.ir import MAX_JSON_DEPTH, Case, check_json_depth
 from fuzzer.records import BackendVerdict, CaseRecord, Finding, case_from_dict
+from fuzzer.triaging.buckets import STATUSES
 
 EXPORT_FORMAT = "fuzzer-case"
 EXPORT_VERSION = 1

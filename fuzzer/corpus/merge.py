@@ -10,12 +10,12 @@ from dataclasses import replace
 from pathlib import Path
 
 from fuzzer.arrays import to_base64
-from fuzzer.buckets import stored_buckets
-from fuzzer.campaign_config import check_campaign_row
 from fuzzer.corpus.case_forms import EXPORT_FORMAT, EXPORT_VERSION, imported_case
 from fuzzer.corpus.connection import CorpusFile
 from fuzzer.corpus.schema import sorted_json
 from fuzzer.errors import UserError
+from fuzzer.running.campaign_config import check_campaign_row
+from fuzzer.triaging.buckets import stored_buckets
 
 
 def _checked_tallies(row: dict, what: str, path: Path) -> dict[str, int]:
@@ -79,7 +79,7 @@ class Merge(CorpusFile):
 
     def check_campaign_rows(self) -> None:
         """Refuse, in one sentence, a campaign row whose config or checkpoint is not of the shape and bounds
-        `fuzz run` writes (fuzzer/campaign_config.py): merged, it would reach every reader of the target."""
+        `fuzz run` writes (fuzzer/running/campaign_config.py): merged, it would reach every reader of the target."""
         for row in self.campaigns():
             try:
                 check_campaign_row(row)

@@ -8,7 +8,6 @@ import re
 
 from fuzzer import verdicts as verdict_table
 from fuzzer.arrays import from_npy_bytes
-from fuzzer.buckets import check_status
 from fuzzer.corpus.case_forms import StoredCase
 from fuzzer.corpus.connection import CorpusFile
 from fuzzer.corpus.integrity import verify_content
@@ -17,6 +16,7 @@ from fuzzer.errors import UserError
 from fuzzer.ir import Case, Graph
 from fuzzer.ops import get_op
 from fuzzer.records import Signature, needed_arrays
+from fuzzer.triaging.buckets import check_status
 
 # The bucket of a case: the one its primary finding is a member of.
 _CASE_BUCKET = "(SELECT m.bucket FROM members m WHERE m.signature = c.signature ORDER BY m.rowid LIMIT 1)"
@@ -286,7 +286,7 @@ class Queries(CorpusFile):
     # ---- figures
 
     def stats(self) -> dict:
-        from fuzzer.motifs import PREFIX as MOTIF_PREFIX
+        from fuzzer.drawing.motifs import PREFIX as MOTIF_PREFIX
 
         def counts(sql: str) -> dict:
             return {row["key"]: row["n"] for row in self._rows(sql)}
@@ -316,9 +316,9 @@ class Queries(CorpusFile):
     def region_coverage(self, declared_field: str = "regions_declared", counts_field: str = "region_counts",
                         within: str = "") -> dict[str, dict]:
         """Per campaign id (a string, as JSON keys are) whose checkpoint declares region keys: its
-        region coverage (fuzzer/regions.py's coverage); of the pairs of keys with the pairs' fields
-        (fuzzer/region_pairs.py); of the keys whose region starts with `within` only where given."""
-        from fuzzer.regions import coverage
+        region coverage (fuzzer/drawing/regions.py's coverage); of the pairs of keys with the pairs' fields
+        (fuzzer/drawing/region_pairs.py); of the keys whose region starts with `within` only where given."""
+        from fuzzer.drawing.regions import coverage
 
         found = {}
         for campaign_id, checkpoint in self._checkpoints():
@@ -342,8 +342,8 @@ class Queries(CorpusFile):
 
     def judged_share(self) -> list[dict]:
         """What the oracle judged, per (op, dtype, backend kind), summed over every campaign's
-        checkpoint, least judged first (fuzzer/judged_share.py's table)."""
-        from fuzzer import judged_share
+        checkpoint, least judged first (fuzzer/judging/judged_share.py's table)."""
+        from fuzzer.judging import judged_share
 
         rows: dict = {}
         for campaign_id, checkpoint in self._checkpoints():

@@ -1,4 +1,4 @@
-"""What a bucket's bug does in other releases: the outcomes of `fuzz replay ID --on ENV` (fuzzer/release_checks.py),
+"""What a bucket's bug does in other releases: the outcomes of `fuzz replay ID --on ENV` (fuzzer/triaging/release_checks.py),
 one row per bucket, environment and set of versions, the newest check of each kept (ReleaseChecks)."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from fuzzer.corpus.schema import sorted_json
 from fuzzer.errors import UserError
 
 PRESENT, FIXED, DIFFERS, CANNOT_RUN = "present", "fixed", "differs", "cannot-run"
-OUTCOMES = (PRESENT, FIXED, DIFFERS, CANNOT_RUN)  # what fuzzer/release_checks.py decides
+OUTCOMES = (PRESENT, FIXED, DIFFERS, CANNOT_RUN)  # what fuzzer/triaging/release_checks.py decides
 
 # The newest check of a release wins; the same check again (a merge repeated) changes nothing.
 _PUT = ("INSERT INTO release_checks (bucket, environment, versions, case_id, outcome, detail, checked_at) "

@@ -237,7 +237,7 @@ def _to_v5(db: sqlite_utils.Database) -> None:
 
 
 def _to_v6(db: sqlite_utils.Database) -> None:
-    """Version 6 has one bucket per cause, with its members (fuzzer/buckets.py). Each version-5
+    """Version 6 has one bucket per cause, with its members (fuzzer/triaging/buckets.py). Each version-5
     bucket (one finding signature) becomes a member of itself; Corpus.migrate then groups them
     as `fuzz rebucket` does, keeping every finding's signature."""
     db.execute(SCHEMA_SQL["members"])
@@ -266,7 +266,7 @@ def _to_v8(db: sqlite_utils.Database) -> None:
 
 
 def _to_v9(db: sqlite_utils.Database) -> None:
-    """Version 9 adds buckets.localization: the compiler pass `fuzz localize` named (fuzzer/pass_bisect.py)."""
+    """Version 9 adds buckets.localization: the compiler pass `fuzz localize` named (fuzzer/triaging/pass_bisect.py)."""
     _add_missing_columns(db)
 
 

@@ -1,4 +1,4 @@
-"""Storing a case: its row and arrays, its findings filed in their buckets (fuzzer/buckets.py), and
+"""Storing a case: its row and arrays, its findings filed in their buckets (fuzzer/triaging/buckets.py), and
 the bounded corpus's dropping of the cases nothing needs any more (CaseStore).
 
 A bounded corpus. A campaign that hits one frequent bug for an hour stores a few of its cases,
@@ -20,10 +20,10 @@ import json
 
 from fuzzer import jsonform, verdicts
 from fuzzer.arrays import to_npy_bytes
-from fuzzer.buckets import bucket_signatures, describing
 from fuzzer.corpus.connection import CorpusFile, stored_json, utc_now
 from fuzzer.corpus.schema import case_key, sorted_json
 from fuzzer.records import CaseRecord
+from fuzzer.triaging.buckets import bucket_signatures, describing
 
 
 def _one_per_signature(findings: list[dict]) -> list[dict]:
@@ -143,7 +143,7 @@ class CaseStore(CorpusFile):
                                    counts=counts and stored["shrunk_from"] is None)
 
     def _file_findings(self, findings: list[dict], keys: list[str], case: dict, counts: bool) -> list[int]:
-        """Put a stored case's findings in their buckets (`keys`, fuzzer/buckets.py): the case once
+        """Put a stored case's findings in their buckets (`keys`, fuzzer/triaging/buckets.py): the case once
         in each bucket, each finding signature once among its members. Returns the cases displaced."""
         by_bucket: dict[str, list[dict]] = {}
         for finding, key in zip(findings, keys):

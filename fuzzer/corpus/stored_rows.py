@@ -1,7 +1,7 @@
 """What a stored case, bucket or member row may hold, checked where Queries reads it, so that a
 tampered or damaged row is one sentence (exit 2) in every command, never a crash in one of them.
 
-Each column has a kind (fuzzer/campaign_config.py's, as campaign rows are checked with); the JSON
+Each column has a kind (fuzzer/running/campaign_config.py's, as campaign rows are checked with); the JSON
 columns are read first, a finding's and a verdict's numbers as floats (fuzzer/jsonform.py).
 """
 
@@ -12,12 +12,12 @@ from pathlib import Path
 from typing import Any, Callable
 
 from fuzzer import jsonform
-from fuzzer.buckets import STATUSES
-from fuzzer.campaign_config import COUNT, INT64, TEXT, ListOf, MapOf, Nullable, Number, check_fields
 from fuzzer.corpus.case_forms import is_finding, is_verdict
 from fuzzer.errors import UserError
 from fuzzer.ir import parse_json
 from fuzzer.records import BackendVerdict, Finding
+from fuzzer.running.campaign_config import COUNT, INT64, TEXT, ListOf, MapOf, Nullable, Number, check_fields
+from fuzzer.triaging.buckets import STATUSES
 
 
 @dataclass(frozen=True)

@@ -1,18 +1,18 @@
 """Triage of a corpus's buckets: a status and note a person gives a bucket, the known bug it is, and
 regrouping every stored finding under new signature rules (`fuzz rebucket`, the upgrade to
-schema 6; fuzzer/buckets.py, plan_regroup) (Triage)."""
+schema 6; fuzzer/triaging/buckets.py, plan_regroup) (Triage)."""
 
 from __future__ import annotations
 
 from typing import Callable
 
 from fuzzer import jsonform
-from fuzzer.buckets import check_status, own_bucket, pass_label, plan_regroup
 from fuzzer.corpus.connection import CorpusFile, stored_json
 from fuzzer.corpus.schema import sorted_json
-from fuzzer.corpus.stored_rows import checked_case_row, checked_member_row
 from fuzzer.corpus.store import primary_signature
+from fuzzer.corpus.stored_rows import checked_case_row, checked_member_row
 from fuzzer.errors import UserError
+from fuzzer.triaging.buckets import check_status, own_bucket, pass_label, plan_regroup
 
 
 class Triage(CorpusFile):
@@ -30,7 +30,7 @@ class Triage(CorpusFile):
 
     def record_localization(self, signature: str, localization: dict) -> str:
         """Store what `fuzz localize` named (pass_bisect.PassVerdict.stored) for a case of bucket `signature`;
-        returns the bucket it is kept on. The pass joins a compiler bucket's identity (fuzzer/buckets.py,
+        returns the bucket it is kept on. The pass joins a compiler bucket's identity (fuzzer/triaging/buckets.py,
         "The pass"): where the bucket already names another pass, found on another case, this case's
         findings of the bucket (and those of the cases it was shrunk from) take the new pass and move to a
         bucket of their own, triaged afresh. Otherwise it replaces the bucket's older localization, unless
@@ -85,7 +85,7 @@ class Triage(CorpusFile):
 
     def resign_findings(self, resign: Callable[[dict], str], dry_run: bool = False, merged_by: str = "`fuzz rebucket`") -> dict:
         """Give every stored finding the signature `resign(finding)` and regroup the buckets under this
-        release's rules (fuzzer/buckets.py, plan_regroup): buckets whose findings now share one merge,
+        release's rules (fuzzer/triaging/buckets.py, plan_regroup): buckets whose findings now share one merge,
         keeping their triage, counts and release checks; the cases each keeps are chosen again from the
         stored cases, in the order they were stored, as add_case chose them. One transaction; with `dry_run`
         nothing is written."""

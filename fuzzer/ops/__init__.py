@@ -17,13 +17,13 @@ from typing import Callable
 
 import numpy as np
 
-from fuzzer.branch_points import BranchPoints
+from fuzzer.drawing.branch_points import BranchPoints
 from fuzzer.errors import UserError, did_you_mean
 from fuzzer.ops.numerics import Numerics
 
 Shape = tuple[int, ...]
 # Marks on implementations made by builders, so a reproducer can write them as source
-# (fuzzer/op_source.py): the framework function called with (*inputs, **attrs), e.g.
+# (fuzzer/reproducers/op_source.py): the framework function called with (*inputs, **attrs), e.g.
 # "torch.nn.functional.silu", or the plain function (*inputs, **attrs) that is called; and
 # the keywords attributes are passed as where the API names them otherwise ({"dim": "axis"}).
 API_PATH = "api_path"
@@ -35,7 +35,7 @@ AttrDrawer = Callable[[Callable, list[Shape]], dict]
 
 @dataclass(frozen=True)
 class Regions:
-    """The regions an op's kernels switch on that fuzzer/regions.py's generic keys miss: `of(attrs,
+    """The regions an op's kernels switch on that fuzzer/drawing/regions.py's generic keys miss: `of(attrs,
     operand shapes)` gives the keys a node exercises, without the op's name ("batch=broadcast"),
     and `declared` is every key it can give."""
 
@@ -45,7 +45,7 @@ class Regions:
 
 @dataclass(frozen=True)
 class Ladder:
-    """The axes of an op's first operand that reduce or contract, where a size ladder (fuzzer/ladder.py)
+    """The axes of an op's first operand that reduce or contract, where a size ladder (fuzzer/drawing/ladder.py)
     puts 2^k - 1, 2^k or 2^k + 1 elements: `kind` is "reduction" or "contraction", `axes(attrs, operand
     shapes)` the axes (non-negative; none where these attributes contract nothing worth a ladder)."""
 
@@ -137,7 +137,7 @@ class OpDef:
     # Regions beyond the generic ones (attribute values, regime, layout, special values, sizes).
     regions: Regions | None = None
     ladder: Ladder | None = None  # its reduction or contraction axes, for the ladder regime
-    branch_points: BranchPoints | None = None  # where its math or kernels switch (fuzzer/branch_points.py)
+    branch_points: BranchPoints | None = None  # where its math or kernels switch (fuzzer/drawing/branch_points.py)
     family: str = ""
     # Forward-identical to another op (a custom autograd.Function, an autocast region): only gradient
     # backends tell them apart, so they are drawn only where named (--ops), never in a default campaign.
@@ -205,12 +205,12 @@ def register_op(op: OpDef) -> None:
 
 
 def get_op(name: str) -> OpDef:
-    """A hand-written or plugin op, a program's statement (fuzzer/program_ops.py), else one derived from
+    """A hand-written or plugin op, a program's statement (fuzzer/programs/statements.py), else one derived from
     torch's op database (fuzzer/ops/derived/), read from its table only when a name is none of those."""
     ops = registry()
     if name in ops:
         return ops[name]
-    from fuzzer.program_ops import STATEMENTS
+    from fuzzer.programs.statements import STATEMENTS
 
     if name in STATEMENTS:
         return STATEMENTS[name]
@@ -234,7 +234,7 @@ def known_op_names() -> set[str]:
     may name `masked_fill_`), and those derived from torch's op database where its table is here already
     (a known-bug entry may name one; reading the registry never builds it)."""
     from fuzzer.ops.derived import derived_registry
-    from fuzzer.program_ops import STATEMENTS
+    from fuzzer.programs.statements import STATEMENTS
 
     return set(registry()) | set(STATEMENTS) | set(derived_registry())
 

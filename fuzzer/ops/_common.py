@@ -15,7 +15,7 @@ class _Strategies:
 
     Only drawing attributes needs hypothesis; running ops does not, and the ops are
     shipped to other Python environments that have just numpy and one framework
-    (fuzzer/env_worker.py).
+    (fuzzer/running/env_worker.py).
     """
 
     def __getattr__(self, name: str):

@@ -13,7 +13,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from fuzzer.branch_points import BranchPoints, declare, fixed
+from fuzzer.drawing.branch_points import BranchPoints, declare, fixed
 from fuzzer.ops import API_KEYWORDS, API_PATH, WRAPS, OpDef
 from fuzzer.ops._common import check, like, st
 from fuzzer.ops._complex import complex_semantics

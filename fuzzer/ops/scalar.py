@@ -12,7 +12,7 @@ import math
 
 import numpy as np
 
-from fuzzer.branch_points import BranchPoints, declare
+from fuzzer.drawing.branch_points import BranchPoints, declare
 from fuzzer.jsonform import number
 from fuzzer.ops._common import st
 from fuzzer.ops._exact import EXACT_DTYPES, FLOAT_RESULT, INTEGERS, as_weak_scalar, integer_semantics, scalar_result_dtype
@@ -33,7 +33,7 @@ def grid_values():
 # Python scalars of other kinds, half the draws: ints and bools (an integer tensor keeps its
 # dtype, wrapping the int; a bool tensor becomes int64) and the floats compilers special-case (-0.0;
 # inf and nan, stored as the strings "inf", "-inf", "nan" as JSON forms of them: fuzzer/jsonform.py).
-# Their kind is a region key through the attribute's own keys (fuzzer/region_keys.py): value=True,
+# Their kind is a region key through the attribute's own keys (fuzzer/drawing/region_keys.py): value=True,
 # value=False, value=1 (an int), value=inf, value=-inf, value=nan, value=0 (either zero).
 INT_SCALARS = (1, -1, -128, 255, 2**31 - 1)  # few small ones: each int 0 .. 4 is a region key to steer to
 SPECIAL_FLOATS = (-0.0, "inf", "-inf", "nan")
@@ -47,7 +47,7 @@ def scalar_value(value):
 def _draw_value(exclude=()):
     def draw_attrs(draw, shapes):
         usual = st.one_of(st.sampled_from(SPECIAL_VALUES), grid_values())
-        # Each value a branch of its own, so steering reaches its attribute key in a few draws (fuzzer/regions.py).
+        # Each value a branch of its own, so steering reaches its attribute key in a few draws (fuzzer/drawing/regions.py).
         other = st.one_of(st.sampled_from(INT_SCALARS), st.booleans(), *map(st.just, SPECIAL_FLOATS))
         # By type as well: torch refuses x - True, where x - 1 is fine (and True == 1).
         values = st.one_of(usual, other).filter(
@@ -131,7 +131,7 @@ def _draw_clamp(draw, shapes):
     }
 
 
-# Its bounds are its branch points (fuzzer/branch_points.py), where given.
+# Its bounds are its branch points (fuzzer/drawing/branch_points.py), where given.
 CLAMP_BOUNDS = BranchPoints(("min", "max"), lambda attrs, dtype: {
     bound: attrs[bound] for bound in ("min", "max") if attrs.get(bound) is not None})
 

@@ -14,7 +14,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from fuzzer.branch_points import BranchPoints, declare, fixed, overflow_boundary
+from fuzzer.drawing.branch_points import BranchPoints, declare, fixed, overflow_boundary
 from fuzzer.errors import OpUnsupported
 from fuzzer.ops._common import st
 from fuzzer.ops._complex import complex_semantics
@@ -156,7 +156,7 @@ def _jax_tanhshrink(x):
     return x - jax.numpy.tanh(x)
 
 
-# Branch points (fuzzer/branch_points.py): where these ops' math or their kernels switch path.
+# Branch points (fuzzer/drawing/branch_points.py): where these ops' math or their kernels switch path.
 AT_ZERO = fixed(zero=0.0)  # relu-likes, sign, and the edge of log's and sqrt's domain
 # exp-like functions overflow the dtype past log(max); exp's result turns subnormal below log(tiny).
 OVERFLOW_POINT = BranchPoints(("overflow",), lambda attrs, dtype: {"overflow": overflow_boundary(dtype)})

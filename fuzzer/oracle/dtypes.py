@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from fuzzer.reference import numpy_dtype
+from fuzzer.judging.reference import numpy_dtype
 
 
 @dataclass(frozen=True)

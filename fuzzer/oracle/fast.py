@@ -13,11 +13,11 @@ from __future__ import annotations
 import numpy as np
 
 from fuzzer.ir import Case, Graph
+from fuzzer.judging.reference import evaluate_all
 from fuzzer.ops import get_op
 from fuzzer.oracle.dtypes import LARGEST, ROUNDING_SLACK, TINY, UNIT_ROUNDOFF, flushed, round_to_dtype
 from fuzzer.oracle.flush import flushed_node
 from fuzzer.oracle.rounding import NOISY_RUNS, finished, model_outputs, perturb
-from fuzzer.reference import evaluate_all
 from fuzzer.oracle.undeclared import operand_reach
 
 

@@ -10,11 +10,11 @@ from __future__ import annotations
 import numpy as np
 
 from fuzzer.ir import Graph, interpret
+from fuzzer.judging.reference import evaluate_all
 from fuzzer.ops import get_op
 from fuzzer.oracle.dtypes import LARGEST, TINY, flushed, nonfinite_class, round_to_dtype
 from fuzzer.oracle.rounding import model_outputs
 from fuzzer.oracle.rules import depends_on_undefined
-from fuzzer.reference import evaluate_all
 
 
 def flush_to_zero_run(graph: Graph, inputs: dict, params: dict, dtype: str, env: dict | None = None) -> list[np.ndarray]:

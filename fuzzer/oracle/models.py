@@ -11,7 +11,7 @@ honest float16 kernel may); for float16 a second such model computes each op in 
 its result, as torch's opmath and cuBLAS do (a product of -1.5e6 that overflows inside a numpy
 float16 baddbmm does not there), and an entry must be the same in both to be defined.
 bfloat16 values are ml_dtypes' and every op computes in float32 from them and rounds its result
-to bfloat16, as a bfloat16 kernel does (fuzzer/reference.py says why not ml_dtypes' own reductions): an
+to bfloat16, as a bfloat16 kernel does (fuzzer/judging/reference.py says why not ml_dtypes' own reductions): an
 input that rounds to -1 makes log1p -inf there too. A scan that kernels may carry in bfloat16
 (Numerics.scans_in_dtype: cumsum) runs in bfloat16 in the model as well.
 
@@ -54,10 +54,10 @@ from fuzzer.ir import Case, Graph, interpret
 from fuzzer.ops import get_op
 import fuzzer.oracle.fast as fast
 import fuzzer.oracle.paths as paths
+from fuzzer.judging.reference import evaluate_all
 from fuzzer.oracle.dtypes import nonfinite_class
 from fuzzer.oracle.flush import flush_in_range_run, flush_to_zero_run
 from fuzzer.oracle.rounding import rounding_runs
-from fuzzer.reference import evaluate_all
 
 @dataclass
 class HonestModels:

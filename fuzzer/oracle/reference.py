@@ -35,14 +35,14 @@ import numpy as np
 from fuzzer.ir import Case, split_arrays
 from fuzzer.ops import get_op
 import fuzzer.oracle.paths as paths
+from fuzzer.complex_dtypes import is_complex
 from fuzzer.exact_dtypes import is_exact
+from fuzzer.judging.reference import evaluate_all, numpy_dtype
+from fuzzer.oracle.complex import ComplexReference
 from fuzzer.oracle.dtypes import flushed, nonfinite_class
 from fuzzer.oracle.entry_scale import entry_scales
-from fuzzer.complex_dtypes import is_complex
-from fuzzer.oracle.complex import ComplexReference
 from fuzzer.oracle.exact import ExactReference
 from fuzzer.oracle.models import HonestModels, honest_models
-from fuzzer.reference import evaluate_all, numpy_dtype
 
 
 @dataclass
@@ -58,7 +58,7 @@ class Reference:
     # allowed_error per (dtype, output) with the reference's own judged mask: one per case, not per backend.
     allowance: dict[tuple[str, int], float] = field(default_factory=dict, repr=False, compare=False)
     entry_allowances: dict[tuple[str, int], np.ndarray | None] = field(default_factory=dict, repr=False, compare=False)
-    # Every value of the float64 run by name, inputs included (the special values a node reads: fuzzer/regions.py).
+    # Every value of the float64 run by name, inputs included (the special values a node reads: fuzzer/drawing/regions.py).
     values: dict = field(default_factory=dict, repr=False, compare=False)
     float64_cost: dict[str, tuple[int, float]] = field(default_factory=dict, repr=False, compare=False)
     # Per output whose op declares Numerics.indexes: indices -> (the operand values there, valid); judged by indices.py.
@@ -142,7 +142,7 @@ class Reference:
 
 
 def compute_reference(case: Case, dtypes: set[str]) -> Reference:
-    if case.graph.steps:  # a program: its literal numpy runs (fuzzer/program.py); no integer backend runs one
+    if case.graph.steps:  # a program: its literal numpy runs (fuzzer/programs/program.py); no integer backend runs one
         return program_reference(case, {d for d in dtypes if not is_exact(d)})
     exact_dtypes = sorted(d for d in dtypes if is_exact(d))
     exact = ExactReference(case) if exact_dtypes else None
@@ -266,8 +266,8 @@ def program_reference(case, dtypes: set[str]):
     gradients (fuzzer/oracle/reference.py, "Extra outputs"), no non-finite entry is defined: a write
     that a compiler reorders around a nan is no finding of this slice. Scale: the largest magnitude of
     any result; sensitivity: 1 + every statement's once per step (views and the writes that only move
-    values add none: fuzzer/program_ops.py, MOVES_VALUES)."""
-    from fuzzer.program import VIEWS, run_in_numpy
+    values add none: fuzzer/programs/statements.py, MOVES_VALUES)."""
+    from fuzzer.programs.program import VIEWS, run_in_numpy
 
     graph, inputs = case.graph, {spec.name: case.arrays[spec.name] for spec in case.graph.inputs}
     start = time.perf_counter()
@@ -306,7 +306,7 @@ def _flushing(dtype: str) -> Callable:
     operands they read flushed (a write's destination excepted, which is memory to write into), and
     the results, written through (a write's result is its destination's memory); a view left as it is.
     jax's masked_fill_ reads a mask of 8.7e-42 as 0 (not positive), where numpy fills (2.15 campaign)."""
-    from fuzzer.program_ops import VIEWS, WRITES
+    from fuzzer.programs.statements import VIEWS, WRITES
 
     def impl_for(name: str) -> Callable:
         reference = get_op(name).reference

@@ -13,10 +13,10 @@ from __future__ import annotations
 import numpy as np
 
 from fuzzer.ir import Case
+from fuzzer.judging.reference import evaluate_all
 from fuzzer.ops import get_op
 from fuzzer.oracle.dtypes import LARGEST, ROUNDING_SLACK, TINY, UNIT_ROUNDOFF
 from fuzzer.oracle.rules import UNDEFINED_RULES, VALUE_RULES, OpSite
-from fuzzer.reference import evaluate_all
 from fuzzer.oracle.undeclared import operand_reach
 
 NOISY_RUNS = 2

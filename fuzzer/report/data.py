@@ -16,8 +16,8 @@ from typing import Any
 
 from fuzzer import verdicts
 from fuzzer.corpus import Corpus
+from fuzzer.drawing.regions import coverage
 from fuzzer.errors import UserError
-from fuzzer.regions import coverage
 
 SCRIPT_LIMIT = 60_000  # characters of one reproducer shown whole; a longer one is left to `fuzz export`
 
@@ -59,9 +59,9 @@ class CampaignRow:
     # recorded (their coverage credits every backend with every graph).
     backend_op_counts: dict[str, dict[str, int]] | None
     backend_seconds: dict[str, float]
-    # Region keys (fuzzer/regions.py): {"declared", "covered", "never_reached"}; None before they were recorded.
+    # Region keys (fuzzer/drawing/regions.py): {"declared", "covered", "never_reached"}; None before they were recorded.
     regions: dict | None = None
-    pairs: dict | None = None  # the same for the pairs of keys of one node (fuzzer/region_pairs.py)
+    pairs: dict | None = None  # the same for the pairs of keys of one node (fuzzer/drawing/region_pairs.py)
 
 
 @dataclass
@@ -80,7 +80,7 @@ class BucketRow:
     last_seen_at: datetime.datetime | None
     status: Any
     note: Any
-    compiler_pass: str | None = None  # what `fuzz localize` named for a compiler bucket (fuzzer/pass_bisect.py)
+    compiler_pass: str | None = None  # what `fuzz localize` named for a compiler bucket (fuzzer/triaging/pass_bisect.py)
     case_id: int | None = None
     shrunk_from: int | None = None
     op_sequence: str = ""
@@ -209,8 +209,8 @@ def _bucket_row(index: int, bucket: dict) -> BucketRow:
 
 def _compiler_pass(localization: Any) -> str | None:
     """The pass a bucket's stored localization names; None for none, or for a row the report cannot read."""
-    from fuzzer.buckets import pass_label
-    from fuzzer.pass_bisect import stored_localization
+    from fuzzer.triaging.buckets import pass_label
+    from fuzzer.triaging.pass_bisect import stored_localization
 
     try:
         stored = stored_localization(localization if isinstance(localization, str) else None)
@@ -223,15 +223,15 @@ def _add_reproducer(corpus: Corpus, row: BucketRow, representative: Any, members
     """Fill in the row's representative case, its finding (one of the bucket's `members`: it may be
     on another dtype than the bucket's first finding) and its reproducer (or the graph and why not).
 
-    The script is the minimal reproducer that `fuzz export` writes (fuzzer.minimal_reproducer), so
+    The script is the minimal reproducer that `fuzz export` writes (fuzzer.reproducers.minimal_reproducer), so
     the report never shows a reproducer that the export would not give. It computes the float64
     reference in-process, so that runs first in `bounded` (a replay.Replayer): one the bounds stop
     gets no script. One too long to show whole (its inputs embedded) is not shown cut.
     """
     from fuzzer.backends import get_backend
-    from fuzzer.minimal_reproducer import build_minimal_script
     from fuzzer.plugins import canaries_for, load_plugins
-    from fuzzer.replay import reference_failure
+    from fuzzer.reproducers.minimal_reproducer import build_minimal_script
+    from fuzzer.running.replay import reference_failure
 
     if representative is None:
         row.why_no_script = "the bucket has no representative case stored."
@@ -333,7 +333,7 @@ def _coverage(campaigns: list[CampaignRow], cases: list[dict]) -> Coverage:
 def gather(corpus: Corpus, reference_timeout: float = 300.0) -> ReportData:
     """Everything the report shows; UserError when the corpus has neither campaigns nor cases.
     A bucket's reference that runs past `reference_timeout` seconds gets no script."""
-    from fuzzer.replay import REFERENCE_BACKEND, Replayer
+    from fuzzer.running.replay import REFERENCE_BACKEND, Replayer
 
     campaigns = [_campaign_row(row) for row in corpus.campaigns()]
     cases = corpus.list_cases(limit=10**9)

@@ -154,7 +154,7 @@ def _campaign_table(campaigns) -> str:
 
 
 def _region_section(campaigns) -> str:
-    """Per campaign that recorded them: region keys and pairs of keys (fuzzer/region_pairs.py) covered
+    """Per campaign that recorded them: region keys and pairs of keys (fuzzer/drawing/region_pairs.py) covered
     of those declared, and those never reached."""
     def never_reached(coverage: dict | None) -> str:
         missing = coverage["never_reached"] if coverage else []
@@ -277,7 +277,7 @@ def _coverage_table(coverage) -> str:
 
 
 def _judged_share_table(rows: list[dict]) -> str:
-    """Corpus.stats()'s judged-share table (fuzzer/judged_share.py), least judged first, as `fuzz stats` lists it."""
+    """Corpus.stats()'s judged-share table (fuzzer/judging/judged_share.py), least judged first, as `fuzz stats` lists it."""
     if not rows:
         return '<p class="empty">No campaign recorded what the oracle judged.</p>'
     body = []
@@ -339,7 +339,7 @@ def render_html(data, plots: dict[str, str], why_no_plots: str | None) -> str:
         '<h3 id="judged">What the oracle judged: op x dtype x backend kind</h3>',
         '<p class="small muted">The share of output entries judged (finite in every honest model, not undefined, '
         'the allowance at most a few floors), least judged first, and the median allowance in units of the dtype\'s '
-        'unit roundoff u, relative to the output\'s scale (fuzzer/judged_share.py).</p>',
+        'unit roundoff u, relative to the output\'s scale (fuzzer/judging/judged_share.py).</p>',
         _judged_share_table(data.stats.get("judged_share", [])),
         '<h2 id="reproducers">Reproducers</h2>',
         "\n".join(_reproducer_section(r) for r in bugs + policy) or '<p class="empty">No buckets, no reproducers.</p>',

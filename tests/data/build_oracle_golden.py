@@ -12,8 +12,8 @@ separate processes can build side by side: PART.json.gz and PART.npz each.
 
 Rebuild it only when the oracle's behaviour changes on purpose, and say so in the commit.
 
-What it stores, with a fixed seed: cases drawn by the campaign's generator (fuzzer/generate.py)
-in every regime of fuzzer/regimes.py (the float ones, motifs and programs; the integer and the
+What it stores, with a fixed seed: cases drawn by the campaign's generator (fuzzer/drawing/generate.py)
+in every regime of fuzzer/drawing/regimes.py (the float ones, motifs and programs; the integer and the
 complex ones), kept where they are small (a few large ones per large regime; none of the
 big-contraction regimes, whose every dim is 128 .. 512: a megabyte a case; the ladder's rungs up to
 2^9 + 1), and a few hand-made edge cases (edge_cases: one defines nothing, so the case is `invalid`).
@@ -62,16 +62,16 @@ import numpy as np  # noqa: E402 - after the thread count, which numpy's BLAS an
 
 from fuzzer import oracle
 from fuzzer.arrays import materialize, regime_profiles
-from fuzzer.backend_verdict import verdict_of
 from fuzzer.backends import Backend, get_backend, parse_backend_list
 from fuzzer.complex_dtypes import COMPLEX_DTYPES, is_complex
+from fuzzer.drawing.generate import CaseGenerator
+from fuzzer.drawing.regimes import BY_NAME, COMPLEX_REGIMES, INTEGER_REGIMES, MOTIFS, PROGRAMS, REGIMES, Regime
 from fuzzer.exact_dtypes import EXACT_DTYPES, is_exact
-from fuzzer.execute import ERROR, OK, UNSUPPORTED, Outcome, run_backend
-from fuzzer.generate import CaseGenerator
 from fuzzer.ir import Case, Graph, Node, TensorSpec
+from fuzzer.judging.backend_verdict import verdict_of
 from fuzzer.ops.derived import derived_registry
-from fuzzer.pipeline import campaign_ops, seed_for
-from fuzzer.regimes import BY_NAME, COMPLEX_REGIMES, INTEGER_REGIMES, MOTIFS, PROGRAMS, REGIMES, Regime
+from fuzzer.running.execute import ERROR, OK, UNSUPPORTED, Outcome, run_backend
+from fuzzer.running.pipeline import campaign_ops, seed_for
 from fuzzer.verdicts import CRASH
 
 FOLDER = Path(__file__).parent / "oracle_golden"

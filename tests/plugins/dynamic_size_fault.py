@@ -2,7 +2,7 @@
 the sizes it was first compiled for and scales the first output by 1.5 when it runs at other sizes
 with a dim past 17 (the class of a vectorized tail that the code specialized for the traced size
 gets wrong). It lives only where one dynamic compile is reused at a size the small regime never
-draws (its dims stop at 17): campaigns reach it through shape variants (fuzzer/shape_variants.py)."""
+draws (its dims stop at 17): campaigns reach it through shape variants (fuzzer/drawing/shape_variants.py)."""
 
 from fuzzer.backends.torch_compile_dynamic import TorchCompileDynamic
 

@@ -1,4 +1,4 @@
-"""Test plugin: faults that live only on one rung of the size ladder (fuzzer/ladder.py), so a test can
+"""Test plugin: faults that live only on one rung of the size ladder (fuzzer/drawing/ladder.py), so a test can
 show that the ladder regime, steered toward the rungs not yet tried, finds what no other regime draws:
 no other regime puts 2^16 + 1 or 2^17 + 1 elements on an axis (their sizes stop at 32,769).
 

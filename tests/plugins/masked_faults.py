@@ -1,5 +1,5 @@
 """Test plugin: a fault that a later op of the graph can hide, which only judging every node of an eager
-backend finds there (fuzzer/unmasked.py).
+backend finds there (fuzzer/judging/unmasked.py).
 
 - `fault-masked-relu`: torch eager's relu, leaky on finite negative inputs (x / 4 instead of 0), as a
   kernel whose negative branch lost its zeroing would be. A later clamp with a bound >= 0, a relu, or a

@@ -1,4 +1,4 @@
-"""A fault only one motif reaches (fuzzer/motifs.py), for tests/test_motifs.py.
+"""A fault only one motif reaches (fuzzer/drawing/motifs.py), for tests/test_motifs.py.
 
 - `fault-addmm-column-bias`: torch eager after a graph transformation that does what a fused addmm
   epilogue with an off-by-one row offset would: where an `add` reads a `matmul`'s (M, N) result

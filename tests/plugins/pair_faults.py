@@ -1,8 +1,8 @@
-"""A fault only a pair of region keys of one node reaches (fuzzer/region_pairs.py), for
+"""A fault only a pair of region keys of one node reaches (fuzzer/drawing/region_pairs.py), for
 tests/test_region_pairs.py.
 
 - `fault-sum-strided-tail`: sum adds 1% of the reduced values' magnitudes when its input is not
-  contiguous AND its innermost reduced axis has 16k + r elements (a vector tail, fuzzer/tails.py),
+  contiguous AND its innermost reduced axis has 16k + r elements (a vector tail, fuzzer/drawing/tails.py),
   as a strided kernel's remainder loop that reads one lane too many would. Either alone is right:
   a contiguous input with a tail, or a strided one without.
 """

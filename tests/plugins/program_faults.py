@@ -1,4 +1,4 @@
-"""Test plugin: faults that live only in programs (fuzzer/program.py), each torch eager with one
+"""Test plugin: faults that live only in programs (fuzzer/programs/program.py), each torch eager with one
 statement overridden by name, so that a test can show a short campaign of programs finds them.
 
 - `fault-copy-first`: copy_ into a view (a tensor with a `_base`) writes only its first element.
@@ -20,7 +20,7 @@ statement overridden by name, so that a test can show a short campaign of progra
   is the number a resumed graph takes after the `.item()` graph break (as a constant baked in the wrong dtype).
 """
 
-from fuzzer.program_ops import STATEMENTS
+from fuzzer.programs.statements import STATEMENTS
 
 
 def copy_first(xs, ps, attrs):

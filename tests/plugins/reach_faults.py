@@ -2,9 +2,9 @@
 default campaign (steered toward the keys not covered yet) finds each.
 
 - `fault-softplus-threshold`: softplus gives 0 where beta * x is exactly its threshold (a branch
-  point, fuzzer/branch_points.py), as a kernel whose two branches both skip the equal case would.
+  point, fuzzer/drawing/branch_points.py), as a kernel whose two branches both skip the equal case would.
 - `fault-sum-tail`: sum adds 1% of the reduced values' magnitudes when its innermost reduced axis
-  has 16k + r elements, r 2..7 (a vector tail, fuzzer/tails.py; no regime's sizes leave those
+  has 16k + r elements, r 2..7 (a vector tail, fuzzer/drawing/tails.py; no regime's sizes leave those
   remainders, only shape ops that join or pad dims), as a remainder loop that reads one lane too
   many would.
 - `fault-pool-output-tail`: avg_pool2d is off by 1% where its output's last dim is 16 + r, r 2..15

@@ -1,4 +1,4 @@
-"""Test plugin: faults that live only in one regime each (fuzzer/regimes.py), so a test can show
+"""Test plugin: faults that live only in one regime each (fuzzer/drawing/regimes.py), so a test can show
 that a short campaign in that regime finds what the small regime never reaches.
 
 - `fault-large-sum`: sum is off by 1e-3 of its largest input once the input has more than

@@ -1,4 +1,4 @@
-"""Test plugin: a fault that lives only in one rarely drawn region key (fuzzer/regions.py), so a
+"""Test plugin: a fault that lives only in one rarely drawn region key (fuzzer/drawing/regions.py), so a
 test can show that steering finds what the plain mix does not on the same seed and budget.
 
 - `fault-long-softmax`: softmax is off by 1e-3 once each row it normalizes holds more than 4096

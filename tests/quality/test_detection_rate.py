@@ -40,11 +40,12 @@ from dataclasses import dataclass, field
 import numpy as np
 import pytest
 
-from fuzzer import judged_share, oracle
+from fuzzer import oracle
+from fuzzer.drawing.generate import CaseGenerator
 from fuzzer.errors import InternalError
-from fuzzer.generate import CaseGenerator
+from fuzzer.judging import judged_share
 from fuzzer.ops import float_op_names as float_ops, registry
-from fuzzer.pipeline import seed_for
+from fuzzer.running.pipeline import seed_for
 from fuzzer.verdicts import AGREE
 
 PLANTED = {"float32": 1e-3, "float16": 1e-2, "bfloat16": 1e-2}

@@ -23,8 +23,8 @@ from fuzzer.errors import OpUnsupported
 from fuzzer.ops import API_KEYWORDS, API_PATH, OpDef
 from fuzzer.ops._common import DIMS, check, like, st
 from fuzzer.ops.derived.conventions import convention
-from fuzzer.ops.numerics import Numerics
 from fuzzer.ops.elementwise import jax_function, torch_function
+from fuzzer.ops.numerics import Numerics
 
 # A derived op may be a deprecated alias (nn.functional.upsample_nearest): torch warns at every call, and dynamo and
 # fx warn again while they trace it, which reached a campaign's terminal once a worker. Filtered by that message
@@ -159,7 +159,7 @@ class DerivedOp:
         samples show (floats also anywhere between the smallest and largest seen); kept only where
         the op still runs on these shapes."""
         # The first template that runs, from a drawn one on (each probe runs the op: the census of
-        # fuzzer/regions.py draws every op 8 times before a campaign's first graph).
+        # fuzzer/drawing/regions.py draws every op 8 times before a campaign's first graph).
         sized = [t for t in self.templates if self.operand_shapes(t, tuple(shapes[0])) is not None]
         start = draw(st.integers(0, max(0, len(sized) - 1)))
         # `accepts` read the sizes each dim took alone; dims together may still not fit: a rare redraw.
