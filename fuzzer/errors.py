@@ -50,6 +50,11 @@ def documented_gaps(gaps: tuple[str, ...]):
         raise OpUnsupported(line.strip()) from None
 
 
+class OutsideDomain(ValueError):
+    """An op's reference refuses the case's values, as the op itself does (a derived op whose torch run checks
+    them: gaussian_nll_loss's negative var). The case is invalid: no finding, and no bug of ours."""
+
+
 class ShapeError(ValueError):
     """An op cannot accept these attributes / input shapes (raised by shape rules)."""
 

@@ -273,3 +273,16 @@ def test_a_fault_in_derived_ops_is_found_by_a_default_campaign_within_60_s(cache
     buckets = Corpus(corpus_path).buckets()
     print(f"{progress.graphs} graphs in {progress.elapsed:.0f} s; buckets {[b['signature'] for b in buckets]}")
     assert any("derived-special-high" in b["signature"] and "torch.special." in b["signature"] for b in buckets), buckets
+
+
+def test_values_outside_a_derived_op_s_domain_make_the_case_invalid_not_a_crash(cache):
+    """gaussian_nll_loss's torch run refuses a negative var (ValueError); its draw probed a one-element var that
+    was positive by chance. torch eager refuses it too: the case is invalid, not a crash finding (it was one),
+    and not an internal error that loses the case (the golden set's build met that)."""
+    graph = Graph((TensorSpec("x0", (17,)), TensorSpec("x1", (1,)), TensorSpec("x2", (1,))),
+                  (Node("n0", "torch.nn.functional.gaussian_nll_loss", ("x0", "x1", "x2"), {"reduction": "none"}),
+                   Node("n1", "relu", ("x0",), {})), ("n0", "n1"))
+    arrays = {"x0": np.linspace(-1, 1, 17), "x1": np.ones(1), "x2": -np.ones(1)}
+    backends = [get_backend("torch-eager:cpu:float32")]
+    assert check_case(Case(graph, arrays, seed=0), backends).verdict == verdicts.INVALID
+    assert check_case(Case(graph, {**arrays, "x2": np.ones(1)}, seed=0), backends).verdict == verdicts.AGREE

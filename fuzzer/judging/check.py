@@ -13,7 +13,7 @@ import numpy as np
 from fuzzer import oracle, verdicts
 from fuzzer.backend_names import BackendName
 from fuzzer.backends import Backend, get_backend
-from fuzzer.errors import DevicePoisoned, DiskFull, UserError, normalize_error
+from fuzzer.errors import DevicePoisoned, DiskFull, OutsideDomain, UserError, normalize_error
 from fuzzer.ir import Case
 from fuzzer.judging import contracts
 from fuzzer.judging.accuracy import ACCURACY_FLOOR, regresses_from, share
@@ -226,7 +226,10 @@ def check_case(case: Case, backends: list[Backend], reruns: int = 2, runner: Run
                on_reference: Callable[[oracle.Reference], None] | None = None) -> CaseResult:
     """The case's verdict and findings. `runner` runs a backend (in-process or in a worker);
     `on_reference` is shown the case's reference first (the pipeline reads region keys from it)."""
-    reference = oracle.compute_reference(case, {b.dtype for b in backends})
+    try:
+        reference = oracle.compute_reference(case, {b.dtype for b in backends})
+    except OutsideDomain:  # the values are outside an op's domain: nothing to judge
+        return CaseResult(verdicts.INVALID)
     if on_reference is not None:
         on_reference(reference)
     # A verdict may agree at the floor, without the honest models (fuzzer/oracle/paths.py, "Cost"); without the

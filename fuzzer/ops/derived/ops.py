@@ -19,7 +19,7 @@ import warnings
 import numpy as np
 from hypothesis import assume
 
-from fuzzer.errors import OpUnsupported
+from fuzzer.errors import OpUnsupported, OutsideDomain
 from fuzzer.ops import API_KEYWORDS, API_PATH, OpDef
 from fuzzer.ops._common import DIMS, check, like, st
 from fuzzer.ops.derived.conventions import convention
@@ -214,7 +214,11 @@ class DerivedOp:
 
         dtype = np.float64 if np.asarray(xs[0]).dtype == np.float64 else np.float32
         tensors = [torch.from_numpy(np.array(x, dtype=dtype)) for x in xs]
-        return like(xs[0], self.function()(*tensors, **attrs).numpy())
+        try:
+            result = self.function()(*tensors, **attrs)
+        except ValueError as exc:  # a check of the values (gaussian_nll_loss's negative var) the draw's probe passed by chance
+            raise OutsideDomain(f"{self.call}: {exc}") from exc
+        return like(xs[0], result.numpy())
 
     def numpy(self, xs, ps, attrs):
         reference = self.entry["reference"]
