@@ -561,5 +561,13 @@ def test_a_resumed_summary_is_of_the_campaigns_own_backends(tmp_path):
 def test_a_worker_of_cpu_backends_leaves_the_gpus_alone(monkeypatch, backends, hidden):
     for variable in ("CUDA_VISIBLE_DEVICES", "JAX_PLATFORMS"):
         monkeypatch.delenv(variable, raising=False)
-    hide_unused_accelerators(backends)
+    import jax
+
+    platforms = jax.config.jax_platforms
+    try:
+        hide_unused_accelerators(backends)
+        # jax was imported before the call, as in a worker forked from the fork server: its config must say cpu too
+        assert jax.config.jax_platforms == ("cpu" if hidden else platforms)
+    finally:
+        jax.config.update("jax_platforms", platforms)
     assert (os.environ.get("CUDA_VISIBLE_DEVICES"), os.environ.get("JAX_PLATFORMS")) == (("", "cpu") if hidden else (None, None))

@@ -169,13 +169,15 @@ def limit_threads(threads: int) -> None:
 
 def hide_unused_accelerators(backends: list[str]) -> None:
     """A worker whose backends all run on the CPU leaves the GPUs alone: CUDA_VISIBLE_DEVICES empty for torch,
-    JAX_PLATFORMS=cpu for jax. Each process that touches CUDA creates a context: on the H200 machine, 14 workers
+    jax's platforms set to cpu (JAX_PLATFORMS, and jax's config where the fork server imported jax). Each process that touches CUDA creates a context: on the H200 machine, 14 workers
     of a CPU campaign made jax's CUDA plugin fail cuInit (CUDA_ERROR_OUT_OF_MEMORY) in every worker, and
     torch.compile's CPU workers died by SIGSEGV. A backend whose device is not "cpu" (or a plugin's name
-    without a device) keeps them visible. Must run before the first CUDA call: both read the variables then."""
+    without a device) keeps them visible. Must run before the first CUDA call and before the address-space limit."""
     if all(BackendName.parse(name).device == "cpu" for name in backends):
         os.environ["CUDA_VISIBLE_DEVICES"] = ""
         os.environ["JAX_PLATFORMS"] = "cpu"
+        if "jax" in sys.modules:  # the fork server imported jax, which read JAX_PLATFORMS then
+            sys.modules["jax"].config.update("jax_platforms", "cpu")
 
 
 def _worker_main(conn, config: WorkerConfig, trusted_paths: str, known_bugs: Registry | None) -> None:
@@ -186,11 +188,11 @@ def _worker_main(conn, config: WorkerConfig, trusted_paths: str, known_bugs: Reg
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
     envs.adopt_trusted_paths(trusted_paths)
     os.dup2(2, 1)  # the parent's stdout is its summary (`--json`): a plugin's print or a library's C write goes to stderr
+    hide_unused_accelerators(config.backends)
     if config.memory_limit_mb:
         limit = config.memory_limit_mb * 1024 * 1024
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     limit_threads(config.threads)
-    hide_unused_accelerators(config.backends)
     # The libraries' deprecation notices (torch.export's pytree FutureWarning, once per worker and
     # kind) would interleave with the campaign's progress lines on the shared stderr.
     warnings.simplefilter("ignore", FutureWarning)
