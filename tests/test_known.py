@@ -23,7 +23,7 @@ from fuzzer.judging.check import Finding, check_case
 from fuzzer.oracle import signature
 from fuzzer.records import CaseRecord
 from fuzzer.triaging.error_patterns import UnsafePattern, compile_pattern
-from fuzzer.triaging.known import SHIPPED_REGISTRY, Registry, load_registry, parse_entry
+from fuzzer.triaging.known import SHIPPED_REGISTRY, Registry, load_registry, parse_entry, registry_text
 from test_cli_errors import assert_user_error, fuzz
 
 PLUGIN = str(Path(__file__).resolve().parent / "plugins" / "raise_relu.py")
@@ -60,6 +60,12 @@ def test_every_shipped_entry_matches_the_findings_of_its_stored_cases():
         for path in bug.cases:
             findings = [Finding.from_dict(f) for f in json.loads(path.read_text())["findings"]]
             assert findings and all(registry.match(f) is bug for f in findings), (bug.id, path)
+
+
+def test_the_shipped_registry_is_in_the_form_known_add_writes():
+    """`fuzz known add` rewrites the whole file: an entry formatted by hand would show as changed in that diff."""
+    entries = [bug.entry for bug in load_registry(SHIPPED_REGISTRY).bugs]
+    assert SHIPPED_REGISTRY.read_text(encoding="utf-8") == registry_text(entries)
 
 
 def test_a_match_needs_every_condition_of_the_rule():

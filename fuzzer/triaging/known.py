@@ -467,6 +467,6 @@ def add_bug(path: Path, entry: dict, case_json: str) -> Path:
 
 def registry_text(entries: list[dict]) -> str:
     """The registry file: one key of an entry a line, its value on that line, so a diff shows one bug."""
-    blocks = ["  {\n" + ",\n".join(f"    {json.dumps(key)}: {json.dumps(value, allow_nan=False)}" for key, value in entry.items())
+    blocks = ["  {\n" + ",\n".join(f"    {json.dumps(key)}: {json.dumps(value, allow_nan=False, ensure_ascii=False)}" for key, value in entry.items())
               + "\n  }" for entry in entries]
     return "[\n" + ",\n".join(blocks) + "\n]\n"
