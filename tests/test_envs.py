@@ -153,6 +153,13 @@ def here(registered_here, monkeypatch):
     return environment
 
 
+def test_a_compiler_in_another_environment_keeps_its_slice_of_the_compile_share(here):
+    for kind in ("torch-compile", "torch-compile-breaks", "jax-jit"):
+        local, remote = get_backend(kind), get_backend(f"{kind}@here")
+        assert (remote.compile_weight, remote.compiled_sets) == (local.compile_weight, local.compiled_sets)
+    assert get_backend("torch-compile@here").compile_weight > get_backend("jax-jit@here").compile_weight
+
+
 @pytest.mark.parametrize("kind", ["torch-eager", "jax-jit:cpu:float64", "torch-module"])
 def test_a_backend_in_an_environment_computes_what_it_computes_in_process(here, kind):
     generator = CaseGenerator(float_op_names(), 5)

@@ -126,6 +126,8 @@ class EnvBackend(Backend):
         self.worker = worker_for(env)
         self.env = self.worker.env  # shared, so versions learnt when the worker starts reach every backend
         self.kind, self.family, self.expensive = f"{base.kind}@{env.name}", base.family, base.expensive
+        # Its compiles cost there what they cost here: the same slice of the compile share, the same input sets.
+        self.compile_weight, self.compiled_sets = base.compile_weight, base.compiled_sets
         self.description = f"{base.description}, in environment {env.name}"
 
     @classmethod
