@@ -94,11 +94,12 @@ def _new_signatures(db) -> set[str]:
     return {b["signature"] for b in json.loads(fuzz("list", "--db", db, "--json").stdout) if b["status"] == "new"}
 
 
-@pytest.mark.slow
+# -m long (CI's 15 minutes): tests/test_exact_dtypes.py and test_complex_dtypes.py find both faults in an integer and a
+# complex campaign, and the lane's drawing and judging have their tests above.
+@pytest.mark.long
 @pytest.mark.parametrize("plugin, backend, shares", [
     ("integer_faults.py", "fault-saturating-mul", ("--integer-share", "0.5", "--complex-share", "0")),
-    # -m long: the second (CI's 15 minutes); tests/test_complex_dtypes.py finds it in a complex campaign.
-    pytest.param("complex_faults.py", "fault-conj-mul", ("--integer-share", "0", "--complex-share", "0.5"), marks=pytest.mark.long),
+    ("complex_faults.py", "fault-conj-mul", ("--integer-share", "0", "--complex-share", "0.5")),
 ])
 def test_a_float_campaign_finds_a_fault_planted_only_in_a_family_dtype_and_replays_it_there(tmp_path, plugin, backend, shares):
     """Half the graphs in the family, half of those in the plugin backend's dtype (it is listed: `turns`)."""

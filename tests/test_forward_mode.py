@@ -176,6 +176,7 @@ def test_a_hessian_vector_product_that_drops_its_second_order_term_is_a_finding(
     assert check_case(case, [get_backend("fault-hvp-sin")]).verdict == verdicts.ALL_ZEROS
 
 
+@pytest.mark.long  # CI's 15 minutes: the script test below runs the same fault's case and exits 1
 def test_a_short_campaign_finds_a_forward_mode_rule_that_drops_a_term(tmp_path):
     rows, shrunk = planted_fault_campaign(tmp_path, PLUGIN, "fault-jvp-mul-drops-a-term", "mul", max_cases=3, shrink_time=10)
     assert {row["signature"] for row in rows} == {"mismatch | fault-jvp-mul-drops-a-term | mul@jvp"}

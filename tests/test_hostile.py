@@ -360,11 +360,12 @@ def test_exit_0_a_clean_campaign(tmp_path):
 
 
 def test_exit_1_a_campaign_that_stored_a_finding(tmp_path):
-    done = fuzz_process("run", "--db", tmp_path / "c.db", "--max-cases", 6, "--json", *CANARY_RUN)
+    # No shrinking: the exit code is the test (CANARY_RUN's later --shrink-time wins)
+    done = fuzz_process("run", "--db", tmp_path / "c.db", "--max-cases", 6, "--json", *CANARY_RUN, "--shrink-time", 0)
     assert done.returncode == 1, done.stderr
     assert json.loads(done.stdout)["finding_cases"] >= 1
     # --fail-on-finding is a no-op alias now
-    again = fuzz_process("run", "--db", tmp_path / "d.db", "--max-cases", 6, "--fail-on-finding", *CANARY_RUN)
+    again = fuzz_process("run", "--db", tmp_path / "d.db", "--max-cases", 6, "--fail-on-finding", *CANARY_RUN, "--shrink-time", 0)
     assert again.returncode == 1
 
 

@@ -104,7 +104,7 @@ def _sum_campaign(tmp_path, *options, name: str) -> dict:
     return {"returncode": result.returncode, "summary": json.loads(result.stdout)}
 
 
-@pytest.mark.slow  # 2 campaigns of 60 graphs: ~20 s
+@pytest.mark.long  # 2 campaigns of 60 graphs (CI's 15 minutes: the steering tests above reach a pair of each family)
 def test_a_fault_on_a_pair_is_found_with_pair_steering_and_not_by_the_plain_mix(tmp_path):
     """sum is wrong only on a non-contiguous input whose reduced extent is 16k + r: 60 graphs of a
     campaign restricted to sum find it (and shrink it to that sum alone, on such an input); the plain

@@ -54,7 +54,7 @@ def _alone(db, seed: int) -> dict:
     return json.loads(result.stdout)["alone_op_counts"].get(JIT, {})
 
 
-@pytest.mark.slow  # two campaigns of 8 graphs, jax-jit compiling: ~30 s
+@pytest.mark.long  # two campaigns of 8 graphs, jax-jit compiling (CI's 15 minutes: the order's own tests stay)
 def test_a_second_campaign_compiles_alone_first_the_ops_the_first_did_not(tmp_path):
     """Same seed, same corpus: the second campaign's one-op compiles start with the ops the first left
     out, where the campaign's own order would compile the same ops again."""
