@@ -318,3 +318,61 @@ def test_a_short_campaign_finds_arithmetic_on_the_number_read_rounded_to_half_an
     done = fuzz("run", "--db", tmp_path / "without.db", "--plugin", PLUGIN, "--backends", "fault-half-correction", "--ops",
                 "addcdiv_", "--regimes", "programs", "--max-cases", 40, "--workers", 1, "--seed", 0)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+
+
+# Several numbers of one `.tolist()` (statements.ELEMENT): h = x.mean(0) read once as a list, x.add_(m, alpha=h[0]), then
+# if h[1] > 0: x.sub_(m) else: x.mul_(m). From x = [[1, 2], [3, -4]], m = 1: h = [2, -1], so x + 2 = [[3, 4], [5, -2]], then
+# times 1; h = [4, 1] the second step, so x + 4 = [[7, 8], [9, 2]], then minus 1: [[6, 7], [8, 1]].
+LISTED = Graph(
+    (TensorSpec("x", (2, 2)), TensorSpec("m", (2, 2))),
+    (Node("h", "mean", ("x",), {"dims": [0], "keepdim": False}),
+     Node("a", "add_", ("x", "m", "h"), {"item": "alpha", "element": 0}),
+     Node("b", "branch_", ("x", "m", "h"), {"then": "sub_", "otherwise": "mul_", "item": "condition", "element": 1})),
+    ("b",), steps=2)
+LISTED_ARRAYS = {"x": np.array([[1, 2], [3, -4]], np.float32), "m": np.ones((2, 2), np.float32)}
+LISTED_EXPECTED = [[[3, 4], [5, -2]], [[6, 7], [8, 1]], [[6, 7], [8, 1]]]
+
+
+@pytest.mark.parametrize("backend", QUICK + [pytest.param("torch-compile-breaks:cpu:float32", marks=pytest.mark.slow)])
+def test_numbers_read_with_tolist_feed_a_scalar_argument_and_a_branch_with_the_values_of_that_step(backend):
+    results = get_backend(backend).run(Case(LISTED, LISTED_ARRAYS))
+    assert [np.asarray(result).tolist() for result in results] == LISTED_EXPECTED
+
+
+def test_a_script_reads_the_list_once_and_takes_each_number_from_it_and_exits_0_where_torch_is_right(tmp_path):
+    from fuzzer.reproducers.minimal_reproducer import build_minimal_script
+    from test_reproducers import _run
+
+    script = build_minimal_script(Case(LISTED, LISTED_ARRAYS), get_backend("torch-eager:cpu:float32"), "a list")
+    assert "    a_numbers = h.tolist()  # one list for every statement that reads it\n" in script, script
+    assert "alpha=a_numbers[0])" in script and "    if a_numbers[1] > 0:\n" in script, script
+    assert _run(script, tmp_path, None).returncode == 0
+
+
+@pytest.mark.parametrize("node, change, message", [
+    (1, {"element": 2}, "element 2 is not one of the 2 numbers .tolist() reads (0 to 1)"),
+    (1, {"element": "0"}, "element 0 is not one of the 2 numbers .tolist() reads"),
+    (0, {"keepdim": True}, "the operand read with .tolist() has shape [1, 2], which is not a list of 2 to 8 numbers"),
+])
+def test_a_case_file_reading_an_element_tolist_does_not_give_exits_2_with_one_sentence(tmp_path, node, change, message):
+    graph = json.loads(json.dumps(LISTED.to_dict()))
+    graph["nodes"][node]["attrs"].update(change)
+    done = fuzz("import", "--db", tmp_path / "fuzz.db", _case_file(tmp_path, graph, LISTED_ARRAYS))
+    assert done.returncode == 2 and message in done.stderr, done.stderr
+    assert done.stderr.strip().count(". ") == 0 and "Traceback" not in done.stderr
+    assert not (tmp_path / "fuzz.db").exists()
+
+
+@pytest.mark.long  # 40 s on 2 shared cores: the list's unit checks and its script above stay in CI
+def test_a_short_campaign_finds_a_tolist_that_rotates_its_numbers_shrinks_it_and_its_script_keeps_the_list(tmp_path):
+    from test_reproducers import _run
+
+    rows, shrunk = planted_fault_campaign(tmp_path, PLUGIN, "fault-rotated-list", "addcmul_,tolist", "--regimes", "programs")
+    # A number larger than the right one grows the state past float32's range: the fault's nan-inf, charged to the same write.
+    assert "mismatch | fault-rotated-list | addcmul_" in {row["signature"] for row in rows}
+    assert {row["signature"] for row in rows} <= {f"{verdict} | fault-rotated-list | addcmul_" for verdict in ("mismatch", "nan-inf")}
+    graph = shrunk["graph"]
+    assert len(graph["nodes"]) <= 3 and "element" in graph["nodes"][-1]["attrs"], graph
+    script = fuzz("export", "--db", tmp_path / "fuzz.db", shrunk["id"], "--format", "minimal", "--plugin", PLUGIN).stdout
+    assert ".tolist()" in script and f"for step in range({graph['steps']}):" in script, script
+    assert _run(script, tmp_path, None).returncode == 1
