@@ -59,13 +59,16 @@ def test_a_program_gives_each_step_s_outputs_then_its_written_inputs(backend, gr
         np.testing.assert_array_equal(result, want)
 
 
-def test_a_program_s_tolerance_counts_its_arithmetic_once_a_step_and_its_views_and_exact_writes_not_at_all():
+def test_a_program_s_tolerance_counts_its_arithmetic_once_a_step_up_to_the_result_s_own_and_its_views_and_exact_writes_not_at_all():
+    """Each step's outputs by that step's sensitivity and scale (the largest value so far), the final inputs by the last."""
     from fuzzer.oracle.reference import program_reference
 
-    for (graph, arrays, expected), sensitivity in zip(SPECIFICATIONS, (1 + 3 * 1.0, 1 + 2 * 1.0)):  # add_; mul_ (fill_ rounds nothing)
+    # x[:, 1:3] += 1 three times from 0 (add_ once a step): 1, 2, 3 so far; the diagonal of arange(4) squared after
+    # a fill of 2 (mul_ once a step, fill_ rounds nothing): 4 from the first step (the input's 3 before it).
+    for (graph, arrays, expected), sensitivities, scales in zip(SPECIFICATIONS, ([2, 3, 4, 4], [2, 3, 3]),
+                                                                ([1, 2, 3, 3], [4, 4, 4])):
         reference = program_reference(Case(graph, arrays), {"float32"})
-        assert reference.sensitivities == [sensitivity] * len(expected)
-        assert reference.scales == [max(float(np.max(np.abs(want))) for want in expected)] * len(expected)
+        assert reference.sensitivities == sensitivities and reference.scales == scales
 
 
 def test_a_mask_from_a_value_an_honest_float32_kernel_may_underflow_to_zero_is_not_judged():

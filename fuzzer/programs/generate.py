@@ -200,12 +200,18 @@ def _guarded(name: str, op: str, target: str, operands: list[str]) -> tuple[tupl
     return tuple(guards), target, operands
 
 
+def _item_reads(nodes: list[Node]) -> list[str]:
+    """The values earlier writes read a number from with `.item()`."""
+    return sorted({node.inputs[-1] for node in nodes if ITEM in node.attrs and ELEMENT not in node.attrs})
+
+
 def _scalar_read(draw, name: str, op: str, attrs: dict, shapes: dict, nodes: list[Node],
-                 forms: list[str], listing: bool) -> tuple[tuple[Node, ...], dict, str]:
+                 forms: list[str], listing: bool, share: bool = False) -> tuple[tuple[Node, ...], dict, str]:
     """(the nodes it needs first, the write's attributes, the operand): write `op`'s scalar read with `.item()`, often
     the value an earlier write read (one number, several uses: program.shared_reads), half the time through one of
     `forms` (Python arithmetic on the number, program_ops.FORMS) with constants it declares; where `listing`, half the
-    time an element of a small 1-D value's `.tolist()` instead (_listed_read)."""
+    time an element of a small 1-D value's `.tolist()` instead (_listed_read); where `share`, the value an earlier write
+    read with `.item()`."""
     attrs = {key: value for key, value in attrs.items() if key != SCALAR_ATTRS[op]} | {ITEM: SCALAR_ATTRS[op]}
     if forms and draw(st.booleans()):
         form = draw(st.sampled_from(forms))
@@ -216,8 +222,8 @@ def _scalar_read(draw, name: str, op: str, attrs: dict, shapes: dict, nodes: lis
         if listed is not None:
             reader, operand, size = listed
             return reader, attrs | {ELEMENT: draw(st.integers(0, size - 1))}, operand
-    read_before = sorted({node.inputs[-1] for node in nodes if ITEM in node.attrs and ELEMENT not in node.attrs})
-    if read_before and draw(st.booleans()):
+    read_before = _item_reads(nodes)
+    if read_before and (share or draw(st.booleans())):
         return (), attrs, draw(st.sampled_from(read_before))
     one_element = [value for value, shape in shapes.items() if int(np.prod(shape)) == 1]
     if one_element and draw(st.booleans()):
@@ -286,7 +292,11 @@ def programs(draw, op_names=None, regime: str = "") -> Graph:
         elif kind == "write" and writes:
             seen = [node.name for node in nodes if node.op in VIEWS]  # mostly through a view
             value = draw(st.sampled_from(seen if seen and draw(st.integers(0, 2)) else values))
-            op = draw(st.sampled_from(writes))
+            # One number, several uses (program.shared_reads): after a write that read a number with .item(), often one
+            # more that reads it again, as an optimizer's updates all take the step size it read once.
+            readers = [write for write in writes if write in SCALAR_ATTRS]
+            sharing = bool(readers and _item_reads(nodes)) and draw(st.booleans())
+            op = draw(st.sampled_from(readers if sharing else writes))
             attrs = _write_attrs(draw, op, shapes[value])
             operands, new_inputs = [], []
             for sources in _operand_shapes(op, shapes[value], attrs):
@@ -297,8 +307,9 @@ def programs(draw, op_names=None, regime: str = "") -> Graph:
                     new_inputs.append(TensorSpec(f"x{len(inputs) + len(new_inputs)}", draw(st.sampled_from(sources))))
                     operands.append(new_inputs[-1].name)
             guards, value, operands = _guarded(name, op, value, operands)
-            if op in SCALAR_ATTRS and (op == "branch_" or draw(st.integers(1, SCALAR_READ_ONE_IN)) == 1):
-                reader, attrs, scalar = _scalar_read(draw, name, op, attrs, shapes, nodes, forms, listing)
+            if op in SCALAR_ATTRS and (sharing or op == "branch_" or draw(st.integers(1, SCALAR_READ_ONE_IN)) == 1):
+                reader, attrs, scalar = _scalar_read(draw, name, op, attrs, shapes, nodes, forms, listing and not sharing,
+                                                     sharing)
                 if op in NUMBER_OPERANDS:  # the number takes the last operand's place (x.mul_(s.item()))
                     new_inputs = [spec for spec in new_inputs if spec.name != operands[-1]]
                     operands = operands[:-1]

@@ -309,9 +309,9 @@ def run_steps(graph, step: Step, state: dict, snapshot: Callable, take: Callable
     return results + [snapshot(state[name]) for name in written_inputs(graph)]
 
 
-def literal_step(graph, impl_for: Callable, fresh: Callable) -> Step:
+def literal_step(graph, impl_for: Callable, fresh: Callable, watch: Callable = lambda value: None) -> Step:
     """The body run statement by statement, writes in place and views real (numpy, torch eager);
-    `fresh(value)` makes a pure op's result a new root array (numpy: C order, the dtype)."""
+    `fresh(value)` makes a pure op's result a new root array (numpy: C order, the dtype); `watch` sees each value."""
 
     impl_for = scalar_reads(impl_for)
 
@@ -320,6 +320,7 @@ def literal_step(graph, impl_for: Callable, fresh: Callable) -> Step:
         for node in graph.nodes:
             value = impl_for(node.op)([env[name] for name in node.inputs], {}, node.attrs)
             env[node.name] = value if node.op in VIEWS | WRITES else fresh(value)
+            watch(env[node.name])
         return [env[name] for name in graph.outputs], state
 
     return step
@@ -360,13 +361,30 @@ def functional_step(graph, impl_for: Callable, shapes: dict) -> Step:
     return step
 
 
-def run_in_numpy(graph, inputs: dict, dtype, impl_for: Callable | None = None) -> list[np.ndarray]:
-    """The program's results computed literally in numpy `dtype` (the reference's and the honest models' run)."""
+def run_in_numpy(graph, inputs: dict, dtype, impl_for: Callable | None = None, peaks: list | None = None) -> list[np.ndarray]:
+    """The program's results computed literally in numpy `dtype` (the reference's and the honest models' run); `peaks`,
+    where given, gets after each step the largest finite magnitude of any value so far, the inputs' included."""
     from fuzzer.ops import get_op
 
     impl_for = impl_for or (lambda name: get_op(name).reference)
     state = {name: np.array(value, dtype=dtype, order="C") for name, value in inputs.items()}
     fresh = lambda value: np.array(value, dtype=dtype, order="C")  # noqa: E731 - a new root, never an operand's memory
+    largest = [0.0]
+
+    def watch(value):
+        with np.errstate(invalid="ignore"):
+            largest[0] = max(largest[0], float(np.max(np.abs(value), where=np.isfinite(value), initial=0.0)))
+
+    for value in state.values():
+        watch(value)
+    step = literal_step(graph, impl_for, fresh, watch)
+
+    def watched_step(state):
+        stepped = step(state)
+        if peaks is not None:
+            peaks.append(largest[0])
+        return stepped
+
     with np.errstate(all="ignore"):
-        results = run_steps(graph, literal_step(graph, impl_for, fresh), state, lambda value: np.array(value, dtype=dtype))
+        results = run_steps(graph, watched_step, state, lambda value: np.array(value, dtype=dtype))
     return [np.asarray(result, dtype=np.float64) for result in results]
