@@ -85,7 +85,11 @@ def test_rows_picked_by_nonzero_flow_through_index_select_into_a_sum_at_each_ste
 @pytest.mark.slow
 def test_a_short_campaign_finds_a_sum_wrong_only_where_nonzero_picks_none_or_one_row(tmp_path):
     rows, shrunk = planted_fault_campaign(tmp_path, PLUGIN, "fault-few-rows", "nonzero_rows_sum,add_", "--regimes", "programs")
-    assert {row["signature"] for row in rows} == {"mismatch | fault-few-rows | nonzero_rows_sum"}
+    # The sum a later step's add_ feeds back into the rows nonzero picks: a prefix without that add_ never picks so few,
+    # so a case may be charged to the add_ (fuzzer/programs/localize.py), still the one fault.
+    signatures = {row["signature"] for row in rows}
+    assert "mismatch | fault-few-rows | nonzero_rows_sum" in signatures
+    assert signatures <= {"mismatch | fault-few-rows | nonzero_rows_sum", "mismatch | fault-few-rows | add_"}
     assert [node["op"] for node in shrunk["graph"]["nodes"]][-1] == "nonzero_rows_sum", shrunk["graph"]
 
 
@@ -376,3 +380,4 @@ def test_a_short_campaign_finds_a_tolist_that_rotates_its_numbers_shrinks_it_and
     script = fuzz("export", "--db", tmp_path / "fuzz.db", shrunk["id"], "--format", "minimal", "--plugin", PLUGIN).stdout
     assert ".tolist()" in script and f"for step in range({graph['steps']}):" in script, script
     assert _run(script, tmp_path, None).returncode == 1
+
