@@ -783,6 +783,9 @@ def show(db_path, handle, rerun, plugins, as_json):
     if stored.case.graph.steps:  # a program (fuzzer/programs/program.py)
         lines.append(f"  called {stored.case.graph.steps} times on the same inputs; then the inputs it writes: "
                      f"{', '.join(written_inputs(stored.case.graph)) or 'none'}")
+    resize = stored.case.graph.resized
+    if resize is not None:
+        lines.append(f"  each step on the leading rows {list(resize.rows)} of {', '.join(resize.inputs)}, dim 0 marked {resize.mark}")
     lines += _value_lines(stored.case.arrays)
     lines.append("Every backend it was checked on, against the float64 reference, and its findings:")
     lines += _checked_lines(stored.verdicts, stored.findings)

@@ -70,6 +70,32 @@ class Node:
 
 
 @dataclass(frozen=True)
+class Resize:
+    """A program whose inputs change size between steps (fuzzer/programs/program.py): step k runs on the leading
+    `rows[k]` rows (dim 0) of each of `inputs`, a view of that state, with torch's dim 0 marked `mark` ("dynamic":
+    torch._dynamo.mark_dynamic, "unbacked": mark_unbacked) before each call, so that guards and recompiles are exercised."""
+
+    inputs: tuple[str, ...]
+    rows: tuple[int, ...]
+    mark: str
+
+    def to_dict(self) -> dict:
+        return {"inputs": list(self.inputs), "rows": list(self.rows), "mark": self.mark}
+
+    @classmethod
+    def from_dict(cls, data: Any) -> "Resize":
+        from fuzzer.programs.program import MARKS, MAX_STEPS
+
+        if not (isinstance(data, dict) and set(data) == {"inputs", "rows", "mark"} and isinstance(data["inputs"], list)
+                and all(isinstance(name, str) for name in data["inputs"]) and isinstance(data["rows"], list)
+                and len(data["rows"]) <= MAX_STEPS and all(type(rows) is int for rows in data["rows"])
+                and data["mark"] in MARKS):
+            raise UserError(f"Malformed graph JSON: 'resized' must be {{\"inputs\": [names], \"rows\": [a whole number a "
+                            f"step], \"mark\": one of {', '.join(MARKS)}}}, not {str(data)[:80]!r}.")
+        return cls(tuple(data["inputs"]), tuple(data["rows"]), data["mark"])
+
+
+@dataclass(frozen=True)
 class Graph:
     inputs: tuple[TensorSpec, ...]
     nodes: tuple[Node, ...]
@@ -77,6 +103,7 @@ class Graph:
     regime: str = ""  # the regime the generator drew this graph in (fuzzer/drawing/regimes.py); "" = small
     vmapped: int = 0  # the rung of the ladder jax-vmap batches this graph over (fuzzer/drawing/ladder.py); 0: its default
     steps: int = 0  # a program's calls (fuzzer/programs/program.py): its nodes may write in place and take views; 0: a graph
+    resized: Resize | None = None  # a program's inputs that change size between its steps (Resize)
 
     def __post_init__(self):
         object.__setattr__(self, "inputs", tuple(self.inputs))
@@ -114,6 +141,7 @@ class Graph:
             **({"regime": self.regime} if self.regime else {}),
             **({"vmapped": self.vmapped} if self.vmapped else {}),
             **({"steps": self.steps} if self.steps else {}),
+            **({"resized": self.resized.to_dict()} if self.resized else {}),
         }
 
     def to_json(self) -> str:
@@ -154,7 +182,8 @@ class Graph:
         if type(steps) is not int or not 0 <= steps <= MAX_STEPS:
             raise UserError(f"Malformed graph JSON: 'steps' must be a whole number from 0 (a graph) to {MAX_STEPS}, "
                             f"not {str(steps)[:40]!r}.")
-        return cls(tuple(inputs), tuple(nodes), tuple(outputs), regime, vmapped, steps)
+        resized = Resize.from_dict(data["resized"]) if "resized" in data else None
+        return cls(tuple(inputs), tuple(nodes), tuple(outputs), regime, vmapped, steps, resized)
 
     @classmethod
     def from_json(cls, text: str) -> "Graph":

@@ -20,7 +20,7 @@ from fuzzer.corpus.case_forms import EXPORT_FORMAT, EXPORT_VERSION
 from fuzzer.drawing.generate import CaseGenerator
 from fuzzer.drawing.regimes import BY_NAME
 from fuzzer.errors import UserError
-from fuzzer.ir import Case, Graph, Node, TensorSpec
+from fuzzer.ir import Case, Graph, Node, Resize, TensorSpec
 from fuzzer.programs.program import written_inputs
 from fuzzer.programs.statements import WRITES
 from fuzzer.running.execute import OK, Outcome
@@ -59,13 +59,16 @@ def test_a_program_gives_each_step_s_outputs_then_its_written_inputs(backend, gr
         np.testing.assert_array_equal(result, want)
 
 
-def test_a_program_s_tolerance_counts_its_arithmetic_once_a_step_and_its_views_and_exact_writes_not_at_all():
+def test_a_program_s_tolerance_counts_its_arithmetic_once_a_step_up_to_the_result_s_own_and_its_views_and_exact_writes_not_at_all():
+    """Each step's outputs by that step's sensitivity and scale (the largest value so far), the final inputs by the last."""
     from fuzzer.oracle.reference import program_reference
 
-    for (graph, arrays, expected), sensitivity in zip(SPECIFICATIONS, (1 + 3 * 1.0, 1 + 2 * 1.0)):  # add_; mul_ (fill_ rounds nothing)
+    # x[:, 1:3] += 1 three times from 0 (add_ once a step): 1, 2, 3 so far; the diagonal of arange(4) squared after
+    # a fill of 2 (mul_ once a step, fill_ rounds nothing): 4 from the first step (the input's 3 before it).
+    for (graph, arrays, expected), sensitivities, scales in zip(SPECIFICATIONS, ([2, 3, 4, 4], [2, 3, 3]),
+                                                                ([1, 2, 3, 3], [4, 4, 4])):
         reference = program_reference(Case(graph, arrays), {"float32"})
-        assert reference.sensitivities == [sensitivity] * len(expected)
-        assert reference.scales == [max(float(np.max(np.abs(want))) for want in expected)] * len(expected)
+        assert reference.sensitivities == sensitivities and reference.scales == scales
 
 
 def test_a_mask_from_a_value_an_honest_float32_kernel_may_underflow_to_zero_is_not_judged():
@@ -217,6 +220,7 @@ def test_jax_s_index_maps_agree_with_numpy_s_views_and_torch_on_drawn_programs()
     written = 0
     for seed in range(25):
         case = generator.case(seed)
+        case = replace(case, graph=replace(case.graph, resized=None))  # jax translates a program for one set of shapes
         written += bool(written_inputs(case.graph))
         reference, *others = [backend.run(case) for backend in backends]
         for results in others:
@@ -394,3 +398,76 @@ def test_a_dynamic_compile_s_script_reads_integer_attributes_as_the_campaign_s_c
                        ("g", "getitem", ("s",), {"dim": 0, "start": 1, "step": 2, "stop": 2}),
                        ("f", "fill_", ("g",), {"value": 0.0})], ("f",), steps=1, inputs=(("x", (1, 2, 2)),))
     assert "slice(g_start, g_stop, g_step)" in build_minimal_script(Case(inlined, {"x": np.ones((1, 2, 2))}), backend, "inlined")
+
+
+# Inputs that change size between steps (ir.Resize): x[:r, 1:3] += m[:r] / 2, then sin(x[:r]), at 3, 5 and 2 rows of a
+# 5-row state: each step writes the leading rows it takes, a view of x.
+RESIZED = Graph((TensorSpec("x", (5, 3)), TensorSpec("m", (5, 2))),
+                (Node("v", "getitem", ("x",), {"dim": 1, "start": 1, "stop": 3, "step": 1}),
+                 Node("a", "add_", ("v", "m"), {"alpha": 0.5}), Node("s", "sin", ("x",), {})),
+                ("s",), steps=3, resized=Resize(("x", "m"), (3, 5, 2), "unbacked"))
+RESIZED_ARRAYS = {"x": np.zeros((5, 3), np.float32), "m": np.ones((5, 2), np.float32)}
+# Rows 0 and 1 get three halves, row 2 two, rows 3 and 4 one: x's second and third columns after the last step.
+RESIZED_FINAL = [[0, 1.5, 1.5], [0, 1.5, 1.5], [0, 1, 1], [0, 0.5, 0.5], [0, 0.5, 0.5]]
+
+
+@pytest.mark.parametrize("backend", ["numpy-ref:cpu:float64", "torch-eager:cpu:float32",
+                                     pytest.param("torch-compile:cpu:float32", marks=pytest.mark.slow)])
+def test_a_resized_program_s_step_takes_the_leading_rows_of_its_state_and_writes_them(backend):
+    results = get_backend(backend).run(Case(RESIZED, RESIZED_ARRAYS))
+    assert [np.shape(result) for result in results] == [(3, 3), (5, 3), (2, 3), (5, 3)]
+    np.testing.assert_array_equal(results[-1], RESIZED_FINAL)
+    np.testing.assert_allclose(results[2], np.sin(np.asarray(RESIZED_FINAL)[:2]), rtol=1e-6)
+
+
+def test_jax_gives_no_verdict_on_a_resized_program_whose_translation_is_made_for_one_shape():
+    assert not get_backend("jax-jit:cpu:float32").supports_graph(RESIZED)
+    assert get_backend("jax-jit:cpu:float32").supports_graph(replace(RESIZED, resized=None))
+
+
+def test_a_resized_program_s_script_takes_each_step_s_rows_and_marks_them_as_the_campaign_did(tmp_path):
+    from fuzzer.reproducers.minimal_reproducer import build_minimal_script
+    from test_reproducers import _run
+
+    backend = get_backend("torch-compile:cpu:float32")
+    script = build_minimal_script(Case(RESIZED, RESIZED_ARRAYS), backend, "a resized program")
+    assert "step_args[i] = args[i][:[3, 5, 2][step]]" in script, script
+    assert "torch._dynamo.decorators.mark_unbacked(step_args[i], 0)" in script and "program(*step_args)" in script
+    eager = build_minimal_script(Case(RESIZED, RESIZED_ARRAYS), get_backend("torch-eager:cpu:float32"), "a resized program")
+    assert "mark_" not in eager and _run(eager, tmp_path, None).returncode == 0
+
+
+@pytest.mark.parametrize("resized, message", [
+    ({"inputs": ["x"], "rows": [3, 5], "mark": "unbacked"}, "'resized' gives 2 row counts for a program of 3 steps"),
+    ({"inputs": ["x"], "rows": [3, 1, 2], "mark": "dynamic"}, "'resized' cuts 'x' of 5 rows to [3, 1, 2]; give counts from 2"),
+    ({"inputs": ["x"], "rows": [3, 5, 2], "mark": "static"}, "'resized' must be"),
+    ({"inputs": ["y"], "rows": [3, 5, 2], "mark": "dynamic"}, "'resized' names 'y', which is not an input with a dim 0"),
+    # m keeps its 5 rows, which do not broadcast into 3 rows of x
+    ({"inputs": ["x"], "rows": [3, 5, 2], "mark": "dynamic"}, "(at 2 rows of x, as a resized step runs it)"),
+])
+def test_a_case_file_resizing_what_no_step_can_run_exits_2_with_one_sentence(tmp_path, resized, message):
+    graph = RESIZED.to_dict()
+    graph["resized"] = resized
+    case_file = tmp_path / "case.json"
+    case_file.write_text(json.dumps({"format": EXPORT_FORMAT, "version": EXPORT_VERSION, "graph": graph, "seed": 0,
+                                     "arrays": {name: to_base64(array) for name, array in RESIZED_ARRAYS.items()},
+                                     "verdict": "agree", "findings": [], "backends": []}))
+    done = fuzz("import", "--db", tmp_path / "fuzz.db", case_file)
+    assert done.returncode == 2 and message in done.stderr, done.stderr
+    assert done.stderr.strip().count(". ") == 0 and "Traceback" not in done.stderr
+    assert not (tmp_path / "fuzz.db").exists()
+
+
+@pytest.mark.long  # a compile a graph and a candidate (5 to 20 s on 2 shared cores, more with a cold cache): unit checks above stay in CI
+def test_a_short_campaign_finds_a_compiler_pass_wrong_only_where_a_size_is_unbacked_and_its_cases_keep_the_mark(tmp_path):
+    plugin = str(Path(__file__).parent / "plugins" / "unbacked_size_fault.py")
+    db = tmp_path / "fuzz.db"
+    done = fuzz("run", "--db", db, "--plugin", plugin, "--backends", "planted-unbacked-add", "--ops", "add_", "--regimes",
+                "programs", "--compiled-inputs", 0, "--localize-time", 0, "--max-cases", 6, "--workers", 1,
+                "--shrink-time", 90, "--seed", 0)
+    assert done.returncode == 1, done.stderr[-2000:]
+    rows = json.loads(fuzz("list", "--cases", "--db", db, "--json").stdout)
+    assert {row["signature"] for row in rows} == {"mismatch | planted-unbacked-add:cpu:float32 | add_"}
+    for row in rows:  # a backed size, or none, compiles right: the shrinker keeps the unbacked mark (one add_ after 65 s)
+        case = json.loads(fuzz("show", "--db", db, row["id"], "--json").stdout)
+        assert case["graph"]["resized"]["mark"] == "unbacked", case["graph"]

@@ -90,6 +90,11 @@ class JaxEager(Backend):
         stack.enter_context(self.precision_context(graph))
         return stack
 
+    def supports_graph(self, graph: Graph) -> bool:
+        # The translation's index maps are made for the program's one set of shapes: a program whose inputs change
+        # size between steps (ir.Resize, a torch guard's region) is not translated yet.
+        return graph.resized is None and super().supports_graph(graph)
+
     def _graph_fn(self, graph: Graph):
         return self._body(graph)
 

@@ -16,7 +16,7 @@ from typing import ClassVar
 
 from fuzzer.backends import CompiledCache
 from fuzzer.backends.inductor_setup import prepare_inductor
-from fuzzer.backends.torch_eager import TorchEager
+from fuzzer.backends.torch_eager import TorchEager, dynamo_marks
 from fuzzer.errors import OpUnsupported
 from fuzzer.ir import Case, Graph, interpret
 from fuzzer.programs.program import scalar_reads
@@ -95,6 +95,7 @@ class TorchCompile(TorchEager):
     # CPU structure with a cold cache on 2 cores), six.
     compile_weight = 3.0
     runs_programs = True  # a program's step compiled once, called for every step
+    marks_resized_dims = True
     cpu_compile_weight: ClassVar[float] = 6.0
 
     def __init__(self, device="cpu", dtype=None, overrides=None, name=None):
@@ -113,6 +114,8 @@ class TorchCompile(TorchEager):
         # limit under fullgraph=True, where only a graph break (torch-compile-breaks) takes it.
         if self.fullgraph and any(node.op == "branch_" for node in graph.nodes):
             return False
+        if graph.resized is not None and not hasattr(dynamo_marks(), f"mark_{graph.resized.mark}"):
+            return False  # mark_unbacked came with torch 2.3
         return super().supports_graph(graph)
 
     def cache_key(self, graph: Graph) -> tuple:

@@ -16,7 +16,7 @@ from __future__ import annotations
 from fuzzer.backends.torch_compile import COMPILED, TorchCompile, _own_code_object
 from fuzzer.ir import Case, Graph, infer_shapes
 from fuzzer.programs.program import computed_scalar, shared_reads, with_scalar
-from fuzzer.programs.statements import FORMS, ITEM
+from fuzzer.programs.statements import ELEMENT, FORMS, ITEM, LIST_READ
 
 # Printed by a reproducer after the run: more graphs than one means the program went through a break.
 GRAPH_COUNT = "print(f'dynamo graphs: {torch._dynamo.utils.counters[\"stats\"][\"unique_graphs\"]}', file=sys.stderr)"
@@ -73,18 +73,21 @@ class TorchCompileBreaks(TorchCompile):
         for index, node in enumerate(graph.nodes):
             operands, attrs = [names[name] for name in node.inputs], f"NODES[{index}].attrs"
             if ITEM in node.attrs:  # the break: this graph ends here, and a resumed one takes the number
-                scalar = operands.pop()
-                if reader[node.name] == index:  # else the number an earlier statement read, used again
-                    lines.append(f"    number{index} = {scalar}.item()")
+                scalar, element = operands.pop(), node.attrs.get(ELEMENT)
+                if reader[node.name] == index:  # else the number (the list) an earlier statement read, used again
+                    read = f"{scalar}.item()" if element is None else f"TOLIST([{scalar}], {{}}, {{}})"
+                    lines.append(f"    number{index} = {read}")
+                number = f"number{reader[node.name]}" + ("" if element is None else f"[{element}]")
                 # its Python arithmetic, if any, in the resumed frame, as a user's loop computes it
-                attrs = f"with_scalar({attrs}, computed_scalar({attrs}, number{reader[node.name]}, FORMS.__getitem__))"
+                attrs = f"with_scalar({attrs}, computed_scalar({attrs}, {number}, FORMS.__getitem__))"
             names[node.name] = f"v{len(names)}"
             lines.append(f"    {names[node.name]} = IMPLS[{index}]([{', '.join(operands)}], "
                          f"params.get(NODES[{index}].name, {{}}), {attrs})")
         lines.append(f"    return [{', '.join(names[name] for name in graph.outputs)}]")
         forms = {form: self.impl_for(form) for form in FORMS}  # looked up outside: dynamo need not trace the registry
         namespace = {"INPUTS": [spec.name for spec in graph.inputs], "NODES": graph.nodes, "with_scalar": with_scalar,
-                     "computed_scalar": computed_scalar, "FORMS": forms, "IMPLS": [impls[node.op] for node in graph.nodes]}
+                     "computed_scalar": computed_scalar, "FORMS": forms, "TOLIST": self.impl_for(LIST_READ),
+                     "IMPLS": [impls[node.op] for node in graph.nodes]}
         exec("def run_graph(inputs, params):\n" + "\n".join(lines), namespace)  # names and indices only: no case text
         return namespace["run_graph"]
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+from typing import ClassVar
 
 import numpy as np
 
@@ -28,6 +29,13 @@ def cuda_unavailable_reason() -> str | None:
     return None
 
 
+def dynamo_marks():
+    """torch._dynamo.decorators: mark_dynamic, mark_unbacked (torch 2.3 on)."""
+    import torch._dynamo.decorators
+
+    return torch._dynamo.decorators
+
+
 class TorchEager(Backend):
     kind = "torch-eager"
     path = "torch/eager"
@@ -40,6 +48,8 @@ class TorchEager(Backend):
     computes_every_node = True
     versions_source = TORCH_VERSIONS
     runs_programs = True
+    # torch.compile's kinds mark a resized program's dim 0 before each step (ir.Resize); eager has no use for marks.
+    marks_resized_dims: ClassVar[bool] = False
 
     def unavailable_reason(self) -> str | None:
         try:
@@ -117,6 +127,19 @@ class TorchEager(Backend):
     def _graph_fn(self, graph: Graph):
         return lambda inputs, params: interpret(graph, inputs, params, scalar_reads(self.impl_for))
 
+    def _take_rows(self, graph: Graph):
+        """How a resized program's step takes an input's leading rows (ir.Resize): a view, written through, its dim 0
+        marked as the case says (a backed or an unbacked symbol) where a compiler reads marks."""
+        mark = getattr(dynamo_marks(), f"mark_{graph.resized.mark}") if graph.resized and self.marks_resized_dims else None
+
+        def take(tensor, rows):
+            view = tensor[:rows]
+            if mark is not None:
+                mark(view, 0)
+            return view
+
+        return take
+
     def reproducer_program(self, case: Case) -> tuple[list[str], str]:
         return torch_program(case, self, [], "graph(*args)")
 
@@ -128,7 +151,8 @@ class TorchEager(Backend):
             tensors = self._input_tensors(graph, inputs)
             if graph.steps:  # a program: the same input tensors every step, written in place (fuzzer/programs/program.py)
                 state = {name: tensor.clone() for name, tensor in tensors.items()}
-                outputs = run_steps(graph, lambda state: (fn(state, {}), state), state, lambda out: out.clone())
+                outputs = run_steps(graph, lambda state: (fn(state, {}), state), state, lambda out: out.clone(),
+                                    self._take_rows(graph))
             else:
                 outputs = fn(tensors, {node: {k: self._to_torch(v) for k, v in ps.items()} for node, ps in params.items()})
         # A float result to float64 in torch: numpy has no bfloat16 (an integer or bool one stays exact).

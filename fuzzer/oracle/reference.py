@@ -264,19 +264,24 @@ def program_reference(case, dtypes: set[str]):
     whose order of operations underflows, as float32 1 / (1 + exp(93.96)) is 0 on CUDA where numpy's
     sigmoid is 1.7e-41: a later `x > 0` mask flips; GPU campaign 2026-12-02). As for
     gradients (fuzzer/oracle/reference.py, "Extra outputs"), no non-finite entry is defined: a write
-    that a compiler reorders around a nan is no finding of this slice. Scale: the largest magnitude of
-    any result; sensitivity: 1 + every statement's once per step (views and the writes that only move
-    values add none: fuzzer/programs/statements.py, MOVES_VALUES)."""
-    from fuzzer.programs.program import VIEWS, run_in_numpy
+    that a compiler reorders around a nan is no finding of this slice. Per result, as of the step that
+    gives it (the inputs' final values: the last): scale, the largest magnitude of any value (inputs,
+    intermediates, results) up to that step; sensitivity, 1 + every statement's once per step up to it
+    (views and the writes that only move values add none: fuzzer/programs/statements.py, MOVES_VALUES).
+    A step's outputs never depend on later steps, so a later step's growth (a state fed back doubles
+    each step) allows them nothing: with one scale and one sensitivity for every result, a first step's
+    outputs near 7 were allowed 6.3 where the third step's values reached 16000."""
+    from fuzzer.programs.program import VIEWS, run_in_numpy, written_inputs
 
     graph, inputs = case.graph, {spec.name: case.arrays[spec.name] for spec in case.graph.inputs}
     start = time.perf_counter()
-    exact = run_in_numpy(graph, inputs, np.float64)
+    peaks: list[float] = []
+    exact = run_in_numpy(graph, inputs, np.float64, peaks=peaks)
     cost = {"float64": (1, time.perf_counter() - start)}
-    with np.errstate(invalid="ignore"):
-        scale = float(max((np.max(np.abs(r), where=np.isfinite(r), initial=0.0) for r in exact), default=0.0))
-    sensitivity = 1.0 + graph.steps * sum(get_op(node.op).numerics.sensitivity for node in graph.nodes
-                                          if node.op not in VIEWS)
+    per_step = sum(get_op(node.op).numerics.sensitivity for node in graph.nodes if node.op not in VIEWS)
+    steps = [step for step in range(graph.steps) for _ in graph.outputs] + [graph.steps - 1] * len(written_inputs(graph))
+    scales = [peaks[step] for step in steps]
+    sensitivities = [1.0 + (step + 1) * per_step for step in steps]
     models = HonestModels({}, {}, {}, {})
     for dtype in sorted(dtypes):
         numpy_type = numpy_dtype(dtype)
@@ -291,7 +296,7 @@ def program_reference(case, dtypes: set[str]):
             with np.errstate(invalid="ignore", over="ignore"):
                 noise = max(float(np.max(np.abs(run[index] - r64), where=judged, initial=0.0)) for run in runs)
             models.rounding_noise[dtype].append(noise)
-    return Reference(exact, [scale] * len(exact), [sensitivity] * len(exact), models_computed=models, float64_cost=cost)
+    return Reference(exact, scales, sensitivities, models_computed=models, float64_cost=cost)
 
 
 def _denormals_as_zero(x, dtype: str):

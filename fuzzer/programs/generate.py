@@ -10,15 +10,17 @@ honest rounding of a value near a pole or of a huge phase is no finding.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 from hypothesis import assume
 from hypothesis import strategies as st
 
 from fuzzer.errors import UserError
-from fuzzer.ir import Graph, Node, TensorSpec, infer_shapes
-from fuzzer.programs.program import PURE_OPS
-from fuzzer.programs.statements import (ARITHMETIC, BRANCH_ARMS, FORMS, ITEM, NUMBER_OPERANDS, SCALAR_ATTRS, SIZED_BY_VALUES,
-                                STATEMENTS, VIEWS, WRITES)
+from fuzzer.ir import Graph, Node, Resize, TensorSpec, infer_shapes
+from fuzzer.programs.program import MARKS, MIN_RESIZED_ROWS, PURE_OPS
+from fuzzer.programs.statements import (ARITHMETIC, BRANCH_ARMS, ELEMENT, FORMS, ITEM, LIST_READ, MAX_LISTED, NUMBER_OPERANDS,
+                                       SCALAR_ATTRS, SIZED_BY_VALUES, STATEMENTS, VIEWS, WRITES)
 
 PROGRAM_DIMS = (1, 2, 3, 4, 5, 7)
 # The pure ops drawn by default: exp is left out (a state fed back through it overflows in a few steps), div
@@ -40,6 +42,9 @@ UNARY_PURE = ("neg", "abs", "sin", "cos", "tanh", "sigmoid", "relu", "clamp")
 # always reads its condition so (a constant one is no control flow).
 SCALAR_READ_ONE_IN = 3
 MAX_STATEMENTS = 8
+# One program in this many changes its inputs' size between steps (ir.Resize), where its rules allow: guards and
+# recompiles of torch.compile (jax, which translates a program for one set of shapes, runs the others).
+RESIZED_ONE_IN = 3
 
 
 def vocabulary(op_names) -> tuple[list[str], list[str]]:
@@ -195,18 +200,30 @@ def _guarded(name: str, op: str, target: str, operands: list[str]) -> tuple[tupl
     return tuple(guards), target, operands
 
 
+def _item_reads(nodes: list[Node]) -> list[str]:
+    """The values earlier writes read a number from with `.item()`."""
+    return sorted({node.inputs[-1] for node in nodes if ITEM in node.attrs and ELEMENT not in node.attrs})
+
+
 def _scalar_read(draw, name: str, op: str, attrs: dict, shapes: dict, nodes: list[Node],
-                 forms: list[str]) -> tuple[tuple[Node, ...], dict, str]:
+                 forms: list[str], listing: bool, share: bool = False) -> tuple[tuple[Node, ...], dict, str]:
     """(the nodes it needs first, the write's attributes, the operand): write `op`'s scalar read with `.item()`, often
     the value an earlier write read (one number, several uses: program.shared_reads), half the time through one of
-    `forms` (Python arithmetic on the number, program_ops.FORMS) with constants it declares."""
+    `forms` (Python arithmetic on the number, program_ops.FORMS) with constants it declares; where `listing`, half the
+    time an element of a small 1-D value's `.tolist()` instead (_listed_read); where `share`, the value an earlier write
+    read with `.item()`."""
     attrs = {key: value for key, value in attrs.items() if key != SCALAR_ATTRS[op]} | {ITEM: SCALAR_ATTRS[op]}
     if forms and draw(st.booleans()):
         form = draw(st.sampled_from(forms))
         constants = {key: draw(st.sampled_from(constant.drawn)) for key, constant in FORMS[form][1].items()}
         attrs[ARITHMETIC] = {"form": form, **constants}
-    read_before = sorted({node.inputs[-1] for node in nodes if ITEM in node.attrs})
-    if read_before and draw(st.booleans()):
+    if listing and draw(st.booleans()):
+        listed = _listed_read(draw, name, shapes, nodes)
+        if listed is not None:
+            reader, operand, size = listed
+            return reader, attrs | {ELEMENT: draw(st.integers(0, size - 1))}, operand
+    read_before = _item_reads(nodes)
+    if read_before and (share or draw(st.booleans())):
         return (), attrs, draw(st.sampled_from(read_before))
     one_element = [value for value, shape in shapes.items() if int(np.prod(shape)) == 1]
     if one_element and draw(st.booleans()):
@@ -216,6 +233,27 @@ def _scalar_read(draw, name: str, op: str, attrs: dict, shapes: dict, nodes: lis
     return (mean,), attrs, mean.name
 
 
+def _listed_read(draw, name: str, shapes: dict, nodes: list[Node]) -> tuple[tuple[Node, ...], str, int] | None:
+    """(the nodes it needs first, the operand, its size) of a number read from a list: often the list an earlier write
+    read (several numbers of one `.tolist()`), else a 1-D value of 2 to MAX_LISTED elements, else the mean of one over
+    all dims but its last (a statistic a row), or None where no value has such a last dim."""
+    listed = lambda shape: len(shape) == 1 and 2 <= shape[0] <= MAX_LISTED  # noqa: E731
+    read_before = sorted({node.inputs[-1] for node in nodes if ELEMENT in node.attrs})
+    if read_before and draw(st.booleans()):
+        operand = draw(st.sampled_from(read_before))
+        return (), operand, shapes[operand][0]
+    lists = [value for value, shape in shapes.items() if listed(shape)]
+    if lists and draw(st.booleans()):
+        operand = draw(st.sampled_from(lists))
+        return (), operand, shapes[operand][0]
+    rows = [value for value, shape in shapes.items() if len(shape) >= 2 and listed(shape[-1:])]
+    if not rows:
+        return None
+    value = draw(st.sampled_from(rows))
+    mean = Node(f"{name}_list", "mean", (value,), {"dims": list(range(len(shapes[value]) - 1)), "keepdim": False})
+    return (mean,), mean.name, shapes[value][-1]
+
+
 @st.composite
 def programs(draw, op_names=None, regime: str = "") -> Graph:
     statements, pure = vocabulary(op_names)
@@ -223,6 +261,7 @@ def programs(draw, op_names=None, regime: str = "") -> Graph:
     writes = [name for name in statements if name in WRITES]
     sized = [name for name in statements if name in SIZED_BY_VALUES]
     forms = [name for name in statements if name in FORMS]
+    listing = LIST_READ in statements
     rank = draw(st.sampled_from((1, 2, 2, 2, 3)))
     inputs = [TensorSpec("x0", tuple(draw(st.sampled_from(PROGRAM_DIMS[1:])) for _ in range(rank)))]
     nodes: list[Node] = []
@@ -253,7 +292,11 @@ def programs(draw, op_names=None, regime: str = "") -> Graph:
         elif kind == "write" and writes:
             seen = [node.name for node in nodes if node.op in VIEWS]  # mostly through a view
             value = draw(st.sampled_from(seen if seen and draw(st.integers(0, 2)) else values))
-            op = draw(st.sampled_from(writes))
+            # One number, several uses (program.shared_reads): after a write that read a number with .item(), often one
+            # more that reads it again, as an optimizer's updates all take the step size it read once.
+            readers = [write for write in writes if write in SCALAR_ATTRS]
+            sharing = bool(readers and _item_reads(nodes)) and draw(st.booleans())
+            op = draw(st.sampled_from(readers if sharing else writes))
             attrs = _write_attrs(draw, op, shapes[value])
             operands, new_inputs = [], []
             for sources in _operand_shapes(op, shapes[value], attrs):
@@ -264,8 +307,9 @@ def programs(draw, op_names=None, regime: str = "") -> Graph:
                     new_inputs.append(TensorSpec(f"x{len(inputs) + len(new_inputs)}", draw(st.sampled_from(sources))))
                     operands.append(new_inputs[-1].name)
             guards, value, operands = _guarded(name, op, value, operands)
-            if op in SCALAR_ATTRS and (op == "branch_" or draw(st.integers(1, SCALAR_READ_ONE_IN)) == 1):
-                reader, attrs, scalar = _scalar_read(draw, name, op, attrs, shapes, nodes, forms)
+            if op in SCALAR_ATTRS and (sharing or op == "branch_" or draw(st.integers(1, SCALAR_READ_ONE_IN)) == 1):
+                reader, attrs, scalar = _scalar_read(draw, name, op, attrs, shapes, nodes, forms, listing and not sharing,
+                                                     sharing)
                 if op in NUMBER_OPERANDS:  # the number takes the last operand's place (x.mul_(s.item()))
                     new_inputs = [spec for spec in new_inputs if spec.name != operands[-1]]
                     operands = operands[:-1]
@@ -293,4 +337,25 @@ def programs(draw, op_names=None, regime: str = "") -> Graph:
     other = draw(st.sampled_from([spec.name for spec in inputs] + [node.name for node in nodes]))
     if other not in outputs and other not in {spec.name for spec in inputs}:
         outputs.append(other)
-    return Graph(tuple(inputs), tuple(nodes), tuple(outputs), regime, steps=draw(st.integers(2, 4)))
+    graph = Graph(tuple(inputs), tuple(nodes), tuple(outputs), regime, steps=draw(st.integers(2, 4)))
+    return _resized(draw, graph) if draw(st.integers(1, RESIZED_ONE_IN)) == 1 else graph
+
+
+def _resized(draw, graph: Graph) -> Graph:
+    """`graph` whose inputs of x0's rows change size between steps (ir.Resize: a row count a step, changing at least
+    once, dim 0 marked dynamic or unbacked), where x0 has rows enough and the program keeps its rules at every count;
+    else with x0 alone resized, else `graph` as it is."""
+    rows = graph.inputs[0].shape[0]
+    if rows <= MIN_RESIZED_ROWS:
+        return graph
+    counts = draw(st.lists(st.integers(MIN_RESIZED_ROWS, rows), min_size=graph.steps, max_size=graph.steps).filter(
+        lambda counts: len(set(counts)) > 1))
+    mark = draw(st.sampled_from(MARKS))
+    for names in ([spec.name for spec in graph.inputs if spec.shape[:1] == (rows,)], [graph.inputs[0].name]):
+        candidate = replace(graph, resized=Resize(tuple(names), tuple(counts), mark))
+        try:
+            infer_shapes(candidate)
+        except UserError:
+            continue
+        return candidate
+    return graph

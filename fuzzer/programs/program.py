@@ -28,7 +28,8 @@ Who runs it how, and why
   a scatter (`.at[].set`) into the root. This is our bookkeeping; the campaign checks it against
   numpy's views on every case, as the other backends are checked.
 A write may read its scalar argument from a one-element value at run time (`item`, program_ops.SCALAR_ATTRS):
-`.item()` in torch and numpy, the traced value in jax (`scalar_reads`).
+`.item()` in torch and numpy, the traced value in jax (`scalar_reads`); or one element of a small 1-D value's
+`.tolist()` (`element`).
 The oracle compares every step's outputs and the final written inputs against the float64 literal
 run, with honest models run the same way in each dtype (fuzzer/oracle/reference.py, `program_reference`).
 
@@ -44,9 +45,15 @@ from typing import Callable
 import numpy as np
 
 from fuzzer.errors import UserError
-from fuzzer.programs.statements import ARITHMETIC, ITEM, SCALAR_ATTRS, STATEMENTS, VIEWS, WRITES, arithmetic_of
+from fuzzer.programs.statements import (ARITHMETIC, ELEMENT, ITEM, LIST_READ, SCALAR_ATTRS, STATEMENTS, VIEWS, WRITES,
+                                       arithmetic_of)
 
 MAX_STEPS = 8
+# How torch marks a resized input's dim 0 before each call (ir.Resize): a backed symbol that guards may specialize
+# (torch._dynamo.mark_dynamic), or an unbacked one that no guard may (mark_unbacked, torch 2.3 on).
+MARKS = ("dynamic", "unbacked")
+# dynamo specializes sizes 0 and 1: a dim marked dynamic that arrives with 1 row is an error, not a recompile.
+MIN_RESIZED_ROWS = 2
 # Writes whose operand torch turns into a new tensor first (a mask), and writes at an index (torch refuses any
 # operand sharing memory with their target).
 MASK_WRITES = ("masked_fill_",)
@@ -97,7 +104,10 @@ def check_statements(graph, shapes: dict) -> None:
     """A program's rules (check_program); a plain graph has no writes or views of a program's."""
     if graph.steps:
         check_program(graph, shapes)
+        check_resized(graph)
         return
+    if graph.resized is not None:
+        raise UserError("The graph resizes its inputs between steps but has no 'steps'; set 'steps' or drop 'resized'.")
     for node in graph.nodes:
         if node.op in STATEMENTS:
             raise UserError(f"Node '{node.name}' ({node.op}) is a program's statement, but the graph has no 'steps'; "
@@ -157,6 +167,40 @@ def check_program(graph, shapes: dict) -> None:
                             "that very tensor; read a clone or a disjoint view.")
 
 
+def at_rows(graph, rows: int):
+    """The program as one step of a resized one runs it (ir.Resize): its resized inputs cut to `rows` rows."""
+    from dataclasses import replace
+
+    resized = set(graph.resized.inputs)
+    inputs = tuple(replace(spec, shape=(rows, *spec.shape[1:])) if spec.name in resized else spec for spec in graph.inputs)
+    return replace(graph, inputs=inputs, resized=None)
+
+
+def check_resized(graph) -> None:
+    """Refuse, with one sentence, a resize (ir.Resize) that is not one row count a step of named inputs, each count
+    from MIN_RESIZED_ROWS to the input's rows, or at whose row counts the program breaks its own rules."""
+    from fuzzer.ir import infer_shapes
+
+    resize = graph.resized
+    if resize is None:
+        return
+    shapes = {spec.name: spec.shape for spec in graph.inputs}
+    if len(resize.rows) != graph.steps:
+        raise UserError(f"'resized' gives {len(resize.rows)} row counts for a program of {graph.steps} steps; give one a step.")
+    for name in resize.inputs:
+        if not shapes.get(name):
+            raise UserError(f"'resized' names '{name}', which is not an input with a dim 0; name the program's inputs.")
+        if not all(MIN_RESIZED_ROWS <= rows <= shapes[name][0] for rows in resize.rows):
+            raise UserError(f"'resized' cuts '{name}' of {shapes[name][0]} rows to {list(resize.rows)}; give counts from "
+                            f"{MIN_RESIZED_ROWS} (dynamo specializes 0 and 1) to {shapes[name][0]}.")
+    for rows in sorted(set(resize.rows)):
+        try:
+            infer_shapes(at_rows(graph, rows))
+        except UserError as error:
+            raise UserError(f"{str(error).rstrip('.')} (at {rows} rows of {', '.join(resize.inputs)}, as a resized step runs "
+                            "it).") from None
+
+
 def tensor_operands(node) -> tuple[str, ...]:
     """The operands a statement takes as tensors: all but the one a write reads its scalar from (`item`)."""
     return node.inputs[:-1] if ITEM in node.attrs else node.inputs
@@ -166,17 +210,20 @@ def scalar_reads(impl_for: Callable, read: Callable = lambda tensor: tensor.item
     """`impl_for` whose writes that read a scalar at run time (program_ops.SCALAR_ATTRS) get it as the
     attribute it names, read from their last operand by `read`: `.item()` in torch (an unbacked symbol
     under torch.compile(fullgraph=True)) and in numpy (a Python float, as `float(s)`); jax passes the
-    traced value as a 0-d array, as a jitted function must."""
+    traced value as a 0-d array, as a jitted function must. A write naming an `element` takes that element of the
+    operand's list instead (`impl_for("tolist")`: `.tolist()` in torch and numpy, the traced elements in jax)."""
 
     def impl(op: str):
         run = impl_for(op)
         if op not in SCALAR_ATTRS:
             return run
+        listed = impl_for(LIST_READ)  # looked up now: a compiled step need not trace the registry
 
         def run_reading_scalar(xs, ps, attrs):
             if ITEM not in attrs:
                 return run(xs, ps, attrs)
-            return run(xs[:-1], ps, with_scalar(attrs, computed_scalar(attrs, read(xs[-1]), impl_for)))
+            number = listed([xs[-1]], {}, {})[attrs[ELEMENT]] if ELEMENT in attrs else read(xs[-1])
+            return run(xs[:-1], ps, with_scalar(attrs, computed_scalar(attrs, number, impl_for)))
 
         return run_reading_scalar
 
@@ -194,9 +241,9 @@ def computed_scalar(attrs: dict, number, impl_for: Callable):
 
 
 def shared_reads(graph, shapes: dict) -> dict[str, str]:
-    """For each node that reads a number with `.item()`, the node whose read it takes the number of: the first to read
-    the same value with nothing written into that value's memory since, else itself. The number is the same either
-    way; torch-compile-breaks and the reproducers read it once so, as an optimizer reads its step size once for every
+    """For each node that reads a number with `.item()` (or an element of `.tolist()`), the node whose read it takes the
+    number (the list) of: the first to read the same value with nothing written into that value's memory since, else
+    itself. The number is the same either way; torch-compile-breaks and the reproducers read it once so, as an optimizer reads its step size once for every
     parameter's update: one number used twice in the graph resumed after the break (pytorch#185382's path)."""
     table = aliases(graph, shapes)
     first, shared = {}, {}
@@ -211,7 +258,7 @@ def shared_reads(graph, shapes: dict) -> dict[str, str]:
 
 def with_scalar(attrs: dict, number) -> dict:
     """A write's attributes with the scalar it reads (`item`), computed already, given as `number`."""
-    return {**{key: value for key, value in attrs.items() if key not in (ITEM, ARITHMETIC)}, attrs[ITEM]: number}
+    return {**{key: value for key, value in attrs.items() if key not in (ITEM, ARITHMETIC, ELEMENT)}, attrs[ITEM]: number}
 
 
 def _tensor_of(graph, name: str) -> str:
@@ -244,19 +291,27 @@ def written_inputs(graph) -> list[str]:
 Step = Callable[[dict], tuple[list, dict]]
 
 
-def run_steps(graph, step: Step, state: dict, snapshot: Callable) -> list:
+def run_steps(graph, step: Step, state: dict, snapshot: Callable, take: Callable = lambda value, rows: value[:rows]) -> list:
     """The program's results (see the module docstring): `step` called `graph.steps` times, each
-    step's outputs taken by `snapshot` (a copy: a later step may write into them) as it returns."""
+    step's outputs taken by `snapshot` (a copy: a later step may write into them) as it returns. A resized
+    program's step runs on `take(value, rows)` of each resized input, a view of it (the runs that write in place
+    only: torch marks the view's dim 0 there), and the next step on the whole input again."""
     results = []
-    for _ in range(graph.steps):
-        outputs, state = step(state)
+    resize = graph.resized
+    for step_index in range(graph.steps):
+        if resize is None:
+            outputs, state = step(state)
+        else:
+            taken = {name: take(state[name], resize.rows[step_index]) for name in resize.inputs}
+            outputs, after = step({**state, **taken})
+            state = {**after, **{name: state[name] for name in resize.inputs}}  # written through the views
         results += [snapshot(out) for out in outputs]
     return results + [snapshot(state[name]) for name in written_inputs(graph)]
 
 
-def literal_step(graph, impl_for: Callable, fresh: Callable) -> Step:
+def literal_step(graph, impl_for: Callable, fresh: Callable, watch: Callable = lambda value: None) -> Step:
     """The body run statement by statement, writes in place and views real (numpy, torch eager);
-    `fresh(value)` makes a pure op's result a new root array (numpy: C order, the dtype)."""
+    `fresh(value)` makes a pure op's result a new root array (numpy: C order, the dtype); `watch` sees each value."""
 
     impl_for = scalar_reads(impl_for)
 
@@ -265,6 +320,7 @@ def literal_step(graph, impl_for: Callable, fresh: Callable) -> Step:
         for node in graph.nodes:
             value = impl_for(node.op)([env[name] for name in node.inputs], {}, node.attrs)
             env[node.name] = value if node.op in VIEWS | WRITES else fresh(value)
+            watch(env[node.name])
         return [env[name] for name in graph.outputs], state
 
     return step
@@ -305,13 +361,30 @@ def functional_step(graph, impl_for: Callable, shapes: dict) -> Step:
     return step
 
 
-def run_in_numpy(graph, inputs: dict, dtype, impl_for: Callable | None = None) -> list[np.ndarray]:
-    """The program's results computed literally in numpy `dtype` (the reference's and the honest models' run)."""
+def run_in_numpy(graph, inputs: dict, dtype, impl_for: Callable | None = None, peaks: list | None = None) -> list[np.ndarray]:
+    """The program's results computed literally in numpy `dtype` (the reference's and the honest models' run); `peaks`,
+    where given, gets after each step the largest finite magnitude of any value so far, the inputs' included."""
     from fuzzer.ops import get_op
 
     impl_for = impl_for or (lambda name: get_op(name).reference)
     state = {name: np.array(value, dtype=dtype, order="C") for name, value in inputs.items()}
     fresh = lambda value: np.array(value, dtype=dtype, order="C")  # noqa: E731 - a new root, never an operand's memory
+    largest = [0.0]
+
+    def watch(value):
+        with np.errstate(invalid="ignore"):
+            largest[0] = max(largest[0], float(np.max(np.abs(value), where=np.isfinite(value), initial=0.0)))
+
+    for value in state.values():
+        watch(value)
+    step = literal_step(graph, impl_for, fresh, watch)
+
+    def watched_step(state):
+        stepped = step(state)
+        if peaks is not None:
+            peaks.append(largest[0])
+        return stepped
+
     with np.errstate(all="ignore"):
-        results = run_steps(graph, literal_step(graph, impl_for, fresh), state, lambda value: np.array(value, dtype=dtype))
+        results = run_steps(graph, watched_step, state, lambda value: np.array(value, dtype=dtype))
     return [np.asarray(result, dtype=np.float64) for result in results]

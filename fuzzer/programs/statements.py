@@ -89,6 +89,32 @@ SCALAR_ATTRS = {"add_": "alpha", "sub_": "alpha", "addcmul_": "value", "addcdiv_
 NUMBER_OPERANDS = ("mul_",)
 
 
+# -- several numbers read at once: `.tolist()` of a small 1-D tensor (issue 55 item 2) --------------------
+# A write may take its number from a list instead: {"item": "alpha", "element": 1} with a last operand of 2 to MAX_LISTED
+# elements (1-D) is `alpha=s.tolist()[1]`; several writes reading the same value share one `.tolist()` (program.shared_reads),
+# as a user's loop unpacks `lr, beta = hyper.tolist()`. The list is read by the op `tolist` (never a node), so that a
+# plugin overrides it by name: torch and numpy call `.tolist()` (Python floats), jax indexes the traced array.
+ELEMENT = "element"
+LIST_READ = "tolist"
+MAX_LISTED = 8
+
+
+def _tolist(xs, ps, attrs):
+    return xs[0].tolist()
+
+
+def _jax_listed(xs, ps, attrs):  # a traced array has no Python numbers: its elements, indexed as the list would be
+    return xs[0].reshape(-1)
+
+
+def _check_element(element, shape) -> None:
+    """Refuse a `.tolist()` read of anything but a 1-D operand of 2 to MAX_LISTED numbers, or of an element it lacks."""
+    check(len(shape) == 1 and 2 <= shape[0] <= MAX_LISTED, f"the operand read with .tolist() has shape {list(shape)}, "
+          f"which is not a list of 2 to {MAX_LISTED} numbers; read a 1-D tensor of that many elements")
+    check(type(element) is int and 0 <= element < shape[0],
+          f"{ELEMENT} {str(element)[:40]} is not one of the {shape[0]} numbers .tolist() reads (0 to {shape[0] - 1})")
+
+
 # -- Python arithmetic on the number read (pytorch#185382's `value=-lr / (1 - beta ** step)`) -------------
 # A write that reads its scalar with `.item()` may compute it in Python from that number first: the attribute
 # `arithmetic` names one of these forms with its constants, {"item": "value", "arithmetic": {"form": "bias_correction",
@@ -134,17 +160,17 @@ FORMS = {
 }
 
 
-def _not_a_node(name: str):
+def _not_a_node(name: str, what: str, where: str):
     def refuse(attrs, shapes):
-        check(False, f"{name} is Python arithmetic on a number read with .item(), not a node; name it in a write's "
-              f"{ARITHMETIC} attribute")
+        check(False, f"{name} is {what}, not a node; {where}")
 
     return refuse
 
 
 def _form(name: str) -> OpDef:
     compute, constants, text = FORMS[name]
-    return OpDef(name=name, infer=_not_a_node(name), reference=compute, torch=compute, jax=compute, accepts=_never,
+    return OpDef(name=name, infer=_not_a_node(name, "Python arithmetic on a number read with .item()",
+                                           f"name it in a write's {ARITHMETIC} attribute"), reference=compute, torch=compute, jax=compute, accepts=_never,
                  attrs=tuple(constants), family="program", notes=f"Python arithmetic on a number read with .item(): {text}")
 
 
@@ -178,7 +204,7 @@ def _write(name: str, arity: int, infer, reference, torch_impl, jax_new, attrs=(
         arities, choices = (arity, tensors + 1), {ITEM: (key,)}
         infer = _reading_scalar(infer, key, arity, tensors, f"{key}?" in attrs or name in NUMBER_OPERANDS)
         given = () if name in NUMBER_OPERANDS else (f"{key}?",)  # a number operand comes from item only
-        attrs = tuple(a for a in attrs if a.removesuffix("?") != key) + given + (f"{ITEM}?", f"{ARITHMETIC}?")
+        attrs = tuple(a for a in attrs if a.removesuffix("?") != key) + given + (f"{ITEM}?", f"{ARITHMETIC}?", f"{ELEMENT}?")
     return OpDef(name=name, infer=infer, reference=reference, torch=torch_impl, jax=jax_new, accepts=_never,
                  attrs=attrs, arity=arities, numerics=numerics, family="program", choices=choices,
                  notes=f"in-place write; out of place: {out_of_place}")
@@ -195,13 +221,17 @@ def _reading_scalar(infer, key: str, arity: int, tensors: int, optional: bool):
         check(not (reads and key in attrs), f"it gives {key} and also reads it with {ITEM}; give one of them")
         check(reads or optional or key in attrs, f"{key} is missing; give it, or read it from an operand with {ITEM}")
         check(reads or ARITHMETIC not in attrs, f"it computes {key} with {ARITHMETIC} but reads no number; add {ITEM}")
+        check(reads or ELEMENT not in attrs, f"it names an {ELEMENT} of .tolist() but reads no number; add {ITEM}")
         if ARITHMETIC in attrs:
             _check_arithmetic(attrs[ARITHMETIC])
-        if reads:
+        if reads and ELEMENT in attrs:
+            _check_element(attrs[ELEMENT], shapes[-1])
+        elif reads:
             check(numel(shapes[-1]) == 1, f"the operand read with .item() has shape {list(shapes[-1])}, which is not "
                   "one element; read a one-element tensor")
+        if reads:
             attrs, shapes = {**attrs, key: 1.0}, shapes[:-1]  # any number passes the rule's own check
-        return infer({k: v for k, v in attrs.items() if k not in (ITEM, ARITHMETIC)}, shapes)
+        return infer({k: v for k, v in attrs.items() if k not in (ITEM, ARITHMETIC, ELEMENT)}, shapes)
 
     return shape
 
@@ -790,7 +820,12 @@ SIZED_BY_VALUES_OPS = [
 # The registry's `slice`, `narrow`, `transpose` and `expand` are out-of-place ops of plain graphs; a program's
 # views take torch's other names for the same views: getitem (a basic slice, as dynamo's graphs name it),
 # swapaxes, broadcast_to (an expand).
-STATEMENTS: dict[str, OpDef] = {op.name: op for op in WRITE_OPS + VIEW_OPS + SIZED_BY_VALUES_OPS + [_form(name) for name in FORMS]}
+LIST_READ_OP = OpDef(name=LIST_READ, infer=_not_a_node(LIST_READ, "the Python list a write reads its number from",
+                                                       f"give a write {ITEM} and {ELEMENT} instead"),
+                     reference=_tolist, torch=_tolist, jax=_jax_listed, accepts=_never, family="program",
+                     notes="a small 1-D tensor read as a Python list of numbers, for writes' scalars (element)")
+STATEMENTS: dict[str, OpDef] = {op.name: op for op in WRITE_OPS + VIEW_OPS + SIZED_BY_VALUES_OPS + [LIST_READ_OP]
+                                + [_form(name) for name in FORMS]}
 WRITES = frozenset(op.name for op in WRITE_OPS)
 VIEWS = frozenset(op.name for op in VIEW_OPS)
 SIZED_BY_VALUES = frozenset(op.name for op in SIZED_BY_VALUES_OPS)

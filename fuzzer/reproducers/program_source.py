@@ -9,6 +9,7 @@ script gets readable ones that shadow nothing (`with_readable_names`).
 
 from __future__ import annotations
 
+import ast
 import base64
 import builtins
 import io
@@ -26,7 +27,7 @@ from fuzzer.drawing.layouts import layout_source
 from fuzzer.errors import UserError
 from fuzzer.ir import Case, infer_shapes
 from fuzzer.programs.program import shared_reads
-from fuzzer.programs.statements import ARITHMETIC, ITEM, STATEMENTS, arithmetic_of
+from fuzzer.programs.statements import ARITHMETIC, ELEMENT, ITEM, LIST_READ, STATEMENTS, arithmetic_of
 from fuzzer.reproducers.op_source import Source, literal, write_call
 
 # What each framework's reproducer prints first (maintainers ask for it); `Backend.versions_source`.
@@ -249,7 +250,7 @@ def graph_function(case: Case, impl_for: Callable, source: Source, name: str = "
         if ITEM in attrs:  # a scalar read at run time (fuzzer/programs/program.py, scalar_reads), written as users write it
             statements, scalar = _scalar_source(node, inputs.pop(), shared, impl_for, source, shapes, temporary)
             body += [f"    {statement}" for statement in statements]
-            attrs = {**{key: value for key, value in attrs.items() if key not in (ITEM, ARITHMETIC)}, attrs[ITEM]: scalar}
+            attrs = {**{key: value for key, value in attrs.items() if key not in (ITEM, ARITHMETIC, ELEMENT)}, attrs[ITEM]: scalar}
         if impl is STATEMENTS["branch_"].torch:  # control flow on the value as users write it (a plugin's: its own)
             arms = [("then", f"if {attrs['condition']} > 0:"), ("otherwise", "else:")]
             for arm, line in arms:
@@ -273,20 +274,34 @@ def graph_function(case: Case, impl_for: Callable, source: Source, name: str = "
 
 def _scalar_source(node, operand: str, shared: dict, impl_for: Callable, source: Source, shapes: dict,
                    temporary: Callable) -> tuple[list[str], "_AsWritten"]:
-    """(statements, expression) of the scalar `node` reads from `operand`: `operand.item()`, read once into a variable
-    where several statements take that number (program.shared_reads), then its Python arithmetic written out."""
-    number = f"{operand}.item()"
-    statements = []
+    """(statements, expression) of the scalar `node` reads from `operand`: `operand.item()` (or `operand.tolist()[k]`,
+    the list as its implementation writes it), read once into a variable where several statements take that number
+    (program.shared_reads), then its Python arithmetic written out."""
+    element = node.attrs.get(ELEMENT)
+    statements, read = ([], f"{operand}.item()") if element is None else \
+        write_call(impl_for(LIST_READ), [operand], {}, {}, source, shapes, temporary)
+    index = "" if element is None else f"[{element}]"
     if list(shared.values()).count(shared[node.name]) > 1:
-        number = variable_name(f"{shared[node.name]}_number")
-        if shared[node.name] == node.name:
-            statements.append(f"{number} = {operand}.item()  # one number for every statement that reads it")
+        variable = variable_name(f"{shared[node.name]}_number{'s' if index else ''}")
+        if shared[node.name] != node.name:
+            statements = []  # read by the first statement that takes it
+        else:
+            statements.append(f"{variable} = {read}  # one {'list' if index else 'number'} for every statement that reads it")
+        number = variable + index
+    else:
+        number = _indexable(read) + index
     arithmetic = arithmetic_of(node.attrs)
     if arithmetic is not None:
         form, constants = arithmetic
         computing, number = write_call(impl_for(form), [number], {}, constants, source, shapes, temporary)
         statements += computing
     return statements, _AsWritten(number)
+
+
+def _indexable(expression: str) -> str:
+    """`expression` as it can be subscripted: in parentheses unless a name, a call, an attribute or a subscript."""
+    simple = isinstance(ast.parse(expression, mode="eval").body, (ast.Name, ast.Call, ast.Attribute, ast.Subscript))
+    return expression if simple else f"({expression})"
 
 
 class _AsWritten(str):
@@ -306,7 +321,7 @@ def _symbolic_attributes(node, defaults: dict) -> dict:
     written = {}
     for key, value in node.attrs.items():
         items = value if isinstance(value, (list, tuple)) else [value]
-        if items and all(isinstance(item, int) and not isinstance(item, bool) for item in items):
+        if key != ELEMENT and items and all(isinstance(item, int) and not isinstance(item, bool) for item in items):
             # "n0:size", which no node, input or parameter ("n0.weight") is named: read as n0_size, or n0_size_
             # where a node of that name takes n0_size (with_readable_names)
             default = _AsWritten(variable_name(f"{node.name}:{key}"))
@@ -345,14 +360,24 @@ def torch_outputs(expression: str) -> str:
     return f"outputs = [o.detach().to('cpu', torch.float64).numpy() for o in {expression}]"
 
 
-def torch_steps(case: Case, call: str) -> list[str]:
+def torch_steps(case: Case, call: str, marks: bool = False) -> list[str]:
     """A program's run (fuzzer/programs/program.py): `call` once a step on the same tensors `args`, each step's
-    outputs copied as it returns them, then the inputs the program writes, as they are after the last step."""
+    outputs copied as it returns them, then the inputs the program writes, as they are after the last step. A resized
+    program's step takes its resized inputs' leading rows (ir.Resize), dim 0 marked as the campaign did where `marks`."""
     from fuzzer.programs.program import written_inputs
 
     written = [argument_names(case).index(name) for name in written_inputs(case.graph)]
+    resize, resizing = case.graph.resized, []
+    if resize is not None:
+        call = call.replace("*args", "*step_args")
+        resized = [argument_names(case).index(name) for name in resize.inputs]
+        resizing = ["    step_args = list(args)",
+                    f"    for i in {resized}:  # a view of the leading rows, a size of its own each step",
+                    f"        step_args[i] = args[i][:{list(resize.rows)}[step]]",
+                    *([f"        torch._dynamo.decorators.mark_{resize.mark}(step_args[i], 0)"] if marks else [])]
     return ["results = []",
             f"for step in range({case.graph.steps}):  # the same tensors every step: what one step writes, the next reads",
+            *resizing,
             f"    results += [o.clone() for o in {call}]",
             *([f"results += [args[i] for i in {written}]  # the inputs it writes, after the last step"] if written else []),
             torch_outputs("results")]
@@ -382,7 +407,7 @@ def torch_program(case: Case, backend, transform: list[str], call: str, context:
     device = [f"DEVICE = {backend.device!r}"] * any("DEVICE" in line for line in transform)  # e.g. torch.load's map_location
     tensors = torch_tensors(case, backend.device, backend.dtype, layouts).split("\n")
     if case.graph.steps:  # a program: `args` must stay one list, the state its steps write
-        run = torch_steps(case, call)
+        run = torch_steps(case, call, getattr(backend, "marks_resized_dims", False))
     else:
         tensors, call = _arguments_in_call(tensors, transform, call)
         run = [torch_outputs(call)]

@@ -36,7 +36,8 @@ from fuzzer.ir import Case, Graph, Node, TensorSpec, infer_shapes, param_shapes,
 from fuzzer.ops import get_op, registry
 from fuzzer.oracle.complex import IllTyped, evaluate_complex
 from fuzzer.oracle.dtypes import round_to_dtype
-from fuzzer.programs.shrink import out_of_place_graphs, pass_fewer_steps, plain_number_graphs
+from fuzzer.programs.shrink import (constant_number_graphs, out_of_place_graphs, pass_fewer_steps, plain_number_graphs,
+                                    resizing, unresized_graphs)
 from fuzzer.programs.statements import WRITES
 
 Predicate = Callable[[Case], bool]
@@ -104,12 +105,12 @@ def case_elements(case: Case) -> int:
 
 
 def complexity(case: Case) -> tuple:
-    """The documented order: nodes, then a program's steps and writes, then elements, then input dims, then
+    """The documented order: nodes, then a program's steps, resize and writes, then elements, then input dims, then
     attribute size, then values."""
     attr_size = sum(len(str(node.attrs)) for node in case.graph.nodes)
     dims = sum(len(spec.shape) for spec in case.graph.inputs)
     writes = sum(node.op in WRITES for node in case.graph.nodes)
-    return (len(case.graph.nodes), case.graph.steps, writes, case_elements(case), dims, attr_size,
+    return (len(case.graph.nodes), case.graph.steps, resizing(case.graph), writes, case_elements(case), dims, attr_size,
             sum(value_cost(a) for a in case.arrays.values()))
 
 
@@ -137,7 +138,11 @@ def prune(graph: Graph) -> Graph:
     needed = graph.ancestors(graph.outputs + tuple(node.name for node in graph.nodes if node.op in WRITES))
     nodes = tuple(n for n in graph.nodes if n.name in needed)
     inputs = tuple(t for t in graph.inputs if t.name in needed)
-    return replace(graph, inputs=inputs, nodes=nodes)
+    resized = graph.resized
+    if resized is not None:  # the inputs it resizes that are left, or none
+        kept = tuple(name for name in resized.inputs if name in needed)
+        resized = replace(resized, inputs=kept) if kept else None
+    return replace(graph, inputs=inputs, nodes=nodes, resized=resized)
 
 
 def _fit(array: np.ndarray | None, shape: tuple[int, ...], fresh: Callable[[], np.ndarray]) -> np.ndarray:
@@ -395,13 +400,27 @@ def pass_plain_numbers(case: Case, culprit: str):
         yield rebuild(case, graph)
 
 
+def pass_whole_inputs(case: Case, culprit: str):
+    """A resized program's inputs whole at every step, or its unbacked size a backed one (program_shrink)."""
+    for graph in unresized_graphs(case.graph):
+        yield rebuild(case, graph)
+
+
+def pass_constant_numbers(case: Case, culprit: str):
+    """A program's writes, each taking a constant for the number it reads at run time (program_shrink)."""
+    for graph in constant_number_graphs(case.graph):
+        yield rebuild(case, graph)
+
+
 PASSES = [
     ("fewer_steps", pass_fewer_steps),
+    ("whole_inputs", pass_whole_inputs),
     ("single_output", pass_single_output),
     ("cut_inputs", pass_cut_inputs),
     ("bypass_nodes", pass_bypass_nodes),
     ("out_of_place", pass_out_of_place),
     ("plain_numbers", pass_plain_numbers),
+    ("constant_numbers", pass_constant_numbers),
     ("shrink_size_attrs", pass_shrink_size_attrs),
     ("shrink_input_dims", pass_shrink_input_dims),
     ("drop_leading_ones", pass_drop_leading_ones),

@@ -21,6 +21,10 @@ statement overridden by name, so that a test can show a short campaign of progra
 - `fault-half-correction`: the Python arithmetic `bias_correction` (c / (1 - d ** (1 + |s|)), on a number read with
   `.item()`) rounds its result to float16, as a resumed graph that baked the computed number in the wrong dtype would:
   only a write whose scalar goes through that arithmetic shows it.
+- `fault-slight-scalar`: addcmul_ takes its number 0.1% too large, as a kernel that rounds the number read with `.item()`
+  through a coarser type would: a small error the oracle must still see where a state grows across steps.
+- `fault-rotated-list`: `.tolist()` gives its numbers rotated by one (element 0 is the tensor's element 1), as a read at
+  the wrong offset would: only a write whose number is an element of `.tolist()` shows it.
 """
 
 from fuzzer.programs.statements import STATEMENTS
@@ -89,6 +93,15 @@ def half_bias_correction(xs, ps, attrs):
     return float(np.float16(attrs["c"] / (1 - attrs["d"] ** (1 + abs(xs[0])))))
 
 
+def addcmul_with_slight_scalar(xs, ps, attrs):
+    return xs[0].addcmul_(xs[1], xs[2], value=attrs.get("value", 1.0) * 1.001)
+
+
+def rotated_list(xs, ps, attrs):
+    numbers = xs[0].tolist()
+    return numbers[1:] + numbers[:1]
+
+
 def register(api):
     base = "torch-eager:cpu:float32"
     api.derive_backend("fault-copy-first", base=base, overrides={"copy_": copy_first})
@@ -102,3 +115,5 @@ def register(api):
                        overrides={"addcmul_": addcmul_with_half_scalar})
     api.derive_backend("fault-recompiled-add", base="torch-compile-dynamic:cpu:float32", overrides={"add_": add_past_16_rows})
     api.derive_backend("fault-half-correction", base=base, overrides={"bias_correction": half_bias_correction})
+    api.derive_backend("fault-slight-scalar", base=base, overrides={"addcmul_": addcmul_with_slight_scalar})
+    api.derive_backend("fault-rotated-list", base=base, overrides={"tolist": rotated_list})
