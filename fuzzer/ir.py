@@ -20,7 +20,7 @@ import json
 import keyword
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 import numpy as np
@@ -143,6 +143,12 @@ class Graph:
             **({"steps": self.steps} if self.steps else {}),
             **({"resized": self.resized.to_dict()} if self.resized else {}),
         }
+
+    def at_rows(self, rows: int) -> "Graph":
+        """The program as one step of a resized one runs it (Resize): its resized inputs cut to `rows` rows."""
+        resized = set(self.resized.inputs)
+        inputs = tuple(replace(spec, shape=(rows, *spec.shape[1:])) if spec.name in resized else spec for spec in self.inputs)
+        return replace(self, inputs=inputs, resized=None)
 
     def to_json(self) -> str:
         """Canonical JSON: sorted keys, no whitespace; equal graphs give equal strings."""
@@ -343,6 +349,12 @@ def infer_shapes(graph: Graph) -> dict[str, tuple[int, ...]]:
     from fuzzer.programs.program import check_statements
 
     check_statements(graph, shapes)
+    for rows in sorted(set(graph.resized.rows)) if graph.resized else ():
+        try:
+            infer_shapes(graph.at_rows(rows))
+        except UserError as error:
+            raise UserError(f"{str(error).rstrip('.')} (at {rows} rows of {', '.join(graph.resized.inputs)}, as a resized step "
+                            "runs it).") from None
     return shapes
 
 
