@@ -110,6 +110,21 @@ class ExactReference(TypedReference):
         """The case's ops whose integer semantics jax may define otherwise than torch (OpDef.jax_exact_differs)."""
         return sorted({node.op for node in self.case.graph.nodes if get_op(node.op).jax_exact_differs})
 
+    def expected_of(self, backend: str, dtype: str):
+        """What `backend`'s outputs must equal: the reference outputs in `dtype`, or jax eager's where the graph
+        holds an op whose integer semantics jax may define otherwise (a jax backend; jax eager itself is then
+        not judged); or the sentence saying why nothing is expected."""
+        from fuzzer.backend_names import BackendName
+        from fuzzer.backends import kind_family
+
+        expected, name, differs = self.outputs(dtype), BackendName.parse(backend), self.jax_differs()
+        if isinstance(expected, str) or not differs or kind_family(name) != "jax":
+            return expected
+        if name.kind == "jax-eager":
+            return f"jax's integer semantics may differ from torch's in {', '.join(differs)}: jax eager is its own reference"
+        expected = self.jax_eager_outputs(name.device or "cpu", dtype)
+        return expected if isinstance(expected, str) else [np.asarray(value) for value in expected]
+
     def ill_typed(self, dtype: str) -> str | None:
         """Why the graph is ill-typed in `dtype` (an op given a dtype it does not take), or None."""
         env = self.env(dtype)
@@ -161,21 +176,9 @@ def compare_exact(y, index: int, expected: np.ndarray, exact: ExactReference, dt
 
 def judge_exact(backend: str, dtype: str, outputs: list, exact: ExactReference) -> BackendVerdict:
     """The verdict of an exact backend: that of its first wrong output (agree: every output is right)."""
-    from fuzzer.backend_names import BackendName
-    from fuzzer.backends import kind_family
-
-    expected = exact.outputs(dtype)
+    expected = exact.expected_of(backend, dtype)
     if isinstance(expected, str):
         return BackendVerdict(backend, UNSUPPORTED, detail=expected)
-    name, differs = BackendName.parse(backend), exact.jax_differs()
-    if differs and kind_family(name) == "jax":
-        if name.kind == "jax-eager":
-            return BackendVerdict(backend, UNSUPPORTED, detail=f"jax's integer semantics may differ from torch's in "
-                                                               f"{', '.join(differs)}: jax eager is its own reference")
-        expected = exact.jax_eager_outputs(name.device or "cpu", dtype)
-        if isinstance(expected, str):
-            return BackendVerdict(backend, UNSUPPORTED, detail=expected)
-        expected = [np.asarray(value) for value in expected]
     if len(outputs) != len(expected):
         return BackendVerdict(backend, MISMATCH, detail=f"{len(outputs)} outputs, the reference has {len(expected)}")
     for index, (y, reference) in enumerate(zip(outputs, expected)):
