@@ -47,7 +47,7 @@ backend is judged against jax eager's own run of the case, so jax-eager itself i
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cached_property
 
 import numpy as np
