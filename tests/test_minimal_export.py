@@ -275,3 +275,13 @@ def test_the_script_re_stores_each_argument_with_the_strides_the_backend_runs(ki
     assert [tensor.is_contiguous() for tensor in tensors.values()] == [layout == "contiguous" for layout in layouts]
     for name, tensor in tensors.items():
         assert np.array_equal(tensor.numpy(), case.arrays[name].astype(np.float32)), name
+
+
+def test_a_seeded_draw_scaled_after_it_is_written_as_python_that_gives_its_values():
+    """`(rng.standard_normal(shape) * 0.001).astype(...)`: without the parentheses the .astype took 0.001 alone (an
+    AttributeError in a campaign's exported script)."""
+    from fuzzer.reproducers.program_source import _seeded
+
+    values = (np.random.default_rng(7).standard_normal((3, 2)) * 1e-3).astype(np.float32).astype(np.float64)
+    text = _seeded(values, "float32", [7]).split("  #")[0]
+    assert np.array_equal(eval(text, {"np": np}).astype(np.float64), values)  # noqa: S307 - the line the script holds

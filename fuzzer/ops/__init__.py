@@ -119,6 +119,10 @@ class OpDef:
     # (inputs, params, attrs) -> the result in torch's dtype and semantics on integer and bool operands
     # (sum of int32 is int64); None where `reference`, run on them, already is that.
     exact_reference: Callable | None = None
+    # Why jax's integer semantics differ from torch's, where they may (an op derived from torch's op
+    # database, whose jax twin was checked on float samples only): jax backends are then judged against
+    # jax eager's own run (fuzzer/oracle/exact.py).
+    jax_exact_differs: str = ""
     # False for an integer-only op (bitwise, shifts): float backends never draw it.
     float_dtypes: bool = True
     # How it runs on complex64 and complex128 (fuzzer/complex_dtypes.py; "" not at all): its `reference`

@@ -47,7 +47,7 @@ backend is judged against jax eager's own run of the case, so jax-eager itself i
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cached_property
 
 import numpy as np
@@ -175,9 +175,7 @@ def _roundoffs(count: float, dtype: str) -> float:
 @dataclass
 class ComplexReference(TypedReference):
     """A case's complex references, computed when first asked: r64 (complex128) and r_d per dtype, and
-    jax eager's own runs (the reference of jax backends where jax documents another convention)."""
-
-    jax_runs: dict = field(default_factory=dict)  # backend name -> jax eager's outputs, or its failure
+    jax eager's own runs (TypedReference.jax_eager_outputs)."""
 
     def evaluate(self, dtype: str) -> dict:
         return evaluate_complex(self.case, dtype)
@@ -185,18 +183,6 @@ class ComplexReference(TypedReference):
     def jax_differs(self) -> list[str]:
         """The case's ops whose complex convention jax documents otherwise than torch (OpDef.jax_complex_differs)."""
         return sorted({node.op for node in self.case.graph.nodes if get_op(node.op).jax_complex_differs})
-
-    def jax_eager_outputs(self, device: str, dtype: str):
-        """jax eager's own outputs of the case (the reference of jax backends where jax's convention differs)."""
-        key = f"jax-eager:{device}:{dtype}"
-        if key not in self.jax_runs:
-            from fuzzer.backends import get_backend
-
-            try:
-                self.jax_runs[key] = get_backend(key).run(self.case)
-            except Exception as exc:  # noqa: BLE001 - jax refusing the graph judges nothing
-                self.jax_runs[key] = f"jax eager, its reference here, raised {type(exc).__name__}"
-        return self.jax_runs[key]
 
     @cached_property
     def r64(self):

@@ -68,6 +68,7 @@ class TypedReference:
 
     case: Case
     envs: dict = field(default_factory=dict)  # dtype -> env, or the IllTyped sentence
+    jax_runs: dict = field(default_factory=dict)  # backend name -> jax eager's outputs, or its failure
 
     def evaluate(self, dtype: str) -> dict:
         raise NotImplementedError
@@ -85,12 +86,44 @@ class TypedReference:
         env = self.env(dtype)
         return env if isinstance(env, str) else [env[name] for name in self.case.graph.outputs]
 
+    def jax_eager_outputs(self, device: str, dtype: str):
+        """jax eager's own outputs of the case (the reference of jax backends where jax's semantics may
+        differ from torch's: OpDef.jax_exact_differs, jax_complex_differs), or the sentence why there are none."""
+        key = f"jax-eager:{device}:{dtype}"
+        if key not in self.jax_runs:
+            from fuzzer.backends import get_backend
+
+            try:
+                self.jax_runs[key] = get_backend(key).run(self.case)
+            except Exception as exc:  # noqa: BLE001 - jax refusing the graph judges nothing
+                self.jax_runs[key] = f"jax eager, its reference here, raised {type(exc).__name__}"
+        return self.jax_runs[key]
+
 
 class ExactReference(TypedReference):
     """A case's exact references, per exact dtype."""
 
     def evaluate(self, dtype: str) -> dict:
         return evaluate_exact(self.case, dtype)
+
+    def jax_differs(self) -> list[str]:
+        """The case's ops whose integer semantics jax may define otherwise than torch (OpDef.jax_exact_differs)."""
+        return sorted({node.op for node in self.case.graph.nodes if get_op(node.op).jax_exact_differs})
+
+    def expected_of(self, backend: str, dtype: str):
+        """What `backend`'s outputs must equal: the reference outputs in `dtype`, or jax eager's where the graph
+        holds an op whose integer semantics jax may define otherwise (a jax backend; jax eager itself is then
+        not judged); or the sentence saying why nothing is expected."""
+        from fuzzer.backend_names import BackendName
+        from fuzzer.backends import kind_family
+
+        expected, name, differs = self.outputs(dtype), BackendName.parse(backend), self.jax_differs()
+        if isinstance(expected, str) or not differs or kind_family(name) != "jax":
+            return expected
+        if name.kind == "jax-eager":
+            return f"jax's integer semantics may differ from torch's in {', '.join(differs)}: jax eager is its own reference"
+        expected = self.jax_eager_outputs(name.device or "cpu", dtype)
+        return expected if isinstance(expected, str) else [np.asarray(value) for value in expected]
 
     def ill_typed(self, dtype: str) -> str | None:
         """Why the graph is ill-typed in `dtype` (an op given a dtype it does not take), or None."""
@@ -143,7 +176,7 @@ def compare_exact(y, index: int, expected: np.ndarray, exact: ExactReference, dt
 
 def judge_exact(backend: str, dtype: str, outputs: list, exact: ExactReference) -> BackendVerdict:
     """The verdict of an exact backend: that of its first wrong output (agree: every output is right)."""
-    expected = exact.outputs(dtype)
+    expected = exact.expected_of(backend, dtype)
     if isinstance(expected, str):
         return BackendVerdict(backend, UNSUPPORTED, detail=expected)
     if len(outputs) != len(expected):

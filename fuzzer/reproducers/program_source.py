@@ -179,7 +179,7 @@ def compact_array(variable: str, array: np.ndarray, dtype: str, family: str, see
 
 
 def _seeded(array: np.ndarray, dtype: str, seeds: list) -> str | None:
-    """`np.random.default_rng(SEED).DRAW.astype(...)` when that gives exactly `array`'s values."""
+    """`(np.random.default_rng(SEED).DRAW).astype(...)` when that gives exactly `array`'s values."""
     if array.size > SEEDED_LIMIT:
         return None
     shape = tuple(int(size) for size in array.shape)
@@ -188,7 +188,8 @@ def _seeded(array: np.ndarray, dtype: str, seeds: list) -> str | None:
             values = draw(np.random.default_rng(seed), shape).astype(dtype)
             if np.array_equal(values.astype(np.float64), array, equal_nan=True):
                 call = text.format(shape=shape, fan_in=_fan_in(shape))
-                return f"np.random.default_rng({seed}).{call}.astype(np.{dtype})  # as the campaign drew it"
+                # In parentheses: a draw scaled afterwards (`* 0.001`) would take the .astype on its scale alone.
+                return f"(np.random.default_rng({seed}).{call}).astype(np.{dtype})  # as the campaign drew it"
     return None
 
 

@@ -255,8 +255,29 @@ class CompileBudget:
         self.cold_start = {name: None for name in shares}  # seconds of the first compile, once paid
         self.small_compiled = {name: 0 for name in shares}
         self.singles_done: dict[str, set] = {name: set() for name in shares}  # items (ops, motif keys) compiled alone (or undrawable)
+        self.lane_items: dict[str, list[str]] = {}  # a family lane's compiler -> its lane's items (add_lane_compiler)
+        self.lane_compiled: dict[str, int] = {}  # ... -> the graphs it compiled (its account's are in `compiled`)
         self.seen_pairs: dict[str, set] = {name: set() for name in shares}
         self.seen_nodes: dict[str, set] = {name: set() for name in shares}
+
+    def add_lane_compiler(self, name: str, items: list[str]) -> None:
+        """A family lane's compiler (fuzzer/running/dtype_families.py: torch-compile:cpu:int32), which charges its
+        float peer's family account but has a tier of its own: its lane's `items` (ops, motif keys) compiled
+        alone first, then small graphs, then the drawn ones, on the lane's graphs (its part and order: `parts`,
+        `orders`, where given); `lane_compiled` counts its own compiles, its tier's turns."""
+        self.lane_items[name] = list(items)
+        self.lane_compiled.setdefault(name, 0)
+        self.small_compiled.setdefault(name, 0)
+        self.singles_done.setdefault(name, set())
+
+    def count_lane_compile(self, name: str, tier: str) -> None:
+        """A family lane's compiler compiled a graph of `tier` (its account was charged: `charge`)."""
+        self.lane_compiled[name] += 1
+        self.small_compiled[name] += tier == SMALL
+
+    def compiles(self, name: str) -> int:
+        """The graphs `name` has compiled: a compiler's, or a family lane's compiler's own (add_lane_compiler)."""
+        return self.lane_compiled.get(name, self.compiled.get(name, 0))
 
     def novelty(self, backend: str, features: tuple[frozenset, frozenset]) -> int:
         pairs, nodes = features
@@ -288,17 +309,17 @@ class CompileBudget:
 
     def tier(self, backend: str) -> str:
         """Which graph `backend` compiles next: one op alone, a small graph or the drawn graph."""
-        if self.compiled[backend] % WHOLE_EVERY == WHOLE_EVERY - 1:
+        if self.compiles(backend) % WHOLE_EVERY == WHOLE_EVERY - 1:
             return WHOLE
         if self.uncovered_ops(backend):
             return SINGLE
-        return SMALL if self.small_compiled[backend] < len(self.ops) else WHOLE
+        return SMALL if self.small_compiled[backend] < len(self.lane_items.get(backend, self.ops)) else WHOLE
 
     def uncovered_ops(self, backend: str) -> list[str]:
         """The items (ops, motif keys) of its part that `backend` has not compiled alone yet, in its
         order; once they are done, every item it has not."""
         position, count = self.parts.get(backend, (0, 1))
-        done, ordered = self.singles_done[backend], self.orders.get(backend, self.ops)
+        done, ordered = self.singles_done[backend], self.orders.get(backend, self.lane_items.get(backend, self.ops))
         mine = [op for k, op in enumerate(ordered) if k % count == position and op not in done]
         return mine or [op for op in ordered if op not in done]
 

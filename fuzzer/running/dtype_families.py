@@ -18,7 +18,8 @@ campaign lists a backend of (a plugin's) takes every other turn (`turns`).
 A lane's compilers spend a part of their float peer's compile budget (fuzzer/running/budget.py), the families'
 share of it: torch-compile:cpu:int32 compiles on a share of torch-compile:cpu:float32's, in the worker
 slots that run it (compiler affinity), so the families take graphs and compile time from the float
-campaign at their share, not compile time on top of it.
+campaign at their share, not compile time on top of it. On that account each lane compiler has its own
+novelty tier (budget.CompileBudget.add_lane_compiler): its lane's ops compiled alone first, in the lane's dtype.
 """
 
 from __future__ import annotations

@@ -283,7 +283,7 @@ def _family_lanes(config: WorkerConfig, backends: list[Backend]) -> dict[str, Ca
     for dtype in (*EXACT_DTYPES * bool(config.integer_share), *COMPLEX_DTYPES * bool(config.complex_share)):
         regimes = INTEGER_REGIMES if is_exact(dtype) else COMPLEX_REGIMES
         named = [name for name in config.regimes or () if name in {regime.name for regime in regimes}]
-        lane_config = replace(config, regimes=named or None, derived_share=0.0, integer_share=0.0, complex_share=0.0)
+        lane_config = replace(config, regimes=named or None, integer_share=0.0, complex_share=0.0)
         members = lane_backends(backends, dtype)
         if config.ops and not any(all(b.supports(op) for b in members) for op in config.ops):
             continue
@@ -358,6 +358,10 @@ class Pipeline:
         # the worker with, so every compiler takes every drawn graph (a budget would only idle it).
         self.budget = (CompileBudget(shares, self.drawer.alone_items, config.single_op_parts, config.single_op_orders)
                        if len(compiling) < len(self.drawer.backends) else None)
+        for lane in self.drawer.families.values() if self.budget else ():
+            for backend in lane.backends:
+                if backend.expensive and self.accounts[backend.name] not in (None, backend.name):
+                    self.budget.add_lane_compiler(backend.name, lane.alone_items)
         self.gate = FirstCompileGate(config.first_compile_dir)
         self.backend_seconds: dict[str, float] = {}  # every run of the current graph, reruns included
         self.first_status: dict[str, str] = {}
@@ -397,8 +401,8 @@ class Pipeline:
     def compile_plan(self, whole: CaseSource, case: Case, lane: CaseDrawer) -> dict[CaseSource, tuple[Case, list[Backend]]]:
         """Which compilers of `lane` (the drawer of `whole`'s index) run now, and on which graph: the
         drawn `case` (of `whole`), or a one-op or small graph of their novelty tier (fuzzer/running/budget.py; a
-        family lane's compilers take its drawn graphs only, on their float peers' family accounts). Compilers
-        given the same graph share its runs."""
+        family lane's compilers have a tier of their own over their lane's ops, drawn in the lane, on their float
+        peers' family accounts). Compilers given the same graph share its runs."""
         compilers = [b for b in lane.backends if b.expensive]
         if not self.budget:
             return {whole: (case, [b for b in compilers if b.supports_graph(case.graph)])}
@@ -411,7 +415,7 @@ class Pipeline:
                 continue
             if not self.budget.may_afford(account):
                 continue
-            source = self._tier_source(backend, whole) if lane is self.drawer else whole
+            source = self._tier_source(backend, whole)
             candidate = plan[source][0] if source in plan else case if source == whole else self._tier_case(source)
             if candidate is None or not backend.supports_graph(candidate.graph):
                 if source.tier == SINGLE and (candidate is not None or self._gave_up_drawing(source.op)):
@@ -430,10 +434,10 @@ class Pipeline:
             return CaseSource(index, tier)
         # The least compiled alone first: the workers running a compiler take parts of its order (single_op_parts).
         items = self.budget.uncovered_ops(backend.name)
-        if self.budget.compiled[backend.name] == 0:
+        if self.budget.compiles(backend.name) == 0:
             # Its cold start, which its share is not charged, on one op alone: the cheapest compile (a motif's
             # chain holds up to six nodes).
-            items = [item for item in items if item not in self.drawer.motif_items] or items
+            items = [item for item in items if motifs.find(item) is None] or items
         return CaseSource(index, SINGLE, items[0])
 
     def _gave_up_drawing(self, op: str) -> bool:
@@ -474,8 +478,8 @@ class Pipeline:
                     continue
                 self.budget.charge(self.accounts[name], self.backend_seconds[name] + self.overhead.get(name, 0.0),
                                    graph_features(graph_case.graph, lane.dtype), source.tier)
-                if self.accounts[name] != name:  # a family lane's compiler: no one-op tier of its own
-                    continue
+                if self.accounts[name] != name:  # a family lane's compiler: its own tier, on its account's budget
+                    self.budget.count_lane_compile(name, source.tier)
                 # Its tier item, and every other it compiled on the way (addmm + relu holds addmm's chain).
                 for item in ([source.op] if source.tier == SINGLE else []) + alone_items(graph_case.graph):
                     self.budget.cover_single(name, item)

@@ -19,7 +19,9 @@ import warnings
 import numpy as np
 from hypothesis import assume
 
+from fuzzer.complex_dtypes import COMPLEX_DTYPES
 from fuzzer.errors import OpUnsupported, OutsideDomain
+from fuzzer.exact_dtypes import EXACT_DTYPES
 from fuzzer.ops import API_KEYWORDS, API_PATH, OpDef
 from fuzzer.ops._common import DIMS, check, like, st
 from fuzzer.ops.derived.conventions import convention
@@ -32,6 +34,12 @@ from fuzzer.ops.numerics import Numerics
 warnings.filterwarnings("ignore", message=r"`nn\.functional\.\w+` is deprecated")
 
 NUMPY, TORCH_FLOAT64 = "derived: numpy ref", "derived: torch f64"
+# A derived op runs in the integer, bool and complex dtypes its op-database entry lists for the CPU
+# (`dtypes`), judged exactly against torch eager's run (DerivedOp.torch_exact) or per component against
+# torch's complex128 run; its jax twin was checked against the reference on float samples only, so jax
+# backends are judged against jax eager's run there.
+UNCHECKED_JAX = ("its jax twin was checked on float samples only (fuzzer/ops/derived/build.py): jax's integer "
+                 "promotion and complex conventions may be its own")
 FREE = frozenset(DIMS)  # a template dim that took every one of these sizes (at build time) takes any size
 FAMILY = "derived"
 # Keyword arguments that place a result rather than compute it: the op database's samples run on the CPU
@@ -209,9 +217,15 @@ class DerivedOp:
         return self.function()(*xs, **attrs)
 
     def torch_float64(self, xs, ps, attrs):
-        """torch's own run on the CPU: float64 for float64 operands, else float32 rounded to their dtype."""
+        """torch's own run on the CPU: float64 for float64 operands, else float32 rounded to their dtype;
+        on complex operands (the complex oracle's r64 and r_d) complex128 for complex128, else complex64,
+        its result in the dtype torch gives it (abs of a complex value is real)."""
         import torch
 
+        if any(np.iscomplexobj(x) for x in xs):
+            wide = any(np.asarray(x).dtype in (np.complex128, np.float64) for x in xs)
+            tensors = [torch.from_numpy(np.array(x, dtype=np.complex128 if wide else np.complex64)) for x in xs]
+            return self.function()(*tensors, **attrs).resolve_conj().resolve_neg().numpy()
         dtype = np.float64 if np.asarray(xs[0]).dtype == np.float64 else np.float32
         tensors = [torch.from_numpy(np.array(x, dtype=dtype)) for x in xs]
         try:
@@ -220,7 +234,26 @@ class DerivedOp:
             raise OutsideDomain(f"{self.call}: {exc}") from exc
         return like(xs[0], result.numpy())
 
+    def torch_exact(self, xs, ps, attrs):
+        """The exact reference (OpDef.exact_reference): torch's own eager run on the CPU on the operands as
+        they are (int8 stays int8), its result in the dtype torch gives it. Not the entry's numpy ref, whose
+        integer semantics differ from torch's: np.sin of int8 is float16 where torch's is float32, an integer
+        division by zero is 0 with a warning where torch raises. A value torch refuses (a remainder by 0)
+        makes the graph ill-typed there, as in torch: no backend is judged on it."""
+        import torch
+
+        from fuzzer.oracle.exact import IllTyped
+
+        try:
+            result = self.function()(*[torch.from_numpy(np.array(x)) for x in xs], **attrs)
+        except (RuntimeError, ValueError, TypeError) as exc:
+            raise IllTyped(f"{self.call} refuses these operands in torch eager, its reference: "
+                           f"{str(exc).splitlines()[0][:160] if str(exc) else type(exc).__name__}") from exc
+        return result.numpy()
+
     def numpy(self, xs, ps, attrs):
+        if any(np.iscomplexobj(x) for x in xs):
+            return self.torch_float64(xs, ps, attrs)  # the numpy ref agreed with torch on real samples only
         reference = self.entry["reference"]
         function = getattr(importlib.import_module(reference["module"]), reference["name"])
         return like(xs[0], function(*xs, **attrs))
@@ -249,6 +282,8 @@ def make_op(entry: dict, hand_written_twin: str | None = None) -> OpDef:
         undefined_operands.__qualname__ = settled.rules_text()  # what `fuzz ops --numerics` prints
         numerics = Numerics(undefined_operands=undefined_operands, why={"undefined_operands": settled.why})
     counts = [len(t["shapes"]) for t in entry["templates"]]
+    exact_dtypes = tuple(dtype for dtype in EXACT_DTYPES if dtype in derived.dtypes)
+    takes_complex = bool(derived.dtypes & set(COMPLEX_DTYPES))
     where = f"{reference['module']}.{reference['name']}" if reference["kind"] == "numpy" else "torch float64 on the CPU"
     return OpDef(
         name=entry["name"],
@@ -265,6 +300,11 @@ def make_op(entry: dict, hand_written_twin: str | None = None) -> OpDef:
         numerics=numerics,
         declares_numerics=False,
         family=FAMILY,
+        exact_dtypes=exact_dtypes,
+        exact_reference=derived.torch_exact if exact_dtypes else None,
+        jax_exact_differs=UNCHECKED_JAX if exact_dtypes and twin else "",
+        complex_dtypes="complex" if takes_complex else "",
+        jax_complex_differs=UNCHECKED_JAX if takes_complex and twin else "",
         notes=f"from torch's op database ({', '.join(entry['entries'])}); reference: {where}; "
               f"jax: {twin['path'] if twin else 'none'}"
               + (f"; convention: {settled.why}" if settled else "")
