@@ -55,6 +55,12 @@ class OutsideDomain(ValueError):
     them: gaussian_nll_loss's negative var). The case is invalid: no finding, and no bug of ours."""
 
 
+class IllTyped(Exception):
+    """The graph applies an op to a value of a dtype it does not take (or, for an op whose exact reference is torch's
+    eager run, to values torch refuses there): no backend is judged on it. Here, below the ops and the oracle, since
+    both raise it."""
+
+
 class ShapeError(ValueError):
     """An op cannot accept these attributes / input shapes (raised by shape rules)."""
 

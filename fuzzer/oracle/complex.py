@@ -56,7 +56,8 @@ from fuzzer.complex_dtypes import COMPONENT_DTYPE
 from fuzzer.ir import Case, split_arrays
 from fuzzer.ops import get_op
 from fuzzer.oracle.dtypes import LARGEST, ROUNDING_SLACK, RTOL, TINY, UNIT_ROUNDOFF
-from fuzzer.oracle.exact import IllTyped, TypedReference
+from fuzzer.errors import IllTyped
+from fuzzer.oracle.exact import TypedReference
 from fuzzer.oracle.rounding import ACCUMULATING_FAMILIES, NOISY_RUNS
 from fuzzer.records import BackendVerdict
 from fuzzer.verdicts import AGREE, MISMATCH, NAN_INF, UNSUPPORTED, severity

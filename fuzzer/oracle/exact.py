@@ -29,16 +29,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from fuzzer.errors import IllTyped
 from fuzzer.exact_dtypes import is_exact
 from fuzzer.ir import Case, split_arrays
 from fuzzer.ops import get_op
 from fuzzer.oracle.dtypes import RTOL, nonfinite_class
 from fuzzer.records import BackendVerdict
 from fuzzer.verdicts import AGREE, MISMATCH, NAN_INF, UNSUPPORTED
-
-
-class IllTyped(Exception):
-    """The graph applies an op to a value of a dtype it does not take."""
 
 
 def evaluate_exact(case: Case, dtype: str) -> dict:

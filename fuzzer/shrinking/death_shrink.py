@@ -26,7 +26,6 @@ from fuzzer.backends import get_backend
 from fuzzer.errors import InternalError, UserError, normalize_error
 from fuzzer.ir import Case
 from fuzzer.judging.localize import NodeIsolation
-from fuzzer.oracle import signature
 from fuzzer.records import Finding, ShrinkReply
 from fuzzer.running.workers import AT_MEMORY_LIMIT, SlowCheck, WorkerDied, WorkerPoisoned
 from fuzzer.shrinking.shrink import shrink_case

@@ -31,10 +31,10 @@ import numpy as np
 from fuzzer.arrays import param_values
 from fuzzer.backends.numpy_ref import NumpyReference
 from fuzzer.drawing.layouts import CONTIGUOUS, conform_values, layouts_for
-from fuzzer.errors import UserError
+from fuzzer.errors import IllTyped, UserError
 from fuzzer.ir import Case, Graph, Node, TensorSpec, infer_shapes, param_shapes, split_arrays
 from fuzzer.ops import get_op, registry
-from fuzzer.oracle.complex import IllTyped, evaluate_complex
+from fuzzer.oracle.complex import evaluate_complex
 from fuzzer.oracle.dtypes import round_to_dtype
 from fuzzer.programs.shrink import (constant_number_graphs, out_of_place_graphs, pass_fewer_steps, plain_number_graphs,
                                     resizing, unresized_graphs)

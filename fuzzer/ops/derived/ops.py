@@ -20,7 +20,7 @@ import numpy as np
 from hypothesis import assume
 
 from fuzzer.complex_dtypes import COMPLEX_DTYPES
-from fuzzer.errors import OpUnsupported, OutsideDomain
+from fuzzer.errors import IllTyped, OpUnsupported, OutsideDomain
 from fuzzer.exact_dtypes import EXACT_DTYPES
 from fuzzer.ops import API_KEYWORDS, API_PATH, OpDef
 from fuzzer.ops._common import DIMS, check, like, st
@@ -241,8 +241,6 @@ class DerivedOp:
         division by zero is 0 with a warning where torch raises. A value torch refuses (a remainder by 0)
         makes the graph ill-typed there, as in torch: no backend is judged on it."""
         import torch
-
-        from fuzzer.oracle.exact import IllTyped
 
         try:
             result = self.function()(*[torch.from_numpy(np.array(x)) for x in xs], **attrs)
