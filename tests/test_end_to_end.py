@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import fuzz as campaign
+
 FUZZ = str(Path(sys.executable).with_name("fuzz"))
 CANARY_ARGS = ["--plugin", "layout-layernorm", "--backends", "torch-eager,canary-layout-layernorm"]
 
@@ -131,8 +133,8 @@ def test_backends_and_ops_are_listed(tmp_path):
 def test_each_campaign_draws_from_a_fresh_seed_it_prints_and_stores(tmp_path, monkeypatch):
     monkeypatch.delenv("FUZZ_SEED")  # conftest.py's fixed seed
     db = tmp_path / "fuzz.db"
-    runs = [fuzz("run", "--db", db, "--max-cases", 1, "--workers", 1, "--backends", "torch-eager", "--shrink-time", 0)
-            for _ in range(2)]
+    runs = [campaign("run", "--db", db, "--max-cases", 1, "--workers", 1, "--backends", "torch-eager", "--shrink-time", 0)
+            for _ in range(2)]  # in this process (conftest's): the seed is what the test is about, not the command
     assert all(run.returncode in (0, 1) for run in runs), runs  # a random graph may find something: 1 is fine here
     headers = [run.stderr for run in runs]
     stored = [row["seed"] for row in json.loads(fuzz("campaigns", "--db", db, "--json", check_exit=0).stdout)]

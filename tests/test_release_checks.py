@@ -59,6 +59,9 @@ def numpy_only_python(folder: Path) -> Path:
     return python
 
 
+# The tests that register environments (env_home: `fuzz env add` probes torch and jax in a new process, twice) and
+# replay on them (checked) are under -m long: 90 s of CI's 15 minutes. CI keeps the environments' protocol
+# (tests/test_envs.py, a backend run in an environment bit for bit) and this module's tests of stored checks.
 @pytest.fixture(scope="module")
 def env_home(tmp_path_factory):
     home = tmp_path_factory.mktemp("envs")
@@ -93,6 +96,7 @@ def stored_checks(db: Path) -> list[tuple]:
 
 # -- outcomes ----------------------------------------------------------------------------------------
 
+@pytest.mark.long  # CI's 15 minutes: see the note above env_home
 def test_a_bug_still_here_is_present_one_fixed_since_is_fixed_and_a_release_without_jax_cannot_run_it(checked):
     _, replies = checked
     outcomes = {case_id: {c["environment"]: c["outcome"] for c in reply["checks"]} for case_id, reply in replies.items()}
@@ -111,6 +115,7 @@ def test_a_bug_still_here_is_present_one_fixed_since_is_fixed_and_a_release_with
     assert "jax-jit:cpu:float32@bare" in softmax_bare["detail"] and "jax cannot be imported" in softmax_bare["detail"]
 
 
+@pytest.mark.long  # CI's 15 minutes: see the note above env_home
 def test_the_text_names_each_environment_its_versions_and_outcome(checked, env_home, tmp_path):
     db = copy_of(checked[0], tmp_path)
     text = fuzz("replay", SOFTMAX, "--db", db, "--on", "cur,bare", env_home=env_home).stdout
@@ -135,6 +140,7 @@ def test_a_canary_finding_is_present_here_and_cannot_run_in_another_environment(
     assert cur["outcome"] == "cannot-run" and "only the backends shipped with fuzzer can" in cur["detail"]
 
 
+@pytest.mark.long  # CI's 15 minutes: see the note above env_home
 def test_an_unregistered_environment_or_both_options_is_one_sentence_and_records_nothing(env_home, tmp_path):
     db = copy_of(SCHEMA6, tmp_path)
     one_error_line(fuzz("replay", SDPA, "--db", db, "--on", "cur,nope", env_home=env_home, expect=None),
@@ -146,6 +152,7 @@ def test_an_unregistered_environment_or_both_options_is_one_sentence_and_records
 
 # -- recorded, shown, exported --------------------------------------------------------------------------
 
+@pytest.mark.long  # CI's 15 minutes: see the note above env_home
 def test_each_outcome_is_recorded_on_the_bucket_and_a_recheck_replaces_it(checked, env_home, tmp_path):
     db = copy_of(checked[0], tmp_path)
     rows = stored_checks(db)
@@ -163,6 +170,7 @@ def test_each_outcome_is_recorded_on_the_bucket_and_a_recheck_replaces_it(checke
     assert after[(SDPA_BUCKET, "cur")][6] >= before[(SDPA_BUCKET, "cur")][6]
 
 
+@pytest.mark.long  # CI's 15 minutes: see the note above env_home
 def test_show_and_list_show_the_checks(checked, env_home):
     db, _ = checked
     text = fuzz("show", SDPA, "--db", db, env_home=env_home).stdout
@@ -183,6 +191,7 @@ def test_show_and_list_show_the_checks(checked, env_home):
     assert listed[SDPA_BUCKET]["release_checks"][0]["versions"]["python"] == PYTHON
 
 
+@pytest.mark.long  # CI's 15 minutes: see the note above env_home
 def test_the_issue_report_says_where_it_was_checked_and_names_no_path_of_this_machine(checked, env_home, tmp_path,
                                                                                        monkeypatch):
     home = tmp_path / "home"
@@ -235,6 +244,7 @@ def test_merge_carries_the_checks_once_and_the_newer_check_wins(checked, env_hom
     assert len(rows) == len(before) and next(row for row in rows if row[:2] == (SOFTMAX_BUCKET, "cur"))[6] == newer[6]
 
 
+@pytest.mark.long  # CI's 15 minutes: see the note above env_home
 def test_a_merged_check_of_a_foreign_form_is_refused_and_nothing_merged(checked, env_home, tmp_path):
     source = copy_of(checked[0], tmp_path / "node")
     with sqlite3.connect(source) as conn:
