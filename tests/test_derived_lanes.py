@@ -58,6 +58,18 @@ def test_a_derived_op_s_integer_result_is_judged_exactly_against_torch_eager_and
     assert {v.verdict for v in verdicts_of(by_zero, ["torch-eager:cpu:int32", "fault-int-remainder-as-fmod"]).values()} == {verdicts.UNSUPPORTED}
 
 
+def test_a_jax_twin_that_refuses_an_integer_dtype_torch_promotes_gives_no_verdict_and_a_float_refusal_stays_a_crash():
+    """torch.lgamma of int32 is float32 in torch; its twin lax.lgamma takes floats only (a clean default campaign on
+    torch 2.15 stored jax-eager's TypeError as a crash finding)."""
+    judged = verdicts_of(case_of("torch.lgamma", {"x": np.array([1, 2, 3, 4], dtype=np.int32)}),
+                         ["torch-eager:cpu:int32", "jax-eager:cpu:int32", "jax-jit:cpu:int32"])
+    assert judged["torch-eager:cpu:int32"].verdict == verdicts.AGREE
+    for name in ("jax-eager:cpu:int32", "jax-jit:cpu:int32"):
+        assert judged[name].verdict == verdicts.UNSUPPORTED and "refuses this dtype" in judged[name].detail, judged[name]
+    with pytest.raises(TypeError):  # on float operands the refusal is the twin's own: no cover for it
+        get_op("torch.lgamma").jax([np.array([1.0], np.float32), np.array([2.0], np.float32)], {}, {})
+
+
 def test_a_derived_op_s_complex_result_is_judged_per_component_against_torch_s_complex_run():
     load_plugins([str(PLUGIN)])
     case = case_of(SIN, {"z": np.array([0.5 + 1.0j, -2.0 + 0.25j, 3.0 - 0.5j])})
