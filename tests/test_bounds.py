@@ -150,6 +150,21 @@ def test_a_case_that_no_longer_kills_a_fresh_worker_is_not_shrunk():
         worker.stop()
 
 
+def test_a_worker_dead_since_its_last_reply_is_replaced_and_the_next_request_answered():
+    """A torch 2.15 campaign's worker aborted on a heap corruption after replying ("double free or corruption"); the
+    next request's send raised BrokenPipeError and ended the campaign with exit 2."""
+    worker = Worker(WorkerConfig(backends=[TORCH]))
+    try:
+        assert worker.request(("check", relu_case(), [TORCH]), timeout=120).verdict == "agree"
+        dead = worker.process
+        dead.kill()
+        dead.join(10)
+        reply = worker.request(("check", relu_case(), [TORCH]), timeout=120)
+        assert (reply.verdict, worker.deaths_between_requests) == ("agree", 1) and worker.process is not dead
+    finally:
+        worker.stop()
+
+
 def test_a_death_outside_any_backend_is_asked_of_the_whole_case_in_a_fresh_worker():
     # A worker whose fork server was killed with it dies "with status 255", here running no backend.
     assert WorkerDied("crash", None, "worker process exited with status 255", exit_code=255).from_outside()

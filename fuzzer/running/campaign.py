@@ -91,7 +91,7 @@ class Progress:
     unknown_finding_cases: int = 0  # cases with a bug finding that is neither: `fuzz run --fail-on new` exits 1
     crashes: int = 0
     unrepeated_hangs: int = 0  # hangs a fresh worker did not repeat (a slow case on a loaded machine): not findings
-    unrepeated_deaths: int = 0  # kills from outside a fresh worker did not repeat (WorkerDied.from_outside): not findings
+    unrepeated_deaths: int = 0  # kills from outside a fresh worker did not repeat (WorkerDied.from_outside), and deaths between requests: not findings
     poisoned_restarts: int = 0  # workers replaced after a backend's error left their device unusable
     slow_checks: int = 0  # cases not checked: the fuzzer's own work on them ran past --timeout (SlowCheck)
     internal_errors: int = 0
@@ -302,8 +302,15 @@ class Campaign:
                 if index is None:
                     return
                 focus = self._focus.setdefault(index, self._steer(index))  # a requeued index keeps its focus
-                worker.submit(("case", index, sorted(self.known_signatures), focus))
+                self._submit(worker, ("case", index, sorted(self.known_signatures), focus))
                 self._assigned[id(worker)] = index
+
+    def _submit(self, worker, message: tuple) -> None:
+        """`worker.submit`, counting a worker that had died since its last reply (Worker.deaths_between_requests; a
+        Ray actor has no such count) with the deaths a fresh worker did not repeat: no case of its was in flight."""
+        before = getattr(worker, "deaths_between_requests", 0)
+        worker.submit(message)
+        self.progress.unrepeated_deaths += getattr(worker, "deaths_between_requests", 0) - before
 
     def _next_case(self) -> int | None:
         """The case index to check next: a requeued one first (see _requeue); None if a limit says stop."""
@@ -421,7 +428,7 @@ class Campaign:
         if key not in rechecks:
             rechecks[key] = self._recheck(worker, index, source, poisoned.backend)
         if not again:
-            worker.submit(("case", index, sorted(self.known_signatures), self._focus.get(index)))
+            self._submit(worker, ("case", index, sorted(self.known_signatures), self._focus.get(index)))
             return True
         return False
 

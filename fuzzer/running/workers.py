@@ -349,6 +349,8 @@ class Worker:
         self.backend_compiles = False
         self.source: list | None = None
         self.last_heartbeat = 0.0
+        # Deaths after a reply, before the next request (submit): no case was in flight, so none is a finding.
+        self.deaths_between_requests = 0
         self._launch()
         if wait:
             self.wait_ready()
@@ -407,7 +409,16 @@ class Worker:
         self.backend = self.source = None
         self.backend_compiles = False
         self.last_heartbeat = time.monotonic()
-        self.conn.send(message)
+        try:
+            self.conn.send(message)
+        except (BrokenPipeError, ConnectionResetError):
+            # It died after its last reply: glibc aborting on a heap corruption it noticed at a later free ("double
+            # free or corruption", a torch 2.15 campaign). The request never reached it: a fresh worker takes it.
+            # Ending the campaign here ("Broken pipe", exit 2) lost the rest of it.
+            self.deaths_between_requests += 1
+            self._restart()
+            self.in_flight = message
+            self.conn.send(message)
 
     def collect(self):
         """Read what the worker sent; the request's result, or None if it is still working.
