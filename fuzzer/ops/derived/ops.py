@@ -311,15 +311,20 @@ def make_op(entry: dict, hand_written_twin: str | None = None) -> OpDef:
     )
 
 
+def _with_marks(call, written):
+    """`call` carrying `written`'s marks (the public call a reproducer writes)."""
+    for mark in (API_PATH, API_KEYWORDS):
+        setattr(call, mark, getattr(written, mark))
+    return call
+
+
 def _marked(run, written):
     """`run` (which checks the dtype first) carrying `written`'s marks, so a reproducer writes the plain call."""
 
     def call(xs, ps, attrs):
         return run(xs, ps, attrs)
 
-    for mark in (API_PATH, API_KEYWORDS):
-        setattr(call, mark, getattr(written, mark))
-    return call
+    return _with_marks(call, written)
 
 
 def _floats_only(written):
@@ -337,9 +342,7 @@ def _floats_only(written):
                 raise
             raise OpUnsupported(f"{getattr(written, API_PATH)} refuses this dtype: {str(exc).splitlines()[0][:160]}") from exc
 
-    for mark in (API_PATH, API_KEYWORDS):
-        setattr(call, mark, getattr(written, mark))
-    return call
+    return _with_marks(call, written)
 
 
 def derived_ops(entries: list[dict], hand_written: dict[str, OpDef]) -> tuple[dict[str, OpDef], dict[str, str]]:
